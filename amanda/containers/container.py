@@ -1,0 +1,494 @@
+"""Container: the one immutable type for ops, subgraphs and graphs.
+
+An op is a container without children; a graph is the top container. A container
+owns its children (ordered, uniquely named) and the edges between them; its
+tombstones delete edges of its descendants without touching them.
+
+>>> f = Container("F", "f", inputs=["x", "y"], outputs=["m", "n"])
+>>> g = Container("G", "g", inputs=["z"], outputs=["k"])
+>>> h = Container("H", "h", inputs=["hx"], outputs=["hk"], children=[f, g],
+...               edges=[("f:m", "g:z"), ("h:hx", "f:x"), ("g:k", "h:hk")])
+>>> [op.name for op in h]
+['f', 'g']
+>>> h.child("g") is g
+True
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Mapping
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+from pyrsistent import PMap, PVector, pvector
+
+from amanda.containers.edge import SELF, Edge, Port
+from amanda.containers.values import EMPTY, attrs_equal, attrs_hash, freeze_attrs
+from amanda.errors import PathError
+
+__all__ = ["Container", "op", "new_uid"]
+
+_set = object.__setattr__
+_EMPTY_VECTOR: PVector = pvector()
+_UID_PREFIX = os.urandom(6).hex()
+_uid_counter = itertools.count()
+
+
+def new_uid() -> str:
+    """A fresh identifier, unique across processes (random prefix, counter suffix)."""
+    return f"{_UID_PREFIX}-{next(_uid_counter):x}"
+
+
+def _port(value: Any) -> Port:
+    if isinstance(value, Port):
+        return value
+    if isinstance(value, str):
+        return Port(value)
+    if isinstance(value, Mapping):
+        return Port(value.get("name"), value.get("attrs"))
+    if isinstance(value, tuple) and len(value) == 2:
+        return Port(value[0], value[1])
+    raise TypeError(f"a port is a name, a Port or {{name, attrs}}, found {value!r}")
+
+
+def _ports(values: Iterable[Any]) -> tuple[Port, ...]:
+    if not values:
+        return ()
+    if type(values) is tuple and all(type(v) is Port for v in values):
+        return values  # type: ignore[return-value]
+    if type(values) is list and all(type(v) is Port for v in values):
+        return tuple(values)
+    if isinstance(values, (str, Mapping)):
+        raise TypeError(f"ports are given as a sequence, found {values!r}")
+    return tuple(_port(v) for v in values)
+
+
+class Container:
+    """An immutable op, subgraph or graph.
+
+    Fields: ``type``, ``name``, ``inputs``, ``outputs``, ``controls`` (named control
+    ports), ``children``, ``edges``, ``tombstones``, ``attrs`` (own attributes) and
+    ``uid``. Invariants are checked here, once: an ``InvariantError`` lists every
+    violation with its path. ``==`` and ``hash`` are structural and ignore ``uid``.
+    """
+
+    __slots__ = (
+        "type",
+        "name",
+        "inputs",
+        "outputs",
+        "controls",
+        "children",
+        "edges",
+        "tombstones",
+        "attrs",
+        "uid",
+        "_index",
+        "_hash",
+        "_cache",
+    )
+    _amanda_frozen = True
+
+    type: str | None
+    name: str | None
+    inputs: tuple[Port, ...]
+    outputs: tuple[Port, ...]
+    controls: tuple[Port, ...]
+    children: PVector
+    edges: PVector
+    tombstones: PVector
+    attrs: PMap
+    uid: str
+
+    def __init__(
+        self,
+        type: str | None = None,  # noqa: A002 - the seed's field name
+        name: str | None = None,
+        inputs: Iterable[Any] = (),
+        outputs: Iterable[Any] = (),
+        children: Iterable["Container"] = (),
+        edges: Iterable[Any] = (),
+        tombstones: Iterable[Any] = (),
+        attrs: Mapping[str, Any] | None = None,
+        uid: str | None = None,
+        controls: Iterable[Any] = (),
+    ) -> None:
+        from amanda.containers.validate import check_container
+
+        try:
+            frozen_attrs = freeze_attrs(attrs)
+        except TypeError as exc:
+            from amanda.errors import InvariantError, Problem
+
+            raise InvariantError([Problem((name,) if name else None, "frozen attribute values", str(exc))]) from None
+        type, name, frozen_attrs = _lift_builtins(type, name, frozen_attrs)
+        _set(self, "type", type)
+        _set(self, "name", name)
+        _set(self, "inputs", _ports(inputs))
+        _set(self, "outputs", _ports(outputs))
+        _set(self, "controls", _ports(controls))
+        _set(self, "attrs", frozen_attrs)
+        _set(self, "uid", uid if uid is not None else new_uid())
+        _set(self, "_hash", None)
+        _set(self, "_cache", None)
+        check_container(self, children, edges, tombstones)
+
+    @classmethod
+    def _trusted(
+        cls,
+        type: str | None,  # noqa: A002
+        name: str | None,
+        inputs: tuple[Port, ...],
+        outputs: tuple[Port, ...],
+        controls: tuple[Port, ...],
+        children: PVector,
+        edges: PVector,
+        tombstones: PVector,
+        attrs: PMap,
+        uid: str,
+        index: dict[str, int],
+    ) -> "Container":
+        """Assemble already-checked fields; only for transforms that re-checked what they changed."""
+        self = object.__new__(cls)
+        for field, value in (
+            ("type", type),
+            ("name", name),
+            ("inputs", inputs),
+            ("outputs", outputs),
+            ("controls", controls),
+            ("children", children),
+            ("edges", edges),
+            ("tombstones", tombstones),
+            ("attrs", attrs),
+            ("uid", uid),
+            ("_index", index),
+            ("_hash", None),
+            ("_cache", None),
+        ):
+            _set(self, field, value)
+        return self
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        raise AttributeError(
+            f"Container is immutable: cannot set {key!r}; use with_attrs(), evolve() or replace()"
+        )
+
+    def __delattr__(self, key: str) -> None:
+        raise AttributeError(f"Container is immutable: cannot delete {key!r}")
+
+    # -- reading ---------------------------------------------------------------------------
+
+    @property
+    def is_op(self) -> bool:
+        """Whether this container is a leaf op (it has no children)."""
+        return not self.children
+
+    @property
+    def namespace(self) -> str | None:
+        """The namespace this container declares (``attrs['namespace']``).
+
+        A child's effective namespace also depends on its ancestors: see
+        :func:`amanda.containers.traverse.walk`.
+        """
+        return self.attrs.get("namespace")
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        """Names of the input ports, in order."""
+        return tuple(p.name for p in self.inputs)
+
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        """Names of the output ports, in order."""
+        return tuple(p.name for p in self.outputs)
+
+    @property
+    def control_names(self) -> tuple[str, ...]:
+        """Names of the named control ports (``train``, ``inference`` …), in order."""
+        return tuple(p.name for p in self.controls)
+
+    def has_child(self, name: str) -> bool:
+        """Whether a child of this name exists."""
+        return name in self._index
+
+    def child(self, key: str | int) -> "Container":
+        """The child of this name or index."""
+        if isinstance(key, int) and not isinstance(key, bool):
+            if 0 <= key < len(self.children):
+                return self.children[key]
+            raise PathError.at(self._where(), f"a child index below {len(self.children)}", str(key))
+        position = self._index.get(key)
+        if position is None:
+            raise PathError.at(
+                self._where(), f"a child named one of {list(self._index)[:20]}", repr(key)
+            )
+        return self.children[position]
+
+    def child_index(self, name: str) -> int:
+        """Position of the child called ``name``."""
+        position = self._index.get(name)
+        if position is None:
+            raise PathError.at(self._where(), "an existing child", repr(name))
+        return position
+
+    def descendant(self, path: str | Sequence[str | int]) -> "Container":
+        """The descendant at ``path`` (a tuple of names/indexes, or a ``/`` string resolved
+        as DESIGN.md says: a whole child name wins, otherwise level by level)."""
+        from amanda.containers.validate import resolve_path
+
+        resolved = resolve_path(self, path)
+        if resolved is None:
+            raise PathError.at(self._where(), "an existing descendant path", repr(path))
+        node = self
+        for name in () if resolved is SELF else resolved:
+            node = node.children[node._index[name]]
+        return node
+
+    def port(self, name: str | int, side: str = "output") -> Port:
+        """The input or output port with this name or index."""
+        ports = self.inputs if side == "input" else self.outputs
+        if isinstance(name, int):
+            if 0 <= name < len(ports):
+                return ports[name]
+        else:
+            for port in ports:
+                if port.name == name:
+                    return port
+        raise PathError.at(self._where(), f"an {side} port among {[p.name for p in ports]}", repr(name))
+
+    def _where(self) -> tuple[str, ...] | None:
+        return (self.name,) if self.name else None
+
+    def __iter__(self) -> Iterator["Container"]:
+        """Every leaf op inside, in document order (the op itself if this is an op)."""
+        from amanda.containers.traverse import iter_ops
+
+        return iter_ops(self)
+
+    def sorted(
+        self,
+        skip: Callable[["Container"], bool] | None = None,
+        *,
+        skip_containers: Callable[["Container"], bool] | None = None,
+    ) -> Iterator["Container"]:
+        """Leaf ops in topological order from the inputs; containers that ``skip`` accepts
+        are yielded whole instead of entered."""
+        from amanda.containers.traverse import sorted_ops
+
+        return sorted_ops(self, skip if skip is not None else skip_containers)
+
+    # -- pure updates -----------------------------------------------------------------------
+
+    def evolve(self, **changes: Any) -> "Container":
+        """A container with some fields replaced (re-checked); ``self`` if nothing changes."""
+        if not changes:
+            return self
+        fields = {
+            "type": self.type,
+            "name": self.name,
+            "inputs": self.inputs,
+            "outputs": self.outputs,
+            "children": self.children,
+            "edges": self.edges,
+            "tombstones": self.tombstones,
+            "attrs": self.attrs,
+            "uid": self.uid,
+            "controls": self.controls,
+        }
+        unknown = set(changes) - set(fields)
+        if unknown:
+            raise TypeError(f"evolve() got unknown fields {sorted(unknown)}")
+        if all(fields[k] is v for k, v in changes.items()):
+            return self
+        fields.update(changes)
+        return Container(**fields)
+
+    def with_attrs(self, **attrs: Any) -> "Container":
+        """This container with attributes added or replaced; ``self`` if none changes.
+
+        >>> op("Relu", "r").with_attrs() is op("Relu", "r").with_attrs() or True
+        True
+        """
+        current = self.attrs
+        if all(k in current and attrs_equal({k: current[k]}, {k: v}) for k, v in attrs.items()):
+            return self
+        return self._with_own_attrs(current.update(freeze_attrs(attrs)))
+
+    def without_attrs(self, *keys: str) -> "Container":
+        """This container without the given attributes; ``self`` if none is present."""
+        present = [k for k in keys if k in self.attrs]
+        if not present:
+            return self
+        new = self.attrs
+        for key in present:
+            new = new.remove(key)
+        return self._with_own_attrs(new)
+
+    def _with_own_attrs(self, attrs: PMap) -> "Container":
+        # attributes take part in no invariant, so the checked structure is shared as is
+        return Container._trusted(
+            self.type, self.name, self.inputs, self.outputs, self.controls, self.children,
+            self.edges, self.tombstones, attrs, self.uid, self._index,
+        )
+
+    def with_name(self, name: str) -> "Container":
+        """This container renamed (its children and edges are shared)."""
+        if name == self.name:
+            return self
+        return self.evolve(name=name)
+
+    # -- identity ---------------------------------------------------------------------------
+
+    def __hash__(self) -> int:
+        cached = self._hash
+        if cached is None:
+            cached = _structural_hash(self)
+        return cached
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, Container):
+            return NotImplemented
+        return _structurally_equal(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        result = self.__eq__(other)
+        return result if result is NotImplemented else not result
+
+    def __repr__(self) -> str:
+        parts = [f"type={self.type!r}", f"name={self.name!r}"]
+        if self.inputs:
+            parts.append(f"inputs={list(self.input_names)}")
+        if self.outputs:
+            parts.append(f"outputs={list(self.output_names)}")
+        if self.controls:
+            parts.append(f"controls={list(self.control_names)}")
+        if self.children:
+            parts.append(f"children={len(self.children)}")
+        if self.edges:
+            parts.append(f"edges={len(self.edges)}")
+        if self.tombstones:
+            parts.append(f"tombstones={len(self.tombstones)}")
+        if self.attrs:
+            parts.append(f"attrs={dict(self.attrs)!r}")
+        return f"Container({', '.join(parts)})"
+
+    def __reduce__(self) -> Any:
+        raise TypeError("containers are not pickled; use amanda.dumps() (YAML/JSON) instead")
+
+    # -- caches keyed on this immutable object ----------------------------------------------
+
+    def _cached(self, key: str, build: Callable[["Container"], Any]) -> Any:
+        cache = self._cache
+        if cache is None:
+            cache = {}
+            _set(self, "_cache", cache)
+        value = cache.get(key)
+        if value is None:
+            value = build(self)
+            cache[key] = value
+        return value
+
+
+def _lift_builtins(type_: Any, name: Any, attrs: PMap) -> tuple[Any, Any, PMap]:
+    """The seed allows ``name`` and ``type`` under ``attrs``: lift them to the fields."""
+    if "name" not in attrs and "type" not in attrs:
+        if (name is None or type(name) is str) and (type_ is None or type(type_) is str):
+            return type_, name, attrs
+    from amanda.errors import InvariantError, Problem
+
+    for key, current in (("name", name), ("type", type_)):
+        if key in attrs:
+            value = attrs[key]
+            if current is not None and current != value:
+                raise InvariantError(
+                    [Problem((name,) if name else None, f"attrs.{key} equal to the {key} field {current!r}", repr(value))]
+                )
+            if key == "name":
+                name = value
+            else:
+                type_ = value
+            attrs = attrs.remove(key)
+    for key, value in (("name", name), ("type", type_)):
+        if value is not None and not isinstance(value, str):
+            raise InvariantError([Problem(None, f"a string {key}", repr(value))])
+    return type_, name, attrs
+
+
+def _own_hash(node: Container, child_hashes: tuple[int, ...]) -> int:
+    return hash(
+        (
+            node.type,
+            node.name,
+            node.inputs,
+            node.outputs,
+            node.controls,
+            child_hashes,
+            tuple(node.edges),
+            tuple(node.tombstones),
+            attrs_hash(node.attrs),
+        )
+    )
+
+
+def _structural_hash(root: Container) -> int:
+    # iterative post-order: deep nesting must not hit the recursion limit
+    stack: list[tuple[Container, bool]] = [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if node._hash is not None:
+            continue
+        if expanded or not node.children:
+            value = _own_hash(node, tuple(c._hash for c in node.children))
+            _set(node, "_hash", value)
+            continue
+        stack.append((node, True))
+        stack.extend((c, False) for c in node.children if c._hash is None)
+    return root._hash  # type: ignore[return-value]
+
+
+def _structurally_equal(a: Container, b: Container) -> bool:
+    if hash(a) != hash(b):
+        return False
+    pairs = [(a, b)]
+    while pairs:
+        x, y = pairs.pop()
+        if x is y:
+            continue
+        if (
+            x.type != y.type
+            or x.name != y.name
+            or x.inputs != y.inputs
+            or x.outputs != y.outputs
+            or x.controls != y.controls
+            or len(x.children) != len(y.children)
+            or list(x.edges) != list(y.edges)
+            or list(x.tombstones) != list(y.tombstones)
+            or not attrs_equal(x.attrs, y.attrs)
+        ):
+            return False
+        pairs.extend(zip(x.children, y.children))
+    return True
+
+
+def op(
+    type: str,  # noqa: A002
+    name: str | None = None,
+    inputs: Iterable[Any] = (),
+    outputs: Iterable[Any] = (),
+    attrs: Mapping[str, Any] | None = None,
+    uid: str | None = None,
+    controls: Iterable[Any] = (),
+) -> Container:
+    """A leaf op.
+
+    >>> relu = op("Relu", "r", inputs=["x"], outputs=["y"])
+    >>> relu.is_op, relu.input_names
+    (True, ('x',))
+    """
+    return Container(type, name, inputs, outputs, (), (), (), attrs, uid, controls)
+
+
+EMPTY_ATTRS = EMPTY

@@ -1,0 +1,222 @@
+"""The small frozen vocabulary of connections: Port, Endpoint, Edge and SELF.
+
+>>> Edge("f:m", "g:z")
+Edge('f:m', 'g:z')
+>>> Endpoint.parse("dense/MatMul:0")
+Endpoint('dense/MatMul', 0)
+"""
+
+from __future__ import annotations
+
+from operator import itemgetter
+from collections.abc import Mapping
+from typing import Any, Union
+
+from pyrsistent import PMap
+
+from amanda.containers.values import EMPTY, attrs_equal, attrs_hash, freeze_attrs
+
+__all__ = ["SELF", "CONTROL", "Port", "Endpoint", "Edge", "PathLike", "EndpointLike"]
+
+CONTROL = -1  # the implicit control port of every container, on both sides
+
+
+class _Self:
+    """The container's own boundary, as an endpoint's ``op``."""
+
+    __slots__ = ()
+    _instance: "_Self | None" = None
+
+    def __new__(cls) -> "_Self":
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "SELF"
+
+    def __reduce__(self) -> str:
+        return "SELF"
+
+    def __hash__(self) -> int:
+        return 0x5E1F
+
+
+SELF = _Self()
+
+PathLike = Union[str, int, tuple, _Self]
+
+
+class Port(tuple):
+    """A named port with attributes (shape, dtype, ``control: true`` …).
+
+    >>> Port("x", {"shape": [1, 784]}).attrs["shape"]
+    (1, 784)
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, name: str, attrs: Mapping[str, Any] | None = None) -> "Port":
+        if type(name) is not str or not name:
+            raise TypeError(f"a port name must be a non-empty string, found {name!r}")
+        return tuple.__new__(cls, (name, freeze_attrs(attrs) if attrs else EMPTY))
+
+    name: str = property(itemgetter(0))  # type: ignore[assignment]
+    attrs: PMap = property(itemgetter(1))  # type: ignore[assignment]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, tuple) or len(other) != 2:
+            return NotImplemented
+        return self[0] == other[0] and attrs_equal(self[1], other[1])
+
+    def __ne__(self, other: object) -> bool:
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    def __hash__(self) -> int:
+        return hash((self[0], attrs_hash(self[1])))
+
+    def with_attrs(self, **attrs: Any) -> "Port":
+        """This port with attributes added or replaced."""
+        return Port(self.name, {**self.attrs, **attrs})
+
+    def __repr__(self) -> str:
+        if self[1]:
+            return f"Port({self[0]!r}, {dict(self[1])!r})"
+        return f"Port({self[0]!r})"
+
+
+def _parse_port(text: str) -> str | int:
+    stripped = text.strip()
+    if stripped.lstrip("-").isdigit():
+        return int(stripped)
+    return stripped
+
+
+class Endpoint(tuple):
+    """One end of an edge: ``op`` (a child name or index, a path, or SELF) and ``port``.
+
+    ``port`` is a name, an index, or -1 for the control port.
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, op: PathLike, port: str | int) -> "Endpoint":
+        if isinstance(op, list):
+            op = tuple(op)
+        if not isinstance(port, (str, int)) or isinstance(port, bool):
+            raise TypeError(f"a port must be a name or an index, found {port!r}")
+        return tuple.__new__(cls, (op, port))
+
+    op: PathLike = property(itemgetter(0))  # type: ignore[assignment]
+    port: str | int = property(itemgetter(1))  # type: ignore[assignment]
+
+    @property
+    def is_control(self) -> bool:
+        """Whether this endpoint is the implicit control port ``-1``."""
+        return self[1] == CONTROL
+
+    @classmethod
+    def parse(cls, text: str) -> "Endpoint":
+        """Parse ``"op/path:port"``; a port of digits is an index, ``-1`` is control."""
+        if not isinstance(text, str) or ":" not in text:
+            raise ValueError(f"an endpoint string looks like 'op:port', found {text!r}")
+        op, _, port = text.rpartition(":")
+        return cls(op, _parse_port(port))
+
+    @classmethod
+    def of(cls, value: "EndpointLike") -> "Endpoint":
+        """Coerce an Endpoint, an ``(op, port)`` pair or an ``"op:port"`` string."""
+        if isinstance(value, Endpoint):
+            return value
+        if isinstance(value, str):
+            return cls.parse(value)
+        if isinstance(value, (tuple, list)) and len(value) == 2:
+            return cls(value[0], value[1])
+        raise TypeError(f"an endpoint is 'op:port' or (op, port), found {value!r}")
+
+    def __repr__(self) -> str:
+        op = self[0]
+        if isinstance(op, tuple):
+            text = "/".join(str(p) for p in op)
+            return f"Endpoint({op!r}, {self[1]!r})" if any("/" in str(p) for p in op) else (
+                f"Endpoint({text!r}, {self[1]!r})"
+            )
+        return f"Endpoint({op!r}, {self[1]!r})"
+
+    def __str__(self) -> str:
+        op = self[0]
+        if op is SELF:
+            name = "SELF"
+        elif isinstance(op, tuple):
+            name = "/".join(str(p) for p in op)
+        else:
+            name = str(op)
+        return f"{name}:{self[1]}"
+
+
+EndpointLike = Union[Endpoint, str, tuple]
+
+
+class Edge(tuple):
+    """A channel from an output port (``src``) to an input port (``dst``), with attributes.
+
+    A control edge joins two control ports and only orders execution.
+    """
+
+    __slots__ = ()
+
+    def __new__(
+        cls, src: EndpointLike, dst: EndpointLike, attrs: Mapping[str, Any] | None = None
+    ) -> "Edge":
+        return tuple.__new__(cls, (Endpoint.of(src), Endpoint.of(dst), freeze_attrs(attrs)))
+
+    @classmethod
+    def of(cls, value: Any) -> "Edge":
+        """Coerce an Edge or a ``(src, dst[, attrs])`` tuple."""
+        if isinstance(value, Edge):
+            return value
+        if isinstance(value, (tuple, list)) and len(value) in (2, 3):
+            return cls(*value)
+        raise TypeError(f"an edge is Edge(src, dst) or (src, dst[, attrs]), found {value!r}")
+
+    src: Endpoint = property(itemgetter(0))  # type: ignore[assignment]
+    dst: Endpoint = property(itemgetter(1))  # type: ignore[assignment]
+    attrs: PMap = property(itemgetter(2))  # type: ignore[assignment]
+
+    @property
+    def key(self) -> tuple[Endpoint, Endpoint]:
+        """``(src, dst)``: what identifies the edge for tombstones."""
+        return (self[0], self[1])
+
+    @property
+    def is_control(self) -> bool:
+        """Whether this is a control edge: an end at a ``-1`` port.
+
+        Containers reject edges mixing a data port with a control port, so one ``-1``
+        end suffices; the other may be a named control port (``train``). An edge
+        between two named control ports is known as control only by its container.
+        """
+        return self[0][1] == CONTROL or self[1][1] == CONTROL
+
+    @property
+    def phase(self) -> Any:
+        """The phase this edge belongs to (``attrs['phase']``), or None for every phase."""
+        return self[2].get("phase")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, tuple) or len(other) != 3:
+            return NotImplemented
+        return self[0] == other[0] and self[1] == other[1] and attrs_equal(self[2], other[2])
+
+    def __ne__(self, other: object) -> bool:
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    def __hash__(self) -> int:
+        return hash((self[0], self[1], attrs_hash(self[2])))
+
+    def __repr__(self) -> str:
+        if self[2] is EMPTY or not self[2]:
+            return f"Edge({str(self[0])!r}, {str(self[1])!r})"
+        return f"Edge({str(self[0])!r}, {str(self[1])!r}, {dict(self[2])!r})"

@@ -1,0 +1,304 @@
+"""The effective view: the dataflow graph among leaf ops.
+
+``flatten(container)`` lifts the edges of every level to the top, drops each edge
+that a tombstone of a level above its owner names, and forwards values through
+the boundary ports of nested containers. It is computed once per container
+object (containers are immutable) and cached.
+
+>>> from amanda.containers.container import Container, op
+>>> inner = Container("Block", "b", inputs=["x"], outputs=["y"],
+...     children=[op("Relu", "r", ["x"], ["y"])], edges=[("b:x", "r:x"), ("r:y", "b:y")])
+>>> top = Container(None, "g", inputs=["x"], outputs=["y"], children=[inner],
+...     edges=[("g:x", "b:x"), ("b:y", "g:y")])
+>>> sorted(f"{e.src} -> {e.dst}" for e in flatten(top).edges)
+['SELF:x -> b/r:x', 'b/r:y -> SELF:y']
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
+
+from amanda.containers.edge import CONTROL, SELF, Edge, Endpoint, Port
+from amanda.containers.values import EMPTY
+from amanda.errors import CycleError
+
+if TYPE_CHECKING:
+    from amanda.containers.container import Container
+
+__all__ = ["flatten", "FlatGraph"]
+
+_new = tuple.__new__
+
+
+class FlatGraph:
+    """The effective dataflow among leaf ops of one container.
+
+    ``ops``: leaf path (tuple of names from the top) -> leaf op, in document order.
+    ``edges``: data and control edges whose endpoints carry full leaf paths (or SELF
+    for the top container's own ports). ``inputs``: top input name -> the leaf
+    endpoints it reaches; ``outputs``: top output name -> the endpoint producing it.
+    """
+
+    __slots__ = ("container", "ops", "edges", "input_ports", "output_ports", "inputs", "outputs", "_order", "_index")
+
+    def __init__(self, container: "Container", ops: dict, edges: tuple[Edge, ...], order: tuple) -> None:
+        self.container = container
+        self.ops: Mapping[tuple[str, ...], "Container"] = MappingProxyType(ops)
+        self.edges = edges
+        self.input_ports: tuple[Port, ...] = container.inputs
+        self.output_ports: tuple[Port, ...] = container.outputs
+        reach: dict[str, list[Endpoint]] = {p.name: [] for p in container.inputs}
+        produce: dict[str, Endpoint | None] = {p.name: None for p in container.outputs}
+        for edge in edges:
+            src, dst = edge[0], edge[1]
+            if src[0] is SELF and src[1] in reach:
+                reach[src[1]].append(dst)
+            if dst[0] is SELF and dst[1] in produce and produce[dst[1]] is None:
+                produce[dst[1]] = src
+        self.inputs: Mapping[str, tuple[Endpoint, ...]] = MappingProxyType({k: tuple(v) for k, v in reach.items()})
+        self.outputs: Mapping[str, Endpoint | None] = MappingProxyType(produce)
+        self._order = order
+        self._index: dict | None = None
+
+    def topological_order(self) -> tuple[tuple[str, ...], ...]:
+        """Leaf paths such that every edge goes from an earlier to a later op."""
+        return self._order
+
+    def _indexes(self) -> dict:
+        if self._index is None:
+            producers: dict = {}
+            consumers: dict = {}
+            for edge in self.edges:
+                producers.setdefault((edge[1][0], edge[1][1]), []).append(edge)
+                consumers.setdefault((edge[0][0], edge[0][1]), []).append(edge)
+            self._index = {"producers": producers, "consumers": consumers}
+        return self._index
+
+    def producers(self, path: Any, port: Any) -> tuple[Edge, ...]:
+        """Edges that feed ``path:port`` (several only for distinct phases or control)."""
+        return tuple(self._indexes()["producers"].get((path, port), ()))
+
+    def consumers(self, path: Any, port: Any) -> tuple[Edge, ...]:
+        """Edges that read from ``path:port``."""
+        return tuple(self._indexes()["consumers"].get((path, port), ()))
+
+    def in_edges(self, path: tuple[str, ...]) -> Iterator[Edge]:
+        """Every edge into the op at ``path``."""
+        for (dst, _port), edges in self._indexes()["producers"].items():
+            if dst == path:
+                yield from edges
+
+    def __repr__(self) -> str:
+        return f"FlatGraph({len(self.ops)} ops, {len(self.edges)} edges)"
+
+
+def flatten(container: "Container") -> FlatGraph:
+    """The effective dataflow view of ``container`` (cached per container object)."""
+    return container._cached("flat", _build)
+
+
+def _build(root: "Container") -> FlatGraph:
+    ops: dict[tuple[str, ...], "Container"] = {}
+    nodes: dict[tuple[str, ...], "Container"] = {}
+    lifted: list[tuple] = []
+    buried: dict[tuple, int] = {}
+    stack: list[tuple[tuple[str, ...], "Container"]] = [((), root)]
+    while stack:
+        path, node = stack.pop()
+        if not node.children:
+            ops[path] = node
+            continue
+        nodes[path] = node
+        depth = len(path)
+        for edge in node.edges:
+            lifted.append(_lift(node, path, depth, edge))
+        for tomb in node.tombstones:
+            key = (path + tomb[0][0], tomb[0][1], path + tomb[1][0], tomb[1][1])
+            if buried.get(key, depth + 1) > depth:
+                buried[key] = depth
+        stack.extend((path + (child.name,), child) for child in reversed(node.children))
+
+    into: dict[Any, list[tuple[Any, Any]]] = {}
+    terminal: list[tuple[Any, Endpoint, Any]] = []
+    for key, src, dst, attrs, depth in lifted:
+        if buried and buried.get(key, depth) < depth:
+            continue
+        if type(dst) is Endpoint:
+            terminal.append((src, dst, attrs))
+        else:
+            into.setdefault(dst, []).append((src, attrs))
+
+    resolver = _Resolver(into, nodes)
+    seen: dict[tuple, Edge] = {}
+    for src, dst, attrs in terminal:
+        for source, merged in resolver.sources(src, attrs):
+            _emit(seen, source, dst, merged)
+    for junction in list(into):
+        if junction[3] == "in" and junction[2] == CONTROL:
+            # a control edge into a container orders every op inside it
+            for leaf in resolver.leaves(junction[1]):
+                for source, merged in resolver.sources(junction, EMPTY):
+                    _emit(seen, source, _new(Endpoint, (leaf, CONTROL)), merged)
+    edges = tuple(seen.values())
+    order = _topological(ops, edges)
+    return FlatGraph(root, ops, edges, order)
+
+
+def _lift(node: "Container", path: tuple, depth: int, edge: Edge) -> tuple:
+    src, dst = edge[0], edge[1]
+    src_op, dst_op = src[0], dst[0]
+    src_path = path if src_op is SELF else path + src_op
+    dst_path = path if dst_op is SELF else path + dst_op
+    key = (src_path, src[1], dst_path, dst[1])
+    return key, _node(node, path, src_op, src[1], "src"), _node(node, path, dst_op, dst[1], "dst"), edge[2], depth
+
+
+def _node(owner: "Container", path: tuple, op: Any, port: Any, side: str) -> Any:
+    """A terminal Endpoint (leaf port or top boundary) or a junction of a nested container."""
+    if op is SELF:
+        if not path:
+            return _new(Endpoint, (SELF, port))
+        if any(p[0] == port for p in owner.controls):
+            return ("J", path, port, "ctl")
+        return ("J", path, port, "in" if side == "src" else "out")
+    target = owner
+    for name in op:
+        target = target.children[target._index[name]]
+    full = path + op
+    if not target.children:
+        return _new(Endpoint, (full, port))
+    if side == "src" and any(p[0] == port for p in target.controls):
+        return ("J", full, port, "ctl")
+    return ("J", full, port, "out" if side == "src" else "in")
+
+
+def _merge(outer: Any, inner: Any) -> Any:
+    """Attributes along a forwarded chain, the consumer's side winning; None on a phase clash."""
+    if not outer:
+        return inner
+    if not inner:
+        return outer
+    a, b = outer.get("phase"), inner.get("phase")
+    if a is not None and b is not None and a != b:
+        return None
+    return outer.update(inner)
+
+
+def _emit(seen: dict, src: Endpoint, dst: Endpoint, attrs: Any) -> None:
+    key = (src, dst, attrs.get("phase") if attrs else None)
+    if key not in seen:
+        seen[key] = _new(Edge, (src, dst, attrs if attrs is not None else EMPTY))
+
+
+class _Resolver:
+    """Walks junctions back to the terminal endpoints that feed them (memoised, iterative)."""
+
+    def __init__(self, into: dict, nodes: dict) -> None:
+        self.into = into
+        self.nodes = nodes
+        self.memo: dict[Any, list[tuple[Endpoint, Any]]] = {}
+        self._leaves: dict[tuple, list[tuple]] = {}
+
+    def leaves(self, path: tuple) -> list[tuple]:
+        """Paths of every leaf op inside the container at ``path``."""
+        if path not in self._leaves:
+            found = []
+            stack = [(path, self.nodes[path])]
+            while stack:
+                here, node = stack.pop()
+                if not node.children:
+                    found.append(here)
+                else:
+                    stack.extend((here + (c.name,), c) for c in reversed(node.children))
+            self._leaves[path] = found
+        return self._leaves[path]
+
+    def _inbound(self, junction: tuple) -> list[tuple[Any, Any]]:
+        inbound = self.into.get(junction, [])
+        if junction[3] == "out" and junction[2] == CONTROL:
+            # a container's control output fires once every op inside has run
+            implicit = [(_new(Endpoint, (leaf, CONTROL)), EMPTY) for leaf in self.leaves(junction[1])]
+            return inbound + implicit
+        return inbound
+
+    def sources(self, src: Any, attrs: Any) -> list[tuple[Endpoint, Any]]:
+        if type(src) is Endpoint:
+            return [(src, attrs)]
+        resolved = self._resolve(src)
+        out = []
+        for terminal, inner in resolved:
+            merged = _merge(inner, attrs)
+            if merged is not None:
+                out.append((terminal, merged))
+        return out
+
+    def _resolve(self, start: tuple) -> list[tuple[Endpoint, Any]]:
+        memo = self.memo
+        if start in memo:
+            return memo[start]
+        state: dict[tuple, int] = {}
+        stack = [start]
+        while stack:
+            junction = stack[-1]
+            if junction in memo:
+                stack.pop()
+                continue
+            pending = [s for s, _ in self._inbound(junction) if type(s) is not Endpoint and s not in memo]
+            if pending and state.get(junction) != 1:
+                state[junction] = 1
+                for nxt in pending:
+                    if state.get(nxt) == 1:
+                        raise CycleError([j[1] for j in stack[stack.index(nxt):]] or [nxt[1]])
+                stack.extend(pending)
+                continue
+            result = []
+            for src, attrs in self._inbound(junction):
+                if type(src) is Endpoint:
+                    result.append((src, attrs))
+                else:
+                    for terminal, inner in memo[src]:
+                        merged = _merge(inner, attrs)
+                        if merged is not None:
+                            result.append((terminal, merged))
+            memo[junction] = result
+            stack.pop()
+        return memo[start]
+
+
+def _topological(ops: dict, edges: tuple[Edge, ...]) -> tuple:
+    successors: dict[tuple, list[tuple]] = {path: [] for path in ops}
+    indegree = dict.fromkeys(ops, 0)
+    for edge in edges:
+        src, dst = edge[0][0], edge[1][0]
+        if src is SELF or dst is SELF:
+            continue
+        successors[src].append(dst)
+        indegree[dst] += 1
+    ready = [path for path, degree in indegree.items() if degree == 0]
+    order = []
+    position = 0
+    while position < len(ready):
+        path = ready[position]
+        position += 1
+        order.append(path)
+        for nxt in successors[path]:
+            indegree[nxt] -= 1
+            if indegree[nxt] == 0:
+                ready.append(nxt)
+    if len(order) != len(ops):
+        raise CycleError(_find_cycle(successors, {p for p, d in indegree.items() if d > 0}))
+    return tuple(order)
+
+
+def _find_cycle(successors: dict, remaining: set) -> list[tuple]:
+    """One cycle among the ops left over by Kahn's algorithm, in edge order."""
+    start = next(p for p in successors if p in remaining)
+    trail: list[tuple] = []
+    where: dict[tuple, int] = {}
+    node = start
+    while node not in where:
+        where[node] = len(trail)
+        trail.append(node)
+        node = next(n for n in successors[node] if n in remaining)
+    return trail[where[node]:]

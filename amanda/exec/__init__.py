@@ -1,0 +1,1 @@
+"""Execution: numpy kernels, planner, threaded runner and Session."""

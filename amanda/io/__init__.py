@@ -1,0 +1,6 @@
+"""Serialization: the seed's YAML/JSON format, and ONNX (with the ``onnx`` extra)."""
+
+from amanda.io.document import from_document, to_document
+from amanda.io.text import dump, dumps, load, loads
+
+__all__ = ["dump", "dumps", "from_document", "load", "loads", "to_document"]

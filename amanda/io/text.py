@@ -1,0 +1,194 @@
+"""YAML and JSON text <-> containers, with safe loaders only.
+
+Bad documents raise ``FormatError`` with the path of the bad field and, for YAML
+(and JSON, which YAML reads too), its line and column.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from amanda.containers.container import Container
+from amanda.containers.edge import Edge, Port
+from amanda.errors import FormatError
+from amanda.io.document import DocPath, from_document, to_document
+
+__all__ = ["loads", "dumps", "load", "dump", "SafeLoader", "SafeDumper"]
+
+# libyaml's C implementations when present; both are the *safe* variants
+SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+SafeDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+_FORMATS = ("yaml", "json")
+
+
+def loads(text: str | bytes, format: str = "yaml") -> Any:  # noqa: A002
+    """Build a container (or edge, or port) from YAML or JSON text.
+
+    >>> g = loads("op: {name: f, input_ports: [{name: x}], output_ports: [{name: m}]}")
+    >>> g.name, g.input_names
+    ('f', ('x',))
+    """
+    if format not in _FORMATS:
+        raise FormatError(f"expected a format among {_FORMATS}, found {format!r}", expected="yaml or json", found=format)
+    doc = _parse(text, format)
+    try:
+        return from_document(doc)
+    except FormatError as exc:
+        raise _located(exc, text) from exc.__cause__
+    except RecursionError:
+        raise FormatError("the document nests containers too deeply to build", expected="less nesting") from None
+
+
+# libyaml's composer recurses in C and crashes the process somewhere past 20,000 levels;
+# documents that might nest that deep go to the pure-Python safe loader, whose
+# RecursionError becomes a FormatError.
+_C_DEPTH_LIMIT = 5000
+
+
+def _nesting_bound(text: str | bytes) -> int:
+    """An upper bound on a YAML document's nesting depth: flow depth plus the longest line."""
+    data = np.frombuffer(text.encode("utf-8") if isinstance(text, str) else text, dtype=np.uint8)
+    if data.size == 0:
+        return 0
+    step = np.zeros(data.size, dtype=np.int32)
+    step[(data == 0x5B) | (data == 0x7B)] = 1  # [ {
+    step[(data == 0x5D) | (data == 0x7D)] = -1  # ] }
+    flow = int(np.cumsum(step).max())
+    breaks = np.flatnonzero(data == 0x0A)
+    edges = np.concatenate(([-1], breaks, [data.size]))
+    longest = int(np.diff(edges).max())
+    return flow + longest
+
+
+def _yaml_loader(text: str | bytes) -> type:
+    if SafeLoader is yaml.SafeLoader or _nesting_bound(text) < _C_DEPTH_LIMIT:
+        return SafeLoader
+    return yaml.SafeLoader
+
+
+def _parse(text: str | bytes, format: str) -> Any:  # noqa: A002
+    try:
+        if format == "json":
+            return json.loads(text)
+        return yaml.load(text, Loader=_yaml_loader(text))  # noqa: S506 - only safe loaders
+    except json.JSONDecodeError as exc:
+        raise FormatError(f"invalid JSON: {exc.msg}", found=exc.msg, line=exc.lineno, column=exc.colno) from None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        message = f"invalid YAML: {exc.problem or exc.context}"
+        if mark is None:
+            raise FormatError(message) from None
+        raise FormatError(message, found=str(exc.problem), line=mark.line + 1, column=mark.column + 1) from None
+    except yaml.YAMLError as exc:
+        raise FormatError(f"invalid YAML: {exc}") from None
+    except RecursionError:
+        raise FormatError("the document is nested too deeply to parse", expected="less nesting") from None
+    except UnicodeDecodeError as exc:
+        raise FormatError(f"the document is not UTF-8 text: {exc.reason}") from None
+
+
+def _located(exc: FormatError, text: str | bytes) -> FormatError:
+    """The same error with the line and column of its field, found by composing the YAML."""
+    path = exc.path if isinstance(exc.path, tuple) else None
+    if path is None or exc.line is not None:
+        return exc
+    mark = _mark_of(text, path)
+    if mark is None:
+        return exc
+    return FormatError(str(exc), path=path, expected=exc.expected, found=exc.found, line=mark[0], column=mark[1])
+
+
+def _mark_of(text: str | bytes, path: DocPath) -> tuple[int, int] | None:
+    """Line and column (1-based) of the deepest node of ``path`` present in the text."""
+    try:
+        node = yaml.compose(text, Loader=_yaml_loader(text))  # noqa: S506
+    except (yaml.YAMLError, RecursionError):
+        return None
+    found = node
+    for part in path:
+        if isinstance(node, yaml.MappingNode):
+            match = [(k, v) for k, v in node.value if getattr(k, "value", None) == str(part)]
+            if not match:
+                break
+            found, node = match[0]  # the key: where a reader looks for the field
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
+            node = found = node.value[part]
+        else:
+            break
+    if found is None:
+        return None
+    return found.start_mark.line + 1, found.start_mark.column + 1
+
+
+def dumps(item: Container | Edge | Port, format: str = "yaml") -> str:  # noqa: A002
+    """YAML or JSON text for a container (or edge, or port); ``loads`` reads it back equal.
+
+    >>> from amanda.containers import op
+    >>> loads(dumps(op("Relu", "r", ["x"], ["y"]))) == op("Relu", "r", ["x"], ["y"])
+    True
+    """
+    if format not in _FORMATS:
+        raise FormatError(f"expected a format among {_FORMATS}, found {format!r}", expected="yaml or json", found=format)
+    try:
+        doc = to_document(item)
+        if format == "json":
+            return json.dumps(doc, indent=1)
+        return yaml.dump(doc, Dumper=SafeDumper, sort_keys=False, default_flow_style=None, allow_unicode=True, width=100)
+    except RecursionError:
+        raise FormatError("the container nests too deeply to write", expected="less nesting") from None
+    except TypeError as exc:
+        raise FormatError(f"cannot write the container: {exc}") from None
+
+
+def _format_of(path: str | Path, format: str | None) -> str:  # noqa: A002
+    if format is not None:
+        return format
+    suffix = Path(path).suffix.lower()
+    if suffix in (".yaml", ".yml"):
+        return "yaml"
+    if suffix == ".json":
+        return "json"
+    if suffix == ".onnx":
+        return "onnx"
+    raise FormatError(
+        f"cannot tell the format of {str(path)!r} from its suffix",
+        path=str(path), expected=".yaml, .yml, .json or .onnx", found=suffix or "no suffix",
+    )
+
+
+def load(path: str | Path, format: str | None = None) -> Any:  # noqa: A002
+    """Read a container from a file, by suffix: ``.yaml``/``.yml``, ``.json``, ``.onnx``."""
+    kind = _format_of(path, format)
+    if kind == "onnx":
+        from amanda.io.onnx import load_onnx
+
+        return load_onnx(path)
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise FormatError(f"cannot read {str(path)!r}: {exc.strerror}", path=str(path)) from None
+    try:
+        return loads(data, kind)
+    except FormatError as exc:
+        message = str(exc).split(" (line ")[0]
+        raise FormatError(
+            f"{path}: {message}", path=exc.path, expected=exc.expected, found=exc.found,
+            line=exc.line, column=exc.column,
+        ) from exc
+
+
+def dump(item: Container, path: str | Path, format: str | None = None) -> None:  # noqa: A002
+    """Write a container to a file, by suffix: ``.yaml``/``.yml``, ``.json``, ``.onnx``."""
+    kind = _format_of(path, format)
+    if kind == "onnx":
+        from amanda.io.onnx import dump_onnx
+
+        dump_onnx(item, path)
+        return
+    Path(path).write_text(dumps(item, kind), encoding="utf-8")

@@ -1,0 +1,226 @@
+"""YAML and JSON: the seed's documents, lossless round trips, and located errors."""
+
+import copy
+import glob
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import amanda
+from amanda import AmandaError, Container, Edge, FormatError, Port, op
+from amanda.io import from_document, to_document
+from tests.strategies import containers
+
+SEED_FIXTURES = sorted(glob.glob("tests/fixtures/seed_000/*.yaml"))
+
+
+@pytest.mark.parametrize("path", SEED_FIXTURES, ids=lambda p: p.rsplit("/", 1)[-1])
+def test_every_seed_example_loads_as_written(path):
+    """Each example document of seed 000 loads and round-trips through YAML and JSON."""
+    item = amanda.load(path)
+    assert isinstance(item, (Container, Edge, Port))
+    if isinstance(item, Container):
+        assert amanda.loads(amanda.dumps(item)) == item
+        assert amanda.loads(amanda.dumps(item, "json"), "json") == item
+
+
+def test_seed_tensorflow_graph_fields():
+    """The seed's TensorFlow graph keeps its namespace, attributes and port attributes."""
+    g = amanda.load("tests/fixtures/seed_000/tensorflow_dense_graph.yaml")
+    assert g.namespace == "amanda/tensorflow/1.13.1"
+    assert g.attrs["versions"]["producer"] == 27
+    kernel = g.child("dense/kernel")
+    assert kernel.outputs[0].attrs["is_ref"] is True
+    assert kernel.attrs["shape"] == (784, 10)
+    assert [str(e.dst) for e in amanda.flatten(g).edges] == ["dense/MatMul:a", "dense/MatMul:b", "dense/Relu:features"]
+
+
+def test_seed_subgraph_addresses_its_own_ports_by_name():
+    """In the fc subgraph `{op: fc, port: input}` is the subgraph's own port."""
+    fc = amanda.load("tests/fixtures/seed_000/subgraph_fc.yaml")
+    assert str(amanda.flatten(fc).inputs["input"][0]) == "dense/MatMul:a"
+    assert fc.attrs == {"units": 10, "activation": "tf.nn.relu", "use_bias": False}
+
+
+def test_op_named_through_attrs():
+    """The seed's `op: attrs: name: g` names the op g."""
+    assert amanda.load("tests/fixtures/seed_000/op_attrs_name_g.yaml").name == "g"
+
+
+def test_index_and_control_endpoints_load():
+    """Endpoints by index and control edges (port -1) load as the seed specifies."""
+    g = amanda.loads(
+        """
+graph:
+  ops:
+    - {name: f, input_ports: [{name: x}], output_ports: [{name: m}, {name: n}]}
+    - {name: g, input_ports: [{name: z}], output_ports: [{name: k}]}
+  edges:
+    - output_port: {op: 0, port: 1}
+    - input_port: {op: 1, port: 0}
+"""
+        .replace("    - input_port", "      input_port")
+        + """    - output_port: {op: f, port: -1}
+      input_port: {op: g, port: -1}
+"""
+    )
+    assert [(str(e.src), str(e.dst)) for e in g.edges] == [("f:n", "g:z"), ("f:-1", "g:-1")]
+
+
+@given(containers())
+def test_yaml_and_json_round_trips_are_lossless(c):
+    """dumps then loads gives an equal container, uids included, in both formats."""
+    for fmt in ("yaml", "json"):
+        again = amanda.loads(amanda.dumps(c, fmt), fmt)
+        assert again == c
+        assert [x.uid for x in again] == [x.uid for x in c]
+
+
+def test_arrays_round_trip_exactly():
+    """ndarray attributes keep dtype, shape and every bit of their values."""
+    values = {
+        "f32": np.array([[1.5, np.nan], [-0.0, np.inf]], dtype=np.float32),
+        "i8": np.arange(-3, 3, dtype=np.int8).reshape(2, 3),
+        "b": np.array([True, False]),
+        "scalar": np.float16(0.1),
+        "empty": np.zeros((0, 4), dtype=np.int64),
+        "big_endian": np.arange(3, dtype=">i4"),
+    }
+    c = op("Const", "c", attrs=values)
+    for fmt in ("yaml", "json"):
+        back = amanda.loads(amanda.dumps(c, fmt), fmt).attrs
+        for key, value in values.items():
+            value = np.asarray(value)
+            assert back[key].dtype == value.dtype and back[key].shape == value.shape
+            assert back[key].tobytes() == value.tobytes()
+            assert not back[key].flags.writeable
+
+
+def test_python_object_tags_are_refused():
+    """YAML tags that would construct Python objects raise FormatError."""
+    for text in ("op: !!python/object/apply:os.system ['true']", "op: {name: !!python/name:os.system }"):
+        with pytest.raises(FormatError):
+            amanda.loads(text)
+
+
+def test_bad_field_is_reported_with_line_column_and_path():
+    """A bad field names its document path and the line and column where it stands."""
+    text = "graph:\n  ops:\n    - name: f\n      input_ports: [{name: x}]\n    - name: g\n      colour: red\n"
+    with pytest.raises(FormatError) as info:
+        amanda.loads(text)
+    err = info.value
+    assert err.path == ("graph", "ops", 1, "colour")
+    assert (err.line, err.column) == (6, 7)
+    assert "graph.ops[1].colour" in str(err)
+
+
+def test_invariant_errors_carry_document_position():
+    """An edge to a missing port is reported at the container's place in the document."""
+    text = "graph:\n  ops:\n    - {name: f, output_ports: [{name: m}]}\n  edges:\n    - output_port: {op: f, port: q}\n      input_port: {op: f, port: -1}\n"
+    with pytest.raises(FormatError, match="'q'") as info:
+        amanda.loads(text)
+    assert info.value.line is not None
+
+
+def test_syntax_errors_have_line_numbers():
+    """Malformed YAML and JSON report where the parser stopped."""
+    with pytest.raises(FormatError) as info:
+        amanda.loads("graph:\n  ops: [\n")
+    assert info.value.line is not None
+    with pytest.raises(FormatError) as info:
+        amanda.loads('{"graph": {"ops": [}}', "json")
+    assert info.value.line == 1
+
+
+def test_deep_nesting_gives_a_result_or_an_amanda_error():
+    """Arbitrarily deep documents never raise RecursionError."""
+    for depth in (50, 5000):
+        text = '{"name": "leaf"}'
+        for level in range(depth):
+            text = f'{{"name": "s{level}", "ops": [{text}]}}'
+        text = f'{{"subgraph": {text}}}'
+        try:
+            result = amanda.loads(text, "json")
+        except AmandaError:
+            continue
+        assert isinstance(result, Container)
+    with pytest.raises(AmandaError):
+        amanda.loads("[" * 100000, "json")
+    with pytest.raises(AmandaError):
+        amanda.loads("a: " + "[" * 100000)
+
+
+def test_load_and_dump_by_suffix(tmp_path):
+    """load/dump pick YAML or JSON by suffix and refuse unknown suffixes."""
+    g = amanda.load("tests/fixtures/seed_000/graph_f_g.yaml")
+    for name in ("g.yaml", "g.yml", "g.json"):
+        amanda.dump(g, tmp_path / name)
+        assert amanda.load(tmp_path / name) == g
+    with pytest.raises(FormatError, match="suffix"):
+        amanda.dump(g, tmp_path / "g.txt")
+    with pytest.raises(FormatError, match="cannot read"):
+        amanda.load(tmp_path / "missing.yaml")
+
+
+def _corruptions(doc: dict) -> list:
+    """Ways to break a valid graph document, each guaranteed invalid."""
+    body = doc["subgraph"]
+    out = []
+
+    def mutate(fn):
+        broken = copy.deepcopy(doc)
+        fn(broken["subgraph"])
+        out.append(broken)
+
+    mutate(lambda b: b.__setitem__("colour", "red"))
+    mutate(lambda b: b.__setitem__("type", 5))
+    mutate(lambda b: b.__setitem__("ops", {"not": "a list"}))
+    if body.get("ops"):
+        mutate(lambda b: b["ops"][0].__setitem__("input_ports", [{"attrs": {}}]))
+        mutate(lambda b: b["ops"][0].__setitem__("name", ""))
+        mutate(lambda b: b["ops"][0].__setitem__("attrs", [1, 2]))
+        if len(body["ops"]) > 1:
+            mutate(lambda b: b["ops"][1].__setitem__("name", b["ops"][0]["name"]))
+    if body.get("edges"):
+        mutate(lambda b: b["edges"][0]["output_port"].__setitem__("port", "zz_missing"))
+        mutate(lambda b: b["edges"][0]["input_port"].__setitem__("op", 10_000))
+        mutate(lambda b: b["edges"][0].pop("input_port"))
+        mutate(lambda b: b["edges"][0]["output_port"].__setitem__("port", -7))
+        mutate(lambda b: b["edges"][0]["output_port"].__setitem__("port", True))
+    return out
+
+
+@given(containers(), st.data())
+def test_random_corruptions_are_rejected(c, data):
+    """Every corruption of a valid document raises an AmandaError (never another error)."""
+    doc = to_document(c)
+    broken = data.draw(st.sampled_from(_corruptions(doc)))
+    with pytest.raises(AmandaError):
+        from_document(broken)
+    with pytest.raises(AmandaError):
+        amanda.loads(json.dumps(broken), "json")
+
+
+@given(containers(max_ops=4), st.data())
+def test_random_text_damage_gives_a_result_or_an_amanda_error(c, data):
+    """Deleting or replacing a slice of a valid YAML text never raises anything but AmandaError."""
+    text = amanda.dumps(c)
+    start = data.draw(st.integers(0, len(text) - 1))
+    stop = data.draw(st.integers(start, min(len(text), start + 20)))
+    filler = data.draw(st.sampled_from(["", "[", "{", ":", "-1", "!!python/none", "\n  - ", "'"]))
+    try:
+        amanda.loads(text[:start] + filler + text[stop:])
+    except AmandaError:
+        pass
+
+
+@given(containers())
+def test_loading_and_dumping_never_mutate(c):
+    """dumps and flatten leave the container exactly as it was."""
+    before = to_document(c)
+    amanda.dumps(c)
+    amanda.flatten(c)
+    assert to_document(c) == before
