@@ -278,6 +278,12 @@ class Container:
 
         return sorted_ops(self, skip if skip is not None else skip_containers)
 
+    def select(self, selector: str) -> Any:
+        """Query this container with a selector (see ``docs/query.md``); a Selection."""
+        from amanda.query import select
+
+        return select(self, selector)
+
     # -- pure updates -----------------------------------------------------------------------
 
     def evolve(self, **changes: Any) -> "Container":
