@@ -1,0 +1,35 @@
+"""Namespaces: versioned vocabularies of op schemas, their registry, file format and checks.
+
+>>> from amanda.namespaces import namespace
+>>> "axes" in namespace("amanda/onnx/11").schema("ReduceSum").attrs
+True
+"""
+
+from amanda.namespaces import onnx_vocab as onnx_vocab  # registers the ONNX vocabularies
+from amanda.namespaces.namespace import (
+    Namespace,
+    known_namespaces,
+    namespace,
+    register_namespace,
+    register_provider,
+    unregister_namespace,
+)
+from amanda.namespaces.schema import AttrSchema, OpSchema, PortSchema
+from amanda.namespaces.schema_io import dump_namespace_schema, load_namespace_schema
+from amanda.namespaces.validate import validate_op
+
+__all__ = [
+    "AttrSchema",
+    "Namespace",
+    "OpSchema",
+    "PortSchema",
+    "dump_namespace_schema",
+    "known_namespaces",
+    "load_namespace_schema",
+    "namespace",
+    "onnx_vocab",
+    "register_namespace",
+    "register_provider",
+    "unregister_namespace",
+    "validate_op",
+]
