@@ -25,7 +25,7 @@ def table(rows: list[tuple[str, float, str, float, str]]) -> str:
     """Markdown: what, seconds, baseline, ratio, target."""
     lines = ["| measure | time | baseline | ratio | target |", "|---|---|---|---|---|"]
     for what, seconds, baseline, ratio, target in rows:
-        lines.append(f"| {what} | {fmt_time(seconds)} | {baseline} | {ratio:.2f}x | {target} |")
+        lines.append(f"| {what} | {fmt_time(seconds)} | {baseline} | {ratio:.3g}x | {target} |")
     return "\n".join(lines)
 
 

@@ -231,3 +231,37 @@ def plan_dataflow(plan: Plan) -> set[tuple]:
     out |= {("SELF", x, b, q) for x, b, q in plan.top_inputs}
     out |= {(a, p, "SELF", y) for y, a, p in plan.top_outputs}
     return out
+
+
+def check_invariants(container: Container) -> None:
+    """Rebuild every node through the full constructor: raises if any invariant fails,
+    which catches transforms that skipped a check they needed."""
+    for _, node, _ in amanda.walk(container):
+        again = Container(
+            node.type, node.name, node.inputs, node.outputs, node.children, node.edges,
+            node.tombstones, node.attrs, node.uid, node.controls,
+        )
+        assert again == node
+
+
+def snapshot(container: Container) -> dict:
+    """Everything about a container, uids included, as plain data."""
+    from amanda.io import to_document
+
+    return to_document(container)
+
+
+@st.composite
+def chains(draw: st.DrawFn, min_layers: int = 1, max_layers: int = 5) -> list[Container]:
+    """Random single-input, single-output layers (ops or small subgraphs) for chaining."""
+    layers = []
+    for i in range(draw(st.integers(min_layers, max_layers))):
+        if draw(st.booleans()):
+            layers.append(op(draw(st.sampled_from(OP_TYPES)), f"L{i}", ["x"], ["y"], draw(ATTRS)))
+        else:
+            inner = [op("Relu", f"r{i}_{k}", ["x"], ["y"]) for k in range(draw(st.integers(1, 3)))]
+            edges = [(f"L{i}:x", f"{inner[0].name}:x")]
+            edges += [(f"{a.name}:y", f"{b.name}:x") for a, b in zip(inner, inner[1:])]
+            edges += [(f"{inner[-1].name}:y", f"L{i}:y")]
+            layers.append(Container("Block", f"L{i}", ["x"], ["y"], inner, edges, attrs=draw(ATTRS)))
+    return layers

@@ -284,6 +284,20 @@ class Container:
 
         return select(self, selector)
 
+    def __call__(self, *previous: "Container") -> "Container":
+        """``b(a)`` is ``chain(a, b)``: this container applied to the output of ``previous``."""
+        from amanda.containers.compose import chain
+
+        return chain(*previous, self)
+
+    def __rshift__(self, following: "Container") -> "Container":
+        """``a >> b`` is ``chain(a, b)``."""
+        from amanda.containers.compose import chain
+
+        if not isinstance(following, Container):
+            return NotImplemented
+        return chain(self, following)
+
     # -- pure updates -----------------------------------------------------------------------
 
     def evolve(self, **changes: Any) -> "Container":
@@ -333,10 +347,14 @@ class Container:
 
     def _with_own_attrs(self, attrs: PMap) -> "Container":
         # attributes take part in no invariant, so the checked structure is shared as is
-        return Container._trusted(
+        from amanda.containers.update import inherit_edge_caches
+
+        updated = Container._trusted(
             self.type, self.name, self.inputs, self.outputs, self.controls, self.children,
             self.edges, self.tombstones, attrs, self.uid, self._index,
         )
+        inherit_edge_caches(updated, self)
+        return updated
 
     def with_name(self, name: str) -> "Container":
         """This container renamed (its children and edges are shared)."""

@@ -1,0 +1,126 @@
+"""Non-destructive edits: a wrapper holds the model untouched, deletes inner edges with
+tombstones, and adds ops and edges; ``consolidate`` folds a stack of wrappers into one tree.
+
+>>> from amanda.containers.container import op
+>>> from amanda.containers.compose import chain
+>>> body = chain(*(op("Dense", f"L{i}", ["x"], ["y"]) for i in (1, 2, 3)), name="body")
+>>> skip = (edit(body).remove_edge("body/L2:y", "body/L3:x")
+...         .add(op("Add", "add", ["a", "b"], ["y"]))
+...         .connect("body/L1:y", "add:a").connect("body/L2:y", "add:b")
+...         .connect("add:y", "body/L3:x").build(name="resnet"))
+>>> skip.child("body") is body
+True
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from amanda.containers.container import Container
+from amanda.containers.edge import CONTROL, SELF, Edge, Endpoint
+from amanda.containers.validate import _find_buried, _lift, _normalise_edge, live_producers, resolve_path
+from amanda.errors import InvariantError, Problem
+
+__all__ = ["Edit", "edit", "consolidate", "EDIT_TYPE"]
+
+EDIT_TYPE = "Edit"
+
+
+class Edit:
+    """Builder of one edit wrapper; every step is checked when it is made.
+
+    Endpoints are relative to the wrapper, in which the model is the child named by its
+    own name (an unnamed model is named ``model``).
+    """
+
+    def __init__(self, model: Container) -> None:
+        if not isinstance(model, Container):
+            raise InvariantError([Problem(None, "a Container to edit", type(model).__name__)])
+        self.model = model if model.name else model.with_name("model")
+        self._added: list[Container] = []
+        self._edges: list[Edge] = [
+            Edge((SELF, p.name), ((self.model.name,), p.name)) for p in self.model.inputs
+        ] + [Edge(((self.model.name,), p.name), (SELF, p.name)) for p in self.model.outputs]
+        self._edges += [Edge(((self.model.name,), p.name), (SELF, p.name)) for p in self.model.controls]
+        self._tombstones: list[Edge] = []
+        self._probe = self._make_probe()
+
+    def _make_probe(self) -> Container:
+        # the wrapper under construction, for resolving endpoints as build() will
+        return Container(
+            EDIT_TYPE, None, self.model.inputs, self.model.outputs, [self.model, *self._added],
+            controls=self.model.controls,
+        )
+
+    def add(self, op: Container) -> "Edit":
+        """Add a new op (or container) beside the model."""
+        if not isinstance(op, Container):
+            raise InvariantError([Problem(None, "a Container to add", type(op).__name__)])
+        names = {self.model.name, *(c.name for c in self._added)}
+        if op.name is None or op.name in names:
+            raise InvariantError([Problem((op.name,), f"a new child name not among {sorted(names)}", repr(op.name))])
+        self._added.append(op)
+        self._probe = self._make_probe()
+        return self
+
+    def _normal(self, src: Any, dst: Any, attrs: Any = None) -> Edge:
+        problems: list[Problem] = []
+        edge = _normalise_edge(self._probe, Edge(src, dst, attrs), ("edit",), problems)
+        if edge is None:
+            raise InvariantError(problems, "editing")
+        return edge
+
+    def remove_edge(self, src: Any, dst: Any) -> "Edit":
+        """Delete the edge ``src -> dst``: one added by this edit, or one inside the model (a tombstone)."""
+        wanted = Edge(src, dst)
+        for position, edge in enumerate(self._edges):
+            if self._same(edge, wanted):
+                del self._edges[position]
+                return self
+        buried = _find_buried(self._probe, wanted)
+        if buried is None or any(t.key == buried.key for t in self._tombstones):
+            state = "is already removed" if buried is not None else "does not exist below the wrapper"
+            raise InvariantError([Problem(("edit", f"{wanted.src} -> {wanted.dst}"), "an existing edge to remove", f"the edge {state}")])
+        self._tombstones.append(buried)
+        return self
+
+    def _same(self, edge: Edge, wanted: Edge) -> bool:
+        try:
+            return self._normal(wanted.src, wanted.dst).key == edge.key
+        except InvariantError:
+            return False
+
+    def connect(self, src: Any, dst: Any, attrs: Any = None) -> "Edit":
+        """Add the edge ``src -> dst``; its input must not be fed already (remove that edge first)."""
+        edge = self._normal(src, dst, attrs)
+        if edge.dst.port != CONTROL and not any(p.name == edge.dst.port for p in self._probe.controls):
+            rivals = [e for e in self._edges if e.dst == edge.dst and not e.is_control]
+            dst_path = edge.dst.op
+            if dst_path is not SELF and len(dst_path) >= 2:
+                buried = {t.key for t in self._tombstones}
+                child = self._probe.child(dst_path[0])
+                if not child.is_op:
+                    rivals += [
+                        lifted for inner in live_producers(child, dst_path[1:], edge.dst.port)
+                        if (lifted := _lift(inner, (dst_path[0],))).key not in buried
+                    ]
+            rivals = [r for r in rivals if r.phase is None or edge.phase is None or r.phase == edge.phase]
+            if rivals:
+                raise InvariantError([Problem(("edit", str(edge.dst)), "an input port that no live edge feeds",
+                                              f"it is fed by {rivals[0].src}", "remove_edge() that edge first")])
+        self._edges.append(edge)
+        return self
+
+    def build(self, name: str | None = None, attrs: Any = None) -> Container:
+        """The wrapper: the model (the same object) plus new ops, edges and tombstones."""
+        return Container(
+            EDIT_TYPE, name, self.model.inputs, self.model.outputs, [self.model, *self._added],
+            self._edges, self._tombstones, attrs, None, self.model.controls,
+        )
+
+
+def edit(model: Container) -> Edit:
+    """Start a non-destructive edit of ``model``; see :class:`Edit`."""
+    return Edit(model)
+
+

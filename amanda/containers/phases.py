@@ -1,0 +1,63 @@
+"""Late binding of phases (seed 003, C2/C4): one container describes several computations
+(a batchnorm's training and inference); ``bind`` picks one, as a pure transform.
+
+An edge tagged ``attrs: {phase: p}`` exists only in phase ``p``; untagged edges exist
+in every phase. ``bind(model, p)`` drops the edges of other phases (and tombstones that
+named them) at every level, sharing every subtree that has none.
+
+>>> from amanda.containers.container import Container, op
+>>> from amanda.containers.edge import Edge
+>>> bn = Container("BN", "bn", ["x"], ["y"],
+...     [op("BatchStats", "batch", ["x"], ["y"]), op("RunningStats", "running", ["x"], ["y"])],
+...     [("bn:x", "batch:x"), ("bn:x", "running:x"),
+...      Edge("batch:y", "bn:y", {"phase": "train"}), Edge("running:y", "bn:y", {"phase": "inference"})])
+>>> [str(e.src) for e in bind(bn, "inference").edges if e.dst.port == "y"]
+['running:y']
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from amanda.containers.container import Container
+from amanda.containers.validate import _find_buried
+
+__all__ = ["bind", "phases"]
+
+
+def phases(model: Container) -> frozenset:
+    """Every phase named by an edge anywhere in ``model``."""
+    found = set()
+    stack = [model]
+    while stack:
+        node = stack.pop()
+        found.update(e.phase for e in node.edges if e.phase is not None)
+        stack.extend(node.children)
+    return frozenset(found)
+
+
+def bind(model: Container, phase: Any) -> Container:
+    """``model`` with only the computation of ``phase``; ``model`` itself if nothing changes."""
+    memo: dict[int, Container] = {}
+    order: list[Container] = []
+    stack = [model]
+    while stack:  # post-order without recursion: deep models must not hit the limit
+        node = stack.pop()
+        order.append(node)
+        stack.extend(node.children)
+    for node in reversed(order):
+        if id(node) in memo:
+            continue
+        children = [memo[id(c)] for c in node.children]
+        edges = [e for e in node.edges if e.phase is None or e.phase == phase]
+        same_children = all(a is b for a, b in zip(children, node.children))
+        if same_children and len(edges) == len(node.edges):
+            memo[id(node)] = node
+            continue
+        probe = Container(node.type, node.name, node.inputs, node.outputs, children, (), (), None, node.uid, node.controls)
+        tombstones = [t for t in node.tombstones if _find_buried(probe, t) is not None]
+        memo[id(node)] = Container(
+            node.type, node.name, node.inputs, node.outputs, children, edges, tombstones,
+            node.attrs, node.uid, node.controls,
+        )
+    return memo[id(model)]

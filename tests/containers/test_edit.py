@@ -1,0 +1,125 @@
+"""Edits by wrapping, stacked wrappers and consolidate."""
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from amanda import SELF, AmandaError, chain, consolidate, edit, flatten, op, walk
+from tests.strategies import build_nested, check_invariants, dataflow, groupings, plans, snapshot
+
+
+def three_layers():
+    return chain(*(op("Dense", f"L{i}", ["x"], ["y"]) for i in (1, 2, 3)), name="body")
+
+
+def skip_connection(body):
+    return (
+        edit(body)
+        .remove_edge("body/L2:y", "body/L3:x")
+        .add(op("Add", "add", ["a", "b"], ["y"]))
+        .connect("body/L1:y", "add:a")
+        .connect("body/L2:y", "add:b")
+        .connect("add:y", "body/L3:x")
+        .build(name="resnet")
+    )
+
+
+def flow(c):
+    return {(str(e.src), str(e.dst)) for e in flatten(c).edges}
+
+
+def test_skip_connection_wraps_the_model_untouched():
+    """The wrapper holds the very same model object and the effective view has the skip."""
+    body = three_layers()
+    before = snapshot(body)
+    res = skip_connection(body)
+    assert res.child("body") is body and snapshot(body) == before
+    assert flow(res) == {
+        ("SELF:x", "body/L1:x"), ("body/L1:y", "body/L2:x"), ("body/L1:y", "add:a"),
+        ("body/L2:y", "add:b"), ("add:y", "body/L3:x"), ("body/L3:y", "SELF:y"),
+    }
+    assert res.input_names == body.input_names and res.output_names == body.output_names
+
+
+def test_edit_errors_name_the_edge_or_port():
+    """Removing a missing edge, feeding a fed input or naming a missing port raise AmandaErrors."""
+    body = three_layers()
+    with pytest.raises(AmandaError, match="body/L1:y -> body/L3:x"):
+        edit(body).remove_edge("body/L1:y", "body/L3:x")
+    with pytest.raises(AmandaError, match="fed by body/L1:y"):
+        edit(body).add(op("C", "c", [], ["y"])).connect("c:y", "body/L2:x")
+    with pytest.raises(AmandaError, match="'nope'"):
+        edit(body).connect("body/L1:nope", "body/L2:x")
+    with pytest.raises(AmandaError, match="already removed"):
+        edit(body).remove_edge("body/L1:y", "body/L2:x").remove_edge("body/L1:y", "body/L2:x")
+
+
+def test_removing_an_added_edge_drops_it():
+    """remove_edge on an edge this edit added takes it back instead of adding a tombstone."""
+    body = three_layers()
+    e = edit(body).add(op("Log", "log", ["x"], [])).connect("body/L1:y", "log:x").remove_edge("body/L1:y", "log:x")
+    built = e.build()
+    assert not built.tombstones and not any("log" in d for _, d in flow(built))
+
+
+def test_edits_stack_and_consolidate():
+    """An edit of an edit works; consolidate folds the stack into one tree with the same view."""
+    body = three_layers()
+    res = skip_connection(body)
+    again = edit(res).remove_edge("resnet/add:y", "resnet/body/L3:x").connect("resnet/body/L2:y", "resnet/body/L3:x").build()
+    assert ("resnet/body/L2:y", "resnet/body/L3:x") in flow(again)
+    folded = consolidate(again)
+    assert not folded.tombstones and folded.type == "Chain"
+    names = lambda c: {(s.rsplit("/", 1)[-1], d.rsplit("/", 1)[-1]) for s, d in flow(c)}  # noqa: E731
+    assert names(folded) == names(again)
+    assert folded.child("L1") is body.child("L1")
+    check_invariants(folded)
+
+
+def test_consolidate_pushes_tombstones_into_the_owner():
+    """A tombstone of a deeper edge becomes that edge's removal in its owner; siblings are shared."""
+    inner = three_layers()
+    model = chain(inner, op("Out", "out", ["x"], ["y"]), name="model")
+    wrapped = edit(model).remove_edge("model/body/L2:y", "model/body/L3:x").connect("model/body/L1:y", "model/body/L3:x").build()
+    folded = consolidate(wrapped)
+    assert folded.child("out") is model.child("out")
+    assert len(folded.child("body").edges) == len(inner.edges) - 1
+    assert {(s.rsplit("/", 1)[-1], d.rsplit("/", 1)[-1]) for s, d in flow(folded)} == {
+        (s.rsplit("/", 1)[-1], d.rsplit("/", 1)[-1]) for s, d in flow(wrapped)}
+
+
+def test_consolidate_of_a_plain_container_is_itself():
+    """consolidate returns containers that are not edit wrappers unchanged."""
+    body = three_layers()
+    assert consolidate(body) is body
+
+
+def _live_inner_edges(model):
+    """Data edges between children (no boundary face), anywhere in the model, in the
+    coordinates of a wrapper around it: those a wrapper can both remove and re-create."""
+    found = []
+    for path, node, _ in walk(model):
+        for e in node.edges:
+            if not e.is_control and e.src.op is not SELF and e.dst.op is not SELF:
+                ends = [(("m", *path) if end.op is SELF else ("m", *path, *end.op), end.port) for end in (e.src, e.dst)]
+                found.append(tuple(ends))
+    return found
+
+
+@given(plans(max_ops=8), st.data())
+def test_edits_never_modify_input_and_consolidate_keeps_the_view(plan, data):
+    """Removing and re-adding a random inner edge leaves the model as it was; consolidate keeps the view."""
+    model = build_nested(plan, data.draw(groupings([s["name"] for s in plan.ops])), name="m")
+    before = snapshot(model)
+    candidates = _live_inner_edges(model)
+    if not candidates:
+        return
+    src, dst = data.draw(st.sampled_from(candidates))
+    wrapped = edit(model).remove_edge(src, dst).connect(src, dst).build()
+    assert snapshot(model) == before
+    check_invariants(wrapped)
+    assert dataflow(wrapped) == dataflow(model)
+    folded = consolidate(wrapped)
+    check_invariants(folded)
+    assert dataflow(folded) == dataflow(model)
+    assert snapshot(model) == before

@@ -1,0 +1,64 @@
+"""fuse and unfuse: the kept ops, the unchanged dataflow, and the inverse."""
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import amanda
+from amanda import InvariantError, chain, edit, fuse, op, unfuse
+from tests.strategies import check_invariants, dataflow, nested_containers, snapshot
+
+
+def dense_relu():
+    return chain(op("MatMul", "mm", ["x"], ["y"]), op("Add", "bias", ["x"], ["y"]), op("Relu", "relu", ["x"], ["y"]), name="m")
+
+
+def test_fuse_keeps_the_ops_and_the_dataflow():
+    """The fused container holds the very ops; the dataflow between leaves is unchanged."""
+    m = dense_relu()
+    fused = fuse(m, ["mm", "bias"], "FusedDense", name="fd")
+    inner = fused.child("fd")
+    assert inner.type == "FusedDense" and inner.child("mm") is m.child("mm")
+    assert dataflow(fused) == dataflow(m)
+    check_invariants(fused)
+
+
+def test_unfuse_inverts_fuse():
+    """unfuse(fuse(m)) has m's effective view and m's children."""
+    m = dense_relu()
+    back = unfuse(fuse(m, ["mm", "bias"], "FusedDense", name="fd"), "fd")
+    assert dataflow(back) == dataflow(m)
+    assert {c.name for c in back.children} == {c.name for c in m.children}
+
+
+def test_fuse_rewrites_deep_references_of_wrappers():
+    """Fusing inside a wrapped model keeps the wrapper's deep edges pointing at the moved ops."""
+    m = dense_relu()
+    w = edit(m).add(op("Log", "log", ["x"], [])).connect("m/bias:y", "log:x").build(name="w")
+    fused = fuse(w, [("m", "mm"), ("m", "bias")], "FusedDense", name="fd")
+    assert ("m/fd/bias:y", "log:x") in {(str(e.src), str(e.dst)) for e in fused.edges}
+    assert dataflow(fused) == dataflow(w)
+
+
+def test_fuse_needs_siblings():
+    """Paths under different parents are rejected."""
+    w = chain(dense_relu(), op("Out", "out", ["x"], ["y"]), name="top")
+    with pytest.raises(InvariantError, match="share one parent"):
+        fuse(w, [("m", "mm"), ("out",)], "F")
+
+
+@given(nested_containers(), st.data())
+def test_fuse_then_unfuse_keeps_the_view_and_never_mutates(pair, data):
+    """For random sibling groups: fuse keeps the dataflow, unfuse restores it, inputs stay as they were."""
+    _, model = pair
+    parents = [(p, n) for p, n, _ in amanda.walk(model) if n.children]
+    path, parent = data.draw(st.sampled_from(parents))
+    names = data.draw(st.lists(st.sampled_from([c.name for c in parent.children]), min_size=1, unique=True))
+    before = snapshot(model)
+    fused = fuse(model, [(*path, n) for n in names], "Fused", name="fused_group")
+    check_invariants(fused)
+    assert dataflow(fused) == dataflow(model)
+    back = unfuse(fused, (*path, "fused_group"))
+    check_invariants(back)
+    assert dataflow(back) == dataflow(model)
+    assert snapshot(model) == before
