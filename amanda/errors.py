@@ -6,19 +6,20 @@ message can point at the offending node, port or field.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 __all__ = [
     "AmandaError",
-    "InvariantError",
-    "FormatError",
-    "SchemaError",
-    "QueryError",
-    "MappingError",
-    "ExecutionError",
     "CycleError",
+    "ExecutionError",
+    "FormatError",
+    "InvariantError",
+    "MappingError",
     "PathError",
     "Problem",
+    "QueryError",
+    "SchemaError",
 ]
 
 
@@ -34,7 +35,7 @@ def format_path(path: Any) -> str:
 class Problem:
     """One violation: where it is, what was expected, what was found."""
 
-    __slots__ = ("path", "expected", "found", "hint")
+    __slots__ = ("expected", "found", "hint", "path")
 
     def __init__(self, path: Any, expected: str, found: str, hint: str = "") -> None:
         self.path = path
@@ -70,7 +71,7 @@ class AmandaError(Exception):
         self.found = found
 
     @classmethod
-    def at(cls, path: Any, expected: str, found: str, hint: str = "") -> "AmandaError":
+    def at(cls, path: Any, expected: str, found: str, hint: str = "") -> AmandaError:
         """Build an error from one located problem."""
         problem = Problem(path, expected, found, hint)
         return cls(str(problem), path=path, expected=expected, found=found)

@@ -18,8 +18,9 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import amanda  # noqa: E402
-from common import median_time, table  # noqa: E402
+from common import median_time, table
+
+import amanda
 
 
 def model_document(blocks: int, ops: int) -> dict:
@@ -72,7 +73,7 @@ def main() -> None:
     model = amanda.loads(json_text, "json")
     assert len(amanda.flatten(model).ops) == total
     yaml_repeat = max(1, args.repeat // 2)
-    yaml_parse = median_time(lambda: yaml.load(yaml_text, Loader=yaml.CSafeLoader), yaml_repeat)  # noqa: S506
+    yaml_parse = median_time(lambda: yaml.load(yaml_text, Loader=yaml.CSafeLoader), yaml_repeat)
     yaml_load = median_time(lambda: amanda.loads(yaml_text), yaml_repeat)
 
     rows = [

@@ -18,9 +18,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import amanda  # noqa: E402
-from bench_containers import model_document  # noqa: E402
-from common import median_time, table  # noqa: E402
+from bench_containers import model_document
+from common import median_time, table
+
+import amanda
 
 
 def load_model(blocks: int, ops: int) -> amanda.Container:

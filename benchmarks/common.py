@@ -5,7 +5,8 @@ from __future__ import annotations
 import gc
 import statistics
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 def median_time(fn: Callable[[], Any], repeat: int = 5, setup: Callable[[], Any] | None = None) -> float:

@@ -9,7 +9,7 @@ DOCS = sorted(Path(__file__).resolve().parent.parent.joinpath("docs").glob("*.md
 
 
 def blocks(path: Path) -> list[str]:
-    return re.findall(r"```python\n(.*?)```", path.read_text(), re.S)
+    return re.findall(r"```python\n(.*?)```", path.read_text(), re.DOTALL)
 
 
 @pytest.mark.parametrize("page", [d for d in DOCS if blocks(d)], ids=lambda p: p.name)

@@ -13,14 +13,14 @@ so that chaining the parent again wires only its main ports).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Edge, Endpoint, Port
 from amanda.errors import AmandaError
 
-__all__ = ["chain", "named_merge", "CompositionError"]
+__all__ = ["CompositionError", "chain", "named_merge"]
 
 _UNBOUND = "unbound"
 
@@ -96,7 +96,7 @@ def chain(
     inputs: Sequence[str] | Mapping[str, str] | None = None,
     outputs: Sequence[str] | Mapping[str, str] | None = None,
     name: str | None = None,
-    type: str = "Chain",  # noqa: A002
+    type: str = "Chain",
 ) -> Container:
     """Wire each container's outputs to the next one's inputs.
 
@@ -158,7 +158,7 @@ def named_merge(
     name: str | None = None,
     inputs: Mapping[str, str] | None = None,
     outputs: Mapping[str, str] | None = None,
-    type: str = "Merge",  # noqa: A002
+    type: str = "Merge",
 ) -> Container:
     """Several containers wired by ``("child:out_port", "child:in_port")`` patches.
 

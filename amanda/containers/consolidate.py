@@ -18,7 +18,8 @@ on the paths to deleted edges are rebuilt; every other subtree is shared.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Edge

@@ -18,16 +18,16 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Mapping
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 from pyrsistent import PMap, PVector, pvector
 
-from amanda.containers.edge import SELF, Edge, Port
+from amanda.containers.edge import SELF, Port
 from amanda.containers.values import EMPTY, attrs_equal, attrs_hash, freeze_attrs
 from amanda.errors import PathError
 
-__all__ = ["Container", "op", "new_uid"]
+__all__ = ["Container", "new_uid", "op"]
 
 _set = object.__setattr__
 _EMPTY_VECTOR: PVector = pvector()
@@ -74,19 +74,19 @@ class Container:
     """
 
     __slots__ = (
-        "type",
-        "name",
-        "inputs",
-        "outputs",
-        "controls",
-        "children",
-        "edges",
-        "tombstones",
-        "attrs",
-        "uid",
-        "_index",
-        "_hash",
         "_cache",
+        "_hash",
+        "_index",
+        "attrs",
+        "children",
+        "controls",
+        "edges",
+        "inputs",
+        "name",
+        "outputs",
+        "tombstones",
+        "type",
+        "uid",
     )
     _amanda_frozen = True
 
@@ -103,11 +103,11 @@ class Container:
 
     def __init__(
         self,
-        type: str | None = None,  # noqa: A002 - the seed's field name
+        type: str | None = None,
         name: str | None = None,
         inputs: Iterable[Any] = (),
         outputs: Iterable[Any] = (),
-        children: Iterable["Container"] = (),
+        children: Iterable[Container] = (),
         edges: Iterable[Any] = (),
         tombstones: Iterable[Any] = (),
         attrs: Mapping[str, Any] | None = None,
@@ -137,7 +137,7 @@ class Container:
     @classmethod
     def _trusted(
         cls,
-        type: str | None,  # noqa: A002
+        type: str | None,
         name: str | None,
         inputs: tuple[Port, ...],
         outputs: tuple[Port, ...],
@@ -148,7 +148,7 @@ class Container:
         attrs: PMap,
         uid: str,
         index: dict[str, int],
-    ) -> "Container":
+    ) -> Container:
         """Assemble already-checked fields; only for transforms that re-checked what they changed."""
         self = object.__new__(cls)
         for field, value in (
@@ -212,7 +212,7 @@ class Container:
         """Whether a child of this name exists."""
         return name in self._index
 
-    def child(self, key: str | int) -> "Container":
+    def child(self, key: str | int) -> Container:
         """The child of this name or index."""
         if isinstance(key, int) and not isinstance(key, bool):
             if 0 <= key < len(self.children):
@@ -232,7 +232,7 @@ class Container:
             raise PathError.at(self._where(), "an existing child", repr(name))
         return position
 
-    def descendant(self, path: str | Sequence[str | int]) -> "Container":
+    def descendant(self, path: str | Sequence[str | int]) -> Container:
         """The descendant at ``path`` (a tuple of names/indexes, or a ``/`` string resolved
         as DESIGN.md says: a whole child name wins, otherwise level by level)."""
         from amanda.containers.validate import resolve_path
@@ -260,7 +260,7 @@ class Container:
     def _where(self) -> tuple[str, ...] | None:
         return (self.name,) if self.name else None
 
-    def __iter__(self) -> Iterator["Container"]:
+    def __iter__(self) -> Iterator[Container]:
         """Every leaf op inside, in document order (the op itself if this is an op)."""
         from amanda.containers.traverse import iter_ops
 
@@ -268,10 +268,10 @@ class Container:
 
     def sorted(
         self,
-        skip: Callable[["Container"], bool] | None = None,
+        skip: Callable[[Container], bool] | None = None,
         *,
-        skip_containers: Callable[["Container"], bool] | None = None,
-    ) -> Iterator["Container"]:
+        skip_containers: Callable[[Container], bool] | None = None,
+    ) -> Iterator[Container]:
         """Leaf ops in topological order from the inputs; containers that ``skip`` accepts
         are yielded whole instead of entered."""
         from amanda.containers.traverse import sorted_ops
@@ -284,13 +284,13 @@ class Container:
 
         return select(self, selector)
 
-    def __call__(self, *previous: "Container") -> "Container":
+    def __call__(self, *previous: Container) -> Container:
         """``b(a)`` is ``chain(a, b)``: this container applied to the output of ``previous``."""
         from amanda.containers.compose import chain
 
         return chain(*previous, self)
 
-    def __rshift__(self, following: "Container") -> "Container":
+    def __rshift__(self, following: Container) -> Container:
         """``a >> b`` is ``chain(a, b)``."""
         from amanda.containers.compose import chain
 
@@ -300,7 +300,7 @@ class Container:
 
     # -- pure updates -----------------------------------------------------------------------
 
-    def evolve(self, **changes: Any) -> "Container":
+    def evolve(self, **changes: Any) -> Container:
         """A container with some fields replaced (re-checked); ``self`` if nothing changes."""
         if not changes:
             return self
@@ -324,7 +324,7 @@ class Container:
         fields.update(changes)
         return Container(**fields)
 
-    def with_attrs(self, **attrs: Any) -> "Container":
+    def with_attrs(self, **attrs: Any) -> Container:
         """This container with attributes added or replaced; ``self`` if none changes.
 
         >>> op("Relu", "r").with_attrs() is op("Relu", "r").with_attrs() or True
@@ -335,7 +335,7 @@ class Container:
             return self
         return self._with_own_attrs(current.update(freeze_attrs(attrs)))
 
-    def without_attrs(self, *keys: str) -> "Container":
+    def without_attrs(self, *keys: str) -> Container:
         """This container without the given attributes; ``self`` if none is present."""
         present = [k for k in keys if k in self.attrs]
         if not present:
@@ -345,7 +345,7 @@ class Container:
             new = new.remove(key)
         return self._with_own_attrs(new)
 
-    def _with_own_attrs(self, attrs: PMap) -> "Container":
+    def _with_own_attrs(self, attrs: PMap) -> Container:
         # attributes take part in no invariant, so the checked structure is shared as is
         from amanda.containers.update import inherit_edge_caches
 
@@ -356,7 +356,7 @@ class Container:
         inherit_edge_caches(updated, self)
         return updated
 
-    def with_name(self, name: str) -> "Container":
+    def with_name(self, name: str) -> Container:
         """This container renamed (its children and edges are shared)."""
         if name == self.name:
             return self
@@ -404,7 +404,7 @@ class Container:
 
     # -- caches keyed on this immutable object ----------------------------------------------
 
-    def _cached(self, key: str, build: Callable[["Container"], Any]) -> Any:
+    def _cached(self, key: str, build: Callable[[Container], Any]) -> Any:
         cache = self._cache
         if cache is None:
             cache = {}
@@ -498,7 +498,7 @@ def _structurally_equal(a: Container, b: Container) -> bool:
 
 
 def op(
-    type: str,  # noqa: A002
+    type: str,
     name: str | None = None,
     inputs: Iterable[Any] = (),
     outputs: Iterable[Any] = (),

@@ -8,15 +8,15 @@ Endpoint('dense/MatMul', 0)
 
 from __future__ import annotations
 
-from operator import itemgetter
 from collections.abc import Mapping
+from operator import itemgetter
 from typing import Any, Union
 
 from pyrsistent import PMap
 
 from amanda.containers.values import EMPTY, attrs_equal, attrs_hash, freeze_attrs
 
-__all__ = ["SELF", "CONTROL", "Port", "Endpoint", "Edge", "PathLike", "EndpointLike"]
+__all__ = ["CONTROL", "SELF", "Edge", "Endpoint", "EndpointLike", "PathLike", "Port"]
 
 CONTROL = -1  # the implicit control port of every container, on both sides
 
@@ -25,9 +25,9 @@ class _Self:
     """The container's own boundary, as an endpoint's ``op``."""
 
     __slots__ = ()
-    _instance: "_Self | None" = None
+    _instance: _Self | None = None
 
-    def __new__(cls) -> "_Self":
+    def __new__(cls) -> _Self:
         if cls._instance is None:
             cls._instance = super().__new__(cls)
         return cls._instance
@@ -56,7 +56,7 @@ class Port(tuple):
 
     __slots__ = ()
 
-    def __new__(cls, name: str, attrs: Mapping[str, Any] | None = None) -> "Port":
+    def __new__(cls, name: str, attrs: Mapping[str, Any] | None = None) -> Port:
         if type(name) is not str or not name:
             raise TypeError(f"a port name must be a non-empty string, found {name!r}")
         return tuple.__new__(cls, (name, freeze_attrs(attrs) if attrs else EMPTY))
@@ -76,7 +76,7 @@ class Port(tuple):
     def __hash__(self) -> int:
         return hash((self[0], attrs_hash(self[1])))
 
-    def with_attrs(self, **attrs: Any) -> "Port":
+    def with_attrs(self, **attrs: Any) -> Port:
         """This port with attributes added or replaced."""
         return Port(self.name, {**self.attrs, **attrs})
 
@@ -101,7 +101,7 @@ class Endpoint(tuple):
 
     __slots__ = ()
 
-    def __new__(cls, op: PathLike, port: str | int) -> "Endpoint":
+    def __new__(cls, op: PathLike, port: str | int) -> Endpoint:
         if isinstance(op, list):
             op = tuple(op)
         if not isinstance(port, (str, int)) or isinstance(port, bool):
@@ -117,7 +117,7 @@ class Endpoint(tuple):
         return self[1] == CONTROL
 
     @classmethod
-    def parse(cls, text: str) -> "Endpoint":
+    def parse(cls, text: str) -> Endpoint:
         """Parse ``"op/path:port"``; a port of digits is an index, ``-1`` is control."""
         if not isinstance(text, str) or ":" not in text:
             raise ValueError(f"an endpoint string looks like 'op:port', found {text!r}")
@@ -125,7 +125,7 @@ class Endpoint(tuple):
         return cls(op, _parse_port(port))
 
     @classmethod
-    def of(cls, value: "EndpointLike") -> "Endpoint":
+    def of(cls, value: EndpointLike) -> Endpoint:
         """Coerce an Endpoint, an ``(op, port)`` pair or an ``"op:port"`` string."""
         if isinstance(value, Endpoint):
             return value
@@ -168,11 +168,11 @@ class Edge(tuple):
 
     def __new__(
         cls, src: EndpointLike, dst: EndpointLike, attrs: Mapping[str, Any] | None = None
-    ) -> "Edge":
+    ) -> Edge:
         return tuple.__new__(cls, (Endpoint.of(src), Endpoint.of(dst), freeze_attrs(attrs)))
 
     @classmethod
-    def of(cls, value: Any) -> "Edge":
+    def of(cls, value: Any) -> Edge:
         """Coerce an Edge or a ``(src, dst[, attrs])`` tuple."""
         if isinstance(value, Edge):
             return value

@@ -17,11 +17,16 @@ from __future__ import annotations
 from typing import Any
 
 from amanda.containers.container import Container
-from amanda.containers.edge import CONTROL, SELF, Edge, Endpoint
-from amanda.containers.validate import _find_buried, _lift, _normalise_edge, live_producers, resolve_path
+from amanda.containers.edge import CONTROL, SELF, Edge
+from amanda.containers.validate import (
+    _find_buried,
+    _lift,
+    _normalise_edge,
+    live_producers,
+)
 from amanda.errors import InvariantError, Problem
 
-__all__ = ["Edit", "edit", "consolidate", "EDIT_TYPE"]
+__all__ = ["EDIT_TYPE", "Edit", "edit"]
 
 EDIT_TYPE = "Edit"
 
@@ -52,7 +57,7 @@ class Edit:
             controls=self.model.controls,
         )
 
-    def add(self, op: Container) -> "Edit":
+    def add(self, op: Container) -> Edit:
         """Add a new op (or container) beside the model."""
         if not isinstance(op, Container):
             raise InvariantError([Problem(None, "a Container to add", type(op).__name__)])
@@ -70,7 +75,7 @@ class Edit:
             raise InvariantError(problems, "editing")
         return edge
 
-    def remove_edge(self, src: Any, dst: Any) -> "Edit":
+    def remove_edge(self, src: Any, dst: Any) -> Edit:
         """Delete the edge ``src -> dst``: one added by this edit, or one inside the model (a tombstone)."""
         wanted = Edge(src, dst)
         for position, edge in enumerate(self._edges):
@@ -90,7 +95,7 @@ class Edit:
         except InvariantError:
             return False
 
-    def connect(self, src: Any, dst: Any, attrs: Any = None) -> "Edit":
+    def connect(self, src: Any, dst: Any, attrs: Any = None) -> Edit:
         """Add the edge ``src -> dst``; its input must not be fed already (remove that edge first)."""
         edge = self._normal(src, dst, attrs)
         if edge.dst.port != CONTROL and not any(p.name == edge.dst.port for p in self._probe.controls):

@@ -16,8 +16,9 @@ object (containers are immutable) and cached.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from amanda.containers.edge import CONTROL, SELF, Edge, Endpoint, Port
 from amanda.containers.values import EMPTY
@@ -26,7 +27,7 @@ from amanda.errors import CycleError
 if TYPE_CHECKING:
     from amanda.containers.container import Container
 
-__all__ = ["flatten", "FlatGraph"]
+__all__ = ["FlatGraph", "flatten"]
 
 _new = tuple.__new__
 
@@ -40,11 +41,11 @@ class FlatGraph:
     endpoints it reaches; ``outputs``: top output name -> the endpoint producing it.
     """
 
-    __slots__ = ("container", "ops", "edges", "input_ports", "output_ports", "inputs", "outputs", "_order", "_index")
+    __slots__ = ("_index", "_order", "container", "edges", "input_ports", "inputs", "ops", "output_ports", "outputs")
 
-    def __init__(self, container: "Container", ops: dict, edges: tuple[Edge, ...], order: tuple) -> None:
+    def __init__(self, container: Container, ops: dict, edges: tuple[Edge, ...], order: tuple) -> None:
         self.container = container
-        self.ops: Mapping[tuple[str, ...], "Container"] = MappingProxyType(ops)
+        self.ops: Mapping[tuple[str, ...], Container] = MappingProxyType(ops)
         self.edges = edges
         self.input_ports: tuple[Port, ...] = container.inputs
         self.output_ports: tuple[Port, ...] = container.outputs
@@ -93,17 +94,17 @@ class FlatGraph:
         return f"FlatGraph({len(self.ops)} ops, {len(self.edges)} edges)"
 
 
-def flatten(container: "Container") -> FlatGraph:
+def flatten(container: Container) -> FlatGraph:
     """The effective dataflow view of ``container`` (cached per container object)."""
     return container._cached("flat", _build)
 
 
-def _build(root: "Container") -> FlatGraph:
-    ops: dict[tuple[str, ...], "Container"] = {}
-    nodes: dict[tuple[str, ...], "Container"] = {}
+def _build(root: Container) -> FlatGraph:
+    ops: dict[tuple[str, ...], Container] = {}
+    nodes: dict[tuple[str, ...], Container] = {}
     lifted: list[tuple] = []
     buried: dict[tuple, int] = {}
-    stack: list[tuple[tuple[str, ...], "Container"]] = [((), root)]
+    stack: list[tuple[tuple[str, ...], Container]] = [((), root)]
     while stack:
         path, node = stack.pop()
         if not node.children:
@@ -145,7 +146,7 @@ def _build(root: "Container") -> FlatGraph:
     return FlatGraph(root, ops, edges, order)
 
 
-def _lift(node: "Container", path: tuple, depth: int, edge: Edge) -> tuple:
+def _lift(node: Container, path: tuple, depth: int, edge: Edge) -> tuple:
     src, dst = edge[0], edge[1]
     src_op, dst_op = src[0], dst[0]
     src_path = path if src_op is SELF else path + src_op
@@ -154,7 +155,7 @@ def _lift(node: "Container", path: tuple, depth: int, edge: Edge) -> tuple:
     return key, _node(node, path, src_op, src[1], "src"), _node(node, path, dst_op, dst[1], "dst"), edge[2], depth
 
 
-def _node(owner: "Container", path: tuple, op: Any, port: Any, side: str) -> Any:
+def _node(owner: Container, path: tuple, op: Any, port: Any, side: str) -> Any:
     """A terminal Endpoint (leaf port or top boundary) or a junction of a nested container."""
     if op is SELF:
         if not path:

@@ -20,7 +20,8 @@ True
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from amanda.containers.container import Container
 from amanda.containers.edge import CONTROL, SELF, Edge
@@ -31,14 +32,14 @@ from amanda.errors import InvariantError, Problem
 __all__ = ["fuse", "unfuse"]
 
 
-def fuse(model: Container, paths: Any, type: str, name: str | None = None, attrs: Any = None) -> Container:  # noqa: A002
+def fuse(model: Container, paths: Any, type: str, name: str | None = None, attrs: Any = None) -> Container:
     """Move the sibling ops at ``paths`` (paths or a Selection) into a new child of type ``type``."""
     targets = target_paths(model, paths)
     if not targets or any(not p for p in targets):
         raise InvariantError([Problem(None, "one or more sibling paths below the model", repr(paths))])
     parent_path = targets[0][:-1]
     if any(p[:-1] != parent_path for p in targets):
-        raise InvariantError([Problem(parent_path, "paths that share one parent", str(sorted(set(p[:-1] for p in targets))))])
+        raise InvariantError([Problem(parent_path, "paths that share one parent", str(sorted({p[:-1] for p in targets})))])
     parent = model.descendant(parent_path) if parent_path else model
     group = {p[-1] for p in targets}
     kids = list(parent.children)
@@ -87,7 +88,7 @@ def fuse(model: Container, paths: Any, type: str, name: str | None = None, attrs
     return _rebuild_up(model, parent_path, new_parent, moved)
 
 
-def _fresh(parent: Container, type: str) -> str:  # noqa: A002
+def _fresh(parent: Container, type: str) -> str:
     number = 0
     while parent.has_child(f"{type}_{number}"):
         number += 1
@@ -254,7 +255,7 @@ def _rebuild_up(
         ancestor = trail[level]
         rel = parent_path[level:]
 
-        def fix(end: Any) -> tuple:
+        def fix(end: Any, rel: tuple = rel) -> tuple:
             return (end.op if end.op is SELF else moved(end.op, rel), end.port)
 
         edges = [Edge(fix(e.src), fix(e.dst), e.attrs) for e in ancestor.edges]

@@ -3,8 +3,9 @@ and leaf ops in topological order with opaque containers."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from amanda.containers.edge import SELF
 from amanda.errors import CycleError
@@ -12,10 +13,10 @@ from amanda.errors import CycleError
 if TYPE_CHECKING:
     from amanda.containers.container import Container
 
-__all__ = ["iter_ops", "walk", "effective_attrs", "sorted_ops"]
+__all__ = ["effective_attrs", "iter_ops", "sorted_ops", "walk"]
 
 
-def iter_ops(container: "Container") -> Iterator["Container"]:
+def iter_ops(container: Container) -> Iterator[Container]:
     """Every leaf op inside ``container`` in document order (itself if it is an op)."""
     stack = [container]
     while stack:
@@ -26,7 +27,7 @@ def iter_ops(container: "Container") -> Iterator["Container"]:
             stack.extend(reversed(node.children))
 
 
-def walk(container: "Container") -> Iterator[tuple[tuple[str, ...], "Container", Mapping[str, Any]]]:
+def walk(container: Container) -> Iterator[tuple[tuple[str, ...], Container, Mapping[str, Any]]]:
     """``(path, node, effective_attrs)`` for the container and every descendant, pre-order.
 
     Effective attributes are the ancestors' attributes overlaid by the node's own,
@@ -38,7 +39,7 @@ def walk(container: "Container") -> Iterator[tuple[tuple[str, ...], "Container",
     [((), {'debug': True}), (('d',), {'debug': True})]
     """
     root_attrs = MappingProxyType(dict(container.attrs))
-    stack: list[tuple[tuple[str, ...], "Container", Mapping[str, Any]]] = [((), container, root_attrs)]
+    stack: list[tuple[tuple[str, ...], Container, Mapping[str, Any]]] = [((), container, root_attrs)]
     while stack:
         path, node, attrs = stack.pop()
         yield path, node, attrs
@@ -48,7 +49,7 @@ def walk(container: "Container") -> Iterator[tuple[tuple[str, ...], "Container",
             stack.append((path + (child.name,), child, inherited))
 
 
-def effective_attrs(container: "Container", path: Any = ()) -> Mapping[str, Any]:
+def effective_attrs(container: Container, path: Any = ()) -> Mapping[str, Any]:
     """Effective attributes of the descendant at ``path`` (ancestors' overlaid by its own)."""
     from amanda.containers.validate import resolve_path
     from amanda.errors import PathError
@@ -65,8 +66,8 @@ def effective_attrs(container: "Container", path: Any = ()) -> Mapping[str, Any]
 
 
 def sorted_ops(
-    container: "Container", skip: Callable[["Container"], bool] | None = None
-) -> Iterator["Container"]:
+    container: Container, skip: Callable[[Container], bool] | None = None
+) -> Iterator[Container]:
     """Leaf ops in topological order; a container that ``skip`` accepts is yielded whole.
 
     Ties are broken by document order, so the result is deterministic.
@@ -80,17 +81,14 @@ def sorted_ops(
             yield ops[path]
         return
     unit_of: dict[tuple, tuple] = {}
-    units: dict[tuple, "Container"] = {}
+    units: dict[tuple, Container] = {}
     for path, node, _ in walk(container):
         if not path:
             continue
         owner = unit_of.get(path[:-1])
         if owner is not None:
             unit_of[path] = owner
-        elif node.children and skip(node):
-            unit_of[path] = path
-            units[path] = node
-        elif not node.children:
+        elif node.children and skip(node) or not node.children:
             unit_of[path] = path
             units[path] = node
     successors: dict[tuple, set] = {u: set() for u in units}

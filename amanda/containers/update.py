@@ -15,7 +15,8 @@ deep inside a model of N ops costs O(depth · log N).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from collections.abc import Callable
+from typing import Any
 
 from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Edge
@@ -30,7 +31,7 @@ from amanda.containers.validate import (
 )
 from amanda.errors import InvariantError, PathError, Problem
 
-__all__ = ["replace", "with_attrs", "target_paths", "with_child"]
+__all__ = ["replace", "target_paths", "with_attrs", "with_child"]
 
 # caches that depend only on a container's edges and tombstones, so a rebuilt
 # container with the same edge vectors may share them

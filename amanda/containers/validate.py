@@ -7,7 +7,8 @@ child names (or SELF) and ``port`` a port name or -1.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from pyrsistent import pvector
 
@@ -26,7 +27,7 @@ DATA, CONTROL_KIND = "data", "control"
 # -- resolution -----------------------------------------------------------------------------
 
 
-def resolve_path(container: "Container", op: Any) -> tuple[str, ...] | Any | None:
+def resolve_path(container: Container, op: Any) -> tuple[str, ...] | Any | None:
     """Resolve an endpoint's ``op`` to a tuple of child names, SELF, or None if missing.
 
     A string is a child name, the container's own name (SELF), or a ``/`` path: a
@@ -63,7 +64,7 @@ def resolve_path(container: "Container", op: Any) -> tuple[str, ...] | Any | Non
     return None
 
 
-def _split_resolve(node: "Container", parts: list[str]) -> tuple[str, ...] | None:
+def _split_resolve(node: Container, parts: list[str]) -> tuple[str, ...] | None:
     # longest prefix first, so a child whose own name contains '/' wins
     for cut in range(len(parts), 0, -1):
         head = "/".join(parts[:cut])
@@ -78,7 +79,7 @@ def _split_resolve(node: "Container", parts: list[str]) -> tuple[str, ...] | Non
     return None
 
 
-def descend(container: "Container", path: Any) -> "Container":
+def descend(container: Container, path: Any) -> Container:
     """The container at a resolved path (SELF is the container itself)."""
     node = container
     if path is not SELF:
@@ -87,7 +88,7 @@ def descend(container: "Container", path: Any) -> "Container":
     return node
 
 
-def resolve_port(target: "Container", port: Any, side: str, is_self: bool) -> tuple[Any, str] | None:
+def resolve_port(target: Container, port: Any, side: str, is_self: bool) -> tuple[Any, str] | None:
     """Normalise a port for one end of an edge; None if it does not exist there.
 
     ``side`` is ``"src"`` or ``"dst"``. A source is an output of a descendant or an input
@@ -112,7 +113,7 @@ def resolve_port(target: "Container", port: Any, side: str, is_self: bool) -> tu
     return None
 
 
-def _describe_ports(target: "Container", side: str, is_self: bool) -> str:
+def _describe_ports(target: Container, side: str, is_self: bool) -> str:
     reads_inputs = is_self == (side == "src")
     kind = "input" if reads_inputs else "output"
     names = [p.name for p in (target.inputs if reads_inputs else target.outputs)]
@@ -124,7 +125,7 @@ def _describe_ports(target: "Container", side: str, is_self: bool) -> str:
 
 
 def check_container(
-    self: "Container", children: Iterable["Container"], edges: Iterable[Any], tombstones: Iterable[Any]
+    self: Container, children: Iterable[Container], edges: Iterable[Any], tombstones: Iterable[Any]
 ) -> None:
     """Set ``children``, ``edges`` and ``tombstones`` on a container under construction,
     normalised, or raise one InvariantError listing every violation."""
@@ -177,11 +178,11 @@ def check_container(
         raise InvariantError(problems, _context(self))
 
 
-def _context(self: "Container") -> str:
+def _context(self: Container) -> str:
     return f"building {self.type or 'container'} {self.name!r}" if self.name else f"building {self.type or 'container'}"
 
 
-def _fresh_name(kid: "Container", position: int, taken: dict[str, int]) -> str:
+def _fresh_name(kid: Container, position: int, taken: dict[str, int]) -> str:
     base = kid.type or "op"
     name = f"{base}_{position}"
     while name in taken:
@@ -189,7 +190,7 @@ def _fresh_name(kid: "Container", position: int, taken: dict[str, int]) -> str:
     return name
 
 
-def _check_ports(self: "Container", here: tuple, problems: list[Problem]) -> None:
+def _check_ports(self: Container, here: tuple, problems: list[Problem]) -> None:
     for label, ports in (("input", self.inputs), ("output", self.outputs), ("control", self.controls)):
         seen: set[str] = set()
         for port in ports:
@@ -202,7 +203,7 @@ def _check_ports(self: "Container", here: tuple, problems: list[Problem]) -> Non
             problems.append(Problem((*here, port.name), "a control port name distinct from data ports", repr(port.name)))
 
 
-def _normalise_edges(self: "Container", edges: Iterable[Any], here: tuple, problems: list[Problem]) -> list[Edge]:
+def _normalise_edges(self: Container, edges: Iterable[Any], here: tuple, problems: list[Problem]) -> list[Edge]:
     out: list[Edge] = []
     for number, raw in enumerate(edges):
         where = (*here, f"edges[{number}]")
@@ -217,7 +218,7 @@ def _normalise_edges(self: "Container", edges: Iterable[Any], here: tuple, probl
     return out
 
 
-def _normalise_edge(self: "Container", edge: Edge, where: tuple, problems: list[Problem]) -> Edge | None:
+def _normalise_edge(self: Container, edge: Edge, where: tuple, problems: list[Problem]) -> Edge | None:
     src, dst = edge[0], edge[1]
     src_path = resolve_path(self, src[0])
     dst_path = resolve_path(self, dst[0])
@@ -252,7 +253,7 @@ def _normalise_edge(self: "Container", edge: Edge, where: tuple, problems: list[
     )
 
 
-def _normalise_tombstones(self: "Container", tombstones: Iterable[Any], here: tuple, problems: list[Problem]) -> list[Edge]:
+def _normalise_tombstones(self: Container, tombstones: Iterable[Any], here: tuple, problems: list[Problem]) -> list[Edge]:
     out: list[Edge] = []
     for number, raw in enumerate(tombstones):
         where = (*here, f"tombstones[{number}]")
@@ -269,7 +270,7 @@ def _normalise_tombstones(self: "Container", tombstones: Iterable[Any], here: tu
     return out
 
 
-def _find_buried(self: "Container", edge: Edge) -> Edge | None:
+def _find_buried(self: Container, edge: Edge) -> Edge | None:
     """The normalised form of a tombstone: an edge owned strictly below ``self``."""
     src_path = resolve_path(self, edge[0][0])
     dst_path = resolve_path(self, edge[1][0])
@@ -301,18 +302,18 @@ def _find_buried(self: "Container", edge: Edge) -> Edge | None:
 # -- one live producer per input port --------------------------------------------------------
 
 
-def own_edge_keys(container: "Container") -> frozenset:
+def own_edge_keys(container: Container) -> frozenset:
     """``(src, dst)`` of the container's own edges (cached)."""
     return container._cached("edge_keys", lambda c: frozenset(e.key for e in c.edges))
 
 
-def tombstone_keys(container: "Container") -> frozenset:
+def tombstone_keys(container: Container) -> frozenset:
     """``(src, dst)`` of the container's tombstones (cached)."""
     return container._cached("tomb_keys", lambda c: frozenset(e.key for e in c.tombstones))
 
 
-def _dst_index(container: "Container") -> dict:
-    def build(c: "Container") -> dict:
+def _dst_index(container: Container) -> dict:
+    def build(c: Container) -> dict:
         table: dict = {}
         for edge in c.edges:
             if edge[1][1] != CONTROL:
@@ -322,7 +323,7 @@ def _dst_index(container: "Container") -> dict:
     return container._cached("dst_index", build)
 
 
-def live_producers(container: "Container", path: tuple, port: str) -> list[Edge]:
+def live_producers(container: Container, path: tuple, port: str) -> list[Edge]:
     """Live data edges inside ``container`` that feed ``path:port`` (in its coordinates)."""
     found = list(_dst_index(container).get((path, port), ()))
     if len(path) >= 2:
@@ -349,7 +350,7 @@ def phases_clash(a: Any, b: Any) -> bool:
     return a is None or b is None or a == b
 
 
-def _check_single_producer(self: "Container", edges: list[Edge], here: tuple, problems: list[Problem]) -> None:
+def _check_single_producer(self: Container, edges: list[Edge], here: tuple, problems: list[Problem]) -> None:
     seen: dict[tuple, list[Edge]] = {}
     buried = tombstone_keys(self) if self.tombstones else frozenset()
     for edge in edges:
@@ -374,7 +375,7 @@ def _check_single_producer(self: "Container", edges: list[Edge], here: tuple, pr
                     problems.append(_second_producer(here, dst, lifted, edge, "tombstone the inner edge first"))
 
 
-def _is_named_control(self: "Container", dst: Endpoint) -> bool:
+def _is_named_control(self: Container, dst: Endpoint) -> bool:
     return dst[0] is SELF and any(p.name == dst[1] for p in self.controls)
 
 

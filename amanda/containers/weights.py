@@ -17,7 +17,7 @@ from amanda.containers.traverse import walk
 from amanda.containers.update import replace
 from amanda.errors import FormatError
 
-__all__ = ["save_weights", "load_weights", "LoadedWeights"]
+__all__ = ["LoadedWeights", "load_weights", "save_weights"]
 
 _SEP = "::"
 

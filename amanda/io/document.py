@@ -20,7 +20,7 @@ from amanda.containers.edge import SELF, Edge, Endpoint, Port
 from amanda.containers.values import EMPTY, freeze_array
 from amanda.errors import AmandaError, FormatError
 
-__all__ = ["from_document", "to_document", "DocPath"]
+__all__ = ["DocPath", "from_document", "to_document"]
 
 DocPath = tuple  # keys and indexes from the document root, for error messages
 

@@ -18,7 +18,7 @@ from amanda.containers.edge import Edge, Port
 from amanda.errors import FormatError
 from amanda.io.document import DocPath, from_document, to_document
 
-__all__ = ["loads", "dumps", "load", "dump", "SafeLoader", "SafeDumper"]
+__all__ = ["SafeDumper", "SafeLoader", "dump", "dumps", "load", "loads"]
 
 # libyaml's C implementations when present; both are the *safe* variants
 SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -27,7 +27,7 @@ SafeDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 _FORMATS = ("yaml", "json")
 
 
-def loads(text: str | bytes, format: str = "yaml") -> Any:  # noqa: A002
+def loads(text: str | bytes, format: str = "yaml") -> Any:
     """Build a container (or edge, or port) from YAML or JSON text.
 
     >>> g = loads("op: {name: f, input_ports: [{name: x}], output_ports: [{name: m}]}")
@@ -72,11 +72,11 @@ def _yaml_loader(text: str | bytes) -> type:
     return yaml.SafeLoader
 
 
-def _parse(text: str | bytes, format: str) -> Any:  # noqa: A002
+def _parse(text: str | bytes, format: str) -> Any:
     try:
         if format == "json":
             return json.loads(text)
-        return yaml.load(text, Loader=_yaml_loader(text))  # noqa: S506 - only safe loaders
+        return yaml.load(text, Loader=_yaml_loader(text))
     except json.JSONDecodeError as exc:
         raise FormatError(f"invalid JSON: {exc.msg}", found=exc.msg, line=exc.lineno, column=exc.colno) from None
     except yaml.MarkedYAMLError as exc:
@@ -107,7 +107,7 @@ def _located(exc: FormatError, text: str | bytes) -> FormatError:
 def _mark_of(text: str | bytes, path: DocPath) -> tuple[int, int] | None:
     """Line and column (1-based) of the deepest node of ``path`` present in the text."""
     try:
-        node = yaml.compose(text, Loader=_yaml_loader(text))  # noqa: S506
+        node = yaml.compose(text, Loader=_yaml_loader(text))
     except (yaml.YAMLError, RecursionError):
         return None
     found = node
@@ -126,7 +126,7 @@ def _mark_of(text: str | bytes, path: DocPath) -> tuple[int, int] | None:
     return found.start_mark.line + 1, found.start_mark.column + 1
 
 
-def dumps(item: Container | Edge | Port, format: str = "yaml") -> str:  # noqa: A002
+def dumps(item: Container | Edge | Port, format: str = "yaml") -> str:
     """YAML or JSON text for a container (or edge, or port); ``loads`` reads it back equal.
 
     >>> from amanda.containers import op
@@ -146,7 +146,7 @@ def dumps(item: Container | Edge | Port, format: str = "yaml") -> str:  # noqa: 
         raise FormatError(f"cannot write the container: {exc}") from None
 
 
-def _format_of(path: str | Path, format: str | None) -> str:  # noqa: A002
+def _format_of(path: str | Path, format: str | None) -> str:
     if format is not None:
         return format
     suffix = Path(path).suffix.lower()
@@ -162,7 +162,7 @@ def _format_of(path: str | Path, format: str | None) -> str:  # noqa: A002
     )
 
 
-def load(path: str | Path, format: str | None = None) -> Any:  # noqa: A002
+def load(path: str | Path, format: str | None = None) -> Any:
     """Read a container from a file, by suffix: ``.yaml``/``.yml``, ``.json``, ``.onnx``."""
     kind = _format_of(path, format)
     if kind == "onnx":
@@ -183,7 +183,7 @@ def load(path: str | Path, format: str | None = None) -> Any:  # noqa: A002
         ) from exc
 
 
-def dump(item: Container, path: str | Path, format: str | None = None) -> None:  # noqa: A002
+def dump(item: Container, path: str | Path, format: str | None = None) -> None:
     """Write a container to a file, by suffix: ``.yaml``/``.yml``, ``.json``, ``.onnx``."""
     kind = _format_of(path, format)
     if kind == "onnx":

@@ -4,7 +4,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import amanda
 from amanda import SELF, CompositionError, Container, chain, flatten, named_merge, op
 from tests.strategies import chains, check_invariants, snapshot
 

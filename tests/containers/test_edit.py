@@ -70,7 +70,7 @@ def test_edits_stack_and_consolidate():
     assert ("resnet/body/L2:y", "resnet/body/L3:x") in flow(again)
     folded = consolidate(again)
     assert not folded.tombstones and folded.type == "Chain"
-    names = lambda c: {(s.rsplit("/", 1)[-1], d.rsplit("/", 1)[-1]) for s, d in flow(c)}  # noqa: E731
+    names = lambda c: {(s.rsplit("/", 1)[-1], d.rsplit("/", 1)[-1]) for s, d in flow(c)}
     assert names(folded) == names(again)
     assert folded.child("L1") is body.child("L1")
     check_invariants(folded)

@@ -6,7 +6,15 @@ from hypothesis import strategies as st
 
 import amanda
 from amanda import SELF, Container, CycleError, Edge, flatten, op
-from tests.strategies import build_flat, build_nested, dataflow, groupings, nested_containers, plan_dataflow, plans
+from tests.strategies import (
+    build_flat,
+    build_nested,
+    dataflow,
+    groupings,
+    nested_containers,
+    plan_dataflow,
+    plans,
+)
 
 
 def chain3() -> Container:

@@ -5,7 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import amanda
-from amanda import Container, InvariantError, chain, op, replace, with_attrs
+from amanda import InvariantError, chain, op, replace, with_attrs
 from tests.strategies import check_invariants, nested_containers, snapshot
 
 
