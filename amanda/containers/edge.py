@@ -220,3 +220,16 @@ class Edge(tuple):
         if self[2] is EMPTY or not self[2]:
             return f"Edge({str(self[0])!r}, {str(self[1])!r})"
         return f"Edge({str(self[0])!r}, {str(self[1])!r}, {dict(self[2])!r})"
+
+
+def forward_attrs(upstream: Any, downstream: Any) -> Any:
+    """Attributes of a value forwarded over two hops, the consumer's side winning;
+    None when the hops belong to different phases (no such value exists)."""
+    if not upstream:
+        return downstream
+    if not downstream:
+        return upstream
+    a, b = upstream.get("phase"), downstream.get("phase")
+    if a is not None and b is not None and a != b:
+        return None
+    return upstream.update(downstream)

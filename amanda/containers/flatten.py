@@ -20,7 +20,7 @@ from collections.abc import Iterator, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from amanda.containers.edge import CONTROL, SELF, Edge, Endpoint, Port
+from amanda.containers.edge import CONTROL, SELF, Edge, Endpoint, Port, forward_attrs
 from amanda.containers.values import EMPTY
 from amanda.errors import CycleError
 
@@ -174,18 +174,6 @@ def _node(owner: Container, path: tuple, op: Any, port: Any, side: str) -> Any:
     return ("J", full, port, "out" if side == "src" else "in")
 
 
-def _merge(outer: Any, inner: Any) -> Any:
-    """Attributes along a forwarded chain, the consumer's side winning; None on a phase clash."""
-    if not outer:
-        return inner
-    if not inner:
-        return outer
-    a, b = outer.get("phase"), inner.get("phase")
-    if a is not None and b is not None and a != b:
-        return None
-    return outer.update(inner)
-
-
 def _emit(seen: dict, src: Endpoint, dst: Endpoint, attrs: Any) -> None:
     key = (src, dst, attrs.get("phase") if attrs else None)
     if key not in seen:
@@ -229,7 +217,7 @@ class _Resolver:
         resolved = self._resolve(src)
         out = []
         for terminal, inner in resolved:
-            merged = _merge(inner, attrs)
+            merged = forward_attrs(inner, attrs)
             if merged is not None:
                 out.append((terminal, merged))
         return out
@@ -259,7 +247,7 @@ class _Resolver:
                     result.append((src, attrs))
                 else:
                     for terminal, inner in memo[src]:
-                        merged = _merge(inner, attrs)
+                        merged = forward_attrs(inner, attrs)
                         if merged is not None:
                             result.append((terminal, merged))
             memo[junction] = result

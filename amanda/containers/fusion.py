@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from amanda.containers.container import Container
-from amanda.containers.edge import CONTROL, SELF, Edge
+from amanda.containers.edge import CONTROL, SELF, Edge, forward_attrs
 from amanda.containers.update import target_paths, with_child
 from amanda.containers.validate import _find_buried
 from amanda.errors import InvariantError, Problem
@@ -150,14 +150,14 @@ def unfuse(model: Container, path: Any) -> Container:
         if (edge.src.op is SELF or edge.dst.op is SELF) and edge.key in dead_inner:
             continue  # a hop an ancestor deleted: the merged edge would be dead too
         sources = [(edge.src, edge.attrs)] if edge.src.op is not SELF else [
-            (f.src, _merged(f.attrs, edge.attrs)) for f in feeders.get(edge.src.port, [])
+            (f.src, forward_attrs(f.attrs, edge.attrs)) for f in feeders.get(edge.src.port, [])
         ]
         targets = [(edge.dst, None)] if edge.dst.op is not SELF else [
             (r.dst, r.attrs) for r in readers.get(edge.dst.port, [])
         ]
         for src, attrs in sources:
             for dst, outer_attrs in targets:
-                merged = _merged(attrs, outer_attrs) if outer_attrs is not None else attrs
+                merged = forward_attrs(attrs, outer_attrs) if outer_attrs is not None else attrs
                 if merged is not None:
                     outer.append(Edge(src, dst, merged))
     inherited = fused.attrs
@@ -221,17 +221,6 @@ def _out_of(end: Any, name: str) -> tuple:
     if op is not SELF and op[0] == name and len(op) > 1:
         return (op[1:], end.port)
     return (op, end.port)
-
-
-def _merged(inner: Any, outer: Any) -> Any:
-    if not inner:
-        return outer
-    if not outer:
-        return inner
-    a, b = inner.get("phase"), outer.get("phase")
-    if a is not None and b is not None and a != b:
-        return None
-    return inner.update(outer)
 
 
 def _dedupe(edges: list[Edge]) -> list[Edge]:
