@@ -47,6 +47,8 @@ from amanda.errors import (
     SchemaError,
 )
 from amanda.io import dump, dumps, load, loads
+from amanda.namespaces import namespace
+from amanda.namespaces.validation import validate
 
 __version__ = "0.1.0"
 
@@ -83,10 +85,12 @@ __all__ = [
     "load_weights",
     "loads",
     "named_merge",
+    "namespace",
     "op",
     "replace",
     "save_weights",
     "unfuse",
+    "validate",
     "walk",
     "with_attrs",
 ]

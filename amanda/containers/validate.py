@@ -34,9 +34,14 @@ def resolve_path(container: Container, op: Any) -> tuple[str, ...] | Any | None:
     whole name that matches a child wins, otherwise it is split at ``/`` and resolved
     level by level. A tuple is an exact path; an int is a child index.
     """
+    index = container._index
+    kind = type(op)
+    if kind is tuple and len(op) == 1 and op[0] in index:
+        return op  # the common case: an exact one-level path
+    if kind is str and op in index:
+        return (op,)
     if op is SELF or op is None:
         return SELF
-    index = container._index
     if isinstance(op, str):
         if op in index:
             return (op,)
@@ -81,10 +86,13 @@ def _split_resolve(node: Container, parts: list[str]) -> tuple[str, ...] | None:
 
 def descend(container: Container, path: Any) -> Container:
     """The container at a resolved path (SELF is the container itself)."""
+    if path is SELF:
+        return container
+    if len(path) == 1:
+        return container.children[container._index[path[0]]]
     node = container
-    if path is not SELF:
-        for name in path:
-            node = node.children[node._index[name]]
+    for name in path:
+        node = node.children[node._index[name]]
     return node
 
 
@@ -218,38 +226,34 @@ def _normalise_edges(self: Container, edges: Iterable[Any], here: tuple, problem
     return out
 
 
-def _normalise_edge(self: Container, edge: Edge, where: tuple, problems: list[Problem]) -> Edge | None:
+def _normalise_edge(self: "Container", edge: Edge, where: tuple, problems: list[Problem]) -> Edge | None:
     src, dst = edge[0], edge[1]
     src_path = resolve_path(self, src[0])
     dst_path = resolve_path(self, dst[0])
-    ok = True
-    for label, end, path in (("source", src, src_path), ("destination", dst, dst_path)):
-        if path is None:
-            problems.append(Problem(where, f"a {label} op that exists (child name, index or path)", repr(end[0])))
-            ok = False
-    if not ok:
+    if src_path is None or dst_path is None:
+        for label, end, path in (("source", src, src_path), ("destination", dst, dst_path)):
+            if path is None:
+                problems.append(Problem(where, f"a {label} op that exists (child name, index or path)", repr(end[0])))
         return None
-    ends = []
-    for side, end, path in (("src", src, src_path), ("dst", dst, dst_path)):
-        is_self = path is SELF
-        target = descend(self, path)
-        resolved = resolve_port(target, end[1], side, is_self)
-        if resolved is None:
-            problems.append(Problem(where, _describe_ports(target, side, is_self), repr(end[1])))
-            ok = False
-            continue
-        ends.append((path, resolved))
-    if not ok:
+    src_self, dst_self = src_path is SELF, dst_path is SELF
+    src_target = descend(self, src_path)
+    dst_target = descend(self, dst_path)
+    src_port = resolve_port(src_target, src[1], "src", src_self)
+    dst_port = resolve_port(dst_target, dst[1], "dst", dst_self)
+    if src_port is None or dst_port is None:
+        if src_port is None:
+            problems.append(Problem(where, _describe_ports(src_target, "src", src_self), repr(src[1])))
+        if dst_port is None:
+            problems.append(Problem(where, _describe_ports(dst_target, "dst", dst_self), repr(dst[1])))
         return None
-    (src_path, (src_port, src_kind)), (dst_path, (dst_port, dst_kind)) = ends
-    if src_kind != dst_kind:
+    if src_port[1] != dst_port[1]:
         problems.append(Problem(where, "both ends data ports or both control ports", f"{src} -> {dst}"))
         return None
-    if src_path is src[0] and src_port is src[1] and dst_path is dst[0] and dst_port is dst[1]:
+    if src_path is src[0] and src_port[0] is src[1] and dst_path is dst[0] and dst_port[0] is dst[1]:
         return edge
     return _new_tuple(
         Edge,
-        (_new_tuple(Endpoint, (src_path, src_port)), _new_tuple(Endpoint, (dst_path, dst_port)), edge[2]),
+        (_new_tuple(Endpoint, (src_path, src_port[0])), _new_tuple(Endpoint, (dst_path, dst_port[0])), edge[2]),
     )
 
 

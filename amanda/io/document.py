@@ -27,7 +27,9 @@ DocPath = tuple  # keys and indexes from the document root, for error messages
 _PORT_FIELDS = frozenset({"name", "attrs"})
 _ENDPOINT_FIELDS = frozenset({"op", "port"})
 _EDGE_FIELDS = frozenset({"output_port", "input_port", "attrs"})
-_OP_FIELDS = frozenset({"type", "name", "input_ports", "output_ports", "attrs", "uid", "control_ports", "namespace"})
+_OP_FIELDS = frozenset(
+    {"type", "name", "input_ports", "output_ports", "attrs", "uid", "control_ports", "namespace"}
+)
 _SUBGRAPH_FIELDS = _OP_FIELDS | {"ops", "edges", "tombstones"}
 _KINDS = ("graph", "subgraph", "op", "edge", "input_port", "output_port")
 
@@ -44,7 +46,12 @@ def _fail(path: DocPath, expected: str, found: Any) -> FormatError:
     shown = found if isinstance(found, str) and found.startswith("<") else repr(found)
     if len(shown) > 80:
         shown = shown[:77] + "..."
-    return FormatError(f"at {show(path)}: expected {expected}, found {shown}", path=path, expected=expected, found=shown)
+    return FormatError(
+        f"at {show(path)}: expected {expected}, found {shown}",
+        path=path,
+        expected=expected,
+        found=shown,
+    )
 
 
 def from_document(doc: Any) -> Container | Edge | Port:
@@ -52,7 +59,7 @@ def from_document(doc: Any) -> Container | Edge | Port:
     if not isinstance(doc, Mapping) or len(doc) != 1:
         keys = list(doc) if isinstance(doc, Mapping) else type(doc).__name__
         raise _fail((), f"a mapping with one of the keys {', '.join(_KINDS)}", keys)
-    (kind, body), = doc.items()
+    ((kind, body),) = doc.items()
     if kind in ("graph", "subgraph", "op"):
         return _container(body, (kind,), kind)
     if kind == "edge":
@@ -67,7 +74,11 @@ def _mapping(value: Any, path: DocPath, allowed: frozenset, what: str) -> Mappin
         raise _fail(path, f"a mapping ({what})", value)
     if not allowed.issuperset(value):
         unknown = [k for k in value if k not in allowed]
-        raise _fail(path + (unknown[0],), f"one of the fields {', '.join(sorted(allowed))} of {what}", f"<field {unknown[0]!r}>")
+        raise _fail(
+            path + (unknown[0],),
+            f"one of the fields {', '.join(sorted(allowed))} of {what}",
+            f"<field {unknown[0]!r}>",
+        )
     return value
 
 
@@ -95,25 +106,43 @@ def _container(body: Any, path: DocPath, kind: str) -> Container:
     if "namespace" in fields:
         attrs["namespace"] = _string(fields["namespace"], path + ("namespace",), optional=False)
     children = [
-        _child(item, path + ("ops", i)) for i, item in enumerate(_list(fields.get("ops"), path + ("ops",)))
+        _child(item, path + ("ops", i))
+        for i, item in enumerate(_list(fields.get("ops"), path + ("ops",)))
     ]
     try:
         return Container(
             _string(fields.get("type"), path + ("type",)),
             _string(fields.get("name"), path + ("name",)),
-            [_port(p, path + ("input_ports", i)) for i, p in enumerate(_list(fields.get("input_ports"), path + ("input_ports",)))],
-            [_port(p, path + ("output_ports", i)) for i, p in enumerate(_list(fields.get("output_ports"), path + ("output_ports",)))],
+            [
+                _port(p, path + ("input_ports", i))
+                for i, p in enumerate(_list(fields.get("input_ports"), path + ("input_ports",)))
+            ],
+            [
+                _port(p, path + ("output_ports", i))
+                for i, p in enumerate(_list(fields.get("output_ports"), path + ("output_ports",)))
+            ],
             children,
-            [_edge(e, path + ("edges", i)) for i, e in enumerate(_list(fields.get("edges"), path + ("edges",)))],
-            [_edge(e, path + ("tombstones", i)) for i, e in enumerate(_list(fields.get("tombstones"), path + ("tombstones",)))],
+            [
+                _edge(e, path + ("edges", i))
+                for i, e in enumerate(_list(fields.get("edges"), path + ("edges",)))
+            ],
+            [
+                _edge(e, path + ("tombstones", i))
+                for i, e in enumerate(_list(fields.get("tombstones"), path + ("tombstones",)))
+            ],
             attrs,
             _string(fields.get("uid"), path + ("uid",)),
-            [_port(p, path + ("control_ports", i)) for i, p in enumerate(_list(fields.get("control_ports"), path + ("control_ports",)))],
+            [
+                _port(p, path + ("control_ports", i))
+                for i, p in enumerate(_list(fields.get("control_ports"), path + ("control_ports",)))
+            ],
         )
     except FormatError:
         raise
     except AmandaError as exc:
-        raise FormatError(f"at {show(path)}: {exc}", path=path, expected=exc.expected, found=exc.found) from exc
+        raise FormatError(
+            f"at {show(path)}: {exc}", path=path, expected=exc.expected, found=exc.found
+        ) from exc
     except TypeError as exc:
         raise FormatError(f"at {show(path)}: {exc}", path=path) from exc
 
@@ -137,8 +166,11 @@ def _edge(value: Any, path: DocPath) -> Edge:
     if type(value) is dict and len(value) == 2 and "output_port" in value and "input_port" in value:
         return tuple.__new__(
             Edge,
-            (_endpoint(value["output_port"], path + ("output_port",)),
-             _endpoint(value["input_port"], path + ("input_port",)), EMPTY),
+            (
+                _endpoint(value["output_port"], path + ("output_port",)),
+                _endpoint(value["input_port"], path + ("input_port",)),
+                EMPTY,
+            ),
         )
     fields = _mapping(value, path, _EDGE_FIELDS, "an edge")
     for key in ("output_port", "input_port"):
@@ -154,7 +186,11 @@ def _edge(value: Any, path: DocPath) -> Edge:
 def _endpoint(value: Any, path: DocPath) -> Endpoint:
     if type(value) is dict and len(value) == 2:
         op, port = value.get("op"), value.get("port")
-        if type(op) is str and op and (type(port) is str and port or type(port) is int and port >= -1):
+        if (
+            type(op) is str
+            and op
+            and (type(port) is str and port or type(port) is int and port >= -1)
+        ):
             return tuple.__new__(Endpoint, (op, port))
     fields = _mapping(value, path, _ENDPOINT_FIELDS, "an endpoint {op, port}")
     for key in ("op", "port"):
@@ -202,6 +238,11 @@ _PLAIN = (str, int, float, bool, type(None))
 _PLAIN_TYPES = frozenset(_PLAIN)
 
 
+def decode_value(value: Any, path: DocPath) -> Any:
+    """An attribute value from its document form (arrays and bytes from their markers)."""
+    return _decode(value, path)
+
+
 def _decode(value: Any, path: DocPath) -> Any:
     if isinstance(value, _PLAIN):
         return value
@@ -215,7 +256,9 @@ def _decode(value: Any, path: DocPath) -> Any:
         return {k: _decode(v, path + (k,)) for k, v in value.items() if _key_ok(k, path)}
     if isinstance(value, bytes):
         return value
-    raise _fail(path, "a string, number, boolean, null, list, mapping or array", f"<{type(value).__name__}>")
+    raise _fail(
+        path, "a string, number, boolean, null, list, mapping or array", f"<{type(value).__name__}>"
+    )
 
 
 def _key_ok(key: Any, path: DocPath) -> bool:
@@ -232,11 +275,15 @@ def _decode_array(value: Mapping, path: DocPath) -> np.ndarray:
     try:
         dtype = np.dtype(spec["dtype"])
     except (TypeError, ValueError):
-        raise _fail(where + ("dtype",), "a numpy dtype string such as '<f4'", spec["dtype"]) from None
+        raise _fail(
+            where + ("dtype",), "a numpy dtype string such as '<f4'", spec["dtype"]
+        ) from None
     if dtype.hasobject:
         raise _fail(where + ("dtype",), "a dtype without Python objects", spec["dtype"])
     shape = spec["shape"]
-    if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
+    if not isinstance(shape, list) or not all(
+        isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape
+    ):
         raise _fail(where + ("shape",), "a list of non-negative integers", shape)
     try:
         raw = base64.b64decode(spec["data"], validate=True)
@@ -244,7 +291,11 @@ def _decode_array(value: Mapping, path: DocPath) -> np.ndarray:
         raise _fail(where + ("data",), "base64 text", spec["data"]) from None
     count = int(np.prod(shape, dtype=np.int64))
     if len(raw) != count * dtype.itemsize:
-        raise _fail(where + ("data",), f"{count * dtype.itemsize} bytes for shape {shape}", f"<{len(raw)} bytes>")
+        raise _fail(
+            where + ("data",),
+            f"{count * dtype.itemsize} bytes for shape {shape}",
+            f"<{len(raw)} bytes>",
+        )
     array = np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
     return freeze_array(array)
 
@@ -256,6 +307,11 @@ def _decode_bytes(value: Mapping, path: DocPath) -> bytes:
         return base64.b64decode(value["__bytes__"], validate=True)
     except ValueError:
         raise _fail(path + ("__bytes__",), "base64 text", value["__bytes__"]) from None
+
+
+def encode_value(value: Any) -> Any:
+    """The document form of an attribute value (arrays and bytes as markers)."""
+    return _encode(value)
 
 
 def _encode(value: Any) -> Any:
@@ -291,7 +347,9 @@ def to_document(item: Container | Edge | Port) -> dict:
         return {"edge": _edge_doc(item, None)}
     if isinstance(item, Port):
         return {"input_port": _port_doc(item)}
-    kind = "op" if item.is_op else ("graph" if item.name is None and item.type is None else "subgraph")
+    kind = (
+        "op" if item.is_op else ("graph" if item.name is None and item.type is None else "subgraph")
+    )
     return {kind: _container_doc(item, kind)}
 
 
@@ -314,7 +372,9 @@ def _container_doc(c: Container, kind: str) -> dict:
     if c.controls:
         doc["control_ports"] = [_port_doc(p) for p in c.controls]
     if c.children:
-        doc["ops"] = [_container_doc(child, "op" if child.is_op else "subgraph") for child in c.children]
+        doc["ops"] = [
+            _container_doc(child, "op" if child.is_op else "subgraph") for child in c.children
+        ]
     if c.edges:
         doc["edges"] = [_edge_doc(e, c.name) for e in c.edges]
     if c.tombstones:
@@ -329,7 +389,10 @@ def _port_doc(port: Port) -> dict:
 
 
 def _edge_doc(edge: Edge, own_name: str | None) -> dict:
-    doc = {"output_port": _endpoint_doc(edge.src, own_name), "input_port": _endpoint_doc(edge.dst, own_name)}
+    doc = {
+        "output_port": _endpoint_doc(edge.src, own_name),
+        "input_port": _endpoint_doc(edge.dst, own_name),
+    }
     if edge.attrs:
         doc["attrs"] = {k: _encode(v) for k, v in edge.attrs.items()}
     return doc

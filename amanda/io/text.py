@@ -35,14 +35,20 @@ def loads(text: str | bytes, format: str = "yaml") -> Any:
     ('f', ('x',))
     """
     if format not in _FORMATS:
-        raise FormatError(f"expected a format among {_FORMATS}, found {format!r}", expected="yaml or json", found=format)
+        raise FormatError(
+            f"expected a format among {_FORMATS}, found {format!r}",
+            expected="yaml or json",
+            found=format,
+        )
     doc = _parse(text, format)
     try:
         return from_document(doc)
     except FormatError as exc:
         raise _located(exc, text) from exc.__cause__
     except RecursionError:
-        raise FormatError("the document nests containers too deeply to build", expected="less nesting") from None
+        raise FormatError(
+            "the document nests containers too deeply to build", expected="less nesting"
+        ) from None
 
 
 # libyaml's composer recurses in C and crashes the process somewhere past 20,000 levels;
@@ -78,17 +84,23 @@ def _parse(text: str | bytes, format: str) -> Any:
             return json.loads(text)
         return yaml.load(text, Loader=_yaml_loader(text))
     except json.JSONDecodeError as exc:
-        raise FormatError(f"invalid JSON: {exc.msg}", found=exc.msg, line=exc.lineno, column=exc.colno) from None
+        raise FormatError(
+            f"invalid JSON: {exc.msg}", found=exc.msg, line=exc.lineno, column=exc.colno
+        ) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         message = f"invalid YAML: {exc.problem or exc.context}"
         if mark is None:
             raise FormatError(message) from None
-        raise FormatError(message, found=str(exc.problem), line=mark.line + 1, column=mark.column + 1) from None
+        raise FormatError(
+            message, found=str(exc.problem), line=mark.line + 1, column=mark.column + 1
+        ) from None
     except yaml.YAMLError as exc:
         raise FormatError(f"invalid YAML: {exc}") from None
     except RecursionError:
-        raise FormatError("the document is nested too deeply to parse", expected="less nesting") from None
+        raise FormatError(
+            "the document is nested too deeply to parse", expected="less nesting"
+        ) from None
     except UnicodeDecodeError as exc:
         raise FormatError(f"the document is not UTF-8 text: {exc.reason}") from None
 
@@ -101,7 +113,9 @@ def _located(exc: FormatError, text: str | bytes) -> FormatError:
     mark = _mark_of(text, path)
     if mark is None:
         return exc
-    return FormatError(str(exc), path=path, expected=exc.expected, found=exc.found, line=mark[0], column=mark[1])
+    return FormatError(
+        str(exc), path=path, expected=exc.expected, found=exc.found, line=mark[0], column=mark[1]
+    )
 
 
 def _mark_of(text: str | bytes, path: DocPath) -> tuple[int, int] | None:
@@ -117,7 +131,11 @@ def _mark_of(text: str | bytes, path: DocPath) -> tuple[int, int] | None:
             if not match:
                 break
             found, node = match[0]  # the key: where a reader looks for the field
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
+        elif (
+            isinstance(node, yaml.SequenceNode)
+            and isinstance(part, int)
+            and 0 <= part < len(node.value)
+        ):
             node = found = node.value[part]
         else:
             break
@@ -134,14 +152,27 @@ def dumps(item: Container | Edge | Port, format: str = "yaml") -> str:
     True
     """
     if format not in _FORMATS:
-        raise FormatError(f"expected a format among {_FORMATS}, found {format!r}", expected="yaml or json", found=format)
+        raise FormatError(
+            f"expected a format among {_FORMATS}, found {format!r}",
+            expected="yaml or json",
+            found=format,
+        )
     try:
         doc = to_document(item)
         if format == "json":
             return json.dumps(doc, indent=1)
-        return yaml.dump(doc, Dumper=SafeDumper, sort_keys=False, default_flow_style=None, allow_unicode=True, width=100)
+        return yaml.dump(
+            doc,
+            Dumper=SafeDumper,
+            sort_keys=False,
+            default_flow_style=None,
+            allow_unicode=True,
+            width=100,
+        )
     except RecursionError:
-        raise FormatError("the container nests too deeply to write", expected="less nesting") from None
+        raise FormatError(
+            "the container nests too deeply to write", expected="less nesting"
+        ) from None
     except TypeError as exc:
         raise FormatError(f"cannot write the container: {exc}") from None
 
@@ -158,7 +189,9 @@ def _format_of(path: str | Path, format: str | None) -> str:
         return "onnx"
     raise FormatError(
         f"cannot tell the format of {str(path)!r} from its suffix",
-        path=str(path), expected=".yaml, .yml, .json or .onnx", found=suffix or "no suffix",
+        path=str(path),
+        expected=".yaml, .yml, .json or .onnx",
+        found=suffix or "no suffix",
     )
 
 
@@ -178,8 +211,12 @@ def load(path: str | Path, format: str | None = None) -> Any:
     except FormatError as exc:
         message = str(exc).split(" (line ")[0]
         raise FormatError(
-            f"{path}: {message}", path=exc.path, expected=exc.expected, found=exc.found,
-            line=exc.line, column=exc.column,
+            f"{path}: {message}",
+            path=exc.path,
+            expected=exc.expected,
+            found=exc.found,
+            line=exc.line,
+            column=exc.column,
         ) from exc
 
 

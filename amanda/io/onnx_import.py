@@ -1,0 +1,149 @@
+"""ONNX ``ModelProto`` -> container (see ``docs/onnx.md`` for the mapping).
+
+Graph inputs and outputs become the container's ports, initializers ``Constant`` ops with
+``initializer: true``, nodes leaf ops whose ports carry the schema's formal names, and graph
+attributes (If/Loop/Scan bodies) containers inside the op's attributes. Every value name is
+resolved once through a dict per graph, so importing is linear in the model's size.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from amanda.containers.container import Container
+from amanda.containers.edge import Port
+from amanda.errors import FormatError
+from amanda.io.onnx_metadata import read_metadata
+from amanda.io.onnx_ports import Schemas, namespace_of_domain
+from amanda.io.onnx_read_graph import GraphReader
+from amanda.io.onnx_values import require_onnx
+
+__all__ = ["MIN_IR_VERSION", "check_model_header", "from_onnx"]
+
+MIN_IR_VERSION = 3  # the first IR version with opset_import
+
+
+class _Importer(GraphReader):
+    """One conversion: the model's opsets, a schema cache and port-name caches."""
+
+    def __init__(self, model: Any, source: str | None) -> None:
+        self.prefix = f"{source}: " if source else ""
+        self.schemas = Schemas()
+        self.names: dict[tuple[int, str, int], tuple[str, ...]] = {}
+        self.ports: dict[str, Port] = {}
+        self.opsets = self._opsets(model)
+        self.default = self.opsets.get("")
+
+    def _opsets(self, model: Any) -> dict[str, str]:
+        from amanda.namespaces.onnx_vocab import onnx_vocabulary
+
+        opsets: dict[str, str] = {}
+        known = onnx_vocabulary().domains
+        for entry in model.opset_import:
+            domain = "" if entry.domain == "ai.onnx" else entry.domain
+            if domain in opsets:
+                raise self.fail(
+                    f"opset_import lists domain {domain or 'ai.onnx'!r} twice", path="opset_import"
+                )
+            if entry.version < 1:
+                raise self.fail(
+                    f"opset_import gives domain {domain or 'ai.onnx'!r} version {entry.version}",
+                    path="opset_import",
+                    expected="a version >= 1",
+                    found=str(entry.version),
+                )
+            if domain in known and entry.version > known[domain][1]:
+                raise self.fail(
+                    f"opset {entry.version} of {domain or 'ai.onnx'} is newer than the installed onnx "
+                    f"package knows ({known[domain][1]}); upgrade onnx",
+                    path="opset_import",
+                    expected=f"a version up to {known[domain][1]}",
+                    found=str(entry.version),
+                )
+            opsets[domain] = namespace_of_domain(domain, entry.version)
+        return opsets
+
+    def model(self, model: Any) -> Container:
+        fields, _ = self.graph(model.graph, None, (model.graph.name or "graph",))
+        meta, extra, uid = read_metadata(model.metadata_props, self.prefix)
+        info: dict[str, Any] = {"ir_version": int(model.ir_version)}
+        for field in ("producer_name", "producer_version", "domain", "doc_string"):
+            if getattr(model, field):
+                info[field] = getattr(model, field)
+        if model.model_version:
+            info["model_version"] = int(model.model_version)
+        if meta:
+            info["metadata_props"] = meta
+        info["opset_import"] = {e.domain: int(e.version) for e in model.opset_import}
+        graph_info = fields["info"]
+        for key, value in graph_info.items():
+            info[f"graph_{key}"] = value
+        if model.functions:
+            info["functions"] = tuple(f.SerializeToString() for f in model.functions)
+        if model.training_info:
+            info["training_info"] = tuple(t.SerializeToString() for t in model.training_info)
+        attrs: dict[str, Any] = {**fields["extra"], **extra}
+        if self.default is not None:
+            attrs["namespace"] = self.default
+        attrs["onnx"] = info
+        fields["uid"] = uid or fields["uid"]
+        return self._container(fields, fields["inputs"], attrs, (model.graph.name,))
+
+
+def check_model_header(model: Any, source: str | None = None) -> None:
+    """Raise FormatError unless ``model`` is a ModelProto of a readable IR version, with a
+    graph and opset imports (checked before anything else is read from it).
+
+    >>> import onnx
+    >>> check_model_header(onnx.ModelProto(ir_version=99), "m.onnx")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    amanda.errors.FormatError: m.onnx: unsupported ONNX IR version 99: amanda reads IR versions 3 to ...
+    """
+    onnx = require_onnx()
+    prefix = f"{source}: " if source else ""
+    if not isinstance(model, onnx.ModelProto):
+        raise FormatError(
+            f"{prefix}expected an onnx.ModelProto, found {type(model).__name__}",
+            expected="onnx.ModelProto",
+            found=type(model).__name__,
+        )
+    if not MIN_IR_VERSION <= model.ir_version <= onnx.IR_VERSION:
+        raise FormatError(
+            f"{prefix}unsupported ONNX IR version {model.ir_version}: amanda reads IR versions "
+            f"{MIN_IR_VERSION} to {onnx.IR_VERSION}"
+            + (" (is this an ONNX file?)" if model.ir_version == 0 else ""),
+            path="ir_version",
+            expected=f"{MIN_IR_VERSION}..{onnx.IR_VERSION}",
+            found=str(model.ir_version),
+        )
+    if not model.HasField("graph"):
+        raise FormatError(
+            f"{prefix}the model has no graph", path="graph", expected="a graph", found="none"
+        )
+    if not model.opset_import:
+        raise FormatError(
+            f"{prefix}the model imports no opset",
+            path="opset_import",
+            expected="at least one opset_import",
+            found="none",
+        )
+
+
+def from_onnx(model: Any, *, source: str | None = None) -> Container:
+    """The container for an ``onnx.ModelProto`` (which is left unchanged).
+
+    ``source`` (a file name) prefixes error messages. Raises ``FormatError`` for an
+    unsupported IR version, a missing graph or opset import, or a value no one defines.
+
+    >>> from onnx import TensorProto, helper
+    >>> graph = helper.make_graph(
+    ...     [helper.make_node("Relu", ["x"], ["y"], name="relu")], "g",
+    ...     [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])],
+    ...     [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4])])
+    >>> c = from_onnx(helper.make_model(graph, ir_version=10, opset_imports=[helper.make_opsetid("", 17)]))
+    >>> c.namespace, c.input_names, c.inputs[0].attrs["shape"], c.child("relu").input_names
+    ('amanda/onnx/17', ('x',), ('n', 4), ('X',))
+    """
+    check_model_header(model, source)
+    return _Importer(model, source).model(model)

@@ -1,0 +1,72 @@
+"""``metadata_props`` entries amanda reads and writes: uids and attributes ONNX has no slot for.
+
+An op's uid travels as ``amanda.uid`` (in node, initializer, graph and model metadata); an
+attribute that is not an ONNX attribute of the op (``debug: true``) as ``amanda.attr.<name>``
+holding JSON in amanda's document encoding; every other entry is plain metadata.
+
+>>> from onnx import NodeProto
+>>> node = NodeProto()
+>>> write_metadata(node.metadata_props, {"k": "v"}, "uid-1", {"debug": True})
+>>> read_metadata(node.metadata_props)
+({'k': 'v'}, {'debug': True}, 'uid-1')
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from amanda.errors import AmandaError, FormatError
+
+__all__ = ["ATTR_KEY", "UID_KEY", "read_metadata", "write_metadata"]
+
+UID_KEY = "amanda.uid"  # metadata_props key holding an op's (or graph's) uid
+ATTR_KEY = "amanda.attr."  # metadata_props prefix of amanda attributes ONNX has no slot for
+
+
+def read_metadata(props: Any, where: str = "") -> tuple[dict[str, str], dict[str, Any], str | None]:
+    """(plain metadata, amanda attributes, uid) from ``metadata_props`` entries."""
+    plain: dict[str, str] = {}
+    extra: dict[str, Any] = {}
+    uid = None
+    for entry in props:
+        key, value = entry.key, entry.value
+        if key == UID_KEY:
+            uid = value or None
+        elif key.startswith(ATTR_KEY):
+            from amanda.io.document import decode_value as _decode
+
+            try:
+                extra[key[len(ATTR_KEY) :]] = _decode(json.loads(value), (key,))
+            except (ValueError, AmandaError) as exc:
+                raise FormatError(
+                    f"{where}metadata {key!r} is not an amanda attribute: {exc}",
+                    path=key,
+                    expected="JSON written by amanda",
+                    found=value[:60],
+                ) from None
+        else:
+            plain[key] = value
+    return plain, extra, uid
+
+
+def write_metadata(
+    target: Any, plain: Mapping[str, Any] | None, uid: str | None, extra: Mapping[str, Any]
+) -> None:
+    """Append plain entries, ``amanda.attr.*`` entries and the uid to ``metadata_props``."""
+    if plain:
+        for key, value in plain.items():
+            target.add(key=str(key), value=str(value))
+    for key, value in extra.items():
+        from amanda.io.document import encode_value as _encode
+
+        try:
+            text = json.dumps(_encode(value))
+        except (TypeError, ValueError) as exc:
+            raise FormatError(
+                f"attribute {key!r} cannot be kept in ONNX metadata: {exc}", path=key
+            ) from None
+        target.add(key=ATTR_KEY + key, value=text)
+    if uid:
+        target.add(key=UID_KEY, value=uid)

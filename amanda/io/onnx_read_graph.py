@@ -1,0 +1,415 @@
+"""Reading one ONNX graph (the main graph or an If/Loop/Scan body) into container fields.
+
+Two passes per graph: the first names every op and records which op output defines each value
+(so nodes may appear in any order and lookups are one dict access), the second builds the ops,
+their attributes (converting bodies, which see the enclosing graphs' values) and the edges.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from amanda.containers.container import Container
+from amanda.containers.edge import SELF, Edge, Endpoint, Port
+from amanda.containers.values import EMPTY
+from amanda.errors import FormatError, InvariantError
+from amanda.io.onnx_attrs import attr_to_value
+from amanda.io.onnx_metadata import read_metadata
+from amanda.io.onnx_ports import Schemas, port_names
+from amanda.io.onnx_values import sparse_to_value, tensor_to_array, type_to_attrs
+
+__all__ = ["GraphReader", "Scope"]
+
+_CONSTANT_OUTPUT = "output"  # the output of ONNX Constant in every opset
+# Edges and endpoints built from names already known to be well-formed skip the coercing
+# constructors; the container's own checks still resolve and validate every edge.
+_edge = _endpoint = tuple.__new__
+
+
+class Scope:
+    """Value names visible in one graph; names read from enclosing graphs are *captured*."""
+
+    __slots__ = ("captured", "parent", "values")
+
+    def __init__(self, parent: Scope | None) -> None:
+        self.values: dict[str, Endpoint] = {}
+        self.parent = parent
+        self.captured: list[str] = []
+
+    def has(self, name: str) -> bool:
+        scope: Scope | None = self
+        while scope is not None:
+            if name in scope.values:
+                return True
+            scope = scope.parent
+        return False
+
+    def get(self, name: str) -> Endpoint | None:
+        found = self.values.get(name)
+        if found is None and self.parent is not None and self.parent.has(name):
+            found = Endpoint(SELF, name)
+            self.values[name] = found
+            self.captured.append(name)
+        return found
+
+
+def _fresh(base: str, taken: set[str]) -> str:
+    name = base
+    while name in taken:
+        name = f"{name}_"
+    return name
+
+
+class GraphReader:
+    """Reads graphs; the importer supplies ``prefix`` (for messages), ``schemas``, ``names``
+    and ``ports`` (caches), ``opsets`` (domain -> namespace), ``default`` (the default
+    domain's namespace) and ``fail``."""
+
+    prefix: str
+    schemas: Schemas
+    names: dict[tuple[int, str, int], tuple[str, ...]]
+    ports: dict[str, Port]
+    opsets: dict[str, str]
+    default: str | None
+
+    def fail(
+        self, message: str, path: Any = None, expected: str | None = None, found: str | None = None
+    ) -> FormatError:
+        return FormatError(f"{self.prefix}{message}", path=path, expected=expected, found=found)
+
+    def _port_names(self, schema: Any, side: str, count: int) -> tuple[str, ...]:
+        key = (id(schema), side, count)
+        names = self.names.get(key)
+        if names is None:
+            formal = (
+                None if schema is None else (schema.inputs if side == "input" else schema.outputs)
+            )
+            names = self.names[key] = port_names(formal, count, side)
+        return names
+
+    def _port(self, name: str) -> Port:
+        port = self.ports.get(name)
+        if port is None:
+            port = self.ports[name] = Port(name)
+        return port
+
+    # -- graphs ----------------------------------------------------------------------------
+
+    def graph(
+        self, g: Any, parent: Scope | None, where: tuple[str, ...]
+    ) -> tuple[dict[str, Any], Scope]:
+        """The fields of the container for graph ``g`` (and its scope, to read captures)."""
+        scope = Scope(parent)
+        values = scope.values
+        here = f"graph {'/'.join(where)!r}"
+        gname = g.name or None
+        taken: set[str] = {gname} if gname else set()
+        children: list[Container] = []
+        edges: list[Edge] = []
+        init_names = {t.name for t in g.initializer} | {s.values.name for s in g.sparse_initializer}
+        inputs: list[Port] = []
+        overridable: set[str] = set()
+        for vi in g.input:
+            if vi.name in init_names:
+                overridable.add(vi.name)  # an initializer that is also an input: a default value
+                continue
+            if not vi.name or vi.name in values:
+                raise self.fail(
+                    f"{here} declares input {vi.name!r} twice or without a name",
+                    path=where,
+                    expected="unique input names",
+                    found=repr(vi.name),
+                )
+            inputs.append(Port(vi.name, type_to_attrs(vi)))
+            values[vi.name] = Endpoint(SELF, vi.name)
+        for tensor in g.initializer:
+            children.append(
+                self._initializer(
+                    tensor,
+                    tensor.name,
+                    {"value": tensor_to_array(tensor, self.prefix)},
+                    values,
+                    taken,
+                    overridable,
+                    here,
+                )
+            )
+        for sparse in g.sparse_initializer:
+            value = {"sparse_value": sparse_to_value(sparse, self.prefix)}
+            children.append(
+                self._initializer(
+                    sparse.values, sparse.values.name, value, values, taken, overridable, here
+                )
+            )
+        plans = self._name_nodes(g, values, taken, here, where)
+        types = {vi.name: vi for vi in g.value_info}
+        for plan in plans:
+            children.append(self._node(plan, scope, types, edges, where, here))
+        outputs: list[Port] = []
+        seen: set[str] = set()
+        for vi in g.output:
+            if vi.name in seen or not vi.name:
+                raise self.fail(
+                    f"{here} declares output {vi.name!r} twice or without a name",
+                    path=where,
+                    expected="unique output names",
+                    found=repr(vi.name),
+                )
+            seen.add(vi.name)
+            src = scope.get(vi.name)
+            if src is None:
+                raise self.fail(
+                    f"{here} has output {vi.name!r}, which no input, initializer or node defines",
+                    path=(*where, vi.name),
+                    expected="a defined value",
+                    found=repr(vi.name),
+                )
+            outputs.append(Port(vi.name, type_to_attrs(vi)))
+            edges.append(Edge(src, Endpoint(SELF, vi.name)))
+        info: dict[str, Any] = {}
+        meta, extra, uid = read_metadata(g.metadata_props, self.prefix)
+        if g.doc_string:
+            info["doc_string"] = g.doc_string
+        if meta:
+            info["metadata_props"] = meta
+        if g.quantization_annotation:
+            info["quantization_annotation"] = tuple(
+                q.SerializeToString() for q in g.quantization_annotation
+            )
+        fields = {
+            "name": gname,
+            "inputs": inputs,
+            "outputs": outputs,
+            "children": children,
+            "edges": edges,
+            "info": info,
+            "extra": extra,
+            "uid": uid,
+        }
+        return fields, scope
+
+    def _initializer(
+        self,
+        tensor: Any,
+        name: str,
+        value: dict[str, Any],
+        values: dict,
+        taken: set[str],
+        overridable: set[str],
+        here: str,
+    ) -> Container:
+        if not name or name in values:
+            raise self.fail(
+                f"{here} defines initializer {name!r} twice or without a name",
+                path=name,
+                expected="unique initializer names",
+                found=repr(name),
+            )
+        op_name = _fresh(name if name not in taken else f"{name}_initializer", taken)
+        taken.add(op_name)
+        attrs: dict[str, Any] = {**value, "initializer": True}
+        meta, extra, uid = read_metadata(tensor.metadata_props, self.prefix)
+        attrs.update(extra)
+        if meta:
+            attrs["metadata"] = meta
+        node_info: dict[str, Any] = {}
+        if tensor.doc_string:
+            node_info["doc_string"] = tensor.doc_string
+        if name in overridable:
+            node_info["graph_input"] = True
+        if node_info:
+            attrs["onnx_node"] = node_info
+        values[name] = Endpoint((op_name,), _CONSTANT_OUTPUT)
+        output = Port(_CONSTANT_OUTPUT, {"onnx_name": name})
+        return self._build("Constant", op_name, (), (output,), attrs, uid, here)
+
+    def _name_nodes(
+        self, g: Any, values: dict, taken: set[str], here: str, where: tuple
+    ) -> list[tuple]:
+        """First pass: op names, namespaces, schemas, and every value the nodes define."""
+        plans = []
+        default, opsets, schemas = self.default, self.opsets, self.schemas
+        for index, node in enumerate(g.node):
+            op_type, domain = node.op_type, node.domain
+            if domain in ("", "ai.onnx"):
+                namespace, own = default, None
+                if default is None:
+                    raise self.fail(
+                        f"{here}: node {node.name or index!r} ({op_type}) is in the default "
+                        "domain, which opset_import does not list",
+                        path=(*where, node.name),
+                        expected="an opset_import for the default domain",
+                        found="none",
+                    )
+            else:
+                namespace = own = opsets.get(domain)
+                if namespace is None:
+                    raise self.fail(
+                        f"{here}: node {node.name or index!r} ({op_type}) is in domain {domain!r}, "
+                        "which opset_import does not list",
+                        path=(*where, node.name),
+                        expected=f"an opset_import for {domain!r}",
+                        found="none",
+                    )
+            schema = schemas.get(namespace, op_type)
+            name = node.name
+            original = None
+            if not name or name in taken:
+                original = name
+                name = _fresh(f"{op_type}_{index}", taken)
+            taken.add(name)
+            outs = node.output
+            out_names = self._port_names(schema, "output", len(outs))
+            key = (name,)
+            for port, value in zip(out_names, outs):
+                if not value:
+                    continue
+                if value in values:
+                    raise self.fail(
+                        f"{here}: value {value!r} is defined twice (again by node {name!r}, "
+                        f"{op_type}); ONNX graphs assign each name once",
+                        path=(*where, name),
+                        expected="one definition per value",
+                        found=repr(value),
+                    )
+                values[value] = _endpoint(Endpoint, (key, port))
+            plans.append((node, name, original, own, schema, out_names))
+        return plans
+
+    def _node(
+        self, plan: tuple, scope: Scope, types: dict, edges: list, where: tuple, here: str
+    ) -> Container:
+        node, name, original, own_ns, schema, out_names = plan
+        key = (name,)
+        attrs: dict[str, Any] = {}
+        info: dict[str, Any] = {}
+        hints: dict[str, str] = {}
+        captured: list[str] = []
+        ins = list(node.input)
+        while ins and not ins[-1]:
+            ins.pop()  # omitted trailing optional inputs are not declared
+        in_names = self._port_names(schema, "input", len(ins))
+        get = scope.get
+        for port, value in zip(in_names, ins):
+            if value:
+                src = get(value)
+                if src is None:
+                    raise self.fail(
+                        f"{here}: node {name!r} ({node.op_type}) reads {value!r}, which no input, "
+                        "initializer or node output defines",
+                        path=(*where, name),
+                        expected="a defined value",
+                        found=repr(value),
+                    )
+                edges.append(_edge(Edge, (src, _endpoint(Endpoint, (key, port)), EMPTY)))
+        for attr in node.attribute:
+
+            def body(g: Any, label: str) -> Container:
+                return self._body(g, scope, (*where, name, label), captured)
+
+            value, kind = attr_to_value(attr, body, f"{self.prefix}{here}: node {name!r}: ")
+            attrs[attr.name] = value
+            if schema is None:
+                if isinstance(value, tuple) and not value:
+                    hints[attr.name] = kind  # an empty list could be any list type
+            else:
+                known = schema.attrs.get(attr.name)
+                if known is None or known.type != kind:
+                    hints[attr.name] = kind  # keep what the file says where the schema disagrees
+        if own_ns is not None:
+            attrs["namespace"] = own_ns
+        meta, extra, uid = read_metadata(node.metadata_props, self.prefix)
+        if extra:
+            attrs.update(extra)
+        if meta:
+            attrs["metadata"] = meta
+        if original is not None:
+            info["name"] = original
+        if node.doc_string:
+            info["doc_string"] = node.doc_string
+        if node.overload:
+            info["overload"] = node.overload
+        if hints:
+            info["attr_types"] = hints
+        if info:
+            attrs["onnx_node"] = info
+        inputs = [self._port(n) for n in in_names]
+        if captured:
+            inputs += self._captures(captured, in_names, key, scope, edges)
+        outputs = []
+        for port, value in zip(out_names, node.output):
+            if value:
+                port_attrs = {"onnx_name": value}
+                typed = types.get(value)
+                if typed is not None:
+                    port_attrs.update(type_to_attrs(typed))
+                outputs.append(Port(port, port_attrs))
+        return self._build(node.op_type, name, inputs, outputs, attrs, uid, here)
+
+    def _captures(
+        self, captured: list[str], in_names: tuple[str, ...], key: tuple, scope: Scope, edges: list
+    ) -> list[Port]:
+        """Input ports (and edges) for the outer values the op's bodies read."""
+        ports = []
+        taken = set(in_names)
+        for value in dict.fromkeys(captured):
+            port = (
+                _fresh(value, taken) if value not in taken else _fresh(f"{value}_captured", taken)
+            )
+            taken.add(port)
+            attrs: dict[str, Any] = {"captured": True}
+            if port != value:
+                attrs["onnx_name"] = value
+            ports.append(Port(port, attrs))
+            src = scope.get(value)
+            if src is None:  # the body found it in an enclosing scope, so this cannot happen
+                raise self.fail(f"captured value {value!r} vanished", path=key)
+            edges.append(Edge(src, Endpoint(key, port)))
+        return ports
+
+    def _body(
+        self, g: Any, parent: Scope, where: tuple[str, ...], captured: list[str]
+    ) -> Container:
+        fields, scope = self.graph(g, parent, where)
+        captured.extend(scope.captured)
+        inputs = fields["inputs"] + [Port(n, {"captured": True}) for n in scope.captured]
+        attrs: dict[str, Any] = dict(fields["extra"])
+        if self.default is not None:
+            attrs["namespace"] = self.default  # a body is a value, not a child: it inherits nothing
+        if fields["info"]:
+            attrs["onnx"] = fields["info"]
+        return self._container(fields, inputs, attrs, where)
+
+    def _container(self, fields: dict, inputs: list, attrs: dict, where: tuple) -> Container:
+        try:
+            return Container(
+                None,
+                fields["name"],
+                inputs,
+                fields["outputs"],
+                fields["children"],
+                fields["edges"],
+                attrs=attrs,
+                uid=fields["uid"],
+            )
+        except InvariantError as exc:
+            raise self.fail(
+                f"graph {'/'.join(where)!r} does not make a valid container: {exc}", path=where
+            ) from None
+
+    def _build(
+        self,
+        op_type: str,
+        name: str,
+        inputs: Any,
+        outputs: Any,
+        attrs: dict,
+        uid: str | None,
+        here: str,
+    ) -> Container:
+        try:
+            return Container(op_type, name, inputs, outputs, attrs=attrs, uid=uid)
+        except InvariantError as exc:
+            raise self.fail(
+                f"{here}: node {name!r} ({op_type}) does not make a valid op: {exc}", path=name
+            ) from None

@@ -1,0 +1,141 @@
+"""``validate(container)``: every op that does not fit its namespace, with its path and reason.
+
+Each leaf op is checked against the schema of its type in its *effective* namespace (its own
+``namespace`` attribute or the nearest ancestor's) with :func:`validate_op`. What is checked are
+the op's *own* attributes (the ones a kernel reads), less the keys that describe an encoding
+rather than the op (``namespace``, ``initializer``, ``metadata``, ``onnx``, ``onnx_node``).
+Input ports marked ``captured: true`` (outer values an If/Loop body reads) are not schema ports
+and are skipped. Ops whose effective namespace is None make no claim and are skipped. Subgraphs
+held in attributes (ONNX If/Loop/Scan bodies) are checked too; their problems have paths
+``(*op_path, attribute, *inner_path)``.
+
+>>> import amanda
+>>> g = amanda.Container(None, "g", attrs={"namespace": "amanda/onnx/17"}, children=[
+...     amanda.op("Relu", "r", inputs=["X"], outputs=["Y"]),
+...     amanda.op("Relu", "bad", inputs=["x"], outputs=["Y"], attrs={"alpha": 0.1})])
+>>> for problem in validate(g):
+...     print(problem)
+at bad: expected an input port of Relu (X), found input port 'x' (did you mean 'X'?)
+at bad: expected the required input port 'X' of Relu, found inputs ['x']
+at bad: expected an attribute of Relu (none), found 'alpha'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import TYPE_CHECKING, Any
+
+from amanda.errors import Problem, SchemaError
+from amanda.namespaces.namespace import Namespace, namespace
+from amanda.namespaces.schema import suggest
+from amanda.namespaces.validate import RESERVED_ATTRS, validate_op
+
+if TYPE_CHECKING:
+    from amanda.containers.container import Container
+
+__all__ = ["IGNORED_ATTRS", "validate"]
+
+IGNORED_ATTRS: frozenset[str] = RESERVED_ATTRS | {"initializer", "metadata", "onnx", "onnx_node"}
+"""Own attributes no schema describes: the namespace override and ONNX encoding details."""
+
+_UNKNOWN = ("raise", "report", "skip")
+
+
+def _is_container(value: Any) -> bool:
+    return getattr(value, "_amanda_frozen", False) and hasattr(value, "children")
+
+
+def _bodies(op: Container) -> list[tuple[str, Container]]:
+    found = []
+    for key in sorted(op.attrs):
+        value = op.attrs[key]
+        if _is_container(value):
+            found.append((key, value))
+        elif isinstance(value, tuple):
+            found += [(f"{key}[{i}]", v) for i, v in enumerate(value) if _is_container(v)]
+    return found
+
+
+def validate(
+    container: Container,
+    *,
+    unknown_namespace: str = "raise",
+    ignore: Collection[str] = IGNORED_ATTRS,
+) -> list[Problem]:
+    """Every way the ops of ``container`` do not fit their namespaces; empty when valid.
+
+    Each ``Problem`` has the op's ``path`` (a tuple of names from the top) and says what was
+    expected and found. An op type its namespace does not define, unknown or missing ports,
+    missing required attributes and attributes of the wrong type are reported. A namespace
+    name the registry does not know raises ``SchemaError`` (``unknown_namespace="raise"``), or
+    is reported once per op (``"report"``), or its ops are skipped (``"skip"``).
+    """
+    if unknown_namespace not in _UNKNOWN:
+        raise ValueError(f"unknown_namespace is one of {_UNKNOWN}, found {unknown_namespace!r}")
+    problems: list[Problem] = []
+    cache: dict[str, Namespace | SchemaError] = {}
+    stack: list[tuple[tuple[str, ...], Any, str | None, bool]] = [
+        ((), container, container.attrs.get("namespace"), True)
+    ]
+    while stack:
+        path, node, ns, root = stack.pop()
+        if node.children:
+            for child in reversed(node.children):
+                stack.append(((*path, child.name), child, child.attrs.get("namespace", ns), False))
+            continue
+        if root and node.type is None:
+            continue  # a graph (or body) without ops, not an op without a type
+        if ns is not None:
+            problems += _check(path, node, ns, cache, unknown_namespace, ignore)
+        for label, body in reversed(_bodies(node)):
+            stack.append(((*path, label), body, body.attrs.get("namespace", ns), True))
+    return problems
+
+
+def _namespace(name: Any, cache: dict, mode: str) -> Namespace | SchemaError:
+    if name not in cache:
+        try:
+            if not isinstance(name, str):
+                raise SchemaError.at("namespace", "a namespace name (a string)", repr(name))
+            cache[name] = namespace(name)
+        except SchemaError as exc:
+            cache[name] = exc
+    found = cache[name]
+    if isinstance(found, SchemaError) and mode == "raise":
+        raise found
+    return found
+
+
+def _check(
+    path: tuple[str, ...],
+    op: Container,
+    ns_name: str,
+    cache: dict,
+    mode: str,
+    ignore: Collection[str],
+) -> list[Problem]:
+    ns = _namespace(ns_name, cache, mode)
+    if isinstance(ns, SchemaError):
+        if mode == "skip":
+            return []
+        return [Problem(path, "a known namespace", repr(ns_name), str(ns.expected or ""))]
+    if op.type is None:
+        return [Problem(path, f"an op type of namespace {ns_name}", "an op without a type")]
+    try:
+        schema = ns.schema(op.type)
+    except SchemaError as exc:
+        return [
+            Problem(
+                path,
+                f"an op type of namespace {ns_name}",
+                repr(op.type),
+                suggest(op.type, ns.op_types) or _retired(ns, op.type) or str(exc.found or ""),
+            )
+        ]
+    inputs = [p.name for p in op.inputs if not p.attrs.get("captured")]
+    attrs: Mapping[str, Any] = op.attrs
+    return validate_op(schema, path, op.type, inputs, op.output_names, attrs, ignore)
+
+
+def _retired(ns: Any, op_type: str) -> str:
+    return str(ns.retired.get(op_type, "")) if hasattr(ns, "retired") else ""
