@@ -1,0 +1,129 @@
+"""Activation functions of the ONNX default domain.
+
+Each row of the table is ``op type -> (function of (x, attrs), first opset)``;
+functions compute in float32 or wider and the kernel casts back to the input
+dtype, as ONNX keeps the input type. Defaults are the ONNX attribute defaults.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from amanda.exec.kernels.math_util import as_array, attr_str, erf, wide
+from amanda.exec.kernels.registry import kernel
+
+Attrs = Mapping[str, Any]
+
+_SELU_ALPHA = 1.67326319217681884765625
+_SELU_GAMMA = 1.05070102214813232421875
+
+
+def _f(attrs: Attrs, name: str, default: float) -> float:
+    return float(attrs.get(name, default))
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    # the tanh form never overflows, unlike 1 / (1 + exp(-x))
+    return 0.5 * (1.0 + np.tanh(0.5 * x))
+
+
+def _softplus(x: np.ndarray) -> np.ndarray:
+    return np.logaddexp(0.0, x).astype(x.dtype, copy=False)
+
+
+def _elu(x: np.ndarray, a: Attrs) -> np.ndarray:
+    alpha = _f(a, "alpha", 1.0)
+    return np.where(x < 0, alpha * np.expm1(np.minimum(x, 0)), x)
+
+
+def _selu(x: np.ndarray, a: Attrs) -> np.ndarray:
+    alpha, gamma = _f(a, "alpha", _SELU_ALPHA), _f(a, "gamma", _SELU_GAMMA)
+    return gamma * np.where(x <= 0, alpha * np.expm1(np.minimum(x, 0)), x)
+
+
+def _celu(x: np.ndarray, a: Attrs) -> np.ndarray:
+    alpha = _f(a, "alpha", 1.0)
+    return np.maximum(x, 0) + np.minimum(0, alpha * np.expm1(np.minimum(x, 0) / alpha))
+
+
+def _gelu(x: np.ndarray, a: Attrs) -> np.ndarray:
+    if attr_str(a, "approximate", "none") == "tanh":
+        inner = np.sqrt(2.0 / np.pi) * (x + 0.044715 * x**3)
+        return 0.5 * x * (1.0 + np.tanh(inner))
+    return 0.5 * x * (1.0 + erf(x / np.sqrt(2.0)))
+
+
+def _shrink(x: np.ndarray, a: Attrs) -> np.ndarray:
+    bias, lambd = _f(a, "bias", 0.0), _f(a, "lambd", 0.5)
+    return np.where(x < -lambd, x + bias, np.where(x > lambd, x - bias, 0))
+
+
+_ACTIVATIONS: dict[str, tuple[Callable[[np.ndarray, Attrs], Any], int]] = {
+    "Relu": (lambda x, a: np.maximum(x, 0), 1),
+    "LeakyRelu": (lambda x, a: np.where(x < 0, _f(a, "alpha", 0.01) * x, x), 1),
+    "Elu": (_elu, 1),
+    "Selu": (_selu, 1),
+    "Celu": (_celu, 12),
+    "Sigmoid": (lambda x, a: _sigmoid(x), 1),
+    "HardSigmoid": (
+        lambda x, a: np.clip(_f(a, "alpha", 0.2) * x + _f(a, "beta", 0.5), 0, 1),
+        1,
+    ),
+    "HardSwish": (lambda x, a: x * np.clip(x / 6.0 + 0.5, 0, 1), 14),
+    "Softplus": (lambda x, a: _softplus(x), 1),
+    "Softsign": (lambda x, a: x / (1 + np.abs(x)), 1),
+    "ThresholdedRelu": (lambda x, a: np.where(x > _f(a, "alpha", 1.0), x, 0), 10),
+    "Gelu": (_gelu, 20),
+    "Mish": (lambda x, a: x * np.tanh(_softplus(x)), 18),
+    "Shrink": (_shrink, 9),
+}
+
+
+def _activation_kernel(
+    op_type: str, fn: Callable[[np.ndarray, Attrs], Any]
+) -> Callable[..., tuple]:
+    def run(attrs: Attrs, x: np.ndarray) -> tuple:
+        # integer inputs (Relu, Shrink) stay integer; narrow floats compute in float32
+        work = x if x.dtype.kind in "iu" else x.astype(wide(x.dtype), copy=False)
+        with np.errstate(all="ignore"):
+            return (as_array(fn(work, attrs)).astype(x.dtype, copy=False),)
+
+    run.__name__ = run.__qualname__ = f"{op_type.lower()}_kernel"
+    run.__doc__ = f"ONNX {op_type}: elementwise, same dtype as the input."
+    return run
+
+
+for _op, (_fn, _since) in _ACTIVATIONS.items():
+    kernel(_op, since=_since)(_activation_kernel(_op, _fn))
+
+
+@kernel("PRelu", since=1)
+def prelu_kernel(attrs: Attrs, x: np.ndarray, slope: np.ndarray) -> tuple:
+    """ONNX PRelu: ``slope * x`` where ``x < 0``; ``slope`` broadcasts to ``x``."""
+    return (as_array(np.where(x < 0, x * slope, x)).astype(x.dtype, copy=False),)
+
+
+def _clip(x: np.ndarray, low: Any, high: Any) -> tuple:
+    out = x
+    # maximum then minimum: when min > max every value becomes max, as ONNX says
+    if low is not None:
+        out = np.maximum(out, np.asarray(low).astype(x.dtype))
+    if high is not None:
+        out = np.minimum(out, np.asarray(high).astype(x.dtype))
+    return (as_array(out).astype(x.dtype, copy=False),)
+
+
+@kernel("Clip", since=1)
+def clip_attr_kernel(attrs: Attrs, x: np.ndarray) -> tuple:
+    """ONNX Clip before opset 11: bounds are the ``min``/``max`` attributes."""
+    return _clip(x, attrs.get("min"), attrs.get("max"))
+
+
+@kernel("Clip", since=11)
+def clip_kernel(
+    attrs: Attrs, x: np.ndarray, low: np.ndarray | None = None, high: np.ndarray | None = None
+) -> tuple:
+    """ONNX Clip from opset 11: bounds are optional scalar inputs."""
+    return _clip(x, low, high)

@@ -1,0 +1,301 @@
+"""Conv, ConvTranspose and Col2Im as im2col / col2im plus one batched matmul.
+
+Conv builds the column matrix from a strided window view in one copy and
+multiplies it by the weights in a single (group-batched) GEMM. Two layouts:
+
+- *batched*: columns ``(N, G, C/G*K, L)``; ``W @ cols`` lands directly in
+  ``(N, M, L)``; best when ``C/G*K`` is small (the output is large next to the work);
+- *gemm*: columns ``(G, C/G*K, N*L)``; one large GEMM whose ``(M, N, L)`` result
+  is transposed once; best when ``C/G*K`` is large (BLAS runs at full speed);
+  with unit strides the columns are copied as long contiguous runs (*flat*).
+
+A pointwise conv (1x1 kernel, unit stride, no pads) needs no columns at all.
+Temporaries live in per-thread scratch buffers (see ``scratch.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from amanda.errors import ExecutionError
+from amanda.exec.kernels.registry import kernel
+from amanda.exec.kernels.scratch import scratch
+from amanda.exec.kernels.spatial import (
+    col2im,
+    extent,
+    ints,
+    output_size,
+    pad_spatial,
+    window_pads,
+    windows,
+)
+
+# Above this many column rows per group, one large GEMM beats per-image GEMMs.
+GEMM_ROWS = 64
+# Largest share of wasted columns the flat unit-stride layout may compute.
+FLAT_WASTE = 1.3
+
+
+def _compute_dtype(dtype: np.dtype) -> np.dtype:
+    # BLAS has no float16 path; numpy's fallback loop is orders of magnitude slower.
+    return np.dtype(np.float64) if dtype == np.float64 else np.dtype(np.float32)
+
+
+def _padded(x: np.ndarray, begins: list[int], ends: list[int]) -> np.ndarray:
+    """``x`` zero-padded into this thread's scratch buffer (``x`` itself without pads)."""
+    if not any(begins) and not any(ends):
+        return x
+    shape = x.shape[:2] + tuple(n + b + e for n, b, e in zip(x.shape[2:], begins, ends))
+    return pad_spatial(x, begins, ends, 0, into=scratch(shape, x.dtype, "conv.pad"))
+
+
+def _batched(
+    x: np.ndarray,
+    wg: np.ndarray,
+    kernel: list[int],
+    strides: list[int],
+    dilations: list[int],
+    pads: list[int],
+    out: list[int],
+) -> np.ndarray:
+    # columns (N, C, *K, *out): W @ cols writes (N, M, L) with no output transpose
+    nd = len(kernel)
+    n, c = x.shape[:2]
+    group, _, rows = wg.shape
+    view = windows(_padded(x, pads[:nd], pads[nd:]), kernel, strides, dilations, out)
+    cols = scratch((n, c, *kernel, *out), x.dtype, "conv.cols")
+    np.copyto(cols, view.transpose(0, 1, *range(2 + nd, 2 + 2 * nd), *range(2, 2 + nd)))
+    return np.matmul(wg, cols.reshape(n, group, rows, -1))
+
+
+def _gemm(
+    x: np.ndarray,
+    wg: np.ndarray,
+    kernel: list[int],
+    strides: list[int],
+    dilations: list[int],
+    pads: list[int],
+    out: list[int],
+    bias: np.ndarray | None,
+) -> np.ndarray:
+    # columns (C, *K, N, *out): one big GEMM, then one transpose of the result
+    nd = len(kernel)
+    n, c = x.shape[:2]
+    group, mg, rows = wg.shape
+    view = windows(_padded(x, pads[:nd], pads[nd:]), kernel, strides, dilations, out)
+    cols = scratch((c, *kernel, n, *out), x.dtype, "conv.cols")
+    np.copyto(cols, view.transpose(1, *range(2 + nd, 2 + 2 * nd), 0, *range(2, 2 + nd)))
+    length = n * int(np.prod(out))
+    y = np.matmul(
+        wg, cols.reshape(group, rows, -1), out=scratch((group, mg, length), x.dtype, "conv.gemm")
+    )
+    return _emit(y.reshape(group * mg, n, *out).swapaxes(0, 1), bias)
+
+
+def _emit(view: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+    """A fresh contiguous ``(N, M, *out)`` copy of ``view``, the bias added in the same pass."""
+    result = np.empty(view.shape, dtype=view.dtype)
+    if bias is None:
+        np.copyto(result, view)
+    else:
+        np.add(view, bias.reshape(-1, *([1] * (view.ndim - 2))), out=result)
+    return result
+
+
+def _flat_waste(size: tuple[int, ...], pads: list[int], out: list[int]) -> float:
+    # extra GEMM columns of the flat layout: trailing axes are computed at padded width
+    nd = len(size)
+    padded = [size[i] + pads[i] + pads[nd + i] for i in range(1, nd)]
+    return float(np.prod(padded) / np.prod(out[1:])) if nd > 1 else 1.0
+
+
+def _gemm_flat(
+    x: np.ndarray,
+    wg: np.ndarray,
+    kernel: list[int],
+    dilations: list[int],
+    pads: list[int],
+    out: list[int],
+    bias: np.ndarray | None,
+) -> np.ndarray:
+    """Unit-stride GEMM layout whose columns are long contiguous runs of the padded image.
+
+    With unit strides, window ``k`` of the flattened padded image is one
+    contiguous run starting at ``offset(k)``; taking runs of ``out[0] * plane``
+    elements computes the trailing axes at padded width (the overhang is
+    cropped). One extra slab along the first axis keeps the last run in bounds.
+    """
+    nd = len(kernel)
+    n, c = x.shape[:2]
+    group, mg, rows = wg.shape
+    ends = list(pads[nd:])
+    ends[0] += 1
+    padded = _padded(x, pads[:nd], ends)
+    plane_shape = padded.shape[3:]
+    run = out[0] * int(np.prod(plane_shape))
+    st = padded.strides
+    shape = (c, *kernel, n, run)
+    steps = (st[1], *(d * t for d, t in zip(dilations, st[2:])), st[0], st[-1])
+    cols = scratch(shape, x.dtype, "conv.cols")
+    np.copyto(cols, as_strided(padded, shape, steps, writeable=False))
+    y = np.matmul(
+        wg, cols.reshape(group, rows, -1), out=scratch((group, mg, n * run), x.dtype, "conv.gemm")
+    )
+    y = y.reshape(group * mg, n, out[0], *plane_shape)
+    y = y[(slice(None), slice(None), slice(None), *(slice(0, o) for o in out[1:]))]
+    return _emit(y.swapaxes(0, 1), bias)
+
+
+def conv_nd(
+    x: np.ndarray,
+    w: np.ndarray,
+    b: np.ndarray | None,
+    strides: list[int],
+    dilations: list[int],
+    pads: list[int],
+    group: int,
+) -> np.ndarray:
+    """``Conv`` on explicit geometry: x ``(N, C, *S)``, w ``(M, C/group, *K)``.
+
+    >>> ones = np.ones((1, 1, 3, 3), np.float32)
+    >>> conv_nd(ones, ones[:, :, :2, :2], None, [1, 1], [1, 1], [0, 0, 0, 0], 1).tolist()
+    [[[[4.0, 4.0], [4.0, 4.0]]]]"""
+    nd = x.ndim - 2
+    n, c = x.shape[:2]
+    m, cg = w.shape[:2]
+    kernel = list(w.shape[2:])
+    if cg * group != c or m % group:
+        raise ExecutionError.at(
+            "W",
+            f"{c // max(group, 1)} input channels per group and M divisible by {group}",
+            str(w.shape),
+        )
+    dtype = _compute_dtype(x.dtype)
+    size = x.shape[2:]
+    out = [
+        output_size(
+            size[i], pads[i] + pads[nd + i], kernel[i], strides[i], dilations[i], pads[i], False
+        )
+        for i in range(nd)
+    ]
+    xc = x.astype(dtype, copy=False)
+    wg = w.astype(dtype, copy=False).reshape(group, m // group, cg * int(np.prod(kernel)))
+    bias = None if b is None else b.astype(dtype, copy=False)
+    if all(k == 1 for k in kernel) and all(s == 1 for s in strides) and not any(pads):
+        y = np.matmul(wg, xc.reshape(n, group, cg, -1))  # the input already is the column matrix
+    elif wg.shape[2] <= GEMM_ROWS:
+        y = _batched(xc, wg, kernel, strides, dilations, pads, out)
+    elif all(s == 1 for s in strides) and _flat_waste(size, pads, out) <= FLAT_WASTE:
+        y, bias = _gemm_flat(xc, wg, kernel, dilations, pads, out, bias), None
+    else:
+        y, bias = _gemm(xc, wg, kernel, strides, dilations, pads, out, bias), None
+    y = y.reshape(n, m, *out)
+    if bias is not None:  # the GEMM layouts add it while transposing
+        y += bias.reshape(m, *([1] * nd))
+    return y.astype(x.dtype, copy=False)
+
+
+@kernel("Conv", since=1)
+def conv(
+    attrs: Mapping[str, Any], x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None
+) -> tuple:
+    """ONNX Conv (1-D/2-D/3-D, groups, dilations, strides, pads, auto_pad)."""
+    nd = x.ndim - 2
+    kernel_shape = list(w.shape[2:])
+    strides = ints(attrs.get("strides"), nd, 1)
+    dilations = ints(attrs.get("dilations"), nd, 1)
+    pads = window_pads(attrs, x.shape[2:], kernel_shape, strides, dilations)
+    return (conv_nd(x, w, b, strides, dilations, pads, int(attrs.get("group", 1))),)
+
+
+def _transpose_pads(
+    attrs: Mapping[str, Any],
+    size: tuple[int, ...],
+    kernel_shape: list[int],
+    strides: list[int],
+    dilations: list[int],
+    output_padding: list[int],
+) -> list[int]:
+    """ConvTranspose pads: explicit, or derived from ``output_shape`` / SAME auto_pad."""
+    nd = len(size)
+    auto_pad = attrs.get("auto_pad", "NOTSET")
+    target = attrs.get("output_shape")
+    if target is None and auto_pad not in ("SAME_UPPER", "SAME_LOWER"):
+        return [0] * (2 * nd) if auto_pad == "VALID" else ints(attrs.get("pads"), 2 * nd, 0)
+    if target is None:
+        target = [n * s for n, s in zip(size, strides)]
+    target = [int(t) for t in target][-nd:]
+    begins, ends = [], []
+    for i in range(nd):
+        full = (
+            strides[i] * (size[i] - 1) + output_padding[i] + extent(kernel_shape[i], dilations[i])
+        )
+        total = full - target[i]
+        small, big = total // 2, total - total // 2
+        upper = auto_pad == "SAME_UPPER"
+        begins.append(small if upper else big)
+        ends.append(big if upper else small)
+    return begins + ends
+
+
+@kernel("ConvTranspose", since=1)
+def conv_transpose(
+    attrs: Mapping[str, Any], x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None
+) -> tuple:
+    """ONNX ConvTranspose: one GEMM per group into columns, then col2im."""
+    nd = x.ndim - 2
+    n, c = x.shape[:2]
+    group = int(attrs.get("group", 1))
+    cg = c // group
+    mg = w.shape[1]
+    m = mg * group
+    kernel_shape = list(w.shape[2:])
+    k = int(np.prod(kernel_shape))
+    strides = ints(attrs.get("strides"), nd, 1)
+    dilations = ints(attrs.get("dilations"), nd, 1)
+    output_padding = ints(attrs.get("output_padding"), nd, 0)[-nd:] if nd else []
+    size = x.shape[2:]
+    pads = _transpose_pads(attrs, size, kernel_shape, strides, dilations, output_padding)
+    image = [
+        strides[i] * (size[i] - 1)
+        + output_padding[i]
+        + extent(kernel_shape[i], dilations[i])
+        - pads[i]
+        - pads[nd + i]
+        for i in range(nd)
+    ]
+    dtype = _compute_dtype(x.dtype)
+    wt = w.astype(dtype, copy=False).reshape(group, cg, mg * k).transpose(0, 2, 1)
+    xs = x.astype(dtype, copy=False).reshape(n, group, cg, -1)
+    cols = np.matmul(wt, xs).reshape(n, m, k, *size)  # (N, M, K, *S)
+    y = col2im(cols, image, kernel_shape, strides, dilations, pads)
+    if b is not None:
+        y += b.astype(dtype, copy=False).reshape(m, *([1] * nd))
+    return (y.astype(x.dtype, copy=False),)
+
+
+@kernel("Col2Im", since=18)
+def col2im_op(
+    attrs: Mapping[str, Any], x: np.ndarray, image_shape: np.ndarray, block_shape: np.ndarray
+) -> tuple:
+    """ONNX Col2Im: rearrange ``(N, C*prod(block), L)`` blocks into ``(N, C, *image)``."""
+    image = [int(v) for v in image_shape]
+    block = [int(v) for v in block_shape]
+    nd = len(image)
+    strides = ints(attrs.get("strides"), nd, 1)
+    dilations = ints(attrs.get("dilations"), nd, 1)
+    pads = ints(attrs.get("pads"), 2 * nd, 0)
+    k = int(np.prod(block))
+    grid = [
+        output_size(
+            image[i], pads[i] + pads[nd + i], block[i], strides[i], dilations[i], pads[i], False
+        )
+        for i in range(nd)
+    ]
+    n = x.shape[0]
+    cols = x.reshape(n, x.shape[1] // k, k, *grid)
+    return (col2im(cols, image, block, strides, dilations, pads),)

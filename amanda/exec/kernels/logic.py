@@ -1,0 +1,59 @@
+"""Logical ops, comparisons and Where of the ONNX default domain.
+
+Comparisons and logical ops return bool tensors with numpy broadcasting.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from amanda.exec.kernels.math_util import as_array, legacy_broadcast, wide
+from amanda.exec.kernels.registry import kernel
+
+Attrs = Mapping[str, Any]
+
+# op type -> (numpy function, first opset); later versions only widened the types
+_BOOL_BINARY: dict[str, tuple[Callable[[Any, Any], Any], int]] = {
+    "And": (np.logical_and, 1),
+    "Or": (np.logical_or, 1),
+    "Xor": (np.logical_xor, 1),
+    "Equal": (np.equal, 1),
+    "Less": (np.less, 1),
+    "Greater": (np.greater, 1),
+    "LessOrEqual": (np.less_equal, 12),
+    "GreaterOrEqual": (np.greater_equal, 12),
+}
+
+
+def _comparable(x: np.ndarray) -> np.ndarray:
+    # bfloat16/float8 compare exactly in float32; strings stay objects
+    return x if x.dtype.kind in "biufcOUS" else x.astype(wide(x.dtype))
+
+
+def _bool_kernel(op_type: str, fn: Callable[[Any, Any], Any]) -> Callable[..., tuple]:
+    def run(attrs: Attrs, a: np.ndarray, b: np.ndarray) -> tuple:
+        b = legacy_broadcast(attrs, a, b)
+        return (as_array(fn(_comparable(a), _comparable(b)), dtype=np.bool_),)
+
+    run.__name__ = run.__qualname__ = f"{op_type.lower()}_kernel"
+    run.__doc__ = f"ONNX {op_type}: a bool tensor, with broadcasting."
+    return run
+
+
+for _op, (_fn, _since) in _BOOL_BINARY.items():
+    kernel(_op, since=_since)(_bool_kernel(_op, _fn))
+
+
+@kernel("Not", since=1)
+def not_kernel(attrs: Attrs, x: np.ndarray) -> tuple:
+    """ONNX Not: logical negation of a bool tensor."""
+    return (as_array(np.logical_not(x)),)
+
+
+@kernel("Where", since=9)
+def where_kernel(attrs: Attrs, condition: np.ndarray, x: np.ndarray, y: np.ndarray) -> tuple:
+    """ONNX Where: ``x`` where ``condition`` holds, else ``y``, all three broadcast."""
+    out = np.where(condition.astype(bool, copy=False), x, y)
+    return (as_array(out).astype(x.dtype, copy=False),)

@@ -1,0 +1,120 @@
+"""Helpers shared by the math kernels: attribute decoding, axes, accumulation dtypes.
+
+Attributes reach kernels as python values; strings may be ``str`` or ``bytes``
+depending on who decoded the model, so every string attribute goes through
+:func:`attr_str`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+__all__ = [
+    "as_array", "attr_ints", "attr_str", "axes_from", "erf", "legacy_broadcast",
+    "normalize_axes", "wide",
+]
+
+
+def attr_str(attrs: Mapping[str, Any], name: str, default: str) -> str:
+    """A string attribute, decoded if it came as bytes.
+
+    >>> attr_str({"mode": b"LEFT"}, "mode", "RIGHT")
+    'LEFT'
+    """
+    value = attrs.get(name, default)
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+
+
+def attr_ints(attrs: Mapping[str, Any], name: str) -> list[int] | None:
+    """A list-of-ints attribute, or None when absent."""
+    value = attrs.get(name)
+    if value is None:
+        return None
+    return [int(v) for v in np.asarray(value).reshape(-1)]
+
+
+def as_array(value: Any, dtype: Any = None) -> np.ndarray:
+    """``value`` as an ndarray (numpy ufuncs return scalars for 0-d inputs).
+
+    >>> as_array(np.float32(1)).shape
+    ()
+    """
+    return np.asarray(value, dtype=dtype)
+
+
+def legacy_broadcast(attrs: Mapping[str, Any], a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``b`` aligned for opset-1..6 broadcasting, where ``axis`` says where ``b`` starts in ``a``.
+
+    >>> legacy_broadcast({"broadcast": 1, "axis": 1}, np.zeros((2, 3, 4)), np.zeros(3)).shape
+    (3, 1)
+    """
+    if not int(attrs.get("broadcast", 0)) or attrs.get("axis") is None:
+        return b
+    axis = int(attrs["axis"]) % max(a.ndim, 1)
+    return b.reshape(b.shape + (1,) * (a.ndim - axis - b.ndim))
+
+
+def normalize_axes(axes: Sequence[int], ndim: int) -> tuple[int, ...]:
+    """Axes made non-negative and sorted.
+
+    >>> normalize_axes([-1, 0], 3)
+    (0, 2)
+    """
+    return tuple(sorted(int(a) + ndim if int(a) < 0 else int(a) for a in axes))
+
+
+def axes_from(
+    attrs: Mapping[str, Any], axes_input: np.ndarray | None, from_input: bool
+) -> list[int] | None:
+    """The reduction axes, from the ``axes`` input (newer opsets) or attribute; None if absent."""
+    if from_input:
+        return None if axes_input is None else [int(a) for a in np.asarray(axes_input).reshape(-1)]
+    return attr_ints(attrs, "axes")
+
+
+def wide(dtype: np.dtype) -> np.dtype:
+    """The dtype to compute in: narrow floats (float16, bfloat16, float8 ...) widen to float32.
+
+    >>> wide(np.dtype(np.float16))
+    dtype('float32')
+    """
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f" and dtype.itemsize >= 4:
+        return dtype
+    if dtype.kind in "biuc" or dtype == object:
+        return dtype
+    return np.dtype(np.float32)
+
+
+# erf is not a numpy ufunc: a Maclaurin series near zero (keeps relative accuracy
+# for tiny x) and the Numerical Recipes erfc fit (fractional error < 1.2e-7) beyond.
+_SERIES_TERMS = 24
+
+
+def erf(x: np.ndarray) -> np.ndarray:
+    """Elementwise error function, computed in float64 and returned in ``x.dtype``.
+
+    >>> round(float(erf(np.array(0.5))), 6)
+    0.5205
+    """
+    x = np.asarray(x)
+    z = np.asarray(x, dtype=np.float64)
+    small = np.abs(z) < 1.0
+    zs = np.where(small, z, 0.0)
+    term = zs.copy()
+    total = zs.copy()
+    for n in range(1, _SERIES_TERMS):  # loop over series terms, not elements
+        term = term * (-zs * zs) / n
+        total = total + term / (2 * n + 1)
+    series = total * (2.0 / np.sqrt(np.pi))
+    a = np.abs(np.where(small, 1.0, z))
+    t = 1.0 / (1.0 + 0.5 * a)
+    poly = -1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (
+        -0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (
+            -0.82215223 + t * 0.17087277))))))))
+    with np.errstate(under="ignore", over="ignore"):
+        tail = np.sign(z) * (1.0 - t * np.exp(-a * a + poly))
+    out = np.where(small, series, tail)
+    return out.astype(x.dtype) if x.dtype.kind == "f" else out

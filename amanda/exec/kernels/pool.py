@@ -1,0 +1,244 @@
+"""Pooling: MaxPool (with Indices), AveragePool, LpPool, their global forms, MaxUnpool.
+
+Max and sum over a box window are separable: each spatial axis is reduced in
+turn by combining its ``kernel`` strided slices of the padded input, so a
+``k x k`` pool costs ``2k`` whole-array passes instead of ``k * k`` and never
+loops over pixels. Outer axes go first: their slices are contiguous rows, and
+the strided inner pass then runs on already-reduced data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from amanda.exec.kernels.arity import output_count, wants_output_count
+from amanda.exec.kernels.registry import kernel
+from amanda.exec.kernels.scratch import scratch
+from amanda.exec.kernels.spatial import extent, ints, output_size, pad_spatial, window_pads
+
+
+class _Geometry:
+    """Kernel, strides, dilations, pads and output size of one pooling call."""
+
+    def __init__(self, attrs: Mapping[str, Any], x: np.ndarray) -> None:
+        nd = x.ndim - 2
+        self.size = list(x.shape[2:])
+        self.kernel = ints(attrs.get("kernel_shape"), nd, 1)
+        self.strides = ints(attrs.get("strides"), nd, 1)
+        self.dilations = ints(attrs.get("dilations"), nd, 1)
+        self.pads = window_pads(attrs, self.size, self.kernel, self.strides, self.dilations)
+        ceil = bool(attrs.get("ceil_mode", 0))
+        self.out = [
+            output_size(
+                self.size[i],
+                self.pads[i] + self.pads[nd + i],
+                self.kernel[i],
+                self.strides[i],
+                self.dilations[i],
+                self.pads[i],
+                ceil,
+            )
+            for i in range(nd)
+        ]
+        # ceil_mode windows may overhang the explicit end pads: pad further so the view fits
+        self.ends = [
+            max(
+                self.pads[nd + i],
+                (self.out[i] - 1) * self.strides[i]
+                + extent(self.kernel[i], self.dilations[i])
+                - self.size[i]
+                - self.pads[i],
+            )
+            for i in range(nd)
+        ]
+
+    def padded(self, x: np.ndarray, fill: Any) -> np.ndarray:
+        """``x`` padded with ``fill`` so every window lies inside it (``x`` itself when it does)."""
+        nd = len(self.size)
+        if not any(self.pads[:nd]) and not any(self.ends):
+            return x
+        shape = x.shape[:2] + tuple(
+            n + b + e for n, b, e in zip(self.size, self.pads[:nd], self.ends)
+        )
+        return pad_spatial(
+            x, self.pads[:nd], self.ends, fill, into=scratch(shape, x.dtype, "pool.pad")
+        )
+
+    def taps(self, y: np.ndarray, i: int) -> list[np.ndarray]:
+        """The strided slices of ``y`` along spatial axis ``i``, one per kernel offset."""
+        k, s, d, o = self.kernel[i], self.strides[i], self.dilations[i], self.out[i]
+        index: list[Any] = [slice(None)] * y.ndim
+        parts = []
+        for j in range(k):
+            index[2 + i] = slice(j * d, j * d + (o - 1) * s + 1, s)
+            parts.append(y[tuple(index)])
+        return parts
+
+    def counts(self, include_pad: bool) -> np.ndarray:
+        """Per output position, how many window pixels count toward an average."""
+        nd = len(self.size)
+        total = np.ones(self.out, dtype=np.float64)
+        for i in range(nd):
+            o = np.arange(self.out[i])[:, None] * self.strides[i]
+            p = o + np.arange(self.kernel[i])[None, :] * self.dilations[i]
+            if include_pad:
+                valid = p < self.size[i] + self.pads[i] + self.pads[nd + i]
+            else:
+                valid = (p >= self.pads[i]) & (p < self.pads[i] + self.size[i])
+            shape = [1] * nd
+            shape[i] = self.out[i]
+            total = total * valid.sum(axis=1).reshape(shape)
+        return total
+
+
+def _lowest(dtype: np.dtype) -> Any:
+    return -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
+
+
+def _accumulator(dtype: np.dtype) -> np.dtype:
+    # half-precision sums lose too much; integer averages are computed in float
+    return np.dtype(np.float64) if dtype == np.float64 else np.dtype(np.float32)
+
+
+def _reduce(
+    padded: np.ndarray, geometry: _Geometry, combine: np.ufunc, dtype: np.dtype
+) -> np.ndarray:
+    """Combine every window of ``padded`` with ``combine`` (max or add), one axis at a time."""
+    y = padded
+    nd = len(geometry.size)
+    stages = 0
+    for i in range(nd):
+        parts = geometry.taps(y, i)
+        if len(parts) == 1:
+            y = parts[0]
+            continue
+        # stages before the last are temporaries: reuse this thread's scratch for them
+        last = all(k == 1 for k in geometry.kernel[i + 1 :])
+        out = None if last else scratch(parts[0].shape, dtype, f"pool.stage{stages % 2}")
+        stages += 1
+        acc = combine(parts[0], parts[1], dtype=dtype, out=out)
+        for part in parts[2:]:
+            combine(acc, part, out=acc)
+        y = acc
+    # a 1x1 pool may leave a view of the (scratch) padded input: always hand back a copy
+    return y if y.base is None and y is not padded else y.astype(dtype, copy=True)
+
+
+def _max_with_indices(
+    padded: np.ndarray, x_shape: tuple, geometry: _Geometry, column_major: bool
+) -> tuple:
+    """Window maxima and the flat input index of each (first occurrence in row-major order)."""
+    nd = len(geometry.size)
+    y = padded
+    chosen: list[np.ndarray] = []  # winning kernel offset per reduced axis, innermost first
+    # innermost axis first: ties then resolve to the smallest outer offset, i.e. row-major order
+    for i in reversed(range(nd)):
+        parts = geometry.taps(y, i)
+        carried = [geometry.taps(c, i) for c in chosen]
+        best = parts[0]
+        # small offsets keep the temporaries small (fresh pages are costly)
+        offset = np.zeros(best.shape, dtype=np.int16)
+        kept = [c[0] for c in carried]
+        for j in range(1, len(parts)):
+            # arithmetic select: masked copies (copyto/where) are several times slower
+            better = np.greater(parts[j], best)
+            best = np.maximum(best, parts[j])
+            offset += better * (j - offset)
+            kept = [keep + better * (c[j] - keep) for keep, c in zip(kept, carried)]
+        y, chosen = best, kept + [offset]
+    # chosen[k] belongs to spatial axis nd - 1 - k
+    dims = geometry.size
+    steps = [int(np.prod(dims[:i] if column_major else dims[i + 1 :])) for i in range(nd)]
+    index = (np.arange(x_shape[0] * x_shape[1], dtype=np.int64) * int(np.prod(dims))).reshape(
+        x_shape[0], x_shape[1], *([1] * nd)
+    )
+    for i in range(nd):
+        o = np.arange(geometry.out[i], dtype=np.int64).reshape(
+            [-1 if a == i else 1 for a in range(nd)]
+        )
+        taken = chosen[nd - 1 - i].astype(np.int64) * geometry.dilations[i]
+        coord = o * geometry.strides[i] - geometry.pads[i] + taken
+        index = index + coord * steps[i]
+    return (y if y.base is None else y.copy()), index
+
+
+@kernel("MaxPool", since=1)
+@wants_output_count
+def max_pool(attrs: Mapping[str, Any], x: np.ndarray) -> tuple:
+    """ONNX MaxPool (ceil_mode, dilations, storage_order); Indices only when the node has them."""
+    geometry = _Geometry(attrs, x)
+    padded = geometry.padded(x, _lowest(x.dtype))
+    if (output_count(attrs) or 2) < 2:
+        return _reduce(padded, geometry, np.maximum, x.dtype), None
+    column_major = int(attrs.get("storage_order", 0)) == 1
+    return _max_with_indices(padded, x.shape, geometry, column_major)
+
+
+@kernel("AveragePool", since=1)
+def average_pool(attrs: Mapping[str, Any], x: np.ndarray) -> tuple:
+    """ONNX AveragePool (count_include_pad, ceil_mode, dilations)."""
+    geometry = _Geometry(attrs, x)
+    acc = _reduce(geometry.padded(x, 0), geometry, np.add, _accumulator(x.dtype))
+    acc /= geometry.counts(bool(attrs.get("count_include_pad", 0)))
+    return (acc.astype(x.dtype, copy=False),)
+
+
+@kernel("LpPool", since=1)
+def lp_pool(attrs: Mapping[str, Any], x: np.ndarray) -> tuple:
+    """ONNX LpPool: ``(sum |x|^p) ** (1/p)`` over each window (pads count as zeros)."""
+    p = float(attrs.get("p", 2))
+    geometry = _Geometry(attrs, x)
+    powered = np.abs(x.astype(_accumulator(x.dtype))) ** p
+    acc = _reduce(geometry.padded(powered, 0), geometry, np.add, powered.dtype)
+    return ((acc ** (1.0 / p)).astype(x.dtype, copy=False),)
+
+
+@kernel("GlobalAveragePool", since=1)
+def global_average_pool(attrs: Mapping[str, Any], x: np.ndarray) -> tuple:
+    """ONNX GlobalAveragePool: the mean over every spatial axis, kept as size 1."""
+    axes = tuple(range(2, x.ndim))
+    return (x.mean(axis=axes, keepdims=True, dtype=_accumulator(x.dtype)).astype(x.dtype),)
+
+
+@kernel("GlobalMaxPool", since=1)
+def global_max_pool(attrs: Mapping[str, Any], x: np.ndarray) -> tuple:
+    """ONNX GlobalMaxPool: the max over every spatial axis, kept as size 1."""
+    return (x.max(axis=tuple(range(2, x.ndim)), keepdims=True),)
+
+
+@kernel("GlobalLpPool", since=1)
+def global_lp_pool(attrs: Mapping[str, Any], x: np.ndarray) -> tuple:
+    """ONNX GlobalLpPool: ``(sum |x|^p) ** (1/p)`` over every spatial axis."""
+    p = float(attrs.get("p", 2))
+    powered = np.abs(x.astype(_accumulator(x.dtype))) ** p
+    total = powered.sum(axis=tuple(range(2, x.ndim)), keepdims=True)
+    return ((total ** (1.0 / p)).astype(x.dtype),)
+
+
+@kernel("MaxUnpool", since=9)
+def max_unpool(
+    attrs: Mapping[str, Any],
+    x: np.ndarray,
+    indices: np.ndarray,
+    output_shape: np.ndarray | None = None,
+) -> tuple:
+    """ONNX MaxUnpool: scatter ``x`` to the flat positions MaxPool's Indices recorded."""
+    nd = x.ndim - 2
+    kernel_shape = ints(attrs.get("kernel_shape"), nd, 1)
+    strides = ints(attrs.get("strides"), nd, 1)
+    pads = ints(attrs.get("pads"), 2 * nd, 0)
+    natural = x.shape[:2] + tuple(
+        (x.shape[2 + i] - 1) * strides[i] + kernel_shape[i] - pads[i] - pads[nd + i]
+        for i in range(nd)
+    )
+    shape = natural if output_shape is None else tuple(int(v) for v in output_shape)
+    flat = indices.reshape(-1)
+    if shape != natural:
+        # indices address the natural unpooled shape; keep their coordinates in the larger one
+        flat = np.ravel_multi_index(np.unravel_index(flat, natural), shape)
+    y = np.zeros(int(np.prod(shape)), dtype=x.dtype)
+    y[flat] = x.reshape(-1)
+    return (y.reshape(shape),)

@@ -1,0 +1,74 @@
+"""Softmax, LogSoftmax and Hardmax of the ONNX default domain.
+
+Before opset 13 these ops view the input as a 2-D matrix split at ``axis``
+(default 1) and normalise each row; from opset 13 they normalise along the one
+axis given (default -1).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from amanda.exec.kernels.math_util import as_array, wide
+from amanda.exec.kernels.registry import kernel
+
+Attrs = Mapping[str, Any]
+
+
+def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    shifted = x - np.max(x, axis=axis, keepdims=True)
+    e = np.exp(shifted)
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def _log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    shifted = x - np.max(x, axis=axis, keepdims=True)
+    return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+
+
+def _hardmax(x: np.ndarray, axis: int) -> np.ndarray:
+    # one-hot of the first maximum along the axis
+    first = np.expand_dims(np.argmax(x, axis=axis), axis)
+    return (np.arange(x.shape[axis]).reshape(
+        [-1 if d == axis else 1 for d in range(x.ndim)]
+    ) == first).astype(x.dtype)
+
+
+_FUNCTIONS: dict[str, Callable[[np.ndarray, int], np.ndarray]] = {
+    "Softmax": _softmax,
+    "LogSoftmax": _log_softmax,
+    "Hardmax": _hardmax,
+}
+
+
+def _coerced_2d(fn: Callable[[np.ndarray, int], np.ndarray]) -> Callable[..., tuple]:
+    def run(attrs: Attrs, x: np.ndarray) -> tuple:
+        axis = int(attrs.get("axis", 1))
+        axis = axis + x.ndim if axis < 0 else axis
+        rows = int(np.prod(x.shape[:axis], dtype=np.int64))
+        work = x.astype(wide(x.dtype), copy=False).reshape(rows, -1)
+        with np.errstate(all="ignore"):
+            return (as_array(fn(work, 1)).reshape(x.shape).astype(x.dtype, copy=False),)
+
+    return run
+
+
+def _per_axis(fn: Callable[[np.ndarray, int], np.ndarray]) -> Callable[..., tuple]:
+    def run(attrs: Attrs, x: np.ndarray) -> tuple:
+        axis = int(attrs.get("axis", -1))
+        axis = axis + x.ndim if axis < 0 else axis
+        work = x.astype(wide(x.dtype), copy=False)
+        with np.errstate(all="ignore"):
+            return (as_array(fn(work, axis)).astype(x.dtype, copy=False),)
+
+    return run
+
+
+for _op, _fn in _FUNCTIONS.items():
+    for _since, _make in ((1, _coerced_2d), (13, _per_axis)):
+        _kernel = _make(_fn)
+        _kernel.__name__ = _kernel.__qualname__ = f"{_op.lower()}_v{_since}_kernel"
+        _kernel.__doc__ = f"ONNX {_op} from opset {_since}."
+        kernel(_op, since=_since)(_kernel)

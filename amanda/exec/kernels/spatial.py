@@ -1,0 +1,169 @@
+"""Sliding-window geometry shared by Conv, ConvTranspose, Col2Im and the pools.
+
+Pads follow ONNX order ``[x1_begin, x2_begin, ..., x1_end, x2_end, ...]``.
+Windows are strided views (``as_strided``), never Python loops over pixels;
+the only loops here run over kernel positions.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from amanda.errors import ExecutionError
+
+
+def ints(value: Any, n: int, default: int) -> list[int]:
+    """An int-list attribute of length ``n`` (``default`` repeated when absent)."""
+    if value is None:
+        return [default] * n
+    return [int(v) for v in np.asarray(value).reshape(-1)]
+
+
+def extent(kernel: int, dilation: int) -> int:
+    """The span of a dilated kernel along one axis."""
+    return (kernel - 1) * dilation + 1
+
+
+def same_pads(
+    size: Sequence[int],
+    kernel: Sequence[int],
+    strides: Sequence[int],
+    dilations: Sequence[int],
+    upper: bool,
+) -> list[int]:
+    """Pads that make ``out = ceil(size / stride)``; SAME_UPPER puts the odd pixel at the end.
+
+    >>> same_pads([8], [3], [2], [1], upper=True)
+    [0, 1]"""
+    begins, ends = [], []
+    for n, k, s, d in zip(size, kernel, strides, dilations):
+        out = -(-n // s)
+        total = max(0, (out - 1) * s + extent(k, d) - n)
+        small, big = total // 2, total - total // 2
+        begins.append(small if upper else big)
+        ends.append(big if upper else small)
+    return begins + ends
+
+
+def window_pads(
+    attrs: Mapping[str, Any],
+    size: Sequence[int],
+    kernel: Sequence[int],
+    strides: Sequence[int],
+    dilations: Sequence[int],
+) -> list[int]:
+    """Explicit pads of a Conv or pool from ``auto_pad`` and ``pads``."""
+    nd = len(size)
+    auto_pad = attrs.get("auto_pad", "NOTSET")
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        return same_pads(size, kernel, strides, dilations, auto_pad == "SAME_UPPER")
+    if auto_pad == "VALID":
+        return [0] * (2 * nd)
+    if auto_pad not in ("NOTSET", ""):
+        raise ExecutionError.at("auto_pad", "NOTSET, SAME_UPPER, SAME_LOWER or VALID", auto_pad)
+    return ints(attrs.get("pads"), 2 * nd, 0)
+
+
+def output_size(
+    size: int, pad_sum: int, kernel: int, stride: int, dilation: int, pad_begin: int, ceil: bool
+) -> int:
+    """Windows along one axis; with ``ceil`` the last window must start inside input or begin pad.
+
+    >>> output_size(5, 0, 2, 2, 1, 0, ceil=False), output_size(5, 0, 2, 2, 1, 0, ceil=True)
+    (2, 3)"""
+    span = size + pad_sum - extent(kernel, dilation)
+    if not ceil:
+        return span // stride + 1
+    out = -(-span // stride) + 1
+    if (out - 1) * stride >= size + pad_begin:
+        out -= 1
+    return out
+
+
+def pad_spatial(
+    x: np.ndarray,
+    begins: Sequence[int],
+    ends: Sequence[int],
+    value: Any,
+    into: np.ndarray | None = None,
+) -> np.ndarray:
+    """``x`` with its trailing ``len(begins)`` axes padded by ``value`` (no copy when no pads).
+
+    ``into`` is an optional destination of the padded shape (e.g. a scratch buffer).
+    """
+    if not any(begins) and not any(ends) and into is None:
+        return x
+    lead = x.ndim - len(begins)
+    shape = x.shape[:lead] + tuple(n + b + e for n, b, e in zip(x.shape[lead:], begins, ends))
+    out = np.empty(shape, dtype=x.dtype) if into is None else into
+    # fill only the border slabs: the interior is overwritten by x right after
+    for i, (b, n) in enumerate(zip(begins, x.shape[lead:])):
+        axis = lead + i
+        index: list[Any] = [slice(None)] * out.ndim
+        index[axis] = slice(0, b)
+        out[tuple(index)] = value
+        index[axis] = slice(b + n, None)
+        out[tuple(index)] = value
+    inner: tuple[Any, ...] = tuple(slice(b, b + n) for b, n in zip(begins, x.shape[lead:]))
+    out[(Ellipsis, *inner)] = x
+    return out
+
+
+def windows(
+    padded: np.ndarray,
+    kernel: Sequence[int],
+    strides: Sequence[int],
+    dilations: Sequence[int],
+    out: Sequence[int],
+) -> np.ndarray:
+    """Read-only view ``(*lead, *out, *kernel)`` of the windows over the trailing axes."""
+    nd = len(kernel)
+    lead = padded.ndim - nd
+    st = padded.strides
+    shape = (*padded.shape[:lead], *out, *kernel)
+    steps = (
+        *st[:lead],
+        *(s * t for s, t in zip(strides, st[lead:])),
+        *(d * t for d, t in zip(dilations, st[lead:])),
+    )
+    return as_strided(padded, shape, steps, writeable=False)
+
+
+def col2im(
+    cols: np.ndarray,
+    image: Sequence[int],
+    kernel: Sequence[int],
+    strides: Sequence[int],
+    dilations: Sequence[int],
+    pads: Sequence[int],
+) -> np.ndarray:
+    """Sum the blocks of ``cols`` ``(N, C, prod(kernel), *grid)`` back into ``(N, C, *image)``.
+
+    The inverse scatter of im2col; loops run over kernel positions only. Block
+    pixels that fall in the pads (negative pads grow the image) are dropped.
+    """
+    nd = len(kernel)
+    n, c = cols.shape[:2]
+    grid = cols.shape[3:]
+    acc = np.zeros((n, c, *image), dtype=cols.dtype)
+    for kidx, offset in enumerate(itertools.product(*(range(k) for k in kernel))):
+        target: list[slice] = []
+        source: list[Any] = []
+        for i in range(nd):
+            base = offset[i] * dilations[i] - pads[i]
+            s = strides[i]
+            first = max(0, -(base // s))
+            last = min(grid[i], (image[i] - 1 - base) // s + 1)
+            if last <= first:
+                break
+            target.append(slice(base + first * s, base + (last - 1) * s + 1, s))
+            source.append(slice(first, last))
+        else:
+            source = [slice(None), slice(None), kidx, *source]
+            acc[(slice(None), slice(None), *target)] += cols[tuple(source)]
+    return acc
