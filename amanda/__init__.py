@@ -46,6 +46,7 @@ from amanda.errors import (
     QueryError,
     SchemaError,
 )
+from amanda.exec import Session
 from amanda.io import dump, dumps, load, loads
 from amanda.namespaces import namespace
 from amanda.namespaces.validation import validate
@@ -72,6 +73,7 @@ __all__ = [
     "Port",
     "QueryError",
     "SchemaError",
+    "Session",
     "bind",
     "chain",
     "consolidate",

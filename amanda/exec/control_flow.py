@@ -1,0 +1,182 @@
+"""Control flow of the ONNX default domain: If, Loop and Scan run their bodies.
+
+A body is a container stored in the op's attributes (``then_branch``, ``else_branch``,
+``body``). It runs with a nested plan of the same session (same runner, same variable
+state), compiled once per body and cached. A body inherits its op's namespace unless
+it declares its own.
+
+Ports: the op's inputs without ``captured: true`` are ONNX's positional inputs; values
+a body reads from the enclosing graph are extra ports marked ``captured: true`` on the
+op and on the body, matched by name. A body's own (non-captured) inputs are ONNX's
+formal body inputs, in order.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from amanda.errors import ExecutionError
+from amanda.exec.dispatch import ONNX, OpContext, session_kernel
+
+__all__ = ["run_if", "run_loop", "run_scan", "run_sequence_map"]
+
+
+def _split(ctx: OpContext, values: Sequence[Any]) -> tuple[list[Any], dict[str, Any]]:
+    """The op's positional inputs and its captured values by port name."""
+    regular: list[Any] = []
+    captured: dict[str, Any] = {}
+    for port, value in zip(ctx.op.inputs, values):
+        if port.attrs.get("captured"):
+            # the importer renames a captured port that clashes with a formal one and keeps
+            # the outer value's name (which is the body's port name) in onnx_name
+            captured[port.attrs.get("onnx_name", port.name)] = value
+        else:
+            regular.append(value)
+    return regular, captured
+
+
+def _formal(body: Any) -> list[str]:
+    return [p.name for p in body.inputs if not p.attrs.get("captured")]
+
+
+def _feeds(ctx: OpContext, body: Any, formal: Mapping[str, Any], captured: Mapping[str, Any]) -> dict[str, Any]:
+    feeds = dict(formal)
+    for port in body.inputs:
+        if port.attrs.get("captured"):
+            if port.name not in captured:
+                raise ExecutionError.at(
+                    ctx.path, f"a captured input `{port.name}` on the op for its body", "none")
+            feeds[port.name] = captured[port.name]
+    return feeds
+
+
+def _truth(value: Any) -> bool:
+    return bool(np.asarray(value).reshape(-1)[0])
+
+
+@session_kernel("If", ONNX)
+def run_if(ctx: OpContext, attrs: Mapping[str, Any], *values: Any) -> tuple:
+    """ONNX If: run ``then_branch`` or ``else_branch``; its outputs are the op's."""
+    regular, captured = _split(ctx, values)
+    body = attrs["then_branch"] if _truth(regular[0]) else attrs["else_branch"]
+    return tuple(ctx.run_body(body, _feeds(ctx, body, {}, captured), body.output_names))
+
+
+@session_kernel("Loop", ONNX)
+def run_loop(ctx: OpContext, attrs: Mapping[str, Any], *values: Any) -> tuple:
+    """ONNX Loop: run ``body`` while ``cond`` holds and fewer than ``M`` iterations ran.
+
+    Outputs: the final loop-carried values, then each scan output stacked along a new
+    first axis.
+    """
+    regular, captured = _split(ctx, values)
+    trips, cond, carried = regular[0], regular[1], list(regular[2:])
+    body = attrs["body"]
+    formal = _formal(body)
+    outputs = body.output_names
+    n, k = len(carried), len(outputs) - 1 - len(carried)
+    limit = None if trips is None else int(np.asarray(trips).reshape(-1)[0])
+    going = True if cond is None else _truth(cond)
+    counter_dtype = np.int64 if trips is None else np.asarray(trips).dtype
+    scans: list[list[Any]] = [[] for _ in range(k)]
+    i = 0
+    while going and (limit is None or i < limit):
+        given = {formal[0]: np.array(i, dtype=counter_dtype), formal[1]: np.array(going)}
+        given.update(zip(formal[2:], carried))
+        result = ctx.run_body(body, _feeds(ctx, body, given, captured), outputs)
+        if result[0] is None:
+            raise ExecutionError.at(ctx.path, "a condition output from the loop body", "None")
+        going = _truth(result[0])
+        carried = list(result[1:1 + n])
+        for j in range(k):
+            scans[j].append(result[1 + n + j])
+        i += 1
+    stacked = [np.stack(s) if s else np.empty((0,), dtype=np.float32) for s in scans]
+    return tuple(carried + stacked)
+
+
+def _scan_once(
+    ctx: OpContext, attrs: Mapping[str, Any], body: Any, states: list[Any], scanned: list[np.ndarray],
+    captured: Mapping[str, Any], axes: Sequence[int], directions: Sequence[int], length: int | None = None,
+) -> tuple[list[Any], list[np.ndarray]]:
+    formal = _formal(body)
+    outputs = body.output_names
+    n = len(states)
+    k = len(outputs) - n
+    moved = [np.moveaxis(x, a % x.ndim, 0) for x, a in zip(scanned, axes)]
+    steps = moved[0].shape[0] if moved else 0
+    if length is not None:
+        steps = length
+    slices: list[list[Any]] = [[] for _ in range(k)]
+    for t in range(steps):
+        given = dict(zip(formal[:n], states))
+        for name, x, d in zip(formal[n:], moved, directions):
+            given[name] = x[steps - 1 - t if d else t]
+        result = ctx.run_body(body, _feeds(ctx, body, given, captured), outputs)
+        states = list(result[:n])
+        for j in range(k):
+            slices[j].append(result[n + j])
+    out_axes = list(attrs.get("scan_output_axes") or [0] * k)
+    out_dirs = list(attrs.get("scan_output_directions") or [0] * k)
+    stacked = []
+    for j in range(k):
+        parts = slices[j][::-1] if (out_dirs[j] if j < len(out_dirs) else 0) else slices[j]
+        y = np.stack(parts) if parts else np.empty((0,), dtype=np.float32)
+        axis = out_axes[j] if j < len(out_axes) else 0
+        stacked.append(np.moveaxis(y, 0, axis % y.ndim) if y.ndim else y)
+    return states, stacked
+
+
+@session_kernel("Scan", ONNX, since=9)
+def run_scan(ctx: OpContext, attrs: Mapping[str, Any], *values: Any) -> tuple:
+    """ONNX Scan (opset 9 on): iterate ``body`` over slices of the scan inputs."""
+    regular, captured = _split(ctx, values)
+    m = int(attrs["num_scan_inputs"])
+    states, scanned = list(regular[: len(regular) - m]), list(regular[len(regular) - m:])
+    axes = list(attrs.get("scan_input_axes") or [0] * m)
+    directions = list(attrs.get("scan_input_directions") or [0] * m)
+    states, stacked = _scan_once(ctx, attrs, attrs["body"], states, scanned, captured, axes, directions)
+    return tuple(states + stacked)
+
+
+@session_kernel("Scan", ONNX, since=8)
+def run_scan_v8(ctx: OpContext, attrs: Mapping[str, Any], *values: Any) -> tuple:
+    """ONNX Scan opset 8: a leading batch axis, optional ``sequence_lens``, scan along axis 1."""
+    regular, captured = _split(ctx, values)
+    lens, rest = regular[0], regular[1:]
+    m = int(attrs["num_scan_inputs"])
+    states, scanned = rest[: len(rest) - m], rest[len(rest) - m:]
+    directions = list(attrs.get("directions") or [0] * m)
+    batch = (scanned[0] if scanned else states[0]).shape[0]
+    finals: list[list[Any]] = [[] for _ in states]
+    outs: list[list[Any]] = []
+    for b in range(batch):
+        length = None if lens is None else int(np.asarray(lens).reshape(-1)[b])
+        s, y = _scan_once(ctx, {}, attrs["body"], [x[b] for x in states], [x[b] for x in scanned],
+                          captured, [0] * m, directions, length)
+        for j, v in enumerate(s):
+            finals[j].append(v)
+        if not outs:
+            outs = [[] for _ in y]
+        for j, v in enumerate(y):
+            outs[j].append(v)
+    return tuple([np.stack(f) for f in finals] + [np.stack(o) for o in outs])
+
+
+@session_kernel("SequenceMap", ONNX, since=17)
+def run_sequence_map(ctx: OpContext, attrs: Mapping[str, Any], *values: Any) -> tuple:
+    """ONNX SequenceMap: run ``body`` once per element of the input sequence; sequence inputs
+    give their i-th element, tensor inputs themselves; each output is a sequence."""
+    regular, captured = _split(ctx, values)
+    body = attrs["body"]
+    formal = _formal(body)
+    outputs = body.output_names
+    count = len(regular[0])
+    results: list[list[Any]] = [[] for _ in outputs]
+    for i in range(count):
+        given = {name: (v[i] if isinstance(v, list) else v) for name, v in zip(formal, regular)}
+        for j, value in enumerate(ctx.run_body(body, _feeds(ctx, body, given, captured), outputs)):
+            results[j].append(value)
+    return tuple(results)

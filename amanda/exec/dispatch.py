@@ -1,0 +1,273 @@
+"""Dispatch: from an op and its effective namespace to the function a plan step calls.
+
+An op's effective namespace names a kernel *family* and a version:
+``amanda/onnx/17`` is family ``amanda/onnx`` at opset 17, ``amanda/onnx-ml/3`` the
+``ai.onnx.ml`` domain of the same family, ``amanda/core`` a family without versions.
+
+>>> parse_namespace("amanda/onnx/17")
+('amanda/onnx', '', 17)
+>>> parse_namespace("amanda/onnx-ml/3")
+('amanda/onnx', 'ai.onnx.ml', 3)
+>>> parse_namespace("amanda/core")
+('amanda/core', '', None)
+>>> parse_namespace("amanda/onnx/com.example/2")
+('amanda/onnx', 'com.example', 2)
+
+Two kinds of kernels are found here. *Plain* kernels live in
+:mod:`amanda.exec.kernels.registry` and are pure: ``fn(attrs, *inputs) -> tuple``.
+*Session* kernels (stateful ops, control flow) also receive an
+:class:`OpContext` that gives them the session's state and a way to run nested
+containers: ``fn(ctx, attrs, *inputs) -> tuple``. Session kernels are registered
+here, by :mod:`amanda.exec.state` and :mod:`amanda.exec.control_flow`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+import amanda.exec.kernels  # noqa: F401  (registers every kernel module)
+from amanda.errors import ExecutionError
+from amanda.exec.kernels import registry
+from amanda.exec.kernels.arity import OUTPUT_COUNT, needs_output_count
+
+if TYPE_CHECKING:
+    from amanda.containers import Container
+
+__all__ = [
+    "BOOKKEEPING_ATTRS",
+    "HEAVY_OP_TYPES",
+    "OpContext",
+    "Resolved",
+    "describe_inputs",
+    "kernel_attrs",
+    "parse_namespace",
+    "resolve_kernel",
+    "session_kernel",
+    "session_op_types",
+]
+
+ONNX = registry.ONNX
+
+# Attributes amanda itself writes on ops (importer hints, inherited metadata):
+# they say where an op came from, not what it computes, so kernels never see them.
+BOOKKEEPING_ATTRS = frozenset(
+    {"namespace", "initializer", "captured", "metadata", "onnx", "doc_string"}
+)
+_BOOKKEEPING_PREFIXES = ("onnx_", "amanda_")
+
+# Op types worth handing to a worker thread whatever their input sizes: they spend
+# their time in BLAS or in large numpy loops that release the GIL.
+HEAVY_OP_TYPES = frozenset(
+    {
+        "MatMul", "Gemm", "Conv", "ConvTranspose", "Einsum", "MatMulInteger", "ConvInteger",
+        "QLinearMatMul", "QLinearConv", "LSTM", "GRU", "RNN",
+    }
+)
+
+SessionKernel = Callable[..., tuple]
+_SESSION: dict[tuple[str, str, str], list[tuple[int, SessionKernel]]] = {}
+
+
+def parse_namespace(namespace: str) -> tuple[str, str, int | None]:
+    """``(family, domain, opset)`` of a namespace name; opset None when it has no integer version.
+
+    A version that is not an integer (``amanda/tensorflow/1.13.1``) selects the newest
+    kernels of its family.
+    """
+    parts = namespace.split("/")
+    version: int | None = None
+    if len(parts) > 1 and parts[-1][:1].isdigit():
+        last = parts.pop()
+        version = int(last) if last.isdigit() else None
+    family = "/".join(parts)
+    if family.startswith(ONNX + "/"):
+        # amanda/onnx/<domain>/<v>: a domain amanda has no vocabulary for (see io/onnx_ports)
+        return ONNX, family[len(ONNX) + 1:], version
+    head, _, base = family.rpartition("/")
+    if head == "amanda" and base.startswith("onnx-"):
+        # amanda/onnx-ml is the ai.onnx.ml domain of the ONNX family (see namespaces/onnx_vocab)
+        return ONNX, "ai." + base.replace("-", "."), version
+    return family, "", version
+
+
+def kernel_attrs(op: "Container") -> Mapping[str, Any]:
+    """The attributes a kernel sees: the op's own, minus amanda's bookkeeping keys.
+
+    >>> from amanda.containers import op
+    >>> dict(kernel_attrs(op("Constant", "c", attrs={"value": 1, "initializer": True})))
+    {'value': 1}
+    """
+    own = {
+        k: v
+        for k, v in op.attrs.items()
+        if k not in BOOKKEEPING_ATTRS and not k.startswith(_BOOKKEEPING_PREFIXES)
+    }
+    return MappingProxyType(own)
+
+
+def session_kernel(op_type: str, family: str, since: int = 1, domain: str = "") -> Callable[[SessionKernel], SessionKernel]:
+    """Register ``fn(ctx, attrs, *inputs) -> tuple`` as the session kernel of ``op_type``.
+
+    Session kernels win over plain kernels of the same op type. They always run on
+    the scheduling thread, so they may touch session state without locks.
+    """
+
+    def register(fn: SessionKernel) -> SessionKernel:
+        versions = _SESSION.setdefault((family, domain, op_type), [])
+        versions.append((since, fn))
+        versions.sort(key=lambda v: -v[0])
+        return fn
+
+    return register
+
+
+def session_op_types(family: str = ONNX, domain: str = "") -> list[str]:
+    """Sorted op types with a session kernel in this family and domain."""
+    return sorted(t for (f, d, t) in _SESSION if f == family and d == domain)
+
+
+@dataclass
+class OpContext:
+    """What a session kernel may use beyond its inputs.
+
+    ``state``: the session's variable store (key -> value); ``key``: this op's default
+    state key (its ``shared_name`` attribute, else its uid); ``path``: where the op is,
+    for messages; ``op``: the op itself; ``opset``: the version its namespace names;
+    ``namespace``: its effective namespace; ``run_body``: runs a nested container
+    (``run_body(body, inputs_by_name, output_names)``) with this session's executor.
+    """
+
+    state: dict
+    key: str
+    path: tuple
+    op: "Container"
+    opset: int | None
+    namespace: str
+    run_body: Callable[["Container", Mapping[str, Any], Sequence[str]], list]
+
+
+@dataclass
+class Resolved:
+    """How a plan step computes one op.
+
+    ``fn`` is a plain ``fn(attrs, *inputs)``; when ``session`` is set, ``fn`` still
+    needs an :class:`OpContext` bound as its first argument by the planner.
+    """
+
+    fn: Callable[..., tuple]
+    attrs: Mapping[str, Any]
+    session: bool
+    heavy: bool
+
+
+def _versions(family: str, domain: str, op_type: str) -> list:
+    # the registry keeps versions newest first; a public accessor would be nicer
+    return list(getattr(registry, "_REGISTRY", {}).get((family, domain, op_type), ()))
+
+
+class _ByDtype:
+    """A kernel whose version depends on its input dtypes, resolved once per dtype tuple."""
+
+    __slots__ = ("op_type", "opset", "family", "domain", "cache")
+
+    def __init__(self, op_type: str, opset: int | None, family: str, domain: str) -> None:
+        self.op_type, self.opset, self.family, self.domain = op_type, opset, family, domain
+        self.cache: dict[tuple, Callable[..., tuple]] = {}
+
+    def __call__(self, attrs: Mapping[str, Any], *args: Any) -> tuple:
+        key = tuple(getattr(a, "dtype", None) for a in args)
+        fn = self.cache.get(key)
+        if fn is None:
+            version = registry.lookup(self.op_type, self.opset, key, family=self.family,  # type: ignore[arg-type]
+                                      domain=self.domain)
+            if version is None:
+                shown = ", ".join(str(d) for d in key)
+                raise ExecutionError(f"no kernel version of {self.op_type} accepts input dtypes ({shown})")
+            fn = self.cache[key] = version.fn
+        return fn(attrs, *args)
+
+
+def no_kernel_error(op: "Container", path: str, namespace: str | None) -> ExecutionError:
+    """The error for an op whose namespace has no kernel for its type."""
+    if namespace is None:
+        return ExecutionError(
+            f"op `{path}` ({op.type}) has no namespace: set attrs.namespace on it or on an "
+            "enclosing container (for example amanda/onnx/17)",
+            path=path, expected="a namespace", found="none",
+        )
+    family, domain, _ = parse_namespace(namespace)
+    where = f"{family}" + (f" (domain {domain})" if domain else "")
+    if not registry.supported_op_types(family, domain) and not session_op_types(family, domain):
+        return ExecutionError(
+            f"namespace `{namespace}` has no kernels, so op `{path}` ({op.type}) cannot run; "
+            "convert the model to an executable namespace such as amanda/onnx/17 first",
+            path=path, expected="a namespace with kernels", found=namespace,
+        )
+    return ExecutionError(
+        f"no kernel for op type `{op.type}` in namespace `{namespace}` (family {where}), "
+        f"needed by `{path}`",
+        path=path, expected=f"a kernel for {op.type}", found=f"none in {namespace}",
+    )
+
+
+def resolve_kernel(op: "Container", path: str, namespace: str | None) -> Resolved:
+    """The kernel for ``op`` under ``namespace``; ExecutionError naming type and namespace if none."""
+    if namespace is None or op.type is None:
+        raise no_kernel_error(op, path, namespace)
+    family, domain, opset = parse_namespace(namespace)
+    op_type = op.type
+    attrs = kernel_attrs(op)
+    newest = opset if opset is not None else 1 << 30
+    for since, session_fn in _SESSION.get((family, domain, op_type), ()):
+        if since <= newest:
+            return Resolved(session_fn, attrs, session=True, heavy=False)
+    candidates = [v for v in _versions(family, domain, op_type) if v.since <= newest]
+    if not candidates:
+        raise no_kernel_error(op, path, namespace)
+    if any(needs_output_count(v.fn) for v in candidates) and OUTPUT_COUNT not in attrs:
+        # ops defined by how many outputs the node declares (Split < 18, MaxPool's Indices)
+        attrs = MappingProxyType({**attrs, OUTPUT_COUNT: len(op.outputs)})
+    first = candidates[0]
+    fn: Callable[..., tuple]
+    if first.accepts is None:
+        fn = first.fn  # the newest applicable version takes every dtype: resolve it now
+    else:
+        fn = _ByDtype(op_type, opset, family, domain)
+    return Resolved(fn, attrs, session=False, heavy=op_type in HEAVY_OP_TYPES)
+
+
+def describe(value: Any) -> str:
+    """A value's dtype and shape as messages show them.
+
+    >>> describe(np.zeros((64, 784), np.float32)), describe(None), describe([1, 2])
+    ('float32[64,784]', 'None', 'sequence[2]')
+    """
+    if isinstance(value, np.ndarray):
+        return f"{value.dtype}[{','.join(str(d) for d in value.shape)}]"
+    if value is None:
+        return "None"
+    if isinstance(value, (list, tuple)):
+        return f"sequence[{len(value)}]"
+    if isinstance(value, np.generic):
+        return f"{value.dtype}[]"
+    return type(value).__name__
+
+
+def describe_inputs(values: Sequence[Any]) -> str:
+    """Every input described, comma separated (``float32[1,3], int64[2]``)."""
+    return ", ".join(describe(v) for v in values)
+
+
+def failure(path: str, op_type: str | None, namespace: str | None, inputs: Sequence[Any], exc: BaseException) -> ExecutionError:
+    """The ExecutionError for a kernel that raised ``exc``.
+
+    >>> str(failure("block1/conv", "Conv", "amanda/onnx/17", [np.zeros((1, 3), np.float32)], ValueError("bad")))
+    'while executing `block1/conv` (Conv, amanda/onnx/17) with inputs float32[1,3]: ValueError: bad'
+    """
+    shown = describe_inputs(inputs) if inputs else "none"
+    message = f"while executing `{path}` ({op_type}, {namespace}) with inputs {shown}: {type(exc).__name__}: {exc}"
+    return ExecutionError(message, path=path, found=f"{type(exc).__name__}: {exc}")

@@ -1,0 +1,276 @@
+"""Names of fetches and feeds, resolved to values of the effective view.
+
+A *value* is identified by where it is produced: ``Endpoint(leaf_path, output_port)``
+for an op's output, ``Endpoint(SELF, input_name)`` for an input of the top container.
+A feed may also override what one op input reads: :class:`Into` ``(leaf_path, port)``.
+
+Fetches:
+
+- a top output name (``"y"``): the value that output carries;
+- a top named control port (``"train"``): every op bound to it, run for effects;
+- an endpoint (``"block/dense:y"``, ``Endpoint``, ``(path, port)``): an output port of a
+  leaf or a container gives its value, an input port the value flowing into it, port
+  ``-1`` runs the op (every op of a container) for effects;
+- a bare op path (``"block/update"``): run that op (or every op of that container) for
+  its effects; its result is None.
+
+Feeds: a top input name, or any endpoint. Feeding an output (of a leaf or a container)
+replaces that value for every consumer, so nothing upstream of it needs to run;
+feeding an op's input port replaces what that op reads there, and a container's input
+port what the ops inside it read from that port.
+
+>>> from amanda.containers import Container, flatten, op
+>>> g = Container("G", "g", inputs=["x"], outputs=["y"], children=[op("Relu", "r", ["X"], ["Y"])],
+...     edges=[("g:x", "r:X"), ("r:Y", "g:y")])
+>>> resolve_fetch(g, flatten(g), "y", None), resolve_fetch(g, flatten(g), "r", None)
+(('value', Endpoint('r', 'Y')), ('effect', (('r',),)))
+>>> resolve_feed(g, flatten(g), "r:X", None)
+('into', (Into(r:X),))
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Iterable
+
+from amanda.containers import CONTROL, SELF, Endpoint, FlatGraph
+from amanda.containers.validate import resolve_path
+from amanda.errors import ExecutionError, format_path
+
+if TYPE_CHECKING:
+    from amanda.containers import Container
+
+__all__ = ["Into", "resolve_fetch", "resolve_feed", "data_source", "control_sources", "live"]
+
+
+class Into(tuple):
+    """An op input port whose value a feed replaces: ``(leaf_path, port)``."""
+
+    __slots__ = ()
+
+    def __new__(cls, path: tuple, port: str) -> "Into":
+        return tuple.__new__(cls, (path, port))
+
+    def __repr__(self) -> str:
+        return f"Into({format_path(self[0])}:{self[1]})"
+
+
+def live(edge: Any, phase: Any) -> bool:
+    """Whether ``edge`` exists in ``phase`` (untagged edges exist in every phase)."""
+    tagged = edge[2].get("phase") if edge[2] else None
+    return tagged is None or phase is None or tagged == phase
+
+
+def _one(edges: list, where: str, phase: Any) -> Any:
+    if len(edges) > 1:
+        phases = sorted(str(e[2].get("phase")) for e in edges)
+        raise ExecutionError(
+            f"`{where}` has one producer per phase ({', '.join(phases)}); run with phase= one of them",
+            path=where, expected="one producer", found=f"{len(edges)} producers",
+        )
+    return edges[0] if edges else None
+
+
+def data_source(flat: FlatGraph, path: tuple, port: str, phase: Any) -> Endpoint | None:
+    """The value read by input ``port`` of the leaf at ``path``, or None if nothing feeds it."""
+    edges = [e for e in flat.producers(path, port) if live(e, phase)]
+    edge = _one(edges, f"{format_path(path)}:{port}", phase)
+    return None if edge is None else edge[0]
+
+
+def control_sources(flat: FlatGraph, path: tuple, phase: Any) -> list[tuple]:
+    """Leaf paths with a control edge into the op at ``path``."""
+    return [e[0][0] for e in flat.producers(path, CONTROL) if e[0][0] is not SELF and live(e, phase)]
+
+
+def _node(model: "Container", path: tuple) -> "Container":
+    node = model
+    for name in path:
+        node = node.child(name)
+    return node
+
+
+def _leaves(model: "Container", path: tuple) -> tuple:
+    node = _node(model, path)
+    if not node.children:
+        return (path,)
+    out: list[tuple] = []
+    for child in node.children:
+        out.extend(_leaves(model, path + (child.name,)))
+    return tuple(out)
+
+
+def _buried(model: "Container", owner: tuple, edge: Any) -> bool:
+    """Whether a tombstone of a container above ``owner`` deletes ``edge`` (owned by ``owner``)."""
+    src, dst = edge[0], edge[1]
+    key = (owner if src[0] is SELF else owner + tuple(src[0]), src[1],
+           owner if dst[0] is SELF else owner + tuple(dst[0]), dst[1])
+    node = model
+    for depth in range(len(owner)):
+        prefix = owner[:depth]
+        for tomb in node.tombstones:
+            t_src, t_dst = tomb[0], tomb[1]
+            tkey = (prefix if t_src[0] is SELF else prefix + tuple(t_src[0]), t_src[1],
+                    prefix if t_dst[0] is SELF else prefix + tuple(t_dst[0]), t_dst[1])
+            if tkey == key:
+                return True
+        node = node.child(owner[depth])
+    return False
+
+
+def _source_of_output(model: "Container", path: tuple, port: str, phase: Any) -> Endpoint:
+    node = _node(model, path)
+    if not node.children:
+        return Endpoint(path, port)
+    edges = [e for e in node.edges if e[1][0] is SELF and e[1][1] == port
+             and live(e, phase) and not _buried(model, path, e)]
+    edge = _one(edges, f"{format_path(path)}:{port}", phase)
+    if edge is None:
+        raise ExecutionError.at(path, f"a value reaching output `{port}`", "no edge feeding it")
+    src = edge[0]
+    if src[0] is SELF:
+        return _source_of_input(model, path, src[1], phase)
+    return _source_of_output(model, path + tuple(src[0]), src[1], phase)
+
+
+def _source_of_input(model: "Container", path: tuple, port: str, phase: Any) -> Endpoint:
+    if not path:
+        return Endpoint(SELF, port)
+    found = []
+    for depth in range(len(path)):
+        owner = path[:depth]
+        for edge in _node(model, owner).edges:
+            dst = edge[1]
+            if dst[0] is not SELF and owner + tuple(dst[0]) == path and dst[1] == port:
+                if live(edge, phase) and not _buried(model, owner, edge):
+                    found.append((owner, edge))
+    if not found:
+        raise ExecutionError.at(path, f"a value reaching input `{port}`", "no edge feeding it")
+    if len(found) > 1:
+        _one([e for _, e in found], f"{format_path(path)}:{port}", phase)
+    owner, edge = found[0]
+    src = edge[0]
+    if src[0] is SELF:
+        return _source_of_input(model, owner, src[1], phase)
+    return _source_of_output(model, owner + tuple(src[0]), src[1], phase)
+
+
+def _port_name(node: "Container", port: Any, where: Any) -> str | int:
+    if isinstance(port, int) and port != CONTROL:
+        if 0 <= port < len(node.outputs):
+            return node.outputs[port].name
+        raise ExecutionError.at(where, f"an output index below {len(node.outputs)}", str(port))
+    return port
+
+
+def _endpoint(model: "Container", item: Any) -> tuple[Any, "Container", Any]:
+    endpoint = item if isinstance(item, Endpoint) else Endpoint.of(item)
+    path = resolve_path(model, endpoint[0])
+    if path is None:
+        raise ExecutionError.at(model.name, "an existing op path", repr(endpoint[0]))
+    node = model if path is SELF else _node(model, path)
+    return path, node, _port_name(node, endpoint[1], endpoint[0])
+
+
+def _inputs_inside(model: "Container", path: tuple, port: str) -> tuple[Into, ...]:
+    """Leaf inputs inside the container at ``path`` that read its input ``port``."""
+    from amanda.containers import flatten
+
+    inner = flatten(_node(model, path))
+    return tuple(Into(path + tuple(ep[0]), ep[1]) for ep in inner.inputs.get(port, ()))
+
+
+def _named_control_sources(model: "Container", path: tuple, port: str) -> tuple:
+    node = model if not path else _node(model, path)
+    paths: list[tuple] = []
+    for edge in node.edges:
+        if edge[1][0] is SELF and edge[1][1] == port and edge[0][0] is not SELF:
+            paths.extend(_leaves(model, path + tuple(edge[0][0])))
+    return tuple(paths)
+
+
+def resolve_fetch(model: "Container", flat: FlatGraph, item: Any, phase: Any) -> tuple[str, Any]:
+    """``("value", key)`` or ``("effect", leaf paths)`` for one fetch."""
+    if isinstance(item, str) and ":" not in item:
+        if item in model.output_names:
+            return "value", _top_output(model, flat, item, phase)
+        if item in model.control_names:
+            return "effect", _named_control_sources(model, (), item)
+        path = resolve_path(model, item)
+        if path is None or path is SELF:
+            raise ExecutionError.at(
+                model.name, f"a top output ({', '.join(model.output_names) or 'none'}), an endpoint "
+                "'op:port' or an op path", repr(item))
+        return "effect", _leaves(model, path)
+    path, node, port = _endpoint(model, item)
+    if path is SELF:
+        if port in model.output_names:
+            return "value", _top_output(model, flat, port, phase)
+        if port in model.input_names:
+            return "value", Endpoint(SELF, port)
+        if port == CONTROL:
+            return "effect", _leaves(model, ())
+        if port in model.control_names:
+            return "effect", _named_control_sources(model, (), port)
+        raise ExecutionError.at(model.name, "a port of the top container", repr(port))
+    if port == CONTROL:
+        return "effect", _leaves(model, path)
+    if port in node.output_names:
+        return "value", _source_of_output(model, path, port, phase)
+    if port in node.input_names:
+        if not node.children:
+            source = data_source(flat, path, port, phase)
+            if source is None:
+                raise ExecutionError.at(path, f"a value flowing into `{port}`", "no producer")
+            return "value", source
+        return "value", _source_of_input(model, path, port, phase)
+    if port in node.control_names:
+        return "effect", _named_control_sources(model, path, port)
+    raise ExecutionError.at(path, f"a port of `{format_path(path)}` ({_ports(node)})", repr(port))
+
+
+def _ports(node: "Container") -> str:
+    return ", ".join([*node.input_names, *node.output_names, *node.control_names]) or "none"
+
+
+def _top_output(model: "Container", flat: FlatGraph, name: str, phase: Any) -> Endpoint:
+    edges = [e for e in flat.producers(SELF, name) if live(e, phase)]
+    edge = _one(edges, f"{model.name}:{name}", phase)
+    if edge is None:
+        raise ExecutionError.at(model.name, f"a value reaching output `{name}`", "no edge feeding it")
+    return edge[0]
+
+
+def resolve_feed(model: "Container", flat: FlatGraph, item: Any, phase: Any) -> tuple[str, Any]:
+    """``("value", key)`` for a fed value, or ``("into", Into keys)`` for fed op inputs."""
+    if isinstance(item, str) and ":" not in item:
+        if item in model.input_names:
+            return "value", Endpoint(SELF, item)
+        raise ExecutionError.at(
+            model.name, f"a top input ({', '.join(model.input_names) or 'none'}) or an endpoint 'op:port'",
+            repr(item))
+    path, node, port = _endpoint(model, item)
+    if path is SELF:
+        if port in model.input_names:
+            return "value", Endpoint(SELF, port)
+        if port in model.output_names:
+            return "value", _top_output(model, flat, port, phase)
+        raise ExecutionError.at(model.name, "a data port of the top container", repr(port))
+    if port in node.output_names:
+        return "value", _source_of_output(model, path, port, phase)
+    if port in node.input_names:
+        if not node.children:
+            return "into", (Into(path, port),)
+        return "into", _inputs_inside(model, path, port)
+    raise ExecutionError.at(path, f"a data port of `{format_path(path)}` ({_ports(node)})", repr(port))
+
+
+def normalize(item: Any) -> Any:
+    """A hashable form of a fetch or feed name (lists become tuples)."""
+    if isinstance(item, list):
+        return tuple(item)
+    return item
+
+
+def normalize_all(items: Iterable[Any]) -> tuple:
+    """Every name made hashable."""
+    return tuple(normalize(i) for i in items)

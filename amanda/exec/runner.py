@@ -1,0 +1,340 @@
+"""Runners: the sequential interpreter and the ready-queue scheduler over a worker pool.
+
+Both execute a :class:`~amanda.exec.plan.Plan` over an environment list (``env``),
+writing each step's outputs into their slots and clearing a slot after its last
+reader, and both raise the same :class:`~amanda.errors.ExecutionError` for a
+failing kernel. They agree on every value: the threaded one only reorders
+independent steps.
+
+The threaded scheduler runs on the calling thread. Steps that are cheap (most
+ops: handing one to a thread costs 30-50 µs) run inline there; heavy ones (BLAS
+products, convolutions, ops on large arrays) go to the pool, unless nothing else
+could run beside them, in which case they run inline too. Session kernels
+(state, control flow) always run inline. A failure stops dispatching at once; the
+run waits only for steps already on a worker (numpy cannot be interrupted), then
+raises.
+
+BLAS threads: the process-wide BLAS pool is set for the length of a run with
+threadpoolctl, to 1 thread when workers run products side by side (inter-op
+parallelism) and to the session's thread budget when steps run one at a time
+(intra-op parallelism), so the two never oversubscribe the cores.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+from collections import deque
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+import numpy as np
+
+from amanda.errors import ExecutionError
+from amanda.exec.dispatch import failure
+from amanda.exec.plan import BY_SIZE, POOL, Plan
+
+__all__ = ["Runner", "WorkerPool", "blas_threads", "run_sequential", "run_threaded"]
+
+SEQUENTIAL, THREADED = "sequential", "threaded"
+DEFAULT_OFFLOAD_ELEMENTS = 1 << 16
+
+
+def _error(plan: Plan, index: int, env: list, exc: BaseException) -> ExecutionError:
+    info = plan.infos[index]
+    inputs = [env[s] for s in plan.steps[index][2]]
+    return failure(info.path, info.op_type, info.namespace, inputs, exc)
+
+
+class _NotATuple(TypeError):
+    pass
+
+
+def _not_a_tuple(result: Any) -> _NotATuple:
+    return _NotATuple(f"the kernel returned {type(result).__name__}, expected a tuple of outputs")
+
+
+def run_sequential(plan: Plan, env: list) -> None:
+    """Run every step in order (the plain interpreter)."""
+    steps = plan.steps
+    get = env.__getitem__
+    attrs: Any = None
+    try:
+        for fn, attrs, ins, outs, frees in steps:
+            result = fn(attrs, *map(get, ins))
+            if type(result) is not tuple:
+                raise _not_a_tuple(result)
+            for k, s in outs:
+                env[s] = result[k]
+            for s in frees:
+                env[s] = None
+    except Exception as exc:
+        # each step owns its attrs object, so it identifies the failing step
+        index = next(i for i, step in enumerate(steps) if step[1] is attrs)
+        raise _error(plan, index, env, exc) from exc
+
+
+def _worker(tasks: "queue.SimpleQueue[Any]") -> None:
+    np.seterr(all="ignore")  # as the scheduling thread runs (see Runner.run); thread-local
+    while True:
+        task = tasks.get()
+        if task is None:
+            return
+        index, fn, attrs, args, done = task
+        task = None
+        try:
+            result = fn(attrs, *args)
+        except BaseException as exc:  # noqa: BLE001 - handed to the scheduler, which re-raises
+            done.put((index, None, exc))
+        else:
+            done.put((index, result, None))
+        # drop references so an idle worker holds no arrays
+        fn = attrs = args = result = done = None
+
+
+class WorkerPool:
+    """``size`` daemon threads taking ``(index, fn, attrs, args, done)`` tasks from one queue."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.tasks: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.threads = [
+            threading.Thread(target=_worker, args=(self.tasks,), name=f"amanda-worker-{i}", daemon=True)
+            for i in range(size)
+        ]
+        for thread in self.threads:
+            thread.start()
+
+    def close(self) -> None:
+        """Stop every worker and wait for them (each finishes its current task first)."""
+        for _ in self.threads:
+            self.tasks.put(None)
+        for thread in self.threads:
+            if thread is not threading.current_thread():
+                thread.join()
+        self.threads = []
+
+
+def _large(args: list, threshold: int) -> bool:
+    for a in args:
+        if type(a) is np.ndarray and a.size >= threshold:
+            return True
+    return False
+
+
+def run_threaded(plan: Plan, env: list, pool: WorkerPool, offload_elements: int = DEFAULT_OFFLOAD_ELEMENTS) -> None:
+    """Run the plan with a ready queue: cheap steps inline, heavy ones on ``pool``."""
+    steps, succs, reads, keep, placements = plan.steps, plan.succs, plan.reads, plan.keep, plan.placements
+    remaining = list(plan.preds)
+    uses = list(plan.uses)
+    ready = deque(i for i, n in enumerate(remaining) if n == 0)
+    done: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    tasks = pool.tasks
+    inflight = 0
+    failed: tuple[int, BaseException] | None = None
+
+    def finish(i: int, result: Any) -> None:
+        if type(result) is not tuple:
+            raise _not_a_tuple(result)
+        for k, s in steps[i][3]:
+            env[s] = result[k]
+        for s in reads[i]:
+            uses[s] -= 1
+            if not uses[s] and s not in keep:
+                env[s] = None
+        for j in succs[i]:
+            remaining[j] -= 1
+            if not remaining[j]:
+                ready.append(j)
+
+    try:
+        while ready or inflight:
+            while ready and failed is None:
+                i = ready.popleft()
+                fn, attrs, ins, _, _ = steps[i]
+                args = [env[s] for s in ins]
+                place = placements[i]
+                if (place == POOL or (place == BY_SIZE and _large(args, offload_elements))) and (ready or inflight):
+                    tasks.put((i, fn, attrs, args, done))
+                    inflight += 1
+                    continue
+                try:
+                    finish(i, fn(attrs, *args))
+                except Exception as inline_error:  # noqa: BLE001 - re-raised below with the op's path
+                    failed = (i, inline_error)
+            if failed is not None:
+                break
+            if inflight:
+                i, result, worker_error = done.get()
+                inflight -= 1
+                if worker_error is None:
+                    try:
+                        finish(i, result)
+                    except Exception as err:  # noqa: BLE001
+                        failed = (i, err)
+                else:
+                    failed = (i, worker_error)
+                result = worker_error = None
+            if failed is not None:
+                break
+    finally:
+        # steps already on a worker cannot be stopped: wait for them, start nothing new
+        while inflight:
+            done.get()
+            inflight -= 1
+    if failed is not None:
+        index, error = failed
+        if not isinstance(error, Exception):
+            raise error  # KeyboardInterrupt, SystemExit … pass through unwrapped
+        raise _error(plan, index, env, error) from error
+
+
+_BLAS: list | None = None
+_BLAS_LOCK = threading.Lock()
+
+
+def _blas_libraries() -> list:
+    global _BLAS
+    with _BLAS_LOCK:
+        if _BLAS is None:
+            try:
+                from threadpoolctl import ThreadpoolController
+
+                _BLAS = list(ThreadpoolController().select(user_api="blas").lib_controllers)
+            except Exception:  # noqa: BLE001 - without threadpoolctl BLAS keeps its own setting
+                _BLAS = []
+        return _BLAS
+
+
+@contextmanager
+def blas_threads(count: int) -> Iterator[None]:
+    """Let BLAS use ``count`` threads inside the block, restoring the previous setting after."""
+    changed = []
+    for lib in _blas_libraries():
+        current = lib.get_num_threads()
+        if current != count:
+            lib.set_num_threads(count)
+            changed.append((lib, current))
+    try:
+        yield
+    finally:
+        for lib, previous in changed:
+            lib.set_num_threads(previous)
+
+
+class BlasTuner:
+    """Chooses BLAS threads for one sequential plan by timing its runs: the budget or 1.
+
+    Multi-threaded BLAS pays off on an idle machine and collapses when another process
+    holds a core (its threads spin at barriers while one of them is descheduled), so the
+    choice is measured, not assumed: the first ``PROBES`` runs alternate between the two,
+    then the one with the lower median of its last few runs is used, and every ``RETRY``
+    runs the other is tried again so the choice follows the machine's load.
+
+    >>> tuner = BlasTuner(2)
+    >>> for seconds in (0.9, 0.1, 0.8, 0.2):  # 2 threads slow, 1 thread fast
+    ...     tuner.record(tuner.next(), seconds)
+    >>> tuner.next()
+    1
+    """
+
+    PROBES = 4
+    RETRY = 50
+
+    def __init__(self, budget: int) -> None:
+        self.candidates = (budget, 1)
+        self.recent: dict[int, deque] = {c: deque(maxlen=5) for c in self.candidates}
+        self.choice = budget
+        self.runs = 0
+
+    def next(self) -> int:
+        """The BLAS thread count for the next run."""
+        if self.runs < self.PROBES:
+            return self.candidates[self.runs % 2]
+        if self.runs % self.RETRY == 0:
+            return self.candidates[1] if self.choice == self.candidates[0] else self.candidates[0]
+        return self.choice
+
+    def record(self, count: int, seconds: float) -> None:
+        """Note how long a run with ``count`` BLAS threads took."""
+        self.runs += 1
+        self.recent[count].append(seconds)
+        medians = {c: sorted(t)[len(t) // 2] for c, t in self.recent.items() if t}
+        self.choice = min(medians, key=medians.__getitem__)
+
+
+class Runner:
+    """How a session runs plans: its thread budget, its pool and the BLAS setting.
+
+    ``threads=None`` chooses per plan: the threaded scheduler on ``os.cpu_count()``
+    workers when at least half of the plan's heavy steps can run beside another one,
+    otherwise the sequential interpreter with BLAS on every core or on one, whichever
+    :class:`BlasTuner` measures faster. ``threads=1`` is the sequential interpreter with
+    single-threaded BLAS; ``threads=n > 1`` always the threaded scheduler on ``n`` workers
+    with single-threaded BLAS.
+    """
+
+    def __init__(self, threads: int | None = None, offload_elements: int = DEFAULT_OFFLOAD_ELEMENTS) -> None:
+        if threads is not None and (not isinstance(threads, int) or threads < 1):
+            raise ExecutionError.at(None, "threads=None or a positive int", repr(threads))
+        self.threads = threads
+        self.budget = threads if threads is not None else (os.cpu_count() or 1)
+        self.offload_elements = offload_elements
+        self.pool: WorkerPool | None = None
+        self._lock = threading.Lock()
+
+    def mode(self, plan: Plan) -> str:
+        """Which runner a plan gets."""
+        if self.threads is None:
+            return THREADED if self.budget > 1 and plan.parallel else SEQUENTIAL
+        return THREADED if self.threads > 1 else SEQUENTIAL
+
+    def run(self, plan: Plan, env: list, mode: str) -> None:
+        """Run a top-level plan, with BLAS threads set for ``mode`` when the plan uses BLAS.
+
+        numpy's floating-point warnings are off during a run: inf and nan are values in
+        ONNX, and setting this once per run spares every kernel its own ``errstate``.
+        """
+        with np.errstate(all="ignore"):
+            self._run(plan, env, mode)
+
+    def _run(self, plan: Plan, env: list, mode: str) -> None:
+        if not plan.uses_blas:
+            self.execute(plan, env, mode)
+            return
+        if mode == THREADED or self.budget == 1:
+            with blas_threads(1):
+                self.execute(plan, env, mode)
+            return
+        # threads=None and a sequential plan: BLAS threads as measured best
+        # kept on the plan (which its session owns), so the runner holds no plan
+        tuner = plan.tuner
+        if tuner is None:
+            tuner = plan.tuner = BlasTuner(self.budget)
+        count = tuner.next()
+        started = time.perf_counter()
+        with blas_threads(count):
+            self.execute(plan, env, mode)
+        tuner.record(count, time.perf_counter() - started)
+
+    def execute(self, plan: Plan, env: list, mode: str) -> None:
+        """Run a plan (top-level or nested) with the given runner."""
+        if mode == THREADED and len(plan.steps) > 1:
+            run_threaded(plan, env, self._pool(), self.offload_elements)
+        else:
+            run_sequential(plan, env)
+
+    def _pool(self) -> WorkerPool:
+        with self._lock:
+            if self.pool is None:
+                self.pool = WorkerPool(self.budget)
+            return self.pool
+
+    def close(self) -> None:
+        """Stop the worker threads, if any were started."""
+        with self._lock:
+            pool, self.pool = self.pool, None
+        if pool is not None:
+            pool.close()
