@@ -122,7 +122,7 @@ class Container:
             from amanda.errors import InvariantError, Problem
 
             raise InvariantError([Problem((name,) if name else None, "frozen attribute values", str(exc))]) from None
-        type, name, frozen_attrs = _lift_builtins(type, name, frozen_attrs)
+        _check_names(type, name)
         _set(self, "type", type)
         _set(self, "name", name)
         _set(self, "inputs", _ports(inputs))
@@ -416,29 +416,12 @@ class Container:
         return value
 
 
-def _lift_builtins(type_: Any, name: Any, attrs: PMap) -> tuple[Any, Any, PMap]:
-    """The seed allows ``name`` and ``type`` under ``attrs``: lift them to the fields."""
-    if "name" not in attrs and "type" not in attrs:
-        if (name is None or type(name) is str) and (type_ is None or type(type_) is str):
-            return type_, name, attrs
+def _check_names(type_: Any, name: Any) -> None:
     from amanda.errors import InvariantError, Problem
 
-    for key, current in (("name", name), ("type", type_)):
-        if key in attrs:
-            value = attrs[key]
-            if current is not None and current != value:
-                raise InvariantError(
-                    [Problem((name,) if name else None, f"attrs.{key} equal to the {key} field {current!r}", repr(value))]
-                )
-            if key == "name":
-                name = value
-            else:
-                type_ = value
-            attrs = attrs.remove(key)
     for key, value in (("name", name), ("type", type_)):
-        if value is not None and not isinstance(value, str):
+        if value is not None and type(value) is not str:
             raise InvariantError([Problem(None, f"a string {key}", repr(value))])
-    return type_, name, attrs
 
 
 def _own_hash(node: Container, child_hashes: tuple[int, ...]) -> int:

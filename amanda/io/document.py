@@ -103,6 +103,14 @@ def _container(body: Any, path: DocPath, kind: str) -> Container:
         body = {}
     fields = _mapping(body, path, _OP_FIELDS if kind == "op" else _SUBGRAPH_FIELDS, kind)
     attrs = dict(_attrs(fields.get("attrs"), path + ("attrs",)))
+    # the seed allows the builtin attributes under attrs (`op: attrs: name: g`); a field
+    # given on its own wins, and then an attribute of that name is just an attribute
+    builtin = {}
+    for key in ("name", "type"):
+        if key not in fields and key in attrs:
+            builtin[key] = attrs.pop(key)
+        else:
+            builtin[key] = fields.get(key)
     if "namespace" in fields:
         attrs["namespace"] = _string(fields["namespace"], path + ("namespace",), optional=False)
     children = [
@@ -111,8 +119,8 @@ def _container(body: Any, path: DocPath, kind: str) -> Container:
     ]
     try:
         return Container(
-            _string(fields.get("type"), path + ("type",)),
-            _string(fields.get("name"), path + ("name",)),
+            _string(builtin["type"], path + ("attrs" if "type" not in fields else "type",)),
+            _string(builtin["name"], path + ("attrs" if "name" not in fields else "name",)),
             [
                 _port(p, path + ("input_ports", i))
                 for i, p in enumerate(_list(fields.get("input_ports"), path + ("input_ports",)))
@@ -358,9 +366,10 @@ def _container_doc(c: Container, kind: str) -> dict:
     attrs = dict(c.attrs)
     if kind == "graph" and "namespace" in attrs:
         doc["namespace"] = attrs.pop("namespace")
-    if c.type is not None:
+    # written even when empty if an attribute shares the name, so reading does not lift it
+    if c.type is not None or "type" in attrs:
         doc["type"] = c.type
-    if c.name is not None:
+    if c.name is not None or "name" in attrs:
         doc["name"] = c.name
     doc["uid"] = c.uid
     if attrs:

@@ -15,24 +15,12 @@ import run_onnx_node_tests as runner  # noqa: E402
 CLAIMED = runner.claimed_op_types()
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "ops.md"
 
-# Cases that fail outside the executor, with the reason; an op type whose only failures are
-# these is an expected failure (xfail) until the cause is fixed, any other failure fails.
-BLOCKED = {
-    "test_if_opt": "the ONNX importer cannot build the body's Optional op: its ONNX attribute "
-                   "`type` collides with the seed rule that lifts attrs.type into Container.type",
-}
-
-
 @pytest.mark.parametrize("op_type", CLAIMED)
 def test_claimed_op_type_passes_its_cases(op_type: str) -> None:
     """A claimed op type passes at least 95% of its backend node cases through a Session."""
     result = runner.run([op_type])[op_type]
     for line in result.failures:
         print(line)
-    if not result.ok:
-        blocked = [f for f in result.failures if f.split(":", 1)[0].split("[")[0] in BLOCKED]
-        if blocked and len(blocked) == len(result.failures):
-            pytest.xfail("; ".join(BLOCKED[f.split(":", 1)[0].split("[")[0]] for f in blocked))
     assert result.ok, f"{op_type}: {result.passed}/{result.total} passed"
 
 

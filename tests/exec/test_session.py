@@ -248,3 +248,22 @@ def test_edited_model_runs_its_effective_view() -> None:
     (fed,) = Session(skip).run([skip.output_names[0]], {"body/L2:y": np.float32([5, 5]),
                                                        skip.input_names[0]: x})
     np.testing.assert_array_equal(fed, np.abs(-x + 5))
+
+
+def test_sparse_constant_from_an_onnx_file_runs():
+    """A Constant with a sparse_value, imported from ONNX, runs to the dense tensor."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import helper, numpy_helper
+
+    from amanda.io.onnx import from_onnx
+
+    sparse = helper.make_sparse_tensor(
+        numpy_helper.from_array(np.array([5.0, 7.0], np.float32), "v"),
+        numpy_helper.from_array(np.array([1, 4], np.int64), "i"),
+        [2, 3],
+    )
+    node = helper.make_node("Constant", [], ["y"], sparse_value=sparse)
+    graph = helper.make_graph([node], "g", [], [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 3])])
+    model = from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9))
+    (y,) = amanda.Session(model).run(["y"])
+    assert y.tolist() == [[0, 5, 0], [0, 7, 0]]

@@ -46,8 +46,18 @@ def test_seed_subgraph_addresses_its_own_ports_by_name():
 
 
 def test_op_named_through_attrs():
-    """The seed's `op: attrs: name: g` names the op g."""
-    assert amanda.load("tests/fixtures/seed_000/op_attrs_name_g.yaml").name == "g"
+    """The seed's `op: attrs: name: g` names the op g; a field given beside it wins."""
+    g = amanda.load("tests/fixtures/seed_000/op_attrs_name_g.yaml")
+    assert g.name == "g" and dict(g.attrs) == {}
+    both = amanda.loads("op: {name: f, type: Optional, attrs: {type: seq, name: n}}")
+    assert (both.name, both.type, dict(both.attrs)) == ("f", "Optional", {"type": "seq", "name": "n"})
+
+
+def test_attributes_named_like_fields_round_trip():
+    """An op with attributes called `name` and `type` but no type field round-trips exactly."""
+    c = Container(name=None, attrs={"type": "x", "name": "y"})
+    for fmt in ("yaml", "json"):
+        assert amanda.loads(amanda.dumps(c, fmt), fmt) == c
 
 
 def test_index_and_control_endpoints_load():

@@ -18,14 +18,20 @@ _STASH = {1: np.float32, 11: np.float64}
 
 
 def _dense(sparse: Any) -> np.ndarray:
-    """A SparseTensorProto (or anything with ``values``/``indices``/``dims``) as a dense array."""
+    """A sparse tensor as a dense array: amanda's ``{values, indices, dims}`` mapping (what
+    the ONNX importer stores) or a raw ``SparseTensorProto``."""
     if isinstance(sparse, np.ndarray):
         return sparse
-    from onnx import numpy_helper  # only sparse constants need onnx at run time
+    if isinstance(sparse, Mapping):
+        values = np.asarray(sparse["values"])
+        indices = np.asarray(sparse["indices"]).astype(np.int64)
+        shape = tuple(int(d) for d in sparse["dims"])
+    else:
+        from onnx import numpy_helper  # only raw protos need onnx at run time
 
-    values = numpy_helper.to_array(sparse.values)
-    indices = numpy_helper.to_array(sparse.indices).astype(np.int64)
-    shape = tuple(int(d) for d in sparse.dims)
+        values = numpy_helper.to_array(sparse.values)
+        indices = numpy_helper.to_array(sparse.indices).astype(np.int64)
+        shape = tuple(int(d) for d in sparse.dims)
     dense = np.zeros(int(np.prod(shape)), dtype=values.dtype)
     if indices.ndim == 2:  # [NNZ, rank] coordinates
         indices = np.ravel_multi_index(tuple(indices.T), shape)
