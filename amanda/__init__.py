@@ -50,6 +50,7 @@ from amanda.exec import Session
 from amanda.io import dump, dumps, load, loads
 from amanda.namespaces import namespace
 from amanda.namespaces.validation import validate
+from amanda.query import Selection, compile_selector, select
 
 __version__ = "0.1.0"
 
@@ -73,9 +74,11 @@ __all__ = [
     "Port",
     "QueryError",
     "SchemaError",
+    "Selection",
     "Session",
     "bind",
     "chain",
+    "compile_selector",
     "consolidate",
     "dump",
     "dumps",
@@ -91,6 +94,7 @@ __all__ = [
     "op",
     "replace",
     "save_weights",
+    "select",
     "unfuse",
     "validate",
     "walk",

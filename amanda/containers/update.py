@@ -55,12 +55,25 @@ def target_paths(container: Container, target: Any) -> list[tuple[str, ...]]:
     return [() if resolved is SELF else resolved]
 
 
+def _held(part: str) -> tuple[str, int | None]:
+    """``("body", None)`` for ``"body"``, ``("branches", 1)`` for ``"branches[1]"``."""
+    if part.endswith("]") and "[" in part:
+        name, _, number = part[:-1].rpartition("[")
+        if number.isdigit():
+            return name, int(number)
+    return part, None
+
+
 def _step(node: Container, part: str) -> Container:
-    """The child called ``part``, or a subgraph held in the attribute ``part`` (ONNX bodies)."""
+    """The child called ``part``, or a subgraph held in the attribute ``part`` (ONNX bodies;
+    ``name[i]`` for the i-th of a tuple of subgraphs)."""
     position = node._index.get(part)
     if position is not None:
         return node.children[position]
-    value = node.attrs.get(part)
+    name, number = _held(part)
+    value = node.attrs.get(name)
+    if number is not None and isinstance(value, tuple) and number < len(value):
+        value = value[number]
     if isinstance(value, Container):
         return value
     raise PathError.at(node.name, f"a child or subgraph attribute of {node.name!r}", repr(part))
@@ -115,8 +128,13 @@ def _replace_one(root: Container, path: tuple[str, ...], new: Container) -> Cont
 def with_child(parent: Container, name: str, new: Container) -> Container:
     """``parent`` with its child (or subgraph attribute) ``name`` replaced by ``new``."""
     position = parent._index.get(name)
-    if position is None:
-        return parent.with_attrs(**{name: new})  # a subgraph held in an attribute
+    if position is None:  # a subgraph held in an attribute
+        attr, number = _held(name)
+        if number is None:
+            return parent.with_attrs(**{attr: new})
+        held = list(parent.attrs[attr])
+        held[number] = new
+        return parent.with_attrs(**{attr: tuple(held)})
     old = parent.children[position]
     if new is old:
         return parent

@@ -5,7 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import amanda
-from amanda import InvariantError, chain, op, replace, with_attrs
+from amanda import Container, InvariantError, chain, op, replace, with_attrs
 from tests.strategies import check_invariants, nested_containers, snapshot
 
 
@@ -86,3 +86,17 @@ def test_deep_update_cost_does_not_grow_with_model_size():
         old_ids = {id(n) for _, n, _ in amanda.walk(model)}
         rebuilt = [n for _, n, _ in amanda.walk(new) if id(n) not in old_ids]
         assert len(rebuilt) == 3  # the op, its block, the model
+
+
+def test_replace_inside_graphs_held_in_attributes():
+    """Paths may pass through subgraphs held in attributes, single (`body`) or in a tuple (`branches[1]`)."""
+    inner = Container("Body", None, children=[op("Add", "add")])
+    other = Container("Body", None, children=[op("Mul", "mul")])
+    loop = op("Loop", "loop", attrs={"body": inner, "branches": (inner, other)})
+    model = Container(children=[loop])
+    a = replace(model, ("loop", "body", "add"), op("Sub", "add"))
+    assert a.child("loop").attrs["body"].child("add").type == "Sub"
+    b = with_attrs(model, [("loop", "branches[1]", "mul")], debug=True)
+    assert b.child("loop").attrs["branches"][1].child("mul").attrs["debug"] is True
+    assert b.child("loop").attrs["branches"][0] is inner
+    assert "debug" not in other.child("mul").attrs

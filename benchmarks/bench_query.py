@@ -1,0 +1,107 @@
+"""Queries on a 100,000-op model (1,000 blocks of 100 chained ops), against baselines.
+
+The baselines scan the same 100,000 ops written as plain dicts (name, type, path,
+depth, is_op, effective attrs), in the same run: a Python list comprehension, and the
+jmespath library's filter over the list. Every query result is checked against the
+list comprehension's answer.
+
+    python benchmarks/bench_query.py [--blocks 1000] [--ops 100] [--repeat 5]
+    python benchmarks/bench_query.py --small        # 100 blocks, for a quick look
+
+"First, fresh model" loads the model anew for each run, so nothing is cached on any of
+its containers: the time includes listing the nodes, looking for graphs held in
+attributes, building the index or columns the query reads, and the result's paths.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import jmespath
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_containers import model_document
+from common import median_time, table
+
+import amanda
+from amanda.query import select
+
+BY_TYPE = "$..[?type=='MatMul']"
+BY_VALUE = "$..[?is_op && attrs.i > `97`]"
+FALLBACK = "$..[?is_op && path[0] == 'b7']"
+
+
+def as_dicts(model: amanda.Container) -> list[dict]:
+    """Every op of the model as the plain dict a hand-written scan would use."""
+    out = []
+    for path, node, attrs in amanda.walk(model):
+        if path and not node.children:
+            out.append(
+                {"name": node.name, "type": node.type, "path": list(path), "depth": len(path),
+                 "is_op": True, "attrs": dict(attrs)}
+            )
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--blocks", type=int, default=1000)
+    parser.add_argument("--ops", type=int, default=100)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--small", action="store_true", help="100 blocks of 100 ops")
+    args = parser.parse_args()
+    if args.small:
+        args.blocks = 100
+    text = json.dumps(model_document(args.blocks, args.ops))
+    model = amanda.loads(text, "json")
+    dicts = as_dicts(model)
+    print(f"model: {len(dicts):,} ops in {args.blocks:,} blocks")
+
+    def fresh_model() -> amanda.Container:
+        # loaded anew: no table, column or index cached on any of its containers
+        return amanda.loads(text, "json")
+
+    # the scans are cheap: more runs steady their medians on a shared machine
+    scans = 3 * args.repeat
+    scan_type = median_time(lambda: [d for d in dicts if d["type"] == "MatMul"], scans)
+    scan_value = median_time(lambda: [d for d in dicts if d["is_op"] and d["attrs"].get("i", 0) > 97], scans)
+    scan_path = median_time(lambda: [d for d in dicts if d["is_op"] and d["path"][0] == "b7"], scans)
+    jm_type_expr, jm_value_expr = jmespath.compile("[?type=='MatMul']"), jmespath.compile("[?is_op && attrs.i > `97`]")
+    jm_type = median_time(lambda: jm_type_expr.search(dicts), args.repeat)
+    jm_value = median_time(lambda: jm_value_expr.search(dicts), args.repeat)
+
+    expected_type = [tuple(d["path"]) for d in dicts if d["type"] == "MatMul"]
+    expected_value = [tuple(d["path"]) for d in dicts if d["attrs"].get("i", 0) > 97]
+    assert list(select(model, BY_TYPE).paths) == expected_type
+    assert list(select(model, BY_VALUE).paths) == expected_value
+    assert len(select(model, FALLBACK)) == (args.ops if args.blocks > 7 else 0)
+
+    warm_type = median_time(lambda: select(model, BY_TYPE).paths, args.repeat)
+    fresh_repeat = max(1, min(args.repeat, 3))
+    first_type = median_time(lambda m: select(m, BY_TYPE).paths, fresh_repeat, setup=fresh_model)
+    warm_value = median_time(lambda: select(model, BY_VALUE).paths, args.repeat)
+    first_value = median_time(lambda m: select(m, BY_VALUE).paths, fresh_repeat, setup=fresh_model)
+    fallback = median_time(lambda: select(model, FALLBACK).paths, max(1, args.repeat // 2))
+
+    rows = [
+        (f"`{BY_TYPE}` repeated", warm_type, "list comprehension", warm_type / scan_type, "<= 0.1x"),
+        (f"`{BY_TYPE}` repeated", warm_type, "jmespath over dicts", warm_type / jm_type, ""),
+        (f"`{BY_TYPE}` first, fresh model", first_type, "list comprehension", first_type / scan_type, "<= 10x"),
+        (f"`{BY_VALUE}` repeated", warm_value, "list comprehension", warm_value / scan_value, "<= 5x"),
+        (f"`{BY_VALUE}` repeated", warm_value, "jmespath over dicts", warm_value / jm_value, ""),
+        (f"`{BY_VALUE}` first, fresh model", first_value, "list comprehension", first_value / scan_value, ""),
+        (f"`{FALLBACK}` (jmespath fallback)", fallback, "list comprehension", fallback / scan_path, ""),
+    ]
+    print(
+        f"baselines: list comprehension {scan_type * 1e3:.1f} ms (type), {scan_value * 1e3:.1f} ms (value), "
+        f"{scan_path * 1e3:.1f} ms (path); jmespath {jm_type * 1e3:.1f} ms (type), {jm_value * 1e3:.1f} ms (value)"
+    )
+    print(table(rows))
+
+
+if __name__ == "__main__":
+    main()
