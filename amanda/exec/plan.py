@@ -31,6 +31,7 @@ import numpy as np
 from amanda.containers import SELF, Endpoint, FlatGraph, flatten, walk
 from amanda.errors import ExecutionError, format_path
 from amanda.exec.dispatch import ONNX, OpContext, failure, parse_namespace, resolve_kernel
+from amanda.exec.inplace import donate
 from amanda.exec.resolve import Into, control_sources, data_source, resolve_feed, resolve_fetch
 
 if TYPE_CHECKING:
@@ -274,12 +275,20 @@ def _compile(
     keep = frozenset(s for s in fetch_slots if s is not None)
     steps = _with_frees(steps, keep)
     preds, succs, reads, uses = _graph(steps, paths, writer, step_of, pruned.controls)
+    steps = donate(steps, [info.op_type for info in infos],
+                   [info.placement != INLINE and _is_onnx(info.namespace) for info in infos],
+                   writer, uses, keep)
     return Plan(
         steps=steps, infos=infos, template=template, feed_slots=feed_slots, fetch_slots=fetch_slots,
         paths=tuple(paths), preds=preds, succs=succs, reads=reads, uses=uses, keep=keep,
         parallel=_parallel(preds, succs, heavy), uses_blas=any(heavy),
         placements=[info.placement for info in infos],
     )
+
+
+def _is_onnx(namespace: Any) -> bool:
+    """Whether a step runs a plain kernel of the ONNX family (which ``FRESH`` describes)."""
+    return bool(namespace) and parse_namespace(namespace)[0] == ONNX
 
 
 def _fold(fn: Callable, attrs: Any, outs: tuple, template: list, where: str, namespace: Any) -> None:

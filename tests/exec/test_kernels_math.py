@@ -309,3 +309,16 @@ def test_kernels_never_modify_their_inputs(op_type: str, inputs: Any) -> None:
     run(op_type, xs)
     for x, c in zip(xs, copies):
         np.testing.assert_array_equal(x, c)
+
+
+def test_matmul_nd_by_2d_is_one_gemm_with_numpy_semantics():
+    """(..., m, k) @ (k, n), contiguous or not, equals numpy's matmul."""
+    from amanda.exec.kernels.registry import lookup
+
+    rng = np.random.default_rng(3)
+    b = rng.standard_normal((6, 5)).astype(np.float32)
+    fn = lookup("MatMul", 13, [np.dtype(np.float32)] * 2).fn
+    for a in (rng.standard_normal((2, 3, 4, 6)).astype(np.float32),
+              rng.standard_normal((2, 6, 4)).astype(np.float32).transpose(0, 2, 1)):
+        (y,) = fn({}, a, b)
+        assert y.shape == (*a.shape[:-1], 5) and np.allclose(y, np.matmul(a, b), atol=1e-5)

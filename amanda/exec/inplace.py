@@ -1,0 +1,120 @@
+"""Reuse of dead buffers: elementwise ops that write their result into an input nobody
+else will read.
+
+The choice is made when a plan is built, from facts known then, so nothing on the hot
+path counts references: an input slot is donated to the op reading it when
+
+- the kernel that writes the slot returns freshly allocated memory (``FRESH``: checked
+  for each op type by a test against the ONNX backend cases),
+- that op is the slot's only reader and reads it once,
+- the slot is not fetched (the caller would see it change) nor fed nor a folded constant.
+
+At run time the in-place variant still falls back to the ordinary kernel when dtypes or
+broadcast shapes do not allow writing into the donated array.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+__all__ = ["FRESH", "INPLACE", "donate"]
+
+# op types whose ONNX kernels always return arrays that share memory with nothing else
+FRESH = frozenset({
+    "Add", "Sub", "Mul", "Div", "MatMul", "Gemm", "Conv", "ConvTranspose", "Relu", "Sigmoid",
+    "Tanh", "Exp", "Sqrt", "Neg", "Softmax", "LayerNormalization", "BatchNormalization",
+    "MaxPool", "AveragePool", "Erf", "Pow", "LeakyRelu", "Gelu",
+})
+
+Body = Callable[..., np.ndarray]
+
+
+def _floats(x: Any) -> bool:
+    return isinstance(x, np.ndarray) and x.dtype.kind == "f" and x.flags.writeable and x.dtype.itemsize >= 4
+
+
+def _unary(body: Callable[[np.ndarray], None]) -> Callable[[int], Body]:
+    def make(position: int) -> Body:
+        def run(fallback: Callable, attrs: Any, x: Any) -> tuple:
+            if not _floats(x):
+                return fallback(attrs, x)
+            body(x)
+            return (x,)
+
+        return run
+
+    return make
+
+
+def _sigmoid(x: np.ndarray) -> None:
+    # the tanh form, as the kernel computes it: never overflows
+    x *= 0.5
+    np.tanh(x, out=x)
+    x += 1.0
+    x *= 0.5
+
+
+def _binary(ufunc: np.ufunc) -> Callable[[int], Body]:
+    def make(position: int) -> Body:
+        def run(fallback: Callable, attrs: Any, a: Any, b: Any) -> tuple:
+            donated, other = (a, b) if position == 0 else (b, a)
+            if (
+                not _floats(donated)
+                or not isinstance(other, np.ndarray)
+                or other.dtype != donated.dtype
+                or "broadcast" in attrs  # opset < 7's legacy broadcasting
+                or np.broadcast_shapes(donated.shape, other.shape) != donated.shape
+            ):
+                return fallback(attrs, a, b)
+            ufunc(a, b, out=donated)
+            return (donated,)
+
+        return run
+
+    return make
+
+
+# op type -> (input positions that may be donated, maker of the in-place variant)
+INPLACE: dict[str, tuple[tuple[int, ...], Callable[[int], Body]]] = {
+    "Relu": ((0,), _unary(lambda x: np.maximum(x, 0, out=x))),
+    "Sigmoid": ((0,), _unary(_sigmoid)),
+    "Tanh": ((0,), _unary(lambda x: np.tanh(x, out=x))),
+    "Exp": ((0,), _unary(lambda x: np.exp(x, out=x))),
+    "Neg": ((0,), _unary(lambda x: np.negative(x, out=x))),
+    "Sqrt": ((0,), _unary(lambda x: np.sqrt(x, out=x))),
+    "Add": ((0, 1), _binary(np.add)),
+    "Mul": ((0, 1), _binary(np.multiply)),
+    "Sub": ((0,), _binary(np.subtract)),
+    "Div": ((0,), _binary(np.divide)),
+}
+
+
+def donate(steps: list[tuple], op_types: list[Any], onnx: list[bool], writer: dict[int, int],
+           uses: list[int], keep: frozenset[int]) -> list[tuple]:
+    """Steps where an elementwise op may overwrite a dead input get its in-place variant."""
+    from functools import partial
+
+    out = list(steps)
+    for i, (fn, attrs, ins, outs, frees) in enumerate(steps):
+        entry = INPLACE.get(op_types[i])
+        if entry is None or not onnx[i]:
+            continue
+        positions, make = entry
+        for position in positions:
+            if position >= len(ins):
+                continue
+            slot = ins[position]
+            source = writer.get(slot)
+            if (
+                source is not None
+                and onnx[source]
+                and op_types[source] in FRESH
+                and uses[slot] == 1
+                and ins.count(slot) == 1
+                and slot not in keep
+            ):
+                out[i] = (partial(make(position), fn), attrs, ins, outs, frees)
+                break
+    return out
