@@ -96,11 +96,17 @@ def layernorm_kernel(
     # float64 inputs still compute in float64 for Y
     stash = np.float32
     wx = x.astype(wide(x.dtype), copy=False)
-    mean, var = _stats(wx, tuple(range(axis, x.ndim)))
+    axes = tuple(range(axis, x.ndim))
+    mean = np.mean(wx, axis=axes, keepdims=True)
+    # one centred buffer serves the variance (a dot product, no squared copy) and Y
+    y = np.subtract(wx, mean)
+    rows = y.reshape(*y.shape[:axis], -1)
+    var = np.einsum("...i,...i->...", rows, rows).reshape(mean.shape) / rows.shape[-1]
     inv_std = 1.0 / np.sqrt(var + eps)
-    y = (wx - mean) * inv_std * scale
+    y *= inv_std
+    y *= scale
     if bias is not None:
-        y = y + bias
+        y += bias
     return (
         as_array(y).astype(x.dtype, copy=False),
         as_array(mean).astype(stash, copy=False),

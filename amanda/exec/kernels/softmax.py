@@ -18,9 +18,13 @@ Attrs = Mapping[str, Any]
 
 
 def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
-    shifted = x - np.max(x, axis=axis, keepdims=True)
-    e = np.exp(shifted)
-    return e / np.sum(e, axis=axis, keepdims=True)
+    # one buffer, reused in place: fresh pages cost as much as the arithmetic here
+    e = np.subtract(x, np.max(x, axis=axis, keepdims=True))
+    np.exp(e, out=e)
+    total = np.sum(e, axis=axis, keepdims=True)
+    np.reciprocal(total, out=total)
+    e *= total
+    return e
 
 
 def _log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
