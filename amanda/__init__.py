@@ -49,6 +49,7 @@ from amanda.errors import (
 from amanda.exec import Session
 from amanda.io import dump, dumps, load, loads
 from amanda.namespaces import namespace
+from amanda.namespaces.mapping import MappingTable, NameMap, convert, load_mapping, register_table
 from amanda.namespaces.validation import validate
 from amanda.query import Selection, compile_selector, select
 
@@ -69,7 +70,9 @@ __all__ = [
     "FormatError",
     "InvariantError",
     "LoadedWeights",
+    "MappingTable",
     "MappingError",
+    "NameMap",
     "PathError",
     "Port",
     "QueryError",
@@ -80,6 +83,7 @@ __all__ = [
     "chain",
     "compile_selector",
     "consolidate",
+    "convert",
     "dump",
     "dumps",
     "edit",
@@ -87,11 +91,13 @@ __all__ = [
     "flatten",
     "fuse",
     "load",
+    "load_mapping",
     "load_weights",
     "loads",
     "named_merge",
     "namespace",
     "op",
+    "register_table",
     "replace",
     "save_weights",
     "select",

@@ -6,6 +6,7 @@ True
 """
 
 from amanda.namespaces import onnx_vocab as onnx_vocab  # registers the ONNX vocabularies
+from amanda.namespaces import tensorflow_vocab as tensorflow_vocab  # and TensorFlow's
 from amanda.namespaces.namespace import (
     Namespace,
     known_namespaces,

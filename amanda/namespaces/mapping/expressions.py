@@ -1,0 +1,389 @@
+"""Expressions in mapping tables: ``${...}`` is JMESPath over a match's captures, never Python.
+
+A string that is exactly one ``${expr}`` evaluates to the expression's value (any type); a string
+with ``${...}`` among other text interpolates each value as text; ``$${`` writes a literal
+``${``; any other string is a literal. Inside an expression ``$m`` names the op captured as
+``$m`` (it is rewritten to the quoted JMESPath identifier ``"$m"``), and ``$source``/``$target``
+are the table's namespaces. Each capture reads as ``{name, type, path, namespace, attrs, inputs,
+outputs, input_attrs, output_attrs, consumers}``; arrays stay arrays (use ``to_list``).
+
+Expressions are compiled when a table is loaded, so a syntax error (or Python smuggled in) is a
+``MappingError`` at load time. Evaluation can only read the captures and call JMESPath's
+built-in functions plus the pure functions below (``FUNCTIONS``), whose results are bounded.
+
+>>> template = compile_template("${$m.attrs.transpose_a && 'Gemm' || 'MatMul'}", "type")
+>>> template.evaluate({"$m": {"attrs": {"transpose_a": True}}})
+'Gemm'
+>>> compile_template("${$m.name}/pre", "name").evaluate({"$m": {"name": "conv"}})
+'conv/pre'
+>>> compile_template("${__import__('os')}", "type")  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+amanda.errors.MappingError: at type: expected a JMESPath expression calling only known functions, ...
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import jmespath
+import jmespath.exceptions
+import jmespath.functions
+import numpy as np
+
+from amanda.errors import MappingError
+
+__all__ = ["FUNCTIONS", "Template", "compile_template", "compile_value", "evaluate_value",
+           "quote_variables"]
+
+MAX_EXPRESSION = 2000  # characters
+MAX_ELEMENTS = 1_000_000  # elements an expression may build (range, tensor)
+_VARIABLE = re.compile(r"\$[A-Za-z_][A-Za-z0-9_]*")
+_QUOTES = {"'": "'", '"': '"', "`": "`"}
+
+
+def _skip_quoted(text: str, start: int) -> int:
+    """Index just past the quoted literal opening at ``start`` (backslash escapes honoured)."""
+    close = _QUOTES[text[start]]
+    i = start + 1
+    while i < len(text):
+        if text[i] == "\\":
+            i += 2
+            continue
+        if text[i] == close:
+            return i + 1
+        i += 1
+    return len(text)
+
+
+def quote_variables(expression: str) -> tuple[str, tuple[str, ...]]:
+    """Rewrite ``$name`` outside literals as the JMESPath identifier ``"$name"``; also return the
+    names used.
+
+    >>> quote_variables("$m.attrs.x == 'a $b'")
+    ('"$m".attrs.x == \\'a $b\\'', ('$m',))
+    """
+    out: list[str] = []
+    names: list[str] = []
+    i = 0
+    while i < len(expression):
+        c = expression[i]
+        if c in _QUOTES:
+            end = _skip_quoted(expression, i)
+            out.append(expression[i:end])
+            i = end
+            continue
+        found = _VARIABLE.match(expression, i) if c == "$" else None
+        if found:
+            names.append(found.group())
+            out.append(f'"{found.group()}"')
+            i = found.end()
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out), tuple(dict.fromkeys(names))
+
+
+def _expression_end(text: str, start: int) -> int:
+    """Index of the ``}`` closing the ``${`` whose ``{`` is at ``start``, or -1."""
+    depth = 0
+    i = start
+    while i < len(text):
+        c = text[i]
+        if c in _QUOTES:
+            i = _skip_quoted(text, i)
+            continue
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return -1
+
+
+class Template:
+    """A string with ``${...}`` parts, compiled; ``evaluate(captures)`` gives its value."""
+
+    __slots__ = ("parts", "source", "variables", "where")
+
+    def __init__(self, source: str, parts: list[Any], variables: tuple[str, ...], where: Any) -> None:
+        self.source = source
+        self.parts = parts  # literal strings and (expression text, compiled) pairs
+        self.variables = variables
+        self.where = where
+
+    def __repr__(self) -> str:
+        return f"Template({self.source!r})"
+
+    def evaluate(self, data: Mapping[str, Any]) -> Any:
+        """The value: the expression's own value for a whole-string ``${...}``, else text."""
+        values = [part if isinstance(part, str) else self._search(part, data) for part in self.parts]
+        if len(self.parts) == 1 and not isinstance(self.parts[0], str):
+            return values[0]
+        return "".join(v if isinstance(v, str) else _text(v) for v in values)
+
+    def _search(self, part: tuple[str, Any], data: Mapping[str, Any]) -> Any:
+        text, compiled = part
+        try:
+            return compiled.search(data, options=_OPTIONS)
+        except (jmespath.exceptions.JMESPathError, TypeError, ValueError, OverflowError) as exc:
+            raise MappingError.at(self.where, f"an expression that evaluates: ${{{text}}}",
+                                  f"{type(exc).__name__}: {exc}") from None
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def compile_template(source: str, where: Any) -> Template | str:
+    """Compile a string: a ``Template`` if it holds ``${...}``, else the literal string itself.
+
+    Raises ``MappingError`` (at ``where``) for an unclosed ``${``, an expression that is not
+    JMESPath, or one longer than ``MAX_EXPRESSION`` characters.
+    """
+    if "${" not in source:
+        return source
+    parts: list[Any] = []
+    variables: list[str] = []
+    literal: list[str] = []
+    i = 0
+    while i < len(source):
+        if source.startswith("$${", i):
+            literal.append("${")
+            i += 3
+            continue
+        if not source.startswith("${", i):
+            literal.append(source[i])
+            i += 1
+            continue
+        end = _expression_end(source, i + 1)
+        if end < 0:
+            raise MappingError.at(where, "'${' closed by '}'", repr(source))
+        text = source[i + 2:end].strip()
+        if literal:
+            parts.append("".join(literal))
+            literal = []
+        parts.append((text, _compile(text, where)))
+        variables += quote_variables(text)[1]
+        i = end + 1
+    if literal:
+        parts.append("".join(literal))
+    if all(isinstance(p, str) for p in parts):
+        return "".join(parts)
+    return Template(source, parts, tuple(dict.fromkeys(variables)), where)
+
+
+def _compile(text: str, where: Any) -> Any:
+    if not text:
+        raise MappingError.at(where, "a JMESPath expression inside ${...}", "an empty one")
+    if len(text) > MAX_EXPRESSION:
+        raise MappingError.at(where, f"an expression of at most {MAX_EXPRESSION} characters",
+                              f"{len(text)} characters")
+    quoted, _ = quote_variables(text)
+    try:
+        compiled = jmespath.compile(quoted)
+    except jmespath.exceptions.JMESPathError as exc:
+        reason = str(exc).splitlines()[0]
+        raise MappingError.at(where, "a JMESPath expression (mapping files hold no Python)",
+                              f"${{{text}}}: {reason}") from None
+    unknown = sorted(_functions_called(compiled.parsed) - set(FUNCTIONS.FUNCTION_TABLE))
+    if unknown:
+        raise MappingError.at(where, "a JMESPath expression calling only known functions",
+                              f"${{{text}}} calls {', '.join(unknown)}",
+                              f"functions: {', '.join(sorted(FUNCTIONS.FUNCTION_TABLE))}")
+    return compiled
+
+
+def _functions_called(node: Any) -> set[str]:
+    """Names of the functions a parsed JMESPath expression calls."""
+    found: set[str] = set()
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if item.get("type") == "function_expression":
+                found.add(str(item.get("value")))
+            stack.extend(item.get("children", ()))
+        elif isinstance(item, list):
+            stack.extend(item)
+    return found
+
+
+def compile_value(value: Any, where: tuple[str, ...]) -> Any:
+    """Compile every string of a plain-data tree (dicts, lists, scalars) with ``compile_template``."""
+    if isinstance(value, str):
+        return compile_template(value, "/".join(where))
+    if isinstance(value, dict):
+        return {k: compile_value(v, (*where, str(k))) for k, v in value.items()}
+    if isinstance(value, list):
+        return [compile_value(v, (*where, str(i))) for i, v in enumerate(value)]
+    return value
+
+
+def evaluate_value(value: Any, data: Mapping[str, Any]) -> Any:
+    """Evaluate a tree made by ``compile_value`` against the captures ``data``."""
+    if isinstance(value, Template):
+        return value.evaluate(data)
+    if isinstance(value, dict):
+        return {k: evaluate_value(v, data) for k, v in value.items()}
+    if isinstance(value, list):
+        return [evaluate_value(v, data) for v in value]
+    return value
+
+
+def template_variables(value: Any) -> set[str]:
+    """Every ``$name`` the templates in a compiled tree read."""
+    if isinstance(value, Template):
+        return set(value.variables)
+    if isinstance(value, dict):
+        return set().union(*(template_variables(v) for v in value.values())) if value else set()
+    if isinstance(value, list):
+        return set().union(*(template_variables(v) for v in value)) if value else set()
+    return set()
+
+
+# --- the functions expressions may call, besides JMESPath's own --------------------------------
+
+_ONNX_TYPES = {"float32": 1, "uint8": 2, "int8": 3, "uint16": 4, "int16": 5, "int32": 6,
+               "int64": 7, "string": 8, "bool": 9, "float16": 10, "float64": 11, "uint32": 12,
+               "uint64": 13, "complex64": 14, "complex128": 15, "bfloat16": 16}
+
+
+def onnx_dtype(name: Any) -> int:
+    """The ONNX ``TensorProto`` data type number of a dtype name (``float32`` -> 1).
+
+    >>> onnx_dtype("float32"), onnx_dtype("int64"), onnx_dtype("half")
+    (1, 7, 10)
+    """
+    text = str(name)
+    if text in _ONNX_TYPES:
+        return _ONNX_TYPES[text]
+    try:
+        return _ONNX_TYPES[np.dtype(text).name]
+    except (TypeError, KeyError):
+        raise ValueError(f"no ONNX data type for dtype {text!r}") from None
+
+
+def _number(value: Any) -> Any:
+    if isinstance(value, np.ndarray) and value.size == 1:
+        value = value.reshape(()).item()
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"expected a number, found {value!r}")
+    return value
+
+
+def _bounded(count: int) -> None:
+    if count > MAX_ELEMENTS:
+        raise ValueError(f"at most {MAX_ELEMENTS} elements, asked for {count}")
+
+
+_ANY: dict[str, list[str]] = {"types": []}
+
+
+class _Functions(jmespath.functions.Functions):
+    """Pure helpers for mapping expressions (arrays, arithmetic, lists, dtypes)."""
+
+    @jmespath.functions.signature(_ANY)
+    def _func_to_list(self, value: Any) -> Any:
+        return value.tolist() if isinstance(value, (np.ndarray, np.generic)) else value
+
+    @jmespath.functions.signature(_ANY)
+    def _func_scalar(self, value: Any) -> Any:
+        if isinstance(value, list) and len(value) == 1:
+            value = value[0]
+        return _number(value) if not isinstance(value, (str, bool)) else value
+
+    @jmespath.functions.signature(_ANY)
+    def _func_shape_of(self, value: Any) -> list[int]:
+        return list(np.shape(value))
+
+    @jmespath.functions.signature(_ANY)
+    def _func_dtype_of(self, value: Any) -> str:
+        return np.asarray(value).dtype.name
+
+    @jmespath.functions.signature(_ANY, {"types": ["string"]})
+    def _func_tensor(self, values: Any, dtype: str) -> np.ndarray:
+        if isinstance(values, np.ndarray):  # weights pass through without a copy when they can
+            array = values.astype(np.dtype(dtype), copy=False)
+        else:
+            array = np.asarray(values)
+            _bounded(array.size)
+            array = array.astype(np.dtype(dtype))
+        if array.flags.writeable:
+            array = array.copy() if array.base is not None else array
+            array.setflags(write=False)
+        return array
+
+    @jmespath.functions.signature(_ANY)
+    def _func_dims(self, shape: Any) -> Any:
+        """A shape with unknown dimensions (-1, null) as null; null (unknown rank) stays null."""
+        if shape is None:
+            return None
+        return [None if d is None or (not isinstance(d, str) and _number(d) < 0) else d
+                for d in shape]
+
+    @jmespath.functions.signature({"types": ["string"]})
+    def _func_onnx_dtype(self, name: str) -> int:
+        return onnx_dtype(name)
+
+    @jmespath.functions.signature(_ANY, _ANY)
+    def _func_range(self, start: Any, stop: Any) -> list[int]:
+        start, stop = int(_number(start)), int(_number(stop))
+        _bounded(stop - start)
+        return list(range(start, stop))
+
+    @jmespath.functions.signature({"types": ["string"]}, {"types": ["string"]}, {"types": ["string"]})
+    def _func_replace(self, text: str, old: str, new: str) -> str:
+        _bounded(len(text) * max(1, len(new)))
+        return text.replace(old, new)
+
+    @jmespath.functions.signature(_ANY, _ANY)
+    def _func_add(self, a: Any, b: Any) -> Any:
+        return _number(a) + _number(b)
+
+    @jmespath.functions.signature(_ANY, _ANY)
+    def _func_sub(self, a: Any, b: Any) -> Any:
+        return _number(a) - _number(b)
+
+    @jmespath.functions.signature(_ANY, _ANY)
+    def _func_mul(self, a: Any, b: Any) -> Any:
+        return _number(a) * _number(b)
+
+    @jmespath.functions.signature(_ANY)
+    def _func_neg(self, a: Any) -> Any:
+        return -_number(a)
+
+    @jmespath.functions.signature(_ANY, _ANY, _ANY)
+    def _func_if(self, condition: Any, then: Any, otherwise: Any) -> Any:
+        return then if _truthy(condition) else otherwise
+
+    @jmespath.functions.signature({"types": ["array"]}, {"types": ["array"]})
+    def _func_concat(self, a: list, b: list) -> list:
+        _bounded(len(a) + len(b))
+        return list(a) + list(b)
+
+    @jmespath.functions.signature({"types": ["array"]}, {"types": ["array-number"]})
+    def _func_pick(self, items: list, indexes: list) -> list:
+        return [items[int(i)] for i in indexes]
+
+
+def _truthy(value: Any) -> bool:
+    """JMESPath truthiness: false, null, '', [] and {} are false; everything else is true."""
+    if isinstance(value, np.ndarray):
+        return value.size > 0
+    return not (value is None or value is False or value == "" or value == [] or value == {})
+
+
+FUNCTIONS = _Functions()
+_OPTIONS = jmespath.Options(custom_functions=FUNCTIONS)
+truthy = _truthy

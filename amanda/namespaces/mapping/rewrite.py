@@ -1,0 +1,378 @@
+"""Applying one replacement to one match in a scope: the update / remove / create semantics.
+
+- Edges among the matched ops are the *matched edges*: they are deleted, and the replacement's
+  edges are added.
+- The other edges touching a matched op cross the match's boundary. They are re-attached through
+  the port map: the replacement's ``ports``, else, for an updated op, the port of the same name,
+  else the port at the same position (when the op's port names all changed). An input fed from
+  outside that goes nowhere is an error (map it to ``None`` to drop it on purpose).
+- A matched op that the replacement removes but whose output is still read outside the match
+  (through a port the map does not re-route) is kept as it was, with its boundary edges.
+- Control edges of an updated op stay on it; those of a removed op move to every op of the
+  replacement (or, when it has none, join the removed op's predecessors to its successors).
+- The replacement's ops take the place of the first matched op, in the replacement's order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from amanda.containers.container import Container
+from amanda.containers.edge import CONTROL, SELF, Edge, Port
+from amanda.errors import MappingError, SchemaError
+from amanda.namespaces.attr_types import value_key
+from amanda.namespaces.mapping.deep import is_outer
+from amanda.namespaces.mapping.pattern import parse_endpoint
+from amanda.namespaces.mapping.rule import RELABEL, NewOp, Replacement
+from amanda.namespaces.mapping.scope import Scope, end_name
+
+if TYPE_CHECKING:
+    from amanda.namespaces.mapping.rule import Rule
+
+__all__ = ["apply_replacement"]
+
+_DROP = object()
+_KEPT_WITHOUT_TYPE = ("metadata",)
+
+
+def _ports(values: Sequence[Any] | None, old: tuple[Port, ...]) -> tuple[Port, ...]:
+    if values is None:
+        return old
+    ports = []
+    for value in values:
+        if isinstance(value, Port):
+            ports.append(value)
+        elif isinstance(value, str):
+            ports.append(Port(value))
+        elif isinstance(value, Mapping) and "name" in value:
+            attrs = {k: v for k, v in (value.get("attrs") or {}).items() if v is not None}
+            ports.append(Port(str(value["name"]), attrs))
+        else:
+            raise TypeError(f"a port is a name or {{name, attrs}}, found {value!r}")
+    return tuple(ports)
+
+
+def _attrs(old: Container | None, spec: NewOp) -> dict[str, Any]:
+    keep = spec.keep_attrs if spec.keep_attrs is not None else spec.type is None
+    source = old.attrs if old is not None else {}
+    if keep is True:
+        attrs = dict(source)
+    elif keep is False:
+        attrs = {k: source[k] for k in _KEPT_WITHOUT_TYPE if k in source}
+    else:
+        attrs = {k: source[k] for k in keep if k in source}
+    for key in spec.drop_attrs:
+        attrs.pop(key, None)
+    for key, value in (spec.attrs or {}).items():
+        if value is None:
+            attrs.pop(key, None)
+        else:
+            attrs[key] = value
+    return attrs
+
+
+def _schema(type_: str, namespace: str | None) -> Any:
+    """The schema of ``type_`` in ``namespace``, or None (user namespaces need no schema)."""
+    from amanda.namespaces.namespace import namespace as lookup
+
+    if namespace is None:
+        return None
+    try:
+        return lookup(namespace).schema(type_)
+    except SchemaError:
+        return None
+
+
+def _fits(op: Container, schema: Any) -> bool:
+    """Whether the op's port names are ports of ``schema`` (values of a variadic one included)."""
+    for names, ports in ((op.input_names, schema.inputs), (op.output_names, schema.outputs)):
+        variadic = ports[-1].name + "_" if ports and ports[-1].variadic else None
+        fixed = {p.name for p in ports if not p.variadic}
+        if any(n not in fixed and not (variadic and n.startswith(variadic)) for n in names):
+            return False
+    return True
+
+
+def _schema_ports(type_: str, namespace: str | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    schema = _schema(type_, namespace)
+    if schema is None:
+        return (), ()
+    # optional outputs are left out: an output nobody asked for would be computed for nothing
+    return (tuple(p.name for p in schema.inputs if not p.variadic),
+            tuple(p.name for p in schema.outputs if not p.variadic and not p.optional))
+
+
+class _Application:
+    """The bookkeeping of one replacement applied to one match."""
+
+    def __init__(self, scope: Scope, rule: Rule, names: Mapping[str, str], rep: Replacement) -> None:
+        self.scope, self.rule, self.rep = scope, rule, rep
+        self.matched = dict(names)
+        self.var_of = {name: var for var, name in names.items()}
+        self.where = "/".join((*scope.path, next(iter(names.values()))))
+        self.ports: dict[tuple[str, Any], Any] = {}
+        for key, value in rep.ports.items():
+            var, port = parse_endpoint(key, self.where)
+            if var not in self.matched:
+                self.fail(f"ports naming a matched variable ({', '.join(self.matched)})", key)
+            self.ports[(var, port)] = value
+        self.new_names: dict[str, str] = {}
+        self.new_ops: dict[str, Container] = {}
+        self.added: dict[str, str] = {}  # input port asked for -> the name it got
+
+    def fail(self, expected: str, found: str) -> None:
+        raise MappingError.at(self.where, expected, found, f"rule {self.rule.name!r}")
+
+    # -- the new ops --------------------------------------------------------------------------
+
+    def build_ops(self, kept: set[str]) -> None:
+        scope, target = self.scope, self.scope.ctx.target
+        removed = {self.matched[v] for v in self.matched if v not in self.rep.ops} - kept
+        first = next(iter(self.matched.values()))
+        for var, spec in self.rep.ops.items():
+            ns = (spec.attrs or {}).get("namespace") or target
+            if var in self.matched:
+                old = scope.ops[self.matched[var]]
+                self.new_names[var] = str(old.name)
+                self.new_ops[var] = self._updated(old, spec, ns)
+                continue
+            if spec.type is None:
+                raise MappingError.at(self.where, f"a type for the created op ${var}", "none",
+                                      f"rule {self.rule.name!r}")
+            name = scope.fresh_name(spec.name or f"{first}/{var}", removed)
+            removed.discard(name)
+            ins, outs = _schema_ports(spec.type, ns)
+            inputs = _ports(spec.inputs, tuple(Port(p) for p in ins))
+            outputs = _ports(spec.outputs, tuple(Port(p) for p in outs))
+            self.new_names[var] = name
+            self.new_ops[var] = Container(spec.type, name, inputs, outputs,
+                                          attrs=_attrs(None, spec))
+
+    def _updated(self, old: Container, spec: NewOp, ns: str) -> Container:
+        type_ = spec.type or old.type
+        default_in, default_out = old.inputs, old.outputs
+        if spec.type is not None:
+            schema = _schema(spec.type, ns)
+            if schema is not None and not _fits(old, schema):
+                # ports of another vocabulary: the schema's, re-attached by position
+                ins, outs = _schema_ports(spec.type, ns)
+                default_in, default_out = tuple(map(Port, ins)), tuple(map(Port, outs))
+        inputs = _ports(spec.inputs, default_in)
+        outputs = _ports(spec.outputs, default_out)
+        attrs = _attrs(old, spec)
+        attrs.pop("namespace", None)  # the scope settles namespaces when it builds
+        explicit = (spec.attrs or {}).get("namespace")
+        if explicit:
+            attrs["namespace"] = explicit
+        if type_ == old.type and inputs == old.inputs and outputs == old.outputs and \
+                value_key(attrs) == value_key(dict(old.attrs)):
+            return old
+        return Container(type_, old.name, inputs, outputs, attrs=attrs, uid=old.uid,
+                         controls=old.controls)
+
+    # -- port resolution ----------------------------------------------------------------------
+
+    def _new_end(self, text: str, side: str) -> tuple[Any, Any]:
+        var, port = parse_endpoint(text, self.where)
+        if var == "SELF":
+            port = self.added.get(str(port), port)
+            names = {p.name for p in self.scope.inputs} if side == "src" else \
+                {p.name for p in self.scope.container.outputs}
+            if port not in names:
+                self.fail(f"a {'input' if side == 'src' else 'output'} port of the container "
+                          f"({sorted(names)})", text)
+            return (SELF, port)
+        if var not in self.new_ops:
+            what = "removes" if var in self.matched else "does not define"
+            self.fail("endpoints of the replacement's ops", f"{text} (the replacement {what} ${var})")
+        op = self.new_ops[var]
+        names_ = op.output_names if side == "src" else op.input_names
+        if port != CONTROL and port not in names_:
+            self.fail(f"{'an output' if side == 'src' else 'an input'} port of ${var} "
+                      f"({op.type}: {list(names_)})", text)
+        return ((self.new_names[var],), port)
+
+    def _default_port(self, var: str, port: Any, side: str) -> Any:
+        """The same-named port of the updated op, else the one at the same position."""
+        if var not in self.new_ops or port == CONTROL:
+            return None
+        old = self.scope.ops[self.matched[var]]
+        new = self.new_ops[var]
+        old_names = old.input_names if side == "input" else old.output_names
+        new_names = new.input_names if side == "input" else new.output_names
+        if port in new_names:
+            return port
+        index = old_names.index(port) if port in old_names else -1
+        if 0 <= index < len(new_names) and new_names[index] not in old_names:
+            return new_names[index]
+        return None
+
+    def input_targets(self, var: str, port: Any, producer: Any) -> list[tuple[Any, Any]]:
+        if (var, port) in self.ports:
+            value = self.ports[(var, port)]
+            values = [] if value is None else [value] if isinstance(value, str) else list(value)
+            return [self._new_end(v, "dst") for v in values]
+        found = self._default_port(var, port, "input")
+        if found is None and var not in self.new_ops and (var, port) in self.forwarded():
+            return []  # the value goes on to the consumers of the removed op, not into it
+        if found is None:
+            self.fail(f"a place for ${var}.{port}, which {producer} feeds from outside the match "
+                      f"(add ports: {{${var}.{port}: ...}}, or null to drop it)", "none")
+        return [((self.new_names[var],), found)]
+
+    def forwarded(self) -> set[tuple[str, Any]]:
+        """Inputs of matched ops that ``ports`` forwards to the consumers of an output."""
+        found = set()
+        for value in self.ports.values():
+            if isinstance(value, str):
+                var, port = parse_endpoint(value, self.where)
+                if var in self.matched and port in self.scope.ops[self.matched[var]].input_names:
+                    found.add((var, port))
+        return found
+
+    def output_source(self, var: str, port: Any, seen: frozenset = frozenset()) -> Any:
+        """Where the value of output ``port`` of ``var`` now comes from (None: nowhere)."""
+        if (var, port) in seen:
+            self.fail("port mappings without a cycle", f"${var}.{port} again")
+        if (var, port) not in self.ports:
+            found = self._default_port(var, port, "output")
+            return None if found is None else ((self.new_names[var],), found)
+        value = self.ports[(var, port)]
+        if value is None:
+            return _DROP
+        if not isinstance(value, str):
+            self.fail(f"one endpoint for output ${var}.{port}", repr(value))
+        other, other_port = parse_endpoint(value, self.where)
+        if other == "SELF":
+            return self._new_end(value, "src")
+        if other in self.new_ops and other_port in self.new_ops[other].output_names:
+            return self._new_end(value, "src")
+        if other in self.matched and other_port in self.scope.ops[self.matched[other]].input_names:
+            return self._forward(other, other_port, seen | {(var, port)})
+        self.fail("an output of the replacement, SELF.<input>, or an input of a matched op", value)
+        return None
+
+    def _forward(self, var: str, port: Any, seen: frozenset) -> Any:
+        fed = self.scope.producers(self.matched[var], port)
+        if not fed:
+            self.fail(f"a producer of ${var}.{port} to forward", "an input nobody feeds")
+        src, src_port = fed[0]
+        if src in self.var_of:
+            return self.output_source(self.var_of[src], src_port, seen)
+        return (SELF if src is None else src if isinstance(src, tuple) else (src,), src_port)
+
+
+def apply_replacement(scope: Scope, rule: Rule, names: Mapping[str, str], rep: Any) -> set[str]:
+    """Apply ``rep`` to the match ``names`` (var -> op name); the names it changed."""
+    ctx = scope.ctx
+    if rep is RELABEL:
+        changed = {n for n in names.values() if scope.ns.get(n) != ctx.target}
+        for name in changed:
+            scope.ns[name] = ctx.target
+        scope.changed = scope.changed or bool(changed)
+        return changed
+    if not isinstance(rep, Replacement):
+        raise MappingError.at(rule.name, "a Replacement, None or Skip from the rule",
+                              type(rep).__name__)
+    app = _Application(scope, rule, names, rep)
+    matched_names = set(app.matched.values())
+    internal: list[Edge] = []
+    boundary: list[Edge] = []
+    touching = scope.touching(matched_names)
+    for edge in touching:
+        inside = (end_name(edge[0]) in matched_names, end_name(edge[1]) in matched_names)
+        (internal if all(inside) else boundary).append(edge)
+    kept = _kept(app, boundary, internal)
+    app.build_ops(kept)
+    for port in rep.inputs:
+        app.added[port.name] = scope.add_input(port)
+    edges: list[Edge] = []
+    preds, succs = [], []
+    for edge in boundary:
+        src, dst = end_name(edge[0]), end_name(edge[1])
+        if src in kept or dst in kept:
+            edges.append(edge)
+        elif edge.is_control:
+            updated = app.var_of.get(src if src in matched_names else dst) in rep.ops
+            if updated:
+                edges.append(edge)
+            elif dst in matched_names:
+                preds.append(edge[0])
+            else:
+                succs.append(edge[1])
+        elif dst in matched_names:
+            described = "the container's input" if src is None else \
+                "an op outside this container" if is_outer(edge[0]) else "/".join(edge[0][0])
+            for target in app.input_targets(app.var_of[dst], edge[1][1], described):
+                edges.append(Edge(edge[0], target, edge[2]))
+        else:
+            source = app.output_source(app.var_of[src], edge[0][1])
+            if source is None:
+                app.fail(f"a producer for ${app.var_of[src]}.{edge[0][1]}, read outside the match",
+                         "none (map it in ports)")
+            if source is not _DROP:
+                edges.append(Edge(source, edge[1], edge[2]))
+    for text in rep.edges:
+        src_text, dst_text = (text.split("->", 1) if isinstance(text, str) else text)
+        edges.append(Edge(app._new_end(src_text.strip(), "src"), app._new_end(dst_text.strip(), "dst")))
+    anchors = [((app.new_names[v],), CONTROL) for v in rep.ops]
+    for pred in preds:
+        edges += [Edge(pred, a) for a in anchors] if anchors else [Edge(pred, s) for s in succs]
+    for succ in succs:
+        edges += [Edge(a, succ) for a in anchors]
+    _record_names(app, kept)
+    for edge in touching:
+        scope.remove_edge(edge)
+    _place(scope, app, kept)
+    for edge in edges:
+        scope.add_edge(edge)
+    return {app.new_names[v] for v in rep.ops} | (matched_names - kept)
+
+
+def _kept(app: _Application, boundary: list[Edge], internal: list[Edge]) -> set[str]:
+    """Removed ops whose outputs are still read outside the match through unmapped ports."""
+    kept = set()
+    for edge in boundary:
+        src = end_name(edge[0])
+        var = app.var_of.get(src)
+        if var is None or edge.is_control or var in app.rep.ops:
+            continue
+        if (var, edge[0][1]) not in app.ports:
+            kept.add(src)
+    for edge in internal:
+        dst = end_name(edge[1])
+        if dst in kept and not edge.is_control and end_name(edge[0]) not in kept:
+            app.fail(f"{dst!r} (still read outside the match, so kept) to keep its inputs",
+                     f"its input {edge[1][1]!r} fed from inside the match")
+    return kept
+
+
+def _record_names(app: _Application, kept: set[str]) -> None:
+    scope, ctx = app.scope, app.scope.ctx
+    for var, name in app.matched.items():
+        if name in kept:
+            continue
+        for port in scope.ops[name].output_names:
+            try:
+                source = app.output_source(var, port)
+            except MappingError:
+                source = None
+            old = ctx.endpoint((*scope.path, name), port)
+            if source is None or source is _DROP or is_outer(source):
+                ctx.record(old, None)  # gone, or produced outside this container
+            elif source[0] is SELF:
+                ctx.record(old, ctx.endpoint(scope.path, source[1], container=True))
+            else:
+                ctx.record(old, ctx.endpoint((*scope.path, *source[0]), source[1]))
+
+
+def _place(scope: Scope, app: _Application, kept: set[str]) -> None:
+    """Drop the removed ops and put the replacement's where the first matched op was."""
+    matched = set(app.matched.values())
+    first = min(scope.pos[n] for n in matched)
+    for name in matched - kept:
+        scope.drop_op(name)
+    for j, (var, op) in enumerate(app.new_ops.items()):
+        namespace = (app.rep.ops[var].attrs or {}).get("namespace") or scope.ctx.target
+        scope.put_op(op, (*first, j), namespace)

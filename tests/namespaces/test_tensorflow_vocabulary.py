@@ -1,0 +1,133 @@
+"""The TensorFlow vocabularies: generated from TensorFlow's OpDefs, resolvable by name, accurate."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+import amanda
+from amanda.errors import SchemaError
+from amanda.namespaces import known_namespaces, namespace
+from amanda.namespaces.tensorflow_vocab import tensorflow_files, tensorflow_namespace
+from amanda.namespaces.validation import validate
+
+ROOT = Path(__file__).resolve().parents[2]
+SEED = ROOT / "tests" / "fixtures" / "seed_000" / "tensorflow_dense_graph.yaml"
+REQUIRED = ["Placeholder", "Const", "VariableV2", "Assign", "AssignAdd", "Identity", "NoOp", "MatMul", "BiasAdd", "Add", "AddV2", "Sub", "Mul", "RealDiv", "Relu", "Relu6", "Sigmoid", "Tanh", "Softmax", "Conv2D", "MaxPool", "AvgPool", "FusedBatchNorm", "Reshape", "Transpose", "ConcatV2", "Mean", "Sum", "Squeeze", "ExpandDims", "Cast", "Pad", "Shape"]
+
+
+def tool():
+    spec = importlib.util.spec_from_file_location("gen_tf", ROOT / "tools" / "gen_tensorflow_vocabulary.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("version", ["1.13.1", "2.21.0"])
+def test_vocabularies_hold_the_required_ops_and_say_where_they_come_from(version):
+    """Both shipped vocabularies have every op the brief names, and a source naming the generator."""
+    ns = namespace(f"amanda/tensorflow/{version}")
+    missing = [t for t in REQUIRED if t not in ns]
+    assert missing == []
+    assert "tools/gen_tensorflow_vocabulary.py" in ns.source
+    assert ("op registry" in ns.source) == (version == "2.21.0")
+
+
+def test_the_seed_graph_fits_its_namespace():
+    """The seed's TensorFlow graph validates against amanda/tensorflow/1.13.1."""
+    assert list(validate(amanda.load(SEED))) == []
+
+
+def test_definitions_match_tensorflow_opdefs():
+    """Ports, attribute types and defaults are TensorFlow's (checked against known OpDefs)."""
+    ns = namespace("amanda/tensorflow/1.13.1")
+    matmul = ns.schema("MatMul")
+    assert (matmul.input_names, matmul.output_names) == (("a", "b"), ("product",))
+    assert {k: (a.type, a.default, a.required) for k, a in matmul.attrs.items()} == {
+        "transpose_a": ("bool", False, False), "transpose_b": ("bool", False, False), "T": ("dtype", None, True)}
+    assert matmul.type_constraints["T"][:3] == ("bfloat16", "float16", "float32")
+    conv = ns.schema("Conv2D")
+    assert conv.attr("data_format").default == "NHWC" and conv.attr("dilations").default == (1, 1, 1, 1)
+    assert conv.attr("padding").required and "explicit_paddings" not in conv.attrs
+    concat = ns.schema("ConcatV2")
+    assert concat.inputs[-1].name == "values" and concat.inputs[-1].variadic and concat.inputs[-1].min_arity == 2
+    assert "values, axis" in concat.doc
+    placeholder = ns.schema("Placeholder")
+    assert not placeholder.attr("shape").required and placeholder.attr("shape").default is None
+    assert ns.schema("FusedBatchNorm").attr("epsilon").default == pytest.approx(0.0001)
+    assert ns.schema("VariableV2").doc.startswith("ref outputs: ref")
+    assert ns.schema("Split").outputs[0].variadic
+
+
+def test_versions_differ_where_tensorflow_changed():
+    """1.13.1 lacks what TensorFlow added later; 2.21.0 notes each addition."""
+    old, new = namespace("amanda/tensorflow/1.13.1"), namespace("amanda/tensorflow/2.21.0")
+    assert "FusedBatchNormV3" not in old and "FusedBatchNormV3" in new
+    assert "grad_a" not in old.schema("MatMul").attrs and "grad_a" in new.schema("MatMul").attrs
+    assert "grad_a, grad_b" in new.schema("MatMul").doc and "not in TensorFlow 1.13.1" in new.schema("FusedBatchNormV3").doc
+    assert "exponential_avg_factor" in new.schema("FusedBatchNorm").doc
+
+
+def test_registry_names_and_newest():
+    """amanda/tensorflow resolves to the newest shipped version; both versions are known."""
+    assert namespace("amanda/tensorflow").name == "amanda/tensorflow/2.21.0"
+    assert {"amanda/tensorflow/1.13.1", "amanda/tensorflow/2.21.0"} <= set(known_namespaces())
+    assert list(tensorflow_files()) == ["amanda/tensorflow/1.13.1", "amanda/tensorflow/2.21.0"]
+    with pytest.raises(SchemaError):
+        tensorflow_namespace("amanda/tensorflow/0.1")
+
+
+def test_schema_data_maps_an_opdef_like_object():
+    """The generator maps OpDef args and attrs (list args, ref args, minimums, string choices)."""
+    pytest.importorskip("tensorflow")
+    from tensorflow.core.framework import op_def_pb2, types_pb2
+
+    opdef = op_def_pb2.OpDef(name="Demo")
+    opdef.input_arg.add(name="values", type_attr="T", number_attr="N")
+    opdef.input_arg.add(name="axis", type=types_pb2.DT_INT32)
+    opdef.output_arg.add(name="out", type_attr="T", is_ref=True)
+    opdef.attr.add(name="N", type="int", has_minimum=True, minimum=2)
+    t = opdef.attr.add(name="T", type="type")
+    t.allowed_values.list.type.extend([types_pb2.DT_FLOAT, types_pb2.DT_HALF])
+    mode = opdef.attr.add(name="mode", type="string")
+    mode.default_value.s = b"A"
+    mode.allowed_values.list.s.extend([b"A", b"B"])
+    data = tool().schema_data(opdef)
+    assert [p["name"] for p in data["input_ports"]] == ["axis", "values"]
+    assert data["input_ports"][1] == {"name": "values", "variadic": True, "min_arity": 2, "type_attr": "T"}
+    assert data["input_ports"][0]["allowed_types"] == ["int32"]
+    assert data["type_constraints"] == {"T": ["float32", "float16"]}
+    assert data["attrs"]["mode"] == {"type": "string", "default": "A"}
+    assert "mode is one of A, B" in data["doc"] and "ref outputs: out" in data["doc"]
+
+
+def test_registry_file_is_what_the_installed_tensorflow_gives():
+    """Where tensorflow-cpu 2.21.0 is installed, regenerating its vocabulary changes nothing."""
+    tf = pytest.importorskip("tensorflow")
+    if tf.__version__ != "2.21.0":
+        pytest.skip(f"the shipped registry vocabulary is 2.21.0's, this TensorFlow is {tf.__version__}")
+    assert tool().main(["--check"]) == 0
+
+
+def test_wheel_opdefs_are_read_without_running_the_wheel(tmp_path):
+    """The OpLists serialized in a wheel's gen_*_ops.py are parsed (ast), never executed."""
+    pytest.importorskip("tensorflow")
+    import zipfile
+
+    from tensorflow.core.framework import op_def_pb2
+
+    ops = op_def_pb2.OpList()
+    matmul = ops.op.add(name="MatMul")
+    matmul.input_arg.add(name="a", type_attr="T")
+    matmul.output_arg.add(name="product", type_attr="T")
+    matmul.attr.add(name="T", type="type")
+    code = ("raise SystemExit('the wheel ran')\n"
+            f"_op_def_lib = _InitOpDefLibrary({ops.SerializeToString()!r})\n")
+    wheel = tmp_path / "tensorflow-1.0.0-cp37-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("tensorflow-1.0.0.dist-info/METADATA", "Name: tensorflow\n")
+        archive.writestr("tensorflow/python/ops/gen_math_ops.py", code)
+        archive.writestr("tensorflow/contrib/gen_other_ops.py", code.replace("MatMul", "Skipped"))
+    version, opdefs = tool().opdefs_from_wheel(wheel)
+    assert version == "1.0.0" and list(opdefs) == ["MatMul"]
+    assert [a.name for a in opdefs["MatMul"].input_arg] == ["a"]

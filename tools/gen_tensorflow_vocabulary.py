@@ -1,0 +1,375 @@
+"""Write amanda's TensorFlow vocabularies from TensorFlow's own op definitions (OpDefs).
+
+Two sources, both TensorFlow's:
+
+- the op registry of the TensorFlow installed here (``op_def_registry``), for its version::
+
+      pip install tensorflow-cpu          # in your own environment; not a dependency of amanda
+      python tools/gen_tensorflow_vocabulary.py
+
+- the OpDefs a released wheel carries without being installed: TensorFlow 1.x builds its
+  ``gen_*_ops.py`` wrappers around a serialized ``OpList`` of the registry it was built with.
+  The bytes are read with ``ast`` (the wheel's code is never run) and parsed with the installed
+  TensorFlow's ``op_def_pb2``. This is how ``amanda/tensorflow/1.13.1`` (the seed's namespace) is
+  made, since TensorFlow 1.13 wheels exist only for Python <= 3.7::
+
+      pip download tensorflow==1.13.1 --no-deps --only-binary=:all: \\
+          --python-version 37 --platform manylinux1_x86_64 -d /tmp/tf113
+      python tools/gen_tensorflow_vocabulary.py --wheel /tmp/tf113/tensorflow-1.13.1-*.whl
+
+Each run writes ``amanda/namespaces/data/tensorflow-<version>.yaml`` for the ops in ``OPS`` that
+the version has. A vocabulary generated while an older one exists notes, per op, the attributes
+and ports added since the oldest one (e.g. MatMul's ``grad_a``/``grad_b`` after 1.13.1).
+``--check`` compares instead of writing.
+
+Mapping from an OpDef: each ``input_arg``/``output_arg`` is a port named by the arg; a list arg
+(``number_attr`` or ``type_list_attr``) is a variadic port whose values are named ``<arg>_0`` …
+(amanda's schemas allow only a trailing variadic port, so a list arg that is not last, as in
+ConcatV2, is moved last and the op's ``doc`` gives TensorFlow's order). ``type_attr`` becomes the
+port's type constraint, a type attr's ``allowed_values`` its type list. Attribute types map
+``type -> dtype``, ``shape -> shape``, ``list(T) -> Ts``; defaults are TensorFlow's (a shape of
+unknown rank is "no default"). ``allowed_values`` of string attrs, minimums, ref ports and
+statefulness are written in ``doc``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import sys
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+DATA = ROOT / "amanda" / "namespaces" / "data"
+SCRIPT = "tools/gen_tensorflow_vocabulary.py"
+
+#: The ops written: the seed's, the common layers', and the ops those graphs usually hold.
+OPS = (
+    # graph inputs, constants, state
+    "Placeholder", "PlaceholderWithDefault", "Const", "VariableV2", "VarHandleOp",
+    "ReadVariableOp", "AssignVariableOp", "Assign", "AssignAdd", "AssignSub",
+    "Identity", "IdentityN", "NoOp", "StopGradient",
+    # linear algebra and arithmetic
+    "MatMul", "BatchMatMul", "BatchMatMulV2", "BiasAdd", "Add", "AddV2", "AddN", "Sub", "Mul",
+    "RealDiv", "Div", "FloorDiv", "FloorMod", "Maximum", "Minimum", "Pow", "SquaredDifference",
+    "Neg", "Abs", "Sqrt", "Rsqrt", "Square", "Exp", "Log", "Floor", "Ceil", "Round", "Sign",
+    "Reciprocal", "Erf",
+    # activations
+    "Relu", "Relu6", "LeakyRelu", "Elu", "Selu", "Softplus", "Softsign", "Sigmoid", "Tanh",
+    "Softmax", "LogSoftmax",
+    # convolution, pooling, normalization
+    "Conv2D", "DepthwiseConv2dNative", "Conv2DBackpropInput", "MaxPool", "AvgPool",
+    "FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3", "LRN",
+    # shapes and layout
+    "Reshape", "Transpose", "ConcatV2", "Pack", "Unpack", "Split", "SplitV", "Slice",
+    "StridedSlice", "Squeeze", "ExpandDims", "Tile", "Fill", "ZerosLike", "OnesLike", "GatherV2",
+    "Range", "Shape", "Size", "Rank", "Cast", "Pad", "PadV2", "MirrorPad",
+    # reductions and comparisons
+    "Mean", "Sum", "Max", "Min", "Prod", "All", "Any", "ArgMax", "ArgMin", "Equal", "NotEqual",
+    "Less", "LessEqual", "Greater", "GreaterEqual", "LogicalAnd", "LogicalOr", "LogicalNot",
+    "Select", "SelectV2", "Where", "OneHot",
+    # images, control flow, losses, training
+    "ResizeBilinear", "ResizeNearestNeighbor", "Switch", "Merge", "Enter", "Exit",
+    "NextIteration", "LoopCond", "SoftmaxCrossEntropyWithLogits",
+    "SparseSoftmaxCrossEntropyWithLogits", "L2Loss", "ApplyGradientDescent",
+)
+
+_ATTR_TYPES = {"type": "dtype", "shape": "shape", "tensor": "tensor", "func": "func",
+               "int": "int", "float": "float", "bool": "bool", "string": "string"}
+
+
+# --- reading OpDefs ------------------------------------------------------------------------------
+
+def opdefs_from_registry() -> tuple[str, dict[str, Any]]:
+    """(TensorFlow version, OpDef by name) of the installed TensorFlow's op registry."""
+    import tensorflow as tf
+    from tensorflow.python.framework import op_def_registry
+
+    found = {}
+    for name in OPS:
+        opdef = op_def_registry.get(name)
+        if opdef is not None:
+            found[name] = opdef
+    return tf.__version__, found
+
+
+def opdefs_from_wheel(path: Path) -> tuple[str, dict[str, Any]]:
+    """(version, OpDef by name) from the serialized OpLists in a TensorFlow 1.x wheel's
+    ``gen_*_ops.py`` files; the files are parsed, never run."""
+    from tensorflow.core.framework import op_def_pb2
+
+    found: dict[str, Any] = {}
+    version = None
+    with zipfile.ZipFile(path) as wheel:
+        for member in sorted(wheel.namelist()):
+            if version is None and ".dist-info/" in member:
+                version = member.split(".dist-info/")[0].rsplit("-", 1)[-1]
+            if not (member.rsplit("/", 1)[-1].startswith("gen_") and member.endswith(".py")):
+                continue
+            if "/contrib/" in member:
+                continue  # contrib ops are not TensorFlow's core registry
+            tree = ast.parse(wheel.read(member))
+            for node in ast.walk(tree):
+                if (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "_InitOpDefLibrary"
+                        and node.args and isinstance(node.args[0], ast.Constant)
+                        and isinstance(node.args[0].value, bytes)):
+                    ops = op_def_pb2.OpList()
+                    ops.ParseFromString(node.args[0].value)
+                    for opdef in ops.op:
+                        if opdef.name in OPS:
+                            found[opdef.name] = opdef
+    if version is None:
+        raise SystemExit(f"{path}: no .dist-info in the wheel, cannot tell its version")
+    return version, found
+
+
+# --- OpDef -> schema data -----------------------------------------------------------------------
+
+def dtype_name(enum: int) -> str:
+    """TensorFlow DataType enum -> its dtype name (``DT_FLOAT`` -> ``float32``)."""
+    from tensorflow.python.framework import dtypes
+
+    return dtypes.as_dtype(enum).name
+
+
+def _float(value: float) -> float:
+    import numpy as np
+
+    return float(str(np.float32(value)))  # OpDefs hold float32: 0.0001, not 9.99999974e-05
+
+
+def attr_value(value: Any, kind: str) -> Any:
+    """An ``AttrValue`` default as plain data (None for a shape of unknown rank)."""
+    from tensorflow.python.framework import tensor_util
+
+    field = value.WhichOneof("value")
+    if field == "list":
+        items = value.list
+        element = kind[5:-1]
+        if element == "int":
+            return list(items.i)
+        if element == "float":
+            return [_float(f) for f in items.f]
+        if element == "bool":
+            return list(items.b)
+        if element == "string":
+            return [s.decode("utf-8") for s in items.s]
+        if element == "type":
+            return [dtype_name(t) for t in items.type]
+        if element == "shape":
+            return [_shape(s) for s in items.shape]
+        return []
+    if field == "i":
+        return value.i
+    if field == "f":
+        return _float(value.f)
+    if field == "b":
+        return value.b
+    if field == "s":
+        return value.s.decode("utf-8")
+    if field == "type":
+        return dtype_name(value.type)
+    if field == "shape":
+        return _shape(value.shape)
+    if field == "tensor":
+        return tensor_util.MakeNdarray(value.tensor).tolist()
+    return None
+
+
+def _shape(shape: Any) -> list[int | None] | None:
+    if shape.unknown_rank:
+        return None
+    return [None if d.size < 0 else d.size for d in shape.dim]
+
+
+def _port(arg: Any, minimums: Mapping[str, int]) -> dict[str, Any]:
+    data: dict[str, Any] = {"name": arg.name}
+    listed = arg.number_attr or arg.type_list_attr
+    if listed:
+        data["variadic"] = True
+        data["min_arity"] = minimums.get(listed, 0)
+        if arg.type_list_attr:
+            data["homogeneous"] = False
+    if arg.type_attr or arg.type_list_attr:
+        data["type_attr"] = arg.type_attr or arg.type_list_attr
+    elif arg.type:
+        data["allowed_types"] = [dtype_name(arg.type)]
+    return data
+
+
+def schema_data(opdef: Any, baseline: Mapping[str, Any] | None = None,
+                baseline_version: str = "") -> dict[str, Any]:
+    """The amanda op-schema data (one entry of ``op_schemas``) of a TensorFlow OpDef."""
+    attrs: dict[str, Any] = {}
+    constraints: dict[str, list[str]] = {}
+    minimums: dict[str, int] = {}
+    notes: list[str] = []
+    for attr in opdef.attr:
+        kind = attr.type
+        amanda_type = (_ATTR_TYPES[kind[5:-1]] + "s") if kind.startswith("list(") else _ATTR_TYPES[kind]
+        spec: dict[str, Any] = {"type": amanda_type}
+        if attr.HasField("default_value"):
+            default = attr_value(attr.default_value, kind)
+            if default is None:
+                spec["required"] = False  # e.g. Placeholder's shape: unknown rank by default
+            else:
+                spec["default"] = default
+        attrs[attr.name] = spec
+        allowed = attr.allowed_values.list
+        if kind in ("type", "list(type)") and allowed.type:
+            constraints[attr.name] = [dtype_name(t) for t in allowed.type]
+        elif allowed.s:
+            notes.append(f"{attr.name} is one of {', '.join(s.decode() for s in allowed.s)}")
+        if attr.has_minimum:
+            minimums[attr.name] = attr.minimum
+            if kind in ("int", "list(int)", "list(type)", "list(float)", "list(shape)",
+                        "list(string)", "list(tensor)", "list(bool)", "list(func)"):
+                what = "length " if kind.startswith("list(") else ""
+                notes.append(f"{attr.name} has {what}>= {attr.minimum}")
+    inputs = [_port(a, minimums) for a in opdef.input_arg]
+    outputs = [_port(a, minimums) for a in opdef.output_arg]
+    for side, ports, args in (("input", inputs, opdef.input_arg), ("output", outputs, opdef.output_arg)):
+        listed = [p for p in ports if p.get("variadic")]
+        if len(listed) > 1:
+            raise SystemExit(f"{opdef.name}: {len(listed)} list {side} args; amanda schemas allow one")
+        if listed and ports[-1] is not listed[0]:
+            ports.remove(listed[0])
+            ports.append(listed[0])
+            notes.append(f"TensorFlow's {side} order is {', '.join(a.name for a in args)} "
+                         f"(the list arg {listed[0]['name']} is last here)")
+        refs = [a.name for a in args if a.is_ref]
+        if refs:
+            notes.append(f"ref {side}s: {', '.join(refs)}")
+    if opdef.is_stateful:
+        notes.append("stateful")
+    if baseline is not None:
+        notes += _since(opdef, baseline.get(opdef.name), baseline_version)
+    data: dict[str, Any] = {"type": opdef.name, "attrs": attrs, "input_ports": inputs,
+                            "output_ports": outputs}
+    if constraints:
+        data["type_constraints"] = constraints
+    if notes:
+        data["doc"] = "; ".join(notes) + "."
+    return data
+
+
+def _since(opdef: Any, old: Any, version: str) -> list[str]:
+    """What this OpDef has that the baseline version's OpDef of the same op lacks."""
+    if old is None:
+        return [f"not in TensorFlow {version}"]
+    notes = []
+    added = [a.name for a in opdef.attr if a.name not in {b.name for b in old.attr}]
+    if added:
+        notes.append(f"attrs added after TensorFlow {version}: {', '.join(added)}")
+    for side in ("input_arg", "output_arg"):
+        new_args = [a.name for a in getattr(opdef, side)]
+        old_args = [a.name for a in getattr(old, side)]
+        if new_args != old_args:
+            notes.append(f"{side.replace('_arg', 's')} in TensorFlow {version}: {', '.join(old_args)}")
+    return notes
+
+
+# --- writing -------------------------------------------------------------------------------------
+
+def document(version: str, opdefs: Mapping[str, Any], origin: str,
+             baseline: tuple[str, Mapping[str, Any]] | None = None) -> str:
+    """The YAML text of ``amanda/tensorflow/<version>``, checked by loading it back."""
+    import yaml
+
+    from amanda.namespaces.schema_io import dump_namespace_schema, namespace_from_data
+
+    base_version, base_defs = baseline if baseline else ("", None)
+    body = {
+        "namespace": f"amanda/tensorflow/{version}",
+        "source": f"generated from {origin} by {SCRIPT}",
+        "op_schemas": [schema_data(opdefs[name], base_defs, base_version)
+                       for name in OPS if name in opdefs],
+    }
+    namespace = namespace_from_data({"namespace_schema": body})
+    text = dump_namespace_schema(namespace)
+    if namespace_from_data(yaml.safe_load(text)) != namespace:
+        raise SystemExit("the vocabulary does not survive its own YAML round trip")
+    missing = [name for name in OPS if name not in opdefs]
+    header = [
+        f"# amanda/tensorflow/{version}: TensorFlow op schemas, {origin}.",
+        f"# Generated by {SCRIPT}; do not edit by hand.",
+    ]
+    if missing:
+        header.append(f"# Not in this version: {', '.join(missing)}.")
+    return "\n".join(header) + "\n" + text
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--wheel", type=Path, help="read the OpDefs embedded in this TF 1.x wheel")
+    parser.add_argument("--output-dir", type=Path, default=DATA)
+    parser.add_argument("--check", action="store_true", help="exit 1 if the file differs")
+    args = parser.parse_args(argv)
+    if args.wheel is not None:
+        version, opdefs = opdefs_from_wheel(args.wheel)
+        origin = f"the OpDefs serialized in the gen_*_ops.py wrappers of {args.wheel.name}"
+    else:
+        version, opdefs = opdefs_from_registry()
+        origin = f"tensorflow-cpu {version}'s op registry"
+    baseline = _baseline(args.output_dir, version)
+    text = document(version, opdefs, origin, baseline)
+    target = args.output_dir / f"tensorflow-{version}.yaml"
+    if args.check:
+        if not target.exists() or target.read_text(encoding="utf-8") != text:
+            print(f"{target} is out of date; run python {SCRIPT}", file=sys.stderr)
+            return 1
+        print(f"{target} is up to date")
+        return 0
+    target.write_text(text, encoding="utf-8")
+    print(f"wrote {target}: {len(opdefs)} op schemas")
+    return 0
+
+
+def _baseline(directory: Path, version: str) -> tuple[str, dict[str, Any]] | None:
+    """The oldest vocabulary already written (as OpDef-like views), to note what is newer."""
+    from amanda.namespaces.namespace import version_key
+
+    files = sorted(directory.glob("tensorflow-*.yaml"),
+                   key=lambda p: version_key(p.stem.split("-", 1)[1]) or ())
+    if not files:
+        return None
+    oldest = files[0].stem.split("-", 1)[1]
+    if (version_key(oldest) or ()) >= (version_key(version) or ()):
+        return None
+    from amanda.namespaces.schema_io import load_namespace_schema
+
+    ns = load_namespace_schema(files[0])
+    return oldest, {t: _OpDefView(s) for t, s in ns.schemas.items()}
+
+
+class _OpDefView:
+    """Enough of an OpDef, rebuilt from an amanda schema, for :func:`_since`."""
+
+    def __init__(self, schema: Any) -> None:
+        self.attr = [_Named(a) for a in schema.attrs]
+        order = _tf_order(schema.doc)
+        self.input_arg = [_Named(p) for p in order.get("input", schema.input_names)]
+        self.output_arg = [_Named(p) for p in order.get("output", schema.output_names)]
+
+
+class _Named:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def _tf_order(doc: str) -> dict[str, list[str]]:
+    found = {}
+    for side in ("input", "output"):
+        marker = f"TensorFlow's {side} order is "
+        if marker in doc:
+            found[side] = doc.split(marker, 1)[1].split(" (", 1)[0].split(", ")
+    return found
+
+
+if __name__ == "__main__":
+    sys.exit(main())
