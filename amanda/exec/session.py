@@ -26,6 +26,7 @@ from amanda.exec.dispatch import OpContext
 from amanda.exec.plan import Plan, bind_phase, compile_plan
 from amanda.exec.resolve import normalize, normalize_all
 from amanda.exec.runner import DEFAULT_OFFLOAD_ELEMENTS, SEQUENTIAL, Runner
+from amanda.exec.tensorflow import executable_form, needs_conversion
 
 if TYPE_CHECKING:
     from amanda.containers import Container
@@ -57,6 +58,10 @@ class Session:
         offload_elements: int = DEFAULT_OFFLOAD_ELEMENTS,
     ) -> None:
         self.model = model
+        # a TensorFlow graph runs converted where its ops lack kernels; names keep working
+        self._executable, self._names = model, None
+        if needs_conversion(model):
+            self._executable, self._names = executable_form(model)
         self._runner = Runner(threads, offload_elements)
         self._state: dict[str, Any] = {}
         self._plans: dict[tuple, Plan] = {}
@@ -87,6 +92,9 @@ class Session:
         """
         items = [fetches] if isinstance(fetches, (str, Endpoint)) else fetches
         feeds = feeds or {}
+        if self._names is not None:
+            items = [self._translated(item) for item in items]
+            feeds = {self._translated(name): value for name, value in feeds.items()}
         plan = self.plan(items, feeds, phase)
         env = plan.template.copy()
         slots = plan.feed_slots
@@ -101,7 +109,19 @@ class Session:
                 self._runner.run(plan, env, mode)
             finally:
                 self._mode = previous
-        return [None if s is None else env[s] for s in plan.fetch_slots]
+        # a fetched variable reference reads as the variable's value, as in TensorFlow
+        return [None if s is None else self._read(env[s]) for s in plan.fetch_slots]
+
+    def _read(self, value: Any) -> Any:
+        if isinstance(value, _state.VariableRef):
+            return self._state.get(value.key)
+        return value
+
+    def _translated(self, name: Any) -> Any:
+        """A fetch or feed name of the user's model, in the executable model's terms."""
+        if isinstance(name, Endpoint) or (isinstance(name, str) and ":" in name):
+            return self._names.resolve(name)  # type: ignore[union-attr]
+        return name
 
     def plan(self, fetches: Sequence[Any], feeds: Mapping[Any, Any] | Sequence[Any] = (), phase: Any = None) -> Plan:
         """The compiled plan for these fetches, fed names and phase (cached)."""
@@ -135,7 +155,7 @@ class Session:
     def _model_for(self, phase: Any) -> "Container":
         model = self._bound.get(phase)
         if model is None:
-            model = self._bound[phase] = bind_phase(self.model, phase)
+            model = self._bound[phase] = bind_phase(self._executable, phase)
         return model
 
     def _context(self, op: "Container", path: tuple, namespace: str, opset: int | None) -> OpContext:

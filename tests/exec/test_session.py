@@ -132,9 +132,9 @@ def test_kernel_failure_message_format() -> None:
 
 def test_namespace_without_kernels_is_reported() -> None:
     """An op of a namespace with no kernels raises naming the op type and the namespace."""
-    g = Container("G", "g", outputs=["y"], attrs={"namespace": "amanda/tensorflow/1.13.1"},
-                  children=[op("MatMul", "m", [], ["product"])], edges=[("m:product", "g:y")])
-    with pytest.raises(ExecutionError, match=r"namespace `amanda/tensorflow/1.13.1` has no kernels.*MatMul"):
+    g = Container("G", "g", outputs=["y"], attrs={"namespace": "amanda/caffe/1"},
+                  children=[op("InnerProduct", "m", [], ["product"])], edges=[("m:product", "g:y")])
+    with pytest.raises(ExecutionError, match=r"namespace `amanda/caffe/1` has no kernels.*InnerProduct"):
         Session(g).run(["y"])
 
 
