@@ -15,6 +15,7 @@ shared machine. Outputs are checked against onnxruntime's first.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import re
 import statistics
@@ -158,18 +159,31 @@ def ort_session(proto: onnx.ModelProto) -> ort.InferenceSession:
     return ort.InferenceSession(proto.SerializeToString(), options, providers=["CPUExecutionProvider"])
 
 
-def interleaved(fns: dict[str, Callable[[], Any]], repeat: int, warmup: int = 6) -> dict[str, float]:
-    """Median time of each function, their runs interleaved so that every one sees the same
-    machine load (the machine is shared; load moves within seconds)."""
+def interleaved(fns: dict[str, Callable[[], Any]], repeat: int, warmup: int = 6, block: int = 5,
+                settle: float = 0.2) -> dict[str, float]:
+    """Median time of each function over alternating blocks of ``block`` runs.
+
+    Blocks alternate so that every function sees the same machine load over the run; within
+    a block each runs back to back, in its steady state. Both onnxruntime's intra-op threads
+    and OpenBLAS's threads keep spinning on the cores for a while after they finish, which
+    slows whatever runs next in this process; a pause of ``settle`` seconds before each block
+    lets them go idle, so each engine is timed on the machine, not on the other's spinning.
+    """
     for fn in fns.values():
         # warm-up: plan compilation and amanda's BLAS-thread probes (4 runs), onnxruntime's
         # first-run allocations
         for _ in range(warmup):
             fn()
     samples: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(repeat):
+    for _ in range(max(1, repeat // block)):
         for name, fn in fns.items():
-            samples[name].append(median_time(fn, repeat=1))
+            gc.collect()  # once per block: a collection before each run would leave caches cold
+            time.sleep(settle)
+            fn()  # the block's first run wakes the engine's threads; it is not timed
+            for _ in range(block):
+                start = time.perf_counter()
+                fn()
+                samples[name].append(time.perf_counter() - start)
     return {name: statistics.median(times) for name, times in samples.items()}
 
 
@@ -271,7 +285,8 @@ def write_section(text: str, load: str) -> None:
         "`python benchmarks/bench_exec.py --write` (numpy "
         f"{np.__version__}, onnxruntime {onnxruntime.__version__}, onnx {onnx.__version__}, {cores} cores, "
         f"{load}). "
-        "Medians of alternating runs after warm-up; amanda runs with `threads=None` except in the "
+        "Medians over alternating blocks of 5 runs after warm-up, each block after a 0.2 s pause so that the "
+        "other engine's spinning threads have gone idle; amanda runs with `threads=None` except in the "
         "threads row. onnxruntime: CPU, 2 intra-op threads, all graph optimisations. For the tiny Adds "
         "the first row is the time per op against the 3 µs budget. In the threads row the ratio is "
         "the speed-up of threads=2 over threads=1. The machine is shared with other jobs, so figures "
