@@ -32,7 +32,7 @@ from onnx.reference import ReferenceEvaluator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import fmt_time, median_time, table  # noqa: E402
+from common import fmt_time, table  # noqa: E402
 
 from amanda.exec import Session  # noqa: E402
 from amanda.io.onnx_import import from_onnx  # noqa: E402

@@ -24,7 +24,8 @@ from typing import Any
 from pyrsistent import PMap, PVector, pvector
 
 from amanda.containers.edge import SELF, Port
-from amanda.containers.values import EMPTY, attrs_equal, attrs_hash, freeze_attrs
+from amanda.containers.identity import structural_hash, structurally_equal
+from amanda.containers.values import EMPTY, attrs_equal, freeze_attrs
 from amanda.errors import PathError
 
 __all__ = ["Container", "new_uid", "op"]
@@ -367,7 +368,7 @@ class Container:
     def __hash__(self) -> int:
         cached = self._hash
         if cached is None:
-            cached = _structural_hash(self)
+            cached = structural_hash(self)
         return cached
 
     def __eq__(self, other: object) -> bool:
@@ -375,7 +376,7 @@ class Container:
             return True
         if not isinstance(other, Container):
             return NotImplemented
-        return _structurally_equal(self, other)
+        return structurally_equal(self, other)
 
     def __ne__(self, other: object) -> bool:
         result = self.__eq__(other)
@@ -422,62 +423,6 @@ def _check_names(type_: Any, name: Any) -> None:
     for key, value in (("name", name), ("type", type_)):
         if value is not None and type(value) is not str:
             raise InvariantError([Problem(None, f"a string {key}", repr(value))])
-
-
-def _own_hash(node: Container, child_hashes: tuple[int, ...]) -> int:
-    return hash(
-        (
-            node.type,
-            node.name,
-            node.inputs,
-            node.outputs,
-            node.controls,
-            child_hashes,
-            tuple(node.edges),
-            tuple(node.tombstones),
-            attrs_hash(node.attrs),
-        )
-    )
-
-
-def _structural_hash(root: Container) -> int:
-    # iterative post-order: deep nesting must not hit the recursion limit
-    stack: list[tuple[Container, bool]] = [(root, False)]
-    while stack:
-        node, expanded = stack.pop()
-        if node._hash is not None:
-            continue
-        if expanded or not node.children:
-            value = _own_hash(node, tuple(c._hash for c in node.children))
-            _set(node, "_hash", value)
-            continue
-        stack.append((node, True))
-        stack.extend((c, False) for c in node.children if c._hash is None)
-    return root._hash  # type: ignore[return-value]
-
-
-def _structurally_equal(a: Container, b: Container) -> bool:
-    if hash(a) != hash(b):
-        return False
-    pairs = [(a, b)]
-    while pairs:
-        x, y = pairs.pop()
-        if x is y:
-            continue
-        if (
-            x.type != y.type
-            or x.name != y.name
-            or x.inputs != y.inputs
-            or x.outputs != y.outputs
-            or x.controls != y.controls
-            or len(x.children) != len(y.children)
-            or list(x.edges) != list(y.edges)
-            or list(x.tombstones) != list(y.tombstones)
-            or not attrs_equal(x.attrs, y.attrs)
-        ):
-            return False
-        pairs.extend(zip(x.children, y.children))
-    return True
 
 
 def op(

@@ -6,7 +6,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import amanda
 from amanda import Container, op
 from amanda.exec import Session
 from amanda.exec.inplace import FRESH, INPLACE
