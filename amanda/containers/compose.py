@@ -172,7 +172,7 @@ def named_merge(
     (('a.i',), ('a.p', 'b.o'))
     """
     kids = _unique_children(containers)
-    by_name = {k.name: k for k in kids}
+    by_name: dict[str, Container] = {k.name: k for k in kids if k.name is not None}
     edges: list[Edge] = []
     fed: set[tuple[str, str]] = set()
     read: set[tuple[str, str]] = set()

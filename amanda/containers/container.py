@@ -47,7 +47,7 @@ def _port(value: Any) -> Port:
     if isinstance(value, str):
         return Port(value)
     if isinstance(value, Mapping):
-        return Port(value.get("name"), value.get("attrs"))
+        return Port(value.get("name"), value.get("attrs"))  # type: ignore[arg-type]  # Port checks it
     if isinstance(value, tuple) and len(value) == 2:
         return Port(value[0], value[1])
     raise TypeError(f"a port is a name, a Port or {{name, attrs}}, found {value!r}")
@@ -101,6 +101,9 @@ class Container:
     tombstones: PVector
     attrs: PMap
     uid: str
+    _index: dict[str, int]
+    _hash: int | None
+    _cache: dict[str, Any] | None
 
     def __init__(
         self,
@@ -219,7 +222,7 @@ class Container:
             if 0 <= key < len(self.children):
                 return self.children[key]
             raise PathError.at(self._where(), f"a child index below {len(self.children)}", str(key))
-        position = self._index.get(key)
+        position = self._index.get(key) if isinstance(key, str) else None
         if position is None:
             raise PathError.at(
                 self._where(), f"a child named one of {list(self._index)[:20]}", repr(key)
@@ -305,7 +308,7 @@ class Container:
         """A container with some fields replaced (re-checked); ``self`` if nothing changes."""
         if not changes:
             return self
-        fields = {
+        fields: dict[str, Any] = {
             "type": self.type,
             "name": self.name,
             "inputs": self.inputs,

@@ -108,8 +108,9 @@ class Endpoint(tuple):
             raise TypeError(f"a port must be a name or an index, found {port!r}")
         return tuple.__new__(cls, (op, port))
 
-    op: PathLike = property(itemgetter(0))  # type: ignore[assignment]
-    port: str | int = property(itemgetter(1))  # type: ignore[assignment]
+    # as written: a name, index, path or SELF; stored in a container: a tuple path or SELF
+    op: Any = property(itemgetter(0))  # type: ignore[assignment]
+    port: Any = property(itemgetter(1))  # type: ignore[assignment]  # a name, index or -1
 
     @property
     def is_control(self) -> bool:

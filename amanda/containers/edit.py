@@ -61,7 +61,7 @@ class Edit:
         """Add a new op (or container) beside the model."""
         if not isinstance(op, Container):
             raise InvariantError([Problem(None, "a Container to add", type(op).__name__)])
-        names = {self.model.name, *(c.name for c in self._added)}
+        names = {n for n in (self.model.name, *(c.name for c in self._added)) if n is not None}
         if op.name is None or op.name in names:
             raise InvariantError([Problem((op.name,), f"a new child name not among {sorted(names)}", repr(op.name))])
         self._added.append(op)

@@ -27,7 +27,7 @@ __all__ = ["bind", "phases"]
 
 def phases(model: Container) -> frozenset:
     """Every phase named by an edge anywhere in ``model``."""
-    found = set()
+    found: set = set()
     stack = [model]
     while stack:
         node = stack.pop()

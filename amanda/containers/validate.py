@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from amanda.containers.container import Container
 
 _new_tuple = tuple.__new__
-_EMPTY = pvector()
+_EMPTY: Any = pvector()
 _NO_CHILDREN: dict[str, int] = {}  # shared by every leaf; never written
 DATA, CONTROL_KIND = "data", "control"
 
@@ -147,10 +147,10 @@ def check_container(
         set_field(self, "edges", _EMPTY)
         set_field(self, "tombstones", _EMPTY)
         if len(self.inputs) > 1 or len(self.outputs) > 1 or self.controls:
-            problems: list[Problem] = []
-            _check_ports(self, (self.name,) if self.name else (), problems)
-            if problems:
-                raise InvariantError(problems, _context(self))
+            found: list[Problem] = []
+            _check_ports(self, (self.name,) if self.name else (), found)
+            if found:
+                raise InvariantError(found, _context(self))
         return
     here = (self.name,) if self.name else ()
     problems: list[Problem] = []
@@ -163,14 +163,15 @@ def check_container(
         if kid.name is None:
             kid = kid.with_name(_fresh_name(kid, position, index))
             kids[position] = kid
-        if kid.name in index:
+        name: str = kid.name  # type: ignore[assignment]  # named just above
+        if name in index:
             problems.append(Problem((*here, kid.name), "unique child names", f"{kid.name!r} twice"))
         elif kid.name == self.name:
             problems.append(
                 Problem((*here, kid.name), "no child named like its parent", f"child {kid.name!r}",
                         "the parent's name addresses its own ports in edges")
             )
-        index[kid.name] = position
+        index[name] = position
     if len(self.inputs) > 1 or len(self.outputs) > 1 or self.controls:
         _check_ports(self, here, problems)
     set_field(self, "children", pvector(kids) if kids else _EMPTY)

@@ -47,8 +47,15 @@ def save_weights(container: Container, path: str | Path) -> list[str]:
     """
     arrays = {key: value for key, (_, value) in _arrays(container).items()}
     with open(path, "wb") as handle:
-        np.savez(handle, **arrays)
+        np.savez(handle, **arrays)  # type: ignore[arg-type]  # numpy's stub types the keywords as allow_pickle
     return sorted(arrays)
+
+
+def _setter(attrs: dict[str, Any]) -> Any:
+    def put(node: Container) -> Container:
+        return node.with_attrs(**attrs)
+
+    return put
 
 
 def load_weights(container: Container, path: str | Path) -> LoadedWeights:
@@ -84,6 +91,6 @@ def load_weights(container: Container, path: str | Path) -> LoadedWeights:
             updates.setdefault(node_path, {})[attr] = array
     result = container
     for node_path, attrs in sorted(updates.items(), key=lambda item: -len(item[0])):
-        result = replace(result, [node_path] if node_path else (), lambda node, a=attrs: node.with_attrs(**a))
+        result = replace(result, [node_path] if node_path else (), _setter(attrs))
     missing = sorted(set(current) - set(stored))
     return LoadedWeights(result, tuple(sorted(unmatched)), tuple(missing), tuple(sorted(mismatched)))

@@ -28,7 +28,7 @@ FRESH = frozenset({
     "MaxPool", "AveragePool", "Erf", "Pow", "LeakyRelu", "Gelu",
 })
 
-Body = Callable[..., np.ndarray]
+Body = Callable[..., tuple]
 
 
 def _floats(x: Any) -> bool:

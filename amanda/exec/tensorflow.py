@@ -119,7 +119,7 @@ def _with_reads(model: Container) -> Container:
     variables = {c.name for c in model.children if c.type == "VariableV2"}
     if not variables:
         return model
-    readers = {}
+    readers: dict[str, list[Edge]] = {}
     for edge in model.edges:
         src, dst = edge.src, edge.dst
         if src.op is SELF or dst.op is SELF or len(src.op) != 1 or src.op[0] not in variables:

@@ -167,7 +167,7 @@ def _port(value: Any, path: DocPath) -> Port:
         return Port(value["name"])
     fields = _mapping(value, path, _PORT_FIELDS, "a port")
     name = _string(fields.get("name"), path + ("name",), optional=False)
-    return Port(name, _attrs(fields.get("attrs"), path + ("attrs",)))
+    return Port(name, _attrs(fields.get("attrs"), path + ("attrs",)))  # type: ignore[arg-type]  # not None
 
 
 def _edge(value: Any, path: DocPath) -> Edge:
