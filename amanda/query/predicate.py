@@ -2,7 +2,7 @@
 
 The common subset (field access, literals, comparisons, ``&&``, ``||``, ``!`` and
 function calls) becomes one Python list comprehension reading the table's columns
-(see :mod:`amanda.query.codegen`); any other node (projections, indexes, pipes,
+(see :mod:`amanda.query.filters`); any other node (projections, indexes, pipes,
 exprefs …) is evaluated by the jmespath library on the node's view, so a filter always
 gives what jmespath gives.
 
@@ -25,7 +25,7 @@ from jmespath import exceptions as jmes_errors
 from jmespath.lexer import Lexer
 from jmespath.visitor import Options, TreeInterpreter
 
-from amanda.query.codegen import FIELDS, ORDER, Compiler, field_chain, truth
+from amanda.query.filters import FIELDS, ORDER, Compiler, Env, field_chain, truth
 from amanda.query.functions import FUNCTION_NAMES, QueryFunctions, arity
 from amanda.query.parse import Step, compile_filter, query_error
 
@@ -164,13 +164,10 @@ class Predicate:
         self.prefilters = [spec for spec, _ in found] if engine == "compiled" else []
         self.exact = engine == "compiled" and len(conjuncts) == 1 and bool(found) and found[0][1]
         compiler = Compiler()
-        body = compiler.truth(self.parsed)
+        self._make = compiler.truth(self.parsed)
         self.specs = compiler.specs
-        params = ", ".join([f"C{k}" for k in range(len(compiler.specs))] + ["_call", "_jm"])
-        self.source = f"def _factory({params}):\n    def _run(_cands):\n        return [i for i in _cands if {body}]\n    return _run\n"
-        namespace = compiler.globals
-        exec(compile(self.source, f"<filter {step.arg!r}>", "exec"), namespace)  # noqa: S102 - our own code
-        self._factory = namespace["_factory"]
+        self.fallbacks = compiler.fallbacks  # nodes left to the jmespath library
+        self.calls = tuple(compiler.calls)
 
     def run(self, t: NodeTable, candidates: Iterable[int], expected: int) -> list[int]:
         """The candidates (positions, in order) on which the filter is true."""
@@ -201,7 +198,8 @@ class Predicate:
                     columns.append(views)
                 else:
                     columns.append(t.getter(spec, expected))
-            run = self._factory(*columns, call, jm)
+            test = self._make(Env(columns, call, jm))
+            run = lambda cands: [i for i in cands if test(i)]  # noqa: E731
         candidates = candidates if isinstance(candidates, (list, range)) else list(candidates)
         try:
             return run(candidates)
