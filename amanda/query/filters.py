@@ -22,7 +22,6 @@ just the keys it reads. Helpers below repeat jmespath's rules exactly (``0`` is 
 
 from __future__ import annotations
 
-import math
 import operator
 from numbers import Number
 from typing import Any, Callable, Sequence

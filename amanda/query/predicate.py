@@ -154,7 +154,7 @@ class Predicate:
         _check_functions(selector, step, self.parsed)
         conjuncts = _conjuncts(self.parsed)
         found: list[tuple[tuple, bool]] = []
-        for position, conjunct in enumerate(conjuncts):
+        for conjunct in conjuncts:
             usable = _index_of(conjunct)
             if usable is not None:
                 found.append(usable)
