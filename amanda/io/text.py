@@ -82,7 +82,11 @@ def _parse(text: str | bytes, format: str) -> Any:
     try:
         if format == "json":
             return json.loads(text)
-        return yaml.load(text, Loader=_yaml_loader(text))
+        loader = _yaml_loader(text)(text)  # CSafeLoader or SafeLoader, never another
+        try:
+            return loader.get_single_data()
+        finally:
+            loader.dispose()
     except json.JSONDecodeError as exc:
         raise FormatError(
             f"invalid JSON: {exc.msg}", found=exc.msg, line=exc.lineno, column=exc.colno
