@@ -58,10 +58,12 @@ def reshape(attrs: Mapping[str, Any], x: np.ndarray, shape: np.ndarray) -> tuple
 
 @kernel("Transpose", since=1)
 def transpose(attrs: Mapping[str, Any], x: np.ndarray) -> tuple:
-    """ONNX Transpose (default: reverse the axes)."""
+    """ONNX Transpose (default: reverse the axes), as a view: BLAS reads a transposed
+    operand through its strides, so a copy here would only move memory (the executor
+    never writes into a value a view can see: see ``amanda.exec.inplace``)."""
     perm = attrs.get("perm")
     axes = None if perm is None else int_list(perm)
-    return (np.ascontiguousarray(np.transpose(x, axes)),)
+    return (np.transpose(x, axes),)
 
 
 @kernel("Concat", since=1)
