@@ -152,6 +152,22 @@ def _patch_end(parent_kids: dict[str, Container], text: Any, side: str) -> tuple
     return op, port  # type: ignore[return-value]
 
 
+def _expose(kids: list[Container], side: str, used: set, renamed: dict[str, str], edges: list[Edge]) -> list[Port]:
+    """Parent ports for the children's ports no patch uses, named ``child.port`` unless
+    ``renamed`` (whose entries are consumed) says otherwise; their edges go to ``edges``."""
+    exposed = []
+    for kid in kids:
+        for port in getattr(kid, side):
+            if (kid.name, port.name) in used:
+                continue
+            qualified = _qualified(kid, port)
+            new = Port(renamed.pop(qualified.name, qualified.name), qualified.attrs)
+            exposed.append(new)
+            inside = ((kid.name,), port.name)
+            edges.append(Edge((SELF, new.name), inside) if side == "inputs" else Edge(inside, (SELF, new.name)))
+    return exposed
+
+
 def named_merge(
     containers: Sequence[Container],
     patches: Iterable[tuple[Any, Any]],
@@ -190,22 +206,8 @@ def named_merge(
         edges.append(Edge(((src[0],), src[1]), ((dst[0],), dst[1])))
     renamed_in = dict(inputs or {})
     renamed_out = dict(outputs or {})
-    parent_inputs: list[Port] = []
-    parent_outputs: list[Port] = []
-    for kid in kids:
-        for port in kid.inputs:
-            if (kid.name, port.name) not in fed:
-                qualified = _qualified(kid, port)
-                new = Port(renamed_in.pop(qualified.name, qualified.name), qualified.attrs)
-                parent_inputs.append(new)
-                edges.append(Edge((SELF, new.name), ((kid.name,), port.name)))
-    for kid in kids:
-        for port in kid.outputs:
-            if (kid.name, port.name) not in read:
-                qualified = _qualified(kid, port)
-                new = Port(renamed_out.pop(qualified.name, qualified.name), qualified.attrs)
-                parent_outputs.append(new)
-                edges.append(Edge(((kid.name,), port.name), (SELF, new.name)))
+    parent_inputs = _expose(kids, "inputs", fed, renamed_in, edges)
+    parent_outputs = _expose(kids, "outputs", read, renamed_out, edges)
     if renamed_in or renamed_out:
         unknown = sorted(renamed_in) + sorted(renamed_out)
         raise CompositionError.at("inputs/outputs", "qualified names of unbound ports (child.port)", str(unknown))

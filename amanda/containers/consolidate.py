@@ -24,6 +24,7 @@ from typing import Any
 from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Edge
 from amanda.containers.edit import EDIT_TYPE
+from amanda.containers.validate import _lift
 
 __all__ = ["consolidate"]
 
@@ -178,20 +179,12 @@ def _delete(root: Container, owner_path: tuple, key: tuple, drop_tombstone: bool
     rebuilt = owner.evolve(edges=[e for e in owner.edges if (tuple(e.src), tuple(e.dst)) != key])
     for level in range(len(owner_path) - 1, -1, -1):
         parent = trail[level]
-        lifted = _lift_key(key, owner_path[level:])
+        lifted = _lift(Edge(*key), owner_path[level:]).key
         keep_all = level == 0 and not drop_tombstone
         rebuilt = Container(
             parent.type, parent.name, parent.inputs, parent.outputs,
             parent.children.set(parent.child_index(owner_path[level]), rebuilt), parent.edges,
-            [t for t in parent.tombstones if keep_all or (tuple(t.src), tuple(t.dst)) != lifted],
+            [t for t in parent.tombstones if keep_all or t.key != lifted],
             parent.attrs, parent.uid, parent.controls,
         )
     return rebuilt
-
-
-def _lift_key(key: tuple, prefix: tuple) -> tuple:
-    (s_op, s_port), (d_op, d_port) = key
-    return (
-        (prefix if s_op is SELF else prefix + s_op, s_port),
-        (prefix if d_op is SELF else prefix + d_op, d_port),
-    )

@@ -31,6 +31,15 @@ FRESH = frozenset({
 Body = Callable[..., tuple]
 
 
+_WORTH_IT = 4096  # elements below which reusing a buffer saves nothing measurable
+
+
+def _fits(other: tuple, shape: tuple) -> bool:
+    """Whether ``other`` broadcasts into ``shape`` (the common cases only: same shape, one
+    element, or a trailing-axis vector such as a bias); anything else takes the fallback."""
+    return other == shape or (len(other) <= 1 and (not other or other[0] in (1, shape[-1])))
+
+
 def _floats(x: Any) -> bool:
     return isinstance(x, np.ndarray) and x.dtype.kind == "f" and x.flags.writeable and x.dtype.itemsize >= 4
 
@@ -38,7 +47,7 @@ def _floats(x: Any) -> bool:
 def _unary(body: Callable[[np.ndarray], None]) -> Callable[[int], Body]:
     def make(position: int) -> Body:
         def run(fallback: Callable, attrs: Any, x: Any) -> tuple:
-            if not _floats(x):
+            if not isinstance(x, np.ndarray) or x.size < _WORTH_IT or not _floats(x):
                 return fallback(attrs, x)
             body(x)
             return (x,)
@@ -61,11 +70,12 @@ def _binary(ufunc: np.ufunc) -> Callable[[int], Body]:
         def run(fallback: Callable, attrs: Any, a: Any, b: Any) -> tuple:
             donated, other = (a, b) if position == 0 else (b, a)
             if (
-                not _floats(donated)
-                or not isinstance(other, np.ndarray)
+                not isinstance(other, np.ndarray)
+                or donated.size < _WORTH_IT  # tiny arrays: a fresh one costs less than the checks
+                or not _floats(donated)
                 or other.dtype != donated.dtype
+                or not _fits(other.shape, donated.shape)
                 or "broadcast" in attrs  # opset < 7's legacy broadcasting
-                or np.broadcast_shapes(donated.shape, other.shape) != donated.shape
             ):
                 return fallback(attrs, a, b)
             ufunc(a, b, out=donated)

@@ -96,20 +96,30 @@ def test_donation_happens_where_safe_and_only_there():
 
 
 def test_inplace_variants_agree_with_kernels():
-    """Each in-place variant computes what its kernel computes, also when it must fall back."""
+    """Each in-place variant writes into the donated array exactly what its kernel computes,
+    and falls back to the kernel (leaving its inputs alone) where it may not write."""
     from amanda.exec.kernels.registry import lookup
 
     rng = np.random.default_rng(0)
+    binary = ("Add", "Mul", "Sub", "Div")
     for op_type, (positions, make) in INPLACE.items():
         for position in positions:
-            a = rng.uniform(0.5, 2.0, (3, 4)).astype(np.float32)
-            b = rng.uniform(0.5, 2.0, (4,)).astype(np.float32)
-            args = (a, b)[: 1 if op_type not in ("Add", "Mul", "Sub", "Div") else 2]
+            a = rng.uniform(0.5, 2.0, (64, 128)).astype(np.float32)
+            b = rng.uniform(0.5, 2.0, (128,)).astype(np.float32)
+            args = (a, b) if op_type in binary else (a,)
+            if op_type in binary and position == 1:
+                args = (b, a)  # the donated operand is the full-size one
             kernel = lookup(op_type, 17, [x.dtype for x in args]).fn
             want = kernel({}, *args)[0]
-            got = make(position)(kernel, {}, *(x.copy() for x in args))[0]
-            assert np.allclose(got, want), op_type
+            given = tuple(x.copy() for x in args)
+            got = make(position)(kernel, {}, *given)[0]
+            assert got is given[position] and np.allclose(got, want), op_type
+            small = tuple(x[:2].copy() if x.ndim == 2 else x for x in args)
+            kept = tuple(x.copy() for x in small)
+            out = make(position)(kernel, {}, *small)[0]  # too small to be worth reusing
+            assert np.allclose(out, kernel({}, *kept)[0])
+            assert all(np.array_equal(x, y) for x, y in zip(small, kept)), op_type
             ints = tuple(x.astype(np.int32) for x in args)
             if op_type in ("Relu", "Neg", "Add", "Mul", "Sub"):
-                assert np.array_equal(make(position)(lookup(op_type, 17, [np.dtype(np.int32)]).fn, {}, *ints)[0],
-                                      lookup(op_type, 17, [np.dtype(np.int32)]).fn({}, *ints)[0])
+                int_kernel = lookup(op_type, 17, [np.dtype(np.int32)]).fn
+                assert np.array_equal(make(position)(int_kernel, {}, *ints)[0], int_kernel({}, *ints)[0])

@@ -85,6 +85,11 @@ def _scatter_elements(
 ) -> np.ndarray:
     axis = axis_of(axis, x.ndim)
     coords = _element_coords(normalize_indices(indices, x.shape[axis]), axis)
+    return _scattered(x, coords, updates, reduction)
+
+
+def _scattered(x: np.ndarray, coords: Any, updates: np.ndarray, reduction: str) -> np.ndarray:
+    """A copy of ``x`` with ``updates`` written (or reduced) at ``coords``."""
     out = x.copy()
     if reduction == "none":
         out[coords] = updates
@@ -118,15 +123,7 @@ def scatter_nd(
 ) -> tuple:
     """ONNX ScatterND (``reduction`` add/mul from 16, max/min from 18)."""
     reduction = attrs.get("reduction", "none")
-    coords = _nd_coords(x.shape, indices, 0)
-    out = x.copy()
-    if reduction == "none":
-        out[coords] = updates
-    elif reduction in _REDUCTIONS:
-        _REDUCTIONS[reduction].at(out, coords, updates)
-    else:
-        raise ExecutionError.at("reduction", "none, add, mul, max or min", reduction)
-    return (out,)
+    return (_scattered(x, _nd_coords(x.shape, indices, 0), updates, reduction),)
 
 
 @kernel("OneHot", since=9)

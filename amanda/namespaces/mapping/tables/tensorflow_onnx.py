@@ -64,6 +64,17 @@ def _layout(attrs: Any) -> str | Skip:
     return layout if layout in ("NHWC", "NCHW") else Skip(f"data_format {layout!r}")
 
 
+def _geometry(attrs: Any) -> tuple[str, dict[str, Any]] | Skip:
+    """The data layout and ONNX padding attributes of a TF spatial op, or why it can't map."""
+    layout = _layout(attrs)
+    if isinstance(layout, Skip):
+        return layout
+    pads = _padding(attrs, layout)
+    if isinstance(pads, Skip):
+        return pads
+    return layout, pads
+
+
 def _around(m: Match, var: str, onnx_op: NewOp, data_in: str, data_out: str, layout: str,
             extra_ops: dict[str, NewOp] | None = None, extra_edges: list[str] | None = None,
             ports: dict[str, Any] | None = None) -> Replacement:
@@ -93,12 +104,10 @@ def _around(m: Match, var: str, onnx_op: NewOp, data_in: str, data_out: str, lay
 def conv2d(m: Match) -> Replacement | Skip:
     """Conv2D (NHWC or NCHW, HWIO filter) -> Conv between layout Transposes."""
     attrs = m["conv"].attrs
-    layout = _layout(attrs)
-    if isinstance(layout, Skip):
-        return layout
-    pads = _padding(attrs, layout)
-    if isinstance(pads, Skip):
-        return pads
+    geometry = _geometry(attrs)
+    if isinstance(geometry, Skip):
+        return geometry
+    layout, pads = geometry
     conv = NewOp("Conv", inputs=["X", "W"], outputs=["Y"], attrs={
         "strides": _spatial(attrs["strides"], layout),
         "dilations": _spatial(attrs.get("dilations", (1, 1, 1, 1)), layout), **pads})
@@ -113,12 +122,10 @@ def pool(m: Match) -> Replacement | Skip:
     as ONNX's count_include_pad=0 does)."""
     old = m["pool"]
     attrs = old.attrs
-    layout = _layout(attrs)
-    if isinstance(layout, Skip):
-        return layout
-    pads = _padding(attrs, layout)
-    if isinstance(pads, Skip):
-        return pads
+    geometry = _geometry(attrs)
+    if isinstance(geometry, Skip):
+        return geometry
+    layout, pads = geometry
     onnx_type = "MaxPool" if old.type == "MaxPool" else "AveragePool"
     onnx_attrs = {"kernel_shape": _spatial(attrs["ksize"], layout),
                   "strides": _spatial(attrs["strides"], layout), **pads}
