@@ -37,7 +37,8 @@ def graph():
 
 
 def test_a_table_loads_and_applies():
-    """A YAML table with a pattern, expressions, edges and ports maps a graph as written."""
+    """A YAML table between user-defined namespaces (no registered schema) maps a graph as
+    written, and the result is in the table's target namespace."""
     t = table("""
     - name: dense
       tags: [fusion]
@@ -60,6 +61,8 @@ def test_a_table_loads_and_applies():
       map: { ops: { $r: { type: Rectifier, keep_attrs: [alpha] } } }
     """)
     out = t.apply(graph())
+    # neither namespace has a registered schema; the result carries the table's target
+    assert out.namespace == "user/b"
     gemm = out.child("add_gemm")
     assert dict(gemm.attrs) == {"transB": 1, "note": "from mm"}
     assert out.child("relu").type == "Rectifier" and out.child("relu").attrs["alpha"] == 0.5
