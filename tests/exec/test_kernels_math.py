@@ -216,6 +216,37 @@ def test_softmax_versions_differ_on_3d_input() -> None:
     assert not np.allclose(old, new)
 
 
+def _row_max_softmax(x: np.ndarray) -> np.ndarray:
+    # the textbook form, each row shifted by its own max, in float64
+    w = x.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        e = np.exp(w - w.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_softmax_rows_far_below_the_largest_value_keep_their_precision(dtype: Any) -> None:
+    """Rows are shifted by the array's one max; rows that sat far below it (or held inf
+    and nan) are redone by their own max, so every row matches the row-max form."""
+    x = RNG.standard_normal((7, 50)).astype(dtype) * 8
+    x[1] += 1000  # sets the array max
+    x[2] -= 500  # would underflow to all zeros against it
+    x[3] += 970  # 30 below the max: kept on the fast path, small terms still accurate
+    x[4, 3] = np.inf
+    x[5, 7] = -np.inf
+    x[6, :] = -np.inf
+    got = run("Softmax", [x], {"axis": -1}, opset=13)[0]
+    want = _row_max_softmax(x)
+    assert got.dtype == dtype
+    np.testing.assert_allclose(got[:4], want[:4], rtol=1e-5, atol=1e-30)
+    np.testing.assert_allclose(got[5], want[5], rtol=1e-5)
+    assert np.isnan(got[4]).all() and np.isnan(got[6]).all()  # inf - inf, as onnx computes it
+    x[0, 0] = np.nan  # one nan makes the array max nan: every row is redone by its own max
+    got = run("Softmax", [x], {"axis": -1}, opset=13)[0]
+    assert np.isnan(got[0]).all()
+    np.testing.assert_allclose(got[1:4], want[1:4], rtol=1e-5, atol=1e-30)
+
+
 def test_clip_attribute_form_before_11() -> None:
     """Clip reads ``min``/``max`` attributes at opset 6 and optional inputs at opset 11."""
     x = RNG.standard_normal((4, 5)).astype(np.float32)

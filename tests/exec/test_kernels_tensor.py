@@ -92,16 +92,19 @@ def test_conv_matches_naive_convolution(nd):
 
 
 @pytest.mark.parametrize("layout_rows", [0, 1 << 30])
-def test_conv_layouts_agree(monkeypatch, layout_rows):
-    """The batched, GEMM and flat unit-stride layouts compute the same convolution."""
+@pytest.mark.parametrize("group", [1, 2])
+def test_conv_layouts_agree(monkeypatch, layout_rows, group):
+    """The batched, GEMM, flat unit-stride and channels-last layouts compute the same
+    convolution (one group takes channels-last, several the GEMM and flat layouts)."""
     monkeypatch.setattr(conv_module, "GEMM_ROWS", layout_rows)
     rng = np.random.default_rng(7)
     x = rng.standard_normal((2, 6, 9, 7)).astype(np.float32)
-    w = rng.standard_normal((4, 3, 3, 2)).astype(np.float32)
+    w = rng.standard_normal((4, 6 // group, 3, 2)).astype(np.float32)
+    b = rng.standard_normal(4).astype(np.float32)
     for strides, dilations in [([1, 1], [1, 1]), ([2, 1], [1, 2]), ([1, 1], [2, 1])]:
-        attrs = {"strides": strides, "dilations": dilations, "pads": [1, 0, 2, 1], "group": 2}
-        (got,) = run("Conv", 11, attrs, x, w)
-        want = naive_conv(x, w, None, strides, dilations, [1, 0, 2, 1], 2)
+        attrs = {"strides": strides, "dilations": dilations, "pads": [1, 0, 2, 1], "group": group}
+        (got,) = run("Conv", 11, attrs, x, w, b)
+        want = naive_conv(x, w, b, strides, dilations, [1, 0, 2, 1], group)
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 

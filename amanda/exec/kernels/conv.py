@@ -150,6 +150,52 @@ def _gemm_flat(
     return _emit(y.swapaxes(0, 1), bias)
 
 
+def _gemm_channels_last(
+    x: np.ndarray,
+    w: np.ndarray,
+    strides: list[int],
+    dilations: list[int],
+    pads: list[int],
+    out: list[int],
+    bias: np.ndarray | None,
+) -> np.ndarray:
+    """One group: columns ``(N * L, K * C)`` from a channels-last copy of the padded input.
+
+    With channels innermost, each window's ``(kernel offset, channel)`` row is read in
+    runs of ``C`` contiguous values (an NCHW window reads single values), and the
+    product ``cols @ W'`` streams the long ``N * L`` axis through BLAS as rows, which
+    OpenBLAS runs ~20% faster than the transposed ``W @ cols`` here.
+    """
+    nd = len(strides)
+    n, c = x.shape[:2]
+    m = w.shape[0]
+    kernel = list(w.shape[2:])
+    size = x.shape[2:]
+    padded = scratch(
+        (n, *(size[i] + pads[i] + pads[nd + i] for i in range(nd)), c), x.dtype, "conv.nhwc"
+    )
+    if any(pads):
+        padded.fill(0)
+    inner = (slice(None), *(slice(pads[i], pads[i] + size[i]) for i in range(nd)), slice(None))
+    np.copyto(padded[inner], np.moveaxis(x, 1, -1))
+    st = padded.strides
+    shape = (n, *out, *kernel, c)
+    steps = (
+        st[0],
+        *(s * t for s, t in zip(strides, st[1:-1])),
+        *(d * t for d, t in zip(dilations, st[1:-1])),
+        st[-1],
+    )
+    cols = scratch(shape, x.dtype, "conv.cols")
+    np.copyto(cols, as_strided(padded, shape, steps, writeable=False))
+    length = int(np.prod(out))
+    weights = np.moveaxis(w, (0, 1), (-1, -2)).reshape(-1, m)  # (*K, C, M): a copy
+    y = np.matmul(
+        cols.reshape(n * length, -1), weights, out=scratch((n * length, m), x.dtype, "conv.gemm")
+    )
+    return _emit(y.reshape(n, length, m).swapaxes(1, 2), bias)
+
+
 def conv_nd(
     x: np.ndarray,
     w: np.ndarray,
@@ -183,12 +229,24 @@ def conv_nd(
         for i in range(nd)
     ]
     xc = x.astype(dtype, copy=False)
+    return _conv(xc, w, b, strides, dilations, pads, group, out, dtype).astype(x.dtype, copy=False)
+
+
+def _conv(xc: np.ndarray, w: np.ndarray, b: np.ndarray | None, strides: list[int], dilations: list[int],
+          pads: list[int], group: int, out: list[int], dtype: np.dtype) -> np.ndarray:
+    nd = xc.ndim - 2
+    n = xc.shape[0]
+    m, cg = w.shape[:2]
+    kernel = list(w.shape[2:])
+    size = xc.shape[2:]
     wg = w.astype(dtype, copy=False).reshape(group, m // group, cg * int(np.prod(kernel)))
     bias = None if b is None else b.astype(dtype, copy=False)
     if all(k == 1 for k in kernel) and all(s == 1 for s in strides) and not any(pads):
         y = np.matmul(wg, xc.reshape(n, group, cg, -1))  # the input already is the column matrix
     elif wg.shape[2] <= GEMM_ROWS:
         y = _batched(xc, wg, kernel, strides, dilations, pads, out)
+    elif group == 1:
+        y, bias = _gemm_channels_last(xc, w.astype(dtype, copy=False), strides, dilations, pads, out, bias), None
     elif all(s == 1 for s in strides) and _flat_waste(size, pads, out) <= FLAT_WASTE:
         y, bias = _gemm_flat(xc, wg, kernel, dilations, pads, out, bias), None
     else:
@@ -196,7 +254,7 @@ def conv_nd(
     y = y.reshape(n, m, *out)
     if bias is not None:  # the GEMM layouts add it while transposing
         y += bias.reshape(m, *([1] * nd))
-    return y.astype(x.dtype, copy=False)
+    return y
 
 
 @kernel("Conv", since=1)

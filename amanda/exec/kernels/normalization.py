@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from amanda.exec.kernels.math_util import as_array, attr_ints, normalize_axes, wide
+from amanda.exec.kernels.math_util import as_array, attr_ints, normalize_axes, row_sums, wide
 from amanda.exec.kernels.registry import kernel
 
 Attrs = Mapping[str, Any]
@@ -96,21 +96,24 @@ def layernorm_kernel(
     # float64 inputs still compute in float64 for Y
     stash = np.float32
     wx = x.astype(wide(x.dtype), copy=False)
-    axes = tuple(range(axis, x.ndim))
-    mean = np.mean(wx, axis=axes, keepdims=True)
-    # one centred buffer serves the variance (a dot product, no squared copy) and Y
-    y = np.subtract(wx, mean)
-    rows = y.reshape(*y.shape[:axis], -1)
-    var = np.einsum("...i,...i->...", rows, rows).reshape(mean.shape) / rows.shape[-1]
+    lead, width = x.shape[:axis], int(np.prod(x.shape[axis:], dtype=np.int64))
+    rows = wx.reshape(int(np.prod(lead, dtype=np.int64)), width)
+    # one centred buffer serves the variance (a dot product, no squared copy) and Y;
+    # memory-bound, so on one thread (see amanda.exec.intraop)
+    mean = row_sums(rows) / width
+    y = np.subtract(rows, mean[:, None])
+    var = np.einsum("ij,ij->i", y, y) / width
     inv_std = 1.0 / np.sqrt(var + eps)
-    y *= inv_std
+    y *= inv_std[:, None]
+    y = y.reshape(x.shape)
     y *= scale
     if bias is not None:
         y += bias
+    stats = (*lead, *([1] * (x.ndim - axis)))
     return (
         as_array(y).astype(x.dtype, copy=False),
-        as_array(mean).astype(stash, copy=False),
-        as_array(inv_std).astype(stash, copy=False),
+        as_array(mean.reshape(stats)).astype(stash, copy=False),
+        as_array(inv_std.reshape(stats)).astype(stash, copy=False),
     )
 
 

@@ -11,13 +11,45 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from amanda.exec.kernels.math_util import as_array, wide
+from amanda.exec.kernels.math_util import as_array, row_sums, wide
 from amanda.exec.kernels.registry import kernel
 
 Attrs = Mapping[str, Any]
 
 
+# A row shifted by any c with max(row) <= c <= max(row) + SHIFT_SLACK neither overflows
+# nor loses a term larger than exp(-(87 - SHIFT_SLACK)) of the row's largest to underflow.
+SHIFT_SLACK = 60.0
+
+
+def _softmax_rows(xs: np.ndarray, e: np.ndarray) -> None:
+    """Softmax of each row of the 2-D ``xs`` into ``e``.
+
+    A row-wise max costs numpy one inner-loop call per row (about as much as the rest
+    of the op), so the rows are shifted by the array's one max instead; a row whose sum
+    shows it sat more than ``SHIFT_SLACK`` below that max (or held inf or nan) is redone
+    by its own max.
+    """
+    np.subtract(xs, xs.max(), out=e)
+    np.exp(e, out=e)
+    total = row_sums(e)
+    redo = ~(total >= xs.shape[1] * np.exp(-SHIFT_SLACK))  # also true for nan
+    if redo.any():
+        rows = np.flatnonzero(redo)
+        own = xs[rows]
+        own = np.exp(own - own.max(axis=1, keepdims=True))
+        e[rows] = own
+        total[rows] = np.sum(own, axis=1)
+    np.reciprocal(total, out=total)
+    e *= total[:, None]
+
+
 def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    if axis == x.ndim - 1 and x.size and x.shape[-1]:
+        rows = x.reshape(-1, x.shape[-1])
+        out = np.empty(rows.shape, x.dtype)
+        _softmax_rows(rows, out)
+        return out.reshape(x.shape)
     # one buffer, reused in place: fresh pages cost as much as the arithmetic here
     e = np.subtract(x, np.max(x, axis=axis, keepdims=True))
     np.exp(e, out=e)
