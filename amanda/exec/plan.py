@@ -94,7 +94,7 @@ class Plan:
 
 def _namespaces(model: "Container", default: str | None, wanted: set) -> dict[tuple, str | None]:
     found: dict[tuple, str | None] = {}
-    for path, node, attrs in walk(model):
+    for path, _node, attrs in walk(model):
         if path in wanted:
             found[path] = attrs.get("namespace", default)
     return found

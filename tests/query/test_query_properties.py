@@ -25,7 +25,7 @@ def test_select_matches_brute_force(model, selector):
             select(model, text)
         except QueryError:
             return
-        raise AssertionError(f"{text} should have raised a QueryError")
+        raise AssertionError(f"{text} should have raised a QueryError") from None
     found = select(model, text)
     assert list(found.paths) == expected, text
     assert all(node is node_at(model, path) for path, node in found)
