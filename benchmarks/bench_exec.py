@@ -277,16 +277,20 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # what the measurements have shown about the rows that miss (kept in the README by --write)
-GAPS = """Where the gaps are (issue 6 stays open for them): across seven runs the MLP measured
-1.4x-2.6x (amanda 0.69 ms median when alone in the process, onnxruntime 0.34-0.57 ms), so
-its 1.5x target is missed in most runs; the CNN (4.6-7x) and the transformer (1.45-1.6x)
-miss theirs. The time is in the GEMMs and around them, not in the executor (per-op
-overhead is below 3 µs): numpy's OpenBLAS sgemm runs the MLP's three products in 0.52 ms
-where onnxruntime's MLAS, with weights packed once at load, runs the whole MLP in
-0.36-0.42 ms; the 3x3 convolution through im2col spends 2.5 ms building a 16 MB column
-matrix and copying out beside a 2.5 ms GEMM, where onnxruntime convolves directly in a
-blocked layout. Closing that needs kernels numpy does not offer (prepacked or direct
-convolution GEMMs), not a different scheduler."""
+GAPS = """Where the gaps are (issue 6 is blocked on them): over five runs on 2026-11-22 the MLP
+measured 1.9x-2.9x (amanda 0.67 ms alone in the process, 0.75-1.0 ms in the alternating
+blocks; onnxruntime 0.36-0.48 ms), the CNN 4.9x-6.3x and the transformer 1.34x-1.45x (it
+was 1.45x-1.6x before Softmax stopped taking a row-wise max). The time is in the GEMMs and
+around them, not in the executor (per-op overhead is below 3 µs): numpy's OpenBLAS sgemm
+alone runs the MLP's three products in 0.43-0.52 ms, where onnxruntime's MLAS, with
+weights packed once at load and bias and activation fused into the product, runs the whole
+MLP in 0.36-0.42 ms; the transformer's products alone take ~48 ms of onnxruntime's 52 ms
+total, leaving 14 ms for everything else against ~21 ms spent; the CNN's 3x3 convolution
+spends ~2.7 ms on columns and layout copies beside a 2.2 ms GEMM, where onnxruntime
+convolves directly in a blocked layout. Splitting numpy ops across the cores with Python
+threads was tried and measured slower (docs/execution.md, "Runners and threads"). Closing
+the gaps needs compiled kernels (prepacked GEMMs with fused epilogues, direct convolution,
+a thread pool that spins without the GIL), which the issue's numpy kernels do not allow."""
 
 
 def write_section(text: str, load: str) -> None:
