@@ -108,6 +108,22 @@ def test_conv_layouts_agree(monkeypatch, layout_rows, group):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("nd", [1, 2, 3])
+def test_channels_last_conv_matches_naive(nd):
+    """One group with many input channels (the channels-last layout) in 1, 2 and 3-D,
+    with strides, dilations and uneven pads."""
+    rng = np.random.default_rng(20 + nd)
+    x = rng.standard_normal((2, 24, *[7] * nd)).astype(np.float32)
+    w = rng.standard_normal((5, 24, *[3] * nd)).astype(np.float32)
+    b = rng.standard_normal(5).astype(np.float32)
+    assert 24 * 3**nd > conv_module.GEMM_ROWS
+    strides, dilations = [1 + i % 2 for i in range(nd)], [2 - i % 2 for i in range(nd)]
+    pads = [i % 2 for i in range(nd)] + [1] * nd
+    attrs = {"strides": strides, "dilations": dilations, "pads": pads}
+    (got,) = run("Conv", 11, attrs, x, w, b)
+    np.testing.assert_allclose(got, naive_conv(x, w, b, strides, dilations, pads, 1), rtol=1e-4, atol=1e-4)
+
+
 def test_pointwise_conv_matches_naive():
     """A 1x1 unit-stride conv (no im2col) equals the direct convolution, with groups."""
     rng = np.random.default_rng(11)

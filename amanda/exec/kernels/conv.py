@@ -1,13 +1,16 @@
 """Conv, ConvTranspose and Col2Im as im2col / col2im plus one batched matmul.
 
 Conv builds the column matrix from a strided window view in one copy and
-multiplies it by the weights in a single (group-batched) GEMM. Two layouts:
+multiplies it by the weights in a single (group-batched) GEMM. Three layouts:
 
 - *batched*: columns ``(N, G, C/G*K, L)``; ``W @ cols`` lands directly in
   ``(N, M, L)``; best when ``C/G*K`` is small (the output is large next to the work);
-- *gemm*: columns ``(G, C/G*K, N*L)``; one large GEMM whose ``(M, N, L)`` result
-  is transposed once; best when ``C/G*K`` is large (BLAS runs at full speed);
-  with unit strides the columns are copied as long contiguous runs (*flat*).
+- *channels-last* (one group, ``C*K`` large): columns ``(N*L, K*C)`` from a
+  channels-last copy of the input; ``cols @ W'`` is one GEMM over ``N*L`` rows
+  whose ``(N, L, M)`` result is transposed once;
+- *gemm* (several groups, ``C/G*K`` large): columns ``(G, C/G*K, N*L)``; one large
+  GEMM per group whose ``(M, N, L)`` result is transposed once; with unit strides
+  the columns are copied as long contiguous runs (*flat*).
 
 A pointwise conv (1x1 kernel, unit stride, no pads) needs no columns at all.
 Temporaries live in per-thread scratch buffers (see ``scratch.py``).
@@ -229,24 +232,15 @@ def conv_nd(
         for i in range(nd)
     ]
     xc = x.astype(dtype, copy=False)
-    return _conv(xc, w, b, strides, dilations, pads, group, out, dtype).astype(x.dtype, copy=False)
-
-
-def _conv(xc: np.ndarray, w: np.ndarray, b: np.ndarray | None, strides: list[int], dilations: list[int],
-          pads: list[int], group: int, out: list[int], dtype: np.dtype) -> np.ndarray:
-    nd = xc.ndim - 2
-    n = xc.shape[0]
-    m, cg = w.shape[:2]
-    kernel = list(w.shape[2:])
-    size = xc.shape[2:]
-    wg = w.astype(dtype, copy=False).reshape(group, m // group, cg * int(np.prod(kernel)))
+    wc = w.astype(dtype, copy=False)
+    wg = wc.reshape(group, m // group, cg * int(np.prod(kernel)))
     bias = None if b is None else b.astype(dtype, copy=False)
     if all(k == 1 for k in kernel) and all(s == 1 for s in strides) and not any(pads):
         y = np.matmul(wg, xc.reshape(n, group, cg, -1))  # the input already is the column matrix
     elif wg.shape[2] <= GEMM_ROWS:
         y = _batched(xc, wg, kernel, strides, dilations, pads, out)
     elif group == 1:
-        y, bias = _gemm_channels_last(xc, w.astype(dtype, copy=False), strides, dilations, pads, out, bias), None
+        y, bias = _gemm_channels_last(xc, wc, strides, dilations, pads, out, bias), None
     elif all(s == 1 for s in strides) and _flat_waste(size, pads, out) <= FLAT_WASTE:
         y, bias = _gemm_flat(xc, wg, kernel, dilations, pads, out, bias), None
     else:
@@ -254,7 +248,7 @@ def _conv(xc: np.ndarray, w: np.ndarray, b: np.ndarray | None, strides: list[int
     y = y.reshape(n, m, *out)
     if bias is not None:  # the GEMM layouts add it while transposing
         y += bias.reshape(m, *([1] * nd))
-    return y
+    return y.astype(x.dtype, copy=False)
 
 
 @kernel("Conv", since=1)

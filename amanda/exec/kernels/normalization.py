@@ -98,8 +98,7 @@ def layernorm_kernel(
     wx = x.astype(wide(x.dtype), copy=False)
     lead, width = x.shape[:axis], int(np.prod(x.shape[axis:], dtype=np.int64))
     rows = wx.reshape(int(np.prod(lead, dtype=np.int64)), width)
-    # one centred buffer serves the variance (a dot product, no squared copy) and Y;
-    # memory-bound, so on one thread (see amanda.exec.intraop)
+    # one centred buffer serves the variance (a dot product, no squared copy) and Y
     mean = row_sums(rows) / width
     y = np.subtract(rows, mean[:, None])
     var = np.einsum("ij,ij->i", y, y) / width
