@@ -174,23 +174,14 @@ def _gemm_channels_last(
     m = w.shape[0]
     kernel = list(w.shape[2:])
     size = x.shape[2:]
-    padded = scratch(
+    memory = scratch(
         (n, *(size[i] + pads[i] + pads[nd + i] for i in range(nd)), c), x.dtype, "conv.nhwc"
     )
-    if any(pads):
-        padded.fill(0)
-    inner = (slice(None), *(slice(pads[i], pads[i] + size[i]) for i in range(nd)), slice(None))
-    np.copyto(padded[inner], np.moveaxis(x, 1, -1))
-    st = padded.strides
-    shape = (n, *out, *kernel, c)
-    steps = (
-        st[0],
-        *(s * t for s, t in zip(strides, st[1:-1])),
-        *(d * t for d, t in zip(dilations, st[1:-1])),
-        st[-1],
-    )
-    cols = scratch(shape, x.dtype, "conv.cols")
-    np.copyto(cols, as_strided(padded, shape, steps, writeable=False))
+    # padded in (N, C, *S) order, stored channels-last: always a copy, even without pads
+    padded = pad_spatial(x, pads[:nd], pads[nd:], 0, into=np.moveaxis(memory, -1, 1))
+    view = windows(padded, kernel, strides, dilations, out)  # (N, C, *out, *K)
+    cols = scratch((n, *out, *kernel, c), x.dtype, "conv.cols")
+    np.copyto(cols, view.transpose(0, *range(2, 2 + 2 * nd), 1))
     length = int(np.prod(out))
     weights = np.moveaxis(w, (0, 1), (-1, -2)).reshape(-1, m)  # (*K, C, M): a copy
     y = np.matmul(
