@@ -37,6 +37,7 @@ from amanda.containers import (
 )
 from amanda.errors import (
     AmandaError,
+    ArgumentError,
     CycleError,
     ExecutionError,
     FormatError,
@@ -44,6 +45,7 @@ from amanda.errors import (
     MappingError,
     PathError,
     QueryError,
+    RenderError,
     SchemaError,
 )
 from amanda.exec import Session
@@ -52,6 +54,7 @@ from amanda.namespaces import namespace
 from amanda.namespaces.mapping import MappingTable, NameMap, convert, load_mapping, register_table
 from amanda.namespaces.validation import validate
 from amanda.query import Selection, compile_selector, select
+from amanda.viz import render, to_dot
 
 __version__ = "0.1.0"
 
@@ -59,6 +62,7 @@ __all__ = [
     "CONTROL",
     "SELF",
     "AmandaError",
+    "ArgumentError",
     "CompositionError",
     "Container",
     "CycleError",
@@ -76,6 +80,7 @@ __all__ = [
     "PathError",
     "Port",
     "QueryError",
+    "RenderError",
     "SchemaError",
     "Selection",
     "Session",
@@ -98,9 +103,11 @@ __all__ = [
     "namespace",
     "op",
     "register_table",
+    "render",
     "replace",
     "save_weights",
     "select",
+    "to_dot",
     "unfuse",
     "validate",
     "walk",

@@ -11,6 +11,7 @@ from typing import Any
 
 __all__ = [
     "AmandaError",
+    "ArgumentError",
     "CycleError",
     "ExecutionError",
     "FormatError",
@@ -19,6 +20,7 @@ __all__ = [
     "PathError",
     "Problem",
     "QueryError",
+    "RenderError",
     "SchemaError",
 ]
 
@@ -145,3 +147,11 @@ class MappingError(AmandaError):
 
 class ExecutionError(AmandaError):
     """Running a graph failed; names the op path, its type, namespace and inputs."""
+
+
+class ArgumentError(AmandaError, TypeError):
+    """A public function was called with an argument of the wrong kind."""
+
+
+class RenderError(AmandaError):
+    """A drawing could not be rendered: the graphviz package or its ``dot`` program is missing."""

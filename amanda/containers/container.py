@@ -23,6 +23,7 @@ from typing import Any
 
 from pyrsistent import PMap, PVector, pvector
 
+from amanda.containers.display import Displayed
 from amanda.containers.edge import SELF, Port
 from amanda.containers.identity import structural_hash, structurally_equal
 from amanda.containers.values import EMPTY, attrs_equal, freeze_attrs
@@ -65,7 +66,7 @@ def _ports(values: Iterable[Any]) -> tuple[Port, ...]:
     return tuple(_port(v) for v in values)
 
 
-class Container:
+class Container(Displayed):
     """An immutable op, subgraph or graph.
 
     Fields: ``type``, ``name``, ``inputs``, ``outputs``, ``controls`` (named control

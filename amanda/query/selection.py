@@ -101,6 +101,21 @@ class Selection:
         more = f", … {len(self) - 5} more" if len(self) > 5 else ""
         return f"Selection([{shown}{more}])"
 
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        """IPython's display: one line per selected path with its type."""
+        lines = [f"Selection of {len(self)} in {self.root.name}"]
+        for path, node in list(self)[:50]:
+            lines.append(f"  {'/'.join(path) or '<root>'}: {node.type}")
+        if len(self) > 50:
+            lines.append(f"  … {len(self) - 50} more")
+        printer.text("\n".join(lines))
+
+    def _repr_svg_(self) -> str | None:
+        """A notebook's drawing of the queried model with the selection highlighted."""
+        from amanda.viz.tree import notebook_svg
+
+        return notebook_svg(self.root, highlight=self)
+
     def select(self, selector: str) -> Selection:
         """Continue the query from every selected node (``$`` stands for them; it may be
         left out, as in ``sel.select("..[?is_op]")``). Paths and views stay those of the
