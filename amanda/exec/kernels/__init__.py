@@ -16,3 +16,4 @@ from amanda.exec.kernels import indexing  # noqa: F401
 from amanda.exec.kernels import construct  # noqa: F401
 from amanda.exec.kernels import sorting  # noqa: F401
 from amanda.exec.kernels import resize  # noqa: F401
+from amanda.exec.kernels import recurrent  # noqa: F401
