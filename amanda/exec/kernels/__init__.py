@@ -17,3 +17,6 @@ from amanda.exec.kernels import construct  # noqa: F401
 from amanda.exec.kernels import sorting  # noqa: F401
 from amanda.exec.kernels import resize  # noqa: F401
 from amanda.exec.kernels import recurrent  # noqa: F401
+from amanda.exec.kernels import losses  # noqa: F401
+from amanda.exec.kernels import signal  # noqa: F401
+from amanda.exec.kernels import random  # noqa: F401
