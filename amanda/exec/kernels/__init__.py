@@ -20,3 +20,4 @@ from amanda.exec.kernels import recurrent  # noqa: F401
 from amanda.exec.kernels import losses  # noqa: F401
 from amanda.exec.kernels import signal  # noqa: F401
 from amanda.exec.kernels import random  # noqa: F401
+from amanda.exec.kernels import quantize  # noqa: F401
