@@ -22,3 +22,4 @@ from amanda.exec.kernels import signal  # noqa: F401
 from amanda.exec.kernels import random  # noqa: F401
 from amanda.exec.kernels import quantize  # noqa: F401
 from amanda.exec.kernels import attention  # noqa: F401
+from amanda.exec.kernels import sequence_state  # noqa: F401
