@@ -23,3 +23,5 @@ from amanda.exec.kernels import random  # noqa: F401
 from amanda.exec.kernels import quantize  # noqa: F401
 from amanda.exec.kernels import attention  # noqa: F401
 from amanda.exec.kernels import sequence_state  # noqa: F401
+from amanda.exec.kernels import sampling  # noqa: F401
+from amanda.exec.kernels import detection  # noqa: F401
