@@ -64,3 +64,25 @@ def test_regex_full_match(words: list[str], pattern: str) -> None:
     """Whole-string regex matches agree with onnxruntime's RE2."""
     compare(helper.make_node("RegexFullMatch", ["x"], ["y"], pattern=pattern),
             {"x": np.array(words, dtype=object)})
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 10_000), mode=st.sampled_from(["TF", "IDF", "TFIDF"]), skips=st.integers(0, 2),
+       low=st.integers(1, 2))
+def test_tfidf_vectorizer(seed: int, mode: str, skips: int, low: int) -> None:
+    """n-gram counts with skips and weights over int64 tokens match onnxruntime."""
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, 4, (3, 9)).astype(np.int64)
+    node = helper.make_node(
+        "TfIdfVectorizer", ["x"], ["y"], mode=mode, min_gram_length=low, max_gram_length=2,
+        max_skip_count=skips, ngram_counts=[0, 3], ngram_indexes=[0, 1, 2, 3, 4, 5],
+        pool_int64s=[1, 2, 3, 0, 1, 2, 2, 3, 3], weights=[0.5, 1.0, 2.0, 1.5, 0.25, 3.0],
+    )
+    model = helper.make_model(
+        helper.make_graph([node], "t", [helper.make_tensor_value_info("x", TensorProto.INT64, x.shape)],
+                          [onnx.ValueInfoProto(name="y")]),
+        opset_imports=[helper.make_opsetid("", 9)], ir_version=9)
+    (want,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    with amanda.Session(from_onnx(model), threads=1) as s:
+        (got,) = s.run(["y"], {"x": x})
+    np.testing.assert_allclose(got, want, rtol=1e-6)

@@ -26,3 +26,4 @@ from amanda.exec.kernels import sequence_state  # noqa: F401
 from amanda.exec.kernels import sampling  # noqa: F401
 from amanda.exec.kernels import detection  # noqa: F401
 from amanda.exec.kernels import strings  # noqa: F401
+from amanda.exec.kernels import text_features  # noqa: F401
