@@ -82,3 +82,43 @@ def test_non_max_suppression(seed: int, centre: bool, iou: float, floor: bool) -
              "score": np.array([0.3 if floor else 0.0], np.float32)}
     node = helper.make_node("NonMaxSuppression", list(feeds), ["selected"], center_point_box=int(centre))
     compare(node, feeds, opset=11, rtol=0, atol=0)
+
+
+def ort_conv(x: np.ndarray, w: np.ndarray, b: np.ndarray, **attrs: object) -> np.ndarray:
+    """onnxruntime's Conv, the oracle for offsets that land on whole pixels."""
+    node = helper.make_node("Conv", ["x", "w", "b"], ["y"], **attrs)
+    feeds = {"x": x, "w": w, "b": b}
+    inputs = [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+              for k, v in feeds.items()]
+    model = helper.make_model(helper.make_graph([node], "c", inputs, [onnx.ValueInfoProto(name="y")]),
+                              opset_imports=[helper.make_opsetid("", 19)], ir_version=9)
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 10_000), group=st.sampled_from([1, 2]), stride=st.integers(1, 2),
+       shift=st.sampled_from([0, 1, -1]))
+def test_deform_conv_with_whole_pixel_offsets_is_a_shifted_conv(seed: int, group: int, stride: int,
+                                                                 shift: int) -> None:
+    """With every tap's offset the same whole number of pixels along x (and a mask of ones),
+    DeformConv equals onnxruntime's Conv of the input shifted by that many pixels."""
+    from amanda.exec.kernels.sampling import deform_conv_kernel
+
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((2, 4, 6, 7)).astype(np.float32)
+    w = rng.standard_normal((4, 4 // group, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(4).astype(np.float32)
+    attrs = {"pads": [0, 0, 0, 0], "strides": [stride, stride], "group": group}  # no padding: the shift oracle holds
+    want_shape = ort_conv(x, w, b, **attrs).shape
+    offset = np.zeros((2, 2 * 9, *want_shape[2:]), np.float32)
+    offset[:, 1::2] = shift  # x offsets; y offsets stay 0
+    shifted = np.zeros_like(x)
+    if shift > 0:
+        shifted[..., :-shift] = x[..., shift:]
+    elif shift < 0:
+        shifted[..., -shift:] = x[..., :shift]
+    else:
+        shifted = x
+    mask = np.ones((2, 9, *want_shape[2:]), np.float32)
+    (got,) = deform_conv_kernel(attrs, x, w, offset, b, mask)
+    np.testing.assert_allclose(got, ort_conv(shifted, w, b, **attrs), rtol=1e-4, atol=1e-4)

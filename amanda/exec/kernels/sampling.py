@@ -181,3 +181,48 @@ def roi_align_kernel(attrs: Attrs, x: np.ndarray, rois: np.ndarray, batch_indice
                         acc = np.maximum(acc, np.max(parts, axis=0)) if maximum else acc + np.sum(parts, axis=0)
                 result[r, :, ph, pw] = acc if maximum else acc / count
     return (result.astype(x.dtype),)
+
+
+@kernel("DeformConv", since=19)
+def deform_conv_kernel(attrs: Attrs, x: np.ndarray, w: np.ndarray, offset: np.ndarray, bias: Any = None,
+                       mask: Any = None) -> tuple:
+    """ONNX DeformConv: each kernel tap reads the input at its place shifted by a learned
+    offset (bilinear, zero outside), scaled by ``mask``; then a grouped convolution sum."""
+    from amanda.exec.kernels.conv import ints, window_pads
+
+    nd = x.ndim - 2
+    kernel_shape = list(w.shape[2:])
+    strides = ints(attrs.get("strides"), nd, 1)
+    dilations = ints(attrs.get("dilations"), nd, 1)
+    pads = window_pads(attrs, x.shape[2:], kernel_shape, strides, dilations)
+    group, offset_group = int(attrs.get("group", 1)), int(attrs.get("offset_group", 1))
+    out_size = offset.shape[2:]
+    taps = list(itertools.product(*(range(k) for k in kernel_shape)))
+    n, channels = x.shape[:2]
+    per_offset_group = channels // offset_group
+    wx = x.astype(np.float64)
+    grids = np.meshgrid(*(np.arange(o) for o in out_size), indexing="ij")
+    columns = np.empty((n, channels, len(taps), *out_size), np.float64)
+    for g in range(offset_group):
+        plane = wx[:, g * per_offset_group:(g + 1) * per_offset_group]
+        for t, tap in enumerate(taps):
+            base = (g * len(taps) + t) * nd
+            coords = [grids[d] * strides[d] - pads[d] + tap[d] * dilations[d] + offset[:, base + d]
+                      for d in range(nd)]
+            floors = [np.floor(c) for c in coords]
+            sample = 0.0
+            for corner in itertools.product((0, 1), repeat=nd):
+                index = [(f + bit).astype(np.int64) for f, bit in zip(floors, corner)]
+                weight = np.prod([1 - np.abs(c - i) for c, i in zip(coords, index)], axis=0)
+                sample = sample + _read(plane, index) * weight[:, None]
+            if mask is not None:
+                sample = sample * mask[:, g * len(taps) + t][:, None]
+            columns[:, g * per_offset_group:(g + 1) * per_offset_group, t] = sample
+    m = w.shape[0]
+    per_group_in, per_group_out = channels // group, m // group
+    weights = w.reshape(group, per_group_out, per_group_in, len(taps)).astype(np.float64)
+    cols = columns.reshape(n, group, per_group_in, len(taps), -1)
+    y = np.einsum("gocK,ngcKp->ngop", weights, cols).reshape(n, m, *out_size)
+    if bias is not None:
+        y = y + bias.astype(np.float64).reshape((m,) + (1,) * nd)
+    return (y.astype(x.dtype),)
