@@ -157,12 +157,20 @@ def table(results: dict[str, OpResult], verbose: bool = False) -> str:
     return "\n".join(lines)
 
 
+UNCLAIMED_REASONS = {
+    "ImageDecoder": "decoding JPEG, PNG, WebP, TIFF and JPEG 2000 needs an image codec library; "
+                    "amanda takes on no such dependency for one op",
+}
+
+
 def markdown(results: dict[str, OpResult]) -> str:
     """``docs/ops.md``: claimed op types with pass counts, then the ONNX op types without a kernel."""
     import onnx
 
     claimed = [r for r in results.values() if r.claimed]
     unclaimed = sorted(set(onnx_op_types()) - {r.op_type for r in claimed})
+    passed = sum(r.passed for r in claimed)
+    total = sum(r.total for r in results.values())
     with_cases = {r.op_type: r for r in results.values()}
     out = [
         "# Operators",
@@ -172,6 +180,8 @@ def markdown(results: dict[str, OpResult]) -> str:
         "one row per data set), each run through `amanda.Session` after `from_onnx`. A claimed op",
         f"type (one amanda has a kernel for) must pass at least {MIN_PASS_RATE:.0%} of its cases;",
         "`tests/conformance/test_onnx_node_conformance.py` checks that in CI.",
+        "",
+        f"Overall: {passed} of the {total} cases pass ({passed / max(total, 1):.1%}).",
         "",
         f"## Claimed ({len(claimed)} op types of the default domain)",
         "",
@@ -191,8 +201,9 @@ def markdown(results: dict[str, OpResult]) -> str:
     items = []
     for name in unclaimed:
         r = with_cases.get(name)
-        items.append(f"{name} ({r.total})" if r is not None and r.total else name)
-    out.append(", ".join(items) + ".")
+        label = f"{name} ({r.total})" if r is not None and r.total else name
+        items.append(f"- {label}: {UNCLAIMED_REASONS[name]}" if name in UNCLAIMED_REASONS else f"- {label}")
+    out += items
     out.append("")
     return "\n".join(out)
 

@@ -122,3 +122,16 @@ def test_deform_conv_with_whole_pixel_offsets_is_a_shifted_conv(seed: int, group
     mask = np.ones((2, 9, *want_shape[2:]), np.float32)
     (got,) = deform_conv_kernel(attrs, x, w, offset, b, mask)
     np.testing.assert_allclose(got, ort_conv(shifted, w, b, **attrs), rtol=1e-4, atol=1e-4)
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 10_000), scale=st.sampled_from([1.0, 0.5]))
+def test_max_roi_pool(seed: int, scale: float) -> None:
+    """MaxRoiPool over random regions, some past the border, matches onnxruntime."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((2, 3, 9, 11)).astype(np.float32)
+    corner = rng.integers(0, 10, (5, 2))
+    rois = np.concatenate([rng.integers(0, 2, (5, 1)), corner, corner + rng.integers(0, 8, (5, 2))],
+                          axis=1).astype(np.float32)
+    node = helper.make_node("MaxRoiPool", ["x", "rois"], ["y"], pooled_shape=[2, 3], spatial_scale=scale)
+    compare(node, {"x": x, "rois": rois}, opset=16)

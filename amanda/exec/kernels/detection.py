@@ -63,3 +63,27 @@ def non_max_suppression_kernel(attrs: Attrs, boxes: np.ndarray, scores: np.ndarr
                     kept.append(int(i))
             selected.extend((b, c, i) for i in kept)
     return (np.array(selected, np.int64).reshape(-1, 3),)
+
+
+@kernel("MaxRoiPool", since=1)
+def max_roi_pool_kernel(attrs: Attrs, x: np.ndarray, rois: np.ndarray) -> tuple:
+    """ONNX MaxRoiPool: each region ``(batch, x1, y1, x2, y2)``, scaled and rounded to whole
+    pixels, split into ``pooled_shape`` bins whose maxima form the output (0 for empty bins)."""
+    out_h, out_w = (int(v) for v in attrs["pooled_shape"])
+    scale = float(attrs.get("spatial_scale", 1.0))
+    height, width = x.shape[2:]
+    result = np.zeros((rois.shape[0], x.shape[1], out_h, out_w), x.dtype)
+    for r, roi in enumerate(rois.astype(np.float64)):
+        batch = int(roi[0])
+        # rounded half away from zero, as C's round (numpy's rounds half to even)
+        x1, y1, x2, y2 = (int(np.sign(v) * np.floor(abs(v * scale) + 0.5)) for v in roi[1:])
+        roi_h, roi_w = max(y2 - y1 + 1, 1), max(x2 - x1 + 1, 1)
+        for ph in range(out_h):
+            top = min(max(int(np.floor(ph * roi_h / out_h)) + y1, 0), height)
+            bottom = min(max(int(np.ceil((ph + 1) * roi_h / out_h)) + y1, 0), height)
+            for pw in range(out_w):
+                left = min(max(int(np.floor(pw * roi_w / out_w)) + x1, 0), width)
+                right = min(max(int(np.ceil((pw + 1) * roi_w / out_w)) + x1, 0), width)
+                if bottom > top and right > left:
+                    result[r, :, ph, pw] = x[batch, :, top:bottom, left:right].max(axis=(1, 2))
+    return (result,)
