@@ -23,6 +23,7 @@ here, by :mod:`amanda.exec.state` and :mod:`amanda.exec.control_flow`.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
@@ -271,3 +272,28 @@ def failure(path: str, op_type: str | None, namespace: str | None, inputs: Seque
     shown = describe_inputs(inputs) if inputs else "none"
     message = f"while executing `{path}` ({op_type}, {namespace}) with inputs {shown}: {type(exc).__name__}: {exc}"
     return ExecutionError(message, path=path, found=f"{type(exc).__name__}: {exc}")
+
+
+def output_positions(op: "Container", namespace: str | None) -> tuple[int, ...]:
+    """The kernel result index of each declared output port of ``op``.
+
+    An ONNX node may omit optional outputs (LSTM writing only ``Y_h``); its declared ports
+    then sit at their schema positions, not at their declaration order.
+    """
+    names = op.output_names
+    if namespace is None or op.type is None or parse_namespace(namespace)[0] != ONNX:
+        return tuple(range(len(names)))
+    return _schema_positions(namespace, op.type, names)
+
+
+@functools.lru_cache(maxsize=4096)
+def _schema_positions(namespace: str, op_type: str, names: tuple[str, ...]) -> tuple[int, ...]:
+    from amanda.errors import AmandaError
+    from amanda.io.onnx_ports import port_positions
+    from amanda.namespaces import namespace as lookup_namespace
+
+    try:
+        schema = lookup_namespace(namespace).schema(op_type)
+    except AmandaError:
+        return tuple(range(len(names)))
+    return tuple(port_positions(schema.outputs, names, "output"))

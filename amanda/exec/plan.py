@@ -30,7 +30,14 @@ import numpy as np
 
 from amanda.containers import SELF, Endpoint, FlatGraph, flatten, walk
 from amanda.errors import ExecutionError, format_path
-from amanda.exec.dispatch import ONNX, OpContext, failure, parse_namespace, resolve_kernel
+from amanda.exec.dispatch import (
+    ONNX,
+    OpContext,
+    failure,
+    output_positions,
+    parse_namespace,
+    resolve_kernel,
+)
 from amanda.exec.inplace import donate
 from amanda.exec.resolve import Into, control_sources, data_source, resolve_feed, resolve_fetch
 
@@ -252,7 +259,8 @@ def _compile(
                 continue
             source = sources.get(into)
             ins.append(0 if source is None else slot(source))
-        outs = tuple((k, slot(Endpoint(path, name))) for k, name in enumerate(op.output_names)
+        outs = tuple((k, slot(Endpoint(path, name)))
+                     for k, name in zip(output_positions(op, namespace), op.output_names)
                      if Endpoint(path, name) in wanted and Endpoint(path, name) not in fed_values)
         fn = resolved.fn
         if resolved.session:

@@ -45,3 +45,12 @@ def test_runner_table_mentions_every_op() -> None:
     text = runner.table(results)
     assert "Relu" in text and "Frobnicate" in text and "claimed op types: 1" in text
     assert results["Frobnicate"].total == 0 and not results["Frobnicate"].claimed
+
+
+def test_overall_pass_rate_is_at_least_98_percent() -> None:
+    """Across every ONNX op type of the default domain, at least 98% of the backend node
+    cases pass (unclaimed op types count as failures)."""
+    results = runner.run(runner.onnx_op_types())
+    passed = sum(r.passed for r in results.values() if r.claimed)
+    total = sum(r.total for r in results.values())
+    assert total > 1000 and passed / total >= 0.98, f"{passed}/{total}"

@@ -16,3 +16,14 @@ from amanda.exec.kernels import indexing  # noqa: F401
 from amanda.exec.kernels import construct  # noqa: F401
 from amanda.exec.kernels import sorting  # noqa: F401
 from amanda.exec.kernels import resize  # noqa: F401
+from amanda.exec.kernels import recurrent  # noqa: F401
+from amanda.exec.kernels import losses  # noqa: F401
+from amanda.exec.kernels import signal  # noqa: F401
+from amanda.exec.kernels import random  # noqa: F401
+from amanda.exec.kernels import quantize  # noqa: F401
+from amanda.exec.kernels import attention  # noqa: F401
+from amanda.exec.kernels import sequence_state  # noqa: F401
+from amanda.exec.kernels import sampling  # noqa: F401
+from amanda.exec.kernels import detection  # noqa: F401
+from amanda.exec.kernels import strings  # noqa: F401
+from amanda.exec.kernels import text_features  # noqa: F401

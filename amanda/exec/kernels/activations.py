@@ -78,6 +78,7 @@ _ACTIVATIONS: dict[str, tuple[Callable[[np.ndarray, Attrs], Any], int]] = {
     "Gelu": (_gelu, 20),
     "Mish": (lambda x, a: x * np.tanh(_softplus(x)), 18),
     "Shrink": (_shrink, 9),
+    "Swish": (lambda x, a: x * _sigmoid(_f(a, "alpha", 1.0) * x), 24),
 }
 
 

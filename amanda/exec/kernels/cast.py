@@ -109,3 +109,12 @@ def _code_of(dtype: np.dtype) -> int:
 def castlike_kernel(attrs: Attrs, x: np.ndarray, target: np.ndarray) -> tuple:
     """ONNX CastLike: Cast to the dtype of ``target``."""
     return cast_kernel({**attrs, "to": _code_of(target.dtype)}, x)
+
+
+@kernel("BitCast", since=26)
+def bitcast_kernel(attrs: Attrs, x: np.ndarray) -> tuple:
+    """ONNX BitCast: the same bytes read as the ``to`` type, which must have the same width."""
+    target = onnx_dtype(int(attrs["to"]))
+    if target.itemsize != x.dtype.itemsize:
+        raise ValueError(f"BitCast needs types of one width, found {x.dtype} and {target}")
+    return (np.ascontiguousarray(x).view(target).reshape(x.shape),)

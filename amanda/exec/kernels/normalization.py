@@ -166,3 +166,35 @@ def mvn_kernel(attrs: Attrs, x: np.ndarray) -> tuple:
     # E[x^2] - E[x]^2, as the ONNX function body computes it
     std = np.sqrt(np.maximum(np.mean(wx * wx, axis=axes, keepdims=True) - mean * mean, 0))
     return (as_array((wx - mean) / (std + 1e-9)).astype(x.dtype, copy=False),)
+
+
+@kernel("RMSNormalization", since=23)
+def rms_normalization_kernel(attrs: Attrs, x: np.ndarray, scale: np.ndarray) -> tuple:
+    """ONNX RMSNormalization: ``x / sqrt(mean(x^2) + epsilon) * scale`` over the axes from
+    ``axis`` on, computed in float32 or wider."""
+    eps = float(attrs.get("epsilon", 1e-5))
+    axis = int(attrs.get("axis", -1))
+    axis = axis + x.ndim if axis < 0 else axis
+    wx = x.astype(wide(x.dtype), copy=False)
+    axes = tuple(range(axis, x.ndim))
+    rms = np.sqrt(np.mean(np.square(wx), axis=axes, keepdims=True) + eps)
+    return (as_array(wx / rms * scale).astype(x.dtype, copy=False),)
+
+
+@kernel("LRN", since=1)
+def lrn_kernel(attrs: Attrs, x: np.ndarray) -> tuple:
+    """ONNX LRN: each value divided by ``(bias + alpha / size * sum of squares over the
+    nearest `size` channels) ** beta``."""
+    size = int(attrs["size"])
+    alpha, beta = float(attrs.get("alpha", 1e-4)), float(attrs.get("beta", 0.75))
+    bias = float(attrs.get("bias", 1.0))
+    wx = x.astype(wide(x.dtype), copy=False)
+    squares = np.square(wx)
+    channels = x.shape[1]
+    below, above = (size - 1) // 2, size - 1 - (size - 1) // 2
+    padded = np.concatenate([np.zeros_like(squares[:, :1]).repeat(below, 1), squares,
+                             np.zeros_like(squares[:, :1]).repeat(above, 1)], axis=1)
+    running = np.cumsum(padded, axis=1)
+    running = np.concatenate([np.zeros_like(running[:, :1]), running], axis=1)
+    window = running[:, size:size + channels] - running[:, :channels]
+    return (as_array(wx / (bias + alpha / size * window) ** beta).astype(x.dtype, copy=False),)

@@ -134,3 +134,17 @@ def cumsum_kernel(attrs: Attrs, x: np.ndarray, axis: np.ndarray) -> tuple:
     if reverse:
         out = np.flip(out, ax)
     return (as_array(out).astype(x.dtype, copy=False),)
+
+
+@kernel("CumProd", since=26)
+def cumprod_kernel(attrs: Attrs, x: np.ndarray, axis: np.ndarray) -> tuple:
+    """ONNX CumProd along a scalar ``axis`` input, optionally ``exclusive`` and ``reverse``."""
+    ax = int(np.asarray(axis).reshape(-1)[0])
+    ax = ax + x.ndim if ax < 0 else ax
+    reverse = int(attrs.get("reverse", 0))
+    work = np.flip(x, ax) if reverse else x
+    out = np.cumprod(work, axis=ax, dtype=x.dtype)
+    if int(attrs.get("exclusive", 0)):
+        head = np.ones_like(np.take(out, [0], axis=ax))
+        out = np.concatenate([head, np.take(out, np.arange(out.shape[ax] - 1), axis=ax)], axis=ax)
+    return (np.flip(out, ax) if reverse else out,)

@@ -1,0 +1,206 @@
+"""Recurrent layers of the ONNX default domain: RNN, GRU and LSTM.
+
+One driver serves all three. The input projection ``X @ W^T`` of every time step is one
+GEMM before the loop; each step then adds ``H @ R^T`` and applies the cell. Directions
+(forward, reverse, bidirectional), per-batch ``sequence_lens`` (steps past a sequence's
+end leave its state unchanged and write zeros to ``Y``), initial states, both layouts,
+the activation attributes with their alpha and beta, ``clip``, LSTM peepholes and
+``input_forget``, and GRU's ``linear_before_reset`` follow the ONNX operator definitions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from amanda.errors import ExecutionError
+from amanda.exec.kernels.math_util import attr_str
+from amanda.exec.kernels.registry import kernel
+
+Attrs = Mapping[str, Any]
+Activation = Callable[[np.ndarray], np.ndarray]
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 0.5 * (1.0 + np.tanh(0.5 * x))
+
+
+# name -> (number of alpha/beta parameters it takes, defaults, function of (x, alpha, beta))
+_ACTIVATIONS: dict[str, tuple[int, tuple[float, float], Callable[..., np.ndarray]]] = {
+    "relu": (0, (0.0, 0.0), lambda x, a, b: np.maximum(x, 0)),
+    "tanh": (0, (0.0, 0.0), lambda x, a, b: np.tanh(x)),
+    "sigmoid": (0, (0.0, 0.0), lambda x, a, b: _sigmoid(x)),
+    "affine": (2, (1.0, 0.0), lambda x, a, b: a * x + b),
+    "leakyrelu": (1, (0.01, 0.0), lambda x, a, b: np.where(x >= 0, x, a * x)),
+    "thresholdedrelu": (1, (1.0, 0.0), lambda x, a, b: np.where(x > a, x, 0)),
+    "scaledtanh": (2, (1.0, 1.0), lambda x, a, b: a * np.tanh(b * x)),
+    "hardsigmoid": (2, (0.2, 0.5), lambda x, a, b: np.clip(a * x + b, 0, 1)),
+    "elu": (1, (1.0, 0.0), lambda x, a, b: np.where(x >= 0, x, a * np.expm1(np.minimum(x, 0)))),
+    "softsign": (0, (0.0, 0.0), lambda x, a, b: x / (1 + np.abs(x))),
+    "softplus": (0, (0.0, 0.0), lambda x, a, b: np.logaddexp(0, x)),
+}
+
+
+def _activations(attrs: Attrs, defaults: Sequence[str], directions: int) -> list[list[Activation]]:
+    """Per direction, the cell's activation functions with their alpha and beta bound."""
+    names = attrs.get("activations")
+    names = [n.decode() if isinstance(n, bytes) else str(n) for n in names] if names else list(defaults) * directions
+    if len(names) != len(defaults) * directions:
+        raise ExecutionError(
+            f"expected {len(defaults) * directions} activations, found {len(names)}",
+            expected=f"{len(defaults) * directions} activation names", found=repr(names),
+        )
+    alphas = list(attrs.get("activation_alpha") or ())
+    betas = list(attrs.get("activation_beta") or ())
+    bound: list[Activation] = []
+    for name in names:
+        key = name.lower()
+        if key not in _ACTIVATIONS:
+            raise ExecutionError(f"unknown activation {name!r}", expected=f"one of {sorted(_ACTIVATIONS)}", found=name)
+        count, (alpha, beta), fn = _ACTIVATIONS[key]
+        if count >= 1 and alphas:
+            alpha = float(alphas.pop(0))
+        if count >= 2 and betas:
+            beta = float(betas.pop(0))
+        bound.append(lambda x, fn=fn, a=alpha, b=beta: fn(x, a, b))
+    per = len(defaults)
+    return [bound[d * per:(d + 1) * per] for d in range(directions)]
+
+
+class _Cell:
+    """One direction's weights and the step function shared by the three cell kinds."""
+
+    def __init__(self, kind: str, w: np.ndarray, r: np.ndarray, b: np.ndarray | None,
+                 p: np.ndarray | None, fns: list[Activation], attrs: Attrs) -> None:
+        self.kind = kind
+        self.r_t = r.T
+        hidden = r.shape[-1]
+        gates = r.shape[0] // hidden
+        self.wb = b[: gates * hidden] if b is not None else None
+        self.rb = b[gates * hidden:] if b is not None else None
+        self.p = p
+        self.fns = fns
+        clip = attrs.get("clip")
+        self.clip = None if clip is None else float(clip)
+        self.input_forget = bool(int(attrs.get("input_forget", 0)))
+        self.linear_before_reset = bool(int(attrs.get("linear_before_reset", 0)))
+        self.hidden = hidden
+        self.w = w
+
+    def _act(self, i: int, x: np.ndarray, gate: bool = True) -> np.ndarray:
+        if self.clip is not None and gate:
+            x = np.clip(x, -self.clip, self.clip)
+        return self.fns[i](x)
+
+    def step(self, xw: np.ndarray, h: np.ndarray, c: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
+        """The next hidden (and cell) state from this step's input projection ``xw``."""
+        n = self.hidden
+        if self.kind == "GRU":
+            r_z, r_r, r_h = self.r_t[:, :n], self.r_t[:, n:2 * n], self.r_t[:, 2 * n:]
+            rb = self.rb if self.rb is not None else np.zeros(3 * n, xw.dtype)
+            z = self._act(0, xw[:, :n] + h @ r_z + rb[:n])
+            reset = self._act(0, xw[:, n:2 * n] + h @ r_r + rb[n:2 * n])
+            if self.linear_before_reset:
+                cand = self._act(1, xw[:, 2 * n:] + reset * (h @ r_h + rb[2 * n:]))
+            else:
+                cand = self._act(1, xw[:, 2 * n:] + (reset * h) @ r_h + rb[2 * n:])
+            return (1 - z) * cand + z * h, None
+        gates = xw + h @ self.r_t
+        if self.rb is not None:
+            gates = gates + self.rb
+        if self.kind == "RNN":
+            return self._act(0, gates), None
+        assert c is not None
+        pi, po, pf = (self.p[:n], self.p[n:2 * n], self.p[2 * n:]) if self.p is not None else (0, 0, 0)
+        i = self._act(0, gates[:, :n] + pi * c)
+        f = 1 - i if self.input_forget else self._act(0, gates[:, 2 * n:3 * n] + pf * c)
+        cell = f * c + i * self._act(1, gates[:, 3 * n:])
+        o = self._act(0, gates[:, n:2 * n] + po * cell)
+        return o * self._act(2, cell, gate=False), cell
+
+
+def _run_direction(cell: _Cell, x: np.ndarray, lens: np.ndarray, h: np.ndarray,
+                   c: np.ndarray | None, reverse: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    steps, batch, _ = x.shape
+    xw = (x.reshape(steps * batch, -1) @ cell.w.T).reshape(steps, batch, -1)
+    if cell.wb is not None:
+        xw += cell.wb
+    y = np.zeros((steps, batch, cell.hidden), dtype=x.dtype)
+    full = bool(np.all(lens >= steps))
+    for t in (range(steps - 1, -1, -1) if reverse else range(steps)):
+        new_h, new_c = cell.step(xw[t], h, c)
+        if full:
+            h, c = new_h, new_c
+            y[t] = h
+            continue
+        live = (t < lens)[:, None]
+        h = np.where(live, new_h, h)
+        if c is not None and new_c is not None:
+            c = np.where(live, new_c, c)
+        y[t] = np.where(live, h, 0)
+    return y, h, c
+
+
+def _recurrent(kind: str, gates: int, defaults: Sequence[str], attrs: Attrs, x: np.ndarray, w: np.ndarray,
+               r: np.ndarray, b: np.ndarray | None, lens: np.ndarray | None, h0: np.ndarray | None,
+               c0: np.ndarray | None = None, p: np.ndarray | None = None) -> tuple:
+    direction = attr_str(attrs, "direction", "forward")
+    dirs = w.shape[0]
+    if direction not in ("forward", "reverse", "bidirectional") or dirs != (2 if direction == "bidirectional" else 1):
+        raise ExecutionError(
+            f"{kind}: direction {direction!r} does not fit W with {dirs} direction(s)",
+            expected="forward or reverse with 1 direction, bidirectional with 2", found=f"{direction}, {dirs}",
+        )
+    layout = int(attrs.get("layout", 0))
+    if layout:
+        x = np.swapaxes(x, 0, 1)
+        h0 = None if h0 is None else np.swapaxes(h0, 0, 1)
+        c0 = None if c0 is None else np.swapaxes(c0, 0, 1)
+    steps, batch = x.shape[0], x.shape[1]
+    hidden = r.shape[-1]
+    if r.shape[1] != gates * hidden:
+        raise ExecutionError(f"{kind}: R has {r.shape[1]} rows, expected {gates} x hidden_size {hidden}",
+                             expected=f"{gates * hidden}", found=str(r.shape[1]))
+    lens = np.full(batch, steps) if lens is None else np.asarray(lens).astype(np.int64)
+    fns = _activations(attrs, defaults, dirs)
+    ys, hs, cs = [], [], []
+    for d in range(dirs):
+        cell = _Cell(kind, w[d], r[d], None if b is None else b[d], None if p is None else p[d], fns[d], attrs)
+        h = np.zeros((batch, hidden), x.dtype) if h0 is None else h0[d]
+        c = (np.zeros((batch, hidden), x.dtype) if c0 is None else c0[d]) if kind == "LSTM" else None
+        reverse = direction == "reverse" or d == 1
+        y, h, c = _run_direction(cell, x, lens, h, c, reverse)
+        ys.append(y)
+        hs.append(h)
+        cs.append(c)
+    y_all = np.stack(ys, axis=1).astype(x.dtype, copy=False)  # [steps, dirs, batch, hidden]
+    y_h = np.stack(hs).astype(x.dtype, copy=False)
+    y_c = np.stack(cs).astype(x.dtype, copy=False) if kind == "LSTM" else None
+    if layout:
+        y_all = np.ascontiguousarray(np.transpose(y_all, (2, 0, 1, 3)))
+        y_h = np.ascontiguousarray(np.swapaxes(y_h, 0, 1))
+        y_c = None if y_c is None else np.ascontiguousarray(np.swapaxes(y_c, 0, 1))
+    return (y_all, y_h) if kind != "LSTM" else (y_all, y_h, y_c)
+
+
+@kernel("RNN", since=1)
+def rnn_kernel(attrs: Attrs, x: np.ndarray, w: np.ndarray, r: np.ndarray, b: Any = None,
+               lens: Any = None, h0: Any = None) -> tuple:
+    """ONNX RNN: ``H = f(X W^T + H R^T + Wb + Rb)``."""
+    return _recurrent("RNN", 1, ("Tanh",), attrs, x, w, r, b, lens, h0)
+
+
+@kernel("GRU", since=1)
+def gru_kernel(attrs: Attrs, x: np.ndarray, w: np.ndarray, r: np.ndarray, b: Any = None,
+               lens: Any = None, h0: Any = None) -> tuple:
+    """ONNX GRU (gates z, r, h), with ``linear_before_reset``."""
+    return _recurrent("GRU", 3, ("Sigmoid", "Tanh"), attrs, x, w, r, b, lens, h0)
+
+
+@kernel("LSTM", since=1)
+def lstm_kernel(attrs: Attrs, x: np.ndarray, w: np.ndarray, r: np.ndarray, b: Any = None,
+                lens: Any = None, h0: Any = None, c0: Any = None, p: Any = None) -> tuple:
+    """ONNX LSTM (gates i, o, f, c), with peepholes and ``input_forget``."""
+    return _recurrent("LSTM", 4, ("Sigmoid", "Tanh", "Tanh"), attrs, x, w, r, b, lens, h0, c0, p)
