@@ -1,11 +1,18 @@
-"""Every Python block in docs/*.md runs, in order, in one namespace per page."""
+"""The docs run as written, and the repository stands alone.
+
+Every Python block in docs/*.md runs, in order, in one namespace per page; every YAML and JSON
+example in docs/format.md loads (and matches the result shown beside it); no file refers to
+documents outside the repository.
+"""
 
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
 
-DOCS = sorted(Path(__file__).resolve().parent.parent.joinpath("docs").glob("*.md"))
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = sorted(ROOT.joinpath("docs").glob("*.md"))
 
 
 def blocks(path: Path) -> list[str]:
@@ -22,3 +29,77 @@ def test_doc_snippets_run(page, tmp_path, monkeypatch):
             exec(compile(code, f"{page.name}[block {number}]", "exec"), namespace)  # noqa: S102 - our own docs
         except Exception as exc:  # pragma: no cover - the message is the point
             raise AssertionError(f"{page.name} block {number} failed: {exc!r}") from exc
+
+
+# -- the repository stands alone ----------------------------------------------------------------
+
+# Written so that these patterns do not match their own source text.
+OUTSIDE = [
+    re.compile(p, re.IGNORECASE)
+    for p in (
+        r"\.\./shar[e]d",
+        r"shar[e]d/(?:DESIGN|seeds|STYLE)",
+        r"(?-i:\bDESIG[N]\.md)",
+        r"\bseed[s]/",
+        r"\bsee[d]'s\b",
+        r"\bsee[d]\s+0\d\d\b",
+        r"\bsee[d]_(?:0\d\d|model|layers|queries|example|diagram|graph)",
+        r"\bthe see[d]\b(?!\s*(?:=|\)|value|argument|attribute|is\b))",
+        r"\bsee[d] (?:document|example|spec|format|namespace|challenge|graph)",
+    )
+]
+SKIP_SUFFIXES = {".gz", ".npz", ".onnx", ".png", ".pb"}
+
+
+def repository_files() -> list[Path]:
+    """The tracked files (every file under the root when git is not at hand)."""
+    try:
+        listed = subprocess.run(
+            ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True, timeout=60
+        ).stdout.decode("utf-8")
+        return [ROOT / name for name in listed.split("\0") if name]
+    except (OSError, subprocess.SubprocessError):
+        hidden = {".git", ".venv", "venv", "__pycache__", ".hypothesis", ".pytest_cache",
+                  ".mypy_cache", ".ruff_cache", "build", "dist"}
+        return [p for p in ROOT.rglob("*") if p.is_file()
+                and not hidden.intersection(p.relative_to(ROOT).parts)
+                and not any(part.endswith(".egg-info") for part in p.parts)]
+
+
+def outside_references(text: str) -> list[str]:
+    """The lines of ``text`` that refer to documents outside the repository."""
+    return [line.strip() for line in text.splitlines() if any(p.search(line) for p in OUTSIDE)]
+
+
+def test_the_reference_patterns_catch_what_they_should():
+    """The patterns flag references to outside documents and leave random seeds alone."""
+    words = {"s": "se" + "ed", "d": "DES" + "IGN", "sh": "sha" + "red"}
+    flagged = [t.format(**words) for t in (
+        "see ../{sh}/{d}.md", "the {s}'s format", "{s} 003's C1", "tests/fixtures/{s}_000/x.yaml",
+        "as the {s} specifies", "{d}.md addressing", "the {s} documents", "{sh}/{s}s/000.txt")]
+    allowed = ["np.random.seed(0)", "Dropout with a seed attribute", "the seed = 3",
+               "torch.manual_seed(0)", "seeded results match", "docs/design.md", "seed: int = 0"]
+    assert [t for t in flagged if not outside_references(t)] == []
+    assert [t for t in allowed if outside_references(t)] == []
+
+
+def test_no_file_refers_outside_the_repository():
+    """No tracked file mentions the design notes or documents that a clone does not have."""
+    found = []
+    for path in repository_files():
+        if path.suffix in SKIP_SUFFIXES or not path.is_file():
+            continue
+        raw = path.read_bytes()
+        if b"\0" in raw:
+            continue
+        for line in outside_references(raw.decode("utf-8", errors="replace")):
+            found.append(f"{path.relative_to(ROOT)}: {line[:120]}")
+    assert found == [], "references to files outside the repository:\n" + "\n".join(found)
+
+
+def test_package_ships_its_type_marker():
+    """amanda/py.typed exists and pyproject.toml lists it as package data."""
+    assert ROOT.joinpath("amanda", "py.typed").is_file()
+    text = ROOT.joinpath("pyproject.toml").read_text()
+    section = text.split("[tool.setuptools.package-data]", 1)[1].split("\n[", 1)[0]
+    assert re.search(r'^"?amanda"?\s*=\s*\[[^\]]*"py\.typed"', section, re.MULTILINE)
