@@ -19,16 +19,58 @@ def blocks(path: Path) -> list[str]:
     return re.findall(r"```python\n(.*?)```", path.read_text(), re.DOTALL)
 
 
-@pytest.mark.parametrize("page", [d for d in DOCS if blocks(d)], ids=lambda p: p.name)
-def test_doc_snippets_run(page, tmp_path, monkeypatch):
-    """Each snippet on the page runs without error after the ones before it."""
-    monkeypatch.chdir(tmp_path)
+def fenced(path: Path) -> list[tuple[str, str]]:
+    """Every fenced block of the page as (language, text), in order."""
+    return re.findall(r"^```(\w*)\n(.*?)^```", path.read_text(), re.DOTALL | re.MULTILINE)
+
+
+FORMAT = ROOT / "docs" / "format.md"
+# Pages whose YAML and JSON blocks are amanda documents, loaded as the page runs.
+DOCUMENT_PAGES = {FORMAT}
+
+
+def run_page(page: Path) -> dict:
+    """Run the page's blocks in order in one namespace; documents are loaded into ``loaded``."""
     namespace: dict = {}
-    for number, code in enumerate(blocks(page)):
+    for number, (language, code) in enumerate(fenced(page)):
+        where = f"{page.name}[block {number}, {language}]"
         try:
-            exec(compile(code, f"{page.name}[block {number}]", "exec"), namespace)  # noqa: S102 - our own docs
+            if language == "python":
+                exec(compile(code, where, "exec"), namespace)  # noqa: S102 - our own docs
+            elif language in ("yaml", "json") and page in DOCUMENT_PAGES:
+                namespace["loaded"] = check_document(code, language)
         except Exception as exc:  # pragma: no cover - the message is the point
-            raise AssertionError(f"{page.name} block {number} failed: {exc!r}") from exc
+            raise AssertionError(f"{where} failed: {exc!r}") from exc
+    return namespace
+
+
+def check_document(text: str, language: str):
+    """Load one documented example and check that it round-trips through YAML and JSON."""
+    import amanda
+
+    item = amanda.loads(text, language)
+    for fmt in ("yaml", "json"):
+        again = amanda.loads(amanda.dumps(item, fmt), fmt)
+        assert again == item, f"the example does not round-trip through {fmt}"
+    return item
+
+
+@pytest.mark.parametrize("page", [d for d in DOCS if blocks(d) or d in DOCUMENT_PAGES],
+                         ids=lambda p: p.name)
+def test_doc_snippets_run(page, tmp_path, monkeypatch):
+    """Each snippet on the page runs (each document loads) without error after the ones before it."""
+    monkeypatch.chdir(tmp_path)
+    run_page(page)
+
+
+def test_every_format_example_is_exercised():
+    """docs/format.md shows documents only in yaml or json blocks, which the page test loads."""
+    languages = [language for language, _ in fenced(FORMAT)]
+    assert set(languages) <= {"python", "yaml", "json", "text"}, set(languages)
+    assert languages.count("yaml") >= 10 and "json" in languages
+    for language, code in fenced(FORMAT):
+        if language == "text":  # the field overview: a schema, not a document
+            assert "string" in code and "default" in code
 
 
 # -- the repository stands alone ----------------------------------------------------------------
