@@ -25,8 +25,10 @@ def fenced(path: Path) -> list[tuple[str, str]]:
 
 
 FORMAT = ROOT / "docs" / "format.md"
-# Pages whose YAML and JSON blocks are amanda documents, loaded as the page runs.
-DOCUMENT_PAGES = {FORMAT}
+DESIGN = ROOT / "docs" / "design.md"
+# Pages whose YAML and JSON blocks are amanda documents (or namespace schemas), loaded as the
+# page runs.
+DOCUMENT_PAGES = {FORMAT, DESIGN}
 
 
 def run_page(page: Path) -> dict:
@@ -48,6 +50,12 @@ def check_document(text: str, language: str):
     """Load one documented example and check that it round-trips through YAML and JSON."""
     import amanda
 
+    if text.startswith("namespace_schema:"):
+        from amanda.namespaces import dump_namespace_schema, load_namespace_schema
+
+        schema = load_namespace_schema(text)
+        assert load_namespace_schema(dump_namespace_schema(schema)) == schema
+        return schema
     item = amanda.loads(text, language)
     for fmt in ("yaml", "json"):
         again = amanda.loads(amanda.dumps(item, fmt), fmt)
@@ -145,3 +153,23 @@ def test_package_ships_its_type_marker():
     text = ROOT.joinpath("pyproject.toml").read_text()
     section = text.split("[tool.setuptools.package-data]", 1)[1].split("\n[", 1)[0]
     assert re.search(r'^"?amanda"?\s*=\s*\[[^\]]*"py\.typed"', section, re.MULTILINE)
+
+
+def test_design_page_names_the_modules_that_exist():
+    """Every package and module docs/design.md names under amanda/ exists, and none of the rooms
+    it marks as planned does yet."""
+    text = DESIGN.read_text()
+    namespaces = ("amanda/core", "amanda/onnx", "amanda/tensorflow")  # vocabularies, not files
+    named = {n for n in re.findall(r"`(amanda/[a-z_/*]+(?:\.py)?)`", text) if not n.startswith(namespaces)}
+    planned = set()
+    for language, block in fenced(DESIGN):
+        if language == "text":
+            rows = re.findall(r"^  ([a-z_]+(?:/[a-z_]+)?(?:\.py)?)/?\s+(\S*)", block, re.MULTILINE)
+            for entry, first_word in rows:
+                (planned if first_word == "planned:" else named).add(f"amanda/{entry}")
+    assert len(named) > 15
+    missing = [n for n in sorted(named) if not any(ROOT.glob(n))]
+    assert missing == []
+    assert {p.removeprefix("amanda/") for p in planned} == {
+        "types", "build", "layers", "autodiff", "optim", "passes", "viz", "exec/dist"}
+    assert [p for p in planned if ROOT.joinpath(p).exists()] == [], "a planned room exists"
