@@ -176,3 +176,49 @@ def test_design_page_names_the_modules_that_exist():
     assert {p.removeprefix("amanda/") for p in planned} == {
         "types", "build", "layers", "autodiff", "optim", "passes", "viz", "exec/dist"}
     assert [p for p in planned if ROOT.joinpath(p).exists()] == [], "a planned room exists"
+
+
+# What each package of amanda may import (docs/design.md, "Layers"): nothing below imports
+# from above. Container.select is the one documented exception, imported when called.
+LAYERS = {
+    "errors": set(),
+    "containers": {"errors"},
+    "query": {"errors", "containers"},
+    "namespaces": {"errors", "containers"},
+    "io": {"errors", "containers", "namespaces"},
+    "exec": {"errors", "containers", "namespaces"},
+}
+UPWARD_EXCEPTIONS = {("containers/container.py", "query")}
+
+
+def amanda_imports(path: Path) -> set[str]:
+    """The amanda packages a module imports, at any level of the module."""
+    import ast
+
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        found |= {n.split(".")[1] for n in names if n.startswith("amanda.")}
+    return found
+
+
+def test_layers_import_only_downward():
+    """No module of a lower layer imports a higher one, as docs/design.md states."""
+    package = ROOT / "amanda"
+    wrong = []
+    for module in sorted(package.rglob("*.py")):
+        relative = module.relative_to(package).as_posix()
+        layer = relative.split("/")[0].removesuffix(".py")
+        if layer not in LAYERS:
+            continue  # cli.py and __init__.py sit on top
+        for imported in amanda_imports(module) - LAYERS[layer] - {layer}:
+            if (relative, imported) not in UPWARD_EXCEPTIONS:
+                wrong.append(f"amanda/{relative} imports amanda.{imported}")
+    assert wrong == []
+    assert ("containers/container.py", "query") in {
+        (m.relative_to(package).as_posix(), i) for m in package.glob("containers/*.py")
+        for i in amanda_imports(m)}, "the documented exception is gone: update docs/design.md"
