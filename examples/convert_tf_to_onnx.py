@@ -1,4 +1,4 @@
-"""Convert the seed's TensorFlow graph (a dense layer) to ONNX, export it and run it.
+"""Convert the example TensorFlow graph (a dense layer) to ONNX, export it and run it.
 
 The graph is amanda/tensorflow/1.13.1 (Placeholder -> MatMul with a VariableV2 kernel -> Relu).
 ``amanda.convert`` finds the shipped TensorFlow -> ONNX 17 table (and, for another opset, the
@@ -17,11 +17,11 @@ from amanda.namespaces.mapping import load_mapping
 from amanda.namespaces.mapping.convert import convert
 from amanda.namespaces.validation import validate
 
-SEED = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "seed_000" / "tensorflow_dense_graph.yaml"
+TF_GRAPH = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "documents" / "tensorflow_dense_graph.yaml"
 
 
 def main() -> None:
-    graph = amanda.load(SEED)
+    graph = amanda.load(TF_GRAPH)
     print(f"TensorFlow graph: {graph.namespace}, ops {[op.type for op in graph]}")
     for target in ("amanda/onnx/17", "amanda/onnx/13"):
         onnx_graph, names = convert(graph, target, with_names=True,

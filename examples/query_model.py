@@ -1,4 +1,4 @@
-"""Querying a model: the seed's four example queries, each one selector, then a query
+"""Querying a model: the four example queries of docs/query.md, each one selector, then a query
 handed to a pure transform, and what a mistake in a selector looks like."""
 
 import amanda

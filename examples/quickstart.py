@@ -1,10 +1,10 @@
-"""Quickstart: load the seed's TensorFlow graph, look at its effective view, and round-trip it."""
+"""Quickstart: load the example TensorFlow graph, look at its effective view, and round-trip it."""
 
 from pathlib import Path
 
 import amanda
 
-SEED_GRAPH = """
+DENSE_GRAPH = """
 graph:
   namespace: amanda/tensorflow/1.13.1
   ops:
@@ -35,7 +35,7 @@ graph:
 
 
 def main() -> None:
-    graph = amanda.loads(SEED_GRAPH)
+    graph = amanda.loads(DENSE_GRAPH)
     print("namespace:", graph.namespace)
     print("ops in topological order:", [op.name for op in graph.sorted()])
     flat = amanda.flatten(graph)

@@ -5,27 +5,27 @@ import pytest
 import amanda
 from amanda.cli import main
 
-SEED = "tests/fixtures/seed_000/tensorflow_dense_graph.yaml"
+TF_GRAPH = "tests/fixtures/documents/tensorflow_dense_graph.yaml"
 
 
 def test_info_summarises_a_model(capsys):
     """info prints the namespace, ports and op counts."""
-    assert main(["info", SEED]) == 0
+    assert main(["info", TF_GRAPH]) == 0
     out = capsys.readouterr().out
     assert "amanda/tensorflow/1.13.1" in out and "ops: 4" in out and "MatMul" in out
 
 
 def test_select_prints_selected_paths(capsys):
     """select prints one path per selected node."""
-    assert main(["select", SEED, "$[?type=='MatMul']"]) == 0
+    assert main(["select", TF_GRAPH, "$[?type=='MatMul']"]) == 0
     assert capsys.readouterr().out.strip().split("\t")[0] == "dense/MatMul"
 
 
 def test_convert_between_formats(tmp_path, capsys):
     """convert rewrites by suffix and the result loads equal."""
     target = tmp_path / "graph.json"
-    assert main(["convert", SEED, str(target)]) == 0
-    assert amanda.load(target) == amanda.load(SEED)
+    assert main(["convert", TF_GRAPH, str(target)]) == 0
+    assert amanda.load(target) == amanda.load(TF_GRAPH)
 
 
 def test_validate_reports_problems_and_exit_status(tmp_path, capsys):

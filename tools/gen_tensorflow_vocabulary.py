@@ -10,7 +10,7 @@ Two sources, both TensorFlow's:
 - the OpDefs a released wheel carries without being installed: TensorFlow 1.x builds its
   ``gen_*_ops.py`` wrappers around a serialized ``OpList`` of the registry it was built with.
   The bytes are read with ``ast`` (the wheel's code is never run) and parsed with the installed
-  TensorFlow's ``op_def_pb2``. This is how ``amanda/tensorflow/1.13.1`` (the seed's namespace) is
+  TensorFlow's ``op_def_pb2``. This is how ``amanda/tensorflow/1.13.1`` (docs/format.md's example) is
   made, since TensorFlow 1.13 wheels exist only for Python <= 3.7::
 
       pip download tensorflow==1.13.1 --no-deps --only-binary=:all: \\
@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT))
 DATA = ROOT / "amanda" / "namespaces" / "data"
 SCRIPT = "tools/gen_tensorflow_vocabulary.py"
 
-#: The ops written: the seed's, the common layers', and the ops those graphs usually hold.
+#: The ops written: the format examples', the common layers', and the ops those graphs usually hold.
 OPS = (
     # graph inputs, constants, state
     "Placeholder", "PlaceholderWithDefault", "Const", "VariableV2", "VarHandleOp",

@@ -239,7 +239,7 @@ class Container(Displayed):
 
     def descendant(self, path: str | Sequence[str | int]) -> Container:
         """The descendant at ``path`` (a tuple of names/indexes, or a ``/`` string resolved
-        as DESIGN.md says: a whole child name wins, otherwise level by level)."""
+        as docs/design.md says: a whole child name wins, otherwise level by level)."""
         from amanda.containers.validate import resolve_path
 
         resolved = resolve_path(self, path)

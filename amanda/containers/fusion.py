@@ -1,4 +1,4 @@
-"""Op fusion (seed 003, C5): ``fuse`` moves sibling ops into a new container that keeps
+"""Op fusion (docs/challenges.md, C5): ``fuse`` moves sibling ops into a new container that keeps
 them; ``unfuse`` puts them back. Both keep the effective dataflow (leaf paths gain or
 lose the fused container's name).
 

@@ -1,4 +1,4 @@
-"""Late binding of phases (seed 003, C2/C4): one container describes several computations
+"""Late binding of phases (docs/challenges.md, C2/C4): one container describes several computations
 (a batchnorm's training and inference); ``bind`` picks one, as a pure transform.
 
 An edge tagged ``attrs: {phase: p}`` exists only in phase ``p``; untagged edges exist

@@ -31,7 +31,7 @@ def walk(container: Container) -> Iterator[tuple[tuple[str, ...], Container, Map
     """``(path, node, effective_attrs)`` for the container and every descendant, pre-order.
 
     Effective attributes are the ancestors' attributes overlaid by the node's own,
-    the nearest winning (seed 003, C6).
+    the nearest winning (docs/challenges.md, C6).
 
     >>> from amanda.containers.container import Container, op
     >>> g = Container("G", "g", children=[op("Dot", "d")], attrs={"debug": True})

@@ -1,4 +1,4 @@
-"""Weights paired by uid (seed 003, C7): arrays saved from one model find their ops in
+"""Weights paired by uid (docs/challenges.md, C7): arrays saved from one model find their ops in
 another after wrapping, editing or consolidation, because transforms keep uids.
 
 The file is one ``.npz`` whose keys are ``"<uid>::<attribute>"``; it is read with

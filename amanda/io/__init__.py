@@ -1,4 +1,4 @@
-"""Serialization: the seed's YAML/JSON format, and ONNX (with the ``onnx`` extra)."""
+"""Serialization: YAML/JSON documents (docs/format.md), and ONNX (the ``onnx`` extra)."""
 
 from amanda.io.document import from_document, to_document
 from amanda.io.text import dump, dumps, load, loads

@@ -1,4 +1,4 @@
-"""The seed's document model: plain dicts and lists <-> containers, edges and ports.
+"""The document model (docs/format.md): plain dicts and lists <-> containers, edges and ports.
 
 Kinds: ``graph``, ``subgraph``, ``op`` (containers), ``edge``, ``input_port`` and
 ``output_port``. Optional extensions: ``uid``, ``tombstones`` (edges deleted below),
@@ -103,7 +103,7 @@ def _container(body: Any, path: DocPath, kind: str) -> Container:
         body = {}
     fields = _mapping(body, path, _OP_FIELDS if kind == "op" else _SUBGRAPH_FIELDS, kind)
     attrs = dict(_attrs(fields.get("attrs"), path + ("attrs",)))
-    # the seed allows the builtin attributes under attrs (`op: attrs: name: g`); a field
+    # the format allows the builtin attributes under attrs (`op: attrs: name: g`); a field
     # given on its own wins, and then an attribute of that name is just an attribute
     builtin = {}
     for key in ("name", "type"):

@@ -57,16 +57,16 @@ def test_reused_container_gets_a_unique_name_and_keeps_its_uid():
     assert parent.children[1].uid == a.uid
 
 
-def seed_layers():
+def diagram_layers():
     layer_1 = op("L1", "layer_1", ["i1"], ["o1", "o2", "o3"])
     layer_2 = op("L2", "layer_2", ["i1"], ["o1"])
     layer_3 = op("L3", "layer_3", ["i1", "i2"], ["o1"])
     return layer_1, layer_2, layer_3
 
 
-def test_named_merge_seed_diagram():
-    """The seed's three-child diagram: two patches, CI1/CI2 and CO1..CO3 exposed."""
-    merged = named_merge(list(seed_layers()), patches=[("layer_1:o1", "layer_2:i1"), ("layer_1:o3", "layer_3:i1")])
+def test_named_merge_three_child_diagram():
+    """The three-child diagram of docs/challenges.md (C1): two patches, CI1/CI2 and CO1..CO3 exposed."""
+    merged = named_merge(list(diagram_layers()), patches=[("layer_1:o1", "layer_2:i1"), ("layer_1:o3", "layer_3:i1")])
     assert merged.input_names == ("layer_1.i1", "layer_3.i2")
     assert merged.output_names == ("layer_1.o2", "layer_2.o1", "layer_3.o1")
     assert ((("layer_1", "o1")), ("layer_2", "i1")) in leaf_flow(merged)
@@ -84,7 +84,7 @@ def test_named_merge_renames_and_resolves_slash_names():
 
 def test_named_merge_errors():
     """Bad patches name the offending endpoint."""
-    a, b, c = seed_layers()
+    a, b, c = diagram_layers()
     with pytest.raises(CompositionError, match="nope"):
         named_merge([a, b], [("nope:o1", "layer_2:i1")])
     with pytest.raises(CompositionError, match="'o9'"):

@@ -26,7 +26,7 @@ def test_edges_are_stored_normalised():
 
 
 def test_index_endpoints_resolve_to_names():
-    """Op and port indexes in edges resolve to names (the seed's name | index)."""
+    """Op and port indexes in edges resolve to names (docs/format.md: name or index)."""
     f = op("F", "f", ["x", "y"], ["m", "n"])
     g = op("G", "g", ["z"], ["k"])
     by_index = Container("H", "h", ["hx"], ["hk"], [f, g], [Edge((0, 0), (1, 0)), Edge((SELF, 0), (0, 1)), Edge((1, 0), (SELF, 0))])
@@ -108,7 +108,7 @@ def test_deep_edge_needs_the_inner_edge_tombstoned():
 
 
 def test_slash_names_resolve_whole_name_first():
-    """A child whose name contains '/' wins over a split path (DESIGN.md addressing)."""
+    """A child whose name contains '/' wins over a split path (docs/design.md, addressing)."""
     mm = op("MatMul", "dense/MatMul", ["a", "b"], ["product"])
     relu = op("Relu", "dense/Relu", ["features"], ["activations"])
     g = Container(children=[mm, relu], edges=[("dense/MatMul:product", "dense/Relu:features")])
@@ -158,7 +158,7 @@ def test_arrays_are_read_only_and_compared_by_value():
 
 def test_attributes_named_like_fields_are_plain_attributes():
     """In Python, attrs named `name` or `type` (ONNX's Optional has one) stay attributes;
-    the seed's lifting of `attrs: {name: g}` belongs to the document format."""
+    lifting `attrs: {name: g}` to the name belongs to the document format."""
     g = Container(name="g", attrs={"type": "float tensor"})
     assert (g.name, g.type, dict(g.attrs)) == ("g", None, {"type": "float tensor"})
     graph = Container(children=[g], attrs={"namespace": "amanda/onnx/17"})

@@ -25,9 +25,9 @@ def chain3() -> Container:
     )
 
 
-def test_seed_subgraph_h_flattens_to_its_dataflow():
-    """The seed's h subgraph: hx, hy reach f; f.m feeds g; g.k is hk."""
-    h = amanda.load("tests/fixtures/seed_000/subgraph_h.yaml")
+def test_subgraph_h_flattens_to_its_dataflow():
+    """The h subgraph of docs/format.md: hx, hy reach f; f.m feeds g; g.k is hk."""
+    h = amanda.load("tests/fixtures/documents/subgraph_h.yaml")
     flat = flatten(h)
     assert list(flat.ops) == [("f",), ("g",)]
     assert flat.inputs["hx"] == (amanda.Endpoint(("f",), "x"),)

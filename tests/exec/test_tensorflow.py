@@ -7,13 +7,13 @@ import amanda
 from amanda import Container, Edge, op
 from amanda.errors import ExecutionError
 
-SEED = "tests/fixtures/seed_000/tensorflow_dense_graph.yaml"
+TF_GRAPH = "tests/fixtures/documents/tensorflow_dense_graph.yaml"
 TF = "amanda/tensorflow/1.13.1"
 
 
-def test_seed_graph_runs_with_its_own_names():
-    """The seed's graph fetches dense/Relu:activations fed by Placeholder:output and dense/kernel:ref."""
-    graph = amanda.load(SEED)
+def test_dense_graph_runs_with_its_own_names():
+    """The example TensorFlow graph fetches dense/Relu:activations fed by Placeholder:output and dense/kernel:ref."""
+    graph = amanda.load(TF_GRAPH)
     rng = np.random.default_rng(0)
     x = rng.standard_normal((1, 784)).astype(np.float32)
     w = rng.standard_normal((784, 10)).astype(np.float32)
@@ -61,12 +61,12 @@ def test_fetching_a_reference_gives_the_value_and_uninitialised_reads_fail():
 def test_unfed_placeholder_is_named():
     """Running a TF graph without feeding its Placeholder names what to feed."""
     with pytest.raises(amanda.AmandaError, match="Placeholder"):
-        amanda.Session(amanda.load(SEED)).run(["dense/Relu:activations"], {"dense/kernel:ref": np.zeros((784, 10), np.float32)})
+        amanda.Session(amanda.load(TF_GRAPH)).run(["dense/Relu:activations"], {"dense/kernel:ref": np.zeros((784, 10), np.float32)})
 
 
 def test_trained_variable_feeds_a_converted_layer():
     """A variable assigned in the session feeds the converted MatMul through a read op."""
-    graph = amanda.load(SEED)
+    graph = amanda.load(TF_GRAPH)
     w = np.full((784, 10), 0.5, np.float32)
     init = op("Assign", "init", ["ref", "value"], ["output_ref"], {"T": "float32"})
     value = op("Const", "w0", [], ["output"], {"value": w, "dtype": "float32"})

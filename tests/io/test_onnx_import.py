@@ -417,7 +417,7 @@ def test_a_query_reaches_ops_and_bodies():
     assert {b.name for b in bodies} == {"then_branch", "else_branch", "loop_body"}
 
 
-def test_the_seed_queries_work_on_imported_models():
+def test_the_four_queries_work_on_imported_models():
     """``$[?is_op && !(attrs.initializer)]`` finds the nodes; ``$..`` reaches into bodies."""
     select = pytest.importorskip("amanda.query").select
     c = from_onnx(models.control_flow())

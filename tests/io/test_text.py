@@ -1,4 +1,4 @@
-"""YAML and JSON: the seed's documents, lossless round trips, and located errors."""
+"""YAML and JSON: the example documents, lossless round trips, and located errors."""
 
 import copy
 import glob
@@ -14,12 +14,12 @@ from amanda import AmandaError, Container, Edge, FormatError, Port, op
 from amanda.io import from_document, to_document
 from tests.strategies import containers
 
-SEED_FIXTURES = sorted(glob.glob("tests/fixtures/seed_000/*.yaml"))
+DOCUMENT_FIXTURES = sorted(glob.glob("tests/fixtures/documents/*.yaml"))
 
 
-@pytest.mark.parametrize("path", SEED_FIXTURES, ids=lambda p: p.rsplit("/", 1)[-1])
-def test_every_seed_example_loads_as_written(path):
-    """Each example document of seed 000 loads and round-trips through YAML and JSON."""
+@pytest.mark.parametrize("path", DOCUMENT_FIXTURES, ids=lambda p: p.rsplit("/", 1)[-1])
+def test_every_example_document_loads_as_written(path):
+    """Each example document of docs/format.md loads and round-trips through YAML and JSON."""
     item = amanda.load(path)
     assert isinstance(item, (Container, Edge, Port))
     if isinstance(item, Container):
@@ -27,9 +27,9 @@ def test_every_seed_example_loads_as_written(path):
         assert amanda.loads(amanda.dumps(item, "json"), "json") == item
 
 
-def test_seed_tensorflow_graph_fields():
-    """The seed's TensorFlow graph keeps its namespace, attributes and port attributes."""
-    g = amanda.load("tests/fixtures/seed_000/tensorflow_dense_graph.yaml")
+def test_tensorflow_graph_fields():
+    """The example TensorFlow graph keeps its namespace, attributes and port attributes."""
+    g = amanda.load("tests/fixtures/documents/tensorflow_dense_graph.yaml")
     assert g.namespace == "amanda/tensorflow/1.13.1"
     assert g.attrs["versions"]["producer"] == 27
     kernel = g.child("dense/kernel")
@@ -38,16 +38,16 @@ def test_seed_tensorflow_graph_fields():
     assert [str(e.dst) for e in amanda.flatten(g).edges] == ["dense/MatMul:a", "dense/MatMul:b", "dense/Relu:features"]
 
 
-def test_seed_subgraph_addresses_its_own_ports_by_name():
+def test_subgraph_addresses_its_own_ports_by_name():
     """In the fc subgraph `{op: fc, port: input}` is the subgraph's own port."""
-    fc = amanda.load("tests/fixtures/seed_000/subgraph_fc.yaml")
+    fc = amanda.load("tests/fixtures/documents/subgraph_fc.yaml")
     assert str(amanda.flatten(fc).inputs["input"][0]) == "dense/MatMul:a"
     assert fc.attrs == {"units": 10, "activation": "tf.nn.relu", "use_bias": False}
 
 
 def test_op_named_through_attrs():
-    """The seed's `op: attrs: name: g` names the op g; a field given beside it wins."""
-    g = amanda.load("tests/fixtures/seed_000/op_attrs_name_g.yaml")
+    """The document `op: attrs: name: g` names the op g; a field given beside it wins."""
+    g = amanda.load("tests/fixtures/documents/op_attrs_name_g.yaml")
     assert g.name == "g" and dict(g.attrs) == {}
     both = amanda.loads("op: {name: f, type: Optional, attrs: {type: seq, name: n}}")
     assert (both.name, both.type, dict(both.attrs)) == ("f", "Optional", {"type": "seq", "name": "n"})
@@ -61,7 +61,7 @@ def test_attributes_named_like_fields_round_trip():
 
 
 def test_index_and_control_endpoints_load():
-    """Endpoints by index and control edges (port -1) load as the seed specifies."""
+    """Endpoints by index and control edges (port -1) load as docs/format.md specifies."""
     g = amanda.loads(
         """
 graph:
@@ -165,7 +165,7 @@ def test_deep_nesting_gives_a_result_or_an_amanda_error():
 
 def test_load_and_dump_by_suffix(tmp_path):
     """load/dump pick YAML or JSON by suffix and refuse unknown suffixes."""
-    g = amanda.load("tests/fixtures/seed_000/graph_f_g.yaml")
+    g = amanda.load("tests/fixtures/documents/graph_f_g.yaml")
     for name in ("g.yaml", "g.yml", "g.json"):
         amanda.dump(g, tmp_path / name)
         assert amanda.load(tmp_path / name) == g

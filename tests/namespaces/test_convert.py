@@ -16,7 +16,7 @@ from amanda.namespaces.mapping.convert import (
 )
 from amanda.namespaces.mapping.names import NameMap
 
-SEED = "tests/fixtures/seed_000/tensorflow_dense_graph.yaml"
+TF_GRAPH = "tests/fixtures/documents/tensorflow_dense_graph.yaml"
 
 
 def relabel(m):
@@ -82,10 +82,10 @@ def test_registered_tables_include_the_shipped_ones():
     assert "tensorflow_to_onnx" in names and "onnx 11 -> 12" in names and "onnx 12 -> 11" in names
 
 
-def test_with_names_and_outputs_on_the_seed():
+def test_with_names_and_outputs_on_the_dense_graph():
     """with_names maps TensorFlow endpoints to the converted graph's; outputs= exposes values."""
-    seed = amanda.load(SEED)
-    out, names = convert(seed, "amanda/onnx/13", with_names=True, outputs=["dense/Relu:activations"])
+    graph = amanda.load(TF_GRAPH)
+    out, names = convert(graph, "amanda/onnx/13", with_names=True, outputs=["dense/Relu:activations"])
     assert isinstance(names, NameMap)
     assert names.resolve("Placeholder:output") == Endpoint(SELF, "Placeholder")
     assert names.resolve("dense/MatMul:product") == Endpoint(("dense/MatMul",), "Y")

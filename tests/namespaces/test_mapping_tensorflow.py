@@ -264,7 +264,7 @@ def cases() -> list[Case]:
         Case("bias_add_nchw", [tf_op("BiasAdd", "b", ["value", "bias"], ["output"], T="float32", data_format="NCHW")],
              [("x:output", "b:value"), ("bias:output", "b:bias")], {"x": f32(2, 3, 4, 5), "bias": f32(3)}, "b:output",
              lambda f: f["x"] + f["bias"].reshape(1, 3, 1, 1), real_tf=False),
-        Case("seed_dense_relu", [mm(False, False), tf_op("Relu", "relu", ["features"], ["activations"], T="float32")],
+        Case("dense_relu", [mm(False, False), tf_op("Relu", "relu", ["features"], ["activations"], T="float32")],
              [("x:output", "mm:a"), ("var:kernel", "mm:b"), ("mm:product", "relu:features")],
              {"x": f32(1, 6), "var:kernel": f32(6, 4)}, "relu:activations",
              lambda f: np.maximum(f["x"] @ f["var:kernel"], 0)),
@@ -410,12 +410,12 @@ def test_resource_variables_and_assign_sub():
     np.testing.assert_allclose(got, v * 2 + v - 1)
 
 
-def test_seed_graph_converts_exports_and_runs():
-    """The seed's TensorFlow graph converts to ONNX 17 that validates and runs in onnxruntime."""
+def test_dense_graph_converts_exports_and_runs():
+    """The example TensorFlow graph converts to ONNX 17 that validates and runs in onnxruntime."""
     from amanda.io.onnx import to_onnx
 
-    seed = amanda.load("tests/fixtures/seed_000/tensorflow_dense_graph.yaml")
-    converted, names = convert(seed, "amanda/onnx/17", with_names=True,
+    graph = amanda.load("tests/fixtures/documents/tensorflow_dense_graph.yaml")
+    converted, names = convert(graph, "amanda/onnx/17", with_names=True,
                                outputs={"logits": "dense/Relu:activations"})
     assert validate(converted) == [] and converted.namespace == "amanda/onnx/17"
     assert str(names.resolve("dense/kernel:ref")) == "SELF:dense/kernel"

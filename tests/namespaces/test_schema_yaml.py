@@ -38,7 +38,7 @@ def _wrap(op_yaml: str, top: str = "") -> str:
 
 
 def test_design_example_loads():
-    """The example of DESIGN.md loads to the schema it describes."""
+    """The example of docs/design.md loads to the schema it describes."""
     ns = load_namespace_schema(DESIGN_EXAMPLE)
     matmul = ns.schema("MatMul")
     assert ns.name == "amanda/tensorflow/1.13.1" and ns.version == "1.13.1"

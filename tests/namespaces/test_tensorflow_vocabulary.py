@@ -12,7 +12,7 @@ from amanda.namespaces.tensorflow_vocab import tensorflow_files, tensorflow_name
 from amanda.namespaces.validation import validate
 
 ROOT = Path(__file__).resolve().parents[2]
-SEED = ROOT / "tests" / "fixtures" / "seed_000" / "tensorflow_dense_graph.yaml"
+TF_GRAPH = ROOT / "tests" / "fixtures" / "documents" / "tensorflow_dense_graph.yaml"
 REQUIRED = ["Placeholder", "Const", "VariableV2", "Assign", "AssignAdd", "Identity", "NoOp", "MatMul", "BiasAdd", "Add", "AddV2", "Sub", "Mul", "RealDiv", "Relu", "Relu6", "Sigmoid", "Tanh", "Softmax", "Conv2D", "MaxPool", "AvgPool", "FusedBatchNorm", "Reshape", "Transpose", "ConcatV2", "Mean", "Sum", "Squeeze", "ExpandDims", "Cast", "Pad", "Shape"]
 
 
@@ -33,9 +33,9 @@ def test_vocabularies_hold_the_required_ops_and_say_where_they_come_from(version
     assert ("op registry" in ns.source) == (version == "2.21.0")
 
 
-def test_the_seed_graph_fits_its_namespace():
-    """The seed's TensorFlow graph validates against amanda/tensorflow/1.13.1."""
-    assert list(validate(amanda.load(SEED))) == []
+def test_the_dense_graph_fits_its_namespace():
+    """The example TensorFlow graph validates against amanda/tensorflow/1.13.1."""
+    assert list(validate(amanda.load(TF_GRAPH))) == []
 
 
 def test_definitions_match_tensorflow_opdefs():

@@ -39,8 +39,8 @@ def rnn_cell(name: str, probe_in_inference: bool) -> Container:
     )
 
 
-def seed_model() -> Container:
-    """The model behind the seed's four queries.
+def four_queries_model() -> Container:
+    """The model behind the four example queries of docs/query.md.
 
     x -> embed -> rnn1 -> rnn2 -> dense/MatMul (a Dot fed by the initializer w_init) ->
     softmax -> y. Debug ops: print_logits (inference), grad_check (train only), and a probe

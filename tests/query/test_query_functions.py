@@ -7,7 +7,7 @@ from amanda.query import select
 from amanda.query.analysis import computation, neighbour_types
 from amanda.query.functions import FUNCTION_NAMES, QueryFunctions, arity
 from amanda.query.indexes import table
-from tests.query.models import bodies_model, query_models, seed_model
+from tests.query.models import bodies_model, four_queries_model, query_models
 
 
 def names(container, selector):
@@ -17,7 +17,7 @@ def names(container, selector):
 def test_outputs_and_their_ancestors_are_in_every_computation():
     """Producers of the root's outputs and everything upstream run in any computation;
     containers holding such ops are in it too."""
-    model = seed_model()
+    model = four_queries_model()
     found = names(model, "$..[?in_computation('anything')]")
     assert "softmax" in found and "dense/MatMul" in found and "rnn1/x_proj" in found and "rnn1" in found
     assert "print_logits" not in found and "update" not in found and "rnn1/probe" not in found
@@ -26,7 +26,7 @@ def test_outputs_and_their_ancestors_are_in_every_computation():
 def test_named_control_ports_pull_their_sources_in():
     """Control edges into a control port named like the computation add their sources and
     ancestors; other ports' sources stay out."""
-    model = seed_model()
+    model = four_queries_model()
     train = names(model, "$..[?is_op && in_computation('train')]")
     assert "grad_check" in train and "update" in train and "print_logits" not in train
     inference = names(model, "$..[?is_op && in_computation('inference')]")
@@ -66,7 +66,7 @@ def test_held_graphs_follow_their_op():
 def test_producer_and_consumer_types():
     """producer_types()/consumer_types() give the sorted distinct types across data edges;
     for a container, across its boundary."""
-    model = seed_model()
+    model = four_queries_model()
     fed_by_const = ["rnn1/h_proj", "rnn2/h_proj", "dense/MatMul"]
     assert names(model, "$..[?contains(producer_types(), 'Const') && type == 'Dot']") == fed_by_const
     assert names(model, "$[?consumer_types() == ['Dot'] && !is_op]") == ["rnn1", "rnn2"]
@@ -102,7 +102,7 @@ def test_computation_matches_a_reverse_search(model):
 
 def test_analysis_functions_directly():
     """computation() gives positions and neighbour_types() sorted types."""
-    t = table(seed_model())
+    t = table(four_queries_model())
     members = computation(t, "train")
     assert t.position_of(("update",)) in members
     assert neighbour_types(t, t.position_of(("softmax",)), "consumers") == ["AssignSub", "Print"]
@@ -112,6 +112,6 @@ def test_function_table():
     """The function table has JMESPath's built-ins and ours, with their arities."""
     assert {"in_computation", "producer_types", "consumer_types", "length", "contains"} <= FUNCTION_NAMES
     assert arity("producer_types") == (0, False) and arity("contains") == (2, False)
-    fns = QueryFunctions(table(seed_model()))
+    fns = QueryFunctions(table(four_queries_model()))
     fns.position = 0
     assert fns.call_function("in_computation", ["train"]) is True

@@ -6,7 +6,7 @@ import amanda
 from amanda import Container, op
 from amanda.query.indexes import IndexEntry, NodeTable, graph_items, table
 from amanda.query.view import VIEW_KEYS
-from tests.query.models import _entries, bodies_model, brute_view, query_models, seed_model
+from tests.query.models import _entries, bodies_model, brute_view, four_queries_model, query_models
 
 SPECS = [("name",), ("type",), ("segment",), ("is_op",), ("depth",), ("uid",), ("path",), ("inputs",),
          ("outputs",), ("controls",), ("attrs",), ("own_attrs",)]
@@ -51,7 +51,7 @@ def test_nearest_owner_wins_even_for_explicit_nulls():
 
 def test_tables_and_indexes_are_cached_per_container_object():
     """The table, its columns and its indexes are built once per container object."""
-    model = seed_model()
+    model = four_queries_model()
     t = table(model)
     assert table(model) is t
     assert t.index("type", "Dot") is t.index("type", "Dot")
@@ -61,7 +61,7 @@ def test_tables_and_indexes_are_cached_per_container_object():
 
 def test_index_entries_materialise_once_and_slice():
     """An index entry gives its positions, bisects ranges and materialises paths once."""
-    t = table(seed_model())
+    t = table(four_queries_model())
     entry = t.index("type", "Dot")
     assert isinstance(entry, IndexEntry)
     paths, nodes = entry.materialise(t)
@@ -73,7 +73,7 @@ def test_index_entries_materialise_once_and_slice():
 
 def test_all_index_kinds():
     """Indexes by type, segment, name, op-ness, attribute key (effective and own) and computation."""
-    t = table(seed_model())
+    t = table(four_queries_model())
     names = lambda entry: ["/".join(t.paths[p]) for p in entry.positions]
     assert names(t.index("segment", "probe")) == ["rnn1/probe", "rnn2/probe"]
     assert names(t.index("name", "dense/MatMul")) == ["dense/MatMul"]
@@ -107,7 +107,7 @@ def test_children_and_real_children():
 
 def test_getter_is_lazy_for_small_queries():
     """A query touching few nodes reads values one by one instead of building a column."""
-    t = table(seed_model())
+    t = table(four_queries_model())
     few = t.getter(("attr", "initializer"), expected=1)
     assert not t.has_column(("attr", "initializer"))
     assert few[t.position_of(("w_init",))] is True

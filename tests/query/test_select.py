@@ -6,12 +6,12 @@ import pytest
 import amanda
 from amanda import Container, op
 from amanda.query import Selection, compile_selector, select
-from tests.query.models import bodies_model, seed_model
+from tests.query.models import bodies_model, four_queries_model
 
 
 @pytest.fixture(scope="module")
 def model():
-    return seed_model()
+    return four_queries_model()
 
 
 def paths(container, selector):

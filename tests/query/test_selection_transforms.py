@@ -6,12 +6,12 @@ from hypothesis import strategies as st
 import amanda
 from amanda.containers import fuse, replace, with_attrs
 from amanda.query import select
-from tests.query.models import bodies_model, query_models, seed_model
+from tests.query.models import bodies_model, four_queries_model, query_models
 
 
 def test_with_attrs_on_a_selection_is_pure():
     """with_attrs(model, selection, ...) marks exactly the selected nodes and leaves the model as it was."""
-    model = seed_model()
+    model = four_queries_model()
     before = amanda.dumps(model)
     dots = select(model, "$..[?type == 'Dot']")
     marked = with_attrs(model, dots, fast=True)
@@ -22,7 +22,7 @@ def test_with_attrs_on_a_selection_is_pure():
 
 def test_replace_on_a_selection_is_pure():
     """replace(model, selection, fn) rewrites each selected op and keeps the dataflow."""
-    model = seed_model()
+    model = four_queries_model()
     before = amanda.dumps(model)
     tanhs = select(model, "$..[?type == 'Tanh']")
     swapped = replace(model, tanhs, lambda node: amanda.op("Sigmoid", node.name, node.inputs, node.outputs))
@@ -34,7 +34,7 @@ def test_replace_on_a_selection_is_pure():
 
 def test_fuse_a_selection_is_pure():
     """fuse(model, selection, type) moves the selected sibling ops into one container that keeps them."""
-    model = seed_model()
+    model = four_queries_model()
     before = amanda.dumps(model)
     projections = select(model, "$.rnn1[?type == 'Dot']")
     fused = fuse(model, projections, "FusedProjections")

@@ -1,9 +1,9 @@
-"""The seed's four example queries (seed 003, "Querying"), each one selector."""
+"""The four example queries of docs/query.md, each one selector."""
 
 import pytest
 
 from amanda.query import select
-from tests.query.models import seed_model
+from tests.query.models import four_queries_model
 
 RNN_CELLS = "$..[?own_attrs.rnn_cell == `true`]"
 OPS_IN_RNN_CELLS = "$..[?is_op && attrs.rnn_cell == `true`]"
@@ -14,7 +14,7 @@ TOP_LEVEL_NOT_INITIALIZERS = "$[?is_op && !(attrs.initializer)]"
 
 @pytest.fixture(scope="module")
 def model():
-    return seed_model()
+    return four_queries_model()
 
 
 def test_containers_marked_rnn_cell(model):
