@@ -289,11 +289,13 @@ def output_positions(op: "Container", namespace: str | None) -> tuple[int, ...]:
 @functools.lru_cache(maxsize=4096)
 def _schema_positions(namespace: str, op_type: str, names: tuple[str, ...]) -> tuple[int, ...]:
     from amanda.errors import AmandaError
-    from amanda.io.onnx_ports import port_positions
     from amanda.namespaces import namespace as lookup_namespace
 
     try:
         schema = lookup_namespace(namespace).schema(op_type)
     except AmandaError:
         return tuple(range(len(names)))
-    return tuple(port_positions(schema.outputs, names, "output"))
+    formal = {p.name: i for i, p in enumerate(schema.outputs) if not p.variadic}
+    if all(n in formal for n in names):
+        return tuple(formal[n] for n in names)
+    return tuple(range(len(names)))  # variadic outputs are declared in order
