@@ -22,6 +22,7 @@ from amanda.containers import (
     bind,
     chain,
     consolidate,
+    diff,
     edit,
     effective_attrs,
     flatten,
@@ -54,7 +55,7 @@ from amanda.namespaces import namespace
 from amanda.namespaces.mapping import MappingTable, NameMap, convert, load_mapping, register_table
 from amanda.namespaces.validation import validate
 from amanda.query import Selection, compile_selector, select
-from amanda.viz import render, to_dot
+from amanda.viz import render, summary, to_dot
 
 __version__ = "0.1.0"
 
@@ -89,6 +90,7 @@ __all__ = [
     "compile_selector",
     "consolidate",
     "convert",
+    "diff",
     "dump",
     "dumps",
     "edit",
@@ -107,6 +109,7 @@ __all__ = [
     "replace",
     "save_weights",
     "select",
+    "summary",
     "to_dot",
     "unfuse",
     "validate",

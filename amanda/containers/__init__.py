@@ -5,6 +5,7 @@ from amanda.containers.compose import CompositionError, chain, named_merge
 from amanda.containers.consolidate import consolidate
 from amanda.containers.container import Container, new_uid, op
 from amanda.containers.edge import CONTROL, SELF, Edge, Endpoint, Port
+from amanda.containers.diff import Change, Diff, diff
 from amanda.containers.edit import Edit, edit
 from amanda.containers.flatten import FlatGraph, flatten
 from amanda.containers.fusion import fuse, unfuse
@@ -16,8 +17,10 @@ from amanda.containers.weights import LoadedWeights, load_weights, save_weights
 __all__ = [
     "CONTROL",
     "SELF",
+    "Change",
     "CompositionError",
     "Container",
+    "Diff",
     "Edge",
     "Edit",
     "Endpoint",
@@ -27,6 +30,7 @@ __all__ = [
     "bind",
     "chain",
     "consolidate",
+    "diff",
     "edit",
     "effective_attrs",
     "flatten",

@@ -2,6 +2,7 @@
 
 from amanda.viz.dot import to_dot
 from amanda.viz.render import render, to_svg
+from amanda.viz.summary import Summary, SummaryRow, summary
 from amanda.viz.tree import notebook_svg, tree_text
 
-__all__ = ["notebook_svg", "render", "to_dot", "to_svg", "tree_text"]
+__all__ = ["Summary", "SummaryRow", "notebook_svg", "render", "summary", "to_dot", "to_svg", "tree_text"]

@@ -194,3 +194,21 @@ def test_array_attributes_do_not_leak_into_labels() -> None:
     """Labels hold names and types only, so a large weight does not bloat the text."""
     w = amanda.op("Constant", "w", [], ["y"], {"value": np.zeros((300, 300), np.float32)})
     assert len(to_dot(w)) < 1000
+
+
+def test_summary_counts_parameters_per_layer_and_in_total() -> None:
+    """Each row's parameters are the array elements in that subtree; the total covers all."""
+    dense = amanda.Container("Dense", "dense", inputs=["x"], outputs=[amanda.Port("y", {"dtype": "float32", "shape": ("batch", 4)})],
+                             children=[amanda.op("Constant", "w", [], ["output"], {"value": np.zeros((3, 4), np.float32)}),
+                                       amanda.op("Constant", "b", [], ["output"], {"value": np.zeros(4, np.float32)})])
+    relu = amanda.op("Relu", "relu", ["x"], ["y"])
+    model = amanda.Container("Net", "net", children=[dense, relu])
+    table = amanda.summary(model)
+    assert [(r.path, r.type, r.outputs, r.params) for r in table.rows] == [
+        (("dense",), "Dense", "float32[batch,4]", 16), (("relu",), "Relu", "y", 0)]
+    assert table.total == 16
+    assert [r.path for r in amanda.summary(model, depth=2).rows] == [("dense",), ("dense", "w"), ("dense", "b"), ("relu",)]
+    lines = str(table).splitlines()
+    assert lines[0].split() == ["path", "type", "output", "params"] and lines[-1] == "total parameters: 16"
+    with pytest.raises(amanda.ArgumentError):
+        amanda.summary(model, depth=0)
