@@ -1,0 +1,283 @@
+"""Partitioning: the pruned, flattened model cut into one container per device and stage,
+joined by ``Send``/``Recv`` ops on the cut edges.
+
+Pruning keeps exactly the ops the fetches need (data and control edges), stopping at feeds,
+as a Session's plan does. Ops are then grouped by device; a device's ops are split into
+*stages* wherever a value leaves the device and comes back, so the parts form an acyclic
+graph and each part can run to completion once its inputs arrive. A part is an ordinary
+container (inspectable, renderable, runnable by a Session): its children are the leaf ops it
+runs, named by their paths in the model; its input ports are feeds (``feed.<i>``) and values
+received from other parts (``chan.<j>``, entering through a ``Recv`` op); its output ports are
+values sent to other parts (``chan.<j>``, leaving through a ``Send`` op) and fetches
+(``fetch.<i>``). A control edge between devices travels as an empty token through a
+``Send``/``Recv`` pair, so the order it imposes holds across devices.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from amanda.containers import CONTROL, SELF, Container, Edge, Endpoint, Port, flatten, walk
+from amanda.errors import ArgumentError, ExecutionError, format_path
+from amanda.exec.dist.placement import DEFAULT_DEVICE, devices_of
+from amanda.exec.kernels.registry import kernel
+from amanda.exec.resolve import control_sources, data_source, resolve_feed, resolve_fetch
+
+__all__ = ["DIST", "DONE", "Part", "Partitioning", "describe", "partition"]
+
+DIST = "amanda/dist"  # the namespace of Send and Recv
+DONE = "done"  # a part's named control port: fetching it runs every op of the part
+Path = tuple[str, ...]
+
+
+@kernel("Send", family=DIST)
+def send_kernel(attrs: Mapping[str, Any], value: Any = None) -> tuple:
+    """Send: passes its value on to the part's output (an empty token for a control edge)."""
+    return (np.zeros(0, np.bool_) if value is None else value,)
+
+
+@kernel("Recv", family=DIST)
+def recv_kernel(attrs: Mapping[str, Any], value: Any = None) -> tuple:
+    """Recv: passes the value another part sent on to this part's ops."""
+    return (value,)
+
+
+class Part(NamedTuple):
+    """One device's ops of one stage, as a container, and where its inputs come from.
+
+    ``feeds``: input port -> the feed name it takes; ``receives``: input port -> (part index,
+    that part's output port); ``fetches``: output port -> index in the fetch list.
+    """
+
+    index: int
+    device: str
+    stage: int
+    container: Container
+    feeds: Mapping[str, Any]
+    receives: Mapping[str, tuple[int, str]]
+    fetches: Mapping[str, int]
+
+    @property
+    def name(self) -> str:
+        """``<device>/<stage>``."""
+        return f"{self.device}/{self.stage}"
+
+
+class Partitioning(NamedTuple):
+    """The parts in an order that runs each after the parts it receives from, and for each
+    fetch where its value comes from: ``("part", i, port)``, ``("feed", name)`` or ``("effect",)``."""
+
+    parts: tuple[Part, ...]
+    sources: tuple[tuple, ...]
+
+
+class _Needs:
+    """The pruned dataflow: for each needed op, where each input comes from."""
+
+    def __init__(self, model: Container, fetches: Sequence[Any], feeds: Sequence[Any], phase: Any) -> None:
+        self.flat = flat = flatten(model)
+        self.fed_values: dict[Endpoint, Any] = {}
+        self.fed_into: dict[tuple, Any] = {}
+        for name in feeds:
+            kind, key = resolve_feed(model, flat, name, phase)
+            if kind == "value":
+                self.fed_values[key] = name
+            else:
+                for into in key:
+                    self.fed_into[(into[0], into[1])] = name
+        self.targets: list[tuple[str, Any]] = [resolve_fetch(model, flat, f, phase) for f in fetches]
+        self.inputs: dict[Path, list[tuple[str, str, Any]]] = {}  # op -> (port, kind, source)
+        self.controls: dict[Path, list[Path]] = {}
+        pending = []
+        for kind, key in self.targets:
+            if kind == "value" and key not in self.fed_values and key[0] is not SELF:
+                pending.append(key[0])
+            elif kind == "effect":
+                pending.extend(key)
+        while pending:
+            path = pending.pop()
+            if path in self.inputs:
+                continue
+            op = flat.ops[path]
+            wired = self.inputs[path] = []
+            for port in op.input_names:
+                if (path, port) in self.fed_into:
+                    wired.append((port, "feed", self.fed_into[(path, port)]))
+                    continue
+                source = data_source(flat, path, port, phase)
+                if source is None:
+                    continue
+                if source in self.fed_values:
+                    wired.append((port, "feed", self.fed_values[source]))
+                elif source[0] is SELF:
+                    raise ExecutionError.at(path, f"a feed for the model input {source[1]!r}", "none")
+                else:
+                    wired.append((port, "op", source))
+                    pending.append(source[0])
+            self.controls[path] = control_sources(flat, path, phase)
+            pending.extend(self.controls[path])
+        self.order = [p for p in flat.topological_order() if p in self.inputs]
+
+
+def _stages(needs: _Needs, devices: Mapping[Path, str]) -> dict[Path, int]:
+    """A stage per op: a value crossing to another device raises the stage by one."""
+    stage: dict[Path, int] = {}
+    for path in needs.order:
+        # a Variable is copied into each part that uses its reference: it orders nothing
+        preds = [s[0] for _, kind, s in needs.inputs[path]
+                 if kind == "op" and needs.flat.ops[s[0]].type != "Variable"] + needs.controls[path]
+        stage[path] = max((stage[p] + (devices[p] != devices[path]) for p in preds), default=0)
+    return stage
+
+
+class _Builder:
+    """Collects one part's children, edges and boundary ports."""
+
+    def __init__(self, device: str, stage: int) -> None:
+        self.device, self.stage = device, stage
+        self.children: dict[str, Container] = {}
+        self.edges: list[Edge] = []
+        self.inputs: list[Port] = []
+        self.outputs: list[Port] = []
+        self.feeds: dict[str, Any] = {}
+        self.receives: dict[str, tuple[int, str]] = {}
+        self.fetches: dict[str, int] = {}
+        self.received: dict[Any, str] = {}  # channel key -> Recv child name
+        self.sent: dict[Any, str] = {}  # channel key -> output port
+
+    def edge(self, src: tuple, dst: tuple) -> None:
+        self.edges.append(Edge(Endpoint(*src), Endpoint(*dst)))
+
+    def add_op(self, name: str, op: Container) -> None:
+        self.children[name] = op
+
+    def feed_port(self, feed: Any) -> str:
+        for port, name in self.feeds.items():
+            if name == feed:
+                return port
+        port = f"feed.{len(self.feeds)}"
+        self.feeds[port] = feed
+        self.inputs.append(Port(port, {"feed": str(feed)}))
+        return port
+
+    def recv(self, key: Any, source: tuple[int, str]) -> str:
+        """The Recv child that delivers channel ``key`` here (made on first use)."""
+        if key not in self.received:
+            port = source[1]
+            name = f"recv {port}"
+            self.inputs.append(Port(port))
+            self.receives[port] = source
+            self.add_op(name, Container("Recv", name, inputs=["value"], outputs=["value"],
+                                        attrs={"namespace": DIST, "device": self.device}))
+            self.edge((SELF, port), ((name,), "value"))
+            self.received[key] = name
+        return self.received[key]
+
+    def send(self, key: Any, channels: list, src: tuple | None) -> str:
+        """The output port that carries ``key`` out through a Send (made on first use)."""
+        if key not in self.sent:
+            port = f"chan.{len(channels)}"
+            channels.append(key)
+            name = f"send {port}"
+            inputs = ["value"] if src is not None else []
+            self.add_op(name, Container("Send", name, inputs=inputs, outputs=["value"],
+                                        attrs={"namespace": DIST, "device": self.device}))
+            if src is not None:
+                self.edge(src, ((name,), "value"))
+            self.edge(((name,), "value"), (SELF, port))
+            self.outputs.append(Port(port))
+            self.sent[key] = port
+        return self.sent[key]
+
+
+def partition(model: Container, fetches: Sequence[Any], feeds: Sequence[Any] = (), *, phase: Any = None,
+              default: str = DEFAULT_DEVICE) -> Partitioning:
+    """Cut ``model``, pruned to ``fetches`` given ``feeds`` (names as ``Session.run`` takes
+    them), into per-device parts joined by Send/Recv ops."""
+    if not isinstance(model, Container):
+        raise ArgumentError.at("model", "a Container", type(model).__name__)
+    if isinstance(fetches, (str, bytes)) or not isinstance(fetches, Sequence):
+        raise ArgumentError.at("fetches", "a list of fetch names", repr(fetches))
+    devices = devices_of(model, default)
+    needs = _Needs(model, list(fetches), list(feeds), phase)
+    stage = _stages(needs, devices)
+    effective = {p: a for p, _, a in walk(model) if p in needs.inputs}
+    first: dict[tuple[str, int], int] = {}
+    for i, path in enumerate(needs.order):
+        first.setdefault((devices[path], stage[path]), i)
+    # a part only receives from parts of lower stages, so stage order is a running order
+    keys = sorted(first, key=lambda k: (k[1], first[k]))
+    builders = {key: _Builder(*key) for key in keys}
+    index_of = {key: i for i, key in enumerate(keys)}
+    channels: list = []
+
+    def name(path: Path) -> str:
+        return "/".join(path)
+
+    for path in needs.order:
+        here = builders[(devices[path], stage[path])]
+        def copy(p: Path) -> Container:
+            return needs.flat.ops[p].evolve(name=name(p), attrs={**effective[p], "device": devices[p]})
+
+        here.add_op(name(path), copy(path))
+        for port, kind, source in needs.inputs[path]:
+            if kind == "feed":
+                here.edge((SELF, here.feed_port(source)), ((name(path),), port))
+                continue
+            there_key = (devices[source[0]], stage[source[0]])
+            if needs.flat.ops[source[0]].type == "Variable" and there_key[0] == here.device:
+                # the same variable (same uid, so the same state key) in this part too
+                here.add_op(name(source[0]), copy(source[0]))
+                there_key = (here.device, here.stage)
+            if there_key == (here.device, here.stage):
+                here.edge(((name(source[0]),), source[1]), ((name(path),), port))
+                continue
+            out = builders[there_key].send(source, channels, ((name(source[0]),), source[1]))
+            recv = here.recv(source, (index_of[there_key], out))
+            here.edge(((recv,), "value"), ((name(path),), port))
+        for pred in needs.controls[path]:
+            there_key = (devices[pred], stage[pred])
+            if there_key == (here.device, here.stage):
+                here.edge(((name(pred),), CONTROL), ((name(path),), CONTROL))
+                continue
+            token = ("control", pred)
+            there = builders[there_key]
+            if token not in there.sent:
+                out = there.send(token, channels, None)
+                there.edge(((name(pred),), CONTROL), ((f"send {out}",), CONTROL))
+            recv = here.recv(token, (index_of[there_key], there.sent[token]))
+            here.edge(((recv,), CONTROL), ((name(path),), CONTROL))
+    sources: list[tuple] = []
+    for i, (kind, key) in enumerate(needs.targets):
+        if kind == "effect":
+            sources.append(("effect",))
+        elif key in needs.fed_values:
+            sources.append(("feed", needs.fed_values[key]))
+        else:
+            owner = builders[(devices[key[0]], stage[key[0]])]
+            port = f"fetch.{i}"
+            owner.outputs.append(Port(port))
+            owner.edge(((name(key[0]),), key[1]), (SELF, port))
+            owner.fetches[port] = i
+            sources.append(("part", index_of[(owner.device, owner.stage)], port))
+    parts = []
+    for key, b in builders.items():
+        # every op signals the part's "done" control port, so fetching it runs them all
+        done = [Edge(Endpoint((child,), CONTROL), Endpoint(SELF, DONE)) for child in b.children]
+        container = Container("Part", f"{b.device}/{b.stage}", inputs=b.inputs, outputs=b.outputs,
+                              children=list(b.children.values()), edges=b.edges + done,
+                              attrs={"device": b.device}, controls=[DONE])
+        parts.append(Part(index_of[key], b.device, b.stage, container, b.feeds, b.receives, b.fetches))
+    return Partitioning(tuple(parts), tuple(sources))
+
+
+def describe(partitioning: Partitioning) -> str:
+    """One line per part: its name, op count and what it receives from which part."""
+    lines = []
+    for part in partitioning.parts:
+        takes = ", ".join(f"{port}<-{partitioning.parts[i].name}" for port, (i, _) in part.receives.items())
+        lines.append(f"{part.name}: {len(part.container.children)} ops" + (f"; receives {takes}" if takes else ""))
+    return "\n".join(lines) or format_path(None)
