@@ -7,9 +7,11 @@ with ``${...}`` among other text interpolates each value as text; ``$${`` writes
 are the table's namespaces. Each capture reads as ``{name, type, path, namespace, attrs, inputs,
 outputs, input_attrs, output_attrs, consumers}``; arrays stay arrays (use ``to_list``).
 
-Expressions are compiled when a table is loaded, so a syntax error (or Python smuggled in) is a
-``MappingError`` at load time. Evaluation can only read the captures and call JMESPath's
-built-in functions plus the pure functions below (``FUNCTIONS``), whose results are bounded.
+Expressions are compiled when a table is loaded, so a syntax error (or Python smuggled in), or
+nesting past the limits of :mod:`amanda.query.nesting`, is a ``MappingError`` at load time. Evaluation
+can only read the captures and call JMESPath's built-in functions plus the pure functions below
+(``FUNCTIONS``); every node it evaluates and every value it builds is charged to a budget
+(``budget.MAX_WORK``, 5 * 10^6), so no expression can run away.
 
 >>> template = compile_template("${$m.attrs.transpose_a && 'Gemm' || 'MatMul'}", "type")
 >>> template.evaluate({"$m": {"attrs": {"transpose_a": True}}})
@@ -34,6 +36,8 @@ import jmespath.functions
 import numpy as np
 
 from amanda.errors import MappingError
+from amanda.namespaces.mapping import budget
+from amanda.query.nesting import MAX_NESTING, MAX_TREE_DEPTH, too_deep, tree_too_deep
 
 __all__ = ["FUNCTIONS", "Template", "compile_template", "compile_value", "evaluate_value",
            "quote_variables"]
@@ -129,7 +133,10 @@ class Template:
     def _search(self, part: tuple[str, Any], data: Mapping[str, Any]) -> Any:
         text, compiled = part
         try:
-            return compiled.search(data, options=_OPTIONS)
+            return budget.search(compiled.parsed, data, _OPTIONS)
+        except budget.WorkExceeded as exc:
+            raise MappingError.at(self.where, f"an expression doing at most {budget.MAX_WORK} units of work",
+                                  f"${{{text}}}: {exc}") from None
         except (jmespath.exceptions.JMESPathError, TypeError, ValueError, OverflowError) as exc:
             raise MappingError.at(self.where, f"an expression that evaluates: ${{{text}}}",
                                   f"{type(exc).__name__}: {exc}") from None
@@ -187,6 +194,12 @@ def _compile(text: str, where: Any) -> Any:
     if len(text) > MAX_EXPRESSION:
         raise MappingError.at(where, f"an expression of at most {MAX_EXPRESSION} characters",
                               f"{len(text)} characters")
+    # measured with each `$` as `_`, which keeps columns those of the text as written
+    deep = too_deep(_VARIABLE.sub(lambda m: "_" + m.group()[1:], text))
+    if deep is not None:
+        column, level = deep
+        raise MappingError.at(where, f"an expression nested at most {MAX_NESTING} levels deep",
+                              f"${{{_excerpt(text, column)}}} nested {level} levels at column {column}")
     quoted, _ = quote_variables(text)
     try:
         compiled = jmespath.compile(quoted)
@@ -194,12 +207,24 @@ def _compile(text: str, where: Any) -> Any:
         reason = str(exc).splitlines()[0]
         raise MappingError.at(where, "a JMESPath expression (mapping files hold no Python)",
                               f"${{{text}}}: {reason}") from None
+    depth = tree_too_deep(compiled.parsed)
+    if depth is not None:
+        raise MappingError.at(where, f"an expression parsing at most {MAX_TREE_DEPTH} levels deep",
+                              f"${{{_excerpt(text, 0)}}} parses {depth} levels deep")
     unknown = sorted(_functions_called(compiled.parsed) - set(FUNCTIONS.FUNCTION_TABLE))
     if unknown:
         raise MappingError.at(where, "a JMESPath expression calling only known functions",
                               f"${{{text}}} calls {', '.join(unknown)}",
                               f"functions: {', '.join(sorted(FUNCTIONS.FUNCTION_TABLE))}")
     return compiled
+
+
+def _excerpt(text: str, column: int) -> str:
+    """``text`` shortened to about 60 characters around ``column``."""
+    if len(text) <= 60:
+        return text
+    start = max(0, column - 30)
+    return ("…" if start else "") + text[start:start + 60] + ("…" if start + 60 < len(text) else "")
 
 
 def _functions_called(node: Any) -> set[str]:
@@ -283,8 +308,10 @@ def _number(value: Any) -> Any:
 
 
 def _bounded(count: int) -> None:
+    """Refuse to build more than ``MAX_ELEMENTS`` values in one call; charge the rest."""
     if count > MAX_ELEMENTS:
         raise ValueError(f"at most {MAX_ELEMENTS} elements, asked for {count}")
+    budget.spend(max(count, 0))
 
 
 _ANY: dict[str, list[str]] = {"types": []}
@@ -295,7 +322,10 @@ class _Functions(jmespath.functions.Functions):
 
     @jmespath.functions.signature(_ANY)
     def _func_to_list(self, value: Any) -> Any:
-        return value.tolist() if isinstance(value, (np.ndarray, np.generic)) else value
+        if isinstance(value, (np.ndarray, np.generic)):
+            _bounded(int(np.size(value)))
+            return value.tolist()
+        return value
 
     @jmespath.functions.signature(_ANY)
     def _func_scalar(self, value: Any) -> Any:
@@ -315,6 +345,8 @@ class _Functions(jmespath.functions.Functions):
     def _func_tensor(self, values: Any, dtype: str) -> np.ndarray:
         if isinstance(values, np.ndarray):  # weights pass through without a copy when they can
             array = values.astype(np.dtype(dtype), copy=False)
+            if array is not values:
+                budget.spend(array.size)  # a converted copy is built; a passed-through one is not
         else:
             array = np.asarray(values)
             _bounded(array.size)
