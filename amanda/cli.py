@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import collections
 import sys
-from typing import Any, Sequence
+from typing import Any, Sequence, cast
 
 import amanda
 from amanda.containers.container import Container
@@ -72,7 +72,7 @@ def _convert(args: argparse.Namespace) -> int:
     model = _load(args.source)
     outputs = _outputs(args.outputs or ())
     if args.namespace:
-        model = amanda.convert(model, args.namespace, outputs=outputs or None)
+        model = cast(Container, amanda.convert(model, args.namespace, outputs=outputs or None))
     elif outputs:
         from amanda.namespaces.mapping.convert import expose
         from amanda.namespaces.mapping.names import NameMap

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.descriptor import FieldDescriptor  # type: ignore[import-untyped]
 
 from amanda.containers.container import Container
 from amanda.containers.edge import Port

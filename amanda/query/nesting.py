@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from jmespath import exceptions as jmes_errors
-from jmespath.lexer import Lexer
+from jmespath import exceptions as jmes_errors  # type: ignore[import-untyped]
+from jmespath.lexer import Lexer  # type: ignore[import-untyped]
 
 __all__ = ["MAX_NESTING", "MAX_TREE_DEPTH", "too_deep", "tree_too_deep"]
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 from contextvars import ContextVar
 from typing import Any
 
-from jmespath.visitor import Options, TreeInterpreter
+from jmespath.visitor import Options, TreeInterpreter  # type: ignore[import-untyped]
 
 __all__ = ["MAX_WORK", "WorkExceeded", "search", "spend"]
 
