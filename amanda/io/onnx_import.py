@@ -9,6 +9,7 @@ resolved once through a dict per graph, so importing is linear in the model's si
 
 from __future__ import annotations
 
+from itertools import count, repeat
 from typing import Any
 
 from google.protobuf.descriptor import FieldDescriptor  # type: ignore[import-untyped]
@@ -26,6 +27,7 @@ __all__ = ["MIN_IR_VERSION", "check_model_header", "check_text", "from_onnx"]
 MIN_IR_VERSION = 3  # the first IR version with opset_import
 _STRING = FieldDescriptor.TYPE_STRING
 _MESSAGE = FieldDescriptor.TYPE_MESSAGE
+_ONLY_STR = frozenset({str})
 
 
 class _Importer(GraphReader):
@@ -151,23 +153,25 @@ def check_text(model: Any, source: str | None = None) -> None:
     amanda.errors.FormatError: m.onnx: graph.node[0].input[0] is not UTF-8 text: b'\\xff'...
     """
     stack: list[tuple[Any, Any]] = [(model, None)]
+    pop, extend, append = stack.pop, stack.extend, stack.append
     while stack:
-        message, where = stack.pop()
+        message, where = pop()
         for name, is_text, repeated in _text_plan(message.DESCRIPTOR):
             if repeated:
                 items = getattr(message, name)
-                if is_text:
-                    for i, item in enumerate(items):
-                        if type(item) is not str:
-                            _bad_text((where, name, i), item, source)
-                else:
-                    stack.extend((item, (where, name, i)) for i, item in enumerate(items))
+                if not items:
+                    continue
+                if not is_text:
+                    extend(zip(items, zip(repeat(where), repeat(name), count())))
+                elif not _ONLY_STR.issuperset(map(type, items)):
+                    i = next(i for i, item in enumerate(items) if type(item) is not str)
+                    _bad_text((where, name, i), items[i], source)
             elif is_text:
                 item = getattr(message, name)
                 if type(item) is not str:
                     _bad_text((where, name, None), item, source)
             elif message.HasField(name):
-                stack.append((getattr(message, name), (where, name, None)))
+                append((getattr(message, name), (where, name, None)))
 
 
 _PLANS: dict[Any, tuple[tuple[str, bool, bool], ...]] = {}
