@@ -113,3 +113,18 @@ def test_convert_outputs_option_names_the_graph_outputs(tmp_path):
     model = onnx.load(str(target))
     onnx.checker.check_model(model, full_check=True)
     assert [o.name for o in model.graph.output] == ["logits", "dense/MatMul:product"]
+
+
+def test_convert_outputs_without_a_namespace_change(tmp_path):
+    """--outputs alone (no --namespace) adds the named values to a graph's outputs before writing."""
+    onnx = pytest.importorskip("onnx")
+    relu = amanda.op("Relu", "relu", inputs=["X"], outputs=["Y"])
+    neg = amanda.op("Neg", "neg", inputs=["X"], outputs=["Y"])
+    typed = {"dtype": "float32", "shape": (2,)}
+    graph = amanda.Container(None, "g", inputs=[amanda.Port("x", typed)], outputs=[amanda.Port("y", typed)],
+                             children=[relu, neg], attrs={"namespace": "amanda/onnx/17"},
+                             edges=[("g:x", "relu:X"), ("relu:Y", "neg:X"), ("neg:Y", "g:y")])
+    source, target = tmp_path / "g.yaml", tmp_path / "g.onnx"
+    amanda.dump(graph, source)
+    assert main(["convert", str(source), str(target), "--outputs", "hidden=relu:Y"]) == 0
+    assert [o.name for o in onnx.load(str(target)).graph.output] == ["y", "hidden"]
