@@ -37,12 +37,94 @@ def test_validate_reports_problems_and_exit_status(tmp_path, capsys):
     assert "NoSuchOp" in capsys.readouterr().out
 
 
-def test_errors_are_one_line_with_status_1(tmp_path, capsys):
-    """A bad file gives exit status 1 and the error on stderr; bad usage exits 2."""
+def test_errors_are_one_line_with_status_2(tmp_path, capsys):
+    """A bad file gives exit status 2 and one error line on stderr, as bad usage does."""
     broken = tmp_path / "broken.yaml"
     broken.write_text("graph: [")
-    assert main(["info", str(broken)]) == 1
-    assert "amanda info:" in capsys.readouterr().err
+    assert main(["info", str(broken)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("amanda: error: info:") and err.count("\n") == 1
     with pytest.raises(SystemExit) as exit_info:
         main(["nonsense"])
     assert exit_info.value.code == 2
+
+
+def bad_inputs(tmp_path):
+    """A file per kind of bad input: an edge document, broken YAML and JSON, an absent file, a directory."""
+    edge = tmp_path / "edge.yaml"
+    edge.write_text("edge:\n  output_port: {op: m, port: y}\n  input_port: {op: z, port: x}\n")
+    port = tmp_path / "port.yaml"
+    port.write_text("input_port:\n  name: x\n")
+    broken = tmp_path / "broken.json"
+    broken.write_text("[1, 2")
+    binary = tmp_path / "junk.onnx"
+    binary.write_bytes(b"\x0a\xff\xff\xff\xff\x0f junk")
+    return {"edge": edge, "port": port, "json": broken, "onnx": binary,
+            "absent": tmp_path / "absent.yaml", "directory": tmp_path}
+
+
+@pytest.mark.parametrize("command", ["info", "validate", "select", "convert"])
+@pytest.mark.parametrize("kind", ["edge", "port", "json", "onnx", "absent", "directory"])
+def test_every_command_reports_bad_input_in_one_line(tmp_path, capsys, command, kind):
+    """Each subcommand given a bad document prints exactly one `amanda: error:` line and exits 2."""
+    path = str(bad_inputs(tmp_path)[kind])
+    extra = {"select": ["$..*"], "convert": [str(tmp_path / "out.json")]}.get(command, [])
+    assert main([command, path, *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"amanda: error: {command}: ") and err.count("\n") == 1, err
+    if kind in ("edge", "port"):
+        assert "expected a container" in err
+
+
+def test_cli_in_a_subprocess_prints_no_traceback(tmp_path):
+    """`python -m amanda.cli info` on an edge document exits 2 with one stderr line and no traceback."""
+    import subprocess
+    import sys
+
+    edge = bad_inputs(tmp_path)["edge"]
+    done = subprocess.run([sys.executable, "-m", "amanda.cli", "info", str(edge)], capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert "expected a container" in done.stderr
+
+
+def test_select_and_convert_report_their_own_errors(tmp_path, capsys):
+    """A malformed selector, an unknown namespace and an unknown --outputs endpoint each give one line and status 2."""
+    target = str(tmp_path / "out.onnx")
+    runs = [
+        (["select", SEED, "$[?"], "closing this filter"),
+        (["convert", SEED, target, "--namespace", "no/such/space"], "no/such/space"),
+        (["convert", SEED, target, "--namespace", "amanda/onnx/17", "--outputs", "nope:x"], "nope:x"),
+    ]
+    for argv, expected in runs:
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("amanda: error:") and err.count("\n") == 1 and expected in err, err
+
+
+def test_convert_outputs_option_names_the_graph_outputs(tmp_path):
+    """--outputs exposes the given endpoints (optionally renamed) as the ONNX model's outputs."""
+    onnx = pytest.importorskip("onnx")
+    target = tmp_path / "dense.onnx"
+    argv = ["convert", SEED, str(target), "--namespace", "amanda/onnx/17",
+            "--outputs", "logits=dense/Relu:activations", "dense/MatMul:product"]
+    assert main(argv) == 0
+    model = onnx.load(str(target))
+    onnx.checker.check_model(model, full_check=True)
+    assert [o.name for o in model.graph.output] == ["logits", "dense/MatMul:product"]
+
+
+def test_convert_outputs_without_a_namespace_change(tmp_path):
+    """--outputs alone (no --namespace) adds the named values to a graph's outputs before writing."""
+    onnx = pytest.importorskip("onnx")
+    relu = amanda.op("Relu", "relu", inputs=["X"], outputs=["Y"])
+    neg = amanda.op("Neg", "neg", inputs=["X"], outputs=["Y"])
+    typed = {"dtype": "float32", "shape": (2,)}
+    graph = amanda.Container(None, "g", inputs=[amanda.Port("x", typed)], outputs=[amanda.Port("y", typed)],
+                             children=[relu, neg], attrs={"namespace": "amanda/onnx/17"},
+                             edges=[("g:x", "relu:X"), ("relu:Y", "neg:X"), ("neg:Y", "g:y")])
+    source, target = tmp_path / "g.yaml", tmp_path / "g.onnx"
+    amanda.dump(graph, source)
+    assert main(["convert", str(source), str(target), "--outputs", "hidden=relu:Y"]) == 0
+    assert [o.name for o in onnx.load(str(target)).graph.output] == ["y", "hidden"]

@@ -23,7 +23,7 @@ from typing import Any
 
 from amanda.containers.container import Container
 from amanda.errors import FormatError
-from amanda.io.onnx_export import DEFAULT_OPSET, MAX_IR_VERSION, to_onnx
+from amanda.io.onnx_export import DEFAULT_OPSET, MAX_IR_VERSION, PROTO_LIMIT, to_onnx
 from amanda.io.onnx_import import MIN_IR_VERSION, check_model_header, from_onnx
 from amanda.io.onnx_values import require_onnx
 
@@ -36,8 +36,6 @@ __all__ = [
     "load_onnx",
     "to_onnx",
 ]
-
-_PROTO_LIMIT = 2**31 - 2**24  # protobuf cannot write a message of 2 GiB; keep a margin
 
 
 def _parse(data: bytes, source: str) -> Any:
@@ -117,17 +115,22 @@ def dump_onnx(
     location: str | None = None,
     size_threshold: int = 1024,
 ) -> None:
-    """Write ``container``'s effective view as an ONNX file.
+    """Write ``container``'s effective view as an ONNX file the ONNX checker accepts.
 
     ``external_data``: True writes tensors of ``size_threshold`` bytes or more to the file
     ``location`` (default ``<file name>.data``, replaced if it exists) next to the model;
-    None (the default) does so only when the model would pass protobuf's 2 GiB limit.
+    None (the default) does so only when the model would pass protobuf's 2 GiB limit. A model
+    the checker rejects raises ``FormatError`` naming the offending op, and no file is written.
     """
     onnx = require_onnx()
     model = to_onnx(container)
     target = Path(path)
+    checked = model.ByteSize() <= PROTO_LIMIT  # to_onnx checked it in memory
     if external_data is None:
-        external_data = model.ByteSize() > _PROTO_LIMIT
+        external_data = not checked
+    # a model too big to check in memory is checked as a file before it takes the target's name
+    written = target if checked else target.with_name(target.name + ".partial")
+    data_file = None
     try:
         if external_data:
             location = location or f"{target.name}.data"
@@ -136,13 +139,33 @@ def dump_onnx(
                 data_file.unlink()  # onnx appends to an existing data file
             onnx.save_model(
                 model,
-                str(target),
+                str(written),
                 save_as_external_data=True,
                 all_tensors_to_one_file=True,
                 location=location,
                 size_threshold=size_threshold,
             )
         else:
-            onnx.save_model(model, str(target))
+            onnx.save_model(model, str(written))
     except (OSError, ValueError) as exc:
         raise FormatError(f"cannot write {str(path)!r}: {exc}", path=str(path)) from None
+    if not checked:
+        _check_file(written, data_file, str(path))
+        written.replace(target)
+
+
+def _check_file(written: Path, data_file: Path | None, shown: str) -> None:
+    onnx = require_onnx()
+    try:
+        onnx.checker.check_model(str(written), full_check=True)
+    except Exception as exc:  # noqa: BLE001 - ValidationError, InferenceError
+        written.unlink(missing_ok=True)
+        if data_file is not None:
+            data_file.unlink(missing_ok=True)
+        message = " ".join(str(exc).split())
+        raise FormatError(
+            f"{shown}: the model is rejected by the ONNX checker, so it is not written: {message}",
+            path=shown,
+            expected="a model the ONNX checker accepts",
+            found=message,
+        ) from None

@@ -2,25 +2,44 @@
 
 Leaves go out in document order when that order is topological (so imported models come back
 as they were) and in ``flatten(c).topological_order()`` otherwise; ``Constant`` ops marked
-``initializer: true`` become initializers; control edges are dropped (ONNX has none).
+``initializer: true`` become initializers; control edges are dropped (ONNX has none). A
+container without declared outputs exports the values no op reads; every model is checked by
+ONNX's checker before it is handed out (see ``docs/onnx.md``).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from amanda.containers.container import Container
+from amanda.containers.edge import SELF, Edge, Port
+from amanda.containers.flatten import flatten
 from amanda.errors import FormatError
 from amanda.io.onnx_metadata import write_metadata
 from amanda.io.onnx_ports import Schemas, domain_of_namespace, namespace_of_domain
 from amanda.io.onnx_values import require_onnx
-from amanda.io.onnx_write_graph import BOOKKEEPING_ATTRS, GraphWriter, Names, where_of
+from amanda.io.onnx_write_graph import (
+    BOOKKEEPING_ATTRS,
+    GraphWriter,
+    Names,
+    is_initializer,
+    where_of,
+)
 
-__all__ = ["BOOKKEEPING_ATTRS", "DEFAULT_OPSET", "MAX_IR_VERSION", "to_onnx"]
+__all__ = [
+    "BOOKKEEPING_ATTRS",
+    "DEFAULT_OPSET",
+    "MAX_IR_VERSION",
+    "PROTO_LIMIT",
+    "to_onnx",
+    "with_dangling_outputs",
+]
 
 MAX_IR_VERSION = 13  # the newest IR version onnxruntime 1.31 loads (onnx 1.23 writes 14)
 MIN_WRITTEN_IR = 10  # node and tensor metadata_props (where uids live) arrived in IR 10
 DEFAULT_OPSET = 18  # for ops that declare no namespace at all
+PROTO_LIMIT = 2**31 - 2**24  # protobuf cannot write a message of 2 GiB; keep a margin
 
 
 Leaf = tuple  # (effective namespace, op, own attributes as a dict)
@@ -49,10 +68,10 @@ class _Exporter(GraphWriter):
         self.schemas = Schemas()
         self.opsets: dict[str, tuple[int, tuple]] = {}  # domain -> (version, first op path)
         self.spaces: dict[int, dict[tuple, Leaf]] = {}
-        self.unclaimed: list[tuple] = []
         self.domains: dict[str, tuple[str, int] | None] = {}
         self.positions: dict = {}
         self.node_names: set[str] = set()  # onnxruntime refuses two nodes of one name
+        self.node_paths: dict[str, tuple] = {}  # node name -> op path, for checker messages
         self._collect(root, None, ())
         version = self.opsets.get("", (DEFAULT_OPSET, ()))[0]
         self.fallback = namespace_of_domain("", version)
@@ -133,37 +152,117 @@ class _Exporter(GraphWriter):
         write_metadata(
             model.metadata_props, info.get("metadata_props") if info else None, root.uid, extra
         )
-        if self.unclaimed:
-            self._infer_output_types(model)
         return model
 
-    def _infer_output_types(self, model: Any) -> None:
-        """Fill graph outputs that carry no type from their producers, or by shape inference."""
-        missing = {vi.name for vi, _, _ in self.unclaimed}
-        known = {vi.name: vi.type for vi in model.graph.value_info if vi.name in missing}
-        if len(known) < len(missing):
-            try:
-                inferred = self.onnx.shape_inference.infer_shapes(model)
-            except Exception as exc:  # noqa: BLE001 - onnx raises many kinds; say which output
-                raise self.fail(
-                    f"graph outputs {sorted(missing)} have no type and shape inference "
-                    f"failed: {exc}"
-                ) from None
-            for vi in (*inferred.graph.value_info, *inferred.graph.output):
-                if vi.name in missing and vi.HasField("type") and vi.name not in known:
-                    known[vi.name] = vi.type
+    # -- checking --------------------------------------------------------------------------
+
+    def check(self, model: Any) -> None:
+        """Type untyped graph outputs by strict shape inference, then run the ONNX checker (so
+        together ``check_model(full_check=True)``); a failure names the offending op's path."""
+        onnx = self.onnx
+        try:
+            inferred = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
+        except Exception as exc:  # noqa: BLE001 - InferenceError and the checker's errors
+            raise self._rejected(exc, "shape inference") from None
+        known = {vi.name: vi.type for vi in (*inferred.graph.value_info, *inferred.graph.output)}
         for vi in model.graph.output:
-            if vi.name in missing:
-                if vi.name not in known:
-                    raise self.fail(
-                        f"graph output {vi.name!r} has no type and none can be inferred; "
-                        "give its port attrs such as {dtype: float32}"
-                    )
-                vi.type.CopyFrom(known[vi.name])
+            found = known.get(vi.name)
+            if _incomplete(vi.type) and found is not None and not _incomplete(found):
+                vi.type.CopyFrom(found)
+            if _incomplete(vi.type):
+                raise self.fail(
+                    f"graph output {vi.name!r} has no dtype or rank and shape inference finds "
+                    "none; give its port attrs such as {dtype: float32, shape: [n, 4]}",
+                    vi.name,
+                )
+        try:
+            onnx.checker.check_model(model)
+        except Exception as exc:  # noqa: BLE001 - ValidationError and friends
+            raise self._rejected(exc, "checker") from None
+
+    def _rejected(self, exc: Exception, what: str) -> FormatError:
+        message = " ".join(str(exc).split())
+        path = self._node_path(message)
+        where = f"op {where_of(path)}" if path is not None else "the exported model"
+        return FormatError(
+            f"{where} is rejected by the ONNX {what}: {message}",
+            path=path,
+            expected="a model the ONNX checker accepts",
+            found=message,
+        )
+
+    def _node_path(self, message: str) -> tuple | None:
+        """The amanda path of the first exported node the message names."""
+        for pattern in _NODE_MENTIONS:
+            for found in pattern.finditer(message):
+                path = self.node_paths.get(found.group(1).strip())
+                if path is not None:
+                    return path
+        return None
 
 
-def to_onnx(container: Container) -> Any:
+_NODE_MENTIONS = (  # how onnx's checker and shape inference name a node
+    re.compile(r"node name: ([^)]*)\)"),
+    re.compile(r"Name: (.*?) OpType:"),
+    re.compile(r"in node \(([^)]*)\)"),
+    re.compile(r"node:? '?([^' ]+)'?"),
+)
+
+
+def _incomplete(proto: Any) -> bool:
+    """A graph input/output type the ONNX checker refuses: none, or a tensor without element
+    type or rank."""
+    kind = proto.WhichOneof("value")
+    if kind is None:
+        return True
+    if kind in ("tensor_type", "sparse_tensor_type"):
+        tensor = getattr(proto, kind)
+        return not tensor.elem_type or not tensor.HasField("shape")
+    return False
+
+
+def with_dangling_outputs(container: Container) -> Container:
+    """``container`` itself if it declares outputs; else with an output port for every value no
+    op reads (what TensorFlow would fetch), named like the value, in document order.
+
+    >>> import amanda
+    >>> g = amanda.Container(None, "g", children=[amanda.op("Relu", "r", ["X"], ["Y"])])
+    >>> [(p.name, str(e)) for p, e in zip(with_dangling_outputs(g).outputs, with_dangling_outputs(g).edges)]
+    [('r:Y', "Edge('r:Y', 'SELF:r:Y')")]
+    """
+    if container.outputs:
+        return container
+    flat = flatten(container)
+    read = {(e[0][0], e[0][1]) for e in flat.edges}
+    ports: list[Port] = []
+    edges = list(container.edges)
+    for path, op in flat.ops.items():
+        if is_initializer(op):
+            continue  # an unused weight is not a result
+        for port in op.outputs:
+            if (path, port.name) not in read:
+                name = port.attrs.get("onnx_name") or f"{where_of(path)}:{port.name}"
+                ports.append(Port(name))
+                edges.append(Edge((path, port.name), (SELF, name)))
+    if not ports:
+        raise FormatError(
+            f"graph {container.name or '<root>'} declares no outputs and every op output is read "
+            "inside it; an ONNX model needs outputs: give the container output ports, or pass "
+            "outputs= to amanda.convert (--outputs on the command line)",
+            path=(),
+            expected="graph outputs",
+            found="none",
+        )
+    return container.evolve(outputs=ports, edges=edges)
+
+
+def to_onnx(container: Container, *, check: bool = True) -> Any:
     """The ``onnx.ModelProto`` for ``container``'s effective view (which is left unchanged).
+
+    A container that declares no outputs exports every value no op reads as a graph output
+    (:func:`with_dangling_outputs`). With ``check`` (the default) the model is run through
+    ONNX's strict shape inference and checker first, and a ``FormatError`` naming the
+    offending op's path is raised instead of returning a model ONNX would reject.
 
     >>> import amanda
     >>> relu = amanda.op("Relu", "relu", inputs=["X"], outputs=["Y"])
@@ -180,4 +279,9 @@ def to_onnx(container: Container) -> Any:
             expected="Container",
             found=type(container).__name__,
         )
-    return _Exporter(container).model(container)
+    container = with_dangling_outputs(container)
+    exporter = _Exporter(container)
+    model = exporter.model(container)
+    if check and model.ByteSize() <= PROTO_LIMIT:  # bigger ones are checked from their file
+        exporter.check(model)
+    return model

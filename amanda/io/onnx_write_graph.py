@@ -70,14 +70,14 @@ def is_initializer(op: Container) -> bool:
 class GraphWriter:
     """Writes graphs; the exporter supplies ``onnx``, ``schemas``, ``spaces`` (leaf namespaces
     per container), ``fallback`` (the namespace of ops that name none), ``node_names``,
-    ``unclaimed`` (untyped top outputs) and ``_opset(namespace, path)``."""
+    ``node_paths`` (node name -> op path below the top graph) and ``_opset(namespace, path)``."""
 
     onnx: Any
     schemas: Any
     spaces: dict
     fallback: str
     node_names: set
-    unclaimed: list
+    node_paths: dict
     positions: dict  # (schema id, side, port names) -> ONNX positions
 
     def fail(self, message: str, path: Any = None) -> FormatError:
@@ -203,7 +203,6 @@ class GraphWriter:
         top: bool,
     ) -> list[tuple[Any, str]]:
         identities: list[tuple[Any, str]] = []
-        pending: list[tuple[Any, tuple]] = []
         for port in c.outputs:
             src = sources.get(port.name)
             if src is None:
@@ -225,9 +224,7 @@ class GraphWriter:
                 name = self._claim_output(names, port.name, where, top)
                 value_of[key] = name
             vi = g.output.add(name=name)
-            if not self._typed(vi, port.attrs, False, f"output port {port.name!r}"):
-                pending.append((vi, key))
-        self.unclaimed.extend((vi, key, c) for vi, key in pending if top)
+            self._typed(vi, port.attrs, False, f"output port {port.name!r}")
         return [(value_of[key], name) for key, name in identities]
 
     def _claim_output(self, names: Names, name: str, where: tuple, top: bool) -> str:
@@ -282,6 +279,7 @@ class GraphWriter:
         schema = self.schemas.get(ns, op.type)
         info = own.get("onnx_node") or {}
         node = g.node.add(op_type=op.type, name=self._node_name(info.get("name"), path))
+        self.node_paths.setdefault(node.name, (where + path)[1:])
         if domain:
             node.domain = domain
         if info.get("overload"):

@@ -122,6 +122,8 @@ class Namespace:
         ...
         amanda.errors.SchemaError: at demo/1/Matmul: ... (did you mean 'MatMul'?)
         """
+        if not isinstance(op_type, str):
+            raise SchemaError.at(self.name, "an op type name such as 'MatMul'", repr(op_type))
         seen: list[str] = []
         ns: Namespace = self
         while True:
@@ -284,6 +286,8 @@ def namespace(name: str | Namespace) -> Namespace:
     """
     if isinstance(name, Namespace):
         return name
+    if not isinstance(name, str):
+        raise SchemaError.at("namespace", "a namespace name such as 'amanda/onnx/17'", repr(name))
     with _lock:
         found = _registered.get(name)
         if found is not None:

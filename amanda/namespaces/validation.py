@@ -70,8 +70,12 @@ def validate(
     name the registry does not know raises ``SchemaError`` (``unknown_namespace="raise"``), or
     is reported once per op (``"report"``), or its ops are skipped (``"skip"``).
     """
-    if unknown_namespace not in _UNKNOWN:
-        raise ValueError(f"unknown_namespace is one of {_UNKNOWN}, found {unknown_namespace!r}")
+    from amanda.containers.container import Container as _Container  # containers import this module
+
+    if not isinstance(container, _Container):
+        raise SchemaError.at("validate", "a Container to validate", type(container).__name__)
+    if not isinstance(unknown_namespace, str) or unknown_namespace not in _UNKNOWN:
+        raise SchemaError.at("unknown_namespace", f"one of {_UNKNOWN}", repr(unknown_namespace))
     problems: list[Problem] = []
     cache: dict[str, Namespace | SchemaError] = {}
     stack: list[tuple[tuple[str, ...], Any, str | None, bool]] = [

@@ -23,6 +23,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from amanda.errors import QueryError
 from amanda.query.evaluate import Selector
 from amanda.query.selection import Selection
 
@@ -43,7 +44,21 @@ def compile_selector(selector: str, *, relative: bool = False, engine: str = "co
     >>> compiled.select(Container("G", "g", children=[op("Relu", "r")])).paths
     (('r',),)
     """
+    _check_arguments(selector, relative, engine)
     return _compile(selector, relative, engine)
+
+
+def _check_arguments(selector: object, relative: object = False, engine: object = "compiled") -> None:
+    """Raise QueryError for arguments of the wrong type (before they reach the cache's hash)."""
+    if not isinstance(selector, str):
+        from amanda.query.parse import parse_selector
+
+        parse_selector(selector)  # type: ignore[arg-type]  # raises the QueryError saying what a selector is
+    if not isinstance(relative, bool):
+        raise QueryError(f"relative is True or False, found {relative!r}", expected="a bool", found=repr(relative))
+    if not isinstance(engine, str):
+        raise QueryError(f"engine is a string such as 'compiled', found {engine!r}", expected="a string",
+                         found=repr(engine))
 
 
 @lru_cache(maxsize=512)
@@ -59,8 +74,5 @@ def select(container: Container, selector: str) -> Selection:
     >>> [path for path, _ in select(g, "$.*")]
     [('a',), ('b',)]
     """
-    if not isinstance(selector, str):
-        from amanda.query.parse import parse_selector
-
-        parse_selector(selector)  # raises the QueryError that says what a selector is
+    _check_arguments(selector)
     return _compile(selector, False, "compiled").select(container)

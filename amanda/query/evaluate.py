@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from itertools import chain
 from typing import TYPE_CHECKING, Any
 
+from amanda.errors import QueryError
 from amanda.query.indexes import IndexEntry, frozen, table
 from amanda.query.parse import Step, parse_selector
 from amanda.query.predicate import ENGINES, Predicate
@@ -90,8 +91,9 @@ class Selector:
     __slots__ = ("engine", "predicates", "relative", "steps", "text")
 
     def __init__(self, text: str, relative: bool = False, engine: str = "compiled") -> None:
-        if engine not in ENGINES:
-            raise ValueError(f"engine is one of {ENGINES}, found {engine!r}")
+        if not isinstance(engine, str) or engine not in ENGINES:
+            raise QueryError(f"engine is one of {ENGINES}, found {engine!r}", expected=f"one of {ENGINES}",
+                             found=repr(engine))
         self.text = text
         self.relative = relative
         self.engine = engine
@@ -108,7 +110,8 @@ class Selector:
         from amanda.query.selection import Selection
 
         if not hasattr(container, "_cached"):
-            raise TypeError(f"select() queries a Container, found {type(container).__name__}")
+            raise QueryError(f"select() queries a Container, found {type(container).__name__}",
+                             expected="a Container", found=type(container).__name__)
         t = table(container)
         return Selection(t, self.run(t, [0]))
 

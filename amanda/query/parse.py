@@ -7,7 +7,7 @@
 
 ``NAME`` is letters, digits, ``_`` and ``-``; any other name is quoted with ``"`` or
 ``'`` (backslash escapes the next character). ``FILTER`` is a JMESPath expression,
-parsed by the jmespath library.
+parsed by the jmespath library, within the nesting limits of :mod:`amanda.query.nesting`.
 
 >>> [(s.axis, s.test, s.arg) for s in parse_selector('$.encoder..["dense/MatMul"]')]
 [('child', 'name', 'encoder'), ('descendant', 'name', 'dense/MatMul')]
@@ -23,6 +23,7 @@ import jmespath
 from jmespath import exceptions as jmes_errors
 
 from amanda.errors import QueryError
+from amanda.query.nesting import MAX_NESTING, MAX_TREE_DEPTH, too_deep, tree_too_deep
 
 __all__ = ["Step", "compile_filter", "find_filter_end", "parse_selector", "query_error"]
 
@@ -234,8 +235,13 @@ def compile_filter(selector: str, step: Step) -> Any:
     >>> compile_filter("$[?is_op]", parse_selector("$[?is_op]")[0])
     {'type': 'field', 'children': [], 'value': 'is_op'}
     """
+    deep = too_deep(step.arg)
+    if deep is not None:
+        raise query_error(selector, step.offset + deep[0],
+                          f"invalid filter: nested deeper than {MAX_NESTING} levels",
+                          expected=f"at most {MAX_NESTING} levels of nesting", found=f"{deep[1]} levels")
     try:
-        return jmespath.compile(step.arg).parsed
+        parsed = jmespath.compile(step.arg).parsed
     except jmes_errors.LexerError as exc:
         position = step.offset + (exc.lexer_position or 0)
         raise query_error(selector, position, f"invalid filter: {exc.message}") from None
@@ -247,3 +253,9 @@ def compile_filter(selector: str, step: Step) -> Any:
         raise query_error(selector, position, f"invalid filter: unexpected {found!r}", found=str(found)) from None
     except jmes_errors.JMESPathError as exc:
         raise query_error(selector, step.offset, f"invalid filter: {exc}") from None
+    depth = tree_too_deep(parsed)
+    if depth is not None:
+        raise query_error(selector, step.offset, f"invalid filter: parses {depth} levels deep, more than "
+                          f"{MAX_TREE_DEPTH} (a chain of `||`, `&&`, `|` or comparisons adds one per operator)",
+                          expected=f"at most {MAX_TREE_DEPTH} levels", found=f"{depth} levels")
+    return parsed

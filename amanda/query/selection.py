@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from amanda.errors import PathError, QueryError
+
 if TYPE_CHECKING:
     from amanda.containers.container import Container
     from amanda.query.evaluate import Hits
@@ -83,6 +85,16 @@ class Selection:
         return zip(self.paths, self.containers)
 
     def __getitem__(self, index: int) -> tuple[tuple[str, ...], Container]:
+        """The ``(path, container)`` pair at ``index`` (a slice gives a pair of tuples).
+
+        A non-integer index raises QueryError; one out of range PathError.
+        """
+        if isinstance(index, bool) or not isinstance(index, (int, slice)):
+            raise QueryError(f"a Selection is indexed by an int or a slice, found {type(index).__name__}",
+                             expected="an int or a slice", found=repr(index))
+        if isinstance(index, int) and not -len(self) <= index < len(self):
+            raise PathError(f"the selection has {len(self)} nodes; there is no index {index}",
+                            expected=f"an index in [{-len(self)}, {len(self)})", found=str(index))
         return self.paths[index], self.containers[index]
 
     def __contains__(self, path: object) -> bool:
@@ -129,6 +141,6 @@ class Selection:
         """
         from amanda.query import compile_selector
 
-        compiled = compile_selector(selector, relative=True)
+        compiled = compile_selector(selector, relative=True)  # raises QueryError for a non-string
         positions: Sequence[int] = self._hits.positions
         return Selection(self._table, compiled.run(self._table, positions))

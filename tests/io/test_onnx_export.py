@@ -257,7 +257,7 @@ def test_sparse_initializers_round_trip():
         sparse_initializer=[sparse],
     )
     first = from_onnx(models.model(graph))
-    exported = to_onnx(first)
+    exported = to_onnx(first, check=False)  # no opset-17 op reads a sparse tensor as this one does
     (written,) = exported.graph.sparse_initializer
     assert (
         written.values.name == "sp"
@@ -373,13 +373,13 @@ def test_attributes_a_schema_does_not_know_are_written_back_as_attributes():
     )
     first = from_onnx(models.model(graph))
     assert first.child("relu").attrs["onnx_node"] == {"attr_types": {"legacy": "int"}}
-    exported = to_onnx(first)
+    exported = to_onnx(first, check=False)  # the checker refuses `legacy`, as ONNX would
     assert [(a.name, a.i) for a in exported.graph.node[0].attribute] == [("legacy", 3)]
     tagged = first.evolve(children=[first.child("relu").with_attrs(tag="mine")])
-    written = to_onnx(tagged).graph.node[0]
+    written = to_onnx(tagged, check=False).graph.node[0]
     assert [a.name for a in written.attribute] == ["legacy"]
     assert {p.key: p.value for p in written.metadata_props}["amanda.attr.tag"] == '"mine"'
-    assert from_onnx(to_onnx(tagged)).child("relu").attrs["tag"] == "mine"
+    assert from_onnx(to_onnx(tagged, check=False)).child("relu").attrs["tag"] == "mine"
 
 
 def test_a_captured_value_named_like_a_formal_port():

@@ -86,7 +86,7 @@ def test_unknown_namespaces_raise_report_or_skip():
     (problem,) = validate(g, unknown_namespace="report")
     assert problem.path == ("r",) and problem.expected == "a known namespace"
     assert validate(g, unknown_namespace="skip") == []
-    with pytest.raises(ValueError):
+    with pytest.raises(SchemaError, match="unknown_namespace"):
         validate(g, unknown_namespace="ignore")
 
 

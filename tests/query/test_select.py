@@ -5,6 +5,7 @@ import pytest
 
 import amanda
 from amanda import Container, op
+from amanda.errors import QueryError
 from amanda.query import Selection, compile_selector, select
 from tests.query.models import bodies_model, four_queries_model
 
@@ -173,8 +174,8 @@ def test_compile_selector_reuses_and_runs_anywhere(model):
 
 
 def test_engines_must_be_known():
-    """compile_selector refuses an unknown engine."""
-    with pytest.raises(ValueError):
+    """compile_selector refuses an unknown engine with a QueryError."""
+    with pytest.raises(QueryError, match="engine is one of"):
         compile_selector("$", engine="fast")
 
 
@@ -185,6 +186,6 @@ def test_a_leaf_root_has_no_descendants():
 
 
 def test_only_containers_are_queried():
-    """Querying something that is not a Container is a TypeError."""
-    with pytest.raises(TypeError):
+    """Querying something that is not a Container is a QueryError naming what was found."""
+    with pytest.raises(QueryError, match="queries a Container, found dict"):
         select({"type": "Dot"}, "$")  # type: ignore[arg-type]

@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from amanda.containers.container import Container
-from amanda.containers.edge import SELF, Edge, Port
-from amanda.errors import MappingError, SchemaError
+from amanda.containers.edge import SELF, Edge, Endpoint, Port
+from amanda.errors import AmandaError, MappingError, SchemaError
 from amanda.namespaces.mapping.driver import in_namespace
 from amanda.namespaces.mapping.names import NameMap
 from amanda.namespaces.mapping.table import MappingTable
@@ -156,9 +156,16 @@ def convert(container: Container, target: str, *, source: str | None = None,
 
     ``source`` overrides the container's own namespace. ``on_unmatched`` is passed to every
     table. ``outputs`` (source endpoints, or output name -> source endpoint) become output ports
-    of the result. With ``with_names`` the result is ``(container, NameMap)``. The input is never
-    modified; converting to its own namespace returns it unchanged.
+    of the result: a TensorFlow graph declares none, and an ONNX model needs them (without
+    them, ONNX export takes every value no op reads). With ``with_names`` the result is
+    ``(container, NameMap)``. The input is never modified; converting to its own namespace
+    (with no ``outputs``) returns it unchanged.
     """
+    if not isinstance(container, Container):
+        raise MappingError.at("convert", "a Container to convert", type(container).__name__)
+    for label, value in (("target", target), ("source", source)):
+        if not isinstance(value, str) and not (label == "source" and value is None):
+            raise MappingError.at(label, "a namespace name such as 'amanda/onnx/17'", repr(value))
     start = source or container.namespace
     if start is None:
         raise MappingError.at(container.name or "<root>", "a container with a namespace attribute",
@@ -178,20 +185,56 @@ def convert(container: Container, target: str, *, source: str | None = None,
 def expose(container: Container, names: NameMap, outputs: Mapping[str, Any] | Sequence[Any]) -> Container:
     """``container`` with new output ports fed by the mapped values of source endpoints.
 
-    ``outputs`` is a list of source endpoints (each output named like its endpoint string) or a
-    mapping output name -> source endpoint.
+    ``outputs`` is a list of source endpoints (``"op/path:port"`` or ``(op, port)``; each output
+    named like its endpoint string) or a mapping output name -> source endpoint. Raises
+    ``MappingError`` naming an endpoint that is malformed or names no op output.
+
+    >>> from amanda import Container, op
+    >>> g = Container(None, "g", children=[op("Relu", "r", ["X"], ["Y"])])
+    >>> expose(g, NameMap({}, g), {"y": "r:Y"}).output_names
+    ('y',)
     """
-    pairs = list(outputs.items()) if isinstance(outputs, Mapping) else [(str(o), o) for o in outputs]
+    if isinstance(outputs, Mapping):
+        pairs = list(outputs.items())
+    elif isinstance(outputs, (list, tuple)):
+        pairs = [(o if isinstance(o, str) else str(_endpoint(o)), o) for o in outputs]
+    else:
+        raise MappingError.at("outputs", "a list of endpoints 'op:port' or a mapping name -> endpoint",
+                              type(outputs).__name__)
     ports = list(container.outputs)
     edges = list(container.edges)
     taken = {p.name for p in ports}
     for port_name, endpoint in pairs:
+        if not isinstance(port_name, str) or not port_name:
+            raise MappingError.at("outputs", "output names that are non-empty strings", repr(port_name))
         if port_name in taken:
             raise MappingError.at(port_name, "a new output port name", "one the container has")
-        found = names.resolve(endpoint)
+        found = names.resolve(_endpoint(endpoint))
+        _check_source(container, found, endpoint)
         src = (SELF, found.port) if found.op is SELF else (found.op, found.port)
         ports.append(Port(port_name))
         edges.append(Edge(src, (SELF, port_name)))
         taken.add(port_name)
     return container.evolve(outputs=ports, edges=edges)
 
+
+def _endpoint(value: Any) -> Endpoint:
+    try:
+        return Endpoint.of(value)
+    except (TypeError, ValueError) as exc:
+        raise MappingError.at("outputs", "an endpoint 'op/path:port' or (op, port)",
+                              f"{value!r} ({exc})") from None
+
+
+def _check_source(container: Container, found: Endpoint, asked: Any) -> None:
+    """Raise unless ``found`` is an input port of ``container`` or an output port of an op in it."""
+    if found.op is SELF:
+        ok = found.port in container.input_names
+    else:
+        try:
+            ok = found.port in container.descendant(found.op).output_names
+        except AmandaError:
+            ok = False
+    if not ok:
+        raise MappingError.at(str(asked), "an op output (or input port) of the graph",
+                              f"no such value (looked for {found})")

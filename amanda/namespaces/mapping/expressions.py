@@ -7,9 +7,11 @@ with ``${...}`` among other text interpolates each value as text; ``$${`` writes
 are the table's namespaces. Each capture reads as ``{name, type, path, namespace, attrs, inputs,
 outputs, input_attrs, output_attrs, consumers}``; arrays stay arrays (use ``to_list``).
 
-Expressions are compiled when a table is loaded, so a syntax error (or Python smuggled in) is a
-``MappingError`` at load time. Evaluation can only read the captures and call JMESPath's
-built-in functions plus the pure functions below (``FUNCTIONS``), whose results are bounded.
+Expressions are compiled when a table is loaded, so a syntax error (or Python smuggled in), or
+nesting past the limits of :mod:`amanda.query.nesting`, is a ``MappingError`` at load time. Evaluation
+can only read the captures and call JMESPath's built-in functions plus the pure functions of
+:mod:`amanda.namespaces.mapping.functions` (``FUNCTIONS``); every node it evaluates and every value it builds is charged to a budget
+(``budget.MAX_WORK``, 5 * 10^6), so no expression can run away.
 
 >>> template = compile_template("${$m.attrs.transpose_a && 'Gemm' || 'MatMul'}", "type")
 >>> template.evaluate({"$m": {"attrs": {"transpose_a": True}}})
@@ -30,16 +32,16 @@ from typing import Any
 
 import jmespath
 import jmespath.exceptions
-import jmespath.functions
-import numpy as np
 
 from amanda.errors import MappingError
+from amanda.namespaces.mapping import budget
+from amanda.namespaces.mapping.functions import FUNCTIONS, MAX_ELEMENTS, OPTIONS, onnx_dtype, truthy
+from amanda.query.nesting import MAX_NESTING, MAX_TREE_DEPTH, too_deep, tree_too_deep
 
-__all__ = ["FUNCTIONS", "Template", "compile_template", "compile_value", "evaluate_value",
-           "quote_variables"]
+__all__ = ["FUNCTIONS", "MAX_ELEMENTS", "Template", "compile_template", "compile_value", "evaluate_value",
+           "onnx_dtype", "quote_variables", "truthy"]
 
 MAX_EXPRESSION = 2000  # characters
-MAX_ELEMENTS = 1_000_000  # elements an expression may build (range, tensor)
 _VARIABLE = re.compile(r"\$[A-Za-z_][A-Za-z0-9_]*")
 _QUOTES = {"'": "'", '"': '"', "`": "`"}
 
@@ -129,7 +131,10 @@ class Template:
     def _search(self, part: tuple[str, Any], data: Mapping[str, Any]) -> Any:
         text, compiled = part
         try:
-            return compiled.search(data, options=_OPTIONS)
+            return budget.search(compiled.parsed, data, OPTIONS)
+        except budget.WorkExceeded as exc:
+            raise MappingError.at(self.where, f"an expression doing at most {budget.MAX_WORK} units of work",
+                                  f"${{{text}}}: {exc}") from None
         except (jmespath.exceptions.JMESPathError, TypeError, ValueError, OverflowError) as exc:
             raise MappingError.at(self.where, f"an expression that evaluates: ${{{text}}}",
                                   f"{type(exc).__name__}: {exc}") from None
@@ -187,6 +192,12 @@ def _compile(text: str, where: Any) -> Any:
     if len(text) > MAX_EXPRESSION:
         raise MappingError.at(where, f"an expression of at most {MAX_EXPRESSION} characters",
                               f"{len(text)} characters")
+    # measured with each `$` as `_`, which keeps columns those of the text as written
+    deep = too_deep(_VARIABLE.sub(lambda m: "_" + m.group()[1:], text))
+    if deep is not None:
+        column, level = deep
+        raise MappingError.at(where, f"an expression nested at most {MAX_NESTING} levels deep",
+                              f"${{{_excerpt(text, column)}}} nested {level} levels at column {column}")
     quoted, _ = quote_variables(text)
     try:
         compiled = jmespath.compile(quoted)
@@ -194,12 +205,24 @@ def _compile(text: str, where: Any) -> Any:
         reason = str(exc).splitlines()[0]
         raise MappingError.at(where, "a JMESPath expression (mapping files hold no Python)",
                               f"${{{text}}}: {reason}") from None
+    depth = tree_too_deep(compiled.parsed)
+    if depth is not None:
+        raise MappingError.at(where, f"an expression parsing at most {MAX_TREE_DEPTH} levels deep",
+                              f"${{{_excerpt(text, 0)}}} parses {depth} levels deep")
     unknown = sorted(_functions_called(compiled.parsed) - set(FUNCTIONS.FUNCTION_TABLE))
     if unknown:
         raise MappingError.at(where, "a JMESPath expression calling only known functions",
                               f"${{{text}}} calls {', '.join(unknown)}",
                               f"functions: {', '.join(sorted(FUNCTIONS.FUNCTION_TABLE))}")
     return compiled
+
+
+def _excerpt(text: str, column: int) -> str:
+    """``text`` shortened to about 60 characters around ``column``."""
+    if len(text) <= 60:
+        return text
+    start = max(0, column - 30)
+    return ("…" if start else "") + text[start:start + 60] + ("…" if start + 60 < len(text) else "")
 
 
 def _functions_called(node: Any) -> set[str]:
@@ -248,142 +271,3 @@ def template_variables(value: Any) -> set[str]:
     if isinstance(value, list):
         return set().union(*(template_variables(v) for v in value)) if value else set()
     return set()
-
-
-# --- the functions expressions may call, besides JMESPath's own --------------------------------
-
-_ONNX_TYPES = {"float32": 1, "uint8": 2, "int8": 3, "uint16": 4, "int16": 5, "int32": 6,
-               "int64": 7, "string": 8, "bool": 9, "float16": 10, "float64": 11, "uint32": 12,
-               "uint64": 13, "complex64": 14, "complex128": 15, "bfloat16": 16}
-
-
-def onnx_dtype(name: Any) -> int:
-    """The ONNX ``TensorProto`` data type number of a dtype name (``float32`` -> 1).
-
-    >>> onnx_dtype("float32"), onnx_dtype("int64"), onnx_dtype("half")
-    (1, 7, 10)
-    """
-    text = str(name)
-    if text in _ONNX_TYPES:
-        return _ONNX_TYPES[text]
-    try:
-        return _ONNX_TYPES[np.dtype(text).name]
-    except (TypeError, KeyError):
-        raise ValueError(f"no ONNX data type for dtype {text!r}") from None
-
-
-def _number(value: Any) -> Any:
-    if isinstance(value, np.ndarray) and value.size == 1:
-        value = value.reshape(()).item()
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"expected a number, found {value!r}")
-    return value
-
-
-def _bounded(count: int) -> None:
-    if count > MAX_ELEMENTS:
-        raise ValueError(f"at most {MAX_ELEMENTS} elements, asked for {count}")
-
-
-_ANY: dict[str, list[str]] = {"types": []}
-
-
-class _Functions(jmespath.functions.Functions):
-    """Pure helpers for mapping expressions (arrays, arithmetic, lists, dtypes)."""
-
-    @jmespath.functions.signature(_ANY)
-    def _func_to_list(self, value: Any) -> Any:
-        return value.tolist() if isinstance(value, (np.ndarray, np.generic)) else value
-
-    @jmespath.functions.signature(_ANY)
-    def _func_scalar(self, value: Any) -> Any:
-        if isinstance(value, list) and len(value) == 1:
-            value = value[0]
-        return _number(value) if not isinstance(value, (str, bool)) else value
-
-    @jmespath.functions.signature(_ANY)
-    def _func_shape_of(self, value: Any) -> list[int]:
-        return list(np.shape(value))
-
-    @jmespath.functions.signature(_ANY)
-    def _func_dtype_of(self, value: Any) -> str:
-        return np.asarray(value).dtype.name
-
-    @jmespath.functions.signature(_ANY, {"types": ["string"]})
-    def _func_tensor(self, values: Any, dtype: str) -> np.ndarray:
-        if isinstance(values, np.ndarray):  # weights pass through without a copy when they can
-            array = values.astype(np.dtype(dtype), copy=False)
-        else:
-            array = np.asarray(values)
-            _bounded(array.size)
-            array = array.astype(np.dtype(dtype))
-        if array.flags.writeable:
-            array = array.copy() if array.base is not None else array
-            array.setflags(write=False)
-        return array
-
-    @jmespath.functions.signature(_ANY)
-    def _func_dims(self, shape: Any) -> Any:
-        """A shape with unknown dimensions (-1, null) as null; null (unknown rank) stays null."""
-        if shape is None:
-            return None
-        return [None if d is None or (not isinstance(d, str) and _number(d) < 0) else d
-                for d in shape]
-
-    @jmespath.functions.signature({"types": ["string"]})
-    def _func_onnx_dtype(self, name: str) -> int:
-        return onnx_dtype(name)
-
-    @jmespath.functions.signature(_ANY, _ANY)
-    def _func_range(self, start: Any, stop: Any) -> list[int]:
-        start, stop = int(_number(start)), int(_number(stop))
-        _bounded(stop - start)
-        return list(range(start, stop))
-
-    @jmespath.functions.signature({"types": ["string"]}, {"types": ["string"]}, {"types": ["string"]})
-    def _func_replace(self, text: str, old: str, new: str) -> str:
-        _bounded(len(text) * max(1, len(new)))
-        return text.replace(old, new)
-
-    @jmespath.functions.signature(_ANY, _ANY)
-    def _func_add(self, a: Any, b: Any) -> Any:
-        return _number(a) + _number(b)
-
-    @jmespath.functions.signature(_ANY, _ANY)
-    def _func_sub(self, a: Any, b: Any) -> Any:
-        return _number(a) - _number(b)
-
-    @jmespath.functions.signature(_ANY, _ANY)
-    def _func_mul(self, a: Any, b: Any) -> Any:
-        return _number(a) * _number(b)
-
-    @jmespath.functions.signature(_ANY)
-    def _func_neg(self, a: Any) -> Any:
-        return -_number(a)
-
-    @jmespath.functions.signature(_ANY, _ANY, _ANY)
-    def _func_if(self, condition: Any, then: Any, otherwise: Any) -> Any:
-        return then if _truthy(condition) else otherwise
-
-    @jmespath.functions.signature({"types": ["array"]}, {"types": ["array"]})
-    def _func_concat(self, a: list, b: list) -> list:
-        _bounded(len(a) + len(b))
-        return list(a) + list(b)
-
-    @jmespath.functions.signature({"types": ["array"]}, {"types": ["array-number"]})
-    def _func_pick(self, items: list, indexes: list) -> list:
-        return [items[int(i)] for i in indexes]
-
-
-def _truthy(value: Any) -> bool:
-    """JMESPath truthiness: false, null, '', [] and {} are false; everything else is true."""
-    if isinstance(value, np.ndarray):
-        return value.size > 0
-    return not (value is None or value is False or value == "" or value == [] or value == {})
-
-
-FUNCTIONS = _Functions()
-_OPTIONS = jmespath.Options(custom_functions=FUNCTIONS)
-truthy = _truthy
