@@ -93,9 +93,9 @@ def test_select_and_convert_report_their_own_errors(tmp_path, capsys):
     """A malformed selector, an unknown namespace and an unknown --outputs endpoint each give one line and status 2."""
     target = str(tmp_path / "out.onnx")
     runs = [
-        (["select", SEED, "$[?"], "closing this filter"),
-        (["convert", SEED, target, "--namespace", "no/such/space"], "no/such/space"),
-        (["convert", SEED, target, "--namespace", "amanda/onnx/17", "--outputs", "nope:x"], "nope:x"),
+        (["select", TF_GRAPH, "$[?"], "closing this filter"),
+        (["convert", TF_GRAPH, target, "--namespace", "no/such/space"], "no/such/space"),
+        (["convert", TF_GRAPH, target, "--namespace", "amanda/onnx/17", "--outputs", "nope:x"], "nope:x"),
     ]
     for argv, expected in runs:
         assert main(argv) == 2
@@ -107,7 +107,7 @@ def test_convert_outputs_option_names_the_graph_outputs(tmp_path):
     """--outputs exposes the given endpoints (optionally renamed) as the ONNX model's outputs."""
     onnx = pytest.importorskip("onnx")
     target = tmp_path / "dense.onnx"
-    argv = ["convert", SEED, str(target), "--namespace", "amanda/onnx/17",
+    argv = ["convert", TF_GRAPH, str(target), "--namespace", "amanda/onnx/17",
             "--outputs", "logits=dense/Relu:activations", "dense/MatMul:product"]
     assert main(argv) == 0
     model = onnx.load(str(target))

@@ -7,7 +7,7 @@
 
 ``NAME`` is letters, digits, ``_`` and ``-``; any other name is quoted with ``"`` or
 ``'`` (backslash escapes the next character). ``FILTER`` is a JMESPath expression,
-parsed by the jmespath library, within the nesting limits of :mod:`amanda.query.nesting`.
+parsed by the jmespath library, within the nesting limits of :mod:`amanda.jmespath_nesting`.
 
 >>> [(s.axis, s.test, s.arg) for s in parse_selector('$.encoder..["dense/MatMul"]')]
 [('child', 'name', 'encoder'), ('descendant', 'name', 'dense/MatMul')]
@@ -23,7 +23,7 @@ import jmespath
 from jmespath import exceptions as jmes_errors
 
 from amanda.errors import QueryError
-from amanda.query.nesting import MAX_NESTING, MAX_TREE_DEPTH, too_deep, tree_too_deep
+from amanda.jmespath_nesting import MAX_NESTING, MAX_TREE_DEPTH, too_deep, tree_too_deep
 
 __all__ = ["Step", "compile_filter", "find_filter_end", "parse_selector", "query_error"]
 
