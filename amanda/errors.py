@@ -11,6 +11,7 @@ from typing import Any
 
 __all__ = [
     "AmandaError",
+    "ArgumentError",
     "CycleError",
     "ExecutionError",
     "FormatError",
@@ -104,6 +105,14 @@ class CycleError(InvariantError):
         self.cycle = tuple(cycle)
         shown = " -> ".join(format_path(p) for p in (*self.cycle, self.cycle[0]))
         super().__init__([Problem(self.cycle[0], "an acyclic dataflow", f"the cycle {shown}")])
+
+
+class ArgumentError(AmandaError, TypeError, ValueError):
+    """A public function got an argument of the wrong type or form.
+
+    It is also a ``TypeError`` and a ``ValueError``, so callers that caught the bare
+    built-ins before keep working.
+    """
 
 
 class PathError(AmandaError, LookupError):

@@ -350,8 +350,14 @@ class Container:
         return self._with_own_attrs(new)
 
     def _with_own_attrs(self, attrs: PMap) -> Container:
-        # attributes take part in no invariant, so the checked structure is shared as is
+        # only the attributes amanda interprets are checked; the structure is shared as is
+        from amanda.containers.checks import attr_problems
         from amanda.containers.update import inherit_edge_caches
+        from amanda.errors import InvariantError
+
+        problems = attr_problems(attrs, self._where() or ())
+        if problems:
+            raise InvariantError(problems, f"setting attributes of {self.name or self.type or 'container'}")
 
         updated = Container._trusted(
             self.type, self.name, self.inputs, self.outputs, self.controls, self.children,
