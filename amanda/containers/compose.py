@@ -20,7 +20,7 @@ from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Edge, Endpoint, Port
 from amanda.errors import AmandaError
 
-__all__ = ["CompositionError", "chain", "named_merge"]
+__all__ = ["CompositionError", "chain", "named_merge", "wrapped_namespace"]
 
 _UNBOUND = "unbound"
 
@@ -48,6 +48,14 @@ def _unique_children(containers: Iterable[Container]) -> list[Container]:
         taken.add(name)
         out.append(item if name == item.name else item.with_name(name))
     return out
+
+
+def wrapped_namespace(containers: Iterable[Container]) -> dict[str, str]:
+    """``{"namespace": n}`` when the wrapped containers that declare a namespace all declare
+    ``n`` (and at least one does), else ``{}``: what a wrapper around them declares, so that
+    ops added beside them run in the same namespace."""
+    found = {c.attrs.get("namespace") for c in containers} - {None}
+    return {"namespace": found.pop()} if len(found) == 1 else {}
 
 
 def _main(ports: Sequence[Port]) -> list[Port]:
@@ -103,6 +111,8 @@ def chain(
     The parent exposes the first child's inputs and the last child's outputs, renamed by
     ``inputs=``/``outputs=`` (a list of new names, or a mapping old -> new); outputs left
     unbound inside are exposed as ``child.port``. ``b(a)`` and ``a >> b`` mean ``chain(a, b)``.
+    The parent declares the children's namespace when that is unambiguous (see
+    :func:`wrapped_namespace`).
     """
     if not containers:
         raise CompositionError("chain() needs at least one container", expected="containers", found="none")
@@ -123,7 +133,7 @@ def chain(
                 side.append(_qualified(a, port))
                 edges.append(Edge(((a.name,), port.name), (SELF, side[-1].name)))
     edges.extend(Edge(((last.name,), old.name), (SELF, new.name)) for new, old in zip(parent_outputs, last.outputs))
-    return Container(type, name, parent_inputs, parent_outputs + side, kids, edges)
+    return Container(type, name, parent_inputs, parent_outputs + side, kids, edges, attrs=wrapped_namespace(kids))
 
 
 def _patch_end(parent_kids: dict[str, Container], text: Any, side: str) -> tuple[str, str]:
@@ -179,7 +189,8 @@ def named_merge(
     """Several containers wired by ``("child:out_port", "child:in_port")`` patches.
 
     Every port no patch uses is exposed on the parent as ``child.port``, unless
-    ``inputs=``/``outputs=`` map that qualified name to another.
+    ``inputs=``/``outputs=`` map that qualified name to another. The parent declares the
+    children's namespace when that is unambiguous (see :func:`wrapped_namespace`).
 
     >>> from amanda.containers.container import op
     >>> a, b = op("A", "a", ["i"], ["o", "p"]), op("B", "b", ["i"], ["o"])
@@ -211,4 +222,4 @@ def named_merge(
     if renamed_in or renamed_out:
         unknown = sorted(renamed_in) + sorted(renamed_out)
         raise CompositionError.at("inputs/outputs", "qualified names of unbound ports (child.port)", str(unknown))
-    return Container(type, name, parent_inputs, parent_outputs, kids, edges)
+    return Container(type, name, parent_inputs, parent_outputs, kids, edges, attrs=wrapped_namespace(kids))
