@@ -38,13 +38,13 @@ class Edit:
     """Builder of one edit wrapper; every step is checked when it is made.
 
     Endpoints are relative to the wrapper, in which the model is the child named by its
-    own name (an unnamed model is named ``model``).
+    own name (an unnamed model is named ``model``, or ``model_1`` … if a child of it is).
     """
 
     def __init__(self, model: Container) -> None:
         if not isinstance(model, Container):
             raise InvariantError([Problem(None, "a Container to edit", type(model).__name__)])
-        self.model = model if model.name else model.with_name("model")
+        self.model = model if model.name else model.with_name(_free_name(model))
         self._added: list[Container] = []
         self._edges: list[Edge] = [
             Edge((SELF, p.name), ((self.model.name,), p.name)) for p in self.model.inputs
@@ -132,6 +132,15 @@ class Edit:
             self._edges, self._tombstones, {**wrapped_namespace([self.model]), **(attrs or {})}, None,
             self.model.controls,
         )
+
+
+def _free_name(model: Container) -> str:
+    # "model", unless a child of the model has that name (it would address the model's ports)
+    name, number = "model", 0
+    while model.has_child(name):
+        number += 1
+        name = f"model_{number}"
+    return name
 
 
 def edit(model: Container) -> Edit:
