@@ -23,7 +23,7 @@ from typing import Any
 
 from pyrsistent import PMap, PVector, pvector
 
-from amanda.containers.edge import SELF, Port
+from amanda.containers.edge import SELF, Port, coerce_ports
 from amanda.containers.identity import structural_hash, structurally_equal
 from amanda.containers.values import EMPTY, attrs_equal, freeze_attrs
 from amanda.errors import PathError
@@ -39,30 +39,6 @@ _uid_counter = itertools.count()
 def new_uid() -> str:
     """A fresh identifier, unique across processes (random prefix, counter suffix)."""
     return f"{_UID_PREFIX}-{next(_uid_counter):x}"
-
-
-def _port(value: Any) -> Port:
-    if isinstance(value, Port):
-        return value
-    if isinstance(value, str):
-        return Port(value)
-    if isinstance(value, Mapping):
-        return Port(value.get("name"), value.get("attrs"))  # type: ignore[arg-type]  # Port checks it
-    if isinstance(value, tuple) and len(value) == 2:
-        return Port(value[0], value[1])
-    raise TypeError(f"a port is a name, a Port or {{name, attrs}}, found {value!r}")
-
-
-def _ports(values: Iterable[Any]) -> tuple[Port, ...]:
-    if not values:
-        return ()
-    if type(values) is tuple and all(type(v) is Port for v in values):
-        return values  # type: ignore[return-value]
-    if type(values) is list and all(type(v) is Port for v in values):
-        return tuple(values)
-    if isinstance(values, (str, Mapping)):
-        raise TypeError(f"ports are given as a sequence, found {values!r}")
-    return tuple(_port(v) for v in values)
 
 
 class Container:
@@ -129,9 +105,9 @@ class Container:
         _check_names(type, name)
         _set(self, "type", type)
         _set(self, "name", name)
-        _set(self, "inputs", _ports(inputs))
-        _set(self, "outputs", _ports(outputs))
-        _set(self, "controls", _ports(controls))
+        _set(self, "inputs", coerce_ports(inputs))
+        _set(self, "outputs", coerce_ports(outputs))
+        _set(self, "controls", coerce_ports(controls))
         _set(self, "attrs", frozen_attrs)
         _set(self, "uid", uid if uid is not None else new_uid())
         _set(self, "_hash", None)
@@ -276,11 +252,12 @@ class Container:
         *,
         skip_containers: Callable[[Container], bool] | None = None,
     ) -> Iterator[Container]:
-        """Leaf ops in topological order from the inputs; containers that ``skip`` accepts
-        are yielded whole instead of entered."""
+        """Leaf ops in topological order from the inputs, ties in document order; containers
+        that ``skip`` accepts are yielded whole instead of entered. (``skip_containers`` is a
+        deprecated spelling of ``skip``.)"""
         from amanda.containers.traverse import sorted_ops
 
-        return sorted_ops(self, skip if skip is not None else skip_containers)
+        return sorted_ops(self, skip, skip_containers=skip_containers)
 
     def select(self, selector: str) -> Any:
         """Query this container with a selector (see ``docs/query.md``); a Selection."""
