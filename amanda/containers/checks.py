@@ -115,6 +115,13 @@ def expect_list(value: Any, where: Any, expected: str) -> list:
     raise ArgumentError.at(where, expected, shown(value))
 
 
+def sequence_problem(value: Any, where: Any, expected: str) -> Problem | None:
+    """A problem unless ``value`` is an iterable that is not a string, bytes or a mapping."""
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        return Problem(where, expected, shown(value))
+    return None
+
+
 def expect_hashable(value: Any, where: Any, expected: str) -> Any:
     """``value`` if it can be hashed (a dict key), else ArgumentError."""
     if isinstance(value, Hashable):

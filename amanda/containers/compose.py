@@ -16,9 +16,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from amanda.containers.checks import expect_list, shown
 from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Edge, Endpoint, Port
-from amanda.errors import AmandaError
+from amanda.errors import AmandaError, ArgumentError
 
 __all__ = ["CompositionError", "chain", "named_merge", "wrapped_namespace"]
 
@@ -54,7 +55,7 @@ def wrapped_namespace(containers: Iterable[Container]) -> dict[str, str]:
     """``{"namespace": n}`` when the wrapped containers that declare a namespace all declare
     ``n`` (and at least one does), else ``{}``: what a wrapper around them declares, so that
     ops added beside them run in the same namespace."""
-    found = {c.attrs.get("namespace") for c in containers} - {None}
+    found: set[str] = {c.attrs["namespace"] for c in containers if c.attrs.get("namespace") is not None}
     return {"namespace": found.pop()} if len(found) == 1 else {}
 
 
@@ -84,11 +85,15 @@ def _renamed(ports: Sequence[Port], names: Sequence[str] | Mapping[str, str] | N
     if names is None:
         return list(ports)
     if isinstance(names, Mapping):
+        if not all(isinstance(k, str) and isinstance(v, str) and v for k, v in names.items()):
+            raise ArgumentError.at(what, "a mapping of port names to new names", shown(names))
         unknown = [k for k in names if k not in {p.name for p in ports}]
         if unknown:
             raise CompositionError.at(what, f"names among {[p.name for p in ports]}", str(unknown))
         return [Port(names.get(p.name, p.name), p.attrs) for p in ports]
-    names = list(names)
+    names = expect_list(names, what, "a list of new port names or a mapping old -> new")
+    if not all(isinstance(n, str) for n in names):
+        raise ArgumentError.at(what, "new port names (strings)", shown(names))
     if len(names) != len(ports):
         raise CompositionError.at(what, f"{len(ports)} names for {[p.name for p in ports]}", str(names))
     return [Port(n, p.attrs) for n, p in zip(names, ports)]
@@ -115,7 +120,7 @@ def chain(
     :func:`wrapped_namespace`).
     """
     if not containers:
-        raise CompositionError("chain() needs at least one container", expected="containers", found="none")
+        raise CompositionError.at("containers", "at least one container to chain", "none")
     kids = _unique_children(containers)
     first, last = kids[0], kids[-1]
     parent_inputs = _renamed(first.inputs, inputs, "inputs")
@@ -198,7 +203,11 @@ def named_merge(
     >>> m.input_names, m.output_names
     (('a.i',), ('a.p', 'b.o'))
     """
-    kids = _unique_children(containers)
+    kids = _unique_children(expect_list(containers, "containers", "a list of containers"))
+    patches = expect_list(patches, "patches", "a list of (output, input) pairs")
+    for label, renames in (("inputs", inputs), ("outputs", outputs)):
+        if renames is not None and not isinstance(renames, Mapping):
+            raise ArgumentError.at(label, "a mapping from qualified port names to new names", shown(renames))
     by_name: dict[str, Container] = {k.name: k for k in kids if k.name is not None}
     edges: list[Edge] = []
     fed: set[tuple[str, str]] = set()

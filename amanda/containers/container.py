@@ -23,10 +23,11 @@ from typing import Any
 
 from pyrsistent import PMap, PVector, pvector
 
+from amanda.containers.checks import expect_type
 from amanda.containers.edge import SELF, Port, coerce_ports
 from amanda.containers.identity import structural_hash, structurally_equal
 from amanda.containers.values import EMPTY, attrs_equal, freeze_attrs
-from amanda.errors import PathError
+from amanda.errors import ArgumentError, InvariantError, PathError, Problem
 
 __all__ = ["Container", "new_uid", "op"]
 
@@ -190,7 +191,7 @@ class Container:
 
     def has_child(self, name: str) -> bool:
         """Whether a child of this name exists."""
-        return name in self._index
+        return expect_type(name, str, "name", "a child name (a string)") in self._index
 
     def child(self, key: str | int) -> Container:
         """The child of this name or index."""
@@ -207,7 +208,7 @@ class Container:
 
     def child_index(self, name: str) -> int:
         """Position of the child called ``name``."""
-        position = self._index.get(name)
+        position = self._index.get(expect_type(name, str, "name", "a child name (a string)"))
         if position is None:
             raise PathError.at(self._where(), "an existing child", repr(name))
         return position
@@ -227,6 +228,8 @@ class Container:
 
     def port(self, name: str | int, side: str = "output") -> Port:
         """The input or output port with this name or index."""
+        if side not in ("input", "output"):
+            raise ArgumentError.at("side", "'input' or 'output'", repr(side))
         ports = self.inputs if side == "input" else self.outputs
         if isinstance(name, int):
             if 0 <= name < len(ports):
@@ -275,8 +278,6 @@ class Container:
         """``a >> b`` is ``chain(a, b)``."""
         from amanda.containers.compose import chain
 
-        if not isinstance(following, Container):
-            return NotImplemented
         return chain(self, following)
 
     # -- pure updates -----------------------------------------------------------------------
@@ -299,7 +300,7 @@ class Container:
         }
         unknown = set(changes) - set(fields)
         if unknown:
-            raise TypeError(f"evolve() got unknown fields {sorted(unknown)}")
+            raise ArgumentError.at("evolve", f"fields among {sorted(fields)}", str(sorted(unknown)))
         if all(fields[k] is v for k, v in changes.items()):
             return self
         fields.update(changes)
@@ -312,13 +313,17 @@ class Container:
         True
         """
         current = self.attrs
-        if all(k in current and attrs_equal({k: current[k]}, {k: v}) for k, v in attrs.items()):
+        try:
+            frozen = freeze_attrs(attrs)
+        except TypeError as exc:
+            raise InvariantError([Problem(self._where(), "storable attribute values", str(exc))]) from None
+        if all(k in current and attrs_equal({k: current[k]}, {k: v}) for k, v in frozen.items()):
             return self
-        return self._with_own_attrs(current.update(freeze_attrs(attrs)))
+        return self._with_own_attrs(current.update(frozen))
 
     def without_attrs(self, *keys: str) -> Container:
         """This container without the given attributes; ``self`` if none is present."""
-        present = [k for k in keys if k in self.attrs]
+        present = [k for k in keys if expect_type(k, str, "key", "an attribute name (a string)") in self.attrs]
         if not present:
             return self
         new = self.attrs
@@ -330,7 +335,6 @@ class Container:
         # only the attributes amanda interprets are checked; the structure is shared as is
         from amanda.containers.checks import attr_problems
         from amanda.containers.update import inherit_edge_caches
-        from amanda.errors import InvariantError
 
         problems = attr_problems(attrs, self._where() or ())
         if problems:

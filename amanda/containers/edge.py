@@ -14,7 +14,7 @@ from typing import Any, Union
 
 from pyrsistent import PMap
 
-from amanda.containers.checks import shown
+from amanda.containers.checks import INTERPRETED_EDGE_ATTRS, attr_problems, shown
 from amanda.containers.values import EMPTY, attrs_equal, attrs_hash, freeze_attrs
 from amanda.errors import ArgumentError
 
@@ -107,7 +107,9 @@ def _port(value: Any) -> Port:
 
 
 def coerce_ports(values: Iterable[Any]) -> tuple[Port, ...]:
-    """Ports from names, Ports, ``{name, attrs}`` mappings or ``(name, attrs)`` pairs."""
+    """Ports from names, Ports, ``{name, attrs}`` mappings or ``(name, attrs)`` pairs (None: none)."""
+    if values is None:
+        return ()
     if type(values) is tuple and all(type(v) is Port for v in values):
         return values  # type: ignore[return-value]
     if type(values) is list and all(type(v) is Port for v in values):
@@ -207,6 +209,10 @@ class Edge(tuple):
             frozen = freeze_attrs(attrs)
         except TypeError as exc:
             raise ArgumentError.at("edge", "storable edge attribute values", str(exc)) from None
+        if frozen and "phase" in frozen:
+            problems = attr_problems(frozen, "edge", INTERPRETED_EDGE_ATTRS, "edge attribute")
+            if problems:
+                raise ArgumentError.at("edge", problems[0].expected, problems[0].found)
         return tuple.__new__(cls, (Endpoint.of(src), Endpoint.of(dst), frozen))
 
     @classmethod

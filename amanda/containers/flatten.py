@@ -21,8 +21,8 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from amanda.containers.edge import CONTROL, SELF, Edge, Endpoint, Port, forward_attrs
-from amanda.containers.values import EMPTY
 from amanda.containers.order import topological
+from amanda.containers.values import EMPTY
 from amanda.errors import CycleError
 
 if TYPE_CHECKING:
@@ -98,6 +98,10 @@ class FlatGraph:
 
 def flatten(container: Container) -> FlatGraph:
     """The effective dataflow view of ``container`` (cached per container object)."""
+    if getattr(container, "_amanda_frozen", False) is not True:
+        from amanda.containers.checks import expect_container
+
+        expect_container(container, "container")
     return container._cached("flat", _build)
 
 

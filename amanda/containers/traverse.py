@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from amanda.containers.checks import expect_container
 from amanda.containers.edge import SELF
 from amanda.containers.order import topological
 from amanda.errors import ArgumentError
@@ -20,6 +21,11 @@ __all__ = ["effective_attrs", "iter_ops", "sorted_ops", "walk"]
 
 def iter_ops(container: Container) -> Iterator[Container]:
     """Every leaf op inside ``container`` in document order (itself if it is an op)."""
+    expect_container(container, "container")
+    return _leaves(container)
+
+
+def _leaves(container: Container) -> Iterator[Container]:
     stack = [container]
     while stack:
         node = stack.pop()
@@ -40,6 +46,11 @@ def walk(container: Container) -> Iterator[tuple[tuple[str, ...], Container, Map
     >>> [(p, dict(a)) for p, _, a in walk(g)]
     [((), {'debug': True}), (('d',), {'debug': True})]
     """
+    expect_container(container, "container")
+    return _walk(container)
+
+
+def _walk(container: Container) -> Iterator[tuple[tuple[str, ...], Container, Mapping[str, Any]]]:
     root_attrs = MappingProxyType(dict(container.attrs))
     stack: list[tuple[tuple[str, ...], Container, Mapping[str, Any]]] = [((), container, root_attrs)]
     while stack:
@@ -56,6 +67,7 @@ def effective_attrs(container: Container, path: Any = ()) -> Mapping[str, Any]:
     from amanda.containers.validate import resolve_path
     from amanda.errors import PathError
 
+    expect_container(container, "container")
     resolved = resolve_path(container, path)
     if resolved is None:
         raise PathError.at(container.name, "an existing descendant path", repr(path))
@@ -79,7 +91,7 @@ def sorted_ops(
     ``sorted()`` and ``sorted(skip=...)`` with a ``skip`` that accepts nothing agree.
     ``skip_containers`` is a deprecated spelling of ``skip``.
     """
-    from amanda.containers.checks import expect_container, shown
+    from amanda.containers.checks import shown
     from amanda.containers.flatten import flatten
 
     expect_container(container, "container")

@@ -12,7 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 from pyrsistent import pvector
 
-from amanda.containers.checks import INTERPRETED_EDGE_ATTRS, attr_problems, port_problems
+from amanda.containers.checks import (
+    INTERPRETED_EDGE_ATTRS,
+    attr_problems,
+    port_problems,
+    sequence_problem,
+)
 from amanda.containers.edge import CONTROL, SELF, Edge, Endpoint
 from amanda.errors import InvariantError, Problem
 
@@ -157,6 +162,13 @@ def check_container(
     here = (self.name,) if self.name else ()
     problems: list[Problem] = []
     _check_interpreted(self, here, problems)
+    fields = {"children": children, "edges": edges, "tombstones": tombstones}
+    for field, value in fields.items():
+        wrong = sequence_problem(value, (*here, field), f"a sequence of {field}") if value else None
+        if wrong is not None:
+            problems.append(wrong)
+            fields[field] = ()
+    children, edges, tombstones = fields["children"], fields["edges"], fields["tombstones"]
     kids = list(children)
     index: dict[str, int] = {}
     for position, kid in enumerate(kids):

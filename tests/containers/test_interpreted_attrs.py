@@ -5,6 +5,7 @@ import pytest
 
 import amanda
 from amanda import Container, Edge, FormatError, InvariantError, Port, op
+from amanda.errors import ArgumentError
 
 
 @pytest.mark.parametrize("value", [3, 1.5, True, np.zeros(2), ["amanda/onnx/17"], ""])
@@ -21,8 +22,10 @@ def test_interpreted_port_and_edge_attributes_are_checked():
     with pytest.raises(InvariantError, match=r"at r/x: expected port attribute 'captured' to be true or false"):
         op("Relu", "r", inputs=[Port("x", {"captured": "yes"})])
     a, b = op("A", "a", outputs=["y"]), op("B", "b", inputs=["x"])
-    with pytest.raises(InvariantError, match=r"at g/edges\[0\]: expected edge attribute 'phase' to be a phase name"):
-        Container("G", "g", children=[a, b], edges=[Edge("a:y", "b:x", {"phase": 1})])
+    with pytest.raises(InvariantError, match=r"at g/edges\[0\]: .*edge attribute 'phase' to be a phase name"):
+        Container("G", "g", children=[a, b], edges=[("a:y", "b:x", {"phase": 1})])
+    with pytest.raises(ArgumentError, match=r"edge attribute 'phase' to be a phase name"):
+        Edge("a:y", "b:x", {"phase": ["train"]})
     with pytest.raises(InvariantError, match="'shared_name'"):
         op("Variable", "v", attrs={"shared_name": np.ones(3)})
 
