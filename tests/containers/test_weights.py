@@ -7,7 +7,7 @@ from hypothesis import given
 
 import amanda
 from amanda import FormatError, chain, consolidate, edit, load_weights, op, save_weights
-from tests.strategies import nested_containers, snapshot
+from tests.strategies import check_invariants, nested_containers, snapshot
 
 
 def model():
@@ -150,3 +150,43 @@ def test_pairing_by_path_needs_recorded_paths(tmp_path):
         load_weights(m, path, by="path")
     with pytest.raises(amanda.AmandaError, match="one of"):
         load_weights(m, path, by="name")
+
+
+def _rebuilt(node):
+    """The same model built again: equal structure, new uids everywhere."""
+    return amanda.Container(node.type, node.name, node.inputs, node.outputs, [_rebuilt(c) for c in node.children],
+                            node.edges, node.tombstones, node.attrs, None, node.controls)
+
+
+def _trained(m):
+    """Every array attribute changed (same dtype and shape)."""
+    paths = [p for p, n, _ in amanda.walk(m) if any(isinstance(v, np.ndarray) for v in n.attrs.values())]
+
+    def train(node):
+        return node.with_attrs(**{k: np.asarray(~v if v.dtype == bool else v + 1) for k, v in node.attrs.items()
+                                  if isinstance(v, np.ndarray)})
+
+    return amanda.replace(m, paths, train) if paths else m
+
+
+@given(nested_containers())
+def test_weights_pair_by_path_with_a_rebuilt_model(pair):
+    """Arrays saved from a trained model load by path into the model built again (new uids),
+    land on the op at the same path, leave the input unchanged and satisfy the invariants."""
+    import tempfile
+
+    _, m = pair
+    trained, fresh = _trained(m), _rebuilt(m)
+    before = snapshot(fresh)
+    with tempfile.TemporaryDirectory() as folder:
+        save_weights(trained, f"{folder}/w.npz")
+        result = load_weights(fresh, f"{folder}/w.npz", by="path")
+    assert snapshot(fresh) == before
+    assert result.unmatched == () and result.missing == () and result.mismatched == ()
+    check_invariants(result.container)
+    want = {p: n.attrs for p, n, _ in amanda.walk(trained)}
+    for path, node, _ in amanda.walk(result.container):
+        for key, value in node.attrs.items():
+            if isinstance(value, np.ndarray):
+                np.testing.assert_array_equal(value, want[path][key])
+                assert value.dtype == want[path][key].dtype

@@ -2,6 +2,8 @@
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from amanda import Session, chain, edit, effective_attrs, named_merge, op, walk
 
@@ -10,6 +12,7 @@ from onnx import numpy_helper  # noqa: E402
 
 from amanda.io.onnx import from_onnx  # noqa: E402
 from tests.fixtures.onnx.onnx_models import feeds, mlp  # noqa: E402
+from tests.strategies import chains, check_invariants, snapshot  # noqa: E402
 
 ONNX17 = "amanda/onnx/17"
 
@@ -75,3 +78,25 @@ def test_chain_and_merge_declare_a_shared_namespace_only(namespaces, expected):
             if path:
                 own = namespaces[int(path[0][1:])]
                 assert attrs.get("namespace") == (own or expected)
+
+
+@given(chains(min_layers=2, max_layers=4), st.data())
+def test_wrappers_keep_every_declared_namespace(layers, data):
+    """For random layers with random namespaces, chain and named_merge leave inputs unchanged,
+    satisfy the invariants, declare a namespace exactly when the declared ones agree, and every
+    leaf that had an effective namespace on its own keeps it."""
+    names = [data.draw(st.sampled_from([None, ONNX17, "amanda/onnx/13"])) for _ in layers]
+    layers = [layer.with_attrs(namespace=ns) if ns else layer for layer, ns in zip(layers, names)]
+    before = [snapshot(layer) for layer in layers]
+    declared = {ns for ns in names if ns}
+    own = {n.uid: a.get("namespace") for layer in layers for _, n, a in walk(layer) if n.is_op}
+    for wrapper in (chain(*layers), named_merge(layers, patches=[]), edit(layers[0]).build()):
+        check_invariants(wrapper)
+        assert [snapshot(layer) for layer in layers] == before
+        if wrapper.type == "Edit":
+            assert wrapper.attrs.get("namespace") == names[0]
+            continue
+        assert wrapper.attrs.get("namespace") == (next(iter(declared)) if len(declared) == 1 else None)
+        for _, node, attrs in walk(wrapper):
+            if node.is_op and own[node.uid] is not None:
+                assert attrs.get("namespace") == own[node.uid]
