@@ -37,6 +37,7 @@ from amanda.containers import (
 )
 from amanda.errors import (
     AmandaError,
+    ArgumentError,
     CycleError,
     ExecutionError,
     FormatError,
@@ -59,6 +60,7 @@ __all__ = [
     "CONTROL",
     "SELF",
     "AmandaError",
+    "ArgumentError",
     "CompositionError",
     "Container",
     "CycleError",

@@ -43,3 +43,15 @@ def test_a_document_with_a_numeric_namespace_fails_at_load_with_the_path():
     with pytest.raises(FormatError, match="namespace") as info:
         amanda.loads(text)
     assert "r" in str(info.value)
+
+
+def test_onnx_metadata_with_a_numeric_namespace_fails_at_import_naming_the_node():
+    """An amanda.attr.namespace metadata entry holding a number fails at import, naming the node."""
+    pytest.importorskip("onnx")
+    from amanda.io.onnx import from_onnx
+    from tests.fixtures.onnx.onnx_models import mlp
+
+    proto = mlp()
+    proto.graph.node[1].metadata_props.add(key="amanda.attr.namespace", value="3")
+    with pytest.raises(FormatError, match=r"relu0.*attribute 'namespace' to be a namespace name"):
+        from_onnx(proto)
