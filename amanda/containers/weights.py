@@ -8,6 +8,21 @@ wrapped (its paths gain a prefix).
 
 The file's keys are ``"<uid>::<attribute>"``; the entry ``__amanda_paths__`` lists each key
 with the paths it was saved from (as JSON). It is read with ``allow_pickle=False``.
+
+>>> import os, tempfile, numpy as np
+>>> from amanda.containers.compose import chain
+>>> from amanda.containers.container import op
+>>> def build():  # the same code run again makes new uids
+...     return chain(op("Dense", "d", ["x"], ["y"], {"kernel": np.zeros(2, np.float32)}), name="net")
+>>> trained = build().child("d").with_attrs(kernel=np.ones(2, np.float32))
+>>> file = os.path.join(tempfile.mkdtemp(), "w.npz")
+>>> save_weights(chain(trained, name="net"), file)[0].endswith("::kernel")
+True
+>>> load_weights(build(), file).unmatched != ()
+True
+>>> loaded = load_weights(build(), file, by="path")
+>>> loaded.container.child("d").attrs["kernel"].tolist(), loaded.unmatched
+([1.0, 1.0], ())
 """
 
 from __future__ import annotations
