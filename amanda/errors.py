@@ -108,6 +108,14 @@ class CycleError(InvariantError):
         super().__init__([Problem(self.cycle[0], "an acyclic dataflow", f"the cycle {shown}")])
 
 
+class ArgumentError(AmandaError, TypeError, ValueError):
+    """A public function got an argument of the wrong type or form.
+
+    It is also a ``TypeError`` and a ``ValueError``, so callers that caught the bare
+    built-ins before keep working.
+    """
+
+
 class PathError(AmandaError, LookupError):
     """A path, child name or port does not exist where it was looked up."""
 
@@ -147,10 +155,6 @@ class MappingError(AmandaError):
 
 class ExecutionError(AmandaError):
     """Running a graph failed; names the op path, its type, namespace and inputs."""
-
-
-class ArgumentError(AmandaError, TypeError):
-    """A public function was called with an argument of the wrong kind."""
 
 
 class RenderError(AmandaError):

@@ -265,3 +265,16 @@ def chains(draw: st.DrawFn, min_layers: int = 1, max_layers: int = 5) -> list[Co
             edges += [(f"{inner[-1].name}:y", f"L{i}:y")]
             layers.append(Container("Block", f"L{i}", ["x"], ["y"], inner, edges, attrs=draw(ATTRS)))
     return layers
+
+
+def leaf_attrs(container: Container) -> dict[str, dict]:
+    """Every leaf op's effective attributes (as ``amanda.walk`` gives them), keyed by uid."""
+    return {node.uid: dict(attrs) for _, node, attrs in amanda.walk(container) if node.is_op}
+
+
+def same_leaf_attrs(a: Container, b: Container) -> bool:
+    """Whether the leaves of ``a`` and ``b`` (paired by uid) have equal effective attributes."""
+    from amanda.containers.values import attrs_equal
+
+    left, right = leaf_attrs(a), leaf_attrs(b)
+    return left.keys() == right.keys() and all(attrs_equal(left[k], right[k]) for k in left)

@@ -16,11 +16,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from amanda.containers.checks import expect_list, shown
 from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Edge, Endpoint, Port
-from amanda.errors import AmandaError
+from amanda.errors import AmandaError, ArgumentError
 
-__all__ = ["CompositionError", "chain", "named_merge"]
+__all__ = ["CompositionError", "chain", "named_merge", "wrapped_namespace"]
 
 _UNBOUND = "unbound"
 
@@ -50,6 +51,14 @@ def _unique_children(containers: Iterable[Container]) -> list[Container]:
     return out
 
 
+def wrapped_namespace(containers: Iterable[Container]) -> dict[str, str]:
+    """``{"namespace": n}`` when the wrapped containers that declare a namespace all declare
+    ``n`` (and at least one does), else ``{}``: what a wrapper around them declares, so that
+    ops added beside them run in the same namespace."""
+    found: set[str] = {c.attrs["namespace"] for c in containers if c.attrs.get("namespace") is not None}
+    return {"namespace": found.pop()} if len(found) == 1 else {}
+
+
 def _main(ports: Sequence[Port]) -> list[Port]:
     return [p for p in ports if not p.attrs.get(_UNBOUND)]
 
@@ -76,11 +85,15 @@ def _renamed(ports: Sequence[Port], names: Sequence[str] | Mapping[str, str] | N
     if names is None:
         return list(ports)
     if isinstance(names, Mapping):
+        if not all(isinstance(k, str) and isinstance(v, str) and v for k, v in names.items()):
+            raise ArgumentError.at(what, "a mapping of port names to new names", shown(names))
         unknown = [k for k in names if k not in {p.name for p in ports}]
         if unknown:
             raise CompositionError.at(what, f"names among {[p.name for p in ports]}", str(unknown))
         return [Port(names.get(p.name, p.name), p.attrs) for p in ports]
-    names = list(names)
+    names = expect_list(names, what, "a list of new port names or a mapping old -> new")
+    if not all(isinstance(n, str) for n in names):
+        raise ArgumentError.at(what, "new port names (strings)", shown(names))
     if len(names) != len(ports):
         raise CompositionError.at(what, f"{len(ports)} names for {[p.name for p in ports]}", str(names))
     return [Port(n, p.attrs) for n, p in zip(names, ports)]
@@ -103,9 +116,11 @@ def chain(
     The parent exposes the first child's inputs and the last child's outputs, renamed by
     ``inputs=``/``outputs=`` (a list of new names, or a mapping old -> new); outputs left
     unbound inside are exposed as ``child.port``. ``b(a)`` and ``a >> b`` mean ``chain(a, b)``.
+    The parent declares the children's namespace when that is unambiguous (see
+    :func:`wrapped_namespace`).
     """
     if not containers:
-        raise CompositionError("chain() needs at least one container", expected="containers", found="none")
+        raise CompositionError.at("containers", "at least one container to chain", "none")
     kids = _unique_children(containers)
     first, last = kids[0], kids[-1]
     parent_inputs = _renamed(first.inputs, inputs, "inputs")
@@ -123,7 +138,7 @@ def chain(
                 side.append(_qualified(a, port))
                 edges.append(Edge(((a.name,), port.name), (SELF, side[-1].name)))
     edges.extend(Edge(((last.name,), old.name), (SELF, new.name)) for new, old in zip(parent_outputs, last.outputs))
-    return Container(type, name, parent_inputs, parent_outputs + side, kids, edges)
+    return Container(type, name, parent_inputs, parent_outputs + side, kids, edges, attrs=wrapped_namespace(kids))
 
 
 def _patch_end(parent_kids: dict[str, Container], text: Any, side: str) -> tuple[str, str]:
@@ -179,7 +194,8 @@ def named_merge(
     """Several containers wired by ``("child:out_port", "child:in_port")`` patches.
 
     Every port no patch uses is exposed on the parent as ``child.port``, unless
-    ``inputs=``/``outputs=`` map that qualified name to another.
+    ``inputs=``/``outputs=`` map that qualified name to another. The parent declares the
+    children's namespace when that is unambiguous (see :func:`wrapped_namespace`).
 
     >>> from amanda.containers.container import op
     >>> a, b = op("A", "a", ["i"], ["o", "p"]), op("B", "b", ["i"], ["o"])
@@ -187,7 +203,11 @@ def named_merge(
     >>> m.input_names, m.output_names
     (('a.i',), ('a.p', 'b.o'))
     """
-    kids = _unique_children(containers)
+    kids = _unique_children(expect_list(containers, "containers", "a list of containers"))
+    patches = expect_list(patches, "patches", "a list of (output, input) pairs")
+    for label, renames in (("inputs", inputs), ("outputs", outputs)):
+        if renames is not None and not isinstance(renames, Mapping):
+            raise ArgumentError.at(label, "a mapping from qualified port names to new names", shown(renames))
     by_name: dict[str, Container] = {k.name: k for k in kids if k.name is not None}
     edges: list[Edge] = []
     fed: set[tuple[str, str]] = set()
@@ -211,4 +231,4 @@ def named_merge(
     if renamed_in or renamed_out:
         unknown = sorted(renamed_in) + sorted(renamed_out)
         raise CompositionError.at("inputs/outputs", "qualified names of unbound ports (child.port)", str(unknown))
-    return Container(type, name, parent_inputs, parent_outputs, kids, edges)
+    return Container(type, name, parent_inputs, parent_outputs, kids, edges, attrs=wrapped_namespace(kids))

@@ -18,33 +18,45 @@ on the paths to deleted edges are rebuilt; every other subtree is shared.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from amanda.containers.checks import expect_container
 from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Edge
 from amanda.containers.edit import EDIT_TYPE
 from amanda.containers.validate import _lift
+from amanda.containers.values import values_equal
 
 __all__ = ["consolidate"]
 
 
 def consolidate(container: Container) -> Container:
-    """Fold the stack of edit wrappers at the top of ``container`` into its model."""
-    return _consolidate(container)[0]
+    """Fold the stack of edit wrappers at the top of ``container`` into its model.
+
+    The effective view is kept: dataflow, and every leaf's effective attributes. An op a
+    wrapper added becomes a child of the model, so it would inherit the model's own
+    attributes; where the wrapper's value differs it gets the wrapper's value as its own,
+    and an attribute the wrapper's level does not have moves down onto the model's children.
+    A wrapper around a leaf op is returned as it is (there is no tree to fold into).
+    """
+    expect_container(container, "container")
+    return _consolidate(container, {})[0]
 
 
 def _identity(path: tuple) -> Any:
     return path
 
 
-def _consolidate(container: Container) -> tuple[Container, Callable[[tuple], Any]]:
-    """The folded container and how paths relative to ``container`` read in it (SELF or a path)."""
+def _consolidate(container: Container, above: Mapping[str, Any]) -> tuple[Container, Callable[[tuple], Any]]:
+    """The folded container and how paths relative to ``container`` read in it (SELF or a path);
+    ``above`` is what the container's ancestors' attributes make effective."""
     if container.type != EDIT_TYPE or not container.children:
         return container, _identity
     wrapper = container
     inner = container.children[0]
-    folded, inner_map = _consolidate(inner)
+    scope = {**above, **container.attrs}
+    folded, inner_map = _consolidate(inner, scope)
 
     def before_fold(rel: tuple) -> tuple:
         """A path relative to ``container`` after its inner stack was folded."""
@@ -69,20 +81,43 @@ def _consolidate(container: Container) -> tuple[Container, Callable[[tuple], Any
             container.attrs, container.uid, container.controls,
         )
     model = wrapper.children[0]
-    if [p.name for p in wrapper.inputs] != [p.name for p in model.inputs] or [
+    if model.is_op or [p.name for p in wrapper.inputs] != [p.name for p in model.inputs] or [
         p.name for p in wrapper.outputs
     ] != [p.name for p in model.outputs]:
         return wrapper, before_fold  # not the shape an Edit builds: nothing to fold into
-    merged, fold_map = _fold(wrapper, model)
+    merged, fold_map = _fold(wrapper, model, scope)
     return merged, lambda rel: fold_map(before_fold(rel))
 
 
-def _fold(wrapper: Container, model: Container) -> tuple[Container, Callable[[tuple], Any]]:
+def _kept_attrs(wrapper: Container, model: Container, scope: Mapping[str, Any]) -> tuple[dict, list, list]:
+    """The folded model's own attributes, its children and the added ops, with attributes
+    set so that every leaf keeps its effective attributes (``scope``: the wrapper's)."""
+    own = {**wrapper.attrs, **model.attrs}
+    pinned: dict[str, Any] = {}  # set on added ops: the wrapper's value, which the model's hides
+    pushed: dict[str, Any] = {}  # moved onto the model's children: the wrapper's level lacks it
+    for key, value in model.attrs.items():
+        if key not in scope:
+            pushed[key] = value
+            del own[key]
+        elif not values_equal(scope[key], value):
+            pinned[key] = scope[key]
+    kids = [_with_missing(kid, pushed) for kid in model.children]
+    added = [_with_missing(kid, pinned) for kid in wrapper.children[1:]]
+    return own, kids, added
+
+
+def _with_missing(node: Container, attrs: Mapping[str, Any]) -> Container:
+    missing = {k: v for k, v in attrs.items() if k not in node.attrs}
+    return node.with_attrs(**missing) if missing else node
+
+
+def _fold(wrapper: Container, model: Container, scope: Mapping[str, Any]) -> tuple[Container, Callable[[tuple], Any]]:
     m = model.name
+    own_attrs, model_kids, new_kids = _kept_attrs(wrapper, model, scope)
     taken = set(model._index)
     rename: dict[str, str] = {}
     added = []
-    for child in wrapper.children[1:]:
+    for child in new_kids:
         name = child.name
         while name in taken:
             name = f"{name}_"
@@ -131,8 +166,8 @@ def _fold(wrapper: Container, model: Container) -> tuple[Container, Callable[[tu
             tombstones.append(translated)
     merged = Container(
         model.type, wrapper.name if wrapper.name is not None else model.name,
-        model.inputs, model.outputs, [*model.children, *added], kept + new_edges,
-        list(model.tombstones) + tombstones, {**wrapper.attrs, **model.attrs}, model.uid, model.controls,
+        model.inputs, model.outputs, [*model_kids, *added], kept + new_edges,
+        list(model.tombstones) + tombstones, own_attrs, model.uid, model.controls,
     )
     for tomb in tombstones:
         merged = _bury(merged, tomb)

@@ -23,11 +23,12 @@ from typing import Any
 
 from pyrsistent import PMap, PVector, pvector
 
+from amanda.containers.checks import expect_type
 from amanda.containers.display import Displayed
-from amanda.containers.edge import SELF, Port
+from amanda.containers.edge import SELF, Port, coerce_ports
 from amanda.containers.identity import structural_hash, structurally_equal
 from amanda.containers.values import EMPTY, attrs_equal, freeze_attrs
-from amanda.errors import PathError
+from amanda.errors import ArgumentError, InvariantError, PathError, Problem
 
 __all__ = ["Container", "new_uid", "op"]
 
@@ -40,30 +41,6 @@ _uid_counter = itertools.count()
 def new_uid() -> str:
     """A fresh identifier, unique across processes (random prefix, counter suffix)."""
     return f"{_UID_PREFIX}-{next(_uid_counter):x}"
-
-
-def _port(value: Any) -> Port:
-    if isinstance(value, Port):
-        return value
-    if isinstance(value, str):
-        return Port(value)
-    if isinstance(value, Mapping):
-        return Port(value.get("name"), value.get("attrs"))  # type: ignore[arg-type]  # Port checks it
-    if isinstance(value, tuple) and len(value) == 2:
-        return Port(value[0], value[1])
-    raise TypeError(f"a port is a name, a Port or {{name, attrs}}, found {value!r}")
-
-
-def _ports(values: Iterable[Any]) -> tuple[Port, ...]:
-    if not values:
-        return ()
-    if type(values) is tuple and all(type(v) is Port for v in values):
-        return values  # type: ignore[return-value]
-    if type(values) is list and all(type(v) is Port for v in values):
-        return tuple(values)
-    if isinstance(values, (str, Mapping)):
-        raise TypeError(f"ports are given as a sequence, found {values!r}")
-    return tuple(_port(v) for v in values)
 
 
 class Container(Displayed):
@@ -130,9 +107,9 @@ class Container(Displayed):
         _check_names(type, name)
         _set(self, "type", type)
         _set(self, "name", name)
-        _set(self, "inputs", _ports(inputs))
-        _set(self, "outputs", _ports(outputs))
-        _set(self, "controls", _ports(controls))
+        _set(self, "inputs", coerce_ports(inputs))
+        _set(self, "outputs", coerce_ports(outputs))
+        _set(self, "controls", coerce_ports(controls))
         _set(self, "attrs", frozen_attrs)
         _set(self, "uid", uid if uid is not None else new_uid())
         _set(self, "_hash", None)
@@ -215,7 +192,7 @@ class Container(Displayed):
 
     def has_child(self, name: str) -> bool:
         """Whether a child of this name exists."""
-        return name in self._index
+        return expect_type(name, str, "name", "a child name (a string)") in self._index
 
     def child(self, key: str | int) -> Container:
         """The child of this name or index."""
@@ -232,7 +209,7 @@ class Container(Displayed):
 
     def child_index(self, name: str) -> int:
         """Position of the child called ``name``."""
-        position = self._index.get(name)
+        position = self._index.get(expect_type(name, str, "name", "a child name (a string)"))
         if position is None:
             raise PathError.at(self._where(), "an existing child", repr(name))
         return position
@@ -252,6 +229,8 @@ class Container(Displayed):
 
     def port(self, name: str | int, side: str = "output") -> Port:
         """The input or output port with this name or index."""
+        if side not in ("input", "output"):
+            raise ArgumentError.at("side", "'input' or 'output'", repr(side))
         ports = self.inputs if side == "input" else self.outputs
         if isinstance(name, int):
             if 0 <= name < len(ports):
@@ -277,11 +256,12 @@ class Container(Displayed):
         *,
         skip_containers: Callable[[Container], bool] | None = None,
     ) -> Iterator[Container]:
-        """Leaf ops in topological order from the inputs; containers that ``skip`` accepts
-        are yielded whole instead of entered."""
+        """Leaf ops in topological order from the inputs, ties in document order; containers
+        that ``skip`` accepts are yielded whole instead of entered. (``skip_containers`` is a
+        deprecated spelling of ``skip``.)"""
         from amanda.containers.traverse import sorted_ops
 
-        return sorted_ops(self, skip if skip is not None else skip_containers)
+        return sorted_ops(self, skip, skip_containers=skip_containers)
 
     def select(self, selector: str) -> Any:
         """Query this container with a selector (see ``docs/query.md``); a Selection."""
@@ -299,8 +279,6 @@ class Container(Displayed):
         """``a >> b`` is ``chain(a, b)``."""
         from amanda.containers.compose import chain
 
-        if not isinstance(following, Container):
-            return NotImplemented
         return chain(self, following)
 
     # -- pure updates -----------------------------------------------------------------------
@@ -323,7 +301,7 @@ class Container(Displayed):
         }
         unknown = set(changes) - set(fields)
         if unknown:
-            raise TypeError(f"evolve() got unknown fields {sorted(unknown)}")
+            raise ArgumentError.at("evolve", f"fields among {sorted(fields)}", str(sorted(unknown)))
         if all(fields[k] is v for k, v in changes.items()):
             return self
         fields.update(changes)
@@ -336,13 +314,17 @@ class Container(Displayed):
         True
         """
         current = self.attrs
-        if all(k in current and attrs_equal({k: current[k]}, {k: v}) for k, v in attrs.items()):
+        try:
+            frozen = freeze_attrs(attrs)
+        except TypeError as exc:
+            raise InvariantError([Problem(self._where(), "storable attribute values", str(exc))]) from None
+        if all(k in current and attrs_equal({k: current[k]}, {k: v}) for k, v in frozen.items()):
             return self
-        return self._with_own_attrs(current.update(freeze_attrs(attrs)))
+        return self._with_own_attrs(current.update(frozen))
 
     def without_attrs(self, *keys: str) -> Container:
         """This container without the given attributes; ``self`` if none is present."""
-        present = [k for k in keys if k in self.attrs]
+        present = [k for k in keys if expect_type(k, str, "key", "an attribute name (a string)") in self.attrs]
         if not present:
             return self
         new = self.attrs
@@ -351,8 +333,13 @@ class Container(Displayed):
         return self._with_own_attrs(new)
 
     def _with_own_attrs(self, attrs: PMap) -> Container:
-        # attributes take part in no invariant, so the checked structure is shared as is
+        # only the attributes amanda interprets are checked; the structure is shared as is
+        from amanda.containers.checks import attr_problems
         from amanda.containers.update import inherit_edge_caches
+
+        problems = attr_problems(attrs, self._where() or ())
+        if problems:
+            raise InvariantError(problems, f"setting attributes of {self.name or self.type or 'container'}")
 
         updated = Container._trusted(
             self.type, self.name, self.inputs, self.outputs, self.controls, self.children,

@@ -8,15 +8,17 @@ Endpoint('dense/MatMul', 0)
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from operator import itemgetter
 from typing import Any, Union
 
 from pyrsistent import PMap
 
+from amanda.containers.checks import INTERPRETED_EDGE_ATTRS, attr_problems, shown
 from amanda.containers.values import EMPTY, attrs_equal, attrs_hash, freeze_attrs
+from amanda.errors import ArgumentError
 
-__all__ = ["CONTROL", "SELF", "Edge", "Endpoint", "EndpointLike", "PathLike", "Port"]
+__all__ = ["CONTROL", "SELF", "Edge", "Endpoint", "EndpointLike", "PathLike", "Port", "coerce_ports"]
 
 CONTROL = -1  # the implicit control port of every container, on both sides
 
@@ -58,8 +60,14 @@ class Port(tuple):
 
     def __new__(cls, name: str, attrs: Mapping[str, Any] | None = None) -> Port:
         if type(name) is not str or not name:
-            raise TypeError(f"a port name must be a non-empty string, found {name!r}")
-        return tuple.__new__(cls, (name, freeze_attrs(attrs) if attrs else EMPTY))
+            raise ArgumentError.at("port", "a port name (a non-empty string)", shown(name))
+        if attrs is not None and not isinstance(attrs, Mapping):
+            raise ArgumentError.at(name, "port attributes as a mapping", shown(attrs))
+        try:
+            frozen = freeze_attrs(attrs) if attrs else EMPTY
+        except TypeError as exc:
+            raise ArgumentError.at(name, "storable port attribute values", str(exc)) from None
+        return tuple.__new__(cls, (name, frozen))
 
     name: str = property(itemgetter(0))  # type: ignore[assignment]
     attrs: PMap = property(itemgetter(1))  # type: ignore[assignment]
@@ -86,6 +94,31 @@ class Port(tuple):
         return f"Port({self[0]!r})"
 
 
+def _port(value: Any) -> Port:
+    if isinstance(value, Port):
+        return value
+    if isinstance(value, str):
+        return Port(value)
+    if isinstance(value, Mapping):
+        return Port(value.get("name"), value.get("attrs"))  # type: ignore[arg-type]  # Port checks it
+    if isinstance(value, tuple) and len(value) == 2:
+        return Port(value[0], value[1])
+    raise ArgumentError.at("port", "a port name, a Port or {name, attrs}", shown(value))
+
+
+def coerce_ports(values: Iterable[Any]) -> tuple[Port, ...]:
+    """Ports from names, Ports, ``{name, attrs}`` mappings or ``(name, attrs)`` pairs (None: none)."""
+    if values is None:
+        return ()
+    if type(values) is tuple and all(type(v) is Port for v in values):
+        return values  # type: ignore[return-value]
+    if type(values) is list and all(type(v) is Port for v in values):
+        return tuple(values)
+    if values is None or isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Iterable):
+        raise ArgumentError.at("ports", "a sequence of ports", shown(values))
+    return tuple(_port(v) for v in values)
+
+
 def _parse_port(text: str) -> str | int:
     stripped = text.strip()
     if stripped.lstrip("-").isdigit():
@@ -105,7 +138,7 @@ class Endpoint(tuple):
         if isinstance(op, list):
             op = tuple(op)
         if not isinstance(port, (str, int)) or isinstance(port, bool):
-            raise TypeError(f"a port must be a name or an index, found {port!r}")
+            raise ArgumentError.at("endpoint", "a port name or index", shown(port))
         return tuple.__new__(cls, (op, port))
 
     # as written: a name, index, path or SELF; stored in a container: a tuple path or SELF
@@ -121,7 +154,7 @@ class Endpoint(tuple):
     def parse(cls, text: str) -> Endpoint:
         """Parse ``"op/path:port"``; a port of digits is an index, ``-1`` is control."""
         if not isinstance(text, str) or ":" not in text:
-            raise ValueError(f"an endpoint string looks like 'op:port', found {text!r}")
+            raise ArgumentError.at("endpoint", "an endpoint string like 'op:port'", shown(text))
         op, _, port = text.rpartition(":")
         return cls(op, _parse_port(port))
 
@@ -134,7 +167,7 @@ class Endpoint(tuple):
             return cls.parse(value)
         if isinstance(value, (tuple, list)) and len(value) == 2:
             return cls(value[0], value[1])
-        raise TypeError(f"an endpoint is 'op:port' or (op, port), found {value!r}")
+        raise ArgumentError.at("endpoint", "an endpoint 'op:port' or (op, port)", shown(value))
 
     def __repr__(self) -> str:
         op = self[0]
@@ -170,7 +203,17 @@ class Edge(tuple):
     def __new__(
         cls, src: EndpointLike, dst: EndpointLike, attrs: Mapping[str, Any] | None = None
     ) -> Edge:
-        return tuple.__new__(cls, (Endpoint.of(src), Endpoint.of(dst), freeze_attrs(attrs)))
+        if attrs is not None and not isinstance(attrs, Mapping):
+            raise ArgumentError.at("edge", "edge attributes as a mapping", shown(attrs))
+        try:
+            frozen = freeze_attrs(attrs)
+        except TypeError as exc:
+            raise ArgumentError.at("edge", "storable edge attribute values", str(exc)) from None
+        if frozen and "phase" in frozen:
+            problems = attr_problems(frozen, "edge", INTERPRETED_EDGE_ATTRS, "edge attribute")
+            if problems:
+                raise ArgumentError.at("edge", problems[0].expected, problems[0].found)
+        return tuple.__new__(cls, (Endpoint.of(src), Endpoint.of(dst), frozen))
 
     @classmethod
     def of(cls, value: Any) -> Edge:
@@ -179,7 +222,7 @@ class Edge(tuple):
             return value
         if isinstance(value, (tuple, list)) and len(value) in (2, 3):
             return cls(*value)
-        raise TypeError(f"an edge is Edge(src, dst) or (src, dst[, attrs]), found {value!r}")
+        raise ArgumentError.at("edge", "an Edge or (src, dst[, attrs])", shown(value))
 
     src: Endpoint = property(itemgetter(0))  # type: ignore[assignment]
     dst: Endpoint = property(itemgetter(1))  # type: ignore[assignment]

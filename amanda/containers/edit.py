@@ -14,8 +14,11 @@ True
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from amanda.containers.checks import shown
+from amanda.containers.compose import wrapped_namespace
 from amanda.containers.container import Container
 from amanda.containers.edge import CONTROL, SELF, Edge
 from amanda.containers.validate import (
@@ -24,7 +27,7 @@ from amanda.containers.validate import (
     _normalise_edge,
     live_producers,
 )
-from amanda.errors import InvariantError, Problem
+from amanda.errors import ArgumentError, InvariantError, Problem
 
 __all__ = ["EDIT_TYPE", "Edit", "edit"]
 
@@ -35,13 +38,13 @@ class Edit:
     """Builder of one edit wrapper; every step is checked when it is made.
 
     Endpoints are relative to the wrapper, in which the model is the child named by its
-    own name (an unnamed model is named ``model``).
+    own name (an unnamed model is named ``model``, or ``model_1`` … if a child of it is).
     """
 
     def __init__(self, model: Container) -> None:
         if not isinstance(model, Container):
             raise InvariantError([Problem(None, "a Container to edit", type(model).__name__)])
-        self.model = model if model.name else model.with_name("model")
+        self.model = model if model.name else model.with_name(_free_name(model))
         self._added: list[Container] = []
         self._edges: list[Edge] = [
             Edge((SELF, p.name), ((self.model.name,), p.name)) for p in self.model.inputs
@@ -117,11 +120,27 @@ class Edit:
         return self
 
     def build(self, name: str | None = None, attrs: Any = None) -> Container:
-        """The wrapper: the model (the same object) plus new ops, edges and tombstones."""
+        """The wrapper: the model (the same object) plus new ops, edges and tombstones.
+
+        The wrapper declares the model's namespace unless ``attrs`` names one, so added ops
+        without a namespace of their own run in the model's.
+        """
+        if attrs is not None and not isinstance(attrs, Mapping):
+            raise ArgumentError.at("attrs", "a mapping of attributes or None", shown(attrs))
         return Container(
             EDIT_TYPE, name, self.model.inputs, self.model.outputs, [self.model, *self._added],
-            self._edges, self._tombstones, attrs, None, self.model.controls,
+            self._edges, self._tombstones, {**wrapped_namespace([self.model]), **(attrs or {})}, None,
+            self.model.controls,
         )
+
+
+def _free_name(model: Container) -> str:
+    # "model", unless a child of the model has that name (it would address the model's ports)
+    name, number = "model", 0
+    while model.has_child(name):
+        number += 1
+        name = f"model_{number}"
+    return name
 
 
 def edit(model: Container) -> Edit:

@@ -21,6 +21,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from amanda.containers.edge import CONTROL, SELF, Edge, Endpoint, Port, forward_attrs
+from amanda.containers.order import topological
 from amanda.containers.values import EMPTY
 from amanda.errors import CycleError
 
@@ -63,7 +64,8 @@ class FlatGraph:
         self._index: dict | None = None
 
     def topological_order(self) -> tuple[tuple[str, ...], ...]:
-        """Leaf paths such that every edge goes from an earlier to a later op."""
+        """Leaf paths such that every edge goes from an earlier to a later op; among ops
+        ready at once, the earliest in document order comes first."""
         return self._order
 
     def _indexes(self) -> dict:
@@ -96,6 +98,10 @@ class FlatGraph:
 
 def flatten(container: Container) -> FlatGraph:
     """The effective dataflow view of ``container`` (cached per container object)."""
+    if getattr(container, "_amanda_frozen", False) is not True:
+        from amanda.containers.checks import expect_container
+
+        expect_container(container, "container")
     return container._cached("flat", _build)
 
 
@@ -256,38 +262,5 @@ class _Resolver:
 
 
 def _topological(ops: dict, edges: tuple[Edge, ...]) -> tuple:
-    successors: dict[tuple, list[tuple]] = {path: [] for path in ops}
-    indegree = dict.fromkeys(ops, 0)
-    for edge in edges:
-        src, dst = edge[0][0], edge[1][0]
-        if src is SELF or dst is SELF:
-            continue
-        successors[src].append(dst)
-        indegree[dst] += 1
-    ready = [path for path, degree in indegree.items() if degree == 0]
-    order = []
-    position = 0
-    while position < len(ready):
-        path = ready[position]
-        position += 1
-        order.append(path)
-        for nxt in successors[path]:
-            indegree[nxt] -= 1
-            if indegree[nxt] == 0:
-                ready.append(nxt)
-    if len(order) != len(ops):
-        raise CycleError(_find_cycle(successors, {p for p, d in indegree.items() if d > 0}))
-    return tuple(order)
-
-
-def _find_cycle(successors: dict, remaining: set) -> list[tuple]:
-    """One cycle among the ops left over by Kahn's algorithm, in edge order."""
-    start = next(p for p in successors if p in remaining)
-    trail: list[tuple] = []
-    where: dict[tuple, int] = {}
-    node = start
-    while node not in where:
-        where[node] = len(trail)
-        trail.append(node)
-        node = next(n for n in successors[node] if n in remaining)
-    return trail[where[node]:]
+    pairs = ((e[0][0], e[1][0]) for e in edges if e[0][0] is not SELF and e[1][0] is not SELF)
+    return tuple(topological(list(ops), pairs))

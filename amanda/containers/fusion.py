@@ -23,17 +23,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from amanda.containers.checks import expect_container, expect_str
 from amanda.containers.container import Container
 from amanda.containers.edge import CONTROL, SELF, Edge, forward_attrs
 from amanda.containers.update import target_paths, with_child
 from amanda.containers.validate import _find_buried
-from amanda.errors import InvariantError, Problem
+from amanda.errors import ArgumentError, InvariantError, Problem
 
 __all__ = ["fuse", "unfuse"]
 
 
 def fuse(model: Container, paths: Any, type: str, name: str | None = None, attrs: Any = None) -> Container:
     """Move the sibling ops at ``paths`` (paths or a Selection) into a new child of type ``type``."""
+    expect_container(model, "model")
+    expect_str(type, "type", "an op type for the fused container (a non-empty string)")
+    expect_str(name, "name", "a name for the fused container", optional=True)
     targets = target_paths(model, paths)
     if not targets or any(not p for p in targets):
         raise InvariantError([Problem(None, "one or more sibling paths below the model", repr(paths))])
@@ -108,7 +112,11 @@ def _into(end: Any, group: set, name: str) -> tuple:
 
 def unfuse(model: Container, path: Any) -> Container:
     """Inline the container at ``path`` into its parent: the inverse of :func:`fuse`."""
-    (target,) = target_paths(model, path)
+    expect_container(model, "model")
+    found = target_paths(model, path)
+    if len(found) != 1:
+        raise ArgumentError.at("path", "the path of exactly one container", f"{len(found)} paths")
+    (target,) = found
     if not target:
         raise InvariantError([Problem(None, "the path of a container below the model", "the model itself")])
     parent_path, name = target[:-1], target[-1]

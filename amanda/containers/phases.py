@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from amanda.containers.checks import expect_container, expect_str
 from amanda.containers.container import Container
 from amanda.containers.validate import _find_buried
 
@@ -27,6 +28,7 @@ __all__ = ["bind", "phases"]
 
 def phases(model: Container) -> frozenset:
     """Every phase named by an edge anywhere in ``model``."""
+    expect_container(model, "model")
     found: set = set()
     stack = [model]
     while stack:
@@ -37,7 +39,10 @@ def phases(model: Container) -> frozenset:
 
 
 def bind(model: Container, phase: Any) -> Container:
-    """``model`` with only the computation of ``phase``; ``model`` itself if nothing changes."""
+    """``model`` with only the computation of ``phase`` (a phase name); ``model`` itself if
+    nothing changes."""
+    expect_container(model, "model")
+    expect_str(phase, "phase", "a phase name (a non-empty string)")
     memo: dict[int, Container] = {}
     order: list[Container] = []
     stack = [model]

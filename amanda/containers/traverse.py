@@ -3,12 +3,15 @@ and leaf ops in topological order with opaque containers."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from amanda.containers.checks import expect_container
 from amanda.containers.edge import SELF
-from amanda.errors import CycleError
+from amanda.containers.order import topological
+from amanda.errors import ArgumentError
 
 if TYPE_CHECKING:
     from amanda.containers.container import Container
@@ -18,6 +21,11 @@ __all__ = ["effective_attrs", "iter_ops", "sorted_ops", "walk"]
 
 def iter_ops(container: Container) -> Iterator[Container]:
     """Every leaf op inside ``container`` in document order (itself if it is an op)."""
+    expect_container(container, "container")
+    return _leaves(container)
+
+
+def _leaves(container: Container) -> Iterator[Container]:
     stack = [container]
     while stack:
         node = stack.pop()
@@ -38,6 +46,11 @@ def walk(container: Container) -> Iterator[tuple[tuple[str, ...], Container, Map
     >>> [(p, dict(a)) for p, _, a in walk(g)]
     [((), {'debug': True}), (('d',), {'debug': True})]
     """
+    expect_container(container, "container")
+    return _walk(container)
+
+
+def _walk(container: Container) -> Iterator[tuple[tuple[str, ...], Container, Mapping[str, Any]]]:
     root_attrs = MappingProxyType(dict(container.attrs))
     stack: list[tuple[tuple[str, ...], Container, Mapping[str, Any]]] = [((), container, root_attrs)]
     while stack:
@@ -54,6 +67,7 @@ def effective_attrs(container: Container, path: Any = ()) -> Mapping[str, Any]:
     from amanda.containers.validate import resolve_path
     from amanda.errors import PathError
 
+    expect_container(container, "container")
     resolved = resolve_path(container, path)
     if resolved is None:
         raise PathError.at(container.name, "an existing descendant path", repr(path))
@@ -66,20 +80,32 @@ def effective_attrs(container: Container, path: Any = ()) -> Mapping[str, Any]:
 
 
 def sorted_ops(
-    container: Container, skip: Callable[[Container], bool] | None = None
+    container: Container,
+    skip: Callable[[Container], bool] | None = None,
+    *,
+    skip_containers: Callable[[Container], bool] | None = None,
 ) -> Iterator[Container]:
     """Leaf ops in topological order; a container that ``skip`` accepts is yielded whole.
 
-    Ties are broken by document order, so the result is deterministic.
+    Ties are broken by document order (the one sort of :mod:`amanda.containers.order`), so
+    ``sorted()`` and ``sorted(skip=...)`` with a ``skip`` that accepts nothing agree.
+    ``skip_containers`` is a deprecated spelling of ``skip``.
     """
+    from amanda.containers.checks import shown
     from amanda.containers.flatten import flatten
+
+    expect_container(container, "container")
+    if skip_containers is not None:
+        warnings.warn("sorted(skip_containers=...) is deprecated; use sorted(skip=...)",
+                      DeprecationWarning, stacklevel=3)
+        skip = skip if skip is not None else skip_containers
+    if skip is not None and not callable(skip):
+        raise ArgumentError.at("skip", "a function Container -> bool, or None", shown(skip))
 
     flat = flatten(container)
     if skip is None:
         ops = flat.ops
-        for path in flat.topological_order():
-            yield ops[path]
-        return
+        return iter([ops[path] for path in flat.topological_order()])
     unit_of: dict[tuple, tuple] = {}
     units: dict[tuple, Container] = {}
     for path, node, _ in walk(container):
@@ -91,31 +117,8 @@ def sorted_ops(
         elif node.children and skip(node) or not node.children:
             unit_of[path] = path
             units[path] = node
-    successors: dict[tuple, set] = {u: set() for u in units}
-    indegree = dict.fromkeys(units, 0)
-    for edge in flat.edges:
-        a, b = edge[0][0], edge[1][0]
-        if a is SELF or b is SELF:
-            continue
-        ua, ub = unit_of[a], unit_of[b]
-        if ua != ub and ub not in successors[ua]:
-            successors[ua].add(ub)
-            indegree[ub] += 1
-    rank = {u: i for i, u in enumerate(units)}
-    ready = sorted((u for u, d in indegree.items() if d == 0), key=rank.__getitem__)
-    done = 0
-    import heapq
-
-    heap = [(rank[u], u) for u in ready]
-    heapq.heapify(heap)
-    while heap:
-        _, unit = heapq.heappop(heap)
-        done += 1
-        yield units[unit]
-        for nxt in sorted(successors[unit], key=rank.__getitem__):
-            indegree[nxt] -= 1
-            if indegree[nxt] == 0:
-                heapq.heappush(heap, (rank[nxt], nxt))
-    if done != len(units):
-        stuck = [u for u, d in indegree.items() if d > 0]
-        raise CycleError(stuck)
+    pairs = (
+        (unit_of[e[0][0]], unit_of[e[1][0]]) for e in flat.edges
+        if e[0][0] is not SELF and e[1][0] is not SELF and unit_of[e[0][0]] != unit_of[e[1][0]]
+    )
+    return iter([units[u] for u in topological(list(units), pairs)])

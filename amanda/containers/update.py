@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from amanda.containers.checks import expect_container, shown
 from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Edge
 from amanda.containers.validate import (
@@ -29,7 +30,7 @@ from amanda.containers.validate import (
     resolve_path,
     tombstone_keys,
 )
-from amanda.errors import InvariantError, PathError, Problem
+from amanda.errors import ArgumentError, InvariantError, PathError, Problem
 
 __all__ = ["replace", "target_paths", "with_attrs", "with_child"]
 
@@ -40,6 +41,9 @@ EDGE_CACHES = ("edge_keys", "tomb_keys", "dst_index", "touching")
 
 def target_paths(container: Container, target: Any) -> list[tuple[str, ...]]:
     """Paths named by ``target``: a Selection (anything with ``.paths``), a path, or a list of paths."""
+    expect_container(container, "container")
+    if not isinstance(target, (str, int, tuple, list)) and not hasattr(target, "paths") or isinstance(target, bool):
+        raise ArgumentError.at("target", "a path, a list of paths or a Selection", shown(target))
     if hasattr(target, "paths"):
         return [tuple(p) for p in target.paths]
     if isinstance(target, list):
@@ -86,6 +90,8 @@ def replace(container: Container, target: Any, new: Container | Callable[[Contai
     of its descendants sees the replaced descendant. An update that changes nothing
     returns ``container`` itself.
     """
+    if not isinstance(new, Container) and not callable(new):
+        raise ArgumentError.at("new", "a Container or a function old -> Container", shown(new))
     result = container
     for path in sorted(set(target_paths(container, target)), key=_reverse_document_key):
         old = _descendant(result, path)

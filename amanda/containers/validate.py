@@ -12,6 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 from pyrsistent import pvector
 
+from amanda.containers.checks import (
+    INTERPRETED_EDGE_ATTRS,
+    attr_problems,
+    port_problems,
+    sequence_problem,
+)
 from amanda.containers.edge import CONTROL, SELF, Edge, Endpoint
 from amanda.errors import InvariantError, Problem
 
@@ -141,19 +147,28 @@ def check_container(
 
     set_field = object.__setattr__
     if not children and not edges and not tombstones:
-        # a leaf op: only its ports can be wrong
+        # a leaf op: only its ports and interpreted attributes can be wrong
         set_field(self, "children", _EMPTY)
         set_field(self, "_index", _NO_CHILDREN)
         set_field(self, "edges", _EMPTY)
         set_field(self, "tombstones", _EMPTY)
+        found: list[Problem] = []
         if len(self.inputs) > 1 or len(self.outputs) > 1 or self.controls:
-            found: list[Problem] = []
             _check_ports(self, (self.name,) if self.name else (), found)
-            if found:
-                raise InvariantError(found, _context(self))
+        _check_interpreted(self, (self.name,) if self.name else (), found)
+        if found:
+            raise InvariantError(found, _context(self))
         return
     here = (self.name,) if self.name else ()
     problems: list[Problem] = []
+    _check_interpreted(self, here, problems)
+    fields = {"children": children, "edges": edges, "tombstones": tombstones}
+    for field, value in fields.items():
+        wrong = sequence_problem(value, (*here, field), f"a sequence of {field}") if value else None
+        if wrong is not None:
+            problems.append(wrong)
+            fields[field] = ()
+    children, edges, tombstones = fields["children"], fields["edges"], fields["tombstones"]
     kids = list(children)
     index: dict[str, int] = {}
     for position, kid in enumerate(kids):
@@ -199,6 +214,15 @@ def _fresh_name(kid: Container, position: int, taken: dict[str, int]) -> str:
     return name
 
 
+def _check_interpreted(self: Container, here: tuple, problems: list[Problem]) -> None:
+    # values amanda reads itself are checked where they enter, not where they are used
+    if self.attrs:
+        problems += attr_problems(self.attrs, here)
+    for ports in (self.inputs, self.outputs, self.controls):
+        if ports and any(p[1] for p in ports):
+            problems += port_problems(ports, here)
+
+
 def _check_ports(self: Container, here: tuple, problems: list[Problem]) -> None:
     for label, ports in (("input", self.inputs), ("output", self.outputs), ("control", self.controls)):
         seen: set[str] = set()
@@ -221,13 +245,18 @@ def _normalise_edges(self: Container, edges: Iterable[Any], here: tuple, problem
         except (TypeError, ValueError) as exc:
             problems.append(Problem(where, "an edge (src, dst)", str(exc)))
             continue
+        if edge[2]:
+            found = attr_problems(edge[2], where, INTERPRETED_EDGE_ATTRS, "edge attribute")
+            if found:
+                problems += found
+                continue
         normal = _normalise_edge(self, edge, where, problems)
         if normal is not None:
             out.append(normal)
     return out
 
 
-def _normalise_edge(self: "Container", edge: Edge, where: tuple, problems: list[Problem]) -> Edge | None:
+def _normalise_edge(self: Container, edge: Edge, where: tuple, problems: list[Problem]) -> Edge | None:
     src, dst = edge[0], edge[1]
     src_path = resolve_path(self, src[0])
     dst_path = resolve_path(self, dst[0])

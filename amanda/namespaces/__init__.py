@@ -5,6 +5,7 @@
 True
 """
 
+from amanda.namespaces import core_vocab as core_vocab  # registers amanda/core
 from amanda.namespaces import onnx_vocab as onnx_vocab  # registers the ONNX vocabularies
 from amanda.namespaces import tensorflow_vocab as tensorflow_vocab  # and TensorFlow's
 from amanda.namespaces.namespace import (

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
-from amanda.errors import Problem, SchemaError
+from amanda.errors import ArgumentError, Problem, SchemaError
 from amanda.namespaces.namespace import Namespace, namespace
 from amanda.namespaces.schema import suggest
 from amanda.namespaces.validate import RESERVED_ATTRS, validate_op
@@ -70,12 +70,15 @@ def validate(
     name the registry does not know raises ``SchemaError`` (``unknown_namespace="raise"``), or
     is reported once per op (``"report"``), or its ops are skipped (``"skip"``).
     """
-    from amanda.containers.container import Container as _Container  # containers import this module
+    from amanda.containers.checks import expect_container, shown
 
-    if not isinstance(container, _Container):
-        raise SchemaError.at("validate", "a Container to validate", type(container).__name__)
+    expect_container(container, "container")
     if not isinstance(unknown_namespace, str) or unknown_namespace not in _UNKNOWN:
-        raise SchemaError.at("unknown_namespace", f"one of {_UNKNOWN}", repr(unknown_namespace))
+        raise ArgumentError.at("unknown_namespace", f"one of {list(_UNKNOWN)}", shown(unknown_namespace))
+    if isinstance(ignore, (str, bytes)) or not isinstance(ignore, Collection) or not all(
+        isinstance(key, str) for key in ignore
+    ):
+        raise ArgumentError.at("ignore", "a collection of attribute names", shown(ignore))
     problems: list[Problem] = []
     cache: dict[str, Namespace | SchemaError] = {}
     stack: list[tuple[tuple[str, ...], Any, str | None, bool]] = [

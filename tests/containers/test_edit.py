@@ -1,11 +1,20 @@
 """Edits by wrapping, stacked wrappers and consolidate."""
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from amanda import SELF, AmandaError, chain, consolidate, edit, flatten, op, walk
-from tests.strategies import build_nested, check_invariants, dataflow, groupings, plans, snapshot
+from amanda import SELF, AmandaError, chain, consolidate, edit, effective_attrs, flatten, op, walk
+from tests.strategies import (
+    ATTRS,
+    build_nested,
+    check_invariants,
+    dataflow,
+    groupings,
+    plans,
+    same_leaf_attrs,
+    snapshot,
+)
 
 
 def three_layers():
@@ -123,3 +132,49 @@ def test_edits_never_modify_input_and_consolidate_keeps_the_view(plan, data):
     check_invariants(folded)
     assert dataflow(folded) == dataflow(model)
     assert snapshot(model) == before
+
+
+def test_consolidate_keeps_what_an_added_op_inherits():
+    """An op a wrapper added does not inherit the model's own attributes after consolidation."""
+    body = three_layers().with_attrs(debug=True)
+    res = edit(body).add(op("Log", "log", ["x"], ["y"])).build(attrs={"tag": "w"})
+    folded = consolidate(res)
+    debug = lambda c: sorted(n.name for _, n, a in walk(c) if n.is_op and a.get("debug"))
+    assert debug(res) == ["L1", "L2", "L3"] and debug(folded) == ["L1", "L2", "L3"]
+    assert effective_attrs(folded, "log")["tag"] == "w"
+    assert same_leaf_attrs(folded, res)
+
+
+def test_consolidate_pins_the_wrappers_value_where_the_model_hides_it():
+    """Where model and wrapper both set a key, an added op keeps the wrapper's value."""
+    body = three_layers().with_attrs(scale=2)
+    res = edit(body).add(op("Log", "log", ["x"], ["y"])).build(attrs={"scale": 1})
+    folded = consolidate(res)
+    assert effective_attrs(folded, "log")["scale"] == 1 and effective_attrs(folded, "L1")["scale"] == 2
+    assert folded.child("L1") is body.child("L1")
+
+
+def test_consolidate_leaves_a_wrapper_around_a_leaf_op():
+    """A wrapper whose model is a leaf op has no tree to fold into and is returned as is."""
+    wrapped = edit(op("Dense", "d", ["x"], ["y"])).add(op("Log", "log", ["x"], ["y"])).build()
+    assert consolidate(wrapped) is wrapped
+
+
+@settings(max_examples=60, deadline=None)
+@given(plans(max_ops=6), st.data())
+def test_consolidate_keeps_dataflow_and_effective_attributes(plan, data):
+    """Folding a random stack of attributed wrappers keeps the dataflow and every leaf's
+    effective attributes, never modifies its input and satisfies the invariants."""
+    names = [s["name"] for s in plan.ops]
+    group_attrs = {f"g{k}": data.draw(ATTRS) for k in range(1, 6)}
+    model = build_nested(plan, data.draw(groupings(names)), name="m", group_attrs=group_attrs)
+    stacked = model.with_attrs(**data.draw(ATTRS))
+    for level in range(data.draw(st.integers(1, 3))):
+        added = op("Relu", f"added{level}", ["x"], ["y"], data.draw(ATTRS))
+        stacked = edit(stacked).add(added).build(attrs=data.draw(ATTRS))
+    before = snapshot(stacked)
+    folded = consolidate(stacked)
+    assert snapshot(stacked) == before
+    check_invariants(folded)
+    assert dataflow(folded) == dataflow(stacked)
+    assert same_leaf_attrs(folded, stacked)

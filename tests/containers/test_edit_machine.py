@@ -1,6 +1,7 @@
 """A stateful machine applies random edits to a model and to a plain-set mirror of its
 effective dataflow, and checks after every step that they agree and that every earlier
-version of the model is unchanged."""
+version of the model is unchanged; consolidate, fuse and unfuse also keep every leaf's
+effective attributes (wrappers and tags set attributes at random levels)."""
 
 import itertools
 
@@ -10,7 +11,9 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 import amanda
 from amanda import SELF, Container, consolidate, edit, fuse, op, unfuse
-from tests.strategies import check_invariants, dataflow, snapshot
+from tests.strategies import check_invariants, dataflow, same_leaf_attrs, snapshot
+
+TAGS = st.dictionaries(st.sampled_from(["debug", "tag"]), st.sampled_from([True, False, "a", "b"]), max_size=2)
 
 
 def leaf_paths(model: Container) -> dict[str, tuple]:
@@ -40,7 +43,8 @@ class EditMachine(RuleBasedStateMachine):
         super().__init__()
         self.names = itertools.count()
         first, second = self.fresh_op(), self.fresh_op()
-        self.model = Container("Graph", "g", children=[first, second], edges=[(f"{first.name}:y", f"{second.name}:x")])
+        self.model = Container("Graph", "g", children=[first, second], edges=[(f"{first.name}:y", f"{second.name}:x")],
+                               attrs={"debug": True})
         self.mirror = {(first.name, "y", second.name, "x")}
         self.history: list[tuple[Container, dict, set]] = []
         self.remember()
@@ -106,14 +110,22 @@ class EditMachine(RuleBasedStateMachine):
         self.mirror.discard((src[-1], sport, dst[-1], dport))
         self.remember()
 
-    @rule()
-    def wrap(self):
-        self.model = edit(self.model).build(name=self.fresh("w"))
+    @rule(attrs=TAGS)
+    def wrap(self, attrs):
+        self.model = edit(self.model).build(name=self.fresh("w"), attrs=attrs)
+        self.remember()
+
+    @rule(data=st.data(), attrs=TAGS)
+    def tag(self, data, attrs):
+        paths = [p for p, _, _ in amanda.walk(self.model)]
+        self.model = amanda.with_attrs(self.model, [data.draw(st.sampled_from(paths))], **attrs)
         self.remember()
 
     @rule()
     def consolidate(self):
+        before = self.model
         self.model = consolidate(self.model)
+        assert same_leaf_attrs(self.model, before)
         self.remember()
 
     @rule(data=st.data())
@@ -121,7 +133,9 @@ class EditMachine(RuleBasedStateMachine):
         parents = [(p, n) for p, n, _ in amanda.walk(self.model) if len(n.children) >= 1]
         path, parent = data.draw(st.sampled_from(parents))
         members = data.draw(st.lists(st.sampled_from([c.name for c in parent.children]), min_size=1, unique=True))
+        before = self.model
         self.model = fuse(self.model, [(*path, m) for m in members], "Fused", name=self.fresh("f"))
+        assert same_leaf_attrs(self.model, before)
         self.remember()
 
     @precondition(lambda self: any(p and not n.is_op for p, n, _ in amanda.walk(self.model)))
@@ -137,7 +151,9 @@ class EditMachine(RuleBasedStateMachine):
                 candidates.append(path)
         if not candidates:
             return
+        before = self.model
         self.model = unfuse(self.model, data.draw(st.sampled_from(candidates)))
+        assert same_leaf_attrs(self.model, before)
         self.remember()
 
     @invariant()

@@ -1,4 +1,5 @@
-"""Weights paired by uid survive wrapping, editing and consolidation (challenge C7)."""
+"""Weights paired by uid survive wrapping, editing and consolidation (challenge C7); by path
+they pair with a model built again; unreadable files are FormatErrors."""
 
 import numpy as np
 import pytest
@@ -6,7 +7,7 @@ from hypothesis import given
 
 import amanda
 from amanda import FormatError, chain, consolidate, edit, load_weights, op, save_weights
-from tests.strategies import nested_containers, snapshot
+from tests.strategies import check_invariants, nested_containers, snapshot
 
 
 def model():
@@ -63,3 +64,129 @@ def test_weights_round_trip_never_modifies(pair):
         result = load_weights(m, f"{folder}/w.npz")
     assert result.container == m and result.unmatched == () and result.missing == ()
     assert snapshot(m) == before
+
+
+def test_a_model_built_again_pairs_by_path(tmp_path):
+    """A model rebuilt from code (new uids) pairs with nothing by uid and with every op by path."""
+    trained = amanda.with_attrs(model(), [("d1",)], kernel=np.full((4, 3), 3.0, np.float32))
+    path = tmp_path / "w.npz"
+    save_weights(trained, path)
+    rebuilt = model()
+    by_uid = load_weights(rebuilt, path)
+    assert len(by_uid.unmatched) == 3 and by_uid.container is rebuilt
+    by_path = load_weights(rebuilt, path, by="path")
+    assert by_path.unmatched == () and by_path.missing == () and by_path.mismatched == ()
+    np.testing.assert_array_equal(by_path.container.child("d1").attrs["kernel"], np.full((4, 3), 3.0, np.float32))
+    assert rebuilt.child("d1").attrs["kernel"].sum() == 0
+
+
+def test_pairing_by_path_reports_what_did_not_pair(tmp_path):
+    """By path, entries at absent paths are unmatched, arrays the file lacks are missing, and
+    shape changes are mismatched, each named by path and attribute."""
+    path = tmp_path / "w.npz"
+    save_weights(model(), path)
+    other = chain(
+        op("Dense", "d1", ["x"], ["y"], {"kernel": np.zeros((9, 9), np.float32), "bias": np.ones(3, np.float32)}),
+        op("Dense", "d3", ["x"], ["y"], {"kernel": np.zeros((3, 2), np.float32)}),
+        name="body",
+    )
+    result = load_weights(other, path, by="path")
+    assert result.unmatched == ("d2::kernel",)
+    assert result.missing == ("d3::kernel",)
+    assert result.mismatched == ("d1::kernel",)
+    assert result.container.child("d1").attrs["bias"].sum() == 0 and other.child("d1").attrs["bias"].sum() == 3
+
+
+def test_only_existing_array_attributes_are_loaded_unless_asked(tmp_path):
+    """An array for an attribute the op lacks is unmatched unless add_missing=True; an
+    attribute holding a non-array value (a namespace) is never replaced."""
+    m = chain(op("Dense", "d1", ["x"], ["y"], {"kernel": np.zeros(2, np.float32)}), name="body")
+    m = amanda.with_attrs(m, [("d1",)], namespace="amanda/onnx/17")
+    uid = m.child("d1").uid
+    path = tmp_path / "w.npz"
+    np.savez(path, **{f"{uid}::kernel": np.ones(2, np.float32), f"{uid}::extra": np.ones(1),
+                      f"{uid}::namespace": np.array([7])})
+    result = load_weights(m, path)
+    assert result.unmatched == (f"{uid}::extra", f"{uid}::namespace")
+    assert result.container.child("d1").attrs["kernel"].sum() == 2
+    assert "extra" not in result.container.child("d1").attrs
+    added = load_weights(m, path, add_missing=True)
+    assert added.unmatched == (f"{uid}::namespace",)
+    assert added.container.child("d1").attrs["extra"].tolist() == [1.0]
+    assert added.container.child("d1").attrs["namespace"] == "amanda/onnx/17"
+
+
+def _write_bad(kind, target, good):
+    if kind == "npy":
+        np.save(target.with_suffix(".npy"), np.ones(3))
+        target.with_suffix(".npy").rename(target)
+    elif kind == "object":
+        np.savez(target, a=np.array([object()], dtype=object))
+    else:
+        data = good.read_bytes()
+        blob = {"empty": b"", "truncated": data[: len(data) // 2], "text": b"weights: 1\n",
+                "crc": data[:60] + bytes(40) + data[100:]}[kind]
+        target.write_bytes(blob)
+
+
+@pytest.mark.parametrize("kind", ["empty", "truncated", "text", "crc", "npy", "object"])
+def test_unreadable_weights_files_raise_format_error_naming_the_file(tmp_path, kind):
+    """Empty, truncated, corrupt, non-npz, .npy and pickled-object files raise FormatError naming the file."""
+    good = tmp_path / "good.npz"
+    save_weights(model(), good)
+    bad = tmp_path / f"{kind}.npz"
+    _write_bad(kind, bad, good)
+    with pytest.raises(FormatError, match=f"{kind}.npz"):
+        load_weights(model(), bad)
+
+
+def test_pairing_by_path_needs_recorded_paths(tmp_path):
+    """A file without recorded paths cannot pair by path (FormatError), and `by` is checked."""
+    m = model()
+    path = tmp_path / "w.npz"
+    np.savez(path, **{f"{m.child('d1').uid}::kernel": np.ones((4, 3), np.float32)})
+    assert load_weights(m, path).container.child("d1").attrs["kernel"].sum() == 12
+    with pytest.raises(FormatError, match="records no paths"):
+        load_weights(m, path, by="path")
+    with pytest.raises(amanda.AmandaError, match="one of"):
+        load_weights(m, path, by="name")
+
+
+def _rebuilt(node):
+    """The same model built again: equal structure, new uids everywhere."""
+    return amanda.Container(node.type, node.name, node.inputs, node.outputs, [_rebuilt(c) for c in node.children],
+                            node.edges, node.tombstones, node.attrs, None, node.controls)
+
+
+def _trained(m):
+    """Every array attribute changed (same dtype and shape)."""
+    paths = [p for p, n, _ in amanda.walk(m) if any(isinstance(v, np.ndarray) for v in n.attrs.values())]
+
+    def train(node):
+        return node.with_attrs(**{k: np.asarray(~v if v.dtype == bool else v + 1) for k, v in node.attrs.items()
+                                  if isinstance(v, np.ndarray)})
+
+    return amanda.replace(m, paths, train) if paths else m
+
+
+@given(nested_containers())
+def test_weights_pair_by_path_with_a_rebuilt_model(pair):
+    """Arrays saved from a trained model load by path into the model built again (new uids),
+    land on the op at the same path, leave the input unchanged and satisfy the invariants."""
+    import tempfile
+
+    _, m = pair
+    trained, fresh = _trained(m), _rebuilt(m)
+    before = snapshot(fresh)
+    with tempfile.TemporaryDirectory() as folder:
+        save_weights(trained, f"{folder}/w.npz")
+        result = load_weights(fresh, f"{folder}/w.npz", by="path")
+    assert snapshot(fresh) == before
+    assert result.unmatched == () and result.missing == () and result.mismatched == ()
+    check_invariants(result.container)
+    want = {p: n.attrs for p, n, _ in amanda.walk(trained)}
+    for path, node, _ in amanda.walk(result.container):
+        for key, value in node.attrs.items():
+            if isinstance(value, np.ndarray):
+                np.testing.assert_array_equal(value, want[path][key])
+                assert value.dtype == want[path][key].dtype

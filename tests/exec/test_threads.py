@@ -144,10 +144,12 @@ def test_worker_exception_stops_the_run_promptly_and_leaves_no_thread() -> None:
 def test_sequential_failure_stops_at_once() -> None:
     """threads=1 stops at the failing op; later ops never start."""
     _STARTED.clear()
-    with Session(failing_model(3), threads=1) as s, pytest.raises(ExecutionError, match="boom"):
+    model = failing_model(3)
+    model = model.evolve(children=[model.child("boom"), *(model.child(f"s{i}") for i in range(3))])
+    with Session(model, threads=1) as s, pytest.raises(ExecutionError, match="boom"):
         s.run(["b", "y"], {"x": np.zeros(3)})
-    # topological order (Kahn's, ties in document order) is s0, boom, s1, s2: s1 never starts
-    assert _STARTED == ["s0"]
+    # topological order (the earliest ready op in document order first) is boom, s0, s1, s2
+    assert _STARTED == []
 
 
 def test_garbage_collected_session_stops_its_workers() -> None:

@@ -42,15 +42,15 @@ def test_convert_outputs_by_list_and_by_name():
 
 @pytest.mark.parametrize("container", ["model.yaml", None, 3, {"graph": {}}])
 def test_validate_refuses_what_is_not_a_container(container):
-    """validate of a non-Container raises SchemaError naming its type."""
-    with pytest.raises(SchemaError, match=f"a Container to validate, found {type(container).__name__}"):
+    """validate of a non-Container raises ArgumentError naming its type."""
+    with pytest.raises(amanda.ArgumentError, match=f"a Container, found {type(container).__name__}"):
         amanda.validate(container)
 
 
 @pytest.mark.parametrize("mode", ["ignore", ["raise"], None])
 def test_validate_refuses_an_unknown_mode(mode):
-    """validate's unknown_namespace must be one of its three modes, else SchemaError."""
-    with pytest.raises(SchemaError, match="unknown_namespace"):
+    """validate's unknown_namespace must be one of its three modes, else ArgumentError."""
+    with pytest.raises(amanda.ArgumentError, match="unknown_namespace"):
         amanda.validate(TF_GRAPH, unknown_namespace=mode)
 
 

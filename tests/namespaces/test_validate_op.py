@@ -106,3 +106,35 @@ def test_op_type_mismatch_and_none_attrs():
     assert "'Relu'" in str(problems[0]) and "required attribute 'alpha'" in str(problems[1])
     assert _check(OpSchema("Op", inputs=[PortSchema("x", optional=True, variadic=True)]),
                   [], [], {}) == []
+
+
+def test_validate_reports_on_amanda_core_ops():
+    """validate checks amanda's own amanda/core variable ops against their schemas and reports
+    (not raises) what does not fit."""
+    import amanda
+    from amanda import Container, op
+
+    good = Container("G", "g", outputs=["v"], attrs={"namespace": "amanda/core"}, children=[
+        op("Variable", "w", outputs=["ref"], attrs={"value": np.float32(1), "shared_name": "w"}),
+        op("AssignAdd", "inc", inputs=["ref", "delta"], outputs=["value"]),
+        op("Constant", "one", outputs=["output"], attrs={"value": np.float32(2), "namespace": "amanda/onnx/17"})],
+        edges=[("w:ref", "inc:ref"), ("one:output", "inc:delta"), ("inc:value", "g:v")])
+    assert amanda.validate(good) == []
+    bad = Container("G", "g", attrs={"namespace": "amanda/core"}, children=[
+        op("Read", "r", inputs=["reference"], outputs=["value"]), op("Varable", "v", outputs=["ref"])])
+    text = [str(p) for p in amanda.validate(bad)]
+    assert any("at r: expected an input port of Read (ref)" in t for t in text)
+    assert any("at v: expected an op type of namespace amanda/core" in t and "Variable" in t for t in text)
+
+
+@pytest.mark.parametrize("kwargs", [{"unknown_namespace": "ignore"}, {"unknown_namespace": ["raise"]},
+                                    {"ignore": "namespace"}, {"ignore": [1]}])
+def test_validate_checks_its_arguments(kwargs):
+    """Bad options and a container that is not one raise ArgumentError saying what was expected."""
+    import amanda
+    from amanda.errors import ArgumentError
+
+    with pytest.raises(ArgumentError, match="expected"):
+        amanda.validate(amanda.op("Relu", "r"), **kwargs)
+    with pytest.raises(ArgumentError, match="expected a Container"):
+        amanda.validate(None)

@@ -100,7 +100,7 @@ GROUP_ATTRS = st.dictionaries(
     st.sampled_from(["debug", "i", "namespace", "rnn_cell", "tag"]),
     st.one_of(st.booleans(), st.integers(-3, 3), st.sampled_from(["abc", "xyz", "amanda/onnx/17"])),
     max_size=2,
-)
+).filter(lambda attrs: isinstance(attrs.get("namespace", ""), str))  # containers reject other namespaces
 
 
 @st.composite

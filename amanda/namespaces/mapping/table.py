@@ -18,11 +18,11 @@ registered schema: a table may map between user-defined vocabularies.
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from amanda.errors import MappingError
+from amanda.containers.order import topological
+from amanda.errors import CycleError, MappingError
 from amanda.namespaces.mapping.rule import Rule
 
 if TYPE_CHECKING:
@@ -141,26 +141,12 @@ class MappingTable:
                     raise MappingError.at((self.name, rule.name, "apply_after"), "names of rules in the table",
                                           repr(name))
                 after[rule.name].add(name)
-        waiting = {name: len(deps) for name, deps in after.items()}
-        followers: dict[str, list[str]] = {name: [] for name in after}
-        for name, deps in after.items():
-            for dep in deps:
-                followers[dep].append(name)
-        ready = [position[n] for n, count in waiting.items() if count == 0]
-        heapq.heapify(ready)
-        order: list[Rule] = []
-        while ready:
-            rule = self.rules[heapq.heappop(ready)]
-            order.append(rule)
-            for name in followers[rule.name]:
-                waiting[name] -= 1
-                if waiting[name] == 0:
-                    heapq.heappush(ready, position[name])
-        if len(order) != len(self.rules):
-            stuck = [n for n, count in waiting.items() if count > 0]
+        try:
+            names = topological(list(position), ((dep, name) for name, deps in after.items() for dep in deps))
+        except CycleError as exc:
             raise MappingError.at((self.name, "apply_after"), "an acyclic apply_after order",
-                                  f"a cycle among {', '.join(sorted(stuck))}")
-        return tuple(order)
+                                  f"the cycle {' -> '.join(map(str, (*exc.cycle, exc.cycle[0])))}") from None
+        return tuple(self.rules[position[name]] for name in names)
 
     def apply(self, container: Container, *, on_unmatched: str | None = None,
               fixed_point: bool | None = None, with_names: bool = False,

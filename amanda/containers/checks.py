@@ -1,0 +1,133 @@
+"""Checks at the boundary: the types of public functions' arguments, and the values of the
+attributes amanda itself interprets.
+
+Both raise where the bad value enters, naming what was expected, instead of letting a bare
+``TypeError`` surface later in a transform, the Session or an exporter.
+
+>>> expect_container(3, "model")
+Traceback (most recent call last):
+...
+amanda.errors.ArgumentError: at model: expected a Container, found int 3
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Mapping
+from typing import Any
+
+from amanda.errors import ArgumentError, Problem
+
+__all__ = [
+    "INTERPRETED_ATTRS",
+    "INTERPRETED_EDGE_ATTRS",
+    "INTERPRETED_PORT_ATTRS",
+    "attr_problems",
+    "expect_container",
+    "expect_list",
+    "expect_str",
+    "expect_type",
+    "shown",
+]
+
+
+def _name(value: Any) -> bool:
+    return type(value) is str and bool(value)
+
+
+def _flag(value: Any) -> bool:
+    return type(value) is bool
+
+
+#: Container attributes amanda reads itself, with what each must hold (None counts as unset).
+INTERPRETED_ATTRS: dict[str, tuple[Any, str]] = {
+    "namespace": (_name, "a namespace name (a non-empty string)"),
+    "shared_name": (lambda v: type(v) is str, "a state key (a string)"),
+    "initializer": (_flag, "true or false"),
+}
+#: Port attributes amanda reads itself.
+INTERPRETED_PORT_ATTRS: dict[str, tuple[Any, str]] = {
+    "unbound": (_flag, "true or false"),
+    "captured": (_flag, "true or false"),
+}
+#: Edge attributes amanda reads itself.
+INTERPRETED_EDGE_ATTRS: dict[str, tuple[Any, str]] = {
+    "phase": (_name, "a phase name (a non-empty string)"),
+}
+
+
+def shown(value: Any) -> str:
+    """A value as a message shows it: its type and a short repr."""
+    text = repr(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return f"{type(value).__name__} {text}"
+
+
+def attr_problems(attrs: Mapping[str, Any], where: Any, table: Mapping[str, tuple[Any, str]] = INTERPRETED_ATTRS,
+                  what: str = "attribute") -> list[Problem]:
+    """A problem for each attribute of ``table`` whose value amanda cannot interpret."""
+    problems = []
+    for key, (fits, expected) in table.items():
+        value = attrs.get(key)
+        if value is not None and not fits(value):
+            problems.append(Problem(where, f"{what} {key!r} to be {expected}", shown(value)))
+    return problems
+
+
+def port_problems(ports: Iterable[Any], where: tuple) -> list[Problem]:
+    """Problems of the interpreted attributes of ``ports`` (each found at ``where/port``)."""
+    problems: list[Problem] = []
+    for port in ports:
+        if port[1]:
+            problems += attr_problems(port[1], (*where, port[0]), INTERPRETED_PORT_ATTRS, "port attribute")
+    return problems
+
+
+def expect_type(value: Any, kinds: type | tuple[type, ...], where: Any, expected: str) -> Any:
+    """``value`` if it is an instance of ``kinds`` (never a bool for int), else ArgumentError."""
+    if isinstance(value, kinds) and not (isinstance(value, bool) and bool not in _tuple(kinds)):
+        return value
+    raise ArgumentError.at(where, expected, shown(value))
+
+
+def _tuple(kinds: type | tuple[type, ...]) -> tuple[type, ...]:
+    return kinds if isinstance(kinds, tuple) else (kinds,)
+
+
+def expect_container(value: Any, where: Any) -> Any:
+    """``value`` if it is a Container, else ArgumentError."""
+    from amanda.containers.container import Container
+
+    return expect_type(value, Container, where, "a Container")
+
+
+def expect_str(value: Any, where: Any, expected: str = "a non-empty string", optional: bool = False) -> Any:
+    """``value`` if it is a non-empty string (or None when ``optional``), else ArgumentError."""
+    if (value is None and optional) or _name(value):
+        return value
+    raise ArgumentError.at(where, expected + (" or None" if optional else ""), shown(value))
+
+
+def expect_list(value: Any, where: Any, expected: str) -> list:
+    """``value`` as a list if it is a list or tuple (not a string or mapping), else ArgumentError."""
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    raise ArgumentError.at(where, expected, shown(value))
+
+
+def sequence_problem(value: Any, where: Any, expected: str) -> Problem | None:
+    """A problem unless ``value`` is an iterable that is not a string, bytes or a mapping."""
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        return Problem(where, expected, shown(value))
+    return None
+
+
+def expect_hashable(value: Any, where: Any, expected: str) -> Any:
+    """``value`` if it can be hashed (a dict key), else ArgumentError."""
+    if isinstance(value, Hashable):
+        try:
+            hash(value)
+            return value
+        except TypeError:
+            pass
+    raise ArgumentError.at(where, expected, shown(value))

@@ -1,0 +1,61 @@
+"""The one topological sort: Kahn's algorithm, ties broken by the order the nodes are given in
+(document order for ops), so every caller gets the same deterministic order.
+
+>>> topological(["a", "b", "c"], [("c", "a")])
+['b', 'c', 'a']
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Hashable, Iterable, Sequence
+from typing import TypeVar
+
+from amanda.errors import CycleError
+
+__all__ = ["find_cycle", "topological"]
+
+K = TypeVar("K", bound=Hashable)
+
+
+def topological(nodes: Sequence[K], edges: Iterable[tuple[K, K]]) -> list[K]:
+    """``nodes`` ordered so that every edge ``(a, b)`` puts ``a`` before ``b``; among the nodes
+    ready at each step, the earliest in ``nodes`` comes first.
+
+    Edges whose ends are not both among ``nodes`` are ignored. A cycle raises ``CycleError``
+    naming the nodes on it, in edge order.
+    """
+    rank = {node: position for position, node in enumerate(nodes)}
+    successors: list[list[int]] = [[] for _ in nodes]
+    indegree = [0] * len(nodes)
+    for a, b in edges:
+        i, j = rank.get(a), rank.get(b)
+        if i is None or j is None:
+            continue
+        successors[i].append(j)
+        indegree[j] += 1
+    ready = [i for i, degree in enumerate(indegree) if degree == 0]  # already a heap: sorted
+    order: list[K] = []
+    while ready:
+        i = heapq.heappop(ready)
+        order.append(nodes[i])
+        for j in successors[i]:
+            indegree[j] -= 1
+            if indegree[j] == 0:
+                heapq.heappush(ready, j)
+    if len(order) != len(nodes):
+        left = {i for i, degree in enumerate(indegree) if degree > 0}
+        raise CycleError([nodes[i] for i in find_cycle(successors, left)])  # type: ignore[misc]
+    return order
+
+
+def find_cycle(successors: Sequence[Sequence[int]], remaining: set[int]) -> list[int]:
+    """One cycle among the ``remaining`` node numbers Kahn's algorithm left over, in edge order."""
+    node = min(remaining)
+    trail: list[int] = []
+    where: dict[int, int] = {}
+    while node not in where:
+        where[node] = len(trail)
+        trail.append(node)
+        node = next(n for n in successors[node] if n in remaining)
+    return trail[where[node]:]

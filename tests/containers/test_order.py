@@ -1,0 +1,67 @@
+"""One topological sort: ties in document order, shared by flatten, sorted() and sorted(skip=)."""
+
+import warnings
+
+import pytest
+from hypothesis import given
+
+from amanda import SELF, Container, CycleError, flatten, op
+from amanda.containers.order import topological
+from tests.strategies import containers
+
+
+def _greedy(container):
+    """Oracle: repeatedly take the first op in document order whose producers are all taken."""
+    flat = flatten(container)
+    paths = list(flat.ops)
+    preds = {p: set() for p in paths}
+    for e in flat.edges:
+        if e.src.op is not SELF and e.dst.op is not SELF:
+            preds[e.dst.op].add(e.src.op)
+    done, order = set(), []
+    while len(order) < len(paths):
+        nxt = next(p for p in paths if p not in done and preds[p] <= done)
+        done.add(nxt)
+        order.append(nxt)
+    return order
+
+
+@given(containers())
+def test_every_order_is_the_earliest_ready_op_first(c):
+    """flatten's order, sorted() and sorted(skip=) with a skip that accepts nothing all equal the
+    greedy earliest-in-document-order oracle."""
+    expected = _greedy(c)
+    assert list(flatten(c).topological_order()) == expected
+    paths = {id(node): path for path, node in flatten(c).ops.items()}
+    assert [paths[id(o)] for o in c.sorted()] == expected
+    assert [paths[id(o)] for o in c.sorted(skip=lambda _: False)] == expected
+
+
+def test_ties_follow_document_order_not_discovery_order():
+    """Among ops ready at once, the earliest in document order runs first (s1 before b)."""
+    s0, s1, b = op("S", "s0", ["x"], ["y"]), op("S", "s1", ["x"], ["y"]), op("B", "b", ["x"], ["y"])
+    g = Container(children=[s0, b, s1], edges=[("s0:y", "s1:x")])
+    assert [o.name for o in g.sorted()] == ["s0", "b", "s1"]
+    g = Container(children=[s0, s1, b], edges=[("s0:y", "s1:x")])
+    assert [o.name for o in g.sorted()] == ["s0", "s1", "b"]
+    assert [o.name for o in g.sorted(skip=lambda c: False)] == ["s0", "s1", "b"]
+
+
+def test_a_cycle_names_its_nodes():
+    """A cycle raises CycleError listing the nodes on it in edge order."""
+    with pytest.raises(CycleError) as info:
+        topological(["a", "b", "c", "d"], [("a", "b"), ("b", "c"), ("c", "b"), ("c", "d")])
+    assert info.value.cycle == ("b", "c")
+
+
+def test_skip_containers_is_a_deprecated_spelling_of_skip():
+    """sorted(skip_containers=f) warns and gives what sorted(skip=f) gives; a bad skip is refused."""
+    inner = Container("Cell", "cell", ["x"], ["y"], [op("A", "a", ["x"], ["y"])], [("cell:x", "a:x"), ("a:y", "cell:y")])
+    g = Container(children=[inner, op("H", "h", ["x"], [])], edges=[("cell:y", "h:x")])
+    with pytest.warns(DeprecationWarning):
+        old = [o.name for o in g.sorted(skip_containers=lambda c: c.type == "Cell")]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert [o.name for o in g.sorted(skip=lambda c: c.type == "Cell")] == old == ["cell", "h"]
+    with pytest.raises(TypeError, match="a function"):
+        g.sorted(skip="Cell")
