@@ -101,7 +101,8 @@ def _finish_outputs(level: Level, c: Any, found: Mapping, problems: list) -> Non
 def _op_inputs(op: Any, source: Any) -> tuple[list, list]:
     types, values = [], []
     for port in op.inputs:
-        if port.attrs and port.attrs.get("captured"):
+        pa = port.attrs
+        if pa and "captured" in pa and pa["captured"]:
             continue
         got = source(port.name)
         if got is None:

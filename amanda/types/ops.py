@@ -81,6 +81,15 @@ def _fold(op: Any, path: tuple, namespace: str, values: list) -> tuple | None:
     return out if isinstance(out, tuple) else None
 
 
+def _declared(attrs: Any) -> Any:
+    if not attrs:
+        return None
+    own = dict(attrs.items())
+    if len(own) == 1 and "onnx_name" in own:
+        return None
+    return from_attrs(own)
+
+
 def _small(outs: list, rule: Any) -> bool:
     """Whether folding is cheap: every output's size is known and small (or no rule says)."""
     if rule is None:
@@ -121,15 +130,15 @@ def infer_op(
     result = OpResult()
     result.inputs = types
     n_out = len(op.outputs)
-    declared = [from_attrs(p.attrs) if len(p.attrs) > 1 or "onnx_name" not in p.attrs else None
-                for p in op.outputs]
+    declared = [_declared(p.attrs) for p in op.outputs]
+    attrs = dict(op.attrs.items()) if op.attrs else {}
     parsed = parse(namespace)
     rule = None if parsed is None or op.type is None else lookup(parsed[0], parsed[1], op.type)
     outs: list = [None] * n_out
     if rule is None:
         result.unknown = True
     else:
-        node = Node(op, op.attrs, types, values, parsed[2], body)  # type: ignore[index]
+        node = Node(op, attrs, types, values, parsed[2], body)  # type: ignore[index]
         try:
             found = rule(node)
             for j, t in enumerate(found[:n_out]):

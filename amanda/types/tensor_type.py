@@ -61,10 +61,22 @@ def dtype_name(dtype: Any) -> str | None:
     if dtype is None or (isinstance(dtype, str) and dtype in _NAMES):
         return dtype
     try:
-        name = np.dtype(dtype).name
+        return _DTYPE_NAMES[dtype]
+    except (KeyError, TypeError):
+        pass
+    try:
+        name = np.dtype(dtype).name  # numpy computes .name in Python, slowly: memoise it
     except TypeError:
         return str(dtype)
-    return "string" if name.startswith(("str", "bytes", "object")) else name
+    name = "string" if name.startswith(("str", "bytes", "object")) else name
+    try:
+        _DTYPE_NAMES[dtype] = name
+    except TypeError:
+        pass
+    return name
+
+
+_DTYPE_NAMES: dict[Any, str] = {}
 
 
 ONNX_DTYPES: dict[int, str] = dict(enumerate(

@@ -25,6 +25,7 @@ float16[2,4]
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -46,7 +47,16 @@ def infer_types(model: Any, inputs: Mapping[str, Any] | None = None) -> TypeMap:
     ``unknown_ops``; type errors are in ``problems`` (nothing raises for a user's mistake).
     """
     types, values = top_inputs(model, inputs)
-    return TypeMap(infer_level(model, types, values, model.attrs.get("namespace")))
+    collecting = gc.isenabled()
+    if collecting:
+        # inference allocates many small objects and frees few: full collections over a large
+        # model's heap would cost more than the inference itself
+        gc.disable()
+    try:
+        return TypeMap(infer_level(model, types, values, model.attrs.get("namespace")))
+    finally:
+        if collecting:
+            gc.enable()
 
 
 class TypeMap(Mapping):

@@ -203,7 +203,7 @@ def resize(node: Node) -> list:
         for a, s in zip(axes, scales.reshape(-1).tolist()):
             full[a] = s
         return [TensorType(node.dtype(0), _scaled(node, shape, full))]
-    return _unknown(node)
+    return [TensorType(node.dtype(0), [None if i in axes else d for i, d in enumerate(shape)])]
 
 
 @rule("Upsample")

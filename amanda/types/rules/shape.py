@@ -117,7 +117,10 @@ def flatten(node: Node) -> list:
     shape = node.shape(0)
     if shape is None:
         return [TensorType(node.dtype(0), (None, None))]
-    axis = node.axis(int(node.attr("axis", 1)), len(shape) + 1)
+    axis = int(node.attr("axis", 1))
+    if not -len(shape) <= axis <= len(shape):
+        raise node.fail(f"axis in [{-len(shape)}, {len(shape)}]", str(axis))
+    axis = axis + len(shape) if axis < 0 else axis
     return [TensorType(node.dtype(0), (_prod(shape[:axis]), _prod(shape[axis:])))]
 
 
@@ -267,7 +270,10 @@ def expand(node: Node) -> list:
         n = node.shape(1)
         if n is None or type(n[0]) is not int or shape is None:
             return [TensorType(node.dtype(0), None)]
-        return [TensorType(node.dtype(0), (None,) * max(n[0], len(shape)))]
+        rank = max(n[0], len(shape))
+        # a target dim is 1 or the input's dim, so input dims other than 1 survive
+        out = [None] * (rank - len(shape)) + [d if d != 1 else None for d in shape]
+        return [TensorType(node.dtype(0), out)]
     return [TensorType(node.dtype(0), node.broadcast(shape, tuple(target)))]
 
 

@@ -140,8 +140,13 @@ def max_unpool(node: Node) -> list:
 def col2im(node: Node) -> list:
     """``[N, C, image…]`` with ``C = input[1] / prod(block_shape)``."""
     x, image, block = node.shape(0), node.dims(1), node.ints(2)
-    if x is None or image is None:
+    if x is None:
         return [TensorType(node.dtype(0), None)]
+    if image is None:
+        n = node.shape(1)
+        if n is None or type(n[0]) is not int:
+            return [TensorType(node.dtype(0), None)]
+        image = (None,) * n[0]
     c: Dim = None
     if block is not None and type(x[1]) is int:
         c = x[1] // math.prod(block)
