@@ -157,6 +157,8 @@ def infer_op(
             result.unknown = False
             result.values = {}
             for j, value in enumerate(folded[:n_out]):
+                if isinstance(value, np.generic):
+                    value = np.asarray(value)
                 outs[j] = _type_of_value(value)
                 if isinstance(value, np.ndarray) and value.size <= KEEP_LIMIT:
                     result.values[j] = value
