@@ -15,9 +15,12 @@ SMALL = 1024  # constants with at most this many entries are kept as values
 
 
 def _prod(dims: Any) -> Dim:
-    if any(type(d) is not int for d in dims):
+    rest = [d for d in dims if d != 1]
+    if len(rest) == 1:
+        return rest[0]  # type: ignore[no-any-return]
+    if any(type(d) is not int for d in rest):
         return None
-    return math.prod(dims)
+    return math.prod(rest)
 
 
 def _int64(shape: Any) -> TensorType:
