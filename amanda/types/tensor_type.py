@@ -251,7 +251,8 @@ def fits(t: Type | None, value: Any, bindings: dict[str, int] | None = None) -> 
         return True
     bindings = {} if bindings is None else bindings
     if isinstance(t, SequenceType):
-        return isinstance(value, (list, tuple)) and all(fits(t.elem, v, bindings) for v in value)
+        # each element may bind the element type's symbols differently (ragged sequences)
+        return isinstance(value, (list, tuple)) and all(fits(t.elem, v, dict(bindings)) for v in value)
     if isinstance(t, OptionalType):
         return value is None or fits(t.elem, value, bindings)
     if not isinstance(value, (np.ndarray, np.generic)):

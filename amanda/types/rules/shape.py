@@ -217,7 +217,9 @@ def split(node: Node) -> list:
     axis = node.axis(int(node.attr("axis", 0)), len(shape))
     sizes: Any = node.axes("split", 1)
     total = shape[axis]  # type: ignore[index]
-    if not sizes:
+    if sizes is None:  # given by an input whose value is not known
+        sizes = [None] * n
+    elif not sizes:
         if type(total) is int:
             each = -(-total // n)
             sizes = [min(each, max(total - each * i, 0)) for i in range(n)]

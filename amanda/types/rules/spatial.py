@@ -125,8 +125,8 @@ def max_unpool(node: Node) -> list:
     given = node.dims(2) if node.present(2) else None
     if given is not None:
         return [TensorType(node.dtype(0), given)]
-    if x is None:
-        return [TensorType(node.dtype(0), None)]
+    if node.present(2) or x is None:  # an output_shape not known before running
+        return [TensorType(node.dtype(0), None if x is None else (None,) * len(x))]
     n = len(x) - 2
     kernel = list(node.attr("kernel_shape") or [None] * n)
     strides = list(node.attr("strides") or [1] * n)
