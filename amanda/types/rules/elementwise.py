@@ -12,7 +12,7 @@ from amanda.types.tensor_type import ONNX_DTYPES, TensorType
 UNARY = (
     "Abs Acos Acosh Asin Asinh Atan Atanh Ceil Cos Cosh Erf Exp Floor Log Neg Reciprocal Relu "
     "Round Sigmoid Sign Sin Sinh Softplus Softsign Sqrt Tan Tanh Elu Selu Celu LeakyRelu "
-    "HardSigmoid HardSwish Mish Gelu Shrink ThresholdedRelu Softmax LogSoftmax Hardmax "
+    "HardSigmoid HardSwish Mish Gelu Shrink ThresholdedRelu "
     "BitwiseNot Clip LpNormalization MeanVarianceNormalization Trilu CumSum ReverseSequence "
     "InstanceNormalization GroupNormalization Identity Swish"
 ).split()
@@ -27,6 +27,14 @@ def same_as_first(node: Node) -> list:
     elif node.op.type == "Neg":
         node.set_value(0, _partial_map(node.value(0), lambda d: -d))
     return [t] * node.n_out
+
+
+@rule("Softmax", "LogSoftmax", "Hardmax", "LpNormalization")
+def along_axis(node: Node) -> list:
+    """The input's type; ``axis`` must name one of its dims."""
+    default = -1 if node.opset >= 13 or node.op.type == "LpNormalization" else 1
+    node.axis(int(node.attr("axis", default)), node.rank(0))
+    return [node.type(0)]
 
 
 @rule("Not", "IsInf", "IsNaN")
