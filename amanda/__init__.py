@@ -52,6 +52,7 @@ from amanda.namespaces import namespace
 from amanda.namespaces.mapping import MappingTable, NameMap, convert, load_mapping, register_table
 from amanda.namespaces.validation import validate
 from amanda.query import Selection, compile_selector, select
+from amanda.types import OptionalType, SequenceType, TensorType, TypeMap, infer_types
 
 __version__ = "0.1.0"
 
@@ -73,12 +74,16 @@ __all__ = [
     "MappingTable",
     "MappingError",
     "NameMap",
+    "OptionalType",
     "PathError",
     "Port",
     "QueryError",
     "SchemaError",
     "Selection",
+    "SequenceType",
     "Session",
+    "TensorType",
+    "TypeMap",
     "bind",
     "chain",
     "compile_selector",
@@ -90,6 +95,7 @@ __all__ = [
     "effective_attrs",
     "flatten",
     "fuse",
+    "infer_types",
     "load",
     "load_mapping",
     "load_weights",
