@@ -82,12 +82,10 @@ def _fold(op: Any, path: tuple, namespace: str, values: list) -> tuple | None:
 
 
 def _declared(attrs: Any) -> Any:
-    if not attrs:
+    n = len(attrs)
+    if n == 0 or (n == 1 and "onnx_name" in attrs):
         return None
-    own = dict(attrs.items())
-    if len(own) == 1 and "onnx_name" in own:
-        return None
-    return from_attrs(own)
+    return from_attrs(attrs)
 
 
 def _small(outs: list, rule: Any) -> bool:

@@ -89,6 +89,9 @@ del ONNX_DTYPES[0]
 _NAMES = frozenset(ONNX_DTYPES.values())
 
 
+_set = object.__setattr__
+
+
 class _Frozen:
     __slots__ = ()
 
@@ -116,8 +119,14 @@ class TensorType(_Frozen):
     shape: Shape
 
     def __init__(self, dtype: Any = None, shape: Sequence[Dim] | None = None) -> None:
-        object.__setattr__(self, "dtype", dtype_name(dtype))
-        object.__setattr__(self, "shape", None if shape is None else tuple(_dim(d) for d in shape))
+        if shape is not None:
+            shape = tuple(shape)
+            for d in shape:
+                if d is not None and type(d) is not int and type(d) is not str:
+                    shape = tuple(_dim(x) for x in shape)
+                    break
+        _set(self, "dtype", dtype_name(dtype))
+        _set(self, "shape", shape)
 
     @property
     def rank(self) -> int | None:
