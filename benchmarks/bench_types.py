@@ -17,6 +17,7 @@ edited model's output type is the expected one.
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 import time
 from pathlib import Path
@@ -65,7 +66,7 @@ def _block(name: str, seed: int) -> amanda.Container:
 
 def _chain(type_: str, name: str, children: list, attrs: dict | None = None, top: bool = False) -> amanda.Container:
     edges = [(f"{name}:x", f"{children[0].name}:x")]
-    edges += [(f"{a.name}:y", f"{b.name}:x") for a, b in zip(children, children[1:])]
+    edges += [(f"{a.name}:y", f"{b.name}:x") for a, b in itertools.pairwise(children)]
     edges += [(f"{children[-1].name}:y", f"{name}:y")]
     inputs = [amanda.Port("x", {"dtype": "float32", "shape": ("batch", WIDTH)})] if top else ["x"]
     return amanda.Container(type_, name, inputs=inputs, outputs=["y"], children=children, edges=edges,

@@ -19,7 +19,7 @@ __all__ = ["boundary_sources", "leaf_namespaces"]
 def leaf_namespaces(root: Any, namespace: str | None) -> dict[tuple, str | None]:
     """Every leaf's effective namespace, by path relative to ``root``."""
     found: dict[tuple, str | None] = {}
-    stack = [((), root, root.attrs.get("namespace", namespace))]
+    stack: list[tuple[tuple, Any, Any]] = [((), root, root.attrs.get("namespace", namespace))]
     while stack:
         path, node, ns = stack.pop()
         if not node.children:

@@ -99,7 +99,8 @@ def _finish_outputs(level: Level, c: Any, found: Mapping, problems: list) -> Non
 
 
 def _op_inputs(op: Any, source: Any) -> tuple[list, list]:
-    types, values = [], []
+    types: list = []
+    values: list = []
     for port in op.inputs:
         pa = port.attrs
         if pa and "captured" in pa and pa["captured"]:

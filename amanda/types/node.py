@@ -173,7 +173,7 @@ class Node:
                         self.bindings.append((d, out[offset + i]))
         return out
 
-    def axis(self, axis: int, rank: int | None, what: str = "axis") -> int | None:
+    def axis(self, axis: int, rank: int | None, what: str = "axis") -> Any:
         """``axis`` normalised against ``rank``; a problem if it is out of range."""
         if rank is None:
             return None if axis < 0 else axis
@@ -189,7 +189,7 @@ def _show(shape: Shape) -> str:
 class _Absent:
     """The type of an omitted optional input."""
 
-    __repr__ = lambda self: "absent"  # noqa: E731
+    __repr__ = lambda self: "absent"
 
 
 _ABSENT: Any = _Absent()

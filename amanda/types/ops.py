@@ -15,7 +15,15 @@ import numpy as np
 from amanda.errors import AmandaError, Problem
 from amanda.types.node import ABSENT, Node
 from amanda.types.rules import lookup
-from amanda.types.tensor_type import SequenceType, TensorType, TypeMismatch, dtype_name, from_attrs, merge, refine
+from amanda.types.tensor_type import (
+    SequenceType,
+    TensorType,
+    TypeMismatch,
+    dtype_name,
+    from_attrs,
+    merge,
+    refine,
+)
 
 __all__ = ["OpResult", "infer_op", "parse"]
 

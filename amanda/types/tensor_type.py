@@ -20,15 +20,15 @@ True
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
 from amanda.errors import AmandaError
 
 __all__ = [
-    "Dim",
     "ONNX_DTYPES",
+    "Dim",
     "OptionalType",
     "SequenceType",
     "Shape",
@@ -44,8 +44,8 @@ __all__ = [
     "unify_dims",
 ]
 
-Dim = Union[int, str, None]
-Shape = Union[tuple, None]  # tuple of Dim, or None for an unknown rank
+Dim = int | str | None
+Shape = tuple | None  # tuple of Dim, or None for an unknown rank
 
 
 class TypeMismatch(AmandaError):
@@ -80,9 +80,7 @@ _DTYPE_NAMES: dict[Any, str] = {}
 
 
 ONNX_DTYPES: dict[int, str] = dict(enumerate(
-    "? float32 uint8 int8 uint16 int16 int32 int64 string bool float16 float64 uint32 uint64 "
-    "complex64 complex128 bfloat16 float8_e4m3fn float8_e4m3fnuz float8_e5m2 float8_e5m2fnuz "
-    "uint4 int4 float4_e2m1fn float8_e8m0fnu uint2 int2 float6_e2m3fn float6_e3m2fn".split()
+    ["?", "float32", "uint8", "int8", "uint16", "int16", "int32", "int64", "string", "bool", "float16", "float64", "uint32", "uint64", "complex64", "complex128", "bfloat16", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "uint4", "int4", "float4_e2m1fn", "float8_e8m0fnu", "uint2", "int2", "float6_e2m3fn", "float6_e3m2fn"]
 ))
 """ONNX ``TensorProto.DataType`` numbers -> the dtype names port attributes use."""
 del ONNX_DTYPES[0]
@@ -180,7 +178,7 @@ class OptionalType(_Frozen):
         return f"optional({self.elem!r})"
 
 
-Type = Union[TensorType, SequenceType, OptionalType]
+Type = TensorType | SequenceType | OptionalType
 
 
 def _dim(d: Any) -> Dim:
@@ -275,9 +273,8 @@ def fits(t: Type | None, value: Any, bindings: dict[str, int] | None = None) -> 
     for dim, size in zip(t.shape, value.shape):
         if type(dim) is int and dim != size:
             return False
-        if type(dim) is str:
-            if bindings.setdefault(dim, size) != size:
-                return False
+        if type(dim) is str and bindings.setdefault(dim, size) != size:
+            return False
     return True
 
 
@@ -360,6 +357,7 @@ def refine(a: Type | None, b: Type | None) -> Type | None:
     if da is not None and db is not None and da != db:
         raise TypeMismatch(f"dtype {da} is not {db}", expected=da, found=db)
     sa, sb = a.shape, b.shape  # type: ignore[union-attr]
+    shape: Any
     if sa is not None and sb is not None:
         if len(sa) != len(sb):
             raise TypeMismatch(f"rank {len(sa)} is not {len(sb)}", expected=repr(a), found=repr(b))

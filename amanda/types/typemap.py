@@ -77,9 +77,9 @@ class TypeMap(Mapping):
             entry = level.ops.get(path)
             if entry is not None:
                 op, result = entry
-                ports = op.outputs if side == "out" else [p for p in op.inputs if not p.attrs.get("captured")]
-                values = result.outputs if side == "out" else result.inputs
-                for p, t in zip(ports, values):
+                names = op.outputs if side == "out" else [p for p in op.inputs if not p.attrs.get("captured")]
+                found = result.outputs if side == "out" else result.inputs
+                for p, t in zip(names, found):
                     if p.name == port:
                         return True, (None if t.__class__.__name__ == "_Absent" else t)
                 return False, None

@@ -9,10 +9,10 @@ import pytest
 
 onnx = pytest.importorskip("onnx")
 
-from amanda.io.onnx import from_onnx, to_onnx  # noqa: E402
-from amanda.types import from_attrs  # noqa: E402
-from amanda.io.onnx_values import type_to_value  # noqa: E402
-from tests.types.oracle import compare_one, onnx_types, strip_types  # noqa: E402
+from amanda.io.onnx import from_onnx, to_onnx
+from amanda.io.onnx_values import type_to_value
+from amanda.types import from_attrs
+from tests.types.oracle import compare_one, onnx_types, strip_types
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 

@@ -10,13 +10,13 @@ import pytest
 
 onnx = pytest.importorskip("onnx")
 
-import amanda  # noqa: E402
-from amanda.io.onnx import from_onnx  # noqa: E402
-from amanda.types import fits, infer_types  # noqa: E402
-from tests.conformance.onnx_cases import all_cases  # noqa: E402
-from tests.fixtures.onnx import onnx_models as models  # noqa: E402
-from tests.types.oracle import strip_types  # noqa: E402
-from tests.types.test_onnx_oracle import _claimed  # noqa: E402
+import amanda
+from amanda.io.onnx import from_onnx
+from amanda.types import fits, infer_types
+from tests.conformance.onnx_cases import all_cases
+from tests.fixtures.onnx import onnx_models as models
+from tests.types.oracle import strip_types
+from tests.types.test_onnx_oracle import _claimed
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 

@@ -10,9 +10,9 @@ from amanda.types import SequenceType, TensorType, infer_types
 from amanda.types import infer as infer_module
 
 onnx = pytest.importorskip("onnx")
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper
 
-from amanda.io.onnx import from_onnx  # noqa: E402
+from amanda.io.onnx import from_onnx
 
 NS = {"namespace": "amanda/onnx/17"}
 F32 = TensorProto.FLOAT

@@ -15,11 +15,11 @@ import pytest
 
 onnx = pytest.importorskip("onnx")
 
-from amanda.exec.dispatch import session_op_types  # noqa: E402
-from amanda.exec.kernels import registry  # noqa: E402
-from tests.conformance.onnx_cases import all_cases  # noqa: E402
-from tests.fixtures.onnx import onnx_models as models  # noqa: E402
-from tests.types.oracle import amanda_types, compare, compare_one, strip_types  # noqa: E402
+from amanda.exec.dispatch import session_op_types
+from amanda.exec.kernels import registry
+from tests.conformance.onnx_cases import all_cases
+from tests.fixtures.onnx import onnx_models as models
+from tests.types.oracle import amanda_types, compare, compare_one, strip_types
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
@@ -78,7 +78,7 @@ def test_backend_node_cases_have_no_problems_or_unknown_ops():
     for name, model in _case_models():
         try:
             _, types = amanda_types(strip_types(model))
-        except Exception as exc:  # noqa: BLE001 - say which case
+        except Exception as exc:
             raise AssertionError(f"{name}: {exc}") from exc
         assert not types.problems, (name, types.problems)
         assert not types.unknown_ops, (name, types.unknown_ops)

@@ -106,7 +106,7 @@ def _elem_merge(node: Node, types: list) -> Type | None:
     known = [t for t in types if t is not None]
     dtypes = {t.dtype for t in known if isinstance(t, TensorType)} - {None}
     if len(dtypes) > 1:
-        raise node.fail("sequence elements of one dtype", ", ".join(sorted(dtypes)))
+        raise node.fail("sequence elements of one dtype", ", ".join(sorted(map(str, dtypes))))
     if not known:
         return None
     out = known[0]

@@ -178,7 +178,7 @@ def space_to_depth(node: Node) -> list:
 def _scaled(node: Node, shape: Any, scales: Any) -> list:
     if len(scales) != len(shape):
         raise node.fail(f"{len(shape)} scales", str(len(scales)))
-    return [int(math.floor(d * s)) if type(d) is int else (d if s == 1 else None)
+    return [math.floor(d * s) if type(d) is int else (d if s == 1 else None)
             for d, s in zip(shape, scales)]
 
 

@@ -91,9 +91,9 @@ def reshape(node: Node) -> list:
     if -1 in out:
         k = out.index(-1)
         out[k] = _remaining(shape, out[:k] + out[k + 1:])
-    elif shape is not None and all(type(d) is int for d in shape) and all(type(d) is int for d in out):
-        if math.prod(shape) != math.prod(out):  # type: ignore[arg-type]
-            raise node.fail(f"a shape of {math.prod(shape)} elements", str(tuple(out)))  # type: ignore[arg-type]
+    elif (shape is not None and all(type(d) is int for d in shape) and all(type(d) is int for d in out)
+          and math.prod(shape) != math.prod(out)):  # type: ignore[arg-type]
+        raise node.fail(f"a shape of {math.prod(shape)} elements", str(tuple(out)))  # type: ignore[arg-type]
     return [TensorType(dtype, out)]
 
 
@@ -185,7 +185,7 @@ def concat(node: Node) -> list:
     ports = [i for i in range(len(node.types)) if node.present(i)]
     dtypes = {node.dtype(i) for i in ports} - {None}
     if len(dtypes) > 1:
-        raise node.fail("inputs of one dtype", ", ".join(sorted(dtypes)))
+        raise node.fail("inputs of one dtype", ", ".join(sorted(map(str, dtypes))))
     dtype = dtypes.pop() if dtypes else None
     shapes = [node.shape(i) for i in ports]
     known = [s for s in shapes if s is not None]
@@ -307,9 +307,9 @@ def pad(node: Node) -> list:
     if len(pads) != 2 * len(axes):
         raise node.fail(f"{2 * len(axes)} pads", str(len(pads)))
     out = list(shape)
-    for k, a in enumerate(axes):
-        a = node.axis(a, len(shape))
-        d = shape[a]  # type: ignore[index]
+    for k, given in enumerate(axes):
+        a = node.axis(given, len(shape))
+        d = shape[a]
         grow = int(pads[k]) + int(pads[k + len(axes)])
         out[a] = d + grow if type(d) is int else (d if grow == 0 else None)  # type: ignore[index]
     return [TensorType(node.dtype(0), out)]
@@ -344,7 +344,7 @@ def range_(node: Node) -> list:
             raise node.fail(f"a scalar input {i}", f"rank {r}")
     dtypes = {node.dtype(i) for i in range(3)} - {None}
     if len(dtypes) > 1:
-        raise node.fail("start, limit and delta of one dtype", ", ".join(sorted(dtypes)))
+        raise node.fail("start, limit and delta of one dtype", ", ".join(sorted(map(str, dtypes))))
     return [TensorType(node.dtype(0), (n,))]
 
 
