@@ -159,19 +159,13 @@ class Node:
         return a
 
     def broadcast(self, *shapes: Shape) -> Shape:
+        """numpy broadcasting; a symbol met by an int n stays free (it may be 1 or n)."""
         try:
-            out = broadcast_shapes(*shapes)
+            return broadcast_shapes(*shapes)
         except TypeMismatch as exc:
             raise self.fail(
                 "shapes that broadcast", " and ".join(_show(s) for s in shapes)
             ) from exc
-        if out is not None:
-            for shape in shapes:
-                offset = len(out) - len(shape)  # type: ignore[arg-type]
-                for i, d in enumerate(shape):  # type: ignore[arg-type]
-                    if type(d) is str and type(out[offset + i]) is int and out[offset + i] != 1:
-                        self.bindings.append((d, out[offset + i]))
-        return out
 
     def axis(self, axis: int, rank: int | None, what: str = "axis") -> Any:
         """``axis`` normalised against ``rank``; a problem if it is out of range."""
