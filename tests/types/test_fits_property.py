@@ -7,6 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 onnx = pytest.importorskip("onnx")
 
@@ -16,6 +18,7 @@ from amanda.types import fits, infer_types
 from tests.conformance.onnx_cases import all_cases
 from tests.fixtures.onnx import onnx_models as models
 from tests.types.oracle import strip_types
+from tests.types.test_check import GOOD, _model, chains
 from tests.types.test_onnx_oracle import _claimed
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
@@ -79,3 +82,12 @@ def test_backend_case_outputs_fit():
             assert fits(types.output((), name), value, bindings), (key, name, types.output((), name))
         checked += 1
     assert checked > 900
+
+
+@settings(max_examples=25)
+@given(chains, st.integers(1, 5))
+def test_random_chains_values_fit(chain, batch):
+    """Random nested chains run by the executor give values that fit their symbolic types."""
+    model, _ = _model([GOOD[k]() for k, _ in chain], [d for _, d in chain])
+    x = np.random.default_rng(batch).standard_normal((batch, 4)).astype(np.float32)
+    assert _check_every_value(model, {"x": x}) >= len(chain)

@@ -167,3 +167,14 @@ def test_edit_of_one_op_infers_only_the_changed_path(monkeypatch):
     assert types[("b25", "neg"), "Y"] == TensorType("float32", ("batch", 4))
     calls.clear()
     assert infer_types(model)[(), "y"] == TensorType("float32", ("batch", 4)) and not calls
+
+
+def test_every_kernel_op_type_has_a_rule():
+    """Each op type the executor has a kernel for (plain or session) has a type rule."""
+    import amanda.exec.control_flow  # noqa: F401  (registers the session kernels)
+    from amanda.exec.dispatch import session_op_types
+    from amanda.exec.kernels import registry
+    from amanda.types.rules import rule_op_types
+
+    kernels = set(registry.supported_op_types()) | set(session_op_types())
+    assert len(kernels) >= 157 and kernels <= set(rule_op_types())
