@@ -20,7 +20,14 @@ from amanda.containers.edge import CONTROL, SELF
 from amanda.errors import Problem
 from amanda.types.node import ABSENT, Partial
 from amanda.types.ops import OpResult, infer_op
-from amanda.types.tensor_type import TensorType, TypeMismatch, from_attrs, refine
+from amanda.types.tensor_type import (
+    OptionalType,
+    SequenceType,
+    TensorType,
+    TypeMismatch,
+    from_attrs,
+    refine,
+)
 
 __all__ = ["Level", "infer_level"]
 
@@ -78,6 +85,17 @@ def _needs_flat(c: Any) -> bool:
     return False
 
 
+def declared_type(attrs: Any, problems: list, path: tuple, what: str) -> Any:
+    """The type port attributes declare; a malformed one is a problem (and no type)."""
+    if not attrs:
+        return None
+    try:
+        return from_attrs(attrs)
+    except TypeMismatch as exc:
+        problems.append(Problem(path, f"{what} with a valid type ({exc.expected})", str(exc.found)))
+        return None
+
+
 def _declare(level: Level, c: Any, inputs: Mapping) -> None:
     for port in c.inputs:
         level.inputs[port.name] = inputs[port.name][0]
@@ -86,7 +104,7 @@ def _declare(level: Level, c: Any, inputs: Mapping) -> None:
 def _finish_outputs(level: Level, c: Any, found: Mapping, problems: list) -> None:
     for port in c.outputs:
         t, v = found.get(port.name, (None, None))
-        declared = from_attrs(port.attrs) if port.attrs else None
+        declared = declared_type(port.attrs, problems, (), f"output port {port.name!r}")
         if declared is not None:
             try:
                 t = refine(t, declared)
@@ -129,7 +147,8 @@ def _body_fn(op: Any, path: tuple, namespace: str | None, source: Any, result: O
                 t, v = captured.get(port.name, (None, None))
             else:
                 t, v = next(it, None), None
-                declared = from_attrs(port.attrs) if port.attrs else None
+                declared = declared_type(port.attrs, result.problems, (*path, label),
+                                         f"input port {port.name!r}")
                 if declared is not None:
                     try:
                         t = refine(t, declared)
@@ -213,7 +232,7 @@ def _per_level(c: Any, inputs: Mapping, ns: str | None) -> Level:
         types, values = [], []
         for port in child.inputs:
             t, v = lookup((here, port.name)) or (None, None)
-            declared = from_attrs(port.attrs) if port.attrs else None
+            declared = declared_type(port.attrs, problems, (name,), f"input port {port.name!r}")
             if declared is not None:
                 try:
                     t = refine(t, declared)
@@ -287,16 +306,11 @@ def top_inputs(model: Any, given: Mapping[str, Any] | None) -> tuple[tuple, tupl
     given = dict(given or {})
     types = []
     for port in model.inputs:
-        t = given.pop(port.name, None)
-        if t is None:
-            t = from_attrs(port.attrs) if port.attrs else None
-        elif isinstance(t, Mapping):
-            t = from_attrs(t)
-        elif isinstance(t, tuple) and len(t) == 2 and not isinstance(t, TensorType):
-            t = TensorType(*t)
-        elif isinstance(t, np.ndarray):
-            t = TensorType(t.dtype, t.shape)
-        types.append(t)
+        try:
+            types.append(_given_type(port, given.pop(port.name, None)))
+        except TypeMismatch as exc:
+            raise TypeMismatch(f"input port {port.name!r} of the model: {exc}", path=(),
+                               expected=exc.expected, found=exc.found) from None
     if given:
         from amanda.errors import PathError
 
@@ -304,3 +318,18 @@ def top_inputs(model: Any, given: Mapping[str, Any] | None) -> tuple[tuple, tupl
                         f"of the model (it has {[p.name for p in model.inputs]})",
                         expected="input port names", found=str(sorted(given)))
     return tuple(types), (None,) * len(types)
+
+
+def _given_type(port: Any, t: Any) -> Any:
+    if t is None:
+        return from_attrs(port.attrs) if port.attrs else None
+    if isinstance(t, Mapping):
+        return from_attrs(t)
+    if isinstance(t, tuple) and len(t) == 2:
+        return from_attrs({"dtype": t[0], "shape": t[1]})
+    if isinstance(t, np.ndarray):
+        return TensorType(t.dtype, t.shape)
+    if isinstance(t, (TensorType, SequenceType, OptionalType)):
+        return t
+    raise TypeMismatch(f"a type is a TensorType, (dtype, shape), port attributes or an array, "
+                       f"found {t!r}", expected="a type", found=repr(t)[:80])

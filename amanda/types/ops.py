@@ -136,7 +136,14 @@ def infer_op(
     result = OpResult()
     result.inputs = types
     n_out = len(op.outputs)
-    declared = [_declared(p.attrs) for p in op.outputs]
+    declared = []
+    for p in op.outputs:
+        try:
+            declared.append(_declared(p.attrs))
+        except TypeMismatch as exc:
+            declared.append(None)
+            result.problems.append(Problem(path, f"output port {p.name!r} with a valid type ({exc.expected})",
+                                           str(exc.found)))
     attrs = dict(op.attrs.items()) if op.attrs else {}
     parsed = parse(namespace)
     rule = None if parsed is None or op.type is None else lookup(parsed[0], parsed[1], op.type)
@@ -153,7 +160,7 @@ def infer_op(
             result.bindings = node.bindings
         except TypeMismatch as exc:
             result.problems.append(Problem(path, f"{op.type}: {exc.expected}", str(exc.found)))
-        except (AmandaError, ArithmeticError, IndexError, KeyError, TypeError, ValueError) as exc:
+        except (AmandaError, ArithmeticError, AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:
             result.problems.append(
                 Problem(path, f"inputs and attributes {op.type} can be typed with",
                         f"{type(exc).__name__}: {exc}"))

@@ -203,6 +203,17 @@ def from_attrs(attrs: Mapping[str, Any]) -> Type | None:
     dtype, shape = attrs.get("dtype"), attrs.get("shape")
     if dtype is None and shape is None:
         return None
+    return _tensor(dtype, shape)
+
+
+def _tensor(dtype: Any, shape: Any) -> TensorType:
+    if shape is not None and not isinstance(shape, (list, tuple)):
+        raise TypeMismatch(f"a shape is a list of dims, found {shape!r}",
+                           expected="a list of ints, symbols or nulls", found=repr(shape)[:80])
+    if dtype is not None and not isinstance(dtype, str) and not hasattr(dtype, "itemsize") \
+            and not isinstance(dtype, type):
+        raise TypeMismatch(f"a dtype is a name such as 'float32', found {dtype!r}",
+                           expected="a dtype name", found=repr(dtype)[:80])
     return TensorType(dtype, shape)
 
 
@@ -212,7 +223,10 @@ def _from_value(value: Any) -> Type | None:
                            expected="a type mapping", found=repr(value)[:80])
     if "tensor" in value:
         t = value["tensor"] or {}
-        return TensorType(t.get("dtype"), t.get("shape"))
+        if not isinstance(t, Mapping):
+            raise TypeMismatch(f"a tensor type is a mapping {{dtype, shape}}, found {t!r}",
+                               expected="{dtype, shape}", found=repr(t)[:80])
+        return _tensor(t.get("dtype"), t.get("shape"))
     if "sequence" in value:
         return SequenceType(_from_value(value["sequence"]))
     if "optional" in value:
