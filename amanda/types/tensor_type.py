@@ -142,7 +142,8 @@ class TensorType(_Frozen):
         return (self.dtype, self.shape)
 
     def __repr__(self) -> str:
-        dims = "?" if self.shape is None else ",".join("?" if d is None else str(d) for d in self.shape)
+        # an unknown rank shows as ``*``, an unknown dim as ``?``
+        dims = "*" if self.shape is None else ",".join("?" if d is None else str(d) for d in self.shape)
         return f"{self.dtype or '?'}[{dims}]"
 
 

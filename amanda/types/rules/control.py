@@ -69,7 +69,7 @@ def scan(node: Node) -> list:
     """States fit their initial and body types; scan outputs are stacked body outputs."""
     m = int(node.attr("num_scan_inputs", 0))
     if node.opset < 9:
-        return [None] * node.n_out
+        return _scan8(node, m)
     states = node.types[: len(node.types) - m]
     scanned = list(range(len(node.types) - m, len(node.types)))
     axes = list(node.attr("scan_input_axes") or [0] * m)
@@ -87,6 +87,30 @@ def scan(node: Node) -> list:
     finals = [merge(a, b) for a, b in zip(states, outs[:n])]
     out_axes = list(node.attr("scan_output_axes") or [0] * (len(outs) - n))
     return finals + [_insert(t, int(a), length) for t, a in zip(outs[n:], out_axes)]
+
+
+def _scan8(node: Node, m: int) -> list:
+    """Scan of opset 8: a leading batch axis on every input and output, scanning along axis 1."""
+    rest = list(range(1, len(node.types)))
+    states, scanned = rest[: len(rest) - m], rest[len(rest) - m:]
+    batch = length = None
+    inner_states = []
+    for i in states:
+        t = node.tensor(i)
+        if t is not None and t.shape:
+            batch = node.same(batch, t.shape[0], "the batch dims")
+        inner_states.append(_drop(t, 0))
+    slices = []
+    for i in scanned:
+        t = node.tensor(i)
+        if t is not None and t.shape is not None and len(t.shape) >= 2:
+            batch = node.same(batch, t.shape[0], "the batch dims")
+            length = node.same(length, t.shape[1], "the scan lengths")
+        slices.append(_drop(_drop(t, 0), 0))
+    outs = _body(node, "body", [*inner_states, *slices])
+    n = len(states)
+    finals = [_insert(t, 0, batch) for t in outs[:n]]
+    return finals + [_insert(_insert(t, 0, length), 0, batch) for t in outs[n:]]
 
 
 @rule("SequenceMap")
