@@ -55,7 +55,12 @@ def _value_key(value: Any) -> Any:
     return (value.dtype.str, value.shape, value.tobytes())
 
 
-def infer_level(container: Any, types: tuple, values: tuple, namespace: str | None) -> Level:
+MAX_DEPTH = 48  # nesting below this many per-level frames is inferred on the flat view
+
+
+def infer_level(
+    container: Any, types: tuple, values: tuple, namespace: str | None, depth: int = 0
+) -> Level:
     """The (cached) inference of ``container`` whose input ports have ``types`` and ``values``."""
     cache = container._cached("types", _new_cache)
     key = (types, tuple(_value_key(v) for v in values), namespace)
@@ -63,10 +68,10 @@ def infer_level(container: Any, types: tuple, values: tuple, namespace: str | No
     if found is None:
         inputs = {p.name: (t, v) for p, t, v in zip(container.inputs, types, values)}
         ns = container.attrs.get("namespace", namespace)
-        if _needs_flat(container):
-            found = _flat(container, inputs, ns)
+        if depth >= MAX_DEPTH or _needs_flat(container):
+            found = _flat(container, inputs, ns)  # iterative: no recursion however deep
         else:
-            found = _per_level(container, inputs, ns)
+            found = _per_level(container, inputs, ns, depth)
         cache[key] = found
     return found  # type: ignore[no-any-return]
 
@@ -201,7 +206,7 @@ def _order(c: Any) -> list:
     return ready
 
 
-def _per_level(c: Any, inputs: Mapping, ns: str | None) -> Level:
+def _per_level(c: Any, inputs: Mapping, ns: str | None, depth: int) -> Level:
     level = Level()
     _declare(level, c, inputs)
     into: dict[tuple, Any] = {}
@@ -240,7 +245,7 @@ def _per_level(c: Any, inputs: Mapping, ns: str | None) -> Level:
                     problems.append(Problem((name, port.name), f"{t!r}", f"declared {declared!r}"))
             types.append(t)
             values.append(v)
-        sub = infer_level(child, tuple(types), tuple(values), ns_child)
+        sub = infer_level(child, tuple(types), tuple(values), ns_child, depth + 1)
         level.subs[name] = sub
         for port in child.outputs:
             env[(name, port.name)] = (sub.outputs.get(port.name), sub.values.get(port.name))

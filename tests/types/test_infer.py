@@ -178,3 +178,21 @@ def test_every_kernel_op_type_has_a_rule():
 
     kernels = set(registry.supported_op_types()) | set(session_op_types())
     assert len(kernels) >= 157 and kernels <= set(rule_op_types())
+
+
+def test_deep_nesting_does_not_recurse_without_bound():
+    """A model nested 1,500 levels deep is inferred (past a depth, on the flat view)."""
+    inner = amanda.op("Relu", "relu", inputs=["X"], outputs=["Y"])
+    path = ["relu"]
+    for i in range(1500):
+        name = f"w{i}"
+        inner = amanda.Container("Wrap", name, inputs=["x"], outputs=["y"], children=[inner],
+                                 edges=[(f"{name}:x", f"{inner.name}:{'X' if i == 0 else 'x'}"),
+                                        (f"{inner.name}:{'Y' if i == 0 else 'y'}", f"{name}:y")])
+        path.insert(0, name)
+    g = amanda.Container(None, "g", inputs=[amanda.Port("x", {"dtype": "float32", "shape": [3]})], outputs=["y"],
+                         children=[inner], edges=[("g:x", f"{inner.name}:x"), (f"{inner.name}:y", "g:y")], attrs=NS)
+    types = infer_types(g)
+    assert types[(), "y"] == TensorType("float32", (3,))
+    assert types[tuple(path), "Y"] == TensorType("float32", (3,))
+    assert types.output(tuple(path[:700]), "y") == TensorType("float32", (3,))
