@@ -35,7 +35,7 @@ __all__ = ["Level", "infer_level"]
 class Level:
     """Inference of one container given its input types (paths inside are relative to it)."""
 
-    __slots__ = ("bodies", "inputs", "ops", "outputs", "ports", "subs", "values")
+    __slots__ = ("bodies", "deep", "inputs", "ops", "outputs", "ports", "subs", "values")
 
     def __init__(self) -> None:
         self.inputs: dict[str, Any] = {}
@@ -44,6 +44,7 @@ class Level:
         self.ops: dict[tuple, tuple[Any, OpResult]] = {}  # leaf path -> (op, result)
         self.ports: dict[tuple, Any] = {}  # (path, port, side) of nested containers (flat levels)
         self.subs: dict[str, Level] = {}  # child name -> its level (per-level inference)
+        self.deep: dict[tuple, Level] = {}  # path -> level of a container kept whole (opened levels)
         self.bodies: dict[tuple, Level] = {}  # (*op path, attribute) -> the body's level
 
 
@@ -68,8 +69,10 @@ def infer_level(
     if found is None:
         inputs = {p.name: (t, v) for p, t, v in zip(container.inputs, types, values)}
         ns = container.attrs.get("namespace", namespace)
-        if depth >= MAX_DEPTH or _needs_flat(container):
-            found = _flat(container, inputs, ns)  # iterative: no recursion however deep
+        if depth >= MAX_DEPTH:
+            found = _flat(container, inputs, ns, depth, True)  # iterative: no recursion however deep
+        elif _needs_flat(container):
+            found = _flat(container, inputs, ns, depth, False)
         else:
             found = _per_level(container, inputs, ns, depth)
         cache[key] = found
@@ -266,40 +269,55 @@ def _problems_only(problems: list) -> OpResult:
     return r
 
 
-def _flat(c: Any, inputs: Mapping, ns: str | None) -> Level:
-    from amanda.containers.flatten import flatten
-    from amanda.types.boundary import boundary_sources, leaf_namespaces
+def _flat(c: Any, inputs: Mapping, ns: str | None, depth: int, open_all: bool) -> Level:
+    """Infer on a view that opens the containers this level reaches into (all of them when
+    ``open_all``); every other container is inferred on its own, from its cache."""
+    from amanda.types.opened import OpenedView
 
     level = Level()
     _declare(level, c, inputs)
-    flat = flatten(c)
-    spaces = leaf_namespaces(c, ns)
+    view = OpenedView(c, ns, open_all)
     env: dict[tuple, tuple] = {}
 
-    def source(path: tuple, port: Any) -> tuple | None:
-        for edge in flat.producers(path, port):
-            src = edge[0]
-            if src[1] == CONTROL:
-                continue
-            if src[0] is SELF:
-                return inputs.get(src[1], (None, None))  # type: ignore[no-any-return]
-            return env.get((src[0], src[1]), (None, None))
-        return None
+    def value_of(src: Any) -> tuple | None:
+        if src is None:
+            return None
+        if src[0] is SELF:
+            return inputs.get(src[1], (None, None))  # type: ignore[no-any-return]
+        return env.get(src, (None, None))
 
-    for path in flat.topological_order():
-        op = flat.ops[path]
-        result = _leaf(op, path, spaces.get(path), lambda p, h=path: source(h, p), level)
-        for j, port in enumerate(op.outputs):
-            env[(path, port.name)] = (result.outputs[j], result.values.get(j))
-    for (path, port, side), src in boundary_sources(c).items():
-        got = inputs.get(src[1]) if src[0] is SELF else env.get((src[0], src[1]))
+    problems: list[Problem] = []
+    for path in view.order():
+        node, ns_unit = view.units[path]
+        if not node.children:
+            result = _leaf(node, path, ns_unit, lambda p, h=path: value_of(view.source(h, p)), level)
+            for j, port in enumerate(node.outputs):
+                env[(path, port.name)] = (result.outputs[j], result.values.get(j))
+            continue
+        types, values = [], []
+        for port in node.inputs:
+            t, v = value_of(view.source(path, port.name)) or (None, None)
+            declared = declared_type(port.attrs, problems, path, f"input port {port.name!r}")
+            if declared is not None:
+                try:
+                    t = refine(t, declared)
+                except TypeMismatch:
+                    problems.append(Problem((*path, port.name), f"{t!r}", f"declared {declared!r}"))
+            types.append(t)
+            values.append(v)
+        sub = infer_level(node, tuple(types), tuple(values), ns_unit, depth + 1)
+        level.deep[path] = sub
+        for port in node.outputs:
+            env[(path, port.name)] = (sub.outputs.get(port.name), sub.values.get(port.name))
+    for (path, port, side), src in view.junctions.items():
+        got = value_of(src)
         if got is not None:
             level.ports[(path, port, side)] = got[0]
     found = {}
-    for name, src in flat.outputs.items():
-        if src is not None:
-            found[name] = inputs.get(src[1], (None, None)) if src[0] is SELF else env.get((src[0], src[1]), (None, None))
-    problems: list[Problem] = []
+    for name, src in view.outputs.items():
+        got = value_of(src)
+        if got is not None:
+            found[name] = got
     _finish_outputs(level, c, found, problems)
     if problems:
         level.ops[("<boundary>",)] = (c, _problems_only(problems))

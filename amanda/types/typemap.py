@@ -88,6 +88,9 @@ class TypeMap(Mapping):
                 return True, level.ports[key]
             nxt = None
             for k in range(1, len(path) + 1):
+                if path[:k] in level.deep:
+                    nxt = (level.deep[path[:k]], path[k:])
+                    break
                 if path[:k] in level.bodies:
                     nxt = (level.bodies[path[:k]], path[k:])
                     break
@@ -190,6 +193,8 @@ def _walk(level: Level, prefix: tuple) -> Iterator[tuple]:
         yield prefix + path, port, side, t
     for name, sub in level.subs.items():
         yield from _walk(sub, prefix + (name,))
+    for path, sub in level.deep.items():
+        yield from _walk(sub, prefix + path)
 
 
 def _levels(level: Level, prefix: tuple) -> Iterator[tuple[Level, tuple]]:
@@ -202,6 +207,8 @@ def _levels(level: Level, prefix: tuple) -> Iterator[tuple[Level, tuple]]:
                 stack.append((body, pre + path + (label,)))
         for name, sub in lv.subs.items():
             stack.append((sub, pre + (name,)))
+        for path, sub in lv.deep.items():
+            stack.append((sub, pre + path))
 
 
 def _problems(level: Level, prefix: tuple) -> Iterator[tuple[Problem, tuple]]:

@@ -196,3 +196,39 @@ def test_deep_nesting_does_not_recurse_without_bound():
     assert types[(), "y"] == TensorType("float32", (3,))
     assert types[tuple(path), "Y"] == TensorType("float32", (3,))
     assert types.output(tuple(path[:700]), "y") == TensorType("float32", (3,))
+
+
+def test_edit_wrapper_reuses_the_subtrees_it_does_not_reach_into(monkeypatch):
+    """An amanda.edit wrapper inserting one op between two blocks infers only that op again."""
+    model = _stack(50)
+    infer_types(model)
+    e = amanda.edit(model)
+    e.add(amanda.op("Abs", "extra", inputs=["X"], outputs=["Y"], attrs=NS))
+    e.remove_edge("g/b25:y", "g/b26:x")
+    e.connect("g/b25:y", "extra:X")
+    e.connect("extra:Y", "g/b26:x")
+    edited = e.build(name="w")
+    calls = []
+    real = infer_module.infer_op
+    monkeypatch.setattr(infer_module, "infer_op", lambda op, *a: calls.append(op) or real(op, *a))
+    types = infer_types(edited)
+    assert [op.name for op in calls] == ["extra"]
+    t = TensorType("float32", ("batch", 4))
+    assert types[("extra",), "Y"] == t and types[("g", "b26", "relu"), "X"] == t
+    assert types.input(("g", "b26"), "x") == t and types[(), "y"] == t
+    assert types.input(("g",), "x") == t and types.output(("g",), "y") == t
+
+
+def test_edit_wrapper_reaching_inside_a_block():
+    """Tombstones of edges owned by a nested block are applied; the rewired values are typed anew."""
+    model = _stack(6)
+    e = amanda.edit(model)
+    e.add(amanda.op("Cast", "cast", inputs=["input"], outputs=["output"], attrs={"to": TensorProto.INT64, **NS}))
+    e.remove_edge("g/b3:x", "g/b3/relu:X")  # owned by b3 itself: its input to its first op
+    e.connect("g/b2:y", "cast:input")
+    e.connect("cast:output", "g/b3/relu:X")
+    types = infer_types(e.build(name="w"))
+    i64, f32 = TensorType("int64", ("batch", 4)), TensorType("float32", ("batch", 4))
+    assert types.input(("g", "b3"), "x") == f32 and types[("g", "b3", "relu"), "X"] == i64
+    assert types.output(("g", "b3"), "y") == i64 and types[("g", "b5", "neg"), "Y"] == i64
+    assert types[(), "y"] == i64 and not types.problems
