@@ -159,10 +159,7 @@ def _opened(root: Any, open_all: bool) -> set[tuple]:
             if target is not None and target.children:
                 opened.add(full)
                 stack.append((full, target))
-    # an opened container's ancestors must be opened too, to reach it
-    for full in list(opened):
-        opened.update(full[:k] for k in range(len(full)))
-    return opened
+    return opened  # every prefix of a wanted path is wanted too, so ancestors are opened
 
 
 def _descendant(root: Any, path: tuple) -> Any:
