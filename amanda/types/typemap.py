@@ -31,6 +31,7 @@ from typing import Any
 
 from amanda.errors import Problem
 from amanda.types.infer import Level, infer_level, top_inputs
+from amanda.types.node import ABSENT
 from amanda.types.tensor_type import Type
 
 __all__ = ["TypeMap", "infer_types"]
@@ -81,7 +82,7 @@ class TypeMap(Mapping):
                 found = result.outputs if side == "out" else result.inputs
                 for p, t in zip(names, found):
                     if p.name == port:
-                        return True, (None if t.__class__.__name__ == "_Absent" else t)
+                        return True, (None if t is ABSENT else t)
                 return False, None
             key = (path, port, side)
             if key in level.ports:
@@ -184,7 +185,7 @@ def _walk(level: Level, prefix: tuple) -> Iterator[tuple]:
         full = prefix + path
         ins = [p for p in op.inputs if not p.attrs.get("captured")]
         for p, t in zip(ins, result.inputs):
-            yield full, p.name, "in", (None if t.__class__.__name__ == "_Absent" else t)
+            yield full, p.name, "in", (None if t is ABSENT else t)
         for p, t in zip(op.outputs, result.outputs):
             yield full, p.name, "out", t
         for label, body in result.bodies.items():
