@@ -55,15 +55,15 @@ from amanda.namespaces import namespace
 from amanda.namespaces.mapping import MappingTable, NameMap, convert, load_mapping, register_table
 from amanda.namespaces.validation import validate
 from amanda.query import Selection, compile_selector, select
+from amanda.types import OptionalType, SequenceType, TensorType, TypeMap, infer_types
 from amanda.viz import render, summary, to_dot
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "CONTROL",
-    "SELF",
     "AmandaError",
     "ArgumentError",
+    "CONTROL",
     "CompositionError",
     "Container",
     "CycleError",
@@ -75,16 +75,21 @@ __all__ = [
     "FormatError",
     "InvariantError",
     "LoadedWeights",
-    "MappingTable",
     "MappingError",
+    "MappingTable",
     "NameMap",
+    "OptionalType",
     "PathError",
     "Port",
     "QueryError",
     "RenderError",
+    "SELF",
     "SchemaError",
     "Selection",
+    "SequenceType",
     "Session",
+    "TensorType",
+    "TypeMap",
     "bind",
     "chain",
     "compile_selector",
@@ -97,6 +102,7 @@ __all__ = [
     "effective_attrs",
     "flatten",
     "fuse",
+    "infer_types",
     "load",
     "load_mapping",
     "load_weights",

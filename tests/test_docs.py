@@ -185,14 +185,16 @@ LAYERS = {
     "containers": {"errors"},
     "query": {"errors", "containers", "jmespath_nesting"},
     "namespaces": {"errors", "containers", "jmespath_nesting"},
-    "io": {"errors", "containers", "namespaces"},
+    "io": {"errors", "containers", "namespaces", "types"},
     "exec": {"errors", "containers", "namespaces"},
     "viz": {"errors", "containers"},
+    "types": {"errors", "containers", "namespaces", "exec"},
 }
 UPWARD_EXCEPTIONS = {
     ("containers/container.py", "query"),
     ("containers/display.py", "viz"),  # IPython's display hooks, imported when called
     ("query/selection.py", "viz"),
+    ("namespaces/validation.py", "types"),  # validate adds the type checks, imported when called
 }
 
 

@@ -122,6 +122,9 @@ class _Exporter(GraphWriter):
         onnx = self.onnx
         model = onnx.ModelProto()
         self.graph(root, Names(), {}, (root.name or "graph",), True, model.graph)
+        from amanda.types.onnx_info import add_value_info  # types sit above io: imported when used
+
+        add_value_info(model.graph, root)
         info = root.attrs.get("onnx")
         stored = dict(info.get("opset_import") or {}) if info else {}
         opsets = {d: v for d, (v, _) in self.opsets.items()}

@@ -142,7 +142,9 @@ class GraphReader:
                 )
             )
         plans = self._name_nodes(g, values, taken, here, where)
-        types = {vi.name: vi for vi in g.value_info}
+        # value_info amanda's export inferred (amanda.types.onnx_info) is not a declared type
+        types = {vi.name: vi for vi in g.value_info
+                 if not any(p.key == "amanda_inferred" for p in vi.metadata_props)}
         for plan in plans:
             children.append(self._node(plan, scope, types, edges, where, here))
         outputs: list[Port] = []

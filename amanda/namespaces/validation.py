@@ -66,7 +66,8 @@ def validate(
 
     Each ``Problem`` has the op's ``path`` (a tuple of names from the top) and says what was
     expected and found. An op type its namespace does not define, unknown or missing ports,
-    missing required attributes and attributes of the wrong type are reported. A namespace
+    missing required attributes and attributes of the wrong type are reported, and so are the
+    type errors ``amanda.types.check`` finds (dtypes, shapes, ranks, symbols). A namespace
     name the registry does not know raises ``SchemaError`` (``unknown_namespace="raise"``), or
     is reported once per op (``"report"``), or its ops are skipped (``"skip"``).
     """
@@ -96,7 +97,9 @@ def validate(
             problems += _check(path, node, ns, cache, unknown_namespace, ignore)
         for label, body in reversed(_bodies(node)):
             stack.append(((*path, label), body, body.attrs.get("namespace", ns), True))
-    return problems
+    from amanda.types.checking import check  # types sit above namespaces: imported when used
+
+    return problems + check(container)
 
 
 def _namespace(name: Any, cache: dict, mode: str) -> Namespace | SchemaError:

@@ -1,0 +1,358 @@
+"""The inference driver: types of every port of every node, at every depth, cached per container.
+
+Inference runs one container level at a time: the children of a level in topological order,
+each leaf op through :func:`amanda.types.ops.infer_op`, each nested container recursively. The
+result of a level is cached on the container object, keyed by its input types and values, so
+after an edit only the levels on the changed path are inferred again (structural sharing makes
+every untouched subtree the same object, with its cache). A level whose edges reach into
+descendants by path, or that carries tombstones, is inferred on its effective view
+(``flatten``) instead, since its children's types then depend on more than their inputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from amanda.containers.edge import CONTROL, SELF
+from amanda.errors import Problem
+from amanda.types.node import ABSENT, Partial
+from amanda.types.ops import OpResult, infer_op
+from amanda.types.tensor_type import (
+    OptionalType,
+    SequenceType,
+    TensorType,
+    TypeMismatch,
+    from_attrs,
+    refine,
+)
+
+__all__ = ["Level", "infer_level"]
+
+
+class Level:
+    """Inference of one container given its input types (paths inside are relative to it)."""
+
+    __slots__ = ("bodies", "deep", "inputs", "ops", "outputs", "ports", "subs", "values")
+
+    def __init__(self) -> None:
+        self.inputs: dict[str, Any] = {}
+        self.outputs: dict[str, Any] = {}
+        self.values: dict[str, Any] = {}  # known values of output ports
+        self.ops: dict[tuple, tuple[Any, OpResult]] = {}  # leaf path -> (op, result)
+        self.ports: dict[tuple, Any] = {}  # (path, port, side) of nested containers (flat levels)
+        self.subs: dict[str, Level] = {}  # child name -> its level (per-level inference)
+        self.deep: dict[tuple, Level] = {}  # path -> level of a container kept whole (opened levels)
+        self.bodies: dict[tuple, Level] = {}  # (*op path, attribute) -> the body's level
+
+
+def _value_key(value: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, Partial):
+        return value.key()
+    return (value.dtype.str, value.shape, value.tobytes())
+
+
+MAX_DEPTH = 48  # nesting below this many per-level frames is inferred on the flat view
+
+
+def infer_level(
+    container: Any, types: tuple, values: tuple, namespace: str | None, depth: int = 0
+) -> Level:
+    """The (cached) inference of ``container`` whose input ports have ``types`` and ``values``."""
+    cache = container._cached("types", _new_cache)
+    key = (types, tuple(_value_key(v) for v in values), namespace)
+    found = cache.get(key)
+    if found is None:
+        inputs = {p.name: (t, v) for p, t, v in zip(container.inputs, types, values)}
+        ns = container.attrs.get("namespace", namespace)
+        if depth >= MAX_DEPTH:
+            found = _flat(container, inputs, ns, depth, True)  # iterative: no recursion however deep
+        elif _needs_flat(container):
+            found = _flat(container, inputs, ns, depth, False)
+        else:
+            found = _per_level(container, inputs, ns, depth)
+        cache[key] = found
+    return found  # type: ignore[no-any-return]
+
+
+def _new_cache(_: Any) -> dict:
+    return {}
+
+
+def _needs_flat(c: Any) -> bool:
+    if c.tombstones:
+        return True
+    for edge in c.edges:
+        src, dst = edge[0][0], edge[1][0]
+        if (src is not SELF and len(src) > 1) or (dst is not SELF and len(dst) > 1):
+            return True
+    return False
+
+
+def declared_type(attrs: Any, problems: list, path: tuple, what: str) -> Any:
+    """The type port attributes declare; a malformed one is a problem (and no type)."""
+    if not attrs:
+        return None
+    try:
+        return from_attrs(attrs)
+    except TypeMismatch as exc:
+        problems.append(Problem(path, f"{what} with a valid type ({exc.expected})", str(exc.found)))
+        return None
+
+
+def _declare(level: Level, c: Any, inputs: Mapping) -> None:
+    for port in c.inputs:
+        level.inputs[port.name] = inputs[port.name][0]
+
+
+def _finish_outputs(level: Level, c: Any, found: Mapping, problems: list) -> None:
+    for port in c.outputs:
+        t, v = found.get(port.name, (None, None))
+        declared = declared_type(port.attrs, problems, (), f"output port {port.name!r}")
+        if declared is not None:
+            try:
+                t = refine(t, declared)
+            except TypeMismatch:
+                problems.append(Problem((), f"output port {port.name!r} of type {t!r} (inferred)",
+                                        f"declared {declared!r}"))
+        level.outputs[port.name] = t
+        if v is not None:
+            level.values[port.name] = v
+
+
+def _op_inputs(op: Any, source: Any) -> tuple[list, list]:
+    types: list = []
+    values: list = []
+    for port in op.inputs:
+        pa = port.attrs
+        if pa and "captured" in pa and pa["captured"]:
+            continue
+        got = source(port.name)
+        if got is None:
+            types.append(ABSENT)
+            values.append(None)
+        else:
+            types.append(got[0])
+            values.append(got[1])
+    return types, values
+
+
+def _body_fn(op: Any, path: tuple, namespace: str | None, source: Any, result: OpResult) -> Any:
+    captured = {}
+    for port in op.inputs:
+        if port.attrs and port.attrs.get("captured"):
+            captured[port.attrs.get("onnx_name", port.name)] = source(port.name) or (None, None)
+
+    def body(label: str, graph: Any, formal: list) -> list:
+        types, values = [], []
+        it = iter(formal)
+        for port in graph.inputs:
+            if port.attrs and port.attrs.get("captured"):
+                t, v = captured.get(port.name, (None, None))
+            else:
+                t, v = next(it, None), None
+                declared = declared_type(port.attrs, result.problems, (*path, label),
+                                         f"input port {port.name!r}")
+                if declared is not None:
+                    try:
+                        t = refine(t, declared)
+                    except TypeMismatch:
+                        result.problems.append(Problem((*path, label, port.name), f"{t!r}", f"declared {declared!r}"))
+            types.append(t)
+            values.append(v)
+        sub = infer_level(graph, tuple(types), tuple(values), graph.attrs.get("namespace", namespace))
+        result.bodies[label] = sub
+        return [sub.outputs.get(p.name) for p in graph.outputs]
+
+    return body
+
+
+def _leaf(op: Any, path: tuple, ns: str | None, source: Any, level: Level) -> OpResult:
+    types, values = _op_inputs(op, source)
+    holder = OpResult()
+    body = _body_fn(op, path, ns, source, holder) if op.type in _BODIES else None
+    result = infer_op(op, path, ns, types, values, body)
+    result.bodies = holder.bodies
+    result.problems += holder.problems
+    level.ops[path] = (op, result)
+    return result
+
+
+_BODIES = frozenset({"If", "Loop", "Scan", "SequenceMap"})
+
+
+def _order(c: Any) -> list:
+    names = [child.name for child in c.children]
+    succ: dict[str, list[str]] = {n: [] for n in names}
+    indeg = dict.fromkeys(names, 0)
+    for edge in c.edges:
+        s, d = edge[0][0], edge[1][0]
+        if s is SELF or d is SELF or s[0] == d[0]:
+            continue
+        succ[s[0]].append(d[0])
+        indeg[d[0]] += 1
+    ready = [n for n in names if indeg[n] == 0]
+    i = 0
+    while i < len(ready):
+        for m in succ[ready[i]]:
+            indeg[m] -= 1
+            if indeg[m] == 0:
+                ready.append(m)
+        i += 1
+    if len(ready) < len(names):  # a cycle: the rest in document order, their inputs unknown
+        seen = set(ready)
+        ready += [n for n in names if n not in seen]
+    return ready
+
+
+def _per_level(c: Any, inputs: Mapping, ns: str | None, depth: int) -> Level:
+    level = Level()
+    _declare(level, c, inputs)
+    into: dict[tuple, Any] = {}
+    for edge in c.edges:
+        dst = edge[1]
+        if dst[1] != CONTROL and (dst[0], dst[1]) not in into:
+            into[(dst[0], dst[1])] = edge[0]
+    env: dict[tuple, tuple] = {}
+
+    def lookup(key: tuple) -> tuple | None:
+        src = into.get(key)
+        if src is None:
+            return None
+        if src[0] is SELF:
+            return inputs.get(src[1], (None, None))  # type: ignore[no-any-return]
+        return env.get((src[0][0], src[1]), (None, None))
+
+    problems: list[Problem] = []
+    for name in _order(c):
+        child = c.children[c._index[name]]
+        ns_child = child.attrs.get("namespace", ns) if child.attrs else ns
+        here = (name,)
+        if not child.children:
+            result = _leaf(child, here, ns_child, lambda p, h=here: lookup((h, p)), level)
+            for j, port in enumerate(child.outputs):
+                env[(name, port.name)] = (result.outputs[j], result.values.get(j))
+            continue
+        types, values = [], []
+        for port in child.inputs:
+            t, v = lookup((here, port.name)) or (None, None)
+            declared = declared_type(port.attrs, problems, (name,), f"input port {port.name!r}")
+            if declared is not None:
+                try:
+                    t = refine(t, declared)
+                except TypeMismatch:
+                    problems.append(Problem((name, port.name), f"{t!r}", f"declared {declared!r}"))
+            types.append(t)
+            values.append(v)
+        sub = infer_level(child, tuple(types), tuple(values), ns_child, depth + 1)
+        level.subs[name] = sub
+        for port in child.outputs:
+            env[(name, port.name)] = (sub.outputs.get(port.name), sub.values.get(port.name))
+    found = {}
+    for port in c.outputs:
+        got = lookup((SELF, port.name))
+        if got is not None:
+            found[port.name] = got
+    _finish_outputs(level, c, found, problems)
+    if problems:
+        level.ops[("<boundary>",)] = (c, _problems_only(problems))
+    return level
+
+
+def _problems_only(problems: list) -> OpResult:
+    r = OpResult()
+    r.problems = problems
+    return r
+
+
+def _flat(c: Any, inputs: Mapping, ns: str | None, depth: int, open_all: bool) -> Level:
+    """Infer on a view that opens the containers this level reaches into (all of them when
+    ``open_all``); every other container is inferred on its own, from its cache."""
+    from amanda.types.opened import OpenedView
+
+    level = Level()
+    _declare(level, c, inputs)
+    view = OpenedView(c, ns, open_all)
+    env: dict[tuple, tuple] = {}
+
+    def value_of(src: Any) -> tuple | None:
+        if src is None:
+            return None
+        if src[0] is SELF:
+            return inputs.get(src[1], (None, None))  # type: ignore[no-any-return]
+        return env.get(src, (None, None))
+
+    problems: list[Problem] = []
+    for path in view.order():
+        node, ns_unit = view.units[path]
+        if not node.children:
+            result = _leaf(node, path, ns_unit, lambda p, h=path: value_of(view.source(h, p)), level)
+            for j, port in enumerate(node.outputs):
+                env[(path, port.name)] = (result.outputs[j], result.values.get(j))
+            continue
+        types, values = [], []
+        for port in node.inputs:
+            t, v = value_of(view.source(path, port.name)) or (None, None)
+            declared = declared_type(port.attrs, problems, path, f"input port {port.name!r}")
+            if declared is not None:
+                try:
+                    t = refine(t, declared)
+                except TypeMismatch:
+                    problems.append(Problem((*path, port.name), f"{t!r}", f"declared {declared!r}"))
+            types.append(t)
+            values.append(v)
+        sub = infer_level(node, tuple(types), tuple(values), ns_unit, depth + 1)
+        level.deep[path] = sub
+        for port in node.outputs:
+            env[(path, port.name)] = (sub.outputs.get(port.name), sub.values.get(port.name))
+    for (path, port, side), src in view.junctions.items():
+        got = value_of(src)
+        if got is not None:
+            level.ports[(path, port, side)] = got[0]
+    found = {}
+    for name, src in view.outputs.items():
+        got = value_of(src)
+        if got is not None:
+            found[name] = got
+    _finish_outputs(level, c, found, problems)
+    if problems:
+        level.ops[("<boundary>",)] = (c, _problems_only(problems))
+    return level
+
+
+def top_inputs(model: Any, given: Mapping[str, Any] | None) -> tuple[tuple, tuple]:
+    """Input types of ``model``: declared in port attributes, overridden by ``given``."""
+    given = dict(given or {})
+    types = []
+    for port in model.inputs:
+        try:
+            types.append(_given_type(port, given.pop(port.name, None)))
+        except TypeMismatch as exc:
+            raise TypeMismatch(f"input port {port.name!r} of the model: {exc}", path=(),
+                               expected=exc.expected, found=exc.found) from None
+    if given:
+        from amanda.errors import PathError
+
+        raise PathError(f"infer_types was given types for {sorted(given)}, which are not input ports "
+                        f"of the model (it has {[p.name for p in model.inputs]})",
+                        expected="input port names", found=str(sorted(given)))
+    return tuple(types), (None,) * len(types)
+
+
+def _given_type(port: Any, t: Any) -> Any:
+    if t is None:
+        return from_attrs(port.attrs) if port.attrs else None
+    if isinstance(t, Mapping):
+        return from_attrs(t)
+    if isinstance(t, tuple) and len(t) == 2:
+        return from_attrs({"dtype": t[0], "shape": t[1]})
+    if isinstance(t, np.ndarray):
+        return TensorType(t.dtype, t.shape)
+    if isinstance(t, (TensorType, SequenceType, OptionalType)):
+        return t
+    raise TypeMismatch(f"a type is a TensorType, (dtype, shape), port attributes or an array, "
+                       f"found {t!r}", expected="a type", found=repr(t)[:80])

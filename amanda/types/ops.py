@@ -1,0 +1,196 @@
+"""Inferring one op: fold small constants with the executor's kernels, else apply its rule.
+
+When every input of an op is a known small constant, the op's own numpy kernel computes the
+outputs (so shape arithmetic is written once, in the kernels); otherwise the rule table gives
+the output types. Mistakes become problems, never exceptions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from amanda.errors import AmandaError, Problem
+from amanda.types.node import ABSENT, Node
+from amanda.types.rules import lookup
+from amanda.types.tensor_type import (
+    SequenceType,
+    TensorType,
+    TypeMismatch,
+    dtype_name,
+    from_attrs,
+    merge,
+    refine,
+)
+
+__all__ = ["OpResult", "infer_op", "parse"]
+
+FOLD_LIMIT = 4096  # inputs with more entries than this are not folded
+KEEP_LIMIT = 1024  # outputs with at most this many entries are kept as values
+
+_PARSED: dict[str, tuple[str, str, int | None]] = {}
+
+
+def parse(namespace: str | None) -> tuple[str, str, int | None] | None:
+    """``(family, domain, opset)`` of a namespace name, memoised; None for no namespace."""
+    if namespace is None:
+        return None
+    found = _PARSED.get(namespace)
+    if found is None:
+        from amanda.exec.dispatch import parse_namespace
+
+        found = _PARSED[namespace] = parse_namespace(namespace)
+    return found
+
+
+class OpResult:
+    """What inference found for one leaf op."""
+
+    __slots__ = ("bindings", "bodies", "inputs", "outputs", "problems", "unknown", "values")
+
+    def __init__(self) -> None:
+        self.inputs: list = []
+        self.outputs: list = []
+        self.values: dict[int, Any] = {}
+        self.problems: list[Problem] = []
+        self.unknown = False
+        self.bindings: list[tuple[str, int]] = []
+        self.bodies: dict[str, Any] = {}
+
+
+def _type_of_value(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        elem = None
+        for i, v in enumerate(value):
+            t = _type_of_value(v)
+            elem = t if i == 0 else merge(elem, t)
+        return SequenceType(elem)
+    if value is None:
+        return None
+    arr = np.asarray(value)
+    return TensorType(dtype_name(arr.dtype), arr.shape)
+
+
+# ops whose values are drawn at random: their results are not known before a run
+_RANDOM = frozenset({"Bernoulli", "Multinomial", "RandomNormal", "RandomNormalLike", "RandomUniform",
+                     "RandomUniformLike"})
+
+
+def _fold(op: Any, path: tuple, namespace: str, values: list) -> tuple | None:
+    from amanda.exec.dispatch import resolve_kernel
+
+    if op.type in _RANDOM:
+        return None
+
+    try:
+        resolved = resolve_kernel(op, "/".join(map(str, path)), namespace)
+    except AmandaError:
+        return None
+    if resolved.session:
+        return None
+    try:
+        out = resolved.fn(resolved.attrs, *values)
+    except Exception:  # noqa: BLE001 - a kernel refusing its inputs: the rule reports why
+        return None
+    return out if isinstance(out, tuple) else None
+
+
+def _declared(attrs: Any) -> Any:
+    n = len(attrs)
+    if n == 0 or (n == 1 and "onnx_name" in attrs):
+        return None
+    return from_attrs(attrs)
+
+
+def _small(outs: list, rule: Any) -> bool:
+    """Whether folding is cheap: every output's size is known and small (or no rule says)."""
+    if rule is None:
+        return True
+    for t in outs:
+        if type(t) is not TensorType or t.shape is None:
+            return False
+        n = 1
+        for d in t.shape:
+            if type(d) is not int:
+                return False
+            n *= d
+        if n > FOLD_LIMIT:
+            return False
+    return True
+
+
+def _foldable(values: list, types: list) -> bool:
+    if not values:
+        return False
+    for v, t in zip(values, types):
+        if t is ABSENT:
+            continue
+        if type(v) is not np.ndarray or v.size > FOLD_LIMIT:
+            return False
+    return True
+
+
+def infer_op(
+    op: Any,
+    path: tuple,
+    namespace: str | None,
+    types: list,
+    values: list,
+    body: Callable[..., Any] | None,
+) -> OpResult:
+    """Output types (and known values) of ``op`` given its input types and values."""
+    result = OpResult()
+    result.inputs = types
+    n_out = len(op.outputs)
+    declared = []
+    for p in op.outputs:
+        try:
+            declared.append(_declared(p.attrs))
+        except TypeMismatch as exc:
+            declared.append(None)
+            result.problems.append(Problem(path, f"output port {p.name!r} with a valid type ({exc.expected})",
+                                           str(exc.found)))
+    attrs = dict(op.attrs.items()) if op.attrs else {}
+    parsed = parse(namespace)
+    rule = None if parsed is None or op.type is None else lookup(parsed[0], parsed[1], op.type)
+    outs: list = [None] * n_out
+    if rule is None:
+        result.unknown = True
+    else:
+        node = Node(op, attrs, types, values, parsed[2], body)  # type: ignore[index]
+        try:
+            found = rule(node)
+            for j, t in enumerate(found[:n_out]):
+                outs[j] = t
+            result.values = node.out_values
+            result.bindings = node.bindings
+        except TypeMismatch as exc:
+            result.problems.append(Problem(path, f"{op.type}: {exc.expected}", str(exc.found)))
+        except (AmandaError, ArithmeticError, AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:
+            result.problems.append(
+                Problem(path, f"inputs and attributes {op.type} can be typed with",
+                        f"{type(exc).__name__}: {exc}"))
+    if parsed is not None and not result.problems and _foldable(values, types) and _small(outs, rule):
+        folded = _fold(op, path, namespace, [None if t is ABSENT else v for v, t in zip(values, types)])  # type: ignore[arg-type]
+        if folded is not None:
+            result.unknown = False
+            result.values = {}
+            for j, value in enumerate(folded[:n_out]):
+                if isinstance(value, np.generic):
+                    value = np.asarray(value)
+                outs[j] = _type_of_value(value)
+                if isinstance(value, np.ndarray) and value.size <= KEEP_LIMIT:
+                    result.values[j] = value
+    for j, d in enumerate(declared):
+        if d is None:
+            continue
+        try:
+            outs[j] = refine(outs[j], d)
+        except TypeMismatch:
+            result.problems.append(Problem(
+                path, f"output port {op.outputs[j].name!r} of type {outs[j]!r} (inferred)",
+                f"declared {d!r}"))
+    result.outputs = outs
+    return result

@@ -1,0 +1,234 @@
+"""``infer_types(model, inputs=None)``: the type of every port of every node, at every depth.
+
+The answer is a :class:`TypeMap`, a read-only mapping from ``(path, port)`` to a type, where
+``path`` is a tuple of names from the top (``()`` for the model's own boundary ports) and a
+body of an If/Loop/Scan op is reached through its attribute name
+(``('loop', 'body', 'add')``). Boundary ports of nested containers are included. Where a port
+name is both an input and an output of one node, the output is what ``[]`` gives;
+:meth:`TypeMap.input` and :meth:`TypeMap.output` choose. ``annotate`` writes the types into
+port attributes, giving a new container. A mapping was chosen over an annotated container as
+the primary answer because it is cached per container object and shares the results of
+untouched subtrees after an edit; an annotated copy would have to rebuild every node.
+
+>>> import amanda
+>>> from amanda.types import TensorType
+>>> relu = amanda.op("Relu", "relu", inputs=["X"], outputs=["Y"])
+>>> g = amanda.Container(None, "g", inputs=[amanda.Port("x", {"dtype": "float32", "shape": ["n", 4]})],
+...     outputs=["y"], children=[relu], edges=[("g:x", "relu:X"), ("relu:Y", "g:y")],
+...     attrs={"namespace": "amanda/onnx/17"})
+>>> types = infer_types(g)
+>>> types[("relu",), "Y"], types[(), "y"]
+(float32[n,4], float32[n,4])
+>>> infer_types(g, {"x": TensorType("float16", (2, 4))})[(), "y"]
+float16[2,4]
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from amanda.errors import Problem
+from amanda.types.infer import Level, infer_level, top_inputs
+from amanda.types.node import ABSENT
+from amanda.types.tensor_type import Type
+
+__all__ = ["TypeMap", "infer_types"]
+
+Key = tuple  # (path, port)
+
+
+def infer_types(model: Any, inputs: Mapping[str, Any] | None = None) -> TypeMap:
+    """Types of every port of ``model`` from its declared input types or from ``inputs``.
+
+    ``inputs`` maps input port names to a ``TensorType``, a ``(dtype, shape)`` pair, port
+    attributes (``{dtype, shape}``) or a sample array. Results are cached per container
+    object and input types. Ops without a rule get unknown outputs and are listed in
+    ``unknown_ops``; type errors are in ``problems`` (nothing raises for a user's mistake).
+    """
+    types, values = top_inputs(model, inputs)
+    collecting = gc.isenabled()
+    if collecting:
+        # inference allocates many small objects and frees few: full collections over a large
+        # model's heap would cost more than the inference itself
+        gc.disable()
+    try:
+        return TypeMap(infer_level(model, types, values, model.attrs.get("namespace")))
+    finally:
+        if collecting:
+            gc.enable()
+
+
+class TypeMap(Mapping):
+    """Read-only ``(path, port) -> type`` for every port of a model (see the module doc)."""
+
+    def __init__(self, level: Level) -> None:
+        self._level = level
+        self._all: dict[tuple, Any] | None = None
+
+    # -- lookup ----------------------------------------------------------------------------
+
+    def _find(self, path: tuple, port: Any, side: str) -> tuple[bool, Any]:
+        level = self._level
+        while True:
+            if not path:
+                ports = level.outputs if side == "out" else level.inputs
+                return (port in ports), ports.get(port)
+            entry = level.ops.get(path)
+            if entry is not None:
+                op, result = entry
+                names = op.outputs if side == "out" else [p for p in op.inputs if not p.attrs.get("captured")]
+                found = result.outputs if side == "out" else result.inputs
+                for p, t in zip(names, found):
+                    if p.name == port:
+                        return True, (None if t is ABSENT else t)
+                return False, None
+            key = (path, port, side)
+            if key in level.ports:
+                return True, level.ports[key]
+            nxt = None
+            for k in range(1, len(path) + 1):
+                if path[:k] in level.deep:
+                    nxt = (level.deep[path[:k]], path[k:])
+                    break
+                if path[:k] in level.bodies:
+                    nxt = (level.bodies[path[:k]], path[k:])
+                    break
+                if k == 1 and path[0] in level.subs:
+                    nxt = (level.subs[path[0]], path[1:])
+                    break
+                if path[:k] in level.ops:
+                    body = level.ops[path[:k]][1].bodies.get(path[k]) if k < len(path) else None
+                    if body is not None:
+                        nxt = (body, path[k + 1:])
+                    break
+            if nxt is None:
+                return False, None
+            level, path = nxt
+
+    def output(self, path: tuple, port: Any) -> Type | None:
+        """The type of output port ``port`` of the node at ``path``."""
+        return self._find(tuple(path), port, "out")[1]
+
+    def input(self, path: tuple, port: Any) -> Type | None:
+        """The type of input port ``port`` of the node at ``path``."""
+        return self._find(tuple(path), port, "in")[1]
+
+    def __getitem__(self, key: Key) -> Type | None:
+        path, port = _key(key)
+        found, t = self._find(path, port, "out")
+        if not found:
+            found, t = self._find(path, port, "in")
+        if not found:
+            raise KeyError(key)
+        return t  # type: ignore[no-any-return]
+
+    # -- everything ------------------------------------------------------------------------
+
+    def entries(self) -> Iterator[tuple[tuple, Any, str, Any]]:
+        """``(path, port, 'in' | 'out', type)`` for every port, leaves and containers."""
+        yield from _walk(self._level, ())
+
+    def _everything(self) -> dict:
+        if self._all is None:
+            found: dict = {}
+            for path, port, side, t in self.entries():
+                if side == "out" or (path, port) not in found:
+                    found[(path, port)] = t
+            self._all = found
+        return self._all
+
+    def __iter__(self) -> Iterator[Key]:
+        return iter(self._everything())
+
+    def __len__(self) -> int:
+        return len(self._everything())
+
+    @property
+    def problems(self) -> list[Problem]:
+        """Every type error found, with the path of its node."""
+        return [p for p, _ in _problems(self._level, ())]
+
+    @property
+    def unknown_ops(self) -> list[tuple[tuple, str | None]]:
+        """``(path, op type)`` of every op no rule covers (its outputs are unknown)."""
+        return list(_unknown(self._level, ()))
+
+    @property
+    def bindings(self) -> list[tuple[tuple, str, int]]:
+        """``(path, symbol, size)``: where an op forced a symbolic dim to a size."""
+        return list(_bindings(self._level, ()))
+
+    def __repr__(self) -> str:
+        return f"TypeMap({len(self)} ports, {len(self.unknown_ops)} unknown ops, {len(self.problems)} problems)"
+
+
+def _key(key: Any) -> tuple[tuple, Any]:
+    if isinstance(key, str):
+        op, _, port = key.rpartition(":")
+        return (tuple(op.split("/")) if op else ()), port
+    path, port = key
+    if isinstance(path, str):
+        path = tuple(path.split("/")) if path else ()
+    return tuple(path), port
+
+
+def _walk(level: Level, prefix: tuple) -> Iterator[tuple]:
+    for name, t in level.inputs.items():
+        yield prefix, name, "in", t
+    for name, t in level.outputs.items():
+        yield prefix, name, "out", t
+    for path, (op, result) in level.ops.items():
+        if path == ("<boundary>",):
+            continue
+        full = prefix + path
+        ins = [p for p in op.inputs if not p.attrs.get("captured")]
+        for p, t in zip(ins, result.inputs):
+            yield full, p.name, "in", (None if t is ABSENT else t)
+        for p, t in zip(op.outputs, result.outputs):
+            yield full, p.name, "out", t
+        for label, body in result.bodies.items():
+            yield from _walk(body, full + (label,))
+    for (path, port, side), t in level.ports.items():
+        yield prefix + path, port, side, t
+    for name, sub in level.subs.items():
+        yield from _walk(sub, prefix + (name,))
+    for path, sub in level.deep.items():
+        yield from _walk(sub, prefix + path)
+
+
+def _levels(level: Level, prefix: tuple) -> Iterator[tuple[Level, tuple]]:
+    stack = [(level, prefix)]
+    while stack:
+        lv, pre = stack.pop()
+        yield lv, pre
+        for path, (_, result) in lv.ops.items():
+            for label, body in result.bodies.items():
+                stack.append((body, pre + path + (label,)))
+        for name, sub in lv.subs.items():
+            stack.append((sub, pre + (name,)))
+        for path, sub in lv.deep.items():
+            stack.append((sub, pre + path))
+
+
+def _problems(level: Level, prefix: tuple) -> Iterator[tuple[Problem, tuple]]:
+    for lv, pre in _levels(level, prefix):
+        for path, (_, result) in lv.ops.items():
+            for p in result.problems:
+                inner = p.path if isinstance(p.path, tuple) else ()
+                yield Problem(pre + inner, p.expected, p.found, p.hint), path
+
+
+def _unknown(level: Level, prefix: tuple) -> Iterator[tuple[tuple, str | None]]:
+    for lv, pre in _levels(level, prefix):
+        for path, (op, result) in lv.ops.items():
+            if result.unknown:
+                yield pre + path, op.type
+
+
+def _bindings(level: Level, prefix: tuple) -> Iterator[tuple[tuple, str, int]]:
+    for lv, pre in _levels(level, prefix):
+        for path, (_, result) in lv.ops.items():
+            for sym, size in result.bindings:
+                yield pre + path, sym, size
