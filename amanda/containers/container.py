@@ -34,6 +34,8 @@ _set = object.__setattr__
 _EMPTY_VECTOR: PVector = pvector()
 _UID_PREFIX = os.urandom(6).hex()
 _uid_counter = itertools.count()
+_TRUSTED_FIELDS = ("type", "name", "inputs", "outputs", "controls", "children", "edges", "tombstones",
+                   "attrs", "uid", "_index", "_hash", "_cache")
 
 
 def new_uid() -> str:
@@ -126,7 +128,7 @@ class Container:
             from amanda.errors import InvariantError, Problem
 
             raise InvariantError([Problem((name,) if name else None, "frozen attribute values", str(exc))]) from None
-        _check_names(type, name)
+        _check_names(type, name, uid)
         _set(self, "type", type)
         _set(self, "name", name)
         _set(self, "inputs", _ports(inputs))
@@ -155,21 +157,8 @@ class Container:
     ) -> Container:
         """Assemble already-checked fields; only for transforms that re-checked what they changed."""
         self = object.__new__(cls)
-        for field, value in (
-            ("type", type),
-            ("name", name),
-            ("inputs", inputs),
-            ("outputs", outputs),
-            ("controls", controls),
-            ("children", children),
-            ("edges", edges),
-            ("tombstones", tombstones),
-            ("attrs", attrs),
-            ("uid", uid),
-            ("_index", index),
-            ("_hash", None),
-            ("_cache", None),
-        ):
+        values = (type, name, inputs, outputs, controls, children, edges, tombstones, attrs, uid, index)
+        for field, value in zip(_TRUSTED_FIELDS, (*values, None, None), strict=True):
             _set(self, field, value)
         return self
 
@@ -420,12 +409,14 @@ class Container:
         return value
 
 
-def _check_names(type_: Any, name: Any) -> None:
+def _check_names(type_: Any, name: Any, uid: Any) -> None:
+    # empty strings are refused too: documents could not tell them from a missing field
     from amanda.errors import InvariantError, Problem
 
-    for key, value in (("name", name), ("type", type_)):
-        if value is not None and type(value) is not str:
-            raise InvariantError([Problem(None, f"a string {key}", repr(value))])
+    for key, value in (("name", name), ("type", type_), ("uid", uid)):
+        if value is not None and (type(value) is not str or not value):
+            where = (name,) if key != "name" and type(name) is str and name else None
+            raise InvariantError([Problem(where, f"a non-empty string {key} or None", repr(value))])
 
 
 def op(
