@@ -21,9 +21,8 @@ def _round_trips(c: Container) -> None:
         text = dumps(c, fmt)
         back = loads(text, fmt)
         assert back == c, fmt
-        # uids, field order and every written value come back too
+        # uids and every written value come back too
         assert to_document(back) == to_document(c), fmt
-        assert dumps(back, fmt) == text, fmt
 
 
 @given(valued_containers())
