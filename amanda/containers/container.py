@@ -25,7 +25,7 @@ from pyrsistent import PMap, PVector, pvector
 
 from amanda.containers.edge import SELF, Port
 from amanda.containers.identity import structural_hash, structurally_equal
-from amanda.containers.values import EMPTY, attrs_equal, freeze_attrs
+from amanda.containers.values import EMPTY, array_keys, attrs_equal, expose_keys, freeze_attrs
 from amanda.errors import PathError
 
 __all__ = ["Container", "new_uid", "op"]
@@ -35,7 +35,7 @@ _EMPTY_VECTOR: PVector = pvector()
 _UID_PREFIX = os.urandom(6).hex()
 _uid_counter = itertools.count()
 _TRUSTED_FIELDS = ("type", "name", "inputs", "outputs", "controls", "children", "edges", "tombstones",
-                   "attrs", "uid", "_index", "_hash", "_cache")
+                   "_attrs", "uid", "_index", "_hash", "_cache", "_arrays")
 
 
 def new_uid() -> str:
@@ -77,10 +77,11 @@ class Container:
     """
 
     __slots__ = (
+        "_arrays",
+        "_attrs",
         "_cache",
         "_hash",
         "_index",
-        "attrs",
         "children",
         "controls",
         "edges",
@@ -101,7 +102,8 @@ class Container:
     children: PVector
     edges: PVector
     tombstones: PVector
-    attrs: PMap
+    _attrs: PMap  # as stored; `attrs` hands out views of its arrays
+    _arrays: tuple[str, ...] | None  # keys of attributes holding arrays, found on first read
     uid: str
     _index: dict[str, int]
     _hash: int | None
@@ -134,7 +136,8 @@ class Container:
         _set(self, "inputs", _ports(inputs))
         _set(self, "outputs", _ports(outputs))
         _set(self, "controls", _ports(controls))
-        _set(self, "attrs", frozen_attrs)
+        _set(self, "_attrs", frozen_attrs)
+        _set(self, "_arrays", None)
         _set(self, "uid", uid if uid is not None else new_uid())
         _set(self, "_hash", None)
         _set(self, "_cache", None)
@@ -158,7 +161,7 @@ class Container:
         """Assemble already-checked fields; only for transforms that re-checked what they changed."""
         self = object.__new__(cls)
         values = (type, name, inputs, outputs, controls, children, edges, tombstones, attrs, uid, index)
-        for field, value in zip(_TRUSTED_FIELDS, (*values, None, None), strict=True):
+        for field, value in zip(_TRUSTED_FIELDS, (*values, None, None, None), strict=True):
             _set(self, field, value)
         return self
 
@@ -178,13 +181,23 @@ class Container:
         return not self.children
 
     @property
+    def attrs(self) -> PMap:
+        """Own attributes. Arrays in them are handed out as fresh read-only views, so setting
+        ``.shape`` or ``.dtype`` on what a reader got cannot change this container."""
+        keys = self._arrays
+        if keys is None:
+            keys = array_keys(self._attrs)
+            _set(self, "_arrays", keys)
+        return expose_keys(self._attrs, keys) if keys else self._attrs
+
+    @property
     def namespace(self) -> str | None:
         """The namespace this container declares (``attrs['namespace']``).
 
         A child's effective namespace also depends on its ancestors: see
         :func:`amanda.containers.traverse.walk`.
         """
-        return self.attrs.get("namespace")
+        return self._attrs.get("namespace")
 
     @property
     def input_names(self) -> tuple[str, ...]:
@@ -305,7 +318,7 @@ class Container:
             "children": self.children,
             "edges": self.edges,
             "tombstones": self.tombstones,
-            "attrs": self.attrs,
+            "attrs": self._attrs,
             "uid": self.uid,
             "controls": self.controls,
         }
@@ -323,17 +336,17 @@ class Container:
         >>> op("Relu", "r").with_attrs() is op("Relu", "r").with_attrs() or True
         True
         """
-        current = self.attrs
+        current = self._attrs
         if all(k in current and attrs_equal({k: current[k]}, {k: v}) for k, v in attrs.items()):
             return self
         return self._with_own_attrs(current.update(freeze_attrs(attrs)))
 
     def without_attrs(self, *keys: str) -> Container:
         """This container without the given attributes; ``self`` if none is present."""
-        present = [k for k in keys if k in self.attrs]
+        present = [k for k in keys if k in self._attrs]
         if not present:
             return self
-        new = self.attrs
+        new = self._attrs
         for key in present:
             new = new.remove(key)
         return self._with_own_attrs(new)
@@ -376,19 +389,15 @@ class Container:
 
     def __repr__(self) -> str:
         parts = [f"type={self.type!r}", f"name={self.name!r}"]
-        if self.inputs:
-            parts.append(f"inputs={list(self.input_names)}")
-        if self.outputs:
-            parts.append(f"outputs={list(self.output_names)}")
-        if self.controls:
-            parts.append(f"controls={list(self.control_names)}")
-        if self.children:
-            parts.append(f"children={len(self.children)}")
-        if self.edges:
-            parts.append(f"edges={len(self.edges)}")
-        if self.tombstones:
-            parts.append(f"tombstones={len(self.tombstones)}")
-        if self.attrs:
+        for label, names in (
+            ("inputs", self.input_names), ("outputs", self.output_names), ("controls", self.control_names)
+        ):
+            if names:
+                parts.append(f"{label}={list(names)}")
+        for label, items in (("children", self.children), ("edges", self.edges), ("tombstones", self.tombstones)):
+            if items:
+                parts.append(f"{label}={len(items)}")
+        if self._attrs:
             parts.append(f"attrs={dict(self.attrs)!r}")
         return f"Container({', '.join(parts)})"
 

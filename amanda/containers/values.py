@@ -161,6 +161,18 @@ def freeze_attrs(attrs: Mapping[str, Any] | None) -> PMap:
     return pmap({_key(k): freeze(v) for k, v in attrs.items()})
 
 
+def array_keys(attrs: PMap) -> tuple[str, ...]:
+    """The keys of the attributes that hold an array (directly or nested)."""
+    return tuple(k for k, v in attrs.items() if type(v) not in _SCALAR_TYPES and holds_arrays(v))
+
+
+def expose_keys(attrs: PMap, keys: tuple[str, ...]) -> PMap:
+    """``attrs`` with the values under ``keys`` replaced by :func:`expose` of them."""
+    for key in keys:
+        attrs = attrs.set(key, expose(attrs[key]))
+    return attrs
+
+
 def holds_arrays(value: Any) -> bool:
     """Whether a frozen value holds an array anywhere (not counting nested containers)."""
     if isinstance(value, np.ndarray):

@@ -4,15 +4,18 @@ dtypes; the constructor refuses the names and uids a document could not hold."""
 from __future__ import annotations
 
 import math
+import warnings
+from collections.abc import Mapping
 
 import numpy as np
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 
-from amanda import Container, op
+from amanda import Container, dumps, loads, op
 from amanda.containers.values import dtype_from_text, dtype_text, freeze, values_equal
 from amanda.errors import InvariantError
-from tests.strategies import ATTRIBUTE_VALUES
+from tests.strategies import ARRAYS, ATTRIBUTE_VALUES, ML_ARRAYS
 
 
 def test_nan_attribute_equals_nan_and_hashes_alike():
@@ -101,3 +104,115 @@ def test_every_value_equals_itself_and_its_hash_is_stable(value):
     a = op("A", "a", attrs={"v": value})
     b = op("A", "a", attrs={"v": value})
     assert a.__eq__(a) and a == b and hash(a) == hash(b)
+
+
+# -- arrays cannot be changed through a container (issue 19) ----------------------------------
+
+
+_REFUSED = (ValueError, TypeError, AttributeError, IndexError, DeprecationWarning)
+
+
+def _set(a: np.ndarray, field: str, value: object) -> None:
+    setattr(a, field, value)
+
+
+MUTATIONS = {
+    "setflags": lambda a: (a.setflags(write=True), a.fill(0)),
+    "flags.writeable": lambda a: _set(a.flags, "writeable", True),
+    "item": lambda a: a.__setitem__(..., 0),
+    "shape": lambda a: _set(a, "shape", (a.size,)),
+    "shape+1": lambda a: _set(a, "shape", (1, *a.shape)),
+    "dtype": lambda a: _set(a, "dtype", np.uint8),
+    "strides": lambda a: _set(a, "strides", (0,) * a.ndim),
+    "resize": lambda a: a.resize((a.size + 3,), refcheck=False),
+    "copyto": lambda a: np.copyto(a, 1),
+    "ufunc out": lambda a: np.add(a, a, out=a),
+    "fill": lambda a: a.fill(1),
+    "sort": lambda a: a.sort(),
+    "byteswap": lambda a: a.byteswap(inplace=True),
+    "put": lambda a: a.put([0], 1),
+    "iadd": lambda a: a.__iadd__(1),
+    "as_strided": lambda a: np.lib.stride_tricks.as_strided(a, writeable=True).fill(1),
+    "as_strided setflags": lambda a: np.lib.stride_tricks.as_strided(a).setflags(write=True),
+    "base shape": lambda a: _set(a.base, "shape", (a.base.size,)) if isinstance(a.base, np.ndarray) else None,
+    "base dtype": lambda a: _set(a.base, "dtype", np.uint8) if isinstance(a.base, np.ndarray) else None,
+    "base setflags": lambda a: a.base.setflags(write=True) if isinstance(a.base, np.ndarray) else None,
+    "memoryview": lambda a: memoryview(a).cast("B").__setitem__(0, 1),
+}
+
+
+def _attempt(mutation: str, array: np.ndarray) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a deprecated setter refusing counts as refusing
+        try:
+            MUTATIONS[mutation](array)
+        except _REFUSED:
+            pass
+
+
+def _arrays_in(value: object):
+    """Every array reachable from a value, read afresh: attributes, nested values, children,
+    graph-valued attributes."""
+    if isinstance(value, np.ndarray):
+        yield value
+    elif isinstance(value, Container):
+        for item in value.attrs.values():
+            yield from _arrays_in(item)
+        for child in value.children:
+            yield from _arrays_in(child)
+    elif isinstance(value, tuple):
+        for item in value:
+            yield from _arrays_in(item)
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            yield from _arrays_in(item)
+
+
+@st.composite
+def array_holders(draw: st.DrawFn) -> tuple[Container, list[np.ndarray]]:
+    """A container with arrays at the top, in lists and dicts, in a child op and in a body;
+    and the arrays the caller passed (some writable, some read-only), which it still holds."""
+    arrays = st.one_of(ARRAYS, ML_ARRAYS)
+    given = [draw(arrays) for _ in range(5)]
+    for array in given[::2]:
+        array.setflags(write=False)  # read-only but still the caller's
+    body = op("Body", "body", ["x"], ["y"], {"w": given[4], "s": np.float32(2)})
+    attrs = {"a": given[0], "l": [given[1], 1], "d": {"k": given[2], "n": {"m": (draw(arrays),)}}, "g": body}
+    child = op("C", "child", ["x"], ["y"], {"w": given[3]})
+    return Container("T", "top", ["x"], [], [child], [("top:x", "child:x")], attrs=attrs), given
+
+
+@given(array_holders(), st.lists(st.sampled_from(sorted(MUTATIONS)), min_size=1, max_size=6))
+def test_no_numpy_mutation_changes_a_container(holder, mutations):
+    """Every mutation numpy offers, tried on every array reachable from a container (a held view
+    and fresh ones) and on the arrays the caller passed, leaves dumps, hash and == unchanged."""
+    c, given_arrays = holder
+    text, json_text = dumps(c), dumps(c, "json")
+    fresh = loads(text)
+    held = list(_arrays_in(c))
+    for mutation in mutations:
+        for array in [*held, *_arrays_in(c), *given_arrays]:
+            _attempt(mutation, array)
+    assert dumps(c) == text and dumps(c, "json") == json_text
+    assert c == fresh and fresh == c
+    assert hash(c) == hash(fresh) == hash(loads(dumps(c)))
+
+
+def test_stored_arrays_cannot_be_made_writable():
+    """An array read from a container is read-only and numpy refuses to make it writable."""
+    c = op("A", "a", attrs={"w": np.arange(4.0)})
+    with pytest.raises(ValueError, match="WRITEABLE"):
+        c.attrs["w"].setflags(write=True)
+    assert c.attrs["w"] is not c.attrs["w"]  # a fresh view per read
+
+
+def test_caller_arrays_are_copied_and_immutable_buffers_shared():
+    """A caller's array (even a read-only one) is copied; an array over immutable bytes is shared."""
+    mine = np.arange(3.0)
+    mine.setflags(write=False)
+    c = op("A", "a", attrs={"w": mine})
+    mine.setflags(write=True)
+    mine[0] = 9
+    assert c.attrs["w"].tolist() == [0.0, 1.0, 2.0]
+    shared = np.frombuffer(np.arange(3.0).tobytes())
+    assert np.shares_memory(op("A", "a", attrs={"w": shared}).attrs["w"], shared)
