@@ -23,6 +23,7 @@ from typing import Any
 
 from pyrsistent import PMap, PVector, pvector
 
+from amanda.containers import values
 from amanda.containers.edge import SELF, Port
 from amanda.containers.identity import structural_hash, structurally_equal
 from amanda.containers.values import EMPTY, array_keys, attrs_equal, expose_keys, freeze_attrs
@@ -419,13 +420,13 @@ class Container:
 
 
 def _check_names(type_: Any, name: Any, uid: Any) -> None:
-    # empty strings are refused too: documents could not tell them from a missing field
+    # documents cannot tell "" from a missing field, and YAML cannot write lone surrogates
     from amanda.errors import InvariantError, Problem
 
     for key, value in (("name", name), ("type", type_), ("uid", uid)):
-        if value is not None and (type(value) is not str or not value):
+        if value is not None and (type(value) is not str or not value or not values.utf8_text(value)):
             where = (name,) if key != "name" and type(name) is str and name else None
-            raise InvariantError([Problem(where, f"a non-empty string {key} or None", repr(value))])
+            raise InvariantError([Problem(where, f"a non-empty string {key} (UTF-8) or None", repr(value))])
 
 
 def op(

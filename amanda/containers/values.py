@@ -118,7 +118,7 @@ def freeze(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return tuple(freeze(v) for v in value)
     if isinstance(value, PMap):
-        if all(type(v) in _SCALAR_TYPES and type(k) is str for k, v in value.items()):
+        if all(type(v) in _SCALAR_TYPES and type(k) is str and k.isascii() for k, v in value.items()):
             return value
         return pmap({_key(k): freeze(v) for k, v in value.items()})
     if isinstance(value, Mapping):
@@ -138,7 +138,20 @@ def freeze(value: Any) -> Any:
 def _key(key: Any) -> Any:
     if type(key) is not str:
         raise TypeError(f"attribute keys must be strings, found {type(key).__name__}")
+    if not utf8_text(key):
+        raise TypeError(f"attribute keys must be UTF-8 text (no lone surrogates), found {key!r}")
     return key
+
+
+def utf8_text(text: str) -> bool:
+    """Whether a string can be written as UTF-8 (YAML cannot write lone surrogates)."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def freeze_attrs(attrs: Mapping[str, Any] | None) -> PMap:
@@ -148,12 +161,12 @@ def freeze_attrs(attrs: Mapping[str, Any] | None) -> PMap:
     if type(attrs) is dict:
         scalars = _SCALAR_TYPES
         for key, value in attrs.items():
-            if type(value) not in scalars or type(key) is not str:
+            if type(value) not in scalars or type(key) is not str or not key.isascii():
                 break
         else:
             return pmap(attrs)
     elif isinstance(attrs, PMap) and all(
-        type(v) in _SCALAR_TYPES and type(k) is str for k, v in attrs.items()
+        type(v) in _SCALAR_TYPES and type(k) is str and k.isascii() for k, v in attrs.items()
     ):
         return attrs
     if not isinstance(attrs, Mapping):

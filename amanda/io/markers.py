@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from amanda.containers.values import dtype_from_text, dtype_text
+from amanda.containers.values import dtype_from_text, dtype_text, utf8_text
 from amanda.errors import FormatError
 
 __all__ = ["decode_dtype", "decode_float", "decode_int", "decode_str", "encode_scalar", "fail", "show"]
@@ -75,20 +75,12 @@ def encode_scalar(value: Any) -> Any:
     """
     kind = type(value)
     if kind is str:
-        return value if value.isascii() or _utf8(value) else _encode_str(value)
+        return value if utf8_text(value) else _encode_str(value)
     if kind is float:
         return value if math.isfinite(value) else {"__float__": repr(value)}
     if kind is int:
         return value if value.bit_length() <= BIG_INT_BITS else {"__int__": hex(value)}
     return value
-
-
-def _utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _encode_str(text: str) -> dict:

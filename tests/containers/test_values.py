@@ -78,19 +78,22 @@ def test_dtypes_are_kept_and_unwritable_ones_refused():
 
 
 def test_mapping_keys_must_be_strings_even_in_a_pmap():
-    """A pyrsistent map with a non-string key is refused like a dict with one."""
+    """A key that is not a string, or not UTF-8 text, is refused in a dict, a pmap or a nested map."""
     from pyrsistent import pmap
 
     with pytest.raises(InvariantError, match="keys must be strings"):
         op("A", "a", attrs={"m": pmap({1: 2})})
     with pytest.raises(InvariantError, match="keys must be strings"):
         op("A", "a", attrs=pmap({1: 2}))
+    for attrs in ({"\udc80": 1}, {"m": {"k\ud800": 1}}, pmap({"\ud800": 1})):
+        with pytest.raises(InvariantError, match="UTF-8"):
+            op("A", "a", attrs=attrs)
 
 
 @pytest.mark.parametrize(
     ("fields", "field"),
     [({"type": ""}, "type"), ({"name": ""}, "name"), ({"uid": ""}, "uid"), ({"uid": 3}, "uid"),
-     ({"type": 7}, "type")],
+     ({"type": 7}, "type"), ({"name": "a\ud800"}, "name")],
 )
 def test_constructor_refuses_empty_names_and_non_string_uids(fields, field):
     """An empty type or name, or a uid that is not a non-empty string, raises an error naming the field."""
