@@ -26,7 +26,7 @@ from pyrsistent import PMap, PVector, pvector
 from amanda.containers import values
 from amanda.containers.edge import SELF, Port
 from amanda.containers.identity import structural_hash, structurally_equal
-from amanda.containers.values import EMPTY, array_keys, attrs_equal, expose_keys, freeze_attrs
+from amanda.containers.values import EMPTY, ArrayViews, attrs_equal, freeze_attrs, holds_arrays
 from amanda.errors import PathError
 
 __all__ = ["Container", "new_uid", "op"]
@@ -104,7 +104,7 @@ class Container:
     edges: PVector
     tombstones: PVector
     _attrs: PMap  # as stored; `attrs` hands out views of its arrays
-    _arrays: tuple[str, ...] | None  # keys of attributes holding arrays, found on first read
+    _arrays: bool | None  # whether the attributes hold arrays, found on first read
     uid: str
     _index: dict[str, int]
     _hash: int | None
@@ -138,7 +138,7 @@ class Container:
         _set(self, "outputs", _ports(outputs))
         _set(self, "controls", _ports(controls))
         _set(self, "_attrs", frozen_attrs)
-        _set(self, "_arrays", None)
+        _set(self, "_arrays", None if frozen_attrs else False)
         _set(self, "uid", uid if uid is not None else new_uid())
         _set(self, "_hash", None)
         _set(self, "_cache", None)
@@ -185,11 +185,11 @@ class Container:
     def attrs(self) -> PMap:
         """Own attributes. Arrays in them are handed out as fresh read-only views, so setting
         ``.shape`` or ``.dtype`` on what a reader got cannot change this container."""
-        keys = self._arrays
-        if keys is None:
-            keys = array_keys(self._attrs)
-            _set(self, "_arrays", keys)
-        return expose_keys(self._attrs, keys) if keys else self._attrs
+        arrays = self._arrays
+        if arrays is None:
+            arrays = holds_arrays(self._attrs)
+            _set(self, "_arrays", arrays)
+        return ArrayViews(self._attrs) if arrays else self._attrs  # type: ignore[return-value]
 
     @property
     def namespace(self) -> str | None:

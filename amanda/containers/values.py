@@ -174,37 +174,86 @@ def freeze_attrs(attrs: Mapping[str, Any] | None) -> PMap:
     return pmap({_key(k): freeze(v) for k, v in attrs.items()})
 
 
-def array_keys(attrs: PMap) -> tuple[str, ...]:
-    """The keys of the attributes that hold an array (directly or nested)."""
-    return tuple(k for k, v in attrs.items() if type(v) not in _SCALAR_TYPES and holds_arrays(v))
+class ArrayViews(Mapping):
+    """A read-only mapping over stored attributes that hands out a fresh view of every array it
+    holds on every read. Reading is lazy (nothing is copied up front); ``set``, ``update``,
+    ``remove`` and ``discard`` return pmaps of views, as a pmap's would.
+
+    >>> views = ArrayViews(pmap({"w": freeze_array(np.arange(2))}))
+    >>> views["w"] is views["w"], views["w"].tolist()
+    (False, [0, 1])
+    """
+
+    __slots__ = ("_stored",)
+
+    def __init__(self, stored: PMap) -> None:
+        self._stored = stored
+
+    def __getitem__(self, key: str) -> Any:
+        return expose(self._stored[key])
+
+    def get(self, key: str, default: Any = None) -> Any:
+        value = self._stored.get(key, _MISSING)
+        return default if value is _MISSING else expose(value)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._stored
+
+    def __iter__(self) -> Any:
+        return iter(self._stored)
+
+    def __len__(self) -> int:
+        return len(self._stored)
+
+    def __repr__(self) -> str:
+        return f"pmap({dict(self)!r})"
+
+    def _pmap(self) -> PMap:
+        return expose(self._stored)  # type: ignore[no-any-return]
+
+    def set(self, key: str, value: Any) -> PMap:
+        """A pmap of views with ``key`` set (as ``PMap.set``)."""
+        return self._pmap().set(key, value)
+
+    def update(self, *maps: Mapping) -> PMap:
+        """A pmap of views updated with ``maps`` (as ``PMap.update``)."""
+        return self._pmap().update(*maps)
+
+    def remove(self, key: str) -> PMap:
+        """A pmap of views without ``key`` (KeyError if absent, as ``PMap.remove``)."""
+        return self._pmap().remove(key)
+
+    def discard(self, key: str) -> PMap:
+        """A pmap of views without ``key`` (as ``PMap.discard``)."""
+        return self._pmap().discard(key)
 
 
-def expose_keys(attrs: PMap, keys: tuple[str, ...]) -> PMap:
-    """``attrs`` with the values under ``keys`` replaced by :func:`expose` of them."""
-    for key in keys:
-        attrs = attrs.set(key, expose(attrs[key]))
-    return attrs
+_MISSING = object()
 
 
 def holds_arrays(value: Any) -> bool:
     """Whether a frozen value holds an array anywhere (not counting nested containers)."""
+    if type(value) in _SCALAR_TYPES:
+        return False
     if isinstance(value, np.ndarray):
         return True
     if isinstance(value, tuple):
-        return any(holds_arrays(v) for v in value)
+        return any(type(v) not in _SCALAR_TYPES and holds_arrays(v) for v in value)
     if isinstance(value, Mapping):
-        return any(holds_arrays(v) for v in value.values())
+        return any(type(v) not in _SCALAR_TYPES and holds_arrays(v) for v in value.values())
     return False
 
 
 def expose(value: Any) -> Any:
     """A frozen value with every array replaced by a fresh view of it, to hand to a reader:
     setting ``.shape``, ``.dtype`` or ``.strides`` on a view leaves the stored array alone."""
+    if type(value) in _SCALAR_TYPES:
+        return value
     if isinstance(value, np.ndarray):
         return value.view()
-    if isinstance(value, tuple):
+    if isinstance(value, tuple) and holds_arrays(value):
         return tuple(expose(v) for v in value)
-    if isinstance(value, PMap):
+    if isinstance(value, PMap) and holds_arrays(value):
         return pmap({k: expose(v) for k, v in value.items()})
     return value
 

@@ -219,3 +219,20 @@ def test_caller_arrays_are_copied_and_immutable_buffers_shared():
     assert c.attrs["w"].tolist() == [0.0, 1.0, 2.0]
     shared = np.frombuffer(np.arange(3.0).tobytes())
     assert np.shares_memory(op("A", "a", attrs={"w": shared}).attrs["w"], shared)
+
+
+def test_every_way_of_reading_attrs_hands_out_views():
+    """Indexing, get, items, values, dict() and the pmap-style set/update/remove/discard of a
+    container's attrs all give arrays whose reshaping leaves the container unchanged."""
+    c = op("A", "a", attrs={"w": np.arange(6.0), "n": {"m": (np.arange(2),)}, "k": 1})
+    text = dumps(c)
+    attrs = c.attrs
+    reads = [attrs["w"], attrs.get("w"), dict(attrs)["w"], next(v for k, v in attrs.items() if k == "w"),
+             attrs.set("x", 1)["w"], attrs.update({"x": 2})["w"], attrs.remove("k")["w"],
+             attrs.discard("nope")["w"], attrs["n"]["m"][0], attrs.set("x", 1)["n"]["m"][0]]
+    reads += [v for v in attrs.values() if isinstance(v, np.ndarray)]
+    for array in reads:
+        array.shape = (array.size, 1)
+        array.dtype = np.uint8
+    assert dumps(c) == text and c.attrs["w"].shape == (6,) and c.attrs["w"].dtype == np.float64
+    assert "w" in attrs and len(attrs) == 3 and attrs.get("missing", 5) == 5
