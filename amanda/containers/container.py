@@ -161,8 +161,8 @@ class Container:
     ) -> Container:
         """Assemble already-checked fields; only for transforms that re-checked what they changed."""
         self = object.__new__(cls)
-        values = (type, name, inputs, outputs, controls, children, edges, tombstones, attrs, uid, index)
-        for field, value in zip(_TRUSTED_FIELDS, (*values, None, None, None), strict=True):
+        given = (type, name, inputs, outputs, controls, children, edges, tombstones, attrs, uid, index)
+        for field, value in zip(_TRUSTED_FIELDS, (*given, None, None, None), strict=True):
             _set(self, field, value)
         return self
 
@@ -183,8 +183,7 @@ class Container:
 
     @property
     def attrs(self) -> PMap:
-        """Own attributes. Arrays in them are handed out as fresh read-only views, so setting
-        ``.shape`` or ``.dtype`` on what a reader got cannot change this container."""
+        """Own attributes; each array in them is read as a fresh read-only view (ArrayViews)."""
         arrays = self._arrays
         if arrays is None:
             arrays = holds_arrays(self._attrs)
@@ -424,7 +423,8 @@ def _check_names(type_: Any, name: Any, uid: Any) -> None:
     from amanda.errors import InvariantError, Problem
 
     for key, value in (("name", name), ("type", type_), ("uid", uid)):
-        if value is not None and (type(value) is not str or not value or not values.utf8_text(value)):
+        ok = value is None or type(value) is str and value and (value.isascii() or values.utf8_text(value))
+        if not ok:
             where = (name,) if key != "name" and type(name) is str and name else None
             raise InvariantError([Problem(where, f"a non-empty string {key} (UTF-8) or None", repr(value))])
 
