@@ -94,7 +94,6 @@ class Container:
         "uid",
     )
     _amanda_frozen = True
-
     type: str | None
     name: str | None
     inputs: tuple[Port, ...]
@@ -161,6 +160,7 @@ class Container:
     ) -> Container:
         """Assemble already-checked fields; only for transforms that re-checked what they changed."""
         self = object.__new__(cls)
+        attrs = attrs._stored if isinstance(attrs, ArrayViews) else attrs  # a reader's view
         given = (type, name, inputs, outputs, controls, children, edges, tombstones, attrs, uid, index)
         for field, value in zip(_TRUSTED_FIELDS, (*given, None, None, None), strict=True):
             _set(self, field, value)

@@ -158,6 +158,8 @@ def freeze_attrs(attrs: Mapping[str, Any] | None) -> PMap:
     """Freeze a whole attribute mapping; empty mappings share one object."""
     if not attrs:
         return EMPTY
+    if type(attrs) is ArrayViews:
+        return attrs._stored  # another container's attributes: frozen already
     if type(attrs) is dict:
         scalars = _SCALAR_TYPES
         for key, value in attrs.items():
