@@ -188,7 +188,7 @@ class Container:
         if arrays is None:
             arrays = holds_arrays(self._attrs)
             _set(self, "_arrays", arrays)
-        return ArrayViews(self._attrs) if arrays else self._attrs  # type: ignore[return-value]
+        return ArrayViews(self) if arrays else self._attrs  # type: ignore[return-value]
 
     @property
     def namespace(self) -> str | None:

@@ -181,15 +181,19 @@ class ArrayViews(Mapping):
     holds on every read. Reading is lazy (nothing is copied up front); ``set``, ``update``,
     ``remove`` and ``discard`` return pmaps of views, as a pmap's would.
 
-    >>> views = ArrayViews(pmap({"w": freeze_array(np.arange(2))}))
+    Built over a container (whose stored attributes are frozen), never over a caller's
+    mapping, so that a container given these views back can share the stored values.
+
+    >>> from amanda import op
+    >>> views = ArrayViews(op("Const", "c", attrs={"w": np.arange(2)}))
     >>> views["w"] is views["w"], views["w"].tolist()
     (False, [0, 1])
     """
 
     __slots__ = ("_stored",)
 
-    def __init__(self, stored: PMap) -> None:
-        self._stored = stored
+    def __init__(self, owner: Any) -> None:
+        self._stored: PMap = owner._attrs
 
     def __getitem__(self, key: str) -> Any:
         return expose(self._stored[key])
