@@ -206,3 +206,18 @@ def test_every_attribute_kind_and_exotic_dtypes_round_trip():
     _, loaded = _import_round_trips(_every_kind_model())
     assert loaded[0].child("bf").attrs["value"].dtype.name == "bfloat16"
     assert isinstance(loaded[1].child("custom").attrs["g"], Container)
+
+
+def test_imported_weights_cannot_be_changed_through_the_container():
+    """Arrays an ONNX import stores over the protos' raw bytes refuse every numpy mutation the
+    container tests try: the model dumps the same afterwards."""
+    from tests.containers.test_values import MUTATIONS, _arrays_in, _attempt
+
+    c = from_onnx(models.cnn())
+    text = dumps(c, "json")
+    held = list(_arrays_in(c))
+    assert held, "the CNN has weights"
+    for mutation in sorted(MUTATIONS):
+        for array in [*held, *_arrays_in(c)]:
+            _attempt(mutation, array)
+    assert dumps(c, "json") == text and c == loads(text, "json")
