@@ -10,10 +10,12 @@ same effective dataflow. ``dataflow`` reads that dataflow back from ``flatten``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import IntEnum
 from typing import Any
 
 import numpy as np
 from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 import amanda
 from amanda import SELF, Container, op
@@ -278,3 +280,105 @@ def same_leaf_attrs(a: Container, b: Container) -> bool:
 
     left, right = leaf_attrs(a), leaf_attrs(b)
     return left.keys() == right.keys() and all(attrs_equal(left[k], right[k]) for k in left)
+
+
+# -- attribute values of every kind, for round-trip and immutability properties ---------------
+
+class _Level(IntEnum):
+    LOW = 1
+
+
+# strings YAML would read as something else if written plain, and strings that are not UTF-8
+SPECIAL_STRINGS = st.sampled_from(
+    ["yes", "No", "null", "~", "1e3", ".nan", "-.inf", "0x1f", "0o7", "on", "<<", "=", "", " x ",
+     "true", "2001-12-14", "12:30", "- a", "#c", "\ud800", "a\udfffb", "\x85", "\u2028", "\x00"]
+)
+# built by map: hypothesis cannot repr a strategy holding a 5,000-digit literal
+HUGE_INTS = st.integers(60, 20_000).flatmap(
+    lambda bits: st.sampled_from([2**bits + 1, -(2**bits), -(3 ** (bits // 2))])
+)
+NUMPY_SCALARS = st.sampled_from(
+    [np.float64(1.5), np.float64("nan"), np.float32(-0.0), np.int64(-7), np.bool_(True),
+     np.str_("yes"), np.bytes_(b"ab"), np.uint8(255), np.float16(2), np.complex64(1 - 2j)]
+)
+_ARRAY_DTYPES = st.one_of(
+    hnp.boolean_dtypes(),
+    hnp.integer_dtypes(endianness="?"),
+    hnp.unsigned_integer_dtypes(endianness="?"),
+    hnp.floating_dtypes(endianness="?"),
+    hnp.complex_number_dtypes(endianness="?"),
+    hnp.datetime64_dtypes(endianness="?"),
+    hnp.timedelta64_dtypes(endianness="?"),
+    hnp.byte_string_dtypes(min_len=1, max_len=3),
+    hnp.unicode_string_dtypes(min_len=1, max_len=3),
+)
+ARRAYS = hnp.arrays(_ARRAY_DTYPES, hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=3))
+
+
+def _ml_array(pair: tuple[str, int]) -> np.ndarray:
+    import ml_dtypes
+
+    return np.arange(pair[1], dtype=np.float32).astype(getattr(ml_dtypes, pair[0]))
+
+
+ML_ARRAYS = st.tuples(st.sampled_from(["bfloat16", "float8_e4m3fn"]), st.integers(0, 4)).map(_ml_array)
+DTYPES = st.one_of(_ARRAY_DTYPES, st.sampled_from(["bfloat16", "float8_e5m2"]).map(
+    lambda name: np.dtype(getattr(__import__("ml_dtypes"), name))))
+# keys that look like markers, or like the fields a document lifts out of attributes
+VALUE_KEYS = st.one_of(
+    st.text(max_size=6),
+    st.sampled_from(["__ndarray__", "__bytes__", "__container__", "__dtype__", "__float__",
+                     "__int__", "__str__", "__mapping__", "__x", "name", "type", "namespace"]),
+)
+SCALAR_VALUES = st.one_of(
+    st.none(), st.booleans(), st.integers(), HUGE_INTS, st.floats(), st.binary(max_size=6),
+    st.text(max_size=6), SPECIAL_STRINGS, NUMPY_SCALARS, st.just(_Level.LOW),
+)
+LEAF_VALUES = st.one_of(SCALAR_VALUES, ARRAYS, ML_ARRAYS, DTYPES)
+
+
+@st.composite
+def bodies(draw: st.DrawFn) -> Container:
+    """A small container to store as an attribute (an ONNX body): an op, or a subgraph whose
+    child carries an attribute, maybe with a body of its own."""
+    attrs = draw(st.dictionaries(VALUE_KEYS, LEAF_VALUES, max_size=2))
+    leaf = op("Leaf", "leaf", ["x"], ["y"], attrs)
+    if draw(st.booleans()):
+        return leaf
+    if draw(st.booleans()):
+        leaf = leaf.with_attrs(body=op("Inner", "inner", ["a"], ["b"], {"v": draw(LEAF_VALUES)}))
+    return Container("Body", "body", ["x"], ["y"], [leaf], [("body:x", "leaf:x"), ("leaf:y", "body:y")])
+
+
+ATTRIBUTE_VALUES = st.recursive(
+    st.one_of(LEAF_VALUES, bodies()),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.tuples(inner), st.dictionaries(VALUE_KEYS, inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+"""Every kind of attribute value the constructor accepts, nested in lists and mappings."""
+
+
+def _interpretable(attrs: dict) -> dict:
+    """Attributes amanda interprets (a namespace …) only with values it accepts; others as drawn."""
+    from amanda.containers.checks import INTERPRETED_ATTRS
+
+    return {k: v for k, v in attrs.items() if k not in INTERPRETED_ATTRS or v is None or INTERPRETED_ATTRS[k][0](v)}
+
+
+@st.composite
+def valued_containers(draw: st.DrawFn, values: st.SearchStrategy = ATTRIBUTE_VALUES) -> Container:
+    """A container with random attribute values on itself, a child, a port and an edge:
+    an op, a named subgraph or an unnamed graph."""
+    attrs = st.dictionaries(st.text(max_size=6) | st.sampled_from(["name", "type", "namespace"]), values,
+                            max_size=3).map(_interpretable)
+    port_attrs = draw(st.dictionaries(st.text(max_size=4), values, max_size=2))
+    child = op("Child", "child", [amanda.Port("x", port_attrs)], ["y"], draw(attrs))
+    kind = draw(st.sampled_from(["op", "subgraph", "graph"]))
+    if kind == "op":
+        return op("Top", "top", ["x"], ["y"], draw(attrs))
+    edge = amanda.Edge("top:x", "child:x", draw(st.dictionaries(st.text(max_size=4), values, max_size=2)))
+    name, type_ = ("top", "Top") if kind == "subgraph" else (None, None)
+    edges = [edge] if kind == "subgraph" else []
+    return Container(type_, name, ["x"] if name else [], [], [child], edges, attrs=draw(attrs))

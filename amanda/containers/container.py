@@ -23,11 +23,12 @@ from typing import Any
 
 from pyrsistent import PMap, PVector, pvector
 
+from amanda.containers import values
 from amanda.containers.checks import expect_type
 from amanda.containers.display import Displayed
 from amanda.containers.edge import SELF, Port, coerce_ports
 from amanda.containers.identity import structural_hash, structurally_equal
-from amanda.containers.values import EMPTY, attrs_equal, freeze_attrs
+from amanda.containers.values import EMPTY, ArrayViews, attrs_equal, freeze_attrs, holds_arrays
 from amanda.errors import ArgumentError, InvariantError, PathError, Problem
 
 __all__ = ["Container", "new_uid", "op"]
@@ -36,6 +37,8 @@ _set = object.__setattr__
 _EMPTY_VECTOR: PVector = pvector()
 _UID_PREFIX = os.urandom(6).hex()
 _uid_counter = itertools.count()
+_TRUSTED_FIELDS = ("type", "name", "inputs", "outputs", "controls", "children", "edges", "tombstones",
+                   "_attrs", "uid", "_index", "_hash", "_cache", "_arrays")
 
 
 def new_uid() -> str:
@@ -53,10 +56,11 @@ class Container(Displayed):
     """
 
     __slots__ = (
+        "_arrays",
+        "_attrs",
         "_cache",
         "_hash",
         "_index",
-        "attrs",
         "children",
         "controls",
         "edges",
@@ -68,7 +72,6 @@ class Container(Displayed):
         "uid",
     )
     _amanda_frozen = True
-
     type: str | None
     name: str | None
     inputs: tuple[Port, ...]
@@ -77,7 +80,8 @@ class Container(Displayed):
     children: PVector
     edges: PVector
     tombstones: PVector
-    attrs: PMap
+    _attrs: PMap  # as stored; `attrs` hands out views of its arrays
+    _arrays: bool | None  # whether the attributes hold arrays, found on first read
     uid: str
     _index: dict[str, int]
     _hash: int | None
@@ -104,13 +108,14 @@ class Container(Displayed):
             from amanda.errors import InvariantError, Problem
 
             raise InvariantError([Problem((name,) if name else None, "frozen attribute values", str(exc))]) from None
-        _check_names(type, name)
+        _check_names(type, name, uid)
         _set(self, "type", type)
         _set(self, "name", name)
         _set(self, "inputs", coerce_ports(inputs))
         _set(self, "outputs", coerce_ports(outputs))
         _set(self, "controls", coerce_ports(controls))
-        _set(self, "attrs", frozen_attrs)
+        _set(self, "_attrs", frozen_attrs)
+        _set(self, "_arrays", None if frozen_attrs else False)
         _set(self, "uid", uid if uid is not None else new_uid())
         _set(self, "_hash", None)
         _set(self, "_cache", None)
@@ -133,21 +138,9 @@ class Container(Displayed):
     ) -> Container:
         """Assemble already-checked fields; only for transforms that re-checked what they changed."""
         self = object.__new__(cls)
-        for field, value in (
-            ("type", type),
-            ("name", name),
-            ("inputs", inputs),
-            ("outputs", outputs),
-            ("controls", controls),
-            ("children", children),
-            ("edges", edges),
-            ("tombstones", tombstones),
-            ("attrs", attrs),
-            ("uid", uid),
-            ("_index", index),
-            ("_hash", None),
-            ("_cache", None),
-        ):
+        attrs = attrs._stored if isinstance(attrs, ArrayViews) else attrs  # a reader's view
+        given = (type, name, inputs, outputs, controls, children, edges, tombstones, attrs, uid, index)
+        for field, value in zip(_TRUSTED_FIELDS, (*given, None, None, None), strict=True):
             _set(self, field, value)
         return self
 
@@ -167,13 +160,22 @@ class Container(Displayed):
         return not self.children
 
     @property
+    def attrs(self) -> PMap:
+        """Own attributes; each array in them is read as a fresh read-only view (ArrayViews)."""
+        arrays = self._arrays
+        if arrays is None:
+            arrays = holds_arrays(self._attrs)
+            _set(self, "_arrays", arrays)
+        return ArrayViews(self) if arrays else self._attrs  # type: ignore[return-value]
+
+    @property
     def namespace(self) -> str | None:
         """The namespace this container declares (``attrs['namespace']``).
 
         A child's effective namespace also depends on its ancestors: see
         :func:`amanda.containers.traverse.walk`.
         """
-        return self.attrs.get("namespace")
+        return self._attrs.get("namespace")
 
     @property
     def input_names(self) -> tuple[str, ...]:
@@ -295,7 +297,7 @@ class Container(Displayed):
             "children": self.children,
             "edges": self.edges,
             "tombstones": self.tombstones,
-            "attrs": self.attrs,
+            "attrs": self._attrs,
             "uid": self.uid,
             "controls": self.controls,
         }
@@ -313,7 +315,7 @@ class Container(Displayed):
         >>> op("Relu", "r").with_attrs() is op("Relu", "r").with_attrs() or True
         True
         """
-        current = self.attrs
+        current = self._attrs
         try:
             frozen = freeze_attrs(attrs)
         except TypeError as exc:
@@ -324,10 +326,10 @@ class Container(Displayed):
 
     def without_attrs(self, *keys: str) -> Container:
         """This container without the given attributes; ``self`` if none is present."""
-        present = [k for k in keys if expect_type(k, str, "key", "an attribute name (a string)") in self.attrs]
+        present = [k for k in keys if expect_type(k, str, "key", "an attribute name (a string)") in self._attrs]
         if not present:
             return self
-        new = self.attrs
+        new = self._attrs
         for key in present:
             new = new.remove(key)
         return self._with_own_attrs(new)
@@ -375,19 +377,15 @@ class Container(Displayed):
 
     def __repr__(self) -> str:
         parts = [f"type={self.type!r}", f"name={self.name!r}"]
-        if self.inputs:
-            parts.append(f"inputs={list(self.input_names)}")
-        if self.outputs:
-            parts.append(f"outputs={list(self.output_names)}")
-        if self.controls:
-            parts.append(f"controls={list(self.control_names)}")
-        if self.children:
-            parts.append(f"children={len(self.children)}")
-        if self.edges:
-            parts.append(f"edges={len(self.edges)}")
-        if self.tombstones:
-            parts.append(f"tombstones={len(self.tombstones)}")
-        if self.attrs:
+        for label, names in (
+            ("inputs", self.input_names), ("outputs", self.output_names), ("controls", self.control_names)
+        ):
+            if names:
+                parts.append(f"{label}={list(names)}")
+        for label, items in (("children", self.children), ("edges", self.edges), ("tombstones", self.tombstones)):
+            if items:
+                parts.append(f"{label}={len(items)}")
+        if self._attrs:
             parts.append(f"attrs={dict(self.attrs)!r}")
         return f"Container({', '.join(parts)})"
 
@@ -408,12 +406,15 @@ class Container(Displayed):
         return value
 
 
-def _check_names(type_: Any, name: Any) -> None:
+def _check_names(type_: Any, name: Any, uid: Any) -> None:
+    # documents cannot tell "" from a missing field, and YAML cannot write lone surrogates
     from amanda.errors import InvariantError, Problem
 
-    for key, value in (("name", name), ("type", type_)):
-        if value is not None and type(value) is not str:
-            raise InvariantError([Problem(None, f"a string {key}", repr(value))])
+    for key, value in (("name", name), ("type", type_), ("uid", uid)):
+        ok = value is None or type(value) is str and value and (value.isascii() or values.utf8_text(value))
+        if not ok:
+            where = (name,) if key != "name" and type(name) is str and name else None
+            raise InvariantError([Problem(where, f"a non-empty string {key} (UTF-8) or None", repr(value))])
 
 
 def op(

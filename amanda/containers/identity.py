@@ -29,7 +29,7 @@ def _own_hash(node: "Container", child_hashes: tuple[int, ...]) -> int:
             child_hashes,
             tuple(node.edges),
             tuple(node.tombstones),
-            attrs_hash(node.attrs),
+            attrs_hash(node._attrs),
         )
     )
 
@@ -67,7 +67,7 @@ def structurally_equal(a: "Container", b: "Container") -> bool:
             or len(x.children) != len(y.children)
             or list(x.edges) != list(y.edges)
             or list(x.tombstones) != list(y.tombstones)
-            or not attrs_equal(x.attrs, y.attrs)
+            or not attrs_equal(x._attrs, y._attrs)
         ):
             return False
         pairs.extend(zip(x.children, y.children))

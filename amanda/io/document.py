@@ -2,9 +2,9 @@
 
 Kinds: ``graph``, ``subgraph``, ``op`` (containers), ``edge``, ``input_port`` and
 ``output_port``. Optional extensions: ``uid``, ``tombstones`` (edges deleted below),
-``control_ports`` (named control ports). Arrays in attributes are written as
-``{__ndarray__: {dtype, shape, data}}`` (base64 of the raw bytes) so they round-trip
-exactly; ``bytes`` as ``{__bytes__: base64}``.
+``control_ports`` (named control ports). Attribute values that YAML/JSON would lose (arrays,
+bytes, containers, dtypes, NaN …) are written as one-key marker mappings such as
+``{__ndarray__: {dtype, shape, data}}``; :mod:`amanda.io.markers` lists them.
 """
 
 from __future__ import annotations
@@ -17,8 +17,18 @@ import numpy as np
 
 from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Edge, Endpoint, Port
-from amanda.containers.values import EMPTY, freeze_array
+from amanda.containers.values import EMPTY, dtype_from_text, dtype_text, freeze_array
 from amanda.errors import AmandaError, FormatError
+from amanda.io.markers import (
+    decode_dtype,
+    decode_float,
+    decode_int,
+    decode_str,
+    encode_scalar,
+    marker_body,
+    show,
+)
+from amanda.io.markers import fail as _fail
 
 __all__ = ["DocPath", "from_document", "to_document"]
 
@@ -32,26 +42,6 @@ _OP_FIELDS = frozenset(
 )
 _SUBGRAPH_FIELDS = _OP_FIELDS | {"ops", "edges", "tombstones"}
 _KINDS = ("graph", "subgraph", "op", "edge", "input_port", "output_port")
-
-
-def show(path: DocPath) -> str:
-    """``graph.ops[3].name`` from ``("graph", "ops", 3, "name")``."""
-    text = ""
-    for part in path:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text or "<document>"
-
-
-def _fail(path: DocPath, expected: str, found: Any) -> FormatError:
-    shown = found if isinstance(found, str) and found.startswith("<") else repr(found)
-    if len(shown) > 80:
-        shown = shown[:77] + "..."
-    return FormatError(
-        f"at {show(path)}: expected {expected}, found {shown}",
-        path=path,
-        expected=expected,
-        found=shown,
-    )
 
 
 def from_document(doc: Any) -> Container | Edge | Port:
@@ -257,16 +247,30 @@ def _decode(value: Any, path: DocPath) -> Any:
     if isinstance(value, list):
         return [_decode(v, path + (i,)) for i, v in enumerate(value)]
     if isinstance(value, Mapping):
-        if "__ndarray__" in value:
-            return _decode_array(value, path)
-        if "__bytes__" in value:
-            return _decode_bytes(value, path)
+        for marker, decoder in _MARKERS.items():
+            if marker in value:
+                return decoder(value, path)
         return {k: _decode(v, path + (k,)) for k, v in value.items() if _key_ok(k, path)}
     if isinstance(value, bytes):
         return value
     raise _fail(
         path, "a string, number, boolean, null, list, mapping or array", f"<{type(value).__name__}>"
     )
+
+
+def _decode_container(value: Mapping, path: DocPath) -> Container:
+    body, where = marker_body(value, path, "__container__", "a container document")
+    if not isinstance(body, Mapping) or len(body) != 1 or next(iter(body)) not in _CONTAINER_KINDS:
+        raise _fail(where, "a mapping with one of the keys graph, subgraph, op", body)
+    ((kind, inner),) = body.items()
+    return _container(inner, where + (kind,), kind)
+
+
+def _decode_mapping(value: Mapping, path: DocPath) -> dict:
+    body, where = marker_body(value, path, "__mapping__", "a mapping")
+    if not isinstance(body, Mapping):
+        raise _fail(where, "a mapping", body)
+    return {k: _decode(v, where + (k,)) for k, v in body.items() if _key_ok(k, where)}
 
 
 def _key_ok(key: Any, path: DocPath) -> bool:
@@ -281,7 +285,7 @@ def _decode_array(value: Mapping, path: DocPath) -> np.ndarray:
     if len(value) != 1 or not isinstance(spec, Mapping) or set(spec) != {"dtype", "shape", "data"}:
         raise _fail(where, "{dtype, shape, data}", spec)
     try:
-        dtype = np.dtype(spec["dtype"])
+        dtype = dtype_from_text(spec["dtype"])
     except (TypeError, ValueError):
         raise _fail(
             where + ("dtype",), "a numpy dtype string such as '<f4'", spec["dtype"]
@@ -304,8 +308,8 @@ def _decode_array(value: Mapping, path: DocPath) -> np.ndarray:
             f"{count * dtype.itemsize} bytes for shape {shape}",
             f"<{len(raw)} bytes>",
         )
-    array = np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
-    return freeze_array(array)
+    # read-only over the immutable decoded bytes: stored without another copy
+    return freeze_array(np.frombuffer(raw, dtype=dtype).reshape(shape))
 
 
 def _decode_bytes(value: Mapping, path: DocPath) -> bytes:
@@ -317,18 +321,31 @@ def _decode_bytes(value: Mapping, path: DocPath) -> bytes:
         raise _fail(path + ("__bytes__",), "base64 text", value["__bytes__"]) from None
 
 
+_MARKERS = {
+    "__ndarray__": _decode_array,
+    "__bytes__": _decode_bytes,
+    "__container__": _decode_container,
+    "__dtype__": decode_dtype,
+    "__float__": decode_float,
+    "__int__": decode_int,
+    "__str__": decode_str,
+    "__mapping__": _decode_mapping,
+}
+_CONTAINER_KINDS = ("graph", "subgraph", "op")
+
+
 def encode_value(value: Any) -> Any:
     """The document form of an attribute value (arrays and bytes as markers)."""
     return _encode(value)
 
 
 def _encode(value: Any) -> Any:
-    if isinstance(value, _PLAIN):
-        return value
+    if type(value) in _PLAIN_TYPES:
+        return encode_scalar(value)
     if isinstance(value, np.ndarray):
         return {
             "__ndarray__": {
-                "dtype": value.dtype.str,
+                "dtype": dtype_text(value.dtype),
                 "shape": list(value.shape),
                 "data": base64.b64encode(np.ascontiguousarray(value).tobytes()).decode("ascii"),
             }
@@ -336,13 +353,16 @@ def _encode(value: Any) -> Any:
     if isinstance(value, tuple):
         return [_encode(v) for v in value]
     if isinstance(value, Mapping):
-        return {k: _encode(v) for k, v in value.items()}
+        encoded = {k: _encode(v) for k, v in value.items()}
+        if any(k.startswith("__") for k in encoded):
+            return {"__mapping__": encoded}  # read back as a mapping, not as a marker
+        return encoded
     if isinstance(value, bytes):
         return {"__bytes__": base64.b64encode(value).decode("ascii")}
     if isinstance(value, Container):
-        return to_document(value)
+        return {"__container__": to_document(value)}
     if isinstance(value, np.dtype):
-        return value.str
+        return {"__dtype__": dtype_text(value)}
     raise TypeError(f"cannot write a {type(value).__name__} attribute")
 
 
@@ -355,16 +375,18 @@ def to_document(item: Container | Edge | Port) -> dict:
         return {"edge": _edge_doc(item, None)}
     if isinstance(item, Port):
         return {"input_port": _port_doc(item)}
-    kind = (
-        "op" if item.is_op else ("graph" if item.name is None and item.type is None else "subgraph")
-    )
+    if item.is_op and not (item.edges or item.tombstones):
+        kind = "op"  # `op` bodies have no edges: an op with pass-through edges is a subgraph
+    else:
+        kind = "graph" if item.name is None and item.type is None else "subgraph"
     return {kind: _container_doc(item, kind)}
 
 
 def _container_doc(c: Container, kind: str) -> dict:
     doc: dict[str, Any] = {}
     attrs = dict(c.attrs)
-    if kind == "graph" and "namespace" in attrs:
+    namespace = attrs.get("namespace")
+    if kind == "graph" and type(namespace) is str and namespace:
         doc["namespace"] = attrs.pop("namespace")
     # written even when empty if an attribute shares the name, so reading does not lift it
     if c.type is not None or "type" in attrs:

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from amanda.containers.values import freeze_array
 from amanda.errors import FormatError
 
 __all__ = [
@@ -123,11 +124,8 @@ _EXTERNAL = 1  # TensorProto.EXTERNAL
 
 
 def _frozen(array: np.ndarray) -> np.ndarray:
-    # an array with a base may alias the proto's bytes: copy it so the container owns its data
-    if array.base is not None:
-        array = np.array(array, copy=True)
-    array.setflags(write=False)
-    return array
+    # over the proto's immutable raw bytes: shared, not copied; anything else is copied once
+    return freeze_array(array)
 
 
 def tensor_to_array(tensor: Any, where: str = "") -> np.ndarray:
