@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         return replay(targets[0], args.seed, args.replay)
     start = time.time()
     if args.hypothesis:
-        results = pool.run_hypothesis(targets, args.hypothesis, args.limit, args.shrink)
+        results = pool.run_hypothesis(targets, args.hypothesis, args.limit, args.shrink, args.workers)
         for name, result in results.items():
             print(f"{name}: {result['counts']}\n  first bad case: {result['bad']}")
         return int(any(r["bad"] for r in results.values()))

@@ -30,6 +30,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import amanda
+from amanda import Container
 from amanda.errors import AmandaError
 
 BAD = ("raw_exception", "modified_input", "invalid_result", "hang", "crash")
@@ -187,3 +189,21 @@ def classify(target: Target, case: Any, limit: float | None = 5.0) -> Outcome:
 def case_of(target: Target, seed: int, index: int) -> Any:
     """The long runner's case number ``index`` of ``target`` under ``seed``."""
     return target.generate(RandomSource(f"{target.name}:{seed}:{index}"))
+
+
+Snapshot = tuple[Container, bool, str]
+
+
+def snapshot(container: Container) -> Snapshot:
+    """An independent copy of ``container`` (rebuilt from its YAML, since containers refuse
+    ``deepcopy``), whether it equals the container (NaN attributes may not), and the YAML."""
+    text = amanda.dumps(container)
+    twin = amanda.loads(text)
+    return twin, twin == container, text
+
+
+def check_unchanged(container: Container, before: Snapshot, what: str) -> None:
+    """Raise ModifiedInput if ``container`` no longer matches ``before``."""
+    twin, equal, text = before
+    if (equal and container != twin) or amanda.dumps(container) != text:
+        raise ModifiedInput(f"{what} changed during the run")

@@ -163,7 +163,7 @@ def tag_yaml(src: Source, text: str) -> str:
 def deep_text(src: Source, text: str, json: bool = False) -> str:
     """``text`` with one value replaced by a flow list or mapping nested thousands deep
     (deeper than any recursive parser or builder allows)."""
-    depth = src.choice([500, 1100, 5000, 30000])
+    depth = src.choice([500, 1100, 6000, 25000])
     opening, closing = ("[", "]") if src.boolean() else ('{"k": ', "}")
     deep = opening * depth + "1" + closing * depth
     spots = [i + 1 for i, ch in enumerate(text) if ch == ":"] or [0]

@@ -136,27 +136,42 @@ def run_cases(targets: list[str], cases: int, seed: int = 0, workers: int = 2, l
                     progress()
         worker.close()
 
+    _in_threads(serve, workers)
+    return reports
+
+
+def run_hypothesis(targets: list[str], examples: int, limit: float = 5.0, shrink: bool = False,
+                   workers: int = 2) -> dict[str, dict[str, Any]]:
+    """A derandomized hypothesis test of each target, on ``workers`` processes; its counts and
+    first bad case (``{"bad": ["crash", ...]}`` when the worker died)."""
+    results: dict[str, dict[str, Any]] = {}
+    jobs: queue.Queue = queue.Queue()
+    for t in targets:
+        jobs.put(t)
+
+    def serve() -> None:
+        worker = Worker()
+        while True:
+            try:
+                t = jobs.get_nowait()
+            except queue.Empty:
+                break
+            request = {"op": "hypothesis", "target": t, "examples": examples, "limit": limit,
+                       "shrink": shrink}
+            answer = worker.ask(request, examples * limit + 60)
+            if isinstance(answer, str):
+                answer = {"counts": {}, "bad": [answer, worker.stderr()[-1500:], "during hypothesis"]}
+                worker = Worker()
+            results[t] = answer
+        worker.close()
+
+    _in_threads(serve, workers)
+    return {t: results[t] for t in targets}
+
+
+def _in_threads(serve: Any, workers: int) -> None:
     threads = [threading.Thread(target=serve) for _ in range(max(1, workers))]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    return reports
-
-
-def run_hypothesis(targets: list[str], examples: int, limit: float = 5.0,
-                   shrink: bool = False) -> dict[str, dict[str, Any]]:
-    """A derandomized hypothesis test of each target, in a worker; its counts and first bad case
-    (``{"bad": ["crash", ...]}`` when the worker died)."""
-    results: dict[str, dict[str, Any]] = {}
-    worker = Worker()
-    for t in targets:
-        request = {"op": "hypothesis", "target": t, "examples": examples, "limit": limit,
-                   "shrink": shrink}
-        answer = worker.ask(request, examples * limit + 60)
-        if isinstance(answer, str):
-            answer = {"counts": {}, "bad": [answer, worker.stderr()[-1500:], "during hypothesis"]}
-            worker = Worker()
-        results[t] = answer
-    worker.close()
-    return results

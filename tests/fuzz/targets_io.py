@@ -15,9 +15,8 @@ import numpy as np
 import amanda
 from amanda import Container, Endpoint
 from tests.fuzz import seeds
-from tests.fuzz.harness import InvalidResult, ModifiedInput, Source, Target
+from tests.fuzz.harness import InvalidResult, ModifiedInput, Source, Target, check_unchanged, snapshot
 from tests.fuzz.mutate import mutate_bytes
-from tests.fuzz.targets import check_unchanged, snapshot
 
 
 @functools.cache

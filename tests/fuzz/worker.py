@@ -13,6 +13,7 @@ import faulthandler
 import json
 import resource
 import sys
+import time
 from typing import Any
 
 MEMORY_LIMIT = 4 * 2**30  # a case that wants more gets a MemoryError, not the machine's memory
@@ -70,7 +71,15 @@ def main() -> None:
     print(json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:
         request = json.loads(line)
-        answer = run_hypothesis(request) if request["op"] == "hypothesis" else run_case(request)
+        if request["op"] == "selftest":  # lets the pool's tests make a worker crash or stick
+            if request["do"] == "crash":
+                faulthandler._sigsegv()
+            time.sleep(request["seconds"])
+            answer = {"slept": request["seconds"]}
+        elif request["op"] == "hypothesis":
+            answer = run_hypothesis(request)
+        else:
+            answer = run_case(request)
         print(json.dumps(answer), flush=True)
 
 
