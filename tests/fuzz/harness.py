@@ -11,7 +11,8 @@ ending:
   frame inside ``amanda/`` so that distinct bugs of one type stay apart;
 - ``modified_input``: the run changed one of its inputs (a bug);
 - ``invalid_result``: the run returned something that breaks a property the target checks;
-- ``hang``: the time limit passed; ``crash``: the process died (only the worker pool sees it).
+- ``hang``: the time limit passed; ``crash``: the process died (only the worker pool sees it);
+- ``generator_error:<Type>``: the fuzzer could not make the case (a bug of the fuzzer).
 
 Choices come from a :class:`Source`, so the same generator serves hypothesis (which then
 shrinks failures) and the long runner, which seeds ``random.Random`` with
@@ -34,7 +35,7 @@ import amanda
 from amanda import Container
 from amanda.errors import AmandaError
 
-BAD = ("raw_exception", "modified_input", "invalid_result", "hang", "crash")
+BAD = ("raw_exception", "modified_input", "invalid_result", "hang", "crash", "generator_error")
 
 
 class Source:

@@ -107,6 +107,13 @@ def record(target: str, seed: int, index: int, kind: str, stderr: str) -> Path:
     return stem
 
 
+def _record(target: str, seed: int, index: int, kind: str, stderr: str) -> str:
+    try:
+        return f"see tests/fuzz/crashes/{record(target, seed, index, kind, stderr).name}.txt"
+    except Exception as exc:  # noqa: BLE001 - the case is counted even if its input cannot be
+        return f"the input could not be recorded: {type(exc).__name__}: {exc}"
+
+
 def run_cases(targets: list[str], cases: int, seed: int = 0, workers: int = 2, limit: float = 5.0,
               start: int = 0, progress: Any = None) -> dict[str, Report]:
     """Run cases ``start .. start + cases - 1`` of every target on ``workers`` processes."""
@@ -127,8 +134,12 @@ def run_cases(targets: list[str], cases: int, seed: int = 0, workers: int = 2, l
             request = {"op": "case", "target": t, "seed": seed, "index": index, "limit": limit}
             answer = worker.ask(request, limit * 3 + 5)
             if isinstance(answer, str):  # the worker died or stuck: record the case, replace it
-                stem = record(t, seed, index, answer, worker.stderr())
-                answer = {"kind": answer, "detail": f"see {stem.name}.txt", "seconds": limit}
+                answer = {"kind": answer, "detail": _record(t, seed, index, answer, worker.stderr()),
+                          "seconds": limit}
+                worker = Worker()
+            elif answer["kind"] == "hang":  # threads the case started may still be running
+                answer["detail"] += "; " + _record(t, seed, index, "hang", "")
+                worker.close()
                 worker = Worker()
             with lock:
                 reports[t].add(index, answer["kind"], answer["detail"], answer["seconds"])
@@ -137,6 +148,9 @@ def run_cases(targets: list[str], cases: int, seed: int = 0, workers: int = 2, l
         worker.close()
 
     _in_threads(serve, workers)
+    missing = cases * len(targets) - sum(r.cases for r in reports.values())
+    if missing:
+        raise RuntimeError(f"{missing} cases were not run (a worker thread failed)")
     return reports
 
 

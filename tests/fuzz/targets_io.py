@@ -205,7 +205,7 @@ def _value(src: Source, good: np.ndarray) -> Any:
     if kind == 8:  # odd arrays
         return src.choice([np.array([1, "a"], object), np.zeros((0, 8), np.float32),
                            np.full(good.shape, np.nan, good.dtype), np.asfortranarray(good),
-                           np.broadcast_to(good.ravel()[:1], good.shape), good[..., ::-1]])
+                           np.broadcast_to(good.ravel()[0], good.shape), good[..., ::-1] if good.ndim else good])
     return good.copy()
 
 
@@ -226,7 +226,8 @@ def generate_session(src: Source) -> tuple[str, dict, Any, Any, Any]:
     for key, value in good.items():
         if src.boolean(0.85):
             feeds[key] = _value(src, value) if src.boolean(0.6) else value.copy()
-    if name == "control_flow" and isinstance(feeds.get("trip"), np.ndarray):
+    trip = feeds.get("trip")
+    if name == "control_flow" and isinstance(trip, np.ndarray) and trip.dtype.kind in "iuf":
         feeds["trip"] = np.clip(feeds["trip"], -2, 20).astype(feeds["trip"].dtype)  # no endless loops
     if src.boolean(0.3):
         feeds[src.choice(_names_of(model))] = _value(src, next(iter(good.values())))
@@ -291,7 +292,7 @@ def _npy(src: Source, good: np.ndarray | None) -> bytes:
 def _zip(src: Source, name: str) -> bytes:
     model = seeds.onnx_containers()[name]
     keys = [f"{c.uid}::value" for c in model.children if "value" in c.attrs]
-    members = keys + ["x", "a::b", "::", "", "../up", "dir/", "é::value", f"{model.uid}::value"]
+    members = keys + ["x", "a::b", "::", "_", "../up", "dir/", "é::value", f"{model.uid}::value"]
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w") as archive:
         for _ in range(src.integer(0, 5)):

@@ -25,7 +25,11 @@ def run_case(request: dict[str, Any]) -> dict[str, Any]:
     from tests.fuzz.targets import TARGETS
 
     target = TARGETS[request["target"]]
-    outcome = classify(target, case_of(target, request["seed"], request["index"]), request["limit"])
+    try:
+        case = case_of(target, request["seed"], request["index"])
+    except Exception as exc:  # noqa: BLE001 - a bug of the fuzzer itself, reported as such
+        return {"kind": f"generator_error:{type(exc).__name__}", "detail": str(exc)[:300], "seconds": 0.0}
+    outcome = classify(target, case, request["limit"])
     return {"kind": outcome.kind, "detail": outcome.detail, "seconds": outcome.seconds}
 
 
