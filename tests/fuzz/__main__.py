@@ -39,8 +39,9 @@ def _errors(counts: dict[str, int], prefix: str) -> str:
 
 def table(reports: dict[str, pool.Report]) -> str:
     """The campaign's table (markdown) and one example of every contract-breaking outcome."""
-    lines = ["| target | cases | ok | AmandaError by class | raw exceptions | modified input / "
-             "invalid result | hangs | crashes | ms/case |", "|---|---:|---:|---|---|---|---:|---:|---:|"]
+    head = ("| target | cases | ok | AmandaError by class | raw exceptions | modified input / "
+            "invalid result | hangs | crashes | ms/case |")
+    lines = [head, "|---|---:|---:|---|---|---|---:|---:|---:|"]
     details = []
     for name, r in reports.items():
         c = r.counts

@@ -28,13 +28,13 @@ class Worker:
     def __init__(self) -> None:
         env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
                    MKL_NUM_THREADS="1")
-        self.log = tempfile.TemporaryFile()
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the worker
         self.proc = subprocess.Popen([sys.executable, "-m", "tests.fuzz.worker"], cwd=ROOT, env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log)
         self.select = selectors.DefaultSelector()
         self.select.register(self.proc.stdout, selectors.EVENT_READ)  # type: ignore[arg-type]
         ready = self._read(STARTUP)
-        if not isinstance(ready, dict):
+        if ready in ("hang", "crash"):
             raise RuntimeError(f"a fuzz worker did not start ({ready}): {self.stderr()}")
 
     def _read(self, timeout: float) -> dict[str, Any] | str:
@@ -52,7 +52,7 @@ class Worker:
             return "crash"
         answer = self._read(timeout)
         if isinstance(answer, str):
-            self.close()
+            self._stop()  # its stderr stays readable until close()
         return answer
 
     def stderr(self) -> str:
@@ -60,12 +60,16 @@ class Worker:
         self.log.seek(0)
         return self.log.read().decode(errors="replace")[-3000:]
 
-    def close(self) -> None:
-        """Stop the worker (kill it if it does not stop at once)."""
+    def _stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()
         self.select.close()
+
+    def close(self) -> None:
+        """Stop the worker (kill it if it does not stop at once) and drop its stderr."""
+        self._stop()
+        self.log.close()
 
 
 @dataclass
@@ -136,6 +140,7 @@ def run_cases(targets: list[str], cases: int, seed: int = 0, workers: int = 2, l
             if isinstance(answer, str):  # the worker died or stuck: record the case, replace it
                 answer = {"kind": answer, "detail": _record(t, seed, index, answer, worker.stderr()),
                           "seconds": limit}
+                worker.close()
                 worker = Worker()
             elif answer["kind"] == "hang":  # threads the case started may still be running
                 answer["detail"] += "; " + _record(t, seed, index, "hang", "")
@@ -175,6 +180,7 @@ def run_hypothesis(targets: list[str], examples: int, limit: float = 5.0, shrink
             answer = worker.ask(request, examples * limit + 60)
             if isinstance(answer, str):
                 answer = {"counts": {}, "bad": [answer, worker.stderr()[-1500:], "during hypothesis"]}
+                worker.close()
                 worker = Worker()
             results[t] = answer
         worker.close()

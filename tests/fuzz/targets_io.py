@@ -15,7 +15,14 @@ import numpy as np
 import amanda
 from amanda import Container, Endpoint
 from tests.fuzz import seeds
-from tests.fuzz.harness import InvalidResult, ModifiedInput, Source, Target, check_unchanged, snapshot
+from tests.fuzz.harness import (
+    InvalidResult,
+    ModifiedInput,
+    Source,
+    Target,
+    check_unchanged,
+    snapshot,
+)
 from tests.fuzz.mutate import mutate_bytes
 
 

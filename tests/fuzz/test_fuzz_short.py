@@ -33,20 +33,24 @@ LIMIT = 20.0  # seconds per case: generous, CI machines are shared
 # defects the fuzzers find in the current code, fixed on other branches; the marks go once
 # the fixes are merged (strict=False: a target whose short run happens to pass still passes)
 KNOWN = {
-    "yaml_document": "loads: a malformed YAML float/int raises AttributeError from a regex",
-    "mapping": "load_mapping: deep nesting crashes libyaml, RecursionError/ValueError/"
-               "UnicodeDecodeError escape",
-    "session": "Session.run: a fetch or feed name that is not a string raises TypeError",
-    "weights": "load_weights: BadZipFile, EOFError, TokenError and TypeError (a plain .npy) escape",
+    "yaml_document": "loads: an explicit !!int/!!float/!!timestamp tag that does not apply raises "
+                     "ValueError/AttributeError; a billion-laughs alias takes minutes",
+    "mapping": "load_mapping: deep nesting crashes libyaml; RecursionError, ValueError (tags) and "
+               "UnicodeDecodeError (bytes) escape",
+    "session": "Session.run: a fetch or feed name that is not a string raises TypeError; a None trip "
+               "count loops forever",
+    "weights": "load_weights: BadZipFile, EOFError, TokenError, TypeError (a plain .npy) and "
+               "AttributeError (a member without .npy) escape",
 }
 
 
-def _param(name: str) -> object:
-    mark = pytest.mark.xfail(strict=False, reason=KNOWN[name]) if name in KNOWN else ()
-    return pytest.param(name, marks=mark)
+# the hypothesis cases of yaml_document and mapping happen to meet the contract today
+FAILING_HYPOTHESIS = ("session", "weights")
 
 
-TARGET_PARAMS = [_param(name) for name in TARGETS]
+def _params(failing: tuple[str, ...]) -> list[object]:
+    return [pytest.param(name, marks=pytest.mark.xfail(strict=False, reason=KNOWN[name]))
+            if name in failing else name for name in TARGETS]
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +63,7 @@ def hypothesis_run() -> dict[str, dict]:
     return pool.run_hypothesis(list(TARGETS), EXAMPLES, limit=LIMIT)
 
 
-@pytest.mark.parametrize("name", TARGET_PARAMS)
+@pytest.mark.parametrize("name", _params(tuple(KNOWN)))
 def test_random_cases_meet_the_contract(name: str, random_run: dict[str, pool.Report]) -> None:
     """Every one of the target's seeded random cases ends in a valid result or an AmandaError
     in time, with its inputs unchanged."""
@@ -70,7 +74,7 @@ def test_random_cases_meet_the_contract(name: str, random_run: dict[str, pool.Re
         for kind, (i, detail) in report.bad().items())
 
 
-@pytest.mark.parametrize("name", TARGET_PARAMS)
+@pytest.mark.parametrize("name", _params(FAILING_HYPOTHESIS))
 def test_hypothesis_cases_meet_the_contract(name: str, hypothesis_run: dict[str, dict]) -> None:
     """Every one of the target's derandomized hypothesis cases ends in a valid result or an
     AmandaError in time, with its inputs unchanged."""
@@ -125,9 +129,12 @@ def test_the_pool_survives_a_crash_and_a_hang() -> None:
     worker = pool.Worker()
     assert worker.ask({"op": "selftest", "do": "sleep", "seconds": 0}, 30) == {"slept": 0}
     assert worker.ask({"op": "selftest", "do": "sleep", "seconds": 30}, 0.5) == "hang"
+    assert worker.proc.poll() is not None  # the stuck worker was killed
+    worker.close()
     worker = pool.Worker()
     assert worker.ask({"op": "selftest", "do": "crash"}, 30) == "crash"
     assert "Segmentation fault" in worker.stderr()
+    worker.close()
     assert {"crash", "hang"} <= set(BAD)
 
 

@@ -59,7 +59,7 @@ def run_hypothesis(request: dict[str, Any]) -> dict[str, Any]:
     try:
         contract()
     except Exception as exc:  # noqa: BLE001 - an AssertionError, or a group of them
-        first = exc.exceptions[0] if isinstance(exc, ExceptionGroup) else exc
+        first = exc.exceptions[0] if hasattr(exc, "exceptions") else exc  # an ExceptionGroup
         bad = [str(a) for a in first.args] if isinstance(first, AssertionError) else [
             f"raw_exception:{type(first).__name__}", str(first), "while generating"]
     return {"counts": dict(counts), "bad": bad}
