@@ -7,10 +7,13 @@ The long run is ``python -m tests.fuzz --cases 100000`` (``docs/reliability.md``
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 import pytest
 
+import amanda
 from amanda.errors import FormatError
 from tests.fuzz import pool
 from tests.fuzz.harness import (
@@ -21,7 +24,9 @@ from tests.fuzz.harness import (
     RandomSource,
     Target,
     case_of,
+    check_unchanged,
     classify,
+    snapshot,
 )
 from tests.fuzz.mutate import mutate_bytes, mutate_data
 from tests.fuzz.targets import TARGETS
@@ -162,3 +167,24 @@ def test_hypothesis_source_draws_in_range() -> None:
         assert len(src.data(5)) <= 5
 
     check()
+
+
+def test_check_unchanged_notices_a_different_container() -> None:
+    """The unchanged-input check passes for the container snapshotted and raises ModifiedInput
+    for one that differs in an attribute or only in its uid."""
+    relu = amanda.op("Relu", "r", ["x"], ["y"], {"alpha": 1})
+    before = snapshot(relu)
+    check_unchanged(relu, before, "relu")
+    for other in (relu.with_attrs(alpha=2), amanda.op("Relu", "r", ["x"], ["y"], {"alpha": 1})):
+        with pytest.raises(ModifiedInput):
+            check_unchanged(other, before, "relu")
+
+
+def test_the_long_runner_prints_its_table() -> None:
+    """``python -m tests.fuzz`` runs the cases asked for and prints one table row per target."""
+    done = subprocess.run([sys.executable, "-m", "tests.fuzz", "--cases", "3", "--target", "json_document",
+                           "--target", "selector", "--workers", "1", "--limit", str(LIMIT)],
+                          check=False, cwd=pool.ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "| json_document | 3 |" in done.stdout and "| selector | 3 |" in done.stdout
+    assert "No case broke the contract." in done.stdout
