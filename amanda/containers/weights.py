@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import tokenize
 import zipfile
 import zlib
 from pathlib import Path
@@ -100,10 +101,16 @@ def _read(path: str) -> tuple[dict[str, np.ndarray], dict[str, list[tuple[str, .
             raise ValueError("a .npy array, not an .npz archive")
         with archive:
             stored = {key: archive[key] for key in archive.files}
-    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as exc:
+    except (OSError, ValueError, EOFError, KeyError, SyntaxError, tokenize.TokenError, zipfile.BadZipFile,
+            zlib.error) as exc:  # numpy parses a member's header with Python's tokenizer
         raise FormatError(f"cannot read weights from {path!r}: {exc or type(exc).__name__}",
                           path=path, expected="an .npz archive written by save_weights",
                           found=type(exc).__name__) from None
+    for key, value in stored.items():
+        if not isinstance(value, np.ndarray):  # a member not stored as .npy reads as raw bytes
+            raise FormatError(f"cannot read weights from {path!r}: member {key!r} is not a .npy array",
+                              path=path, expected="an .npz archive written by save_weights",
+                              found=type(value).__name__)
     index = stored.pop(_PATHS, None)
     if index is None:
         return stored, None

@@ -190,3 +190,19 @@ def test_weights_pair_by_path_with_a_rebuilt_model(pair):
             if isinstance(value, np.ndarray):
                 np.testing.assert_array_equal(value, want[path][key])
                 assert value.dtype == want[path][key].dtype
+
+
+@pytest.mark.parametrize("member, content", [
+    ("x.npy", b"\x93NUMPY\x01\x00\x10\x00{'descr': '<f4', "),  # a header cut short
+    ("uid::kernel", b"raw bytes, not an array"),  # a member without the .npy suffix
+])
+def test_malformed_archive_members_raise_format_error(tmp_path, member, content):
+    """An archive whose member is not a readable .npy array raises FormatError naming the file
+    (numpy's header parser raised TokenError, a raw member gave bytes)."""
+    import zipfile
+
+    bad = tmp_path / "members.npz"
+    with zipfile.ZipFile(bad, "w") as archive:
+        archive.writestr(member, content)
+    with pytest.raises(FormatError, match="members.npz"):
+        load_weights(model(), bad)

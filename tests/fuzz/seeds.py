@@ -85,8 +85,8 @@ def tf_graph() -> Container:
 
 @functools.cache
 def fixture_texts() -> tuple[str, ...]:
-    """The YAML documents in ``tests/fixtures/seed_000``."""
-    return tuple(p.read_text() for p in sorted((TESTS / "fixtures" / "seed_000").glob("*.yaml")))
+    """The YAML documents in ``tests/fixtures/documents``."""
+    return tuple(p.read_text() for p in sorted((TESTS / "fixtures" / "documents").glob("*.yaml")))
 
 
 @functools.cache
