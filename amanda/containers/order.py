@@ -50,12 +50,23 @@ def topological(nodes: Sequence[K], edges: Iterable[tuple[K, K]]) -> list[K]:
 
 
 def find_cycle(successors: Sequence[Sequence[int]], remaining: set[int]) -> list[int]:
-    """One cycle among the ``remaining`` node numbers Kahn's algorithm left over, in edge order."""
+    """One cycle among the ``remaining`` node numbers Kahn's algorithm left over, in edge order.
+
+    Every leftover node has a leftover predecessor (ops downstream of a cycle are left over
+    too, but lead nowhere), so walking predecessors from any of them must close a cycle.
+    """
+    predecessors: dict[int, list[int]] = {i: [] for i in remaining}
+    for i in remaining:
+        for j in successors[i]:
+            if j in remaining:
+                predecessors[j].append(i)
     node = min(remaining)
     trail: list[int] = []
     where: dict[int, int] = {}
     while node not in where:
         where[node] = len(trail)
         trail.append(node)
-        node = next(n for n in successors[node] if n in remaining)
-    return trail[where[node]:]
+        node = predecessors[node][0]
+    cycle = list(reversed(trail[where[node]:]))
+    start = cycle.index(min(cycle))  # begin at the earliest node, as Kahn's order would meet it
+    return cycle[start:] + cycle[:start]

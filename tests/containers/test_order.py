@@ -65,3 +65,14 @@ def test_skip_containers_is_a_deprecated_spelling_of_skip():
         assert [o.name for o in g.sorted(skip=lambda c: c.type == "Cell")] == old == ["cell", "h"]
     with pytest.raises(TypeError, match="a function"):
         g.sorted(skip="Cell")
+
+
+def test_a_cycle_with_ops_downstream_of_it_is_named() -> None:
+    """Ops fed by a cycle are left over too; the error still names the cycle (it raised a bare
+    StopIteration when the search started at such an op)."""
+    g = Container(None, "g", children=[op("C", "c", ["x"], ["y"]), op("A", "a", ["x"], ["y"]),
+                                       op("B", "b", ["x"], ["y"])],
+                  edges=[("a:y", "b:x"), ("b:y", "a:x"), ("b:y", "c:x")])
+    with pytest.raises(CycleError) as info:
+        flatten(g)
+    assert set(info.value.cycle) == {("a",), ("b",)}
