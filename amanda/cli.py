@@ -4,9 +4,13 @@
     amanda validate model.yaml
     amanda select model.onnx '$..[?type==`MatMul`]'
     amanda convert graph.yaml graph.onnx --namespace amanda/onnx/17 --outputs dense/Relu:activations
+    amanda render model.onnx model.svg --depth 2
+    amanda summary model.onnx
+    amanda run model.onnx --input x=batch.npy --output out.npz
+    amanda diff before.yaml after.yaml
 
 Files are read and written by suffix (``.yaml``/``.yml``, ``.json``, ``.onnx``). ``validate``
-exits with 1 when it finds problems. Any error (a file that cannot be read or written, a
+exits with 1 when it finds problems, ``diff`` when the models differ. Any error (a file that cannot be read or written, a
 malformed document, a bad selector, a model ONNX would reject) and bad usage print one line
 ``amanda: error: ...`` on stderr and exit with 2.
 """
@@ -83,6 +87,69 @@ def _convert(args: argparse.Namespace) -> int:
     return 0
 
 
+def _render(args: argparse.Namespace) -> int:
+    model = _load(args.path)
+    highlight = amanda.select(model, args.highlight) if args.highlight else None
+    amanda.render(model, args.target, depth=args.depth, highlight=highlight)
+    print(f"wrote {args.target}")
+    return 0
+
+
+def _summary(args: argparse.Namespace) -> int:
+    print(amanda.summary(_load(args.path), depth=args.depth))
+    return 0
+
+
+def _diff(args: argparse.Namespace) -> int:
+    changes = amanda.diff(_load(args.before), _load(args.after))
+    print(changes)
+    return 1 if changes else 0
+
+
+def _array(text: str) -> tuple[str, Any]:
+    """``name=file.npy`` -> (name, the array), read without pickles."""
+    import numpy as np
+
+    name, sep, path = text.partition("=")
+    if not sep or not name or not path:
+        raise FormatError(f"an input is NAME=FILE.npy, found {text!r}", expected="NAME=FILE.npy", found=text)
+    try:
+        value = np.load(path, allow_pickle=False)
+    except (ValueError, EOFError, SyntaxError) as exc:
+        raise FormatError(f"{path}: not a .npy array ({exc})", path=path, expected="a .npy file",
+                          found=type(exc).__name__) from None
+    if not isinstance(value, np.ndarray):
+        raise FormatError(f"{path}: an .npz archive; give one .npy array per input", path=path,
+                          expected="a .npy file", found="an .npz archive")
+    return name, value
+
+
+def _run(args: argparse.Namespace) -> int:
+    import time
+
+    import numpy as np
+
+    model = _load(args.path)
+    feeds = dict(_array(text) for text in args.input or ())
+    fetches = list(args.fetch or model.output_names)
+    with amanda.Session(model) as session:
+        times = []
+        for _ in range(max(args.repeat, 1)):
+            start = time.perf_counter()
+            values = session.run(fetches, feeds)
+            times.append(time.perf_counter() - start)
+    for name, value in zip(fetches, values):
+        shown = f"{value.dtype}{list(value.shape)}" if isinstance(value, np.ndarray) else type(value).__name__
+        print(f"{name}: {shown}")
+    print(f"run: first {times[0] * 1e3:.2f} ms" + (f", median of {len(times)} {sorted(times)[len(times) // 2] * 1e3:.2f} ms"
+                                                 if len(times) > 1 else ""), file=sys.stderr)
+    if args.output:
+        arrays = {name: value for name, value in zip(fetches, values) if isinstance(value, np.ndarray)}
+        np.savez(args.output, **arrays)
+        print(f"wrote {args.output}")
+    return 0
+
+
 def _outputs(given: Sequence[str]) -> dict[str, str]:
     """``name=op:port`` or ``op:port`` (the output named like the endpoint) -> name -> endpoint."""
     found: dict[str, str] = {}
@@ -118,6 +185,27 @@ def _parser() -> argparse.ArgumentParser:
         "without it a graph that declares no outputs exports every value no op reads",
     )
     convert.set_defaults(run=_convert)
+    render = commands.add_parser("render", help="draw a model to SVG, PNG or PDF (needs Graphviz's dot)")
+    render.add_argument("path")
+    render.add_argument("target", help="the picture to write; its suffix picks the format")
+    render.add_argument("--depth", type=int, default=None, help="show containers as boxes below this depth")
+    render.add_argument("--highlight", metavar="SELECTOR", help="colour what this selector selects")
+    render.set_defaults(run=_render)
+    summary = commands.add_parser("summary", help="layers with output types and parameter counts")
+    summary.add_argument("path")
+    summary.add_argument("--depth", type=int, default=1, help="how many levels below the top to list")
+    summary.set_defaults(run=_summary)
+    run = commands.add_parser("run", help="run a model on .npy inputs and time it")
+    run.add_argument("path")
+    run.add_argument("--input", nargs="+", metavar="NAME=FILE.npy", help="one feed per model input")
+    run.add_argument("--fetch", nargs="+", metavar="NAME", help="what to compute (default: the outputs)")
+    run.add_argument("--output", metavar="FILE.npz", help="save the fetched arrays here")
+    run.add_argument("--repeat", type=int, default=1, help="run this many times and report the median")
+    run.set_defaults(run=_run)
+    diff = commands.add_parser("diff", help="structural differences by path; exit 1 if any")
+    diff.add_argument("before")
+    diff.add_argument("after")
+    diff.set_defaults(run=_diff)
     return parser
 
 

@@ -128,3 +128,74 @@ def test_convert_outputs_without_a_namespace_change(tmp_path):
     amanda.dump(graph, source)
     assert main(["convert", str(source), str(target), "--outputs", "hidden=relu:Y"]) == 0
     assert [o.name for o in onnx.load(str(target)).graph.output] == ["y", "hidden"]
+
+
+def _mlp_file(tmp_path):
+    """The MLP fixture as an ONNX file, and a batch for it."""
+    import numpy as np
+
+    from tests.fixtures.onnx import onnx_models as models
+
+    pytest.importorskip("onnx")
+    import onnx
+
+    path = tmp_path / "mlp.onnx"
+    onnx.save(models.mlp(), path)
+    batch = tmp_path / "x.npy"
+    np.save(batch, models.feeds("mlp")["x"])
+    return path, batch
+
+
+def test_run_computes_the_outputs_onnxruntime_computes(tmp_path, capsys):
+    """run feeds .npy inputs, saves the fetched arrays to .npz (equal to onnxruntime's) and times it."""
+    import numpy as np
+
+    from tests.fixtures.onnx import onnx_models as models
+
+    path, batch = _mlp_file(tmp_path)
+    out = tmp_path / "out.npz"
+    assert main(["run", str(path), "--input", f"x={batch}", "--output", str(out), "--repeat", "3"]) == 0
+    captured = capsys.readouterr()
+    assert "median of 3" in captured.err
+    (expected,) = models.run(models.mlp(), {"x": np.load(batch)})
+    with np.load(out) as saved:
+        np.testing.assert_allclose(saved[saved.files[0]], expected, rtol=1e-5, atol=1e-6)
+
+
+def test_run_refuses_inputs_it_cannot_read(tmp_path, capsys):
+    """A malformed NAME=FILE, a file that is not .npy, or a missing feed is one error line, status 2."""
+    path, batch = _mlp_file(tmp_path)
+    junk = tmp_path / "junk.npy"
+    junk.write_bytes(b"not numpy")
+    for argv in (["run", str(path), "--input", "x"], ["run", str(path), "--input", f"x={junk}"],
+                 ["run", str(path)]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("amanda: error: run:")
+
+
+def test_summary_and_render(tmp_path, capsys):
+    """summary prints the layer table; render writes a picture whose suffix picks its format."""
+    import shutil
+
+    path, _ = _mlp_file(tmp_path)
+    assert main(["summary", str(path)]) == 0
+    assert "total parameters:" in capsys.readouterr().out
+    if shutil.which("dot") is None:
+        pytest.skip("Graphviz's dot is not installed")
+    target = tmp_path / "mlp.svg"
+    assert main(["render", str(path), str(target), "--highlight", "$..[?type=='Gemm']"]) == 0
+    assert "<svg" in target.read_text()
+
+
+def test_diff_exit_status_says_whether_models_differ(tmp_path, capsys):
+    """diff prints changes by path and exits 1 when there are any, 0 when there are none."""
+    a = amanda.chain(amanda.op("Relu", "r", ["x"], ["y"]), inputs=["x"], outputs=["y"], name="m")
+    b = amanda.with_attrs(a, "r", debug=True)
+    pa, pb = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    amanda.dump(a, pa)
+    amanda.dump(b, pb)
+    assert main(["diff", str(pa), str(pa)]) == 0
+    assert "(no differences)" in capsys.readouterr().out
+    assert main(["diff", str(pa), str(pb)]) == 1
+    assert capsys.readouterr().out.strip() == "~ r: attribute debug: (absent) -> True"
