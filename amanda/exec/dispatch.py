@@ -138,7 +138,9 @@ class OpContext:
     state key (its ``shared_name`` attribute, else its uid); ``path``: where the op is,
     for messages; ``op``: the op itself; ``opset``: the version its namespace names;
     ``namespace``: its effective namespace; ``run_body``: runs a nested container
-    (``run_body(body, inputs_by_name, output_names)``) with this session's executor.
+    (``run_body(body, inputs_by_name, output_names)``) with this session's executor;
+    ``iteration``: called by a loop before its iteration ``i`` (counting from 0), raises
+    an ExecutionError past the session's iteration limit or the run's timeout.
     """
 
     state: dict
@@ -148,6 +150,7 @@ class OpContext:
     opset: int | None
     namespace: str
     run_body: Callable[["Container", Mapping[str, Any], Sequence[str]], list]
+    iteration: Callable[[int], None] = lambda i: None
 
 
 @dataclass
