@@ -244,6 +244,7 @@ def run_threaded(
 
 _BLAS: list | None = None
 _BLAS_LOCK = threading.Lock()
+_SETTING = threading.Lock()  # a get-then-set of the BLAS limit is one step
 
 
 def _blas_libraries() -> list:
@@ -259,20 +260,39 @@ def _blas_libraries() -> list:
         return _BLAS
 
 
+def _set_blas(lib: Any, count: int) -> None:
+    # threadpoolctl (3.8 on) lets only the first thread that set OpenBLAS's pool (pthreads
+    # build) change it and silently ignores every other thread; the pool is process-wide,
+    # so the run under way takes control from whichever thread it runs on
+    take = getattr(lib, "clear_controlling_thread", None)
+    if take is not None:
+        take(force=True)
+    lib.set_num_threads(count)
+
+
 @contextmanager
 def blas_threads(count: int) -> Iterator[None]:
-    """Let BLAS use ``count`` threads inside the block, restoring the previous setting after."""
+    """Let BLAS use ``count`` threads inside the block, restoring the previous setting after.
+
+    The setting is process-wide and holds whichever thread enters the block; afterwards
+    control returns to no thread, so any thread (or ``threadpool_limits``) can set it again.
+    """
     changed = []
-    for lib in _blas_libraries():
-        current = lib.get_num_threads()
-        if current != count:
-            lib.set_num_threads(count)
-            changed.append((lib, current))
+    with _SETTING:
+        for lib in _blas_libraries():
+            current = lib.get_num_threads()
+            if current != count:
+                _set_blas(lib, count)
+                changed.append((lib, current))
     try:
         yield
     finally:
-        for lib, previous in changed:
-            lib.set_num_threads(previous)
+        with _SETTING:
+            for lib, previous in changed:
+                _set_blas(lib, previous)
+                release = getattr(lib, "clear_controlling_thread", None)
+                if release is not None:
+                    release()
 
 
 class BlasTuner:
