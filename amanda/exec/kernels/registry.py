@@ -10,7 +10,7 @@ A kernel is a plain function ``kernel(attrs, *inputs) -> tuple[ndarray | None, .
 
 Versions: ``@kernel("ReduceSum", since=13)`` registers the kernel used for opsets
 13 and later; a lookup for opset ``v`` takes the newest registration with
-``since <= v`` whose dtype predicate accepts the input dtypes (seed 002: an op
+``since <= v`` whose dtype predicate accepts the input dtypes (an op
 has one version per type, chosen from its inputs).
 """
 
