@@ -125,8 +125,8 @@ class Session:
                 isinstance(max_loop_iterations, bool) or not isinstance(max_loop_iterations, (int, np.integer))
                 or max_loop_iterations < 0):
             raise _bad("max_loop_iterations", "None or a non-negative int", max_loop_iterations)
-        self.timeout = _seconds(timeout, "timeout")
-        self.max_loop_iterations = None if max_loop_iterations is None else int(max_loop_iterations)
+        self._timeout = _seconds(timeout, "timeout")
+        self._max_loop_iterations = None if max_loop_iterations is None else int(max_loop_iterations)
         self.model = model
         # a TensorFlow graph runs converted where its ops lack kernels; names keep working
         self._executable, self._names = model, None
@@ -148,6 +148,16 @@ class Session:
     def threads(self) -> int | None:
         """The thread setting the session was made with."""
         return self._runner.threads
+
+    @property
+    def timeout(self) -> float | None:
+        """Seconds a run may take (None: no limit); ``run(timeout=...)`` overrides it per run."""
+        return self._timeout
+
+    @property
+    def max_loop_iterations(self) -> int | None:
+        """Iterations a Loop op may run before it raises (None: no limit)."""
+        return self._max_loop_iterations
 
     @property
     def state(self) -> Mapping[str, Any]:
