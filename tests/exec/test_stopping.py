@@ -70,7 +70,7 @@ def test_kernel_error_among_many_ready_heavy_ops_stops_the_run_promptly(failing:
             s.run(FETCHES, {"x": np.zeros(2)})
         arrived = time.perf_counter()
         failed_at = _FAILED_AT[0]
-        assert arrived - failed_at < OP_SECONDS + 0.15, arrived - failed_at  # time-to-error after the failure
+        assert arrived - failed_at < OP_SECONDS + 0.4, arrived - failed_at  # time-to-error after the failure
         assert arrived - start < 2.0, arrived - start
         assert not [tag for tag, t in _LOG if t > failed_at], _LOG
         started = len(_LOG)
@@ -87,7 +87,7 @@ def test_keyboard_interrupt_raised_by_a_kernel_passes_through_promptly() -> None
         with pytest.raises(KeyboardInterrupt):
             s.run(FETCHES, {"x": np.zeros(2)})
         arrived = time.perf_counter()
-        assert arrived - _FAILED_AT[0] < OP_SECONDS + 0.15
+        assert arrived - _FAILED_AT[0] < OP_SECONDS + 0.4
         assert not [tag for tag, t in _LOG if t > _FAILED_AT[0]], _LOG
         assert s.run(["y7"], {"x": np.zeros(2)})[0].tolist() == [1, 1]
 
@@ -108,7 +108,7 @@ def test_ctrl_c_while_waiting_for_workers_stops_the_run_promptly() -> None:
             with pytest.raises(KeyboardInterrupt):
                 s.run(FETCHES, {"x": np.zeros(2)})
             arrived = time.perf_counter()
-            assert arrived - sent < OP_SECONDS + 0.15, arrived - sent
+            assert arrived - sent < OP_SECONDS + 0.4, arrived - sent
             assert len(_LOG) <= 8, _LOG  # 2 ops per 0.1 s: about 6 by 0.25 s, never the 40
             started = len(_LOG)
             time.sleep(2 * OP_SECONDS)
