@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from onnx import TensorProto, helper
 
 from amanda import Container, Port, op
 from amanda.errors import ExecutionError
 from amanda.exec import Session
+from amanda.exec.feeds import check_feeds, declared_type
 from amanda.io.onnx import from_onnx
 
 NS = {"namespace": "amanda/onnx/17"}
@@ -131,3 +134,39 @@ def test_a_malformed_declared_shape_is_reported_at_plan_time() -> None:
                   children=[op("Neg", "n", ["X"], ["Y"])], edges=[("g:x", "n:X"), ("n:Y", "g:y")])
     with pytest.raises(ExecutionError, match=r"input `x` of `g`: expected a shape tuple"):
         Session(g).run(["y"], {"x": np.ones((2, 2), np.float32)})
+
+
+def _oracle_accepts(declared: list, fed: list[tuple[int, ...]]) -> bool:
+    """Plain-Python statement of the rule: fixed sizes equal, None anything, a symbol one size per run."""
+    bound: dict[str, int] = {}
+    for dims, shape in zip(declared, fed):
+        if dims is None:
+            continue
+        if len(dims) != len(shape):
+            return False
+        for want, size in zip(dims, shape):
+            if isinstance(want, str):
+                if bound.setdefault(want, size) != size:
+                    return False
+            elif want is not None and want != size:
+                return False
+    return True
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_shape_check_agrees_with_a_plain_statement_of_the_rule(data: st.DataObject) -> None:
+    """For random declared shapes (sizes, symbols, unknowns, unknown rank) and random fed shapes,
+    check_feeds accepts exactly the feeds the plain rule accepts."""
+    dim = st.one_of(st.integers(0, 3), st.sampled_from(["N", "M"]), st.none())
+    declared = data.draw(st.lists(st.one_of(st.none(), st.lists(dim, max_size=3)), min_size=1, max_size=3))
+    fed = [data.draw(st.tuples(*[st.integers(0, 3)] * data.draw(st.integers(0, 3)))) for _ in declared]
+    types = {f"x{i}": declared_type(Port(f"x{i}", {"dtype": "float32", "shape": None if d is None else tuple(d)}),
+                                    f"input `x{i}`") for i, d in enumerate(declared)}
+    feeds = {f"x{i}": np.zeros(shape, np.float32) for i, shape in enumerate(fed)}
+    try:
+        check_feeds({k: v for k, v in types.items() if v is not None}, feeds)
+        accepted = True
+    except ExecutionError:
+        accepted = False
+    assert accepted == _oracle_accepts(declared, fed)
