@@ -83,6 +83,7 @@ def run_loop(ctx: OpContext, attrs: Mapping[str, Any], *values: Any) -> tuple:
     scans: list[list[Any]] = [[] for _ in range(k)]
     i = 0
     while going and (limit is None or i < limit):
+        ctx.iteration(i)
         given = {formal[0]: np.array(i, dtype=counter_dtype), formal[1]: np.array(going)}
         given.update(zip(formal[2:], carried))
         result = ctx.run_body(body, _feeds(ctx, body, given, captured), outputs)

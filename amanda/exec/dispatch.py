@@ -24,6 +24,8 @@ here, by :mod:`amanda.exec.state` and :mod:`amanda.exec.control_flow`.
 from __future__ import annotations
 
 import functools
+import inspect
+import math
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
@@ -139,7 +141,9 @@ class OpContext:
     state key (its ``shared_name`` attribute, else its uid); ``path``: where the op is,
     for messages; ``op``: the op itself; ``opset``: the version its namespace names;
     ``namespace``: its effective namespace; ``run_body``: runs a nested container
-    (``run_body(body, inputs_by_name, output_names)``) with this session's executor.
+    (``run_body(body, inputs_by_name, output_names)``) with this session's executor;
+    ``iteration``: called by a loop before its iteration ``i`` (counting from 0), raises
+    an ExecutionError past the session's iteration limit or the run's timeout.
     """
 
     state: dict
@@ -149,6 +153,7 @@ class OpContext:
     opset: int | None
     namespace: str
     run_body: Callable[["Container", Mapping[str, Any], Sequence[str]], list]
+    iteration: Callable[[int], None] = lambda i: None
 
 
 @dataclass
@@ -232,6 +237,7 @@ def resolve_kernel(op: "Container", path: str, namespace: str | None) -> Resolve
     if any(needs_output_count(v.fn) for v in candidates) and OUTPUT_COUNT not in attrs:
         # ops defined by how many outputs the node declares (Split < 18, MaxPool's Indices)
         attrs = MappingProxyType({**attrs, OUTPUT_COUNT: len(op.outputs)})
+    _check_arity(op, path, namespace, [v.fn for v in candidates])
     first = candidates[0]
     fn: Callable[..., tuple]
     if first.accepts is None:
@@ -239,6 +245,55 @@ def resolve_kernel(op: "Container", path: str, namespace: str | None) -> Resolve
     else:
         fn = _ByDtype(op_type, opset, family, domain)
     return Resolved(fn, attrs, session=False, heavy=op_type in HEAVY_OP_TYPES)
+
+
+_ARITY: dict[Any, tuple[int, float]] = {}
+
+
+def _arity(fn: Callable[..., tuple]) -> tuple[int, float]:
+    """How many inputs (after ``attrs``) a kernel takes: (required, most); (0, inf) if unknown."""
+    found = _ARITY.get(fn)
+    if found is None:
+        try:
+            params = list(inspect.signature(fn).parameters.values())[1:]
+        except (TypeError, ValueError):
+            params = None
+        if params is None or any(p.kind == p.VAR_POSITIONAL for p in params):
+            found = (0, math.inf)
+        else:
+            positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+            found = (sum(p.default is p.empty for p in positional), len(positional))
+        _ARITY[fn] = found
+    return found
+
+
+def _schema_ports(namespace: str, op_type: str) -> str | None:
+    try:
+        from amanda.namespaces import namespace as lookup_namespace
+
+        schema = lookup_namespace(namespace).schema(op_type)
+        return ", ".join(p.name + ("..." if p.variadic else "") + ("?" if p.optional else "") for p in schema.inputs)
+    except Exception:  # noqa: BLE001 - no schema to quote: the message names counts only
+        return None
+
+
+def _check_arity(op: "Container", path: str, namespace: str, fns: Sequence[Callable[..., tuple]]) -> None:
+    """An ExecutionError, at plan time, for an op with more input ports than any kernel version
+    takes (too few is left to the run: the kernel's own error then names what is missing)."""
+    names = op.input_names
+    most = max(_arity(fn)[1] for fn in fns)
+    if len(names) <= most:
+        return
+    least = min(_arity(fn)[0] for fn in fns)
+    takes = f"{least} input{'s' if least != 1 else ''}" if least == most else f"{least} to {most} inputs"
+    schema = _schema_ports(namespace, op.type or "")
+    valid = f"{op.type} takes {takes}" + (f": {schema}" if schema else "")
+    unknown = names[int(most):]
+    shown = ", ".join(f"`{n}`" for n in unknown)
+    raise ExecutionError(
+        f"op `{path}` ({op.type}, {namespace}) has input port{'s' if len(unknown) > 1 else ''} {shown}, "
+        f"which its kernel does not take; {valid}",
+        path=path, expected=valid, found=", ".join(names))
 
 
 def describe(value: Any) -> str:

@@ -38,6 +38,7 @@ from amanda.exec.dispatch import (
     parse_namespace,
     resolve_kernel,
 )
+from amanda.exec.feeds import PortType, feed_types
 from amanda.exec.inplace import donate
 from amanda.exec.resolve import Into, control_sources, data_source, resolve_feed, resolve_fetch
 
@@ -93,6 +94,7 @@ class Plan:
     parallel: bool
     uses_blas: bool
     placements: list[int]
+    feed_types: dict[Any, PortType] = field(default_factory=dict)
     tuner: Any = None  # the runner's BlasTuner for this plan, made on its first run
 
     def __repr__(self) -> str:
@@ -153,7 +155,9 @@ def compile_plan(
     if pruned.missing:
         raise _missing_error(model, pruned.missing)
     order = tuple(p for p in flat.topological_order() if p in pruned.needed)
-    return _compile(model, flat, order, pruned, context, default_namespace, prefix)
+    plan = _compile(model, flat, order, pruned, context, default_namespace, prefix)
+    plan.feed_types = feed_types(model, feeds)
+    return plan
 
 
 @dataclass

@@ -163,7 +163,11 @@ def _port_name(node: "Container", port: Any, where: Any) -> str | int:
 
 
 def _endpoint(model: "Container", item: Any) -> tuple[Any, "Container", Any]:
-    endpoint = item if isinstance(item, Endpoint) else Endpoint.of(item)
+    try:
+        endpoint = item if isinstance(item, Endpoint) else Endpoint.of(item)
+    except (TypeError, ValueError) as exc:
+        raise ExecutionError.at(model.name, "an endpoint 'op:port', Endpoint(path, port) or (path, port)",
+                                repr(item)) from exc
     path = resolve_path(model, endpoint[0])
     if path is None:
         raise ExecutionError.at(model.name, "an existing op path", repr(endpoint[0]))

@@ -14,8 +14,8 @@ could run beside them, in which case they run inline too. Session kernels
 run waits only for steps already on a worker (numpy cannot be interrupted), then
 raises.
 
-BLAS threads: the process-wide BLAS pool is set for the length of a run with
-threadpoolctl, to 1 thread when workers run products side by side (inter-op
+BLAS threads (:mod:`amanda.exec.blas`): the process-wide BLAS pool is set for the
+length of a run, to 1 thread when workers run products side by side (inter-op
 parallelism) and to the session's thread budget when steps run one at a time
 (intra-op parallelism), so the two never oversubscribe the cores.
 """
@@ -27,12 +27,12 @@ import queue
 import threading
 import time
 from collections import deque
-from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
 from amanda.errors import ExecutionError
+from amanda.exec.blas import BlasTuner, _blas_libraries, blas_threads  # noqa: F401  (re-exported)
 from amanda.exec.dispatch import failure
 from amanda.exec.plan import BY_SIZE, POOL, Plan
 
@@ -48,6 +48,13 @@ def _error(plan: Plan, index: int, env: list, exc: BaseException) -> ExecutionEr
     return failure(info.path, info.op_type, info.namespace, inputs, exc)
 
 
+class _Late(Exception):
+    """Marks the step a threaded run did not start because its deadline had passed."""
+
+
+_LATE = _Late()
+
+
 class _NotATuple(TypeError):
     pass
 
@@ -56,13 +63,16 @@ def _not_a_tuple(result: Any) -> _NotATuple:
     return _NotATuple(f"the kernel returned {type(result).__name__}, expected a tuple of outputs")
 
 
-def run_sequential(plan: Plan, env: list) -> None:
-    """Run every step in order (the plain interpreter)."""
+def run_sequential(plan: Plan, env: list, deadline: float | None = None) -> None:
+    """Run every step in order (the plain interpreter); start no step after ``deadline``
+    (a ``time.monotonic()`` value)."""
     steps = plan.steps
     get = env.__getitem__
     attrs: Any = None
     try:
         for fn, attrs, ins, outs, frees in steps:
+            if deadline is not None and time.monotonic() > deadline:
+                break
             result = fn(attrs, *map(get, ins))
             if type(result) is not tuple:
                 raise _not_a_tuple(result)
@@ -70,10 +80,24 @@ def run_sequential(plan: Plan, env: list) -> None:
                 env[s] = result[k]
             for s in frees:
                 env[s] = None
+        else:
+            return
     except Exception as exc:
-        # each step owns its attrs object, so it identifies the failing step
-        index = next(i for i, step in enumerate(steps) if step[1] is attrs)
-        raise _error(plan, index, env, exc) from exc
+        raise _error(plan, _index(steps, attrs), env, exc) from exc
+    raise timed_out(plan.infos[_index(steps, attrs)].path)
+
+
+def _index(steps: list[tuple], attrs: Any) -> int:
+    # each step owns its attrs object, so it identifies the step
+    return next(i for i, step in enumerate(steps) if step[1] is attrs)
+
+
+def timed_out(path: str) -> ExecutionError:
+    """The error of a run that reached its deadline before ``path`` could start."""
+    return ExecutionError(
+        f"the run passed its timeout before `{path}` could start; raise Session(timeout=...) or "
+        "run(timeout=...), or fetch less", path=path, expected="the run to end before its timeout",
+        found="the timeout passed")
 
 
 def _worker(tasks: "queue.SimpleQueue[Any]") -> None:
@@ -124,14 +148,22 @@ def _large(args: list, threshold: int) -> bool:
     return False
 
 
-def run_threaded(plan: Plan, env: list, pool: WorkerPool, offload_elements: int = DEFAULT_OFFLOAD_ELEMENTS) -> None:
-    """Run the plan with a ready queue: cheap steps inline, heavy ones on ``pool``."""
+def run_threaded(
+    plan: Plan, env: list, pool: WorkerPool, offload_elements: int = DEFAULT_OFFLOAD_ELEMENTS,
+    deadline: float | None = None,
+) -> None:
+    """Run the plan with a ready queue: cheap steps inline, heavy ones on ``pool``.
+
+    At most one step per worker is on the pool at a time (the others wait in ``waiting``),
+    so after a failure, an interrupt or the deadline only the steps already running finish.
+    """
     steps, succs, reads, keep, placements = plan.steps, plan.succs, plan.reads, plan.keep, plan.placements
     remaining = list(plan.preds)
     uses = list(plan.uses)
     ready = deque(i for i, n in enumerate(remaining) if n == 0)
+    waiting: deque[int] = deque()  # heavy steps ready for a worker while every worker is busy
     done: queue.SimpleQueue[Any] = queue.SimpleQueue()
-    tasks = pool.tasks
+    tasks, capacity = pool.tasks, pool.size
     inflight = 0
     failed: tuple[int, BaseException] | None = None
 
@@ -149,17 +181,34 @@ def run_threaded(plan: Plan, env: list, pool: WorkerPool, offload_elements: int 
             if not remaining[j]:
                 ready.append(j)
 
+    def late() -> bool:
+        return deadline is not None and time.monotonic() > deadline
+
     try:
-        while ready or inflight:
+        while ready or waiting or inflight:
+            while waiting and inflight < capacity and failed is None:
+                i = waiting.popleft()
+                if late():
+                    failed = (i, _LATE)
+                    break
+                tasks.put((i, steps[i][0], steps[i][1], [env[s] for s in steps[i][2]], done))
+                inflight += 1
             while ready and failed is None:
                 i = ready.popleft()
                 fn, attrs, ins, _, _ = steps[i]
                 args = [env[s] for s in ins]
                 place = placements[i]
-                if (place == POOL or (place == BY_SIZE and _large(args, offload_elements))) and (ready or inflight):
-                    tasks.put((i, fn, attrs, args, done))
-                    inflight += 1
+                if (place == POOL or (place == BY_SIZE and _large(args, offload_elements))) and (
+                        ready or waiting or inflight):
+                    if inflight < capacity:
+                        tasks.put((i, fn, attrs, args, done))
+                        inflight += 1
+                    else:
+                        waiting.append(i)
                     continue
+                if late():
+                    failed = (i, _LATE)
+                    break
                 try:
                     finish(i, fn(attrs, *args))
                 except Exception as inline_error:  # noqa: BLE001 - re-raised below with the op's path
@@ -186,85 +235,15 @@ def run_threaded(plan: Plan, env: list, pool: WorkerPool, offload_elements: int 
             inflight -= 1
     if failed is not None:
         index, error = failed
+        if error is _LATE:
+            raise timed_out(plan.infos[index].path)
         if not isinstance(error, Exception):
             raise error  # KeyboardInterrupt, SystemExit … pass through unwrapped
         raise _error(plan, index, env, error) from error
 
 
-_BLAS: list | None = None
-_BLAS_LOCK = threading.Lock()
-
-
-def _blas_libraries() -> list:
-    global _BLAS
-    with _BLAS_LOCK:
-        if _BLAS is None:
-            try:
-                from threadpoolctl import ThreadpoolController
-
-                _BLAS = list(ThreadpoolController().select(user_api="blas").lib_controllers)
-            except Exception:  # noqa: BLE001 - without threadpoolctl BLAS keeps its own setting
-                _BLAS = []
-        return _BLAS
-
-
-@contextmanager
-def blas_threads(count: int) -> Iterator[None]:
-    """Let BLAS use ``count`` threads inside the block, restoring the previous setting after."""
-    changed = []
-    for lib in _blas_libraries():
-        current = lib.get_num_threads()
-        if current != count:
-            lib.set_num_threads(count)
-            changed.append((lib, current))
-    try:
-        yield
-    finally:
-        for lib, previous in changed:
-            lib.set_num_threads(previous)
-
-
-class BlasTuner:
-    """Chooses BLAS threads for one sequential plan by timing its runs: the budget or 1.
-
-    Multi-threaded BLAS pays off on an idle machine and collapses when another process
-    holds a core (its threads spin at barriers while one of them is descheduled), so the
-    choice is measured, not assumed: the first ``PROBES`` runs alternate between the two,
-    then the one with the faster best of its last few runs is used (noise only ever adds
-    time, so the best run is what a setting can do; a median is swayed by one run that
-    shared the cores), and every ``RETRY`` runs the other is tried again so the choice
-    follows the machine's load.
-
-    >>> tuner = BlasTuner(2)
-    >>> for seconds in (0.9, 0.1, 0.8, 0.2, 0.7, 0.2):  # 2 threads slow, 1 thread fast
-    ...     tuner.record(tuner.next(), seconds)
-    >>> tuner.next()
-    1
-    """
-
-    PROBES = 6
-    RETRY = 50
-
-    def __init__(self, budget: int) -> None:
-        self.candidates = (budget, 1)
-        self.recent: dict[int, deque] = {c: deque(maxlen=5) for c in self.candidates}
-        self.choice = budget
-        self.runs = 0
-
-    def next(self) -> int:
-        """The BLAS thread count for the next run."""
-        if self.runs < self.PROBES:
-            return self.candidates[self.runs % 2]
-        if self.runs % self.RETRY == 0:
-            return self.candidates[1] if self.choice == self.candidates[0] else self.candidates[0]
-        return self.choice
-
-    def record(self, count: int, seconds: float) -> None:
-        """Note how long a run with ``count`` BLAS threads took."""
-        self.runs += 1
-        self.recent[count].append(seconds)
-        best = {c: min(t) for c, t in self.recent.items() if t}
-        self.choice = min(best, key=best.__getitem__)
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
 class Runner:
@@ -279,12 +258,18 @@ class Runner:
     """
 
     def __init__(self, threads: int | None = None, offload_elements: int = DEFAULT_OFFLOAD_ELEMENTS) -> None:
-        if threads is not None and (not isinstance(threads, int) or threads < 1):
-            raise ExecutionError.at(None, "threads=None or a positive int", repr(threads))
+        if threads is not None and (not _is_int(threads) or threads < 1):
+            raise ExecutionError(f"threads: expected None or a positive int, found {threads!r}", path="threads",
+                                 expected="None or a positive int", found=repr(threads))
+        if not _is_int(offload_elements) or offload_elements < 0:
+            raise ExecutionError(f"offload_elements: expected a non-negative int, found {offload_elements!r}",
+                                 path="offload_elements", expected="a non-negative int", found=repr(offload_elements))
+        threads = None if threads is None else int(threads)
         self.threads = threads
         self.budget = threads if threads is not None else (os.cpu_count() or 1)
         self.offload_elements = offload_elements
         self.pool: WorkerPool | None = None
+        self.deadline: float | None = None  # of the run under way (``time.monotonic()``), if any
         self._lock = threading.Lock()
 
     def mode(self, plan: Plan) -> str:
@@ -293,14 +278,19 @@ class Runner:
             return THREADED if self.budget > 1 and plan.parallel else SEQUENTIAL
         return THREADED if self.threads > 1 else SEQUENTIAL
 
-    def run(self, plan: Plan, env: list, mode: str) -> None:
-        """Run a top-level plan, with BLAS threads set for ``mode`` when the plan uses BLAS.
+    def run(self, plan: Plan, env: list, mode: str, deadline: float | None = None) -> None:
+        """Run a top-level plan, with BLAS threads set for ``mode`` when the plan uses BLAS;
+        no step (nested ones included) starts after ``deadline`` (a ``time.monotonic()`` value).
 
         numpy's floating-point warnings are off during a run: inf and nan are values in
         ONNX, and setting this once per run spares every kernel its own ``errstate``.
         """
-        with np.errstate(all="ignore"):
-            self._run(plan, env, mode)
+        previous, self.deadline = self.deadline, deadline
+        try:
+            with np.errstate(all="ignore"):
+                self._run(plan, env, mode)
+        finally:
+            self.deadline = previous
 
     def _run(self, plan: Plan, env: list, mode: str) -> None:
         if not plan.uses_blas:
@@ -324,9 +314,9 @@ class Runner:
     def execute(self, plan: Plan, env: list, mode: str) -> None:
         """Run a plan (top-level or nested) with the given runner."""
         if mode == THREADED and len(plan.steps) > 1:
-            run_threaded(plan, env, self._pool(), self.offload_elements)
+            run_threaded(plan, env, self._pool(), self.offload_elements, self.deadline)
         else:
-            run_sequential(plan, env)
+            run_sequential(plan, env, self.deadline)
 
     def _pool(self) -> WorkerPool:
         with self._lock:

@@ -11,27 +11,30 @@
 
 from __future__ import annotations
 
+import math
 import threading
+import time
 import weakref
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from amanda.containers import CONTROL, SELF, Endpoint
+from amanda.containers import CONTROL, SELF, Container, Endpoint
+from amanda.errors import ExecutionError, format_path
 from amanda.exec import control_flow  # noqa: F401  (registers If, Loop, Scan, SequenceMap)
 from amanda.exec import sequences  # noqa: F401  (registers sequence and optional kernels)
 from amanda.exec import state as _state
 from amanda.exec.dispatch import OpContext
+from amanda.exec.feeds import check_feeds
 from amanda.exec.plan import Plan, bind_phase, compile_plan
-from amanda.exec.resolve import normalize, normalize_all
-from amanda.exec.runner import DEFAULT_OFFLOAD_ELEMENTS, SEQUENTIAL, Runner
+from amanda.exec.resolve import normalize
+from amanda.exec.runner import DEFAULT_OFFLOAD_ELEMENTS, SEQUENTIAL, Runner, timed_out
 from amanda.exec.tensorflow import executable_form, needs_conversion
 
-if TYPE_CHECKING:
-    from amanda.containers import Container
+__all__ = ["DEFAULT_MAX_LOOP_ITERATIONS", "Session"]
 
-__all__ = ["Session"]
+DEFAULT_MAX_LOOP_ITERATIONS = 1_000_000
 
 
 def _as_value(value: Any) -> Any:
@@ -41,6 +44,60 @@ def _as_value(value: Any) -> Any:
     return np.asarray(value)
 
 
+def _bad(argument: str, expected: str, found: Any) -> ExecutionError:
+    """The error for a bad argument of Session or Session.run."""
+    shown = f"{type(found).__name__} {found!r}"[:120]
+    return ExecutionError(f"{argument}: expected {expected}, found {shown}", path=argument, expected=expected,
+                          found=shown)
+
+
+def _names(items: Any, role: str) -> tuple:
+    """Fetch or feed names as hashable keys; an ExecutionError saying what a name is otherwise."""
+    out = []
+    for item in items:
+        name = normalize(item)
+        if not isinstance(name, (str, Endpoint)) and not (isinstance(name, tuple) and len(name) == 2):
+            raise _bad(role, "a name 'y', an endpoint 'op:port' or a (path, port) pair", item)
+        try:
+            hash(name)
+        except TypeError:
+            raise _bad(role, "a hashable name or (path, port) pair", item) from None
+        out.append(name)
+    return tuple(out)
+
+
+def _fetch_list(fetches: Any) -> tuple:
+    if isinstance(fetches, (str, Endpoint)):
+        return (fetches,)
+    if not isinstance(fetches, (list, tuple)):
+        raise _bad("fetches", "a list or tuple of names, or one name as a string", fetches)
+    return _names(fetches, "fetch")
+
+
+def _feed_map(feeds: Any) -> Mapping[Any, Any]:
+    if feeds is None:
+        return {}
+    if not isinstance(feeds, Mapping):
+        raise _bad("feeds", "a mapping {name: value} or None", feeds)
+    return feeds
+
+
+def _check_phase(phase: Any) -> None:
+    try:
+        hash(phase)
+    except TypeError:
+        raise _bad("phase", "None or a hashable value such as 'train'", phase) from None
+
+
+def _seconds(value: Any, what: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not value > 0 or math.isnan(value):
+        raise _bad(what, "None or a positive number of seconds", value)
+    return float(value)
+
+
 class Session:
     """Runs ``model``; see ``docs/execution.md``.
 
@@ -48,6 +105,9 @@ class Session:
     1 runs the sequential interpreter, n > 1 the threaded scheduler on n workers.
     ``offload_elements``: in the threaded scheduler, ops whose largest input has at least
     this many elements go to a worker (heavy op types always do); 0 sends every op.
+    ``max_loop_iterations``: a Loop op that would start more iterations than this raises an
+    ExecutionError (None: no limit). ``timeout``: seconds a run may take before it raises an
+    ExecutionError (None: no limit); ``run(timeout=...)`` overrides it for one run.
     """
 
     def __init__(
@@ -56,7 +116,17 @@ class Session:
         threads: int | None = None,
         *,
         offload_elements: int = DEFAULT_OFFLOAD_ELEMENTS,
+        max_loop_iterations: int | None = DEFAULT_MAX_LOOP_ITERATIONS,
+        timeout: float | None = None,
     ) -> None:
+        if not isinstance(model, Container):
+            raise _bad("model", "a Container", model)
+        if max_loop_iterations is not None and (
+                isinstance(max_loop_iterations, bool) or not isinstance(max_loop_iterations, (int, np.integer))
+                or max_loop_iterations < 0):
+            raise _bad("max_loop_iterations", "None or a non-negative int", max_loop_iterations)
+        self._timeout = _seconds(timeout, "timeout")
+        self._max_loop_iterations = None if max_loop_iterations is None else int(max_loop_iterations)
         self.model = model
         # a TensorFlow graph runs converted where its ops lack kernels; names keep working
         self._executable, self._names = model, None
@@ -80,33 +150,55 @@ class Session:
         return self._runner.threads
 
     @property
+    def timeout(self) -> float | None:
+        """Seconds a run may take (None: no limit); ``run(timeout=...)`` overrides it per run."""
+        return self._timeout
+
+    @property
+    def max_loop_iterations(self) -> int | None:
+        """Iterations a Loop op may run before it raises (None: no limit)."""
+        return self._max_loop_iterations
+
+    @property
     def state(self) -> Mapping[str, Any]:
         """The session's variables (state key -> value), read-only; they persist across runs."""
         return MappingProxyType(self._state)
 
-    def run(self, fetches: Sequence[Any] | str, feeds: Mapping[Any, Any] | None = None, phase: Any = None) -> list:
+    def run(
+        self, fetches: Sequence[Any] | str, feeds: Mapping[Any, Any] | None = None, phase: Any = None,
+        *, timeout: float | None = None,
+    ) -> list:
         """Compute ``fetches`` (a list, or one name) given ``feeds``; a list in fetch order.
 
         A fetch that names an op (or a control port) runs it for its effects; its result
-        is None.
+        is None. Each fed value must match the dtype and shape its port declares (nothing
+        is cast). ``timeout`` (seconds, default the session's) bounds the run: no op starts
+        after it passes, and the run raises an ExecutionError.
         """
-        items = [fetches] if isinstance(fetches, (str, Endpoint)) else fetches
-        feeds = feeds or {}
+        seconds = _seconds(timeout, "timeout")
+        seconds = self.timeout if seconds is None else seconds
+        deadline = None if seconds is None else time.monotonic() + seconds
+        items = _fetch_list(fetches)
+        given = _feed_map(feeds)
+        _check_phase(phase)
+        values = dict(zip(_names(given, "feed"), map(_as_value, given.values())))
         if self._names is not None:
-            items = [self._translated(item) for item in items]
-            feeds = {self._translated(name): value for name, value in feeds.items()}
-        plan = self.plan(items, feeds, phase)
+            items = tuple(self._translated(item) for item in items)
+            values = {self._translated(name): value for name, value in values.items()}
+        plan = self.plan(items, values, phase)
+        if plan.feed_types:
+            check_feeds(plan.feed_types, values)
         env = plan.template.copy()
         slots = plan.feed_slots
-        for name, value in feeds.items():
-            s = slots[normalize(name)]
+        for name, value in values.items():
+            s = slots[name]
             if s is not None:
-                env[s] = _as_value(value)
+                env[s] = value
         with self._lock:
             mode = self._runner.mode(plan)
             previous, self._mode = self._mode, mode
             try:
-                self._runner.run(plan, env, mode)
+                self._runner.run(plan, env, mode, deadline)
             finally:
                 self._mode = previous
         # a fetched variable reference reads as the variable's value, as in TensorFlow
@@ -125,8 +217,9 @@ class Session:
 
     def plan(self, fetches: Sequence[Any], feeds: Mapping[Any, Any] | Sequence[Any] = (), phase: Any = None) -> Plan:
         """The compiled plan for these fetches, fed names and phase (cached)."""
-        names = frozenset(normalize_all(feeds))
-        key = (normalize_all(fetches), names, phase)
+        _check_phase(phase)
+        names = frozenset(_names(feeds, "feed"))
+        key = (_fetch_list(fetches), names, phase)
         plan = self._plans.get(key)
         if plan is None:
             with self._lock:
@@ -162,7 +255,23 @@ class Session:
         def run_body(body: "Container", inputs: Mapping[str, Any], outputs: Sequence[str]) -> list:
             return self._run_body(body, inputs, outputs, path, namespace)
 
-        return OpContext(self._state, _state.state_key(op), path, op, opset, namespace, run_body)
+        def iteration(i: int) -> None:
+            self._iteration(i, path)
+
+        return OpContext(self._state, _state.state_key(op), path, op, opset, namespace, run_body, iteration)
+
+    def _iteration(self, i: int, path: tuple) -> None:
+        """Stop a loop at ``path`` before iteration ``i`` past the limit or the run's deadline."""
+        limit = self.max_loop_iterations
+        if limit is not None and i >= limit:
+            where = format_path(path)
+            raise ExecutionError(
+                f"the loop `{where}` reached max_loop_iterations={limit} and would go on; raise "
+                "Session(max_loop_iterations=...) if it is meant to run longer",
+                path=where, expected=f"at most {limit} iterations", found=f"iteration {i + 1} about to start")
+        deadline = self._runner.deadline
+        if deadline is not None and time.monotonic() > deadline:
+            raise timed_out(f"{format_path(path)} (iteration {i})")
 
     def _run_body(
         self, body: "Container", inputs: Mapping[str, Any], outputs: Sequence[str], prefix: tuple, namespace: str

@@ -171,7 +171,7 @@ def test_body_failure_names_the_body_op() -> None:
     body = helper.make_graph([helper.make_node("MatMul", ["x", "x"], ["t"])], "then", [], [vi("t")])
     other = helper.make_graph([helper.make_node("Identity", ["x"], ["e"])], "else", [], [vi("e")])
     node = helper.make_node("If", ["cond"], ["y"], then_branch=body, else_branch=other, name="branch")
-    proto = model([node], [vi("cond", TensorProto.BOOL, []), vi("x", F, [3])], [vi("y")])
+    proto = model([node], [vi("cond", TensorProto.BOOL, []), vi("x", F, [2, 3])], [vi("y")])
     with Session(from_onnx(proto)) as s, pytest.raises(ExecutionError) as info:
         s.run(["y"], {"cond": np.array(True), "x": np.zeros((2, 3), np.float32)})
     assert "while executing `branch` (If, amanda/onnx/17)" in str(info.value)

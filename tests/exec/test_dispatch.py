@@ -200,3 +200,24 @@ def test_sequence_kernels() -> None:
         sequences.optional_get_element({}, None)
     with pytest.raises(ExecutionError, match="out of range"):
         sequences.sequence_at({}, seq, np.array(5))
+
+
+def test_an_input_port_the_kernel_does_not_take_is_a_plan_time_error() -> None:
+    """An op with more input ports than its kernel takes fails when the plan is made, naming the
+    op's path, the unknown ports and the schema's valid ports, before any kernel runs."""
+    inner = Container("Block", "b", inputs=["x"], outputs=["y"],
+                      children=[op("Gemm", "fc", ["A", "B", "C", "D", "E"], ["Y"])],
+                      edges=[("b:x", "fc:A"), ("b:x", "fc:B"), ("fc:Y", "b:y")])
+    g = Container("G", "g", inputs=["x"], outputs=["y"], attrs={"namespace": "amanda/onnx/17"},
+                  children=[inner], edges=[("g:x", "b:x"), ("b:y", "g:y")])
+    s = Session(g)
+    with pytest.raises(ExecutionError) as info:
+        s.plan(["y"], ["x"])
+    assert str(info.value) == ("op `b/fc` (Gemm, amanda/onnx/17) has input ports `D`, `E`, which its kernel "
+                               "does not take; Gemm takes 2 to 3 inputs: A, B, C?")
+    assert info.value.path == "b/fc" and info.value.found == "A, B, C, D, E"
+    relu = Container("G", "g", inputs=["x"], outputs=["y"], attrs={"namespace": "amanda/onnx/17"},
+                     children=[op("Relu", "r", ["X", "Z"], ["Y"])], edges=[("g:x", "r:X"), ("r:Y", "g:y")])
+    with pytest.raises(ExecutionError, match=r"op `r` \(Relu, amanda/onnx/17\) has input port `Z`, which its "
+                                             r"kernel does not take; Relu takes 1 input: X$"):
+        Session(relu).run(["y"], {"x": np.ones(2, np.float32)})

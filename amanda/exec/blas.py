@@ -1,0 +1,114 @@
+"""BLAS threads: the process-wide BLAS limit set for the length of a run, and its tuner.
+
+The limit is set with threadpoolctl. numpy's OpenBLAS (pthreads) keeps one pool for the
+process and honours a limit set from any thread, but threadpoolctl lets only one Python
+thread change it; a run takes that control on whichever thread it runs (see
+:func:`blas_threads`).
+
+>>> with blas_threads(1):
+...     pass
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+__all__ = ["BlasTuner", "blas_threads"]
+
+_BLAS: list | None = None
+_BLAS_LOCK = threading.Lock()
+_SETTING = threading.Lock()  # a get-then-set of the BLAS limit is one step
+
+
+def _blas_libraries() -> list:
+    global _BLAS
+    with _BLAS_LOCK:
+        if _BLAS is None:
+            try:
+                from threadpoolctl import ThreadpoolController
+
+                _BLAS = list(ThreadpoolController().select(user_api="blas").lib_controllers)
+            except Exception:  # noqa: BLE001 - without threadpoolctl BLAS keeps its own setting
+                _BLAS = []
+        return _BLAS
+
+
+def _set_blas(lib: Any, count: int) -> None:
+    # threadpoolctl (3.8 on) lets only the first thread that set OpenBLAS's pool (pthreads
+    # build) change it and silently ignores every other thread; the pool is process-wide,
+    # so the run under way takes control from whichever thread it runs on
+    take = getattr(lib, "clear_controlling_thread", None)
+    if take is not None:
+        take(force=True)
+    lib.set_num_threads(count)
+
+
+@contextmanager
+def blas_threads(count: int) -> Iterator[None]:
+    """Let BLAS use ``count`` threads inside the block, restoring the previous setting after.
+
+    The setting is process-wide and holds whichever thread enters the block; afterwards
+    control returns to no thread, so any thread (or ``threadpool_limits``) can set it again.
+    """
+    changed = []
+    with _SETTING:
+        for lib in _blas_libraries():
+            current = lib.get_num_threads()
+            if current != count:
+                _set_blas(lib, count)
+                changed.append((lib, current))
+    try:
+        yield
+    finally:
+        with _SETTING:
+            for lib, previous in changed:
+                _set_blas(lib, previous)
+                release = getattr(lib, "clear_controlling_thread", None)
+                if release is not None:
+                    release()
+
+
+class BlasTuner:
+    """Chooses BLAS threads for one sequential plan by timing its runs: the budget or 1.
+
+    Multi-threaded BLAS pays off on an idle machine and collapses when another process
+    holds a core (its threads spin at barriers while one of them is descheduled), so the
+    choice is measured, not assumed: the first ``PROBES`` runs alternate between the two,
+    then the one with the faster best of its last few runs is used (noise only ever adds
+    time, so the best run is what a setting can do; a median is swayed by one run that
+    shared the cores), and every ``RETRY`` runs the other is tried again so the choice
+    follows the machine's load.
+
+    >>> tuner = BlasTuner(2)
+    >>> for seconds in (0.9, 0.1, 0.8, 0.2, 0.7, 0.2):  # 2 threads slow, 1 thread fast
+    ...     tuner.record(tuner.next(), seconds)
+    >>> tuner.next()
+    1
+    """
+
+    PROBES = 6
+    RETRY = 50
+
+    def __init__(self, budget: int) -> None:
+        self.candidates = (budget, 1)
+        self.recent: dict[int, deque] = {c: deque(maxlen=5) for c in self.candidates}
+        self.choice = budget
+        self.runs = 0
+
+    def next(self) -> int:
+        """The BLAS thread count for the next run."""
+        if self.runs < self.PROBES:
+            return self.candidates[self.runs % 2]
+        if self.runs % self.RETRY == 0:
+            return self.candidates[1] if self.choice == self.candidates[0] else self.candidates[0]
+        return self.choice
+
+    def record(self, count: int, seconds: float) -> None:
+        """Note how long a run with ``count`` BLAS threads took."""
+        self.runs += 1
+        self.recent[count].append(seconds)
+        best = {c: min(t) for c, t in self.recent.items() if t}
+        self.choice = min(best, key=best.__getitem__)

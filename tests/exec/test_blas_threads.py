@@ -1,0 +1,81 @@
+"""A session's BLAS thread limit holds whichever Python thread calls run: the limit a kernel
+sees inside a run is the session's, from the main thread and from any other thread."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Mapping
+
+import numpy as np
+import pytest
+
+from amanda import Container, op
+from amanda.exec import Session
+from amanda.exec.kernels.registry import kernel
+from amanda.exec.runner import _blas_libraries, blas_threads
+
+LIBS = _blas_libraries()
+pytestmark = pytest.mark.skipif(not LIBS, reason="no BLAS library visible to threadpoolctl")
+_SEEN: list[list[int]] = []
+
+
+@kernel("BlasProbe", family="amanda/test-blas")
+def _probe(attrs: Mapping[str, Any], x: np.ndarray) -> tuple:
+    _SEEN.append([lib.get_num_threads() for lib in LIBS])
+    return (x,)
+
+
+def probed_products(n: int = 4) -> Container:
+    """A chain of n 256x256 MatMuls (so the plan uses BLAS) followed by a probe of the BLAS limit."""
+    children = [op("MatMul", f"m{i}", ["A", "B"], ["Y"]) for i in range(n)]
+    children.append(op("BlasProbe", "probe", ["x"], ["y"], attrs={"namespace": "amanda/test-blas"}))
+    edges = [("g:w", f"m{i}:B") for i in range(n)] + [("g:x", "m0:A"), (f"m{n - 1}:Y", "probe:x"), ("probe:y", "g:y")]
+    edges += [(f"m{i}:Y", f"m{i + 1}:A") for i in range(n - 1)]
+    return Container("G", "g", inputs=["x", "w"], outputs=["y"], children=children, edges=edges,
+                     attrs={"namespace": "amanda/onnx/17"})
+
+
+def feeds() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(7)
+    return {"x": rng.standard_normal((256, 256)).astype(np.float32),
+            "w": (rng.standard_normal((256, 256)) / 16).astype(np.float32)}
+
+
+def in_thread(fn: Any) -> Any:
+    out: list[Any] = []
+    worker = threading.Thread(target=lambda: out.append(fn()))
+    worker.start()
+    worker.join()
+    return out[0]
+
+
+def test_threads_1_limits_blas_from_a_worker_thread_too() -> None:
+    """After the main thread has set BLAS limits (so threadpoolctl made it the controlling
+    thread), a threads=1 run from another thread still runs its kernels with one BLAS thread,
+    and the previous limit is back after the run, on either thread."""
+    before = [lib.get_num_threads() for lib in LIBS]
+    with blas_threads(1):  # the main thread takes threadpoolctl's control, as a run on it would
+        pass
+    _SEEN.clear()
+    with Session(probed_products(), threads=1) as s:
+        in_thread(lambda: s.run(["y"], feeds()))
+        s.run(["y"], feeds())
+    assert _SEEN == [[1] * len(LIBS)] * 2
+    assert [lib.get_num_threads() for lib in LIBS] == before
+    with blas_threads(1):  # and the main thread can still set limits afterwards
+        assert all(lib.get_num_threads() == 1 for lib in LIBS)
+    assert [lib.get_num_threads() for lib in LIBS] == before
+
+
+def test_threads_1_gives_the_same_bits_on_any_thread() -> None:
+    """A threads=1 product chain gives bit-identical results run from the main thread and from a
+    worker thread, equal (up to rounding) to plain numpy."""
+    with Session(probed_products(8), threads=1) as s:
+        main = s.run(["y"], feeds())[0]
+        other = in_thread(lambda: s.run(["y"], feeds())[0])
+    np.testing.assert_array_equal(main, other)
+    f = feeds()
+    expected = f["x"]
+    for _ in range(8):
+        expected = expected @ f["w"]
+    np.testing.assert_allclose(main, expected, rtol=1e-4, atol=1e-6)
