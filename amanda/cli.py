@@ -145,7 +145,7 @@ def _run(args: argparse.Namespace) -> int:
                                                  if len(times) > 1 else ""), file=sys.stderr)
     if args.output:
         arrays = {name: value for name, value in zip(fetches, values) if isinstance(value, np.ndarray)}
-        np.savez(args.output, **arrays)
+        np.savez(args.output, **arrays)  # type: ignore[arg-type]  # numpy's stub types the keywords as bools
         print(f"wrote {args.output}")
     return 0
 

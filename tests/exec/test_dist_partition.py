@@ -52,7 +52,7 @@ def test_any_placement_partitions_into_parts_that_compute_the_model(name: str, d
         check_invariants(part.container)
         ops = [c for c in part.container.children if c.type not in ("Send", "Recv")]
         assert {devices[tuple(c.name.split("/"))] for c in ops} <= {part.device}
-        assert all(i < part.index for i, _ in part.receives.values())
+        assert all(i < part.number for i, _ in part.receives.values())
     sends = sum(c.type == "Send" for p in parts.parts for c in p.container.children)
     recvs = sum(c.type == "Recv" for p in parts.parts for c in p.container.children)
     assert sends <= recvs and (sends == 0) == (len(parts.parts) == 1)

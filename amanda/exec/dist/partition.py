@@ -52,7 +52,7 @@ class Part(NamedTuple):
     that part's output port); ``fetches``: output port -> index in the fetch list.
     """
 
-    index: int
+    number: int  # the part's place in the running order
     device: str
     stage: int
     container: Container

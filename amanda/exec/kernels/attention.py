@@ -93,12 +93,12 @@ def attention_kernel(attrs: Attrs, q: np.ndarray, k: np.ndarray, v: np.ndarray, 
     mode = int(attrs.get("qk_matmul_output_mode", 0))
     biased = scores + bias
     precision = attrs.get("softmax_precision")
-    work = biased.astype(onnx_dtype(int(precision))) if precision else biased
+    work = biased.astype(onnx_dtype(int(precision))) if precision is not None and int(precision) else biased
     with np.errstate(invalid="ignore", over="ignore"):
         probs = _softmax_rows(work)
     blocked = np.isneginf(np.max(bias, axis=-1, keepdims=True))
     probs = np.where(blocked, 0, probs)
-    qk_out = {2: biased, 3: probs}.get(mode, scores).astype(q.dtype)
+    qk_out = (biased if mode == 2 else probs if mode == 3 else scores).astype(q.dtype)
     y = np.matmul(probs.astype(q.dtype), v).astype(q.dtype, copy=False)
     if flat:
         y = y.transpose(0, 2, 1, 3).reshape(y.shape[0], y.shape[2], -1)

@@ -48,8 +48,8 @@ def _limits(dtype: np.dtype) -> tuple[float, float]:
     import ml_dtypes
 
     if dtype.name in ("int4", "uint4", "int2", "uint2"):
-        info = ml_dtypes.iinfo(dtype)
-        return float(info.min), float(info.max)
+        narrow = ml_dtypes.iinfo(dtype)
+        return float(narrow.min), float(narrow.max)
     finite = float(ml_dtypes.finfo(dtype).max)
     return -finite, finite
 

@@ -43,6 +43,13 @@ _ACTIVATIONS: dict[str, tuple[int, tuple[float, float], Callable[..., np.ndarray
 }
 
 
+def _bind(fn: Callable[..., np.ndarray], alpha: float, beta: float) -> Activation:
+    def activation(x: np.ndarray) -> np.ndarray:
+        return fn(x, alpha, beta)
+
+    return activation
+
+
 def _activations(attrs: Attrs, defaults: Sequence[str], directions: int) -> list[list[Activation]]:
     """Per direction, the cell's activation functions with their alpha and beta bound."""
     names = attrs.get("activations")
@@ -64,7 +71,7 @@ def _activations(attrs: Attrs, defaults: Sequence[str], directions: int) -> list
             alpha = float(alphas.pop(0))
         if count >= 2 and betas:
             beta = float(betas.pop(0))
-        bound.append(lambda x, fn=fn, a=alpha, b=beta: fn(x, a, b))
+        bound.append(_bind(fn, alpha, beta))
     per = len(defaults)
     return [bound[d * per:(d + 1) * per] for d in range(directions)]
 
@@ -177,7 +184,7 @@ def _recurrent(kind: str, gates: int, defaults: Sequence[str], attrs: Attrs, x: 
         cs.append(c)
     y_all = np.stack(ys, axis=1).astype(x.dtype, copy=False)  # [steps, dirs, batch, hidden]
     y_h = np.stack(hs).astype(x.dtype, copy=False)
-    y_c = np.stack(cs).astype(x.dtype, copy=False) if kind == "LSTM" else None
+    y_c = np.stack([c for c in cs if c is not None]).astype(x.dtype, copy=False) if kind == "LSTM" else None
     if layout:
         y_all = np.ascontiguousarray(np.transpose(y_all, (2, 0, 1, 3)))
         y_h = np.ascontiguousarray(np.swapaxes(y_h, 0, 1))

@@ -102,9 +102,10 @@ def grid_sample_kernel(attrs: Attrs, x: np.ndarray, grid: np.ndarray) -> tuple:
     if mode == "cubic":
         bases = [np.floor(c) for c in coords]
         weights = [_cubic_weights(c - b) for c, b in zip(coords, bases)]
-        out = 0.0
+        out: Any = 0.0
         for taps in itertools.product(range(4), repeat=len(sizes)):
-            index, weight = [], 1.0
+            index: list[np.ndarray] = []
+            weight: Any = 1.0
             for d, tap in enumerate(taps):
                 position = _pad(bases[d] + tap - 1, sizes[d], padding, align)
                 index.append(position.astype(np.int64))
@@ -115,7 +116,7 @@ def grid_sample_kernel(attrs: Attrs, x: np.ndarray, grid: np.ndarray) -> tuple:
     if mode == "nearest":
         return (_read(wx, [np.rint(c).astype(np.int64) for c in coords]).astype(x.dtype),)
     floors = [np.floor(c) for c in coords]
-    out = 0.0
+    out = 0.0  # type: ignore[assignment]  # becomes an array on the first corner
     for corner in itertools.product((0, 1), repeat=len(sizes)):
         index = [(f + bit).astype(np.int64) for f, bit in zip(floors, corner)]
         weight = np.prod([1 - np.abs(c - i) for c, i in zip(coords, index)], axis=0)

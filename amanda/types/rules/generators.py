@@ -56,14 +56,16 @@ def dft(node: Node) -> list:
         return [TensorType(node.dtype(0), None)]
     inverse, onesided = bool(node.attr("inverse", 0)), bool(node.attr("onesided", 0))
     if node.opset >= 20:
-        axis = node.ints(2)[0] if node.present(2) and node.ints(2) else (-2 if not node.present(2) else None)
+        given = node.ints(2) if node.present(2) else [-2]
+        axis = given[0] if given else None
     else:
         axis = int(node.attr("axis", 1))
     shape = list(x)
     if axis is None:
         return [TensorType(node.dtype(0), (None,) * len(x))]
     axis = axis % len(x)
-    length = node.ints(1)[0] if node.present(1) and node.ints(1) else None
+    lengths = node.ints(1) if node.present(1) else None
+    length = lengths[0] if lengths else None
     if inverse and onesided:
         n = length if length is not None else (2 * (x[axis] - 1) if type(x[axis]) is int else None)
         shape[axis], shape[-1] = n, 1
@@ -79,7 +81,8 @@ def stft(node: Node) -> list:
     """``[batch, frames, bins, 2]``."""
     x = node.shape(0)
     step = node.ints(1)
-    length = node.ints(3)[0] if node.present(3) and node.ints(3) else None
+    lengths = node.ints(3) if node.present(3) else None
+    length = lengths[0] if lengths else None
     if length is None and node.present(2):
         w = node.shape(2)
         length = w[0] if w is not None and type(w[0]) is int else None

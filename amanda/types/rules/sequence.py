@@ -3,6 +3,8 @@ and convolution-state ops, and the row normalisations that keep their input's ty
 
 from __future__ import annotations
 
+from typing import Any
+
 from amanda.types.node import Node
 from amanda.types.rules import by_name, rule
 from amanda.types.rules.elementwise import same_as_first
@@ -38,6 +40,10 @@ def attention(node: Node) -> list:
     past = node.shape(4) if node.present(4) else None
     if q is None or k is None or v is None:
         return [TensorType(dtype, None)] * node.n_out
+    y: tuple[Any, ...]
+    key_state: tuple[Any, ...]
+    value_state: tuple[Any, ...]
+    qk: tuple[Any, ...]
     if len(q) == 3:
         heads_q, heads_kv = node.attr("q_num_heads"), node.attr("kv_num_heads")
         v_size = v[2] // heads_kv if type(v[2]) is int and heads_kv else None

@@ -58,4 +58,4 @@ def non_max_suppression(node: Node) -> list:
 @rule("DeformConv")
 def deform_conv(node: Node) -> list:
     """A convolution's type."""
-    return conv(node)
+    return list(conv(node))
