@@ -78,6 +78,18 @@ class AmandaError(Exception):
         problem = Problem(path, expected, found, hint)
         return cls(str(problem), path=path, expected=expected, found=found)
 
+    def __reduce__(self) -> Any:
+        # subclasses take other constructor arguments (problems, cycles): rebuild from the
+        # message and fields, so an error raised on a Dask worker arrives whole
+        return _rebuild, (type(self), self.args, dict(self.__dict__))
+
+
+def _rebuild(cls: type, args: tuple, fields: dict) -> AmandaError:
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    error.__dict__.update(fields)
+    return error  # type: ignore[return-value]
+
 
 class InvariantError(AmandaError):
     """A container violates an invariant; ``problems`` lists every violation."""
