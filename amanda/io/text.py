@@ -1,7 +1,8 @@
 """YAML and JSON text <-> containers, with safe loaders only.
 
-Bad documents raise ``FormatError`` with the path of the bad field and, for YAML
-(and JSON, which YAML reads too), its line and column.
+Text is read by ``amanda.safe_load`` (bounded depth and alias expansion, plain data only). Bad
+documents raise ``FormatError`` with the path of the bad field and, for YAML (and JSON, which
+YAML reads too), its line and column.
 """
 
 from __future__ import annotations
@@ -10,18 +11,17 @@ import json
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import yaml
 
 from amanda.containers.container import Container
 from amanda.containers.edge import Edge, Port
 from amanda.errors import FormatError
 from amanda.io.document import DocPath, from_document, to_document
+from amanda.safe_load import compose_yaml, load_text
 
-__all__ = ["SafeDumper", "SafeLoader", "dump", "dumps", "load", "loads"]
+__all__ = ["SafeDumper", "dump", "dumps", "load", "loads"]
 
-# libyaml's C implementations when present; both are the *safe* variants
-SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+# libyaml's C dumper when present, the *safe* variant; reading goes through amanda.safe_load
 SafeDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 _FORMATS = ("yaml", "json")
@@ -51,60 +51,9 @@ def loads(text: str | bytes, format: str = "yaml") -> Any:
         ) from None
 
 
-# libyaml's composer recurses in C and crashes the process somewhere past 20,000 levels;
-# documents that might nest that deep go to the pure-Python safe loader, whose
-# RecursionError becomes a FormatError.
-_C_DEPTH_LIMIT = 5000
-
-
-def _nesting_bound(text: str | bytes) -> int:
-    """An upper bound on a YAML document's nesting depth: flow depth plus the longest line."""
-    data = np.frombuffer(text.encode("utf-8") if isinstance(text, str) else text, dtype=np.uint8)
-    if data.size == 0:
-        return 0
-    step = np.zeros(data.size, dtype=np.int32)
-    step[(data == 0x5B) | (data == 0x7B)] = 1  # [ {
-    step[(data == 0x5D) | (data == 0x7D)] = -1  # ] }
-    flow = int(np.cumsum(step).max())
-    breaks = np.flatnonzero(data == 0x0A)
-    edges = np.concatenate(([-1], breaks, [data.size]))
-    longest = int(np.diff(edges).max())
-    return flow + longest
-
-
-def _yaml_loader(text: str | bytes) -> type:
-    if SafeLoader is yaml.SafeLoader or _nesting_bound(text) < _C_DEPTH_LIMIT:
-        return SafeLoader
-    return yaml.SafeLoader
-
-
 def _parse(text: str | bytes, format: str) -> Any:
     try:
-        if format == "json":
-            return json.loads(text)
-        loader = _yaml_loader(text)(text)  # CSafeLoader or SafeLoader, never another
-        try:
-            return loader.get_single_data()
-        finally:
-            loader.dispose()
-    except json.JSONDecodeError as exc:
-        raise FormatError(
-            f"invalid JSON: {exc.msg}", found=exc.msg, line=exc.lineno, column=exc.colno
-        ) from None
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        message = f"invalid YAML: {exc.problem or exc.context}"
-        if mark is None:
-            raise FormatError(message) from None
-        raise FormatError(
-            message, found=str(exc.problem), line=mark.line + 1, column=mark.column + 1
-        ) from None
-    except yaml.YAMLError as exc:
-        raise FormatError(f"invalid YAML: {exc}") from None
-    except RecursionError:
-        raise FormatError(
-            "the document is nested too deeply to parse", expected="less nesting"
-        ) from None
+        return load_text(text, format)
     except UnicodeDecodeError as exc:
         raise FormatError(f"the document is not UTF-8 text: {exc.reason}") from None
 
@@ -125,8 +74,8 @@ def _located(exc: FormatError, text: str | bytes) -> FormatError:
 def _mark_of(text: str | bytes, path: DocPath) -> tuple[int, int] | None:
     """Line and column (1-based) of the deepest node of ``path`` present in the text."""
     try:
-        node = yaml.compose(text, Loader=_yaml_loader(text))
-    except (yaml.YAMLError, RecursionError):
+        node = compose_yaml(text)
+    except FormatError:
         return None
     found = node
     for part in path:

@@ -1,0 +1,355 @@
+"""The one reader of YAML and JSON text: plain data, with bounded depth and size.
+
+Containers, namespace schemas, mapping tables and ONNX metadata are all read here, so one
+set of guards holds everywhere:
+
+- **depth**: lists and mappings nest at most ``MAX_DEPTH`` levels (a value inside the innermost
+  one counting as a level). YAML depth is counted by the composer itself, node by node, so no
+  comment, quoted bracket or line layout can fool it; JSON depth by a scan of the brackets
+  outside strings (JSON has no comments) before ``json.loads`` runs.
+- **size**: aliases may expand a document to at most its length plus ``ALIAS_ALLOWANCE``
+  nodes, so a few hundred bytes cannot stand for 10^9 nodes; recursive aliases are refused.
+- **tags**: only plain data (strings, integers, floats, booleans, null, lists, mappings); an
+  unquoted date stays a string; Python, custom and merge (``<<``) tags are refused.
+- **keys**: mapping keys are scalars and unique; integers fit Python's digit limit.
+
+Every refusal is a ``FormatError`` with the line and column of the offending node.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import numpy as np
+import yaml
+from yaml.constructor import SafeConstructor
+
+from amanda.errors import FormatError
+
+__all__ = ["ALIAS_ALLOWANCE", "MAX_DEPTH", "Lines", "compose_yaml", "load_located", "load_text"]
+
+MAX_DEPTH = 1000
+ALIAS_ALLOWANCE = 10_000
+
+Lines = dict[tuple[str, ...], int]  # field path (keys and list indexes as text) -> line
+
+_CORE = "tag:yaml.org,2002:"
+_SEQ, _MAP = _CORE + "seq", _CORE + "map"
+_BaseLoader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _TooDeep(Exception):
+    """Raised inside the composer; becomes a FormatError with the line."""
+
+
+class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
+    """libyaml's safe loader whose composer counts its nesting depth.
+
+    libyaml composes recursively in C and crashes the interpreter some 20,000 levels down; the
+    composer calls ``descend_resolver``/``ascend_resolver`` around every node, so counting
+    there stops it at ``MAX_DEPTH`` whatever the text looks like.
+    """
+
+    depth = 0
+
+    def descend_resolver(self, parent: Any, index: Any) -> None:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise _TooDeep
+
+    def ascend_resolver(self) -> None:
+        self.depth -= 1
+
+
+def _mark(node: yaml.Node) -> dict[str, int]:
+    return {"line": node.start_mark.line + 1, "column": node.start_mark.column + 1}
+
+
+def _short_tag(tag: str) -> str:
+    return "!!" + tag[len(_CORE):] if tag.startswith(_CORE) else tag
+
+
+def _at(path: tuple[str, ...] | None) -> str:
+    return "" if path is None else f"at {'/'.join(path) or '<root>'}: "
+
+
+def _refused(node: yaml.Node, path: tuple[str, ...] | None) -> FormatError:
+    shown = _short_tag(node.tag)
+    return FormatError(
+        f"{_at(path)}expected plain YAML data (strings, numbers, booleans, null, lists, "
+        f"mappings), found the refused tag {shown}", path=path,
+        expected="plain YAML data", found=f"the refused tag {shown}", **_mark(node))
+
+
+def _int(loader: Any, node: yaml.ScalarNode) -> int:
+    try:
+        return SafeConstructor.construct_yaml_int(loader, node)  # type: ignore[no-any-return]
+    except ValueError:
+        limit = sys.get_int_max_str_digits()
+        raise FormatError(f"expected an integer of at most {limit} digits, found "
+                          f"{len(node.value)} characters", expected=f"at most {limit} digits",
+                          found=node.value[:20] + "...", **_mark(node)) from None
+
+
+_SCALAR_MAKER = SafeConstructor()  # its scalar methods read only the node
+_SCALARS: dict[str, Any] = {
+    _CORE + "str": lambda loader, node: node.value,
+    _CORE + "timestamp": lambda loader, node: node.value,  # a date is text to us
+    _CORE + "null": lambda loader, node: None,
+    _CORE + "bool": SafeConstructor.construct_yaml_bool,
+    _CORE + "int": _int,
+    _CORE + "float": SafeConstructor.construct_yaml_float,
+}
+
+
+def compose_yaml(text: str | bytes) -> yaml.Node | None:
+    """The node tree of one YAML document, composed under the depth and alias guards.
+
+    >>> compose_yaml("a: [1, 2]").value[0][1].start_mark.column
+    3
+    """
+    try:
+        loader = _Loader(text)
+    except (UnicodeEncodeError, UnicodeDecodeError) as exc:
+        raise FormatError(f"the document is not UTF-8 text: {exc.reason}") from None
+    try:
+        node = loader.get_single_node()
+    except _TooDeep:
+        raise _depth_error(text) from None
+    except RecursionError:  # the pure-Python composer, when libyaml is missing
+        raise _depth_error(text) from None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        message = f"invalid YAML: {exc.problem or exc.context}"
+        where = {} if mark is None else {"line": mark.line + 1, "column": mark.column + 1}
+        raise FormatError(message, found=str(exc.problem), **where) from None
+    except yaml.YAMLError as exc:
+        raise FormatError(f"invalid YAML: {exc}") from None
+    except (UnicodeEncodeError, UnicodeDecodeError) as exc:
+        raise FormatError(f"the document is not UTF-8 text: {exc.reason}") from None
+    finally:
+        loader.dispose()
+    if node is not None and ("&" in text if isinstance(text, str) else b"&" in text):
+        _check_aliases(node, len(text) + ALIAS_ALLOWANCE)
+    return node
+
+
+def _depth_error(text: str | bytes) -> FormatError:
+    """The too-deep error, at the first node past the limit (found by an event scan)."""
+    depth, where = 0, {}
+    for event in yaml.parse(text, Loader=_BaseLoader):  # events: iterative, never recursive
+        if isinstance(event, (yaml.ScalarEvent, yaml.AliasEvent, yaml.CollectionStartEvent)):
+            if depth + 1 > MAX_DEPTH:
+                where = {"line": event.start_mark.line + 1, "column": event.start_mark.column + 1}
+                break
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+    return FormatError(f"the document nests deeper than the limit of {MAX_DEPTH} levels",
+                       expected=f"at most {MAX_DEPTH} levels of lists and mappings",
+                       found="deeper nesting", **where)
+
+
+def _check_aliases(root: yaml.Node, budget: int) -> None:
+    """Refuse recursive aliases, and aliases expanding the document past ``budget`` nodes."""
+    sizes: dict[int, int] = {}
+    open_: set[int] = set()  # the nodes whose subtree is being counted: a path from the root
+    todo: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while todo:
+        node, done = todo.pop()
+        key = id(node)
+        if done:
+            open_.discard(key)
+            children = _children(node)
+            size = 1 + sum(sizes[id(c)] for c in children)
+            if size > budget:
+                raise FormatError(
+                    f"the document's aliases expand it to more than {budget:,} nodes "
+                    f"(its length plus {ALIAS_ALLOWANCE:,})", expected=f"at most {budget} nodes",
+                    found="an alias expansion beyond that", **_mark(node))
+            sizes[key] = size
+        elif key in open_:
+            raise FormatError("expected a finite document, found a recursive alias",
+                              expected="a finite document", found="a recursive alias",
+                              **_mark(node))
+        elif key not in sizes:
+            if isinstance(node, yaml.ScalarNode):
+                sizes[key] = 1
+                continue
+            open_.add(key)
+            todo.append((node, True))
+            todo.extend((c, False) for c in _children(node))
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    return []
+
+
+def _build(root: yaml.Node, lines: Lines | None) -> Any:
+    """Plain data from a composed tree, iteratively; records each field's line in ``lines``.
+
+    Paths are tracked only with ``lines``, so errors name their path only then.
+    """
+    loader = _SCALAR_MAKER
+    scalars = _SCALARS
+    built: dict[int, Any] = {}  # aliased nodes stay shared objects, never copied out
+    out: list[Any] = [None]
+    todo: list[tuple[yaml.Node, Any, Any, tuple[str, ...]]] = [(root, out, 0, ())]
+    if lines is not None:
+        lines[()] = root.start_mark.line + 1
+    while todo:
+        node, parent, slot, path = todo.pop()
+        value = built.get(id(node), built)
+        if value is not built:
+            parent[slot] = value
+            continue
+        tag = node.tag
+        if type(node) is yaml.ScalarNode:
+            make = scalars.get(tag)
+            if make is None:
+                raise _refused(node, path if lines is not None else None)
+            value = make(loader, node)
+        elif type(node) is yaml.SequenceNode and tag == _SEQ:
+            value = [None] * len(node.value)
+            for i, item in enumerate(node.value):
+                sub = path + (str(i),) if lines is not None else path
+                if lines is not None:
+                    lines.setdefault(sub, item.start_mark.line + 1)
+                todo.append((item, value, i, sub))
+        elif type(node) is yaml.MappingNode and tag == _MAP:
+            value = {}
+            for key_node, item in node.value:
+                key = _key(loader, key_node, value, path if lines is not None else None)
+                value[key] = None
+                sub = path + (str(key),) if lines is not None else path
+                if lines is not None:
+                    lines[sub] = key_node.start_mark.line + 1
+                todo.append((item, value, key, sub))
+        else:
+            raise _refused(node, path if lines is not None else None)
+        built[id(node)] = value
+        parent[slot] = value
+    return out[0]
+
+
+def _key(loader: Any, node: yaml.Node, mapping: dict[Any, Any],
+         path: tuple[str, ...] | None) -> Any:
+    if type(node) is not yaml.ScalarNode:
+        raise FormatError(f"{_at(path)}expected scalar mapping keys, found a list or mapping",
+                          path=path, expected="scalar mapping keys", found="a complex key",
+                          **_mark(node))
+    make = _SCALARS.get(node.tag)
+    if make is None:
+        raise _refused(node, path)
+    key = make(loader, node)
+    if key in mapping:
+        where = None if path is None else path + (str(key),)
+        raise FormatError(f"{_at(where)}expected unique keys, found {key!r} twice", path=where,
+                          expected="unique keys", found=f"{key!r} twice", **_mark(node))
+    return key
+
+
+def _json(text: str | bytes) -> Any:
+    data = _json_bytes(text)
+    _check_json_depth(data)
+    try:
+        return json.loads(data)
+    except json.JSONDecodeError as exc:
+        raise FormatError(f"invalid JSON: {exc.msg}", found=exc.msg, line=exc.lineno,
+                          column=exc.colno) from None
+    except RecursionError:
+        pass  # the C decoder's own limit, below ours when the caller's stack is deep
+    except ValueError as exc:  # integers past Python's digit limit
+        raise FormatError(f"invalid JSON: {exc}", found=str(exc)[:80]) from None
+    node = compose_yaml(data)  # JSON is YAML's flow style, which we compose iteratively
+    return None if node is None else _build(node, None)
+
+
+def _json_bytes(text: str | bytes) -> bytes:
+    """UTF-8 bytes of the JSON text, so the bracket scan sees each character once."""
+    try:
+        if isinstance(text, str):
+            return text.encode("utf-8", "surrogatepass")
+        encoding = json.detect_encoding(text)
+        return text if encoding == "utf-8" else text.decode(encoding).encode("utf-8")
+    except (UnicodeEncodeError, UnicodeDecodeError) as exc:
+        raise FormatError(f"the document is not JSON text: {exc.reason}") from None
+
+
+_STEP = np.zeros(256, dtype=np.int8)
+_STEP[[ord("["), ord("{")]] = 1
+_STEP[[ord("]"), ord("}")]] = -1
+
+
+def _check_json_depth(data: bytes) -> None:
+    """Refuse JSON whose lists and mappings nest deeper than ``MAX_DEPTH``."""
+    if data.count(b"[") + data.count(b"{") < MAX_DEPTH:
+        return  # fewer brackets than the limit: no need to look closer
+    raw = np.frombuffer(data, dtype=np.uint8)
+    where = np.flatnonzero(_STEP[raw])
+    if b'"' in data:
+        quotes = np.flatnonzero(raw == ord('"'))
+        if b"\\" in data:
+            quotes = quotes[~_escaped(raw, quotes)]
+        where = where[np.searchsorted(quotes, where) % 2 == 0]  # outside strings
+    depth = np.cumsum(_STEP[raw[where]], dtype=np.int64)
+    over = np.flatnonzero(depth >= MAX_DEPTH)
+    if over.size:
+        at = int(where[over[0]])
+        line = data.count(b"\n", 0, at) + 1
+        raise FormatError(f"the document nests deeper than the limit of {MAX_DEPTH} levels",
+                          expected=f"at most {MAX_DEPTH} levels of lists and mappings",
+                          found="deeper nesting", line=line,
+                          column=at - data.rfind(b"\n", 0, at))
+
+
+def _escaped(raw: np.ndarray, quotes: np.ndarray) -> np.ndarray:
+    """Which quotes follow an odd run of backslashes."""
+    slashes = np.flatnonzero(raw == ord("\\"))
+    starts = np.ones(slashes.size, dtype=bool)
+    starts[1:] = slashes[1:] != slashes[:-1] + 1
+    first = np.maximum.accumulate(np.where(starts, np.arange(slashes.size), 0))
+    run = np.arange(slashes.size) - first + 1  # length of the run ending at each backslash
+    before = np.searchsorted(slashes, quotes) - 1
+    touching = (before >= 0) & (slashes[np.maximum(before, 0)] == quotes - 1)
+    return touching & (run[np.maximum(before, 0)] % 2 == 1)
+
+
+def load_text(text: str | bytes, format: str = "yaml") -> Any:
+    """Plain data from YAML or JSON text, under the depth, size and tag guards.
+
+    >>> load_text("a: [1, {b: 2020-01-01}]")
+    {'a': [1, {'b': '2020-01-01'}]}
+    >>> load_text("[" * 5000, "json")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    amanda.errors.FormatError: the document nests deeper than the limit of 1000 levels ...
+    """
+    if format == "json":
+        return _json(text)
+    node = compose_yaml(text)
+    if node is None:
+        return None
+    try:
+        return _build(node, None)
+    except FormatError:
+        _build(node, {})  # again with paths tracked, to name the path in the error
+        raise
+
+
+def load_located(text: str | bytes) -> tuple[Any, Lines]:
+    """Plain data from YAML text and the line of each field, by path of keys and indexes.
+
+    >>> load_located("a: [1, {b: x}]")
+    ({'a': [1, {'b': 'x'}]}, {(): 1, ('a',): 1, ('a', '0'): 1, ('a', '1'): 1, ('a', '1', 'b'): 1})
+    """
+    node = compose_yaml(text)
+    lines: Lines = {}
+    return (None if node is None else _build(node, lines)), lines
