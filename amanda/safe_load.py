@@ -5,8 +5,10 @@ set of guards holds everywhere:
 
 - **depth**: lists and mappings nest at most ``MAX_DEPTH`` levels (a value inside the innermost
   one counting as a level). YAML depth is counted by the composer itself, node by node, so no
-  comment, quoted bracket or line layout can fool it; JSON depth by a scan of the brackets
-  outside strings (JSON has no comments) before ``json.loads`` runs.
+  comment, quoted bracket or line layout can fool it; JSON depth by ``json.loads``'s own
+  recursion guard when the interpreter's recursion limit is within ours, else (and to name
+  the line) by a scan of the brackets outside strings, which JSON, having no comments,
+  cannot fool.
 - **size**: aliases may expand a document to at most its length plus ``ALIAS_ALLOWANCE``
   nodes, so a few hundred bytes cannot stand for 10^9 nodes; recursive aliases are refused.
 - **tags**: only plain data (strings, integers, floats, booleans, null, lists, mappings); an
@@ -18,8 +20,12 @@ Every refusal is a ``FormatError`` with the line and column of the offending nod
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -28,7 +34,8 @@ from yaml.constructor import SafeConstructor
 
 from amanda.errors import FormatError
 
-__all__ = ["ALIAS_ALLOWANCE", "MAX_DEPTH", "Lines", "compose_yaml", "load_located", "load_text"]
+__all__ = ["ALIAS_ALLOWANCE", "MAX_DEPTH", "Lines", "compose_yaml", "gc_paused", "load_located",
+           "load_text"]
 
 MAX_DEPTH = 1000
 ALIAS_ALLOWANCE = 10_000
@@ -37,7 +44,9 @@ Lines = dict[tuple[str, ...], int]  # field path (keys and list indexes as text)
 
 _CORE = "tag:yaml.org,2002:"
 _SEQ, _MAP = _CORE + "seq", _CORE + "map"
+_STR = _CORE + "str"
 _BaseLoader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_RESOLVED_FIRST = frozenset(_BaseLoader.yaml_implicit_resolvers) | {""}
 
 
 class _TooDeep(Exception):
@@ -54,6 +63,10 @@ class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
 
     depth = 0
 
+    def __init__(self, stream: str | bytes) -> None:
+        super().__init__(stream)
+        self.resolved: dict[str, str] = {}  # plain scalar -> its implicit tag
+
     def descend_resolver(self, parent: Any, index: Any) -> None:
         self.depth += 1
         if self.depth > MAX_DEPTH:
@@ -61,6 +74,18 @@ class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
 
     def ascend_resolver(self) -> None:
         self.depth -= 1
+
+    def resolve(self, kind: type, value: Any, implicit: Any) -> str:
+        # the composer asks this for every node; a plain scalar whose first character starts
+        # no implicit type (most names) is a string without trying the resolver's regexes
+        if kind is yaml.ScalarNode:
+            if implicit[0] and value[:1] in _RESOLVED_FIRST:
+                tag = self.resolved.get(value)
+                if tag is None:
+                    tag = self.resolved[value] = _BaseLoader.resolve(self, kind, value, implicit)
+                return tag  # type: ignore[no-any-return]
+            return _STR
+        return _SEQ if kind is yaml.SequenceNode else _MAP
 
 
 def _mark(node: yaml.Node) -> dict[str, int]:
@@ -131,9 +156,14 @@ def compose_yaml(text: str | bytes) -> yaml.Node | None:
         raise FormatError(f"the document is not UTF-8 text: {exc.reason}") from None
     finally:
         loader.dispose()
-    if node is not None and ("&" in text if isinstance(text, str) else b"&" in text):
+    if node is not None and _has_anchors(text):
         _check_aliases(node, len(text) + ALIAS_ALLOWANCE)
     return node
+
+
+def _has_anchors(text: str | bytes) -> bool:
+    """Whether the text may hold an anchor, so aliases may share nodes (no '&', no anchor)."""
+    return "&" in text if isinstance(text, str) else b"&" in text
 
 
 def _depth_error(text: str | bytes) -> FormatError:
@@ -192,84 +222,98 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
     return []
 
 
-def _build(root: yaml.Node, lines: Lines | None) -> Any:
+def _build(root: yaml.Node, lines: Lines | None, shared: bool = True) -> Any:
     """Plain data from a composed tree, iteratively; records each field's line in ``lines``.
 
-    Paths are tracked only with ``lines``, so errors name their path only then.
+    Paths are tracked only with ``lines``, so errors name their path only then. With
+    ``shared`` an aliased node becomes one shared object, never a copy.
     """
-    loader = _SCALAR_MAKER
-    scalars = _SCALARS
-    built: dict[int, Any] = {}  # aliased nodes stay shared objects, never copied out
+    located = lines is not None
+    built: dict[int, Any] = {}
     out: list[Any] = [None]
     todo: list[tuple[yaml.Node, Any, Any, tuple[str, ...]]] = [(root, out, 0, ())]
     if lines is not None:
         lines[()] = root.start_mark.line + 1
+    scalar, sequence, mapping = yaml.ScalarNode, yaml.SequenceNode, yaml.MappingNode
     while todo:
         node, parent, slot, path = todo.pop()
-        value = built.get(id(node), built)
-        if value is not built:
-            parent[slot] = value
+        if shared and id(node) in built:
+            parent[slot] = built[id(node)]
             continue
-        tag = node.tag
-        if type(node) is yaml.ScalarNode:
-            make = scalars.get(tag)
-            if make is None:
-                raise _refused(node, path if lines is not None else None)
-            value = make(loader, node)
-        elif type(node) is yaml.SequenceNode and tag == _SEQ:
+        kind, tag = type(node), node.tag
+        if kind is scalar:
+            value = _scalar(node, path if located else None)
+        elif kind is sequence and tag == _SEQ:
             value = [None] * len(node.value)
             for i, item in enumerate(node.value):
+                if type(item) is scalar and item.tag == _STR and not located:
+                    value[i] = item.value  # the common case, without a trip through todo
+                    continue
                 sub = path + (str(i),) if lines is not None else path
                 if lines is not None:
                     lines.setdefault(sub, item.start_mark.line + 1)
                 todo.append((item, value, i, sub))
-        elif type(node) is yaml.MappingNode and tag == _MAP:
+        elif kind is mapping and tag == _MAP:
             value = {}
             for key_node, item in node.value:
-                key = _key(loader, key_node, value, path if lines is not None else None)
+                if type(key_node) is scalar and key_node.tag == _STR:
+                    key = key_node.value
+                else:
+                    key = _key(key_node, path if located else None)
+                if key in value:
+                    raise _duplicate(key_node, key, path if located else None)
+                if type(item) is scalar and item.tag == _STR and not located:
+                    value[key] = item.value
+                    continue
                 value[key] = None
                 sub = path + (str(key),) if lines is not None else path
                 if lines is not None:
                     lines[sub] = key_node.start_mark.line + 1
                 todo.append((item, value, key, sub))
         else:
-            raise _refused(node, path if lines is not None else None)
-        built[id(node)] = value
+            raise _refused(node, path if located else None)
+        if shared:
+            built[id(node)] = value
         parent[slot] = value
     return out[0]
 
 
-def _key(loader: Any, node: yaml.Node, mapping: dict[Any, Any],
-         path: tuple[str, ...] | None) -> Any:
+def _scalar(node: yaml.Node, path: tuple[str, ...] | None) -> Any:
+    make = _SCALARS.get(node.tag)
+    if make is None:
+        raise _refused(node, path)
+    return make(_SCALAR_MAKER, node)
+
+
+def _key(node: yaml.Node, path: tuple[str, ...] | None) -> Any:
     if type(node) is not yaml.ScalarNode:
         raise FormatError(f"{_at(path)}expected scalar mapping keys, found a list or mapping",
                           path=path, expected="scalar mapping keys", found="a complex key",
                           **_mark(node))
-    make = _SCALARS.get(node.tag)
-    if make is None:
-        raise _refused(node, path)
-    key = make(loader, node)
-    if key in mapping:
-        where = None if path is None else path + (str(key),)
-        raise FormatError(f"{_at(where)}expected unique keys, found {key!r} twice", path=where,
-                          expected="unique keys", found=f"{key!r} twice", **_mark(node))
-    return key
+    return _scalar(node, path)
+
+
+def _duplicate(node: yaml.Node, key: Any, path: tuple[str, ...] | None) -> FormatError:
+    where = None if path is None else path + (str(key),)
+    return FormatError(f"{_at(where)}expected unique keys, found {key!r} twice", path=where,
+                       expected="unique keys", found=f"{key!r} twice", **_mark(node))
 
 
 def _json(text: str | bytes) -> Any:
     data = _json_bytes(text)
-    _check_json_depth(data)
+    if sys.getrecursionlimit() > MAX_DEPTH:
+        _check_json_depth(data)  # else the decoder's own recursion guard is tighter than ours
     try:
         return json.loads(data)
     except json.JSONDecodeError as exc:
         raise FormatError(f"invalid JSON: {exc.msg}", found=exc.msg, line=exc.lineno,
                           column=exc.colno) from None
     except RecursionError:
-        pass  # the C decoder's own limit, below ours when the caller's stack is deep
+        _check_json_depth(data)  # past our limit, or only past the decoder's (deep stack)
     except ValueError as exc:  # integers past Python's digit limit
         raise FormatError(f"invalid JSON: {exc}", found=str(exc)[:80]) from None
     node = compose_yaml(data)  # JSON is YAML's flow style, which we compose iteratively
-    return None if node is None else _build(node, None)
+    return None if node is None else _build(node, None, _has_anchors(data))
 
 
 def _json_bytes(text: str | bytes) -> bytes:
@@ -288,10 +332,27 @@ _STEP[[ord("["), ord("{")]] = 1
 _STEP[[ord("]"), ord("}")]] = -1
 
 
+_STRUCTURE = b'[]{}"'
+_NOT_STRUCTURE = bytes(sorted(set(range(256)) - set(_STRUCTURE)))
+
+
 def _check_json_depth(data: bytes) -> None:
     """Refuse JSON whose lists and mappings nest deeper than ``MAX_DEPTH``."""
     if data.count(b"[") + data.count(b"{") < MAX_DEPTH:
         return  # fewer brackets than the limit: no need to look closer
+    # escapes go first (pairs of backslashes, then escaped quotes, as JSON reads them left
+    # to right); then only brackets and quotes are kept, all in C
+    plain = data.replace(b"\\\\", b"").replace(b'\\"', b"") if b"\\" in data else data
+    marks = np.frombuffer(plain.translate(None, _NOT_STRUCTURE), dtype=np.uint8)
+    quote = marks == ord('"')
+    outside = np.cumsum(quote) % 2 == 0  # an even number of quotes so far
+    steps = _STEP[marks[outside & ~quote]]
+    if steps.size and int(np.cumsum(steps, dtype=np.int64).max()) >= MAX_DEPTH:
+        _locate_json_depth(data)
+
+
+def _locate_json_depth(data: bytes) -> None:
+    """Raise the depth error at the first bracket past the limit (the error path only)."""
     raw = np.frombuffer(data, dtype=np.uint8)
     where = np.flatnonzero(_STEP[raw])
     if b'"' in data:
@@ -300,14 +361,11 @@ def _check_json_depth(data: bytes) -> None:
             quotes = quotes[~_escaped(raw, quotes)]
         where = where[np.searchsorted(quotes, where) % 2 == 0]  # outside strings
     depth = np.cumsum(_STEP[raw[where]], dtype=np.int64)
-    over = np.flatnonzero(depth >= MAX_DEPTH)
-    if over.size:
-        at = int(where[over[0]])
-        line = data.count(b"\n", 0, at) + 1
-        raise FormatError(f"the document nests deeper than the limit of {MAX_DEPTH} levels",
-                          expected=f"at most {MAX_DEPTH} levels of lists and mappings",
-                          found="deeper nesting", line=line,
-                          column=at - data.rfind(b"\n", 0, at))
+    at = int(where[np.flatnonzero(depth >= MAX_DEPTH)[0]])
+    raise FormatError(f"the document nests deeper than the limit of {MAX_DEPTH} levels",
+                      expected=f"at most {MAX_DEPTH} levels of lists and mappings",
+                      found="deeper nesting", line=data.count(b"\n", 0, at) + 1,
+                      column=at - data.rfind(b"\n", 0, at))
 
 
 def _escaped(raw: np.ndarray, quotes: np.ndarray) -> np.ndarray:
@@ -322,6 +380,39 @@ def _escaped(raw: np.ndarray, quotes: np.ndarray) -> np.ndarray:
     return touching & (run[np.maximum(before, 0)] % 2 == 1)
 
 
+_gc_lock = threading.Lock()
+_gc_holders = 0
+_gc_was_enabled = False
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cycle collector while building a large acyclic document, then restore it.
+
+    Parsing allocates one object per node and nothing cyclic; the collector's passes over
+    the growing heap took three quarters of the time of a YAML load. Reentrant and
+    thread-safe: the state found by the first holder is restored by the last.
+
+    >>> import gc
+    >>> with gc_paused():
+    ...     gc.isenabled()
+    False
+    """
+    global _gc_holders, _gc_was_enabled
+    with _gc_lock:
+        if _gc_holders == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_holders += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_holders -= 1
+            if _gc_holders == 0 and _gc_was_enabled:
+                gc.enable()
+
+
 def load_text(text: str | bytes, format: str = "yaml") -> Any:
     """Plain data from YAML or JSON text, under the depth, size and tag guards.
 
@@ -332,16 +423,17 @@ def load_text(text: str | bytes, format: str = "yaml") -> Any:
     ...
     amanda.errors.FormatError: the document nests deeper than the limit of 1000 levels ...
     """
-    if format == "json":
-        return _json(text)
-    node = compose_yaml(text)
-    if node is None:
-        return None
-    try:
-        return _build(node, None)
-    except FormatError:
-        _build(node, {})  # again with paths tracked, to name the path in the error
-        raise
+    with gc_paused():
+        if format == "json":
+            return _json(text)
+        node = compose_yaml(text)
+        if node is None:
+            return None
+        try:
+            return _build(node, None, _has_anchors(text))
+        except FormatError:
+            _build(node, {})  # again with paths tracked, to name the path in the error
+            raise
 
 
 def load_located(text: str | bytes) -> tuple[Any, Lines]:
@@ -350,6 +442,7 @@ def load_located(text: str | bytes) -> tuple[Any, Lines]:
     >>> load_located("a: [1, {b: x}]")
     ({'a': [1, {'b': 'x'}]}, {(): 1, ('a',): 1, ('a', '0'): 1, ('a', '1'): 1, ('a', '1', 'b'): 1})
     """
-    node = compose_yaml(text)
-    lines: Lines = {}
-    return (None if node is None else _build(node, lines)), lines
+    with gc_paused():
+        node = compose_yaml(text)
+        lines: Lines = {}
+        return (None if node is None else _build(node, lines)), lines

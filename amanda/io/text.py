@@ -17,7 +17,7 @@ from amanda.containers.container import Container
 from amanda.containers.edge import Edge, Port
 from amanda.errors import FormatError
 from amanda.io.document import DocPath, from_document, to_document
-from amanda.safe_load import compose_yaml, load_text
+from amanda.safe_load import compose_yaml, gc_paused, load_text
 
 __all__ = ["SafeDumper", "dump", "dumps", "load", "loads"]
 
@@ -40,9 +40,9 @@ def loads(text: str | bytes, format: str = "yaml") -> Any:
             expected="yaml or json",
             found=format,
         )
-    doc = _parse(text, format)
     try:
-        return from_document(doc)
+        with gc_paused():  # building containers allocates as much as parsing
+            return from_document(_parse(text, format))
     except FormatError as exc:
         raise _located(exc, text) from exc.__cause__
     except RecursionError:

@@ -188,3 +188,15 @@ def test_any_text_gives_data_or_a_format_error():
     for text in ('{"a": [}', b"\xff\xfe[\x00", "[1,]"):
         with pytest.raises(AmandaError):
             load_text(text, "json")
+
+
+def test_json_depth_holds_under_a_raised_recursion_limit():
+    """With the interpreter's recursion limit raised, JSON past MAX_DEPTH is still refused."""
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(MAX_DEPTH * 5)
+    try:
+        with pytest.raises(FormatError, match=f"limit of {MAX_DEPTH}"):
+            load_text(_nested(MAX_DEPTH + 200), "json")
+        assert load_text(_nested(MAX_DEPTH - 1), "json") is not None
+    finally:
+        sys.setrecursionlimit(limit)
