@@ -3,13 +3,14 @@
 Kinds: ``graph``, ``subgraph``, ``op`` (containers), ``edge``, ``input_port`` and
 ``output_port``. Optional extensions: ``uid``, ``tombstones`` (edges deleted below),
 ``control_ports`` (named control ports). Arrays in attributes are written as
-``{__ndarray__: {dtype, shape, data}}`` (base64 of the raw bytes) so they round-trip
-exactly; ``bytes`` as ``{__bytes__: base64}``.
+``{__ndarray__: {dtype, shape, data}}`` (base64 of the raw bytes, which YAML writes folded
+into lines) so they round-trip exactly; ``bytes`` as ``{__bytes__: base64}``.
 """
 
 from __future__ import annotations
 
 import base64
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -275,46 +276,65 @@ def _key_ok(key: Any, path: DocPath) -> bool:
     return True
 
 
+_MAX_DIMS = 64  # numpy's own limits
+_MAX_BYTES = 2**63 - 1
+
+
 def _decode_array(value: Mapping, path: DocPath) -> np.ndarray:
     spec = value["__ndarray__"]
     where = path + ("__ndarray__",)
     if len(value) != 1 or not isinstance(spec, Mapping) or set(spec) != {"dtype", "shape", "data"}:
         raise _fail(where, "{dtype, shape, data}", spec)
-    try:
-        dtype = np.dtype(spec["dtype"])
-    except (TypeError, ValueError):
-        raise _fail(
-            where + ("dtype",), "a numpy dtype string such as '<f4'", spec["dtype"]
-        ) from None
-    if dtype.hasobject:
-        raise _fail(where + ("dtype",), "a dtype without Python objects", spec["dtype"])
+    dtype = _array_dtype(spec["dtype"], where + ("dtype",))
     shape = spec["shape"]
-    if not isinstance(shape, list) or not all(
-        isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape
+    if (
+        not isinstance(shape, list)
+        or len(shape) > _MAX_DIMS
+        or not all(type(d) is int and d >= 0 for d in shape)
+        or math.prod(max(d, 1) for d in shape) * dtype.itemsize > _MAX_BYTES  # numpy's bound
     ):
-        raise _fail(where + ("shape",), "a list of non-negative integers", shape)
-    try:
-        raw = base64.b64decode(spec["data"], validate=True)
-    except (TypeError, ValueError):
-        raise _fail(where + ("data",), "base64 text", spec["data"]) from None
-    count = int(np.prod(shape, dtype=np.int64))
-    if len(raw) != count * dtype.itemsize:
-        raise _fail(
-            where + ("data",),
-            f"{count * dtype.itemsize} bytes for shape {shape}",
-            f"<{len(raw)} bytes>",
-        )
+        raise _fail(where + ("shape",), f"at most {_MAX_DIMS} sizes of an array numpy can hold", shape)
+    raw = _base64(spec["data"], where + ("data",))
+    size = math.prod(shape) * dtype.itemsize  # Python ints: no overflow
+    if len(raw) != size:
+        raise _fail(where + ("data",), f"{size} bytes for shape {shape}", f"<{len(raw)} bytes>")
     array = np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+    array.setflags(write=False)  # owned and read-only: freeze_array keeps it without a copy
     return freeze_array(array)
+
+
+def _array_dtype(text: Any, path: DocPath) -> np.dtype:
+    """A plain numpy dtype from its string; never objects, records, sub-arrays or size 0."""
+    expected = "a numpy dtype string such as '<f4'"
+    if not isinstance(text, str) or len(text) > 16:
+        raise _fail(path, expected, text)
+    try:
+        dtype = np.dtype(text)
+    except (TypeError, ValueError, SyntaxError):
+        raise _fail(path, expected, text) from None
+    if dtype.hasobject or dtype.fields is not None or dtype.subdtype is not None:
+        raise _fail(path, "a dtype of plain values (no objects, records or sub-arrays)", text)
+    if dtype.itemsize == 0:
+        raise _fail(path, "a dtype whose items have a size", text)
+    return dtype
+
+
+def _base64(text: Any, path: DocPath) -> bytes:
+    """Bytes from base64 text, on one line or folded into several (as YAML is written)."""
+    if not isinstance(text, str):
+        raise _fail(path, "base64 text", text)
+    if "\n" in text or " " in text:
+        text = "".join(text.split())
+    try:
+        return base64.b64decode(text, validate=True)
+    except ValueError:
+        raise _fail(path, "base64 text", text) from None
 
 
 def _decode_bytes(value: Mapping, path: DocPath) -> bytes:
     if len(value) != 1 or not isinstance(value["__bytes__"], str):
         raise _fail(path, "{__bytes__: base64 text}", value)
-    try:
-        return base64.b64decode(value["__bytes__"], validate=True)
-    except ValueError:
-        raise _fail(path + ("__bytes__",), "base64 text", value["__bytes__"]) from None
+    return _base64(value["__bytes__"], path + ("__bytes__",))
 
 
 def encode_value(value: Any) -> Any:

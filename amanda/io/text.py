@@ -23,6 +23,47 @@ __all__ = ["SafeDumper", "dump", "dumps", "load", "loads"]
 
 # libyaml's C dumper when present, the *safe* variant; reading goes through amanda.safe_load
 SafeDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+_FOLD = 76  # base64 characters a line, as MIME writes them
+
+
+class _Folded(str):
+    """Base64 text to write as a literal block of short lines."""
+
+    __slots__ = ()
+
+
+class _Dumper(SafeDumper):  # type: ignore[misc, valid-type]
+    """The safe dumper, writing array and bytes payloads as literal blocks of short lines.
+
+    One long base64 line is valid YAML and still loads, but no editor or diff copes with it;
+    the reader joins the lines again (base64 ignores the breaks).
+    """
+
+
+def _represent_dict(dumper: Any, data: dict) -> yaml.Node:
+    if "__ndarray__" in data or "__bytes__" in data:
+        data = _fold_payload(data)
+    return dumper.represent_dict(data)
+
+
+def _fold_payload(data: dict) -> dict:
+    spec = data.get("__ndarray__")
+    if isinstance(spec, dict) and isinstance(spec.get("data"), str):
+        return {**data, "__ndarray__": {**spec, "data": _Folded(spec["data"])}}
+    if isinstance(data.get("__bytes__"), str):
+        return {**data, "__bytes__": _Folded(data["__bytes__"])}
+    return data
+
+
+def _represent_folded(dumper: Any, text: _Folded) -> yaml.Node:
+    if len(text) <= _FOLD:
+        return dumper.represent_str(str(text))
+    lines = "\n".join(text[i : i + _FOLD] for i in range(0, len(text), _FOLD))
+    return dumper.represent_scalar("tag:yaml.org,2002:str", lines, style="|")
+
+
+_Dumper.add_representer(dict, _represent_dict)
+_Dumper.add_representer(_Folded, _represent_folded)
 
 _FORMATS = ("yaml", "json")
 
@@ -116,7 +157,7 @@ def dumps(item: Container | Edge | Port, format: str = "yaml") -> str:
             return json.dumps(doc, indent=1)
         return yaml.dump(
             doc,
-            Dumper=SafeDumper,
+            Dumper=_Dumper,
             sort_keys=False,
             default_flow_style=None,
             allow_unicode=True,
