@@ -20,24 +20,19 @@ Every refusal is a ``FormatError`` with the line and column of the offending nod
 
 from __future__ import annotations
 
-import gc
 import json
 import sys
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
-import numpy as np
 import yaml
 from yaml.constructor import SafeConstructor
 
 from amanda.errors import FormatError
+from amanda.parse_guards import MAX_DEPTH, check_json_depth, gc_paused
 
 __all__ = ["ALIAS_ALLOWANCE", "MAX_DEPTH", "Lines", "compose_yaml", "gc_paused", "load_located",
            "load_text"]
 
-MAX_DEPTH = 1000
 ALIAS_ALLOWANCE = 10_000
 
 Lines = dict[tuple[str, ...], int]  # field path (keys and list indexes as text) -> line
@@ -45,7 +40,7 @@ Lines = dict[tuple[str, ...], int]  # field path (keys and list indexes as text)
 _CORE = "tag:yaml.org,2002:"
 _SEQ, _MAP = _CORE + "seq", _CORE + "map"
 _STR = _CORE + "str"
-_BaseLoader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_BaseLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _RESOLVED_FIRST = frozenset(_BaseLoader.yaml_implicit_resolvers) | {""}
 
 
@@ -302,14 +297,14 @@ def _duplicate(node: yaml.Node, key: Any, path: tuple[str, ...] | None) -> Forma
 def _json(text: str | bytes) -> Any:
     data = _json_bytes(text)
     if sys.getrecursionlimit() > MAX_DEPTH:
-        _check_json_depth(data)  # else the decoder's own recursion guard is tighter than ours
+        check_json_depth(data)  # else the decoder's own recursion guard is tighter than ours
     try:
         return json.loads(data)
     except json.JSONDecodeError as exc:
         raise FormatError(f"invalid JSON: {exc.msg}", found=exc.msg, line=exc.lineno,
                           column=exc.colno) from None
     except RecursionError:
-        _check_json_depth(data)  # past our limit, or only past the decoder's (deep stack)
+        check_json_depth(data)  # past our limit, or only past the decoder's (deep stack)
     except ValueError as exc:  # integers past Python's digit limit
         raise FormatError(f"invalid JSON: {exc}", found=str(exc)[:80]) from None
     node = compose_yaml(data)  # JSON is YAML's flow style, which we compose iteratively
@@ -325,92 +320,6 @@ def _json_bytes(text: str | bytes) -> bytes:
         return text if encoding == "utf-8" else text.decode(encoding).encode("utf-8")
     except (UnicodeEncodeError, UnicodeDecodeError) as exc:
         raise FormatError(f"the document is not JSON text: {exc.reason}") from None
-
-
-_STEP = np.zeros(256, dtype=np.int8)
-_STEP[[ord("["), ord("{")]] = 1
-_STEP[[ord("]"), ord("}")]] = -1
-
-
-_STRUCTURE = b'[]{}"'
-_NOT_STRUCTURE = bytes(sorted(set(range(256)) - set(_STRUCTURE)))
-
-
-def _check_json_depth(data: bytes) -> None:
-    """Refuse JSON whose lists and mappings nest deeper than ``MAX_DEPTH``."""
-    if data.count(b"[") + data.count(b"{") < MAX_DEPTH:
-        return  # fewer brackets than the limit: no need to look closer
-    # escapes go first (pairs of backslashes, then escaped quotes, as JSON reads them left
-    # to right); then only brackets and quotes are kept, all in C
-    plain = data.replace(b"\\\\", b"").replace(b'\\"', b"") if b"\\" in data else data
-    marks = np.frombuffer(plain.translate(None, _NOT_STRUCTURE), dtype=np.uint8)
-    quote = marks == ord('"')
-    outside = np.cumsum(quote) % 2 == 0  # an even number of quotes so far
-    steps = _STEP[marks[outside & ~quote]]
-    if steps.size and int(np.cumsum(steps, dtype=np.int64).max()) >= MAX_DEPTH:
-        _locate_json_depth(data)
-
-
-def _locate_json_depth(data: bytes) -> None:
-    """Raise the depth error at the first bracket past the limit (the error path only)."""
-    raw = np.frombuffer(data, dtype=np.uint8)
-    where = np.flatnonzero(_STEP[raw])
-    if b'"' in data:
-        quotes = np.flatnonzero(raw == ord('"'))
-        if b"\\" in data:
-            quotes = quotes[~_escaped(raw, quotes)]
-        where = where[np.searchsorted(quotes, where) % 2 == 0]  # outside strings
-    depth = np.cumsum(_STEP[raw[where]], dtype=np.int64)
-    at = int(where[np.flatnonzero(depth >= MAX_DEPTH)[0]])
-    raise FormatError(f"the document nests deeper than the limit of {MAX_DEPTH} levels",
-                      expected=f"at most {MAX_DEPTH} levels of lists and mappings",
-                      found="deeper nesting", line=data.count(b"\n", 0, at) + 1,
-                      column=at - data.rfind(b"\n", 0, at))
-
-
-def _escaped(raw: np.ndarray, quotes: np.ndarray) -> np.ndarray:
-    """Which quotes follow an odd run of backslashes."""
-    slashes = np.flatnonzero(raw == ord("\\"))
-    starts = np.ones(slashes.size, dtype=bool)
-    starts[1:] = slashes[1:] != slashes[:-1] + 1
-    first = np.maximum.accumulate(np.where(starts, np.arange(slashes.size), 0))
-    run = np.arange(slashes.size) - first + 1  # length of the run ending at each backslash
-    before = np.searchsorted(slashes, quotes) - 1
-    touching = (before >= 0) & (slashes[np.maximum(before, 0)] == quotes - 1)
-    return touching & (run[np.maximum(before, 0)] % 2 == 1)
-
-
-_gc_lock = threading.Lock()
-_gc_holders = 0
-_gc_was_enabled = False
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cycle collector while building a large acyclic document, then restore it.
-
-    Parsing allocates one object per node and nothing cyclic; the collector's passes over
-    the growing heap took three quarters of the time of a YAML load. Reentrant and
-    thread-safe: the state found by the first holder is restored by the last.
-
-    >>> import gc
-    >>> with gc_paused():
-    ...     gc.isenabled()
-    False
-    """
-    global _gc_holders, _gc_was_enabled
-    with _gc_lock:
-        if _gc_holders == 0:
-            _gc_was_enabled = gc.isenabled()
-            gc.disable()
-        _gc_holders += 1
-    try:
-        yield
-    finally:
-        with _gc_lock:
-            _gc_holders -= 1
-            if _gc_holders == 0 and _gc_was_enabled:
-                gc.enable()
 
 
 def load_text(text: str | bytes, format: str = "yaml") -> Any:
