@@ -152,23 +152,27 @@ def dumps(item: Container | Edge | Port, format: str = "yaml") -> str:
             found=format,
         )
     try:
-        doc = to_document(item)
-        if format == "json":
-            return json.dumps(doc, indent=1)
-        return yaml.dump(
-            doc,
-            Dumper=_Dumper,
-            sort_keys=False,
-            default_flow_style=None,
-            allow_unicode=True,
-            width=100,
-        )
+        with gc_paused():  # the document is acyclic, and as large as the container
+            return _write(to_document(item), format)
     except RecursionError:
         raise FormatError(
             "the container nests too deeply to write", expected="less nesting"
         ) from None
     except TypeError as exc:
         raise FormatError(f"cannot write the container: {exc}") from None
+
+
+def _write(doc: dict, format: str) -> str:
+    if format == "json":
+        return json.dumps(doc, indent=1)
+    return yaml.dump(
+        doc,
+        Dumper=_Dumper,
+        sort_keys=False,
+        default_flow_style=None,
+        allow_unicode=True,
+        width=100,
+    )
 
 
 def _format_of(path: str | Path, format: str | None) -> str:

@@ -200,3 +200,39 @@ def test_json_depth_holds_under_a_raised_recursion_limit():
         assert load_text(_nested(MAX_DEPTH - 1), "json") is not None
     finally:
         sys.setrecursionlimit(limit)
+
+
+def test_the_collector_is_restored_after_loading_and_dumping():
+    """Loading and dumping pause the cycle collector and leave it as they found it, on
+    success and on error, enabled or not."""
+    import gc
+    import threading
+
+    from amanda.parse_guards import gc_paused
+
+    for was_enabled in (True, False):
+        (gc.enable if was_enabled else gc.disable)()
+        try:
+            amanda.loads(amanda.dumps(amanda.op("Relu", "r", ["x"], ["y"])))
+            with pytest.raises(FormatError):
+                amanda.loads("op: [")
+            assert gc.isenabled() is was_enabled
+        finally:
+            gc.enable()
+    inside = threading.Event()
+    release = threading.Event()
+
+    def hold() -> None:
+        with gc_paused():
+            inside.set()
+            release.wait(5)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    inside.wait(5)
+    with gc_paused():
+        assert not gc.isenabled()
+    assert not gc.isenabled()  # the other holder still has it paused
+    release.set()
+    holder.join()
+    assert gc.isenabled()
