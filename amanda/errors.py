@@ -91,6 +91,9 @@ def _rebuild(cls: type, args: tuple, fields: dict) -> AmandaError:
     return error  # type: ignore[return-value]
 
 
+_SHOWN = 20  # violations listed in a message
+
+
 class InvariantError(AmandaError):
     """A container violates an invariant; ``problems`` lists every violation."""
 
@@ -100,7 +103,9 @@ class InvariantError(AmandaError):
         if len(self.problems) == 1:
             message = f"{head}{self.problems[0]}"
         else:
-            lines = "\n".join(f"  - {p}" for p in self.problems)
+            lines = "\n".join(f"  - {p}" for p in self.problems[:_SHOWN])
+            if len(self.problems) > _SHOWN:  # the rest stay in .problems, out of the message
+                lines += f"\n  ... and {len(self.problems) - _SHOWN} more (see .problems)"
             message = f"{head}{len(self.problems)} invariant violations:\n{lines}"
         first = self.problems[0] if self.problems else None
         super().__init__(

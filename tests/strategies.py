@@ -341,7 +341,7 @@ LEAF_VALUES = st.one_of(SCALAR_VALUES, ARRAYS, ML_ARRAYS, DTYPES)
 def bodies(draw: st.DrawFn) -> Container:
     """A small container to store as an attribute (an ONNX body): an op, or a subgraph whose
     child carries an attribute, maybe with a body of its own."""
-    attrs = draw(st.dictionaries(VALUE_KEYS, LEAF_VALUES, max_size=2))
+    attrs = _interpretable(draw(st.dictionaries(VALUE_KEYS, LEAF_VALUES, max_size=2)))
     leaf = op("Leaf", "leaf", ["x"], ["y"], attrs)
     if draw(st.booleans()):
         return leaf

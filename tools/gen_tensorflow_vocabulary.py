@@ -279,9 +279,8 @@ def _since(opdef: Any, old: Any, version: str) -> list[str]:
 def document(version: str, opdefs: Mapping[str, Any], origin: str,
              baseline: tuple[str, Mapping[str, Any]] | None = None) -> str:
     """The YAML text of ``amanda/tensorflow/<version>``, checked by loading it back."""
-    import yaml
-
     from amanda.namespaces.schema_io import dump_namespace_schema, namespace_from_data
+    from amanda.safe_load import load_text
 
     base_version, base_defs = baseline if baseline else ("", None)
     body = {
@@ -292,7 +291,7 @@ def document(version: str, opdefs: Mapping[str, Any], origin: str,
     }
     namespace = namespace_from_data({"namespace_schema": body})
     text = dump_namespace_schema(namespace)
-    if namespace_from_data(yaml.safe_load(text)) != namespace:
+    if namespace_from_data(load_text(text)) != namespace:
         raise SystemExit("the vocabulary does not survive its own YAML round trip")
     missing = [name for name in OPS if name not in opdefs]
     header = [

@@ -397,6 +397,7 @@ def _check_single_producer(self: Container, edges: list[Edge], here: tuple, prob
         for rival in rivals:
             if phases_clash(rival.phase, phase):
                 problems.append(_second_producer(here, dst, rival, edge))
+                break  # one problem per extra producer, not one per pair
         rivals.append(edge)
         path = dst[0]
         if path is not SELF and len(path) >= 2:

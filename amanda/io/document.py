@@ -4,7 +4,8 @@ Kinds: ``graph``, ``subgraph``, ``op`` (containers), ``edge``, ``input_port`` an
 ``output_port``. Optional extensions: ``uid``, ``tombstones`` (edges deleted below),
 ``control_ports`` (named control ports). Attribute values that YAML/JSON would lose (arrays,
 bytes, containers, dtypes, NaN …) are written as one-key marker mappings such as
-``{__ndarray__: {dtype, shape, data}}``; :mod:`amanda.io.markers` lists them.
+``{__ndarray__: {dtype, shape, data}}`` (base64 of the raw bytes, which YAML writes folded into
+lines); :mod:`amanda.io.markers` lists them.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ import numpy as np
 
 from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Edge, Endpoint, Port
-from amanda.containers.values import EMPTY, dtype_from_text, dtype_text, freeze_array
+from amanda.containers.values import EMPTY, dtype_text
 from amanda.errors import AmandaError, FormatError
+from amanda.io.array_markers import decode_array, decode_bytes
 from amanda.io.markers import (
     decode_dtype,
     decode_float,
@@ -279,51 +281,9 @@ def _key_ok(key: Any, path: DocPath) -> bool:
     return True
 
 
-def _decode_array(value: Mapping, path: DocPath) -> np.ndarray:
-    spec = value["__ndarray__"]
-    where = path + ("__ndarray__",)
-    if len(value) != 1 or not isinstance(spec, Mapping) or set(spec) != {"dtype", "shape", "data"}:
-        raise _fail(where, "{dtype, shape, data}", spec)
-    try:
-        dtype = dtype_from_text(spec["dtype"])
-    except (TypeError, ValueError):
-        raise _fail(
-            where + ("dtype",), "a numpy dtype string such as '<f4'", spec["dtype"]
-        ) from None
-    if dtype.hasobject:
-        raise _fail(where + ("dtype",), "a dtype without Python objects", spec["dtype"])
-    shape = spec["shape"]
-    if not isinstance(shape, list) or not all(
-        isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape
-    ):
-        raise _fail(where + ("shape",), "a list of non-negative integers", shape)
-    try:
-        raw = base64.b64decode(spec["data"], validate=True)
-    except (TypeError, ValueError):
-        raise _fail(where + ("data",), "base64 text", spec["data"]) from None
-    count = int(np.prod(shape, dtype=np.int64))
-    if len(raw) != count * dtype.itemsize:
-        raise _fail(
-            where + ("data",),
-            f"{count * dtype.itemsize} bytes for shape {shape}",
-            f"<{len(raw)} bytes>",
-        )
-    # read-only over the immutable decoded bytes: stored without another copy
-    return freeze_array(np.frombuffer(raw, dtype=dtype).reshape(shape))
-
-
-def _decode_bytes(value: Mapping, path: DocPath) -> bytes:
-    if len(value) != 1 or not isinstance(value["__bytes__"], str):
-        raise _fail(path, "{__bytes__: base64 text}", value)
-    try:
-        return base64.b64decode(value["__bytes__"], validate=True)
-    except ValueError:
-        raise _fail(path + ("__bytes__",), "base64 text", value["__bytes__"]) from None
-
-
 _MARKERS = {
-    "__ndarray__": _decode_array,
-    "__bytes__": _decode_bytes,
+    "__ndarray__": decode_array,
+    "__bytes__": decode_bytes,
     "__container__": _decode_container,
     "__dtype__": decode_dtype,
     "__float__": decode_float,

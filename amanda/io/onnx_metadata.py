@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from amanda.errors import AmandaError, FormatError
+from amanda.safe_load import load_text
 
 __all__ = ["ATTR_KEY", "UID_KEY", "read_metadata", "write_metadata"]
 
@@ -38,7 +39,7 @@ def read_metadata(props: Any, where: str = "") -> tuple[dict[str, str], dict[str
             from amanda.io.document import decode_value as _decode
 
             try:
-                extra[key[len(ATTR_KEY) :]] = _decode(json.loads(value), (key,))
+                extra[key[len(ATTR_KEY) :]] = _decode(load_text(value, "json"), (key,))
             except (ValueError, AmandaError) as exc:
                 raise FormatError(
                     f"{where}metadata {key!r} is not an amanda attribute: {exc}",

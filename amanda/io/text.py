@@ -1,7 +1,8 @@
 """YAML and JSON text <-> containers, with safe loaders only.
 
-Bad documents raise ``FormatError`` with the path of the bad field and, for YAML
-(and JSON, which YAML reads too), its line and column.
+Text is read by ``amanda.safe_load`` (bounded depth and alias expansion, plain data only). Bad
+documents raise ``FormatError`` with the path of the bad field and, for YAML (and JSON, which
+YAML reads too), its line and column.
 """
 
 from __future__ import annotations
@@ -10,19 +11,59 @@ import json
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import yaml
 
 from amanda.containers.container import Container
 from amanda.containers.edge import Edge, Port
 from amanda.errors import FormatError
 from amanda.io.document import DocPath, from_document, to_document
+from amanda.safe_load import compose_yaml, gc_paused, load_text
 
-__all__ = ["SafeDumper", "SafeLoader", "dump", "dumps", "load", "loads"]
+__all__ = ["SafeDumper", "dump", "dumps", "load", "loads"]
 
-# libyaml's C implementations when present; both are the *safe* variants
-SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+# libyaml's C dumper when present, the *safe* variant; reading goes through amanda.safe_load
 SafeDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+_FOLD = 76  # base64 characters a line, as MIME writes them
+
+
+class _Folded(str):
+    """Base64 text to write as a literal block of short lines."""
+
+    __slots__ = ()
+
+
+class _Dumper(SafeDumper):  # type: ignore[misc, valid-type]
+    """The safe dumper, writing array and bytes payloads as literal blocks of short lines.
+
+    One long base64 line is valid YAML and still loads, but no editor or diff copes with it;
+    the reader joins the lines again (base64 ignores the breaks).
+    """
+
+
+def _represent_dict(dumper: Any, data: dict) -> yaml.Node:
+    if "__ndarray__" in data or "__bytes__" in data:
+        data = _fold_payload(data)
+    return dumper.represent_dict(data)
+
+
+def _fold_payload(data: dict) -> dict:
+    spec = data.get("__ndarray__")
+    if isinstance(spec, dict) and isinstance(spec.get("data"), str):
+        return {**data, "__ndarray__": {**spec, "data": _Folded(spec["data"])}}
+    if isinstance(data.get("__bytes__"), str):
+        return {**data, "__bytes__": _Folded(data["__bytes__"])}
+    return data
+
+
+def _represent_folded(dumper: Any, text: _Folded) -> yaml.Node:
+    if len(text) <= _FOLD:
+        return dumper.represent_str(str(text))
+    lines = "\n".join(text[i : i + _FOLD] for i in range(0, len(text), _FOLD))
+    return dumper.represent_scalar("tag:yaml.org,2002:str", lines, style="|")
+
+
+_Dumper.add_representer(dict, _represent_dict)
+_Dumper.add_representer(_Folded, _represent_folded)
 
 _FORMATS = ("yaml", "json")
 
@@ -40,9 +81,9 @@ def loads(text: str | bytes, format: str = "yaml") -> Any:
             expected="yaml or json",
             found=format,
         )
-    doc = _parse(text, format)
     try:
-        return from_document(doc)
+        with gc_paused():  # building containers allocates as much as parsing
+            return from_document(_parse(text, format))
     except FormatError as exc:
         raise _located(exc, text) from exc.__cause__
     except RecursionError:
@@ -51,60 +92,9 @@ def loads(text: str | bytes, format: str = "yaml") -> Any:
         ) from None
 
 
-# libyaml's composer recurses in C and crashes the process somewhere past 20,000 levels;
-# documents that might nest that deep go to the pure-Python safe loader, whose
-# RecursionError becomes a FormatError.
-_C_DEPTH_LIMIT = 5000
-
-
-def _nesting_bound(text: str | bytes) -> int:
-    """An upper bound on a YAML document's nesting depth: flow depth plus the longest line."""
-    data = np.frombuffer(text.encode("utf-8") if isinstance(text, str) else text, dtype=np.uint8)
-    if data.size == 0:
-        return 0
-    step = np.zeros(data.size, dtype=np.int32)
-    step[(data == 0x5B) | (data == 0x7B)] = 1  # [ {
-    step[(data == 0x5D) | (data == 0x7D)] = -1  # ] }
-    flow = int(np.cumsum(step).max())
-    breaks = np.flatnonzero(data == 0x0A)
-    edges = np.concatenate(([-1], breaks, [data.size]))
-    longest = int(np.diff(edges).max())
-    return flow + longest
-
-
-def _yaml_loader(text: str | bytes) -> type:
-    if SafeLoader is yaml.SafeLoader or _nesting_bound(text) < _C_DEPTH_LIMIT:
-        return SafeLoader
-    return yaml.SafeLoader
-
-
 def _parse(text: str | bytes, format: str) -> Any:
     try:
-        if format == "json":
-            return json.loads(text)
-        loader = _yaml_loader(text)(text)  # CSafeLoader or SafeLoader, never another
-        try:
-            return loader.get_single_data()
-        finally:
-            loader.dispose()
-    except json.JSONDecodeError as exc:
-        raise FormatError(
-            f"invalid JSON: {exc.msg}", found=exc.msg, line=exc.lineno, column=exc.colno
-        ) from None
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        message = f"invalid YAML: {exc.problem or exc.context}"
-        if mark is None:
-            raise FormatError(message) from None
-        raise FormatError(
-            message, found=str(exc.problem), line=mark.line + 1, column=mark.column + 1
-        ) from None
-    except yaml.YAMLError as exc:
-        raise FormatError(f"invalid YAML: {exc}") from None
-    except RecursionError:
-        raise FormatError(
-            "the document is nested too deeply to parse", expected="less nesting"
-        ) from None
+        return load_text(text, format)
     except UnicodeDecodeError as exc:
         raise FormatError(f"the document is not UTF-8 text: {exc.reason}") from None
 
@@ -125,8 +115,8 @@ def _located(exc: FormatError, text: str | bytes) -> FormatError:
 def _mark_of(text: str | bytes, path: DocPath) -> tuple[int, int] | None:
     """Line and column (1-based) of the deepest node of ``path`` present in the text."""
     try:
-        node = yaml.compose(text, Loader=_yaml_loader(text))
-    except (yaml.YAMLError, RecursionError):
+        node = compose_yaml(text)
+    except FormatError:
         return None
     found = node
     for part in path:
@@ -162,23 +152,27 @@ def dumps(item: Container | Edge | Port, format: str = "yaml") -> str:
             found=format,
         )
     try:
-        doc = to_document(item)
-        if format == "json":
-            return json.dumps(doc, indent=1)
-        return yaml.dump(
-            doc,
-            Dumper=SafeDumper,
-            sort_keys=False,
-            default_flow_style=None,
-            allow_unicode=True,
-            width=100,
-        )
+        with gc_paused():  # the document is acyclic, and as large as the container
+            return _write(to_document(item), format)
     except RecursionError:
         raise FormatError(
             "the container nests too deeply to write", expected="less nesting"
         ) from None
     except TypeError as exc:
         raise FormatError(f"cannot write the container: {exc}") from None
+
+
+def _write(doc: dict, format: str) -> str:
+    if format == "json":
+        return json.dumps(doc, indent=1)
+    return yaml.dump(
+        doc,
+        Dumper=_Dumper,
+        sort_keys=False,
+        default_flow_style=None,
+        allow_unicode=True,
+        width=100,
+    )
 
 
 def _format_of(path: str | Path, format: str | None) -> str:

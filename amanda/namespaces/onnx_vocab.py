@@ -23,10 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from amanda.errors import SchemaError
+from amanda.errors import FormatError, SchemaError
 from amanda.namespaces.namespace import Namespace, register_provider
 from amanda.namespaces.schema import AttrSchema, FrozenMap, OpSchema, PortSchema
 from amanda.namespaces.schema_io import op_schema_from_data, op_schema_to_data
+from amanda.safe_load import load_text
 
 __all__ = [
     "DATA_FILE",
@@ -182,8 +183,8 @@ def vocabulary_from_file(path: str | Path = DATA_FILE) -> OnnxVocabulary:
     """
     path = Path(path)
     try:
-        document = json.loads(gzip.decompress(path.read_bytes()).decode("utf-8"))
-    except (OSError, ValueError) as exc:
+        document = load_text(gzip.decompress(path.read_bytes()), "json")
+    except (OSError, ValueError, FormatError) as exc:
         raise SchemaError.at(str(path), "a gzip'ed JSON ONNX vocabulary", str(exc)) from None
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         found = document.get("format") if isinstance(document, dict) else type(document)

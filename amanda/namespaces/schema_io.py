@@ -261,10 +261,17 @@ def load_namespace_schema(source: str | bytes | os.PathLike[str]) -> Namespace:
     (False, '1.13.1')
     """
     if isinstance(source, bytes):
-        source = source.decode("utf-8")
+        try:
+            source = source.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise SchemaError.at("<text>", "UTF-8 text", exc.reason) from None
     if isinstance(source, os.PathLike) or (
             "\n" not in source and (os.path.isfile(source) or ":" not in source)):
-        text = FilePath(source).read_text(encoding="utf-8")
+        try:
+            text = FilePath(source).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SchemaError.at(str(source)[:80], "a readable UTF-8 schema file",
+                                 getattr(exc, "strerror", None) or str(exc)) from None
     else:
         text = source
     data, lines = parse_yaml(text)

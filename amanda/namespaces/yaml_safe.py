@@ -1,25 +1,18 @@
-"""Safe YAML parsing that remembers where each value came from.
+"""Safe YAML parsing that remembers where each value came from, for schemas and mappings.
 
-Only YAML's plain scalars, lists and mappings are accepted: any other tag (``!!python/object``,
-``!!binary``, merge keys, custom tags) is refused with the path and line of the node, and the
-parser is PyYAML's C safe loader when available, else its pure-Python safe loader.
+The text is read by ``amanda.safe_load``, the one loader amanda has: only plain scalars, lists
+and mappings are accepted (``!!python/object``, ``!!binary``, merge keys and custom tags are
+refused), depth and alias expansion are bounded; its refusals become ``SchemaError`` here.
 """
 
 from __future__ import annotations
 
 from typing import Any, cast
 
-import yaml
+from amanda.errors import FormatError, SchemaError
+from amanda.safe_load import load_located
 
-from amanda.errors import SchemaError
-
-__all__ = ["SafeLoader", "located_error", "parse_yaml"]
-
-SafeLoader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-_CORE = "tag:yaml.org,2002:"
-_ALLOWED = {_CORE + t for t in ("str", "int", "float", "bool", "null", "seq", "map")}
-_MAX_NODES = 1_000_000  # guards against alias bombs
+__all__ = ["located_error", "parse_yaml"]
 
 Path = tuple[str, ...]
 
@@ -38,63 +31,6 @@ def located_error(path: Path, expected: str, found: str, hint: str = "",
     return error
 
 
-def _short_tag(tag: str) -> str:
-    return "!!" + tag[len(_CORE):] if tag.startswith(_CORE) else tag
-
-
-class _Walker:
-    """Turns a composed node tree into plain data, recording each value's line by path."""
-
-    def __init__(self, loader: Any, base: Path) -> None:
-        self.loader = loader
-        self.lines: dict[Path, int] = {}
-        self.count = 0
-        self.active: set[int] = set()
-        self.base = base
-
-    def convert(self, node: yaml.Node, path: Path, record: bool = True) -> Any:
-        line = node.start_mark.line + 1
-        if record:
-            self.lines.setdefault(path, line)
-        self.count += 1
-        where = self.base + path
-        if self.count > _MAX_NODES:
-            raise located_error(where, f"at most {_MAX_NODES} nodes", "more (alias expansion?)",
-                                line=line)
-        if node.tag == _CORE + "timestamp":
-            return str(node.value)  # an unquoted date is just text to us
-        if node.tag not in _ALLOWED:
-            raise located_error(where, "plain YAML data (scalars, lists, mappings)",
-                                f"the refused tag {_short_tag(node.tag)}",
-                                "schemas are data: Python and custom tags are refused", line)
-        if isinstance(node, yaml.ScalarNode):
-            return self.loader.construct_object(node, deep=True)
-        if id(node) in self.active:
-            raise located_error(where, "a finite document", "a recursive alias", line=line)
-        self.active.add(id(node))
-        try:
-            if isinstance(node, yaml.SequenceNode):
-                return [self.convert(item, path + (str(i),)) for i, item in enumerate(node.value)]
-            return self._mapping(node, path)
-        finally:
-            self.active.discard(id(node))
-
-    def _mapping(self, node: yaml.MappingNode, path: Path) -> dict[Any, Any]:
-        result: dict[Any, Any] = {}
-        for key_node, value_node in node.value:
-            key_line = key_node.start_mark.line + 1
-            if not isinstance(key_node, yaml.ScalarNode):
-                raise located_error(self.base + path, "scalar mapping keys", "a complex key",
-                                    line=key_line)
-            key = self.convert(key_node, path, record=False)
-            if key in result:
-                raise located_error(self.base + path + (str(key),), "unique keys",
-                                    f"{key!r} twice", line=key_line)
-            self.lines[path + (str(key),)] = key_line
-            result[key] = self.convert(value_node, path + (str(key),))
-        return result
-
-
 def parse_yaml(text: str, base: Path = ()) -> tuple[Any, dict[Path, int]]:
     """Parse one YAML document into plain data and a map from field path to line number.
 
@@ -107,19 +43,9 @@ def parse_yaml(text: str, base: Path = ()) -> tuple[Any, dict[Path, int]]:
     ...
     amanda.errors.SchemaError: at <root>: ... found the refused tag !!python/object:os.system ...
     """
-    loader = SafeLoader(text)
     try:
-        try:
-            node = loader.get_single_node()
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-            line = mark.line + 1 if mark is not None else None
-            problem = getattr(exc, "problem", None) or str(exc)
-            raise located_error(base, "well-formed YAML", str(problem), line=line) from None
-        if node is None:
-            return None, {}
-        walker = _Walker(loader, base)
-        data = walker.convert(node, ())
-        return data, walker.lines
-    finally:
-        loader.dispose()
+        return load_located(text)
+    except FormatError as exc:
+        where = base + tuple(exc.path or ())
+        raise located_error(where, str(exc.expected or "well-formed YAML"),
+                            str(exc.found or exc), line=exc.line) from None

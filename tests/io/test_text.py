@@ -234,3 +234,66 @@ def test_loading_and_dumping_never_mutate(c):
     amanda.dumps(c)
     amanda.flatten(c)
     assert to_document(c) == before
+
+
+def _array_doc(dtype, shape, data):
+    spec = {"dtype": dtype, "shape": shape, "data": data}
+    return json.dumps({"op": {"name": "c", "attrs": {"v": {"__ndarray__": spec}}}})
+
+
+@pytest.mark.parametrize("dtype, shape, data, expected", [
+    ("|O", [1], "AAAAAAAAAAA=", "dtype"),
+    ("V0", [1], "", "size"),
+    ("(2,)<f4", [1], "AAAAAAAAAAA=", "sub-arrays"),
+    ("[('a', '<f4')]", [1], "AAAAAA==", "dtype"),
+    ({"names": ["a"], "formats": ["<f4"]}, [1], "AAAAAA==", "dtype"),
+    ("<f4", [2**40, 2**40, 2**40], "AAAAAA==", "numpy can hold"),
+    ("<f4", [2**20, 2**20], "AAAAAA==", "bytes for shape"),
+    ("<f4", [2**64], "", "numpy can hold"),
+    ("<f4", [0, 2**62], "", "numpy can hold"),
+    ("<f4", [1] * 65, "AAAAAA==", "at most 64"),
+    ("<f4", [-1], "AAAAAA==", "numpy can hold"),
+    ("<f4", [True], "AAAAAA==", "numpy can hold"),
+    ("<f4", [2], "AAAAAA==", "8 bytes"),
+    ("<f4", [1], "AAA*AA==", "base64"),
+    ("<f4", [1], 12, "base64"),
+])
+def test_bad_arrays_are_format_errors(dtype, shape, data, expected):
+    """Object, zero-size, sub-array and record dtypes, bad or overflowing shapes and bad data
+    are FormatErrors naming the field, never numpy's own errors."""
+    with pytest.raises(FormatError, match=expected) as info:
+        amanda.loads(_array_doc(dtype, shape, data), "json")
+    assert info.value.path[:5] == ("op", "attrs", "v", "__ndarray__", info.value.path[4])
+
+
+def test_large_arrays_are_written_in_short_lines_and_old_long_lines_still_load():
+    """YAML folds array and bytes payloads into lines of at most 76 characters; a document
+    with the payload on one long line (as written before) loads to the same values."""
+    values = {"w": np.arange(3000, dtype=np.float32).reshape(30, 100), "b": bytes(range(256)) * 4}
+    c = op("Const", "c", attrs=values)
+    text = amanda.dumps(c)
+    assert max(len(line) for line in text.splitlines()) <= 100
+    assert amanda.loads(text) == c
+    import base64
+
+    old = (
+        "op:\n  name: c\n  type: Const\n  attrs:\n    w:\n      __ndarray__:\n        dtype: <f4\n"
+        "        shape: [30, 100]\n        data: " + base64.b64encode(values["w"].tobytes()).decode()
+        + "\n    b: {__bytes__: " + base64.b64encode(values["b"]).decode() + "}\n"
+    )
+    back = amanda.loads(old)
+    assert back.attrs["w"].tobytes() == values["w"].tobytes() and back.attrs["b"] == values["b"]
+
+
+def test_many_duplicate_edges_give_a_short_error_quickly():
+    """2,000 copies of one edge are reported once per extra edge, in a message of bounded size."""
+    import time
+
+    edge = "    - {output_port: {op: f, port: m}, input_port: {op: g, port: x}}\n"
+    text = ("graph:\n  ops:\n    - {name: f, output_ports: [{name: m}]}\n"
+            "    - {name: g, input_ports: [{name: x}]}\n  edges:\n" + edge * 2000)
+    start = time.perf_counter()
+    with pytest.raises(FormatError, match="1999 invariant violations") as info:
+        amanda.loads(text)
+    assert time.perf_counter() - start < 5
+    assert len(str(info.value)) < 5000 and "and 1979 more" in str(info.value)

@@ -328,7 +328,10 @@ def load_mapping(source: str | bytes | os.PathLike[str]) -> MappingTable:
     Raises ``MappingError`` (with the field's path and line) for anything malformed or unsafe.
     """
     if isinstance(source, bytes):
-        source = source.decode("utf-8")
+        try:
+            source = source.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise MappingError.at("<text>", "UTF-8 text", exc.reason) from None
     if isinstance(source, os.PathLike) or ("\n" not in source and (os.path.isfile(source) or ":" not in source)):
         try:
             text = FilePath(source).read_text(encoding="utf-8")
