@@ -107,6 +107,8 @@ def _int(loader: Any, node: yaml.ScalarNode) -> int:
     try:
         return SafeConstructor.construct_yaml_int(loader, node)  # type: ignore[no-any-return]
     except ValueError:
+        if len(node.value) <= 4000:
+            raise  # not a digit-limit problem: the caller says the text is no integer
         limit = sys.get_int_max_str_digits()
         raise FormatError(f"expected an integer of at most {limit} digits, found "
                           f"{len(node.value)} characters", expected=f"at most {limit} digits",
@@ -291,7 +293,12 @@ def _scalar(node: yaml.Node, path: tuple[str, ...] | None) -> Any:
     make = _SCALARS.get(node.tag)
     if make is None:
         raise _refused(node, path)
-    return make(_SCALAR_MAKER, node)
+    try:
+        return make(_SCALAR_MAKER, node)
+    except (ValueError, TypeError, AttributeError, OverflowError):  # `!!float abc`: a tag its text does not fit
+        shown = _short_tag(node.tag)
+        raise FormatError(f"{_at(path)}expected a value of type {shown}, found {node.value!r}", path=path,
+                          expected=f"a value of type {shown}", found=repr(node.value), **_mark(node)) from None
 
 
 def _key(node: yaml.Node, path: tuple[str, ...] | None) -> Any:

@@ -106,23 +106,32 @@ def freeze_array(array: np.ndarray) -> np.ndarray:
     return np.frombuffer(array.tobytes(), dtype=array.dtype).reshape(array.shape)
 
 
-def freeze(value: Any) -> Any:
-    """Freeze one attribute value (recursively); raise TypeError for what cannot be frozen."""
+#: How deep lists and mappings may nest inside one attribute value. Every walk over attribute
+#: values (hashing, equality, writing documents, mapping expressions) stays well inside Python's
+#: recursion limit below this depth.
+MAX_VALUE_DEPTH = 100
+
+
+def freeze(value: Any, depth: int = 0) -> Any:
+    """Freeze one attribute value (recursively); raise TypeError for what cannot be frozen,
+    including lists and mappings nested more than ``MAX_VALUE_DEPTH`` levels deep."""
     if type(value) in _SCALAR_TYPES:
         return value
+    if depth > MAX_VALUE_DEPTH:
+        raise TypeError(f"attribute values may nest at most {MAX_VALUE_DEPTH} levels of lists and mappings")
     if isinstance(value, np.ndarray):
         return freeze_array(value)
     if isinstance(value, np.generic):
         # a 0-d array keeps the scalar's dtype through YAML and JSON
         return freeze_array(np.asarray(value))
     if isinstance(value, (list, tuple)):
-        return tuple(freeze(v) for v in value)
+        return tuple(freeze(v, depth + 1) for v in value)
     if isinstance(value, PMap):
         if all(type(v) in _SCALAR_TYPES and type(k) is str and k.isascii() for k, v in value.items()):
             return value
-        return pmap({_key(k): freeze(v) for k, v in value.items()})
+        return pmap({_key(k): freeze(v, depth + 1) for k, v in value.items()})
     if isinstance(value, Mapping):
-        return pmap({_key(k): freeze(v) for k, v in value.items()})
+        return pmap({_key(k): freeze(v, depth + 1) for k, v in value.items()})
     if isinstance(value, np.dtype):
         dtype_text(value)
         return value

@@ -236,3 +236,24 @@ def test_every_way_of_reading_attrs_hands_out_views():
         array.dtype = np.uint8
     assert dumps(c) == text and c.attrs["w"].shape == (6,) and c.attrs["w"].dtype == np.float64
     assert "w" in attrs and len(attrs) == 3 and attrs.get("missing", 5) == 5
+
+
+def test_attribute_values_nest_a_bounded_depth() -> None:
+    """Lists nested past MAX_VALUE_DEPTH are an InvariantError at construction (they raised
+    RecursionError); at the limit a value still hashes, compares and round-trips."""
+    import pytest
+
+    import amanda
+    from amanda.containers.values import MAX_VALUE_DEPTH
+
+    deep: list = []
+    for _ in range(5000):
+        deep = [deep]
+    with pytest.raises(amanda.InvariantError, match="nest at most"):
+        amanda.op("X", "x", attrs={"a": deep})
+    ok: list = []
+    for _ in range(MAX_VALUE_DEPTH):
+        ok = [ok]
+    c = amanda.op("X", "x", attrs={"a": ok})
+    for fmt in ("yaml", "json"):
+        assert amanda.loads(amanda.dumps(c, fmt), fmt) == c

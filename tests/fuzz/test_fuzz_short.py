@@ -35,17 +35,9 @@ CASES = 40  # random cases per target
 EXAMPLES = 20  # hypothesis cases per target
 LIMIT = 20.0  # seconds per case: generous, CI machines are shared
 
-# defects the fuzzers find in the current code, fixed on other branches; the marks go once
-# the fixes are merged (strict=False: a target whose short run happens to pass still passes)
-KNOWN = {
-    "yaml_document": "loads: an explicit !!int/!!float/!!timestamp tag that does not apply raises "
-                     "ValueError/AttributeError; a billion-laughs alias takes minutes",
-    "mapping": "load_mapping: deep nesting crashes libyaml; RecursionError, ValueError (tags) and "
-               "UnicodeDecodeError (bytes) escape",
-}
-
-
-# the hypothesis cases of yaml_document and mapping happen to meet the contract today
+# defects the fuzzers find that are not fixed yet (none today): target -> what breaks; their
+# runs are marked xfail(strict=False) until the fix lands
+KNOWN: dict[str, str] = {}
 FAILING_HYPOTHESIS: tuple[str, ...] = ()
 
 

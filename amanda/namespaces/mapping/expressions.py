@@ -240,34 +240,44 @@ def _functions_called(node: Any) -> set[str]:
     return found
 
 
+def _map_tree(value: Any, where: tuple[str, ...], leaf: Any) -> Any:
+    """The same tree of dicts and lists with ``leaf(value, where)`` at every leaf, built
+    iteratively (a document may nest as deep as the loader allows)."""
+    out: list[Any] = [None]
+    stack: list[tuple[Any, tuple[str, ...], Any, Any]] = [(value, where, out, 0)]
+    while stack:
+        item, here, parent, slot = stack.pop()
+        if isinstance(item, dict):
+            parent[slot] = new = dict.fromkeys(item)
+            stack.extend((v, (*here, str(k)), new, k) for k, v in item.items())
+        elif isinstance(item, list):
+            parent[slot] = new_list = [None] * len(item)
+            stack.extend((v, (*here, str(i)), new_list, i) for i, v in enumerate(item))
+        else:
+            parent[slot] = leaf(item, here)
+    return out[0]
+
+
 def compile_value(value: Any, where: tuple[str, ...]) -> Any:
     """Compile every string of a plain-data tree (dicts, lists, scalars) with ``compile_template``."""
-    if isinstance(value, str):
-        return compile_template(value, "/".join(where))
-    if isinstance(value, dict):
-        return {k: compile_value(v, (*where, str(k))) for k, v in value.items()}
-    if isinstance(value, list):
-        return [compile_value(v, (*where, str(i))) for i, v in enumerate(value)]
-    return value
+    return _map_tree(value, where, lambda v, w: compile_template(v, "/".join(w)) if isinstance(v, str) else v)
 
 
 def evaluate_value(value: Any, data: Mapping[str, Any]) -> Any:
     """Evaluate a tree made by ``compile_value`` against the captures ``data``."""
-    if isinstance(value, Template):
-        return value.evaluate(data)
-    if isinstance(value, dict):
-        return {k: evaluate_value(v, data) for k, v in value.items()}
-    if isinstance(value, list):
-        return [evaluate_value(v, data) for v in value]
-    return value
+    return _map_tree(value, (), lambda v, w: v.evaluate(data) if isinstance(v, Template) else v)
 
 
 def template_variables(value: Any) -> set[str]:
     """Every ``$name`` the templates in a compiled tree read."""
-    if isinstance(value, Template):
-        return set(value.variables)
-    if isinstance(value, dict):
-        return set().union(*(template_variables(v) for v in value.values())) if value else set()
-    if isinstance(value, list):
-        return set().union(*(template_variables(v) for v in value)) if value else set()
-    return set()
+    found: set[str] = set()
+    stack = [value]
+    while stack:  # iterative: the tree may nest as deep as the loader allows
+        item = stack.pop()
+        if isinstance(item, Template):
+            found.update(item.variables)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return found
