@@ -20,7 +20,8 @@ from __future__ import annotations
 import argparse
 import collections
 import sys
-from typing import Any, Sequence, cast
+from collections.abc import Sequence
+from typing import Any, cast
 
 import amanda
 from amanda.containers.container import Container

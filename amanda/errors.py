@@ -84,11 +84,11 @@ class AmandaError(Exception):
         return _rebuild, (type(self), self.args, dict(self.__dict__))
 
 
-def _rebuild(cls: type, args: tuple, fields: dict) -> AmandaError:
-    error = cls.__new__(cls)
+def _rebuild(cls: type[AmandaError], args: tuple, fields: dict) -> AmandaError:
+    error = Exception.__new__(cls)
     Exception.__init__(error, *args)
     error.__dict__.update(fields)
-    return error  # type: ignore[return-value]
+    return error
 
 
 _SHOWN = 20  # violations listed in a message

@@ -4,8 +4,8 @@
 Each side runs in its own Python process (so each imports its own ``amanda``); the two
 alternate for ``--rounds`` rounds of ``--repeat`` loads each. Times are CPU times of the
 loading process (other processes on a shared machine disturb them less than wall time); the
-figure is the ratio of the fastest loads, and the ratio of medians is printed too. The baseline is ``git archive`` of ``--baseline`` (a revision of
-this repository).
+figure is the ratio of the fastest loads, and the ratio of medians is printed too. The baseline
+is ``git archive`` of ``--baseline`` (a revision of this repository).
 
     python benchmarks/bench_arrays.py [--baseline e08bdbf] [--layers 48] [--repeat 5] [--rounds 3]
 """

@@ -4,8 +4,8 @@ composition and non-destructive edits."""
 from amanda.containers.compose import CompositionError, chain, named_merge
 from amanda.containers.consolidate import consolidate
 from amanda.containers.container import Container, new_uid, op
-from amanda.containers.edge import CONTROL, SELF, Edge, Endpoint, Port
 from amanda.containers.diff import Change, Diff, diff
+from amanda.containers.edge import CONTROL, SELF, Edge, Endpoint, Port
 from amanda.containers.edit import Edit, edit
 from amanda.containers.flatten import FlatGraph, flatten
 from amanda.containers.fusion import fuse, unfuse

@@ -46,7 +46,7 @@ class _Self:
 
 SELF = _Self()
 
-PathLike = Union[str, int, tuple, _Self]
+PathLike = Union[str, int, tuple, _Self]  # noqa: UP007  # a runtime alias, kept for 3.10
 
 
 class Port(tuple):
@@ -189,7 +189,7 @@ class Endpoint(tuple):
         return f"{name}:{self[1]}"
 
 
-EndpointLike = Union[Endpoint, str, tuple]
+EndpointLike = Union[Endpoint, str, tuple]  # noqa: UP007  # a runtime alias, kept for 3.10
 
 
 class Edge(tuple):

@@ -88,7 +88,8 @@ class Edit:
         buried = _find_buried(self._probe, wanted)
         if buried is None or any(t.key == buried.key for t in self._tombstones):
             state = "is already removed" if buried is not None else "does not exist below the wrapper"
-            raise InvariantError([Problem(("edit", f"{wanted.src} -> {wanted.dst}"), "an existing edge to remove", f"the edge {state}")])
+            where = ("edit", f"{wanted.src} -> {wanted.dst}")
+            raise InvariantError([Problem(where, "an existing edge to remove", f"the edge {state}")])
         self._tombstones.append(buried)
         return self
 

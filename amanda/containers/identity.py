@@ -18,7 +18,7 @@ __all__ = ["structural_hash", "structurally_equal"]
 _set = object.__setattr__
 
 
-def _own_hash(node: "Container", child_hashes: tuple[int, ...]) -> int:
+def _own_hash(node: Container, child_hashes: tuple[int, ...]) -> int:
     return hash(
         (
             node.type,
@@ -34,9 +34,9 @@ def _own_hash(node: "Container", child_hashes: tuple[int, ...]) -> int:
     )
 
 
-def structural_hash(root: "Container") -> int:
+def structural_hash(root: Container) -> int:
     # iterative post-order: deep nesting must not hit the recursion limit
-    stack: list[tuple["Container", bool]] = [(root, False)]
+    stack: list[tuple[Container, bool]] = [(root, False)]
     while stack:
         node, expanded = stack.pop()
         if node._hash is not None:
@@ -50,7 +50,7 @@ def structural_hash(root: "Container") -> int:
     return root._hash  # type: ignore[return-value]
 
 
-def structurally_equal(a: "Container", b: "Container") -> bool:
+def structurally_equal(a: Container, b: Container) -> bool:
     if hash(a) != hash(b):  # cheap, and cached for next time
         return False
     pairs = [(a, b)]

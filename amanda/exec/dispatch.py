@@ -26,9 +26,10 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -97,7 +98,7 @@ def parse_namespace(namespace: str) -> tuple[str, str, int | None]:
     return family, "", version
 
 
-def kernel_attrs(op: "Container") -> Mapping[str, Any]:
+def kernel_attrs(op: Container) -> Mapping[str, Any]:
     """The attributes a kernel sees: the op's own, minus amanda's bookkeeping keys.
 
     >>> from amanda.containers import op
@@ -149,10 +150,10 @@ class OpContext:
     state: dict
     key: str
     path: tuple
-    op: "Container"
+    op: Container
     opset: int | None
     namespace: str
-    run_body: Callable[["Container", Mapping[str, Any], Sequence[str]], list]
+    run_body: Callable[[Container, Mapping[str, Any], Sequence[str]], list]
     iteration: Callable[[int], None] = lambda i: None
 
 
@@ -197,7 +198,7 @@ class _ByDtype:
         return fn(attrs, *args)
 
 
-def no_kernel_error(op: "Container", path: str, namespace: str | None) -> ExecutionError:
+def no_kernel_error(op: Container, path: str, namespace: str | None) -> ExecutionError:
     """The error for an op whose namespace has no kernel for its type."""
     if namespace is None:
         return ExecutionError(
@@ -220,7 +221,7 @@ def no_kernel_error(op: "Container", path: str, namespace: str | None) -> Execut
     )
 
 
-def resolve_kernel(op: "Container", path: str, namespace: str | None) -> Resolved:
+def resolve_kernel(op: Container, path: str, namespace: str | None) -> Resolved:
     """The kernel for ``op`` under ``namespace``; ExecutionError naming type and namespace if none."""
     if namespace is None or op.type is None:
         raise no_kernel_error(op, path, namespace)
@@ -277,7 +278,7 @@ def _schema_ports(namespace: str, op_type: str) -> str | None:
         return None
 
 
-def _check_arity(op: "Container", path: str, namespace: str, fns: Sequence[Callable[..., tuple]]) -> None:
+def _check_arity(op: Container, path: str, namespace: str, fns: Sequence[Callable[..., tuple]]) -> None:
     """An ExecutionError, at plan time, for an op with more input ports than any kernel version
     takes (too few is left to the run: the kernel's own error then names what is missing)."""
     names = op.input_names
@@ -329,7 +330,7 @@ def failure(path: str, op_type: str | None, namespace: str | None, inputs: Seque
     return ExecutionError(message, path=path, found=f"{type(exc).__name__}: {exc}")
 
 
-def output_positions(op: "Container", namespace: str | None) -> tuple[int, ...]:
+def output_positions(op: Container, namespace: str | None) -> tuple[int, ...]:
     """The kernel result index of each declared output port of ``op``.
 
     An ONNX node may omit optional outputs (LSTM writing only ``Y_h``); its declared ports

@@ -14,12 +14,13 @@ dimension of that symbol in the run must agree.
 >>> check_feeds(types, {"x": np.zeros((3, 2), np.int64)})
 Traceback (most recent call last):
 ...
-amanda.errors.ExecutionError: feed `x` does not match input `x`: expected float32[N,2], found int64[3,2] (nothing is cast: pass np.asarray(value, dtype=np.float32))
+amanda.errors.ExecutionError: feed `x` does not match input `x`: expected float32[N,2], found int64[3,2] ...
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping, NamedTuple
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -82,7 +83,7 @@ def _shape(declared: Any, where: str) -> tuple | None:
     return tuple(dims)
 
 
-def declared_type(port: "Port", where: str) -> PortType | None:
+def declared_type(port: Port, where: str) -> PortType | None:
     """The type ``port`` declares, or None when it declares neither dtype nor shape."""
     attrs = port.attrs
     if attrs.get("dtype") is None and attrs.get("shape") is None:
@@ -90,7 +91,7 @@ def declared_type(port: "Port", where: str) -> PortType | None:
     return PortType(where, _dtype(attrs.get("dtype"), where), _shape(attrs.get("shape"), where))
 
 
-def _port(model: "Container", name: Any) -> tuple["Port | None", str]:
+def _port(model: Container, name: Any) -> tuple[Port | None, str]:
     """The port a feed name refers to, and how messages call it."""
     from amanda.exec.resolve import _endpoint
 
@@ -106,7 +107,7 @@ def _port(model: "Container", name: Any) -> tuple["Port | None", str]:
     return None, f"`{owner}:{port_name}`"
 
 
-def feed_types(model: "Container", names: Any) -> dict[Any, PortType]:
+def feed_types(model: Container, names: Any) -> dict[Any, PortType]:
     """Declared types of the fed ports of ``model``, keyed by feed name (untyped ports left out)."""
     types: dict[Any, PortType] = {}
     for name in names:

@@ -15,7 +15,8 @@ broadcast shapes do not allow writing into the donated array.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

@@ -22,9 +22,10 @@ here, and their values live in the plan's environment template.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -53,7 +54,7 @@ INLINE, POOL, BY_SIZE = 0, 1, 2
 ContextFactory = Callable[["Container", tuple, str, "int | None"], OpContext]
 
 
-def bind_phase(model: "Container", phase: Any) -> "Container":
+def bind_phase(model: Container, phase: Any) -> Container:
     """``model`` with phase-dependent choices resolved for ``phase`` (``bind``, when the
     containers layer provides it). Without it the planner's own edge filter does the same:
     edges tagged with another phase are ignored."""
@@ -101,7 +102,7 @@ class Plan:
         return f"Plan({len(self.steps)} steps, {len(self.template)} slots)"
 
 
-def _namespaces(model: "Container", default: str | None, wanted: set) -> dict[tuple, str | None]:
+def _namespaces(model: Container, default: str | None, wanted: set) -> dict[tuple, str | None]:
     found: dict[tuple, str | None] = {}
     for path, _node, attrs in walk(model):
         if path in wanted:
@@ -109,7 +110,7 @@ def _namespaces(model: "Container", default: str | None, wanted: set) -> dict[tu
     return found
 
 
-def _missing_error(model: "Container", missing: dict[str, str]) -> ExecutionError:
+def _missing_error(model: Container, missing: dict[str, str]) -> ExecutionError:
     parts = [f"input `{name}` of `{model.name or '<root>'}` (needed by fetch `{label}`)" for name, label in missing.items()]
     first = next(iter(missing))
     return ExecutionError(
@@ -123,7 +124,7 @@ def _label(item: Any) -> str:
 
 
 def compile_plan(
-    model: "Container",
+    model: Container,
     fetches: Sequence[Any],
     feeds: Sequence[Any],
     phase: Any = None,
@@ -217,7 +218,7 @@ def _prune(flat: FlatGraph, pruned: _Pruned, fetches: Sequence[Any], phase: Any)
 
 
 def _compile(
-    model: "Container", flat: FlatGraph, order: tuple[tuple, ...], pruned: _Pruned,
+    model: Container, flat: FlatGraph, order: tuple[tuple, ...], pruned: _Pruned,
     context: ContextFactory | None, default_namespace: str | None, prefix: tuple,
 ) -> Plan:
     wanted, sources, fed_values, fed_into = pruned.wanted, pruned.sources, pruned.fed_values, pruned.fed_into

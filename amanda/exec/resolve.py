@@ -30,7 +30,8 @@ port what the ops inside it read from that port.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from amanda.containers import CONTROL, SELF, Endpoint, FlatGraph
 from amanda.containers.validate import resolve_path
@@ -47,7 +48,7 @@ class Into(tuple):
 
     __slots__ = ()
 
-    def __new__(cls, path: tuple, port: str) -> "Into":
+    def __new__(cls, path: tuple, port: str) -> Into:
         return tuple.__new__(cls, (path, port))
 
     def __repr__(self) -> str:
@@ -82,14 +83,14 @@ def control_sources(flat: FlatGraph, path: tuple, phase: Any) -> list[tuple]:
     return [e[0][0] for e in flat.producers(path, CONTROL) if e[0][0] is not SELF and live(e, phase)]
 
 
-def _node(model: "Container", path: tuple) -> "Container":
+def _node(model: Container, path: tuple) -> Container:
     node = model
     for name in path:
         node = node.child(name)
     return node
 
 
-def _leaves(model: "Container", path: tuple) -> tuple:
+def _leaves(model: Container, path: tuple) -> tuple:
     node = _node(model, path)
     if not node.children:
         return (path,)
@@ -99,7 +100,7 @@ def _leaves(model: "Container", path: tuple) -> tuple:
     return tuple(out)
 
 
-def _buried(model: "Container", owner: tuple, edge: Any) -> bool:
+def _buried(model: Container, owner: tuple, edge: Any) -> bool:
     """Whether a tombstone of a container above ``owner`` deletes ``edge`` (owned by ``owner``)."""
     src, dst = edge[0], edge[1]
     key = (owner if src[0] is SELF else owner + tuple(src[0]), src[1],
@@ -117,7 +118,7 @@ def _buried(model: "Container", owner: tuple, edge: Any) -> bool:
     return False
 
 
-def _source_of_output(model: "Container", path: tuple, port: str, phase: Any) -> Endpoint:
+def _source_of_output(model: Container, path: tuple, port: str, phase: Any) -> Endpoint:
     node = _node(model, path)
     if not node.children:
         return Endpoint(path, port)
@@ -132,7 +133,7 @@ def _source_of_output(model: "Container", path: tuple, port: str, phase: Any) ->
     return _source_of_output(model, path + tuple(src[0]), src[1], phase)
 
 
-def _source_of_input(model: "Container", path: tuple, port: str, phase: Any) -> Endpoint:
+def _source_of_input(model: Container, path: tuple, port: str, phase: Any) -> Endpoint:
     if not path:
         return Endpoint(SELF, port)
     found = []
@@ -154,7 +155,7 @@ def _source_of_input(model: "Container", path: tuple, port: str, phase: Any) -> 
     return _source_of_output(model, owner + tuple(src[0]), src[1], phase)
 
 
-def _port_name(node: "Container", port: Any, where: Any) -> str | int:
+def _port_name(node: Container, port: Any, where: Any) -> str | int:
     if isinstance(port, int) and port != CONTROL:
         if 0 <= port < len(node.outputs):
             return node.outputs[port].name
@@ -162,7 +163,7 @@ def _port_name(node: "Container", port: Any, where: Any) -> str | int:
     return port
 
 
-def _endpoint(model: "Container", item: Any) -> tuple[Any, "Container", Any]:
+def _endpoint(model: Container, item: Any) -> tuple[Any, Container, Any]:
     try:
         endpoint = item if isinstance(item, Endpoint) else Endpoint.of(item)
     except (TypeError, ValueError) as exc:
@@ -175,7 +176,7 @@ def _endpoint(model: "Container", item: Any) -> tuple[Any, "Container", Any]:
     return path, node, _port_name(node, endpoint[1], endpoint[0])
 
 
-def _inputs_inside(model: "Container", path: tuple, port: str) -> tuple[Into, ...]:
+def _inputs_inside(model: Container, path: tuple, port: str) -> tuple[Into, ...]:
     """Leaf inputs inside the container at ``path`` that read its input ``port``."""
     from amanda.containers import flatten
 
@@ -183,7 +184,7 @@ def _inputs_inside(model: "Container", path: tuple, port: str) -> tuple[Into, ..
     return tuple(Into(path + tuple(ep[0]), ep[1]) for ep in inner.inputs.get(port, ()))
 
 
-def _named_control_sources(model: "Container", path: tuple, port: str) -> tuple:
+def _named_control_sources(model: Container, path: tuple, port: str) -> tuple:
     node = model if not path else _node(model, path)
     paths: list[tuple] = []
     for edge in node.edges:
@@ -192,7 +193,7 @@ def _named_control_sources(model: "Container", path: tuple, port: str) -> tuple:
     return tuple(paths)
 
 
-def resolve_fetch(model: "Container", flat: FlatGraph, item: Any, phase: Any) -> tuple[str, Any]:
+def resolve_fetch(model: Container, flat: FlatGraph, item: Any, phase: Any) -> tuple[str, Any]:
     """``("value", key)`` or ``("effect", leaf paths)`` for one fetch."""
     if isinstance(item, str) and ":" not in item:
         if item in model.output_names:
@@ -232,11 +233,11 @@ def resolve_fetch(model: "Container", flat: FlatGraph, item: Any, phase: Any) ->
     raise ExecutionError.at(path, f"a port of `{format_path(path)}` ({_ports(node)})", repr(port))
 
 
-def _ports(node: "Container") -> str:
+def _ports(node: Container) -> str:
     return ", ".join([*node.input_names, *node.output_names, *node.control_names]) or "none"
 
 
-def _top_output(model: "Container", flat: FlatGraph, name: str, phase: Any) -> Endpoint:
+def _top_output(model: Container, flat: FlatGraph, name: str, phase: Any) -> Endpoint:
     edges = [e for e in flat.producers(SELF, name) if live(e, phase)]
     edge = _one(edges, f"{model.name}:{name}", phase)
     if edge is None:
@@ -244,7 +245,7 @@ def _top_output(model: "Container", flat: FlatGraph, name: str, phase: Any) -> E
     return edge[0]
 
 
-def resolve_feed(model: "Container", flat: FlatGraph, item: Any, phase: Any) -> tuple[str, Any]:
+def resolve_feed(model: Container, flat: FlatGraph, item: Any, phase: Any) -> tuple[str, Any]:
     """``("value", key)`` for a fed value, or ``("into", Into keys)`` for fed op inputs."""
     if isinstance(item, str) and ":" not in item:
         if item in model.input_names:

@@ -100,7 +100,7 @@ def timed_out(path: str) -> ExecutionError:
         found="the timeout passed")
 
 
-def _worker(tasks: "queue.SimpleQueue[Any]") -> None:
+def _worker(tasks: queue.SimpleQueue[Any]) -> None:
     np.seterr(all="ignore")  # as the scheduling thread runs (see Runner.run); thread-local
     while True:
         task = tasks.get()

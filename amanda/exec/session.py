@@ -15,15 +15,18 @@ import math
 import threading
 import time
 import weakref
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from amanda.containers import CONTROL, SELF, Container, Endpoint
 from amanda.errors import ExecutionError, format_path
-from amanda.exec import control_flow  # noqa: F401  (registers If, Loop, Scan, SequenceMap)
-from amanda.exec import sequences  # noqa: F401  (registers sequence and optional kernels)
+from amanda.exec import (
+    control_flow,  # noqa: F401  (registers If, Loop, Scan, SequenceMap)
+    sequences,  # noqa: F401  (registers sequence and optional kernels)
+)
 from amanda.exec import state as _state
 from amanda.exec.dispatch import OpContext
 from amanda.exec.feeds import check_feeds
@@ -112,7 +115,7 @@ class Session:
 
     def __init__(
         self,
-        model: "Container",
+        model: Container,
         threads: int | None = None,
         *,
         offload_elements: int = DEFAULT_OFFLOAD_ELEMENTS,
@@ -135,8 +138,8 @@ class Session:
         self._runner = Runner(threads, offload_elements)
         self._state: dict[str, Any] = {}
         self._plans: dict[tuple, Plan] = {}
-        self._bodies: dict[tuple, tuple["Container", Plan]] = {}
-        self._bound: dict[Any, "Container"] = {}
+        self._bodies: dict[tuple, tuple[Container, Plan]] = {}
+        self._bound: dict[Any, Container] = {}
         self._lock = threading.RLock()
         self._mode = SEQUENTIAL
         # the workers hold no reference to the session, so it can be collected; stop them then
@@ -234,7 +237,7 @@ class Session:
         """Stop the session's worker threads (a later run starts them again)."""
         self._runner.close()
 
-    def __enter__(self) -> "Session":
+    def __enter__(self) -> Session:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -245,14 +248,14 @@ class Session:
 
     # -- internals ---------------------------------------------------------------------------
 
-    def _model_for(self, phase: Any) -> "Container":
+    def _model_for(self, phase: Any) -> Container:
         model = self._bound.get(phase)
         if model is None:
             model = self._bound[phase] = bind_phase(self._executable, phase)
         return model
 
-    def _context(self, op: "Container", path: tuple, namespace: str, opset: int | None) -> OpContext:
-        def run_body(body: "Container", inputs: Mapping[str, Any], outputs: Sequence[str]) -> list:
+    def _context(self, op: Container, path: tuple, namespace: str, opset: int | None) -> OpContext:
+        def run_body(body: Container, inputs: Mapping[str, Any], outputs: Sequence[str]) -> list:
             return self._run_body(body, inputs, outputs, path, namespace)
 
         def iteration(i: int) -> None:
@@ -274,7 +277,7 @@ class Session:
             raise timed_out(f"{format_path(path)} (iteration {i})")
 
     def _run_body(
-        self, body: "Container", inputs: Mapping[str, Any], outputs: Sequence[str], prefix: tuple, namespace: str
+        self, body: Container, inputs: Mapping[str, Any], outputs: Sequence[str], prefix: tuple, namespace: str
     ) -> list:
         """Run a nested container (a control-flow body) with this session's runner and state."""
         key = (id(body), tuple(outputs), frozenset(inputs), prefix)

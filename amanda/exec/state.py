@@ -36,7 +36,8 @@ so a value a ``Read`` returned stays what it was when read.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 

@@ -15,7 +15,8 @@ Identity is put in between, as TensorFlow 1 graphs do themselves.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 

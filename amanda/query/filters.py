@@ -23,8 +23,9 @@ just the keys it reads. Helpers below repeat jmespath's rules exactly (``0`` is 
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable, Sequence
 from numbers import Number
-from typing import Any, Callable, Sequence
+from typing import Any
 
 __all__ = ["FIELDS", "ORDER", "Compiler", "Env", "field_chain", "truth", "view_keys"]
 

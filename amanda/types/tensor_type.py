@@ -79,9 +79,12 @@ def dtype_name(dtype: Any) -> str | None:
 _DTYPE_NAMES: dict[Any, str] = {}
 
 
-ONNX_DTYPES: dict[int, str] = dict(enumerate(
-    ["?", "float32", "uint8", "int8", "uint16", "int16", "int32", "int64", "string", "bool", "float16", "float64", "uint32", "uint64", "complex64", "complex128", "bfloat16", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "uint4", "int4", "float4_e2m1fn", "float8_e8m0fnu", "uint2", "int2", "float6_e2m3fn", "float6_e3m2fn"]
-))
+ONNX_DTYPES: dict[int, str] = dict(enumerate([
+    "?", "float32", "uint8", "int8", "uint16", "int16", "int32", "int64", "string", "bool",
+    "float16", "float64", "uint32", "uint64", "complex64", "complex128", "bfloat16",
+    "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "uint4", "int4",
+    "float4_e2m1fn", "float8_e8m0fnu", "uint2", "int2", "float6_e2m3fn", "float6_e3m2fn",
+]))
 """ONNX ``TensorProto.DataType`` numbers -> the dtype names port attributes use."""
 del ONNX_DTYPES[0]
 _NAMES = frozenset(ONNX_DTYPES.values())

@@ -20,8 +20,9 @@ import functools
 import traceback
 import warnings
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import onnx

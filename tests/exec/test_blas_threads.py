@@ -4,7 +4,8 @@ sees inside a run is the session's, from the main thread and from any other thre
 from __future__ import annotations
 
 import threading
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import pytest

@@ -3,7 +3,8 @@ messages, plan structure (pruning, frees, slots) and the sequence/optional kerne
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import pytest

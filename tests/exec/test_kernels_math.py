@@ -8,7 +8,8 @@ opset) or plain numpy as the oracle.
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pytest

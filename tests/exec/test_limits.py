@@ -4,7 +4,8 @@ ExecutionError, and leave the session usable."""
 from __future__ import annotations
 
 import time
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import pytest

@@ -7,7 +7,8 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import pytest

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import pytest
@@ -16,7 +17,7 @@ from amanda import Container, op
 from amanda.errors import ExecutionError
 from amanda.exec import Session
 from amanda.exec.kernels.registry import kernel
-from amanda.exec.runner import SEQUENTIAL, THREADED, blas_threads, _blas_libraries
+from amanda.exec.runner import SEQUENTIAL, THREADED, _blas_libraries, blas_threads
 from tests.strategies import Plan, build_nested, groupings
 
 NS = {"namespace": "amanda/onnx/17"}

@@ -7,8 +7,8 @@ import pytest
 import amanda
 from amanda.containers import Container, op
 from amanda.errors import QueryError
-from amanda.query import compile_selector
 from amanda.jmespath_nesting import MAX_NESTING, MAX_TREE_DEPTH
+from amanda.query import compile_selector
 
 TOO_DEEP = rf"nested deeper than {MAX_NESTING} levels|more than {MAX_TREE_DEPTH}"
 

@@ -1,29 +1,31 @@
 """Every kernel module; importing this package registers all kernels."""
-from amanda.exec.kernels import conv  # noqa: F401
-from amanda.exec.kernels import elementwise  # noqa: F401
-from amanda.exec.kernels import logic  # noqa: F401
-from amanda.exec.kernels import activations  # noqa: F401
-from amanda.exec.kernels import softmax  # noqa: F401
-from amanda.exec.kernels import reduce  # noqa: F401
-from amanda.exec.kernels import linalg  # noqa: F401
-from amanda.exec.kernels import normalization  # noqa: F401
-from amanda.exec.kernels import cast  # noqa: F401
-from amanda.exec.kernels import identity  # noqa: F401
-from amanda.exec.kernels import pool  # noqa: F401
-from amanda.exec.kernels import shape  # noqa: F401
-from amanda.exec.kernels import slicing  # noqa: F401
-from amanda.exec.kernels import indexing  # noqa: F401
-from amanda.exec.kernels import construct  # noqa: F401
-from amanda.exec.kernels import sorting  # noqa: F401
-from amanda.exec.kernels import resize  # noqa: F401
-from amanda.exec.kernels import recurrent  # noqa: F401
-from amanda.exec.kernels import losses  # noqa: F401
-from amanda.exec.kernels import signal  # noqa: F401
-from amanda.exec.kernels import random  # noqa: F401
-from amanda.exec.kernels import quantize  # noqa: F401
-from amanda.exec.kernels import attention  # noqa: F401
-from amanda.exec.kernels import sequence_state  # noqa: F401
-from amanda.exec.kernels import sampling  # noqa: F401
-from amanda.exec.kernels import detection  # noqa: F401
-from amanda.exec.kernels import strings  # noqa: F401
-from amanda.exec.kernels import text_features  # noqa: F401
+from amanda.exec.kernels import (
+    activations,  # noqa: F401
+    attention,  # noqa: F401
+    cast,  # noqa: F401
+    construct,  # noqa: F401
+    conv,  # noqa: F401
+    detection,  # noqa: F401
+    elementwise,  # noqa: F401
+    identity,  # noqa: F401
+    indexing,  # noqa: F401
+    linalg,  # noqa: F401
+    logic,  # noqa: F401
+    losses,  # noqa: F401
+    normalization,  # noqa: F401
+    pool,  # noqa: F401
+    quantize,  # noqa: F401
+    random,  # noqa: F401
+    recurrent,  # noqa: F401
+    reduce,  # noqa: F401
+    resize,  # noqa: F401
+    sampling,  # noqa: F401
+    sequence_state,  # noqa: F401
+    shape,  # noqa: F401
+    signal,  # noqa: F401
+    slicing,  # noqa: F401
+    softmax,  # noqa: F401
+    sorting,  # noqa: F401
+    strings,  # noqa: F401
+    text_features,  # noqa: F401
+)

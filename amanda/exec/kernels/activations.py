@@ -7,7 +7,8 @@ dtype, as ONNX keeps the input type. Defaults are the ONNX attribute defaults.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 

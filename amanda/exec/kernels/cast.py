@@ -8,7 +8,8 @@ them needs ml_dtypes installed.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -70,7 +71,7 @@ def _to_e8m0(x: np.ndarray, saturate: bool, round_mode: str) -> np.ndarray:
 
 def _cast(x: np.ndarray, code: int, saturate: bool, round_mode: str) -> np.ndarray:
     dtype = onnx_dtype(code)
-    if dtype == object:
+    if dtype == object:  # noqa: E721  # a numpy dtype compared with its type code
         # numpy writes floats as their shortest round-tripping repr
         return x.astype(str).astype(object)
     if x.dtype == object or x.dtype.kind in "US":

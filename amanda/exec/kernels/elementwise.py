@@ -8,7 +8,8 @@ rows of tables registered in a loop at the bottom.
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 

@@ -8,7 +8,8 @@ uses, so seeded results match it bit for bit).
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 

@@ -5,7 +5,8 @@ Comparisons and logical ops return bool tensors with numpy broadcasting.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 

@@ -7,7 +7,8 @@ depending on who decoded the model, so every string attribute goes through
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -83,7 +84,7 @@ def wide(dtype: np.dtype) -> np.dtype:
     dtype = np.dtype(dtype)
     if dtype.kind == "f" and dtype.itemsize >= 4:
         return dtype
-    if dtype.kind in "biuc" or dtype == object:
+    if dtype.kind in "biuc" or dtype == object:  # noqa: E721  # a numpy dtype comparison
         return dtype
     return np.dtype(np.float32)
 

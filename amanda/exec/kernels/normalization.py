@@ -10,7 +10,8 @@ Statistics are computed in float32 or wider and results cast back.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 

@@ -8,7 +8,8 @@ one implementation. Empty ``axes`` reduce everything unless
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 

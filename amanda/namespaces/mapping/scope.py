@@ -3,8 +3,9 @@
 The driver maps each container level separately (patterns join sibling ops). A ``Scope`` holds
 that level's children, edges and input ports in plain dicts and lists that only the driver sees,
 with indexes kept up to date as rules change them (producers and consumers of each port, edges
-by child, ops by type), and tracks the namespace each op will be in. ``build`` makes the new container once, reusing every child that
-did not change, and returns the original container itself when nothing changed at all.
+by child, ops by type), and tracks the namespace each op will be in. ``build`` makes the new
+container once, reusing every child that did not change, and returns the original container
+itself when nothing changed at all.
 """
 
 from __future__ import annotations

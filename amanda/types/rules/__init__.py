@@ -51,7 +51,7 @@ def rule_op_types(family: str = ONNX, domain: str = "") -> list[str]:
     return sorted(t for (f, d, t) in _RULES if f == family and d == domain)
 
 
-from amanda.types.rules import (  # noqa: F401  (each module registers its rules)
+from amanda.types.rules import (  # noqa: F401, E402  (each module registers its rules; after rule())
     control,
     elementwise,
     generators,

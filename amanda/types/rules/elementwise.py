@@ -9,7 +9,14 @@ from amanda.types.node import Node, Partial, as_dims, from_dims
 from amanda.types.rules import rule
 from amanda.types.tensor_type import ONNX_DTYPES, TensorType
 
-UNARY = ["Abs", "Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh", "Ceil", "Cos", "Cosh", "Erf", "Exp", "Floor", "Log", "Neg", "Reciprocal", "Relu", "Round", "Sigmoid", "Sign", "Sin", "Sinh", "Softplus", "Softsign", "Sqrt", "Tan", "Tanh", "Elu", "Selu", "Celu", "LeakyRelu", "HardSigmoid", "HardSwish", "Mish", "Gelu", "Shrink", "ThresholdedRelu", "BitwiseNot", "Clip", "LpNormalization", "MeanVarianceNormalization", "Trilu", "CumSum", "ReverseSequence", "InstanceNormalization", "GroupNormalization", "Identity", "Swish"]
+UNARY = [
+    "Abs", "Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh", "Ceil", "Cos", "Cosh", "Erf",
+    "Exp", "Floor", "Log", "Neg", "Reciprocal", "Relu", "Round", "Sigmoid", "Sign", "Sin",
+    "Sinh", "Softplus", "Softsign", "Sqrt", "Tan", "Tanh", "Elu", "Selu", "Celu", "LeakyRelu",
+    "HardSigmoid", "HardSwish", "Mish", "Gelu", "Shrink", "ThresholdedRelu", "BitwiseNot",
+    "Clip", "LpNormalization", "MeanVarianceNormalization", "Trilu", "CumSum",
+    "ReverseSequence", "InstanceNormalization", "GroupNormalization", "Identity", "Swish",
+]
 
 
 @rule(*UNARY)

@@ -8,7 +8,10 @@ from amanda.types.node import Node
 from amanda.types.rules import rule
 from amanda.types.tensor_type import Dim, TensorType
 
-REDUCTIONS = ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"]
+REDUCTIONS = [
+    "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+    "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare",
+]
 
 
 def _matmul_shape(node: Node, a: Any, b: Any) -> Any:

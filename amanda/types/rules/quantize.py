@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from amanda.types.node import Node
 from amanda.types.rules import rule
-from amanda.types.tensor_type import ONNX_DTYPES, TensorType
 from amanda.types.rules.spatial import conv
+from amanda.types.tensor_type import ONNX_DTYPES, TensorType
 
 
 @rule("QuantizeLinear")
