@@ -15,7 +15,7 @@ from typing import Any, Union
 from pyrsistent import PMap
 
 from amanda.containers.checks import INTERPRETED_EDGE_ATTRS, attr_problems, shown
-from amanda.containers.values import EMPTY, attrs_equal, attrs_hash, freeze_attrs
+from amanda.containers.values import EMPTY, attrs_equal, attrs_hash, freeze_attrs, views_of
 from amanda.errors import ArgumentError
 
 __all__ = ["CONTROL", "SELF", "Edge", "Endpoint", "EndpointLike", "PathLike", "Port", "coerce_ports"]
@@ -70,7 +70,7 @@ class Port(tuple):
         return tuple.__new__(cls, (name, frozen))
 
     name: str = property(itemgetter(0))  # type: ignore[assignment]
-    attrs: PMap = property(itemgetter(1))  # type: ignore[assignment]
+    attrs: PMap = property(lambda self: views_of(self[1]))  # type: ignore[assignment]
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, tuple) or len(other) != 2:
@@ -226,7 +226,7 @@ class Edge(tuple):
 
     src: Endpoint = property(itemgetter(0))  # type: ignore[assignment]
     dst: Endpoint = property(itemgetter(1))  # type: ignore[assignment]
-    attrs: PMap = property(itemgetter(2))  # type: ignore[assignment]
+    attrs: PMap = property(lambda self: views_of(self[2]))  # type: ignore[assignment]
 
     @property
     def key(self) -> tuple[Endpoint, Endpoint]:

@@ -246,6 +246,21 @@ class ArrayViews(Mapping):
 _MISSING = object()
 
 
+class _Stored:
+    __slots__ = ("_attrs",)
+
+    def __init__(self, attrs: PMap) -> None:
+        self._attrs = attrs
+
+
+def views_of(stored: PMap) -> Any:
+    """The stored attributes of a port or an edge as their ``attrs`` hands them out: the pmap
+    itself when it holds no array, else ArrayViews (a fresh read-only view per read)."""
+    if not stored or not holds_arrays(stored):
+        return stored
+    return ArrayViews(_Stored(stored))
+
+
 def holds_arrays(value: Any) -> bool:
     """Whether a frozen value holds an array anywhere (not counting nested containers)."""
     if type(value) in _SCALAR_TYPES:

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from amanda import Container, dumps, loads, op
+from amanda import Container, Edge, Port, dumps, loads, op
 from amanda.containers.values import dtype_from_text, dtype_text, freeze, values_equal
 from amanda.errors import InvariantError
 from tests.strategies import ARRAYS, ATTRIBUTE_VALUES, ML_ARRAYS
@@ -161,6 +161,10 @@ def _arrays_in(value: object):
     elif isinstance(value, Container):
         for item in value.attrs.values():
             yield from _arrays_in(item)
+        for port in (*value.inputs, *value.outputs, *value.controls):
+            yield from _arrays_in(dict(port.attrs))
+        for edge in (*value.edges, *value.tombstones):
+            yield from _arrays_in(dict(edge.attrs))
         for child in value.children:
             yield from _arrays_in(child)
     elif isinstance(value, tuple):
@@ -173,16 +177,17 @@ def _arrays_in(value: object):
 
 @st.composite
 def array_holders(draw: st.DrawFn) -> tuple[Container, list[np.ndarray]]:
-    """A container with arrays at the top, in lists and dicts, in a child op and in a body;
+    """A container with arrays at the top, in lists and dicts, in a child op, a port, an edge and a body;
     and the arrays the caller passed (some writable, some read-only), which it still holds."""
     arrays = st.one_of(ARRAYS, ML_ARRAYS)
-    given = [draw(arrays) for _ in range(5)]
+    given = [draw(arrays) for _ in range(7)]
     for array in given[::2]:
         array.setflags(write=False)  # read-only but still the caller's
     body = op("Body", "body", ["x"], ["y"], {"w": given[4], "s": np.float32(2)})
     attrs = {"a": given[0], "l": [given[1], 1], "d": {"k": given[2], "n": {"m": (draw(arrays),)}}, "g": body}
-    child = op("C", "child", ["x"], ["y"], {"w": given[3]})
-    return Container("T", "top", ["x"], [], [child], [("top:x", "child:x")], attrs=attrs), given
+    child = op("C", "child", [Port("x", {"init": given[5]})], ["y"], {"w": given[3]})
+    edge = Edge("top:x", "child:x", {"scale": given[6]})
+    return Container("T", "top", ["x"], [], [child], [edge], attrs=attrs), given
 
 
 @given(array_holders(), st.lists(st.sampled_from(sorted(MUTATIONS)), min_size=1, max_size=6))
