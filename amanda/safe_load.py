@@ -295,7 +295,7 @@ def _scalar(node: yaml.Node, path: tuple[str, ...] | None) -> Any:
         raise _refused(node, path)
     try:
         return make(_SCALAR_MAKER, node)
-    except (ValueError, TypeError, AttributeError, OverflowError):  # `!!float abc`: a tag its text does not fit
+    except (ValueError, TypeError, AttributeError, OverflowError, IndexError):  # `!!float abc`: text its tag does not fit
         shown = _short_tag(node.tag)
         raise FormatError(f"{_at(path)}expected a value of type {shown}, found {node.value!r}", path=path,
                           expected=f"a value of type {shown}", found=repr(node.value), **_mark(node)) from None

@@ -101,8 +101,9 @@ def _read(path: str) -> tuple[dict[str, np.ndarray], dict[str, list[tuple[str, .
             raise ValueError("a .npy array, not an .npz archive")
         with archive:
             stored = {key: archive[key] for key in archive.files}
-    except (OSError, ValueError, EOFError, KeyError, SyntaxError, tokenize.TokenError, zipfile.BadZipFile,
-            zlib.error) as exc:  # numpy parses a member's header with Python's tokenizer
+    except (OSError, ValueError, EOFError, KeyError, SyntaxError, NotImplementedError, tokenize.TokenError,
+            zipfile.BadZipFile, zlib.error) as exc:  # numpy parses headers with Python's tokenizer; zip
+        # refuses compression methods it lacks with NotImplementedError
         raise FormatError(f"cannot read weights from {path!r}: {exc or type(exc).__name__}",
                           path=path, expected="an .npz archive written by save_weights",
                           found=type(exc).__name__) from None

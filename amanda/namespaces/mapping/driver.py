@@ -171,7 +171,14 @@ def _run_rule(scope: Scope, rule: Rule, ctx: Context) -> bool:
             for name in names.values():
                 ctx.reasons.setdefault((*scope.path, name), []).append(f"{rule.name}: {result.reason}")
             continue
-        changed = apply_replacement(scope, rule, names, result)
+        try:
+            changed = apply_replacement(scope, rule, names, result)
+        except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
+            # a replacement built from a table's values (ports, attributes) that do not fit
+            where = "/".join((*scope.path, next(iter(names.values()))))
+            raise MappingError(f"rule {rule.name!r} gave a replacement for {where} that cannot be built: "
+                               f"{type(exc).__name__}: {exc}", path=where, expected="a well-formed replacement",
+                               found=f"{type(exc).__name__}: {exc}") from None
         if changed:
             consumed |= changed
             fired = True
