@@ -188,7 +188,7 @@ LAYERS = {
     "progress": set(),
     "containers": BASE,
     "query": BASE | {"containers", "jmespath_nesting"},
-    "namespaces": BASE | {"containers", "jmespath_nesting"},
+    "namespaces": BASE | {"containers", "jmespath_nesting", "progress"},
     "io": BASE | {"containers", "namespaces", "types", "progress"},
     "exec": BASE | {"containers", "namespaces", "progress"},
     "viz": BASE | {"containers"},

@@ -51,3 +51,34 @@ def test_the_environment_can_force_bars_on(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setenv("AMANDA_PROGRESS", "1")
     monkeypatch.setattr(sys, "stderr", io.StringIO())
     assert "loading" in run(3, delay=0)
+
+
+def test_loading_importing_and_converting_show_bars(monkeypatch: pytest.MonkeyPatch) -> None:
+    """loads, ONNX import and convert drive a bar (forced on, with no delay)."""
+    import amanda
+    import amanda.progress as progress_module
+
+    monkeypatch.setenv("AMANDA_PROGRESS", "1")
+    monkeypatch.setattr(progress_module, "DELAY_SECONDS", 0.0)
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    shown: list[str] = []
+    real = progress_module.progress
+
+    def spy(total, description, quiet=None, delay=0.0):  # type: ignore[no-untyped-def]
+        if not quiet:
+            shown.append(description)
+        return real(total, description, quiet, 0.0)
+
+    import importlib
+
+    for name in ("amanda.io.document", "amanda.io.onnx_read_graph", "amanda.namespaces.mapping.convert"):
+        monkeypatch.setattr(importlib.import_module(name), "progress", spy)
+    g = amanda.chain(amanda.op("Relu", "r", ["x"], ["y"]), inputs=["x"], outputs=["y"], name="g")
+    amanda.loads(amanda.dumps(g))
+    pytest.importorskip("onnx")
+    from amanda.io.onnx_import import from_onnx
+    from tests.fixtures.onnx import onnx_models as models
+
+    amanda.convert(from_onnx(models.mlp()), "amanda/onnx/16")
+    assert shown[0] == "loading" and "importing ONNX" in shown and "converting to amanda/onnx/16" in shown
+    assert "loading" in sys.stderr.getvalue()  # type: ignore[attr-defined]

@@ -31,6 +31,7 @@ from amanda.io.markers import (
     show,
 )
 from amanda.io.markers import fail as _fail
+from amanda.progress import progress
 
 __all__ = ["DocPath", "from_document", "to_document"]
 
@@ -105,10 +106,13 @@ def _container(body: Any, path: DocPath, kind: str) -> Container:
             builtin[key] = fields.get(key)
     if "namespace" in fields:
         attrs["namespace"] = _string(fields["namespace"], path + ("namespace",), optional=False)
-    children = [
-        _child(item, path + ("ops", i))
-        for i, item in enumerate(_list(fields.get("ops"), path + ("ops",)))
-    ]
+    items = _list(fields.get("ops"), path + ("ops",))
+    children = []
+    # a bar (on a terminal, after a second) over the top container's ops, not inner ones
+    with progress(len(items), "loading", quiet=len(path) > 1) as bar:
+        for i, item in enumerate(items):
+            children.append(_child(item, path + ("ops", i)))
+            bar.update()
     try:
         return Container(
             _string(builtin["type"], path + ("attrs" if "type" not in fields else "type",)),

@@ -17,6 +17,7 @@ from amanda.io.onnx_attrs import attr_to_value
 from amanda.io.onnx_metadata import read_metadata
 from amanda.io.onnx_ports import Schemas, port_names
 from amanda.io.onnx_values import sparse_to_value, tensor_to_array, type_to_attrs
+from amanda.progress import progress
 
 __all__ = ["GraphReader", "Scope"]
 
@@ -145,8 +146,11 @@ class GraphReader:
         # value_info amanda's export inferred (amanda.types.onnx_info) is not a declared type
         types = {vi.name: vi for vi in g.value_info
                  if not any(p.key == "amanda_inferred" for p in vi.metadata_props)}
-        for plan in plans:
-            children.append(self._node(plan, scope, types, edges, where, here))
+        main = parent is None  # a bar for the main graph only, not for If/Loop/Scan bodies
+        with progress(len(plans), "importing ONNX", quiet=not main) as bar:
+            for plan in plans:
+                children.append(self._node(plan, scope, types, edges, where, here))
+                bar.update()
         outputs: list[Port] = []
         seen: set[str] = set()
         for vi in g.output:

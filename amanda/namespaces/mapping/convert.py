@@ -37,6 +37,7 @@ from amanda.errors import AmandaError, MappingError, SchemaError
 from amanda.namespaces.mapping.driver import in_namespace
 from amanda.namespaces.mapping.names import NameMap
 from amanda.namespaces.mapping.table import MappingTable
+from amanda.progress import progress
 
 __all__ = ["TableEntry", "conversion_path", "convert", "expose", "register_table", "registered_tables"]
 
@@ -173,10 +174,13 @@ def convert(container: Container, target: str, *, source: str | None = None,
     goal = _target_name(target)
     names = NameMap({}, container)
     result = container
-    for entry in conversion_path(start, goal):
-        applied = entry.table().apply(result, on_unmatched=on_unmatched, with_names=True)
-        result, step = cast("tuple[Container, NameMap]", applied)
-        names = names.then(step)
+    steps = conversion_path(start, goal)
+    with progress(len(steps), f"converting to {goal}") as bar:
+        for entry in steps:
+            applied = entry.table().apply(result, on_unmatched=on_unmatched, with_names=True)
+            result, step = cast("tuple[Container, NameMap]", applied)
+            names = names.then(step)
+            bar.update()
     if outputs:
         result = expose(result, names, outputs)
     return (result, names) if with_names else result
