@@ -165,7 +165,7 @@ class _Drawing:
                 (src_id, src_extra), (dst_id, dst_extra) = src, dst
                 label = f"<<S>{_html(str(tomb[0][1]))} → {_html(str(tomb[1][1]))}</S>>"
                 attrs = [f'color="{_REMOVED}"', 'style="dashed"', 'arrowhead="tee"', f"label={label}",
-                         f'fontcolor="{_REMOVED}"', "constraint=false", *src_extra, *dst_extra]
+                         f'fontcolor="{_REMOVED}"', *src_extra, *dst_extra]
                 self.lines.append(f"  {src_id} -> {dst_id} [{', '.join(attrs)}];")
 
     def tomb_end(self, owner: Path, end: Any, side: str) -> tuple[str, list[str]] | None:
