@@ -358,7 +358,9 @@ class GraphReader:
         """Input ports (and edges) for the outer values the op's bodies read."""
         ports = []
         taken = set(in_names)
-        for value in dict.fromkeys(captured):
+        # by name: the order the file lists the bodies in (then_branch first or second) must not
+        # change the op, or a model would not load, dump and load equal
+        for value in sorted(dict.fromkeys(captured)):
             port = (
                 _fresh(value, taken) if value not in taken else _fresh(f"{value}_captured", taken)
             )
