@@ -1,4 +1,4 @@
-"""Export small real models from torch into tests/fixtures/onnx/torch/, once, so CI needs no torch.
+"""Export small real models from torch into tests/fixtures/onnx/from_torch/, once, so CI needs no torch.
 
     pip install torch==2.13.0 onnxscript   # the bench extra; CPU build
     python tools/export_fixture_models.py
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-OUT = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "onnx" / "torch"
+OUT = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "onnx" / "from_torch"
 
 
 class Tagger(torch.nn.Module):

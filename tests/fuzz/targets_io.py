@@ -3,9 +3,11 @@ protobuf API, or as bytes), Session feeds and fetches, and weight files."""
 
 from __future__ import annotations
 
+import atexit
 import functools
 import io
 import os
+import shutil
 import tempfile
 import zipfile
 from typing import Any
@@ -28,8 +30,10 @@ from tests.fuzz.mutate import mutate_bytes
 
 @functools.cache
 def _scratch() -> str:
-    """A directory for this process's case files."""
-    return tempfile.mkdtemp(prefix="amanda-fuzz-")
+    """A directory for this process's case files, removed when the process exits."""
+    path = tempfile.mkdtemp(prefix="amanda-fuzz-")
+    atexit.register(shutil.rmtree, path, True)
+    return path
 
 
 def _file(data: bytes, suffix: str) -> str:
