@@ -120,32 +120,30 @@ argmax_kernel = kernel("ArgMax", since=1)(_arg_extreme(np.argmax))
 argmin_kernel = kernel("ArgMin", since=1)(_arg_extreme(np.argmin))
 
 
-@kernel("CumSum", since=11)
-def cumsum_kernel(attrs: Attrs, x: np.ndarray, axis: np.ndarray) -> tuple:
-    """ONNX CumSum along a scalar ``axis`` input, optionally ``exclusive`` and ``reverse``."""
+def _cumulative(attrs: Attrs, x: np.ndarray, axis: np.ndarray, scan: Callable[..., np.ndarray],
+                identity: Callable[..., np.ndarray]) -> tuple:
+    """A running ``scan`` along a scalar ``axis`` input, optionally ``exclusive`` (shifted by one,
+    starting from the ``identity``) and ``reverse``."""
     ax = int(np.asarray(axis).reshape(-1)[0])
     ax = ax + x.ndim if ax < 0 else ax
     reverse = int(attrs.get("reverse", 0))
     work = np.flip(x, ax) if reverse else x
-    out = np.cumsum(work, axis=ax, dtype=x.dtype)
+    out = scan(work, axis=ax, dtype=x.dtype)
     if int(attrs.get("exclusive", 0)):
-        # shift by one along the axis: out[i] = sum of the elements before i
-        head = np.zeros_like(np.take(out, [0], axis=ax))
+        head = identity(np.take(out, [0], axis=ax))
         out = np.concatenate([head, np.take(out, np.arange(out.shape[ax] - 1), axis=ax)], axis=ax)
     if reverse:
         out = np.flip(out, ax)
     return (as_array(out).astype(x.dtype, copy=False),)
 
 
+@kernel("CumSum", since=11)
+def cumsum_kernel(attrs: Attrs, x: np.ndarray, axis: np.ndarray) -> tuple:
+    """ONNX CumSum along a scalar ``axis`` input, optionally ``exclusive`` and ``reverse``."""
+    return _cumulative(attrs, x, axis, np.cumsum, np.zeros_like)
+
+
 @kernel("CumProd", since=26)
 def cumprod_kernel(attrs: Attrs, x: np.ndarray, axis: np.ndarray) -> tuple:
     """ONNX CumProd along a scalar ``axis`` input, optionally ``exclusive`` and ``reverse``."""
-    ax = int(np.asarray(axis).reshape(-1)[0])
-    ax = ax + x.ndim if ax < 0 else ax
-    reverse = int(attrs.get("reverse", 0))
-    work = np.flip(x, ax) if reverse else x
-    out = np.cumprod(work, axis=ax, dtype=x.dtype)
-    if int(attrs.get("exclusive", 0)):
-        head = np.ones_like(np.take(out, [0], axis=ax))
-        out = np.concatenate([head, np.take(out, np.arange(out.shape[ax] - 1), axis=ax)], axis=ax)
-    return (np.flip(out, ax) if reverse else out,)
+    return _cumulative(attrs, x, axis, np.cumprod, np.ones_like)
