@@ -8,6 +8,7 @@
 ['f', 'g']
 """
 
+from amanda.build import Input, model, ops
 from amanda.containers import (
     CONTROL,
     SELF,
@@ -73,6 +74,7 @@ __all__ = [
     "ExecutionError",
     "FlatGraph",
     "FormatError",
+    "Input",
     "InvariantError",
     "LoadedWeights",
     "MappingError",
@@ -107,9 +109,11 @@ __all__ = [
     "load_mapping",
     "load_weights",
     "loads",
+    "model",
     "named_merge",
     "namespace",
     "op",
+    "ops",
     "register_table",
     "render",
     "replace",

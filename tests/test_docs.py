@@ -193,6 +193,7 @@ LAYERS = {
     "exec": BASE | {"containers", "namespaces", "progress"},
     "viz": BASE | {"containers"},
     "types": BASE | {"containers", "namespaces", "exec"},
+    "build": BASE | {"containers", "namespaces", "io", "types"},
 }
 UPWARD_EXCEPTIONS = {
     ("containers/container.py", "query"),

@@ -145,7 +145,7 @@ MUTATIONS = {
 
 
 def _attempt(mutation: str, array: np.ndarray) -> None:
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), np.errstate(all="ignore"):  # overflow in a caller's own array is fine
         warnings.simplefilter("error")  # a deprecated setter refusing counts as refusing
         try:
             MUTATIONS[mutation](array)
