@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING, Any
 from pyrsistent import pvector
 
 from amanda.containers.checks import (
+    INTERPRETED_ATTRS,
     INTERPRETED_EDGE_ATTRS,
+    INTERPRETED_PORT_ATTRS,
     attr_problems,
     port_problems,
     sequence_problem,
@@ -214,13 +216,25 @@ def _fresh_name(kid: Container, position: int, taken: dict[str, int]) -> str:
     return name
 
 
+_INTERPRETED_KEYS = tuple(INTERPRETED_ATTRS)
+_UNBOUND, _CAPTURED = INTERPRETED_PORT_ATTRS  # the two port flags amanda reads
+
+
 def _check_interpreted(self: Container, here: tuple, problems: list[Problem]) -> None:
-    # values amanda reads itself are checked where they enter, not where they are used
-    if self.attrs:
-        problems += attr_problems(self.attrs, here)
+    # values amanda reads itself are checked where they enter, not where they are used; the
+    # stored attributes are read (not the views handed out), and only when a checked key is there
+    stored = self._attrs
+    if stored:
+        for key in _INTERPRETED_KEYS:
+            if key in stored:
+                problems += attr_problems(stored, here)
+                break
     for ports in (self.inputs, self.outputs, self.controls):
-        if ports and any(p[1] for p in ports):
-            problems += port_problems(ports, here)
+        for port in ports:
+            attrs = port[1]
+            if attrs and (_UNBOUND in attrs or _CAPTURED in attrs):
+                problems += port_problems(ports, here)
+                break
 
 
 def _check_ports(self: Container, here: tuple, problems: list[Problem]) -> None:
