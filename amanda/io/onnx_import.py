@@ -152,11 +152,25 @@ def check_text(model: Any, source: str | None = None) -> None:
     ...
     amanda.errors.FormatError: m.onnx: graph.node[0].input[0] is not UTF-8 text: b'\\xff'...
     """
+    global _ATTRIBUTE
+    if _ATTRIBUTE is None:
+        import onnx
+
+        _ATTRIBUTE = onnx.AttributeProto.DESCRIPTOR
     stack: list[tuple[Any, Any]] = [(model, None)]
     pop, extend, append = stack.pop, stack.extend, stack.append
     while stack:
         message, where = pop()
-        for name, is_text, repeated in _text_plan(message.DESCRIPTOR):
+        descriptor = message.DESCRIPTOR
+        if descriptor is _ATTRIBUTE and message.type in _SCALAR_ATTRIBUTES:
+            # a number, string or list of them: the import reads nothing else of it (most
+            # attributes are these, and skipping their unset message fields halves the walk)
+            for name in ("name", "ref_attr_name", "doc_string"):
+                item = getattr(message, name)
+                if type(item) is not str:
+                    _bad_text((where, name, None), item, source)
+            continue
+        for name, is_text, repeated in _text_plan(descriptor):
             if repeated:
                 items = getattr(message, name)
                 if not items:
@@ -175,6 +189,8 @@ def check_text(model: Any, source: str | None = None) -> None:
 
 
 _PLANS: dict[Any, tuple[tuple[str, bool, bool], ...]] = {}
+_ATTRIBUTE: Any = None  # onnx.AttributeProto's descriptor, set when onnx is first needed
+_SCALAR_ATTRIBUTES = frozenset({1, 2, 3, 6, 7, 8})  # FLOAT, INT, STRING and their lists
 
 
 def _text_plan(descriptor: Any) -> tuple[tuple[str, bool, bool], ...]:
