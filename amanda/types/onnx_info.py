@@ -25,7 +25,6 @@ _NUMBERS = {name: number for number, name in ONNX_DTYPES.items()}
 
 def add_value_info(graph: Any, container: Any) -> int:
     """Add value_info to ``graph`` (the export of ``container``); returns how many were added."""
-    from onnx import helper
 
     try:
         types = infer_types(container)
