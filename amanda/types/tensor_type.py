@@ -150,36 +150,35 @@ class TensorType(_Frozen):
         return f"{self.dtype or '?'}[{dims}]"
 
 
-class SequenceType(_Frozen):
+class _Holder(_Frozen):
+    """A type that holds one element type (``elem``; None: unknown)."""
+
+    __slots__ = ("elem",)
+    elem: Any
+    _label = ""
+
+    def __init__(self, elem: Any = None) -> None:
+        object.__setattr__(self, "elem", elem)
+
+    def _key(self) -> tuple:
+        return (self.elem,)
+
+    def __repr__(self) -> str:
+        return f"{self._label}({self.elem!r})"
+
+
+class SequenceType(_Holder):
     """An ONNX sequence whose elements all have type ``elem`` (None: unknown)."""
 
-    __slots__ = ("elem",)
-    elem: Any
-
-    def __init__(self, elem: Any = None) -> None:
-        object.__setattr__(self, "elem", elem)
-
-    def _key(self) -> tuple:
-        return (self.elem,)
-
-    def __repr__(self) -> str:
-        return f"seq({self.elem!r})"
+    __slots__ = ()
+    _label = "seq"
 
 
-class OptionalType(_Frozen):
+class OptionalType(_Holder):
     """An ONNX optional holding a value of type ``elem`` or nothing."""
 
-    __slots__ = ("elem",)
-    elem: Any
-
-    def __init__(self, elem: Any = None) -> None:
-        object.__setattr__(self, "elem", elem)
-
-    def _key(self) -> tuple:
-        return (self.elem,)
-
-    def __repr__(self) -> str:
-        return f"optional({self.elem!r})"
+    __slots__ = ()
+    _label = "optional"
 
 
 Type = TensorType | SequenceType | OptionalType
