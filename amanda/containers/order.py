@@ -18,12 +18,16 @@ __all__ = ["find_cycle", "topological"]
 K = TypeVar("K", bound=Hashable)
 
 
-def topological(nodes: Sequence[K], edges: Iterable[tuple[K, K]]) -> list[K]:
+def topological(nodes: Sequence[K], edges: Iterable[tuple[K, K]], *, cycles: str = "raise") -> list[K]:
     """``nodes`` ordered so that every edge ``(a, b)`` puts ``a`` before ``b``; among the nodes
     ready at each step, the earliest in ``nodes`` comes first.
 
     Edges whose ends are not both among ``nodes`` are ignored. A cycle raises ``CycleError``
-    naming the nodes on it, in edge order.
+    naming the nodes on it, in edge order; with ``cycles="append"`` the nodes a cycle holds up
+    follow the others in their given order instead (type inference keeps going that way).
+
+    >>> topological(["a", "b", "c"], [("b", "c"), ("c", "b")], cycles="append")
+    ['a', 'b', 'c']
     """
     rank = {node: position for position, node in enumerate(nodes)}
     successors: list[list[int]] = [[] for _ in nodes]
@@ -45,6 +49,8 @@ def topological(nodes: Sequence[K], edges: Iterable[tuple[K, K]]) -> list[K]:
                 heapq.heappush(ready, j)
     if len(order) != len(nodes):
         left = {i for i, degree in enumerate(indegree) if degree > 0}
+        if cycles == "append":
+            return order + [nodes[i] for i in sorted(left)]
         raise CycleError([nodes[i] for i in find_cycle(successors, left)])  # type: ignore[misc]
     return order
 

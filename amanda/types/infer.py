@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from amanda.containers.edge import CONTROL, SELF
+from amanda.containers.order import topological
 from amanda.errors import Problem
 from amanda.types.node import ABSENT, Partial
 from amanda.types.ops import OpResult, infer_op
@@ -186,27 +187,10 @@ _BODIES = frozenset({"If", "Loop", "Scan", "SequenceMap"})
 
 
 def _order(c: Any) -> list:
-    names = [child.name for child in c.children]
-    succ: dict[str, list[str]] = {n: [] for n in names}
-    indeg = dict.fromkeys(names, 0)
-    for edge in c.edges:
-        s, d = edge[0][0], edge[1][0]
-        if s is SELF or d is SELF or s[0] == d[0]:
-            continue
-        succ[s[0]].append(d[0])
-        indeg[d[0]] += 1
-    ready = [n for n in names if indeg[n] == 0]
-    i = 0
-    while i < len(ready):
-        for m in succ[ready[i]]:
-            indeg[m] -= 1
-            if indeg[m] == 0:
-                ready.append(m)
-        i += 1
-    if len(ready) < len(names):  # a cycle: the rest in document order, their inputs unknown
-        seen = set(ready)
-        ready += [n for n in names if n not in seen]
-    return ready
+    """Children such that producers come first (those a cycle holds up last, inputs unknown)."""
+    pairs = ((e[0][0][0], e[1][0][0]) for e in c.edges
+             if e[0][0] is not SELF and e[1][0] is not SELF and e[0][0][0] != e[1][0][0])
+    return topological([child.name for child in c.children], pairs, cycles="append")
 
 
 def _per_level(c: Any, inputs: Mapping, ns: str | None, depth: int) -> Level:

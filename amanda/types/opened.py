@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from amanda.containers.edge import CONTROL, SELF
+from amanda.containers.order import topological
 
 __all__ = ["OpenedView"]
 
@@ -109,26 +110,13 @@ class OpenedView:
 
     def order(self) -> list[tuple]:
         """Units such that every unit comes after the units feeding it (document order else)."""
-        successors: dict[tuple, list] = {u: [] for u in self.units}
-        indegree = dict.fromkeys(self.units, 0)
+        pairs = []
         for key, src in self._into.items():
             if key[0] == "U":
                 found = self._resolve(src)
                 if found is not None and found[0] is not SELF and found[0] != key[1]:
-                    successors[found[0]].append(key[1])
-                    indegree[key[1]] += 1
-        ready = [u for u, d in indegree.items() if d == 0]
-        i = 0
-        while i < len(ready):
-            for nxt in successors[ready[i]]:
-                indegree[nxt] -= 1
-                if indegree[nxt] == 0:
-                    ready.append(nxt)
-            i += 1
-        if len(ready) < len(self.units):  # a cycle: the rest in document order
-            seen = set(ready)
-            ready += [u for u in self.units if u not in seen]
-        return ready
+                    pairs.append((found[0], key[1]))
+        return topological(list(self.units), pairs, cycles="append")
 
 
 def _opened(root: Any, open_all: bool) -> set[tuple]:

@@ -12,21 +12,11 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 from onnx import helper  # noqa: E402
 
-import amanda  # noqa: E402
-from amanda.io.onnx_import import from_onnx  # noqa: E402
-
-
-def one_node(node: onnx.NodeProto, feeds: dict[str, np.ndarray], opset: int = 23) -> onnx.ModelProto:
-    inputs = [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
-              for k, v in feeds.items()]
-    outputs = [onnx.ValueInfoProto(name=n) for n in node.output]
-    return helper.make_model(helper.make_graph([node], "a", inputs, outputs),
-                             opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
+from tests.exec.onnx_oracle import amanda_outputs, one_node  # noqa: E402
 
 
 def amanda_run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-    with amanda.Session(from_onnx(model), threads=1) as s:
-        return s.run([o.name for o in model.graph.output], feeds)
+    return amanda_outputs(model, feeds)
 
 
 def textbook(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool) -> np.ndarray:
@@ -50,7 +40,7 @@ def test_attention_equals_the_textbook_formula(seed: int, q_heads: int, group: i
     k = rng.standard_normal((2, kv_heads, seq, 4)).astype(np.float32)
     v = rng.standard_normal((2, kv_heads, seq, 3)).astype(np.float32)
     node = helper.make_node("Attention", ["q", "k", "v"], ["y"], is_causal=int(causal))
-    (y,) = amanda_run(one_node(node, {"q": q, "k": k, "v": v}), {"q": q, "k": k, "v": v})
+    (y,) = amanda_run(one_node(node, {"q": q, "k": k, "v": v}, 23), {"q": q, "k": k, "v": v})
     want = textbook(q, np.repeat(k, group, 1), np.repeat(v, group, 1), causal)
     np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-5)
 
@@ -76,7 +66,7 @@ def test_attention_matches_onnxruntime(seed: int, causal: bool, with_past: bool,
         names.pop()
     node = helper.make_node("Attention", names, ["y", "pk_out", "pv_out"], q_num_heads=2, kv_num_heads=1,
                             is_causal=int(causal))
-    model = one_node(node, feeds)
+    model = one_node(node, feeds, 23)
     try:
         want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
     except Exception as exc:  # pragma: no cover - an onnxruntime without Attention-23
@@ -101,7 +91,7 @@ def test_rotary_embedding_matches_onnxruntime(seed: int, interleaved: bool, part
     if partial:
         attrs["rotary_embedding_dim"] = dim
     node = helper.make_node("RotaryEmbedding", ["x", "cos", "sin", "pos"], ["y"], **attrs)
-    model = one_node(node, feeds)
+    model = one_node(node, feeds, 23)
     try:
         (want,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
     except Exception as exc:  # pragma: no cover

@@ -12,22 +12,7 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 from onnx import helper  # noqa: E402
 
-import amanda  # noqa: E402
-from amanda.io.onnx_import import from_onnx  # noqa: E402
-
-
-def both(node: onnx.NodeProto, feeds: dict[str, np.ndarray], opset: int = 21) -> tuple[list, list]:
-    """Outputs of a one-node model from onnxruntime and from amanda."""
-    inputs = [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
-              for k, v in feeds.items()]
-    outputs = [onnx.ValueInfoProto(name=n) for n in node.output]
-    model = helper.make_model(helper.make_graph([node], "q", inputs, outputs),
-                              opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    expected = session.run(None, feeds)
-    with amanda.Session(from_onnx(model), threads=1) as s:
-        got = s.run(list(node.output), feeds)
-    return expected, got
+from tests.exec.onnx_oracle import both as _both  # noqa: E402
 
 
 @settings(max_examples=30, deadline=None)
@@ -40,10 +25,10 @@ def test_quantize_and_dequantize_linear(seed: int, per_axis: bool, signed: bool)
     dtype = np.int8 if signed else np.uint8
     zero = rng.integers(-5 if signed else 100, 5 if signed else 150, size=scale.shape).astype(dtype)
     node = helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], axis=1)
-    (want,), (got,) = both(node, {"x": x, "s": scale, "z": zero})
+    (want,), (got,) = _both(node, {"x": x, "s": scale, "z": zero}, 21)
     np.testing.assert_array_equal(got, want)
     node = helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], axis=1)
-    (want,), (got,) = both(node, {"q": want, "s": scale, "z": zero})
+    (want,), (got,) = _both(node, {"q": want, "s": scale, "z": zero}, 21)
     np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
@@ -53,7 +38,7 @@ def test_dynamic_quantize_linear(seed: int) -> None:
     """DynamicQuantizeLinear picks onnxruntime's scale and zero point and values."""
     x = (np.random.default_rng(seed).standard_normal((6, 7)) * 3).astype(np.float32)
     node = helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "s", "z"])
-    want, got = both(node, {"x": x}, opset=11)
+    want, got = _both(node, {"x": x}, 11)
     np.testing.assert_allclose(got[1], want[1], rtol=1e-6)
     assert got[2] == want[2]
     assert np.abs(got[0].astype(int) - want[0].astype(int)).max() <= 0
@@ -74,7 +59,7 @@ def test_qlinear_matmul(seed: int, per_column: bool) -> None:
     }
     feeds = {k: np.asarray(v) for k, v in feeds.items()}
     node = helper.make_node("QLinearMatMul", list(feeds), ["y"])
-    (want,), (got,) = both(node, feeds)
+    (want,), (got,) = _both(node, feeds, 21)
     assert np.abs(got.astype(int) - want.astype(int)).max() <= 1  # onnxruntime's float32 requantising
 
 
@@ -91,5 +76,5 @@ def test_qlinear_conv_per_channel(seed: int) -> None:
     }
     feeds = {k: np.asarray(v) for k, v in feeds.items()}
     node = helper.make_node("QLinearConv", list(feeds), ["y"], pads=[1, 1, 1, 1])
-    (want,), (got,) = both(node, feeds)
+    (want,), (got,) = _both(node, feeds, 21)
     assert np.abs(got.astype(int) - want.astype(int)).max() <= 1

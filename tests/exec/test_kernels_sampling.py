@@ -12,21 +12,13 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 from onnx import helper  # noqa: E402
 
-import amanda  # noqa: E402
-from amanda.io.onnx_import import from_onnx  # noqa: E402
+from tests.exec.onnx_oracle import both, one_node, onnxruntime_outputs  # noqa: E402
 
 
 def compare(node: onnx.NodeProto, feeds: dict[str, np.ndarray], opset: int, rtol: float = 1e-4,
             atol: float = 1e-5) -> None:
     """amanda's outputs equal onnxruntime's for a one-node model."""
-    inputs = [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
-              for k, v in feeds.items()]
-    outputs = [onnx.ValueInfoProto(name=n) for n in node.output]
-    model = helper.make_model(helper.make_graph([node], "s", inputs, outputs),
-                              opset_imports=[helper.make_opsetid("", opset)], ir_version=9)
-    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
-    with amanda.Session(from_onnx(model), threads=1) as s:
-        got = s.run(list(node.output), feeds)
+    want, got = both(node, feeds, opset)
     for a, b in zip(got, want):
         assert a.shape == b.shape and a.dtype == b.dtype
         np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)
@@ -86,13 +78,8 @@ def test_non_max_suppression(seed: int, centre: bool, iou: float, floor: bool) -
 
 def ort_conv(x: np.ndarray, w: np.ndarray, b: np.ndarray, **attrs: object) -> np.ndarray:
     """onnxruntime's Conv, the oracle for offsets that land on whole pixels."""
-    node = helper.make_node("Conv", ["x", "w", "b"], ["y"], **attrs)
     feeds = {"x": x, "w": w, "b": b}
-    inputs = [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
-              for k, v in feeds.items()]
-    model = helper.make_model(helper.make_graph([node], "c", inputs, [onnx.ValueInfoProto(name="y")]),
-                              opset_imports=[helper.make_opsetid("", 19)], ir_version=9)
-    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    return onnxruntime_outputs(one_node(helper.make_node("Conv", list(feeds), ["y"], **attrs), feeds, 19), feeds)[0]
 
 
 @settings(max_examples=20, deadline=None)

@@ -10,23 +10,16 @@ from hypothesis import strategies as st
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
-from onnx import TensorProto, helper  # noqa: E402
+from onnx import helper  # noqa: E402
 
-import amanda  # noqa: E402
-from amanda.io.onnx_import import from_onnx  # noqa: E402
+from tests.exec.onnx_oracle import both  # noqa: E402
 
 WORDS = st.lists(st.text(alphabet="ab ,xY", max_size=8), min_size=1, max_size=6)
 
 
 def compare(node: onnx.NodeProto, feeds: dict[str, np.ndarray], opset: int = 20) -> None:
     """amanda's outputs equal onnxruntime's for a one-node model over string inputs."""
-    inputs = [helper.make_tensor_value_info(k, TensorProto.STRING, v.shape) for k, v in feeds.items()]
-    outputs = [onnx.ValueInfoProto(name=n) for n in node.output]
-    model = helper.make_model(helper.make_graph([node], "s", inputs, outputs),
-                              opset_imports=[helper.make_opsetid("", opset)], ir_version=9)
-    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
-    with amanda.Session(from_onnx(model), threads=1) as s:
-        got = s.run(list(node.output), feeds)
+    want, got = both(node, feeds, opset)
     for a, b in zip(got, want):
         assert np.asarray(a).shape == np.asarray(b).shape
         assert np.asarray(a).tolist() == np.asarray(b).tolist()
@@ -78,11 +71,5 @@ def test_tfidf_vectorizer(seed: int, mode: str, skips: int, low: int) -> None:
         max_skip_count=skips, ngram_counts=[0, 3], ngram_indexes=[0, 1, 2, 3, 4, 5],
         pool_int64s=[1, 2, 3, 0, 1, 2, 2, 3, 3], weights=[0.5, 1.0, 2.0, 1.5, 0.25, 3.0],
     )
-    model = helper.make_model(
-        helper.make_graph([node], "t", [helper.make_tensor_value_info("x", TensorProto.INT64, x.shape)],
-                          [onnx.ValueInfoProto(name="y")]),
-        opset_imports=[helper.make_opsetid("", 9)], ir_version=9)
-    (want,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
-    with amanda.Session(from_onnx(model), threads=1) as s:
-        (got,) = s.run(["y"], {"x": x})
+    (want,), (got,) = both(node, {"x": x}, 9)
     np.testing.assert_allclose(got, want, rtol=1e-6)
