@@ -16,8 +16,11 @@ from amanda.errors import FormatError, InvariantError
 from amanda.io.onnx_attrs import attr_to_value
 from amanda.io.onnx_metadata import read_metadata
 from amanda.io.onnx_ports import Schemas, port_names
+from amanda.io.onnx_text import attribute_text_ok, check_text, props_text_ok
 from amanda.io.onnx_values import sparse_to_value, tensor_to_array, type_to_attrs
 from amanda.progress import progress
+
+_ONLY_STR = frozenset({str})
 
 __all__ = ["GraphReader", "Scope"]
 
@@ -72,11 +75,19 @@ class GraphReader:
     ports: dict[str, Port]
     opsets: dict[str, str]
     default: str | None
+    proto: Any  # the ModelProto being read
+    source: str | None
 
     def fail(
         self, message: str, path: Any = None, expected: str | None = None, found: str | None = None
     ) -> FormatError:
         return FormatError(f"{self.prefix}{message}", path=path, expected=expected, found=found)
+
+    def text_fault(self) -> FormatError:
+        """The FormatError naming the text field of the model that is not UTF-8 (found by the
+        full walk, once a node's fast check has failed)."""
+        check_text(self.proto, self.source)
+        return self.fail("a text field is not UTF-8 text", expected="UTF-8 text")
 
     def _port_names(self, schema: Any, side: str, count: int) -> tuple[str, ...]:
         key = (id(schema), side, count)
@@ -236,7 +247,10 @@ class GraphReader:
         plans = []
         default, opsets, schemas = self.default, self.opsets, self.schemas
         for index, node in enumerate(g.node):
-            op_type, domain = node.op_type, node.domain
+            op_type, domain, name, outs = node.op_type, node.domain, node.name, node.output
+            if (type(op_type) is not str or type(domain) is not str or type(name) is not str
+                    or not _ONLY_STR.issuperset(map(type, outs))):
+                raise self.text_fault()
             if domain in ("", "ai.onnx"):
                 namespace, own = default, None
                 if default is None:
@@ -258,13 +272,11 @@ class GraphReader:
                         found="none",
                     )
             schema = schemas.get(namespace, op_type)
-            name = node.name
             original = None
             if not name or name in taken:
                 original = name
                 name = _fresh(f"{op_type}_{index}", taken)
             taken.add(name)
-            outs = node.output
             out_names = self._port_names(schema, "output", len(outs))
             key = (name,)
             for port, value in zip(out_names, outs):
@@ -292,6 +304,10 @@ class GraphReader:
         hints: dict[str, str] = {}
         captured: list[str] = []
         ins = list(node.input)
+        doc, overload, props = node.doc_string, node.overload, node.metadata_props
+        if not (_ONLY_STR.issuperset(map(type, ins)) and type(doc) is str and type(overload) is str
+                and (not props or props_text_ok(props))):
+            raise self.text_fault()
         while ins and not ins[-1]:
             ins.pop()  # omitted trailing optional inputs are not declared
         in_names = self._port_names(schema, "input", len(ins))
@@ -308,33 +324,23 @@ class GraphReader:
                         found=repr(value),
                     )
                 edges.append(_edge(Edge, (src, _endpoint(Endpoint, (key, port)), EMPTY)))
-        for attr in node.attribute:
+        def body(g: Any, label: str) -> Container:
+            return self._body(g, scope, (*where, name, label), captured)
 
-            def body(g: Any, label: str) -> Container:
-                return self._body(g, scope, (*where, name, label), captured)
-
-            value, kind = attr_to_value(attr, body, f"{self.prefix}{here}: node {name!r}: ")
-            attrs[attr.name] = value
-            if schema is None:
-                if isinstance(value, tuple) and not value:
-                    hints[attr.name] = kind  # an empty list could be any list type
-            else:
-                known = schema.attrs.get(attr.name)
-                if known is None or known.type != kind:
-                    hints[attr.name] = kind  # keep what the file says where the schema disagrees
+        self._attributes(node, schema, body, f"{self.prefix}{here}: node {name!r}: ", attrs, hints)
         if own_ns is not None:
             attrs["namespace"] = own_ns
-        meta, extra, uid = read_metadata(node.metadata_props, self.prefix)
+        meta, extra, uid = read_metadata(props, self.prefix)
         if extra:
             attrs.update(extra)
         if meta:
             attrs["metadata"] = meta
         if original is not None:
             info["name"] = original
-        if node.doc_string:
-            info["doc_string"] = node.doc_string
-        if node.overload:
-            info["overload"] = node.overload
+        if doc:
+            info["doc_string"] = doc
+        if overload:
+            info["overload"] = overload
         if hints:
             info["attr_types"] = hints
         if info:
@@ -351,6 +357,23 @@ class GraphReader:
                     port_attrs.update(type_to_attrs(typed))
                 outputs.append(Port(port, port_attrs))
         return self._build(node.op_type, name, inputs, outputs, attrs, uid, here)
+
+    def _attributes(self, node: Any, schema: Any, body: Any, where: str, attrs: dict, hints: dict) -> None:
+        """Fill ``attrs`` with the node's attribute values and ``hints`` with the types the
+        schema does not give."""
+        for attr in node.attribute:
+            if not attribute_text_ok(attr):
+                raise self.text_fault()
+            value, kind = attr_to_value(attr, body, where)
+            attr_name = attr.name
+            attrs[attr_name] = value
+            if schema is None:
+                if isinstance(value, tuple) and not value:
+                    hints[attr_name] = kind  # an empty list could be any list type
+            else:
+                known = schema.attrs.get(attr_name)
+                if known is None or known.type != kind:
+                    hints[attr_name] = kind  # keep what the file says where the schema disagrees
 
     def _captures(
         self, captured: list[str], in_names: tuple[str, ...], key: tuple, scope: Scope, edges: list
