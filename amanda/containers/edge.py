@@ -88,6 +88,10 @@ class Port(tuple):
     def __hash__(self) -> int:
         return hash((self[0], attrs_hash(self[1])))
 
+    def __reduce__(self) -> tuple:
+        # a tuple subclass pickles as its items by default, which __new__ would read as a name
+        return (Port, (self[0], self[1]))
+
     def with_attrs(self, **attrs: Any) -> Port:
         """This port with attributes added or replaced."""
         return Port(self.name, {**self.attrs, **attrs})
