@@ -25,7 +25,7 @@ from amanda.containers.checks import expect_container
 from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Edge
 from amanda.containers.edit import EDIT_TYPE
-from amanda.containers.validate import _lift
+from amanda.containers.frames import lift
 from amanda.containers.values import values_equal
 
 __all__ = ["consolidate"]
@@ -214,7 +214,7 @@ def _delete(root: Container, owner_path: tuple, key: tuple, drop_tombstone: bool
     rebuilt = owner.evolve(edges=[e for e in owner.edges if (tuple(e.src), tuple(e.dst)) != key])
     for level in range(len(owner_path) - 1, -1, -1):
         parent = trail[level]
-        lifted = _lift(Edge(*key), owner_path[level:]).key
+        lifted = lift(Edge(*key), owner_path[level:]).key
         keep_all = level == 0 and not drop_tombstone
         rebuilt = Container(
             parent.type, parent.name, parent.inputs, parent.outputs,

@@ -26,8 +26,8 @@ from typing import Any
 from amanda.containers.checks import expect_container, expect_str
 from amanda.containers.container import Container
 from amanda.containers.edge import CONTROL, SELF, Edge, forward_attrs
+from amanda.containers.frames import find_buried
 from amanda.containers.update import target_paths, with_child
-from amanda.containers.validate import _find_buried
 from amanda.errors import ArgumentError, InvariantError, Problem
 
 __all__ = ["fuse", "unfuse"]
@@ -180,7 +180,7 @@ def unfuse(model: Container, path: Any) -> Container:
     tombstones = [Edge(_out_of(t.src, name), _out_of(t.dst, name)) for t in parent.tombstones] + list(fused.tombstones)
     probe = Container(parent.type, parent.name, parent.inputs, parent.outputs, kids, (), (), None, parent.uid, parent.controls)
     # hops through the inlined container are gone; tombstones that named them name nothing now
-    tombstones = [t for t in tombstones if _find_buried(probe, t) is not None]
+    tombstones = [t for t in tombstones if find_buried(probe, t) is not None]
     new_parent = Container(
         parent.type, parent.name, parent.inputs, parent.outputs, kids, _dedupe(outer), tombstones,
         parent.attrs, parent.uid, parent.controls,
@@ -261,7 +261,7 @@ def _rebuild_up(
         if ancestor.tombstones:
             probe = Container(ancestor.type, ancestor.name, ancestor.inputs, ancestor.outputs, children,
                               (), (), None, ancestor.uid, ancestor.controls)
-            tombs = [t for t in tombs if _find_buried(probe, t) is not None]
+            tombs = [t for t in tombs if find_buried(probe, t) is not None]
         if edges == list(ancestor.edges) and tombs == list(ancestor.tombstones):
             current = with_child(ancestor, parent_path[level], current)
             continue

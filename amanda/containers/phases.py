@@ -21,7 +21,7 @@ from typing import Any
 
 from amanda.containers.checks import expect_container, expect_str
 from amanda.containers.container import Container
-from amanda.containers.validate import _find_buried
+from amanda.containers.frames import find_buried
 
 __all__ = ["bind", "phases"]
 
@@ -60,7 +60,7 @@ def bind(model: Container, phase: Any) -> Container:
             memo[id(node)] = node
             continue
         probe = Container(node.type, node.name, node.inputs, node.outputs, children, (), (), None, node.uid, node.controls)
-        tombstones = [t for t in node.tombstones if _find_buried(probe, t) is not None]
+        tombstones = [t for t in node.tombstones if find_buried(probe, t) is not None]
         memo[id(node)] = Container(
             node.type, node.name, node.inputs, node.outputs, children, edges, tombstones,
             node.attrs, node.uid, node.controls,
