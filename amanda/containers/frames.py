@@ -39,7 +39,7 @@ __all__ = ["at", "buried_above", "find_buried", "lift", "lift_end", "lower", "lo
            "route", "splice", "split", "step", "with_child"]
 
 _new = tuple.__new__
-Moved = Callable[[tuple], tuple]  # a path below a container -> where it is after an edit
+Moved = Callable[[tuple], Any]  # a path below a container -> where it is after an edit (or SELF)
 # caches that depend only on a container's edges and tombstones, so a rebuilt
 # container with the same edge vectors may share them
 EDGE_CACHES = ("edge_keys", "tomb_keys", "dst_index", "touching")
@@ -135,13 +135,14 @@ def splice(inner: Edge, child: str, feeders: Mapping[Any, Sequence[Edge]], reade
 
 
 def route(container: Container, edge: Any, port: str | None = None) -> Container:
-    """``container`` with its ``edge``, which reaches strictly inside one child, routed through a
+    """``container`` with its data ``edge``, which reaches strictly inside one child, routed through a
     new boundary port of that child (named ``port``, by default after the inner end). The
     effective view (:func:`amanda.containers.flatten.flatten`) is unchanged."""
     problems: list[Problem] = []
     edge = validate.normalise_edge(container, Edge.of(edge), ("route",), problems)
-    if edge is None or edge.key not in validate.own_edge_keys(container):
-        raise InvariantError(problems or [Problem(container._where(), "an edge of the container", str(edge))])
+    if edge is None or edge.key not in validate.own_edge_keys(container) or edge.is_control:
+        found = "a control edge" if edge is not None and edge.is_control else str(edge)
+        raise InvariantError(problems or [Problem(container._where(), "a data edge of the container", found)])
     inward = edge[1][0] is not SELF and len(edge[1][0]) > 1
     end = edge[1] if inward else edge[0]
     name = end[0][0]
@@ -239,7 +240,8 @@ def at(root: Container, path: tuple, fn: Callable[[Container], Container], *, mo
     containers on the path are rebuilt, every other subtree is shared.
 
     ``moved`` says where a path below the descendant went (fuse and unfuse move ops a level
-    down or up): every ancestor's edges and tombstones that reach into it are re-pointed.
+    down or up): every ancestor's edges and tombstones that reach into it are re-pointed, as
+    they are when ``fn`` renames the descendant.
     ``prune`` (implied by ``moved``) drops ancestors' tombstones whose edge no longer exists.
 
     >>> from amanda.containers.compose import chain
@@ -254,18 +256,26 @@ def at(root: Container, path: tuple, fn: Callable[[Container], Container], *, mo
     for part in path:
         trail.append(step(trail[-1], part))
     current = fn(trail[-1])
+    renamed = path[:-1] + (current.name,) if path and current.name is not None else path
     for depth in range(len(path) - 1, -1, -1):
-        below = path[depth + 1:]
-        current = with_child(trail[depth], path[depth], current, _shifted(moved, below), prune)
+        shift = _shifted(moved, path[depth + 1:], renamed[depth + 1:])
+        current = with_child(trail[depth], path[depth], current, shift, prune)
     return current
 
 
-def _shifted(moved: Moved | None, below: tuple) -> Moved | None:
-    """``moved`` (on paths below the container at ``below``) on paths below its ancestor's child."""
-    if moved is None or not below:
+def _shifted(moved: Moved | None, old: tuple, new: tuple) -> Moved | None:
+    """How paths below an ancestor's child move when the descendant at ``old`` below that child
+    is now at ``new`` and the paths below it move as ``moved`` says."""
+    if not old or (moved is None and old == new):
         return moved
-    n = len(below)
-    return lambda p: (*below, *moved(p[n:])) if len(p) > n and p[:n] == below else p
+    n = len(old)
+
+    def shift(p: tuple) -> Any:
+        if p[:n] != old:
+            return p
+        return (*new, *(moved(p[n:]) if moved is not None and len(p) > n else p[n:]))
+
+    return shift
 
 
 def with_child(parent: Container, name: str, new: Container, moved: Moved | None = None,
