@@ -35,8 +35,8 @@ from amanda.containers.edge import CONTROL, SELF, Edge, Endpoint, Port, forward_
 from amanda.containers.values import EMPTY as _EMPTY
 from amanda.errors import InvariantError, PathError, Problem
 
-__all__ = ["at", "buried_above", "find_buried", "lift", "lift_end", "lower", "lower_end", "recheck_child",
-           "route", "splice", "split", "step", "with_child"]
+__all__ = ["at", "buried_above", "find_buried", "lift", "lift_end", "live_tombstones", "lower", "lower_end",
+           "recheck_child", "route", "splice", "split", "step", "with_child"]
 
 _new = tuple.__new__
 Moved = Callable[[tuple], Any]  # a path below a container -> where it is after an edit (or SELF)
@@ -201,7 +201,9 @@ def buried_above(root: Container, path: tuple) -> set:
     return found
 
 
-def _live_tombstones(container: Container, children: Any, tombstones: Iterable[Edge]) -> list[Edge]:
+def live_tombstones(container: Container, children: Any, tombstones: Iterable[Edge]) -> list[Edge]:
+    """The ``tombstones`` that still name an edge below ``children`` (the new children of
+    ``container``): a rebuild that deleted or merged an edge drops the tombstones naming it."""
     probe = Container(container.type, container.name, container.inputs, container.outputs, children,
                       (), (), None, container.uid, container.controls)
     return [t for t in tombstones if find_buried(probe, t) is not None]
@@ -309,7 +311,7 @@ def with_child(parent: Container, name: str, new: Container, moved: Moved | None
     edges = [Edge(fix(e[0]), fix(e[1]), e[2]) for e in parent.edges]
     tombs = [Edge(fix(t[0]), fix(t[1])) for t in parent.tombstones]
     if tombs and (prune or moved is not None):
-        tombs = _live_tombstones(parent, children, tombs)
+        tombs = live_tombstones(parent, children, tombs)
     if new.name == name and edges == list(parent.edges) and tombs == list(parent.tombstones):
         return _with_same_links(parent, position, name, new)
     return Container(parent.type, parent.name, parent.inputs, parent.outputs, children, edges, tombs,

@@ -25,7 +25,7 @@ from typing import Any
 from amanda.containers.checks import expect_container, expect_str
 from amanda.containers.container import Container
 from amanda.containers.edge import CONTROL, SELF, Edge
-from amanda.containers.frames import at, buried_above, find_buried, lift_end, lower, lower_end, splice, split
+from amanda.containers.frames import at, buried_above, lift_end, live_tombstones, lower, lower_end, splice, split
 from amanda.containers.update import target_paths
 from amanda.errors import ArgumentError, InvariantError, Problem
 
@@ -145,10 +145,8 @@ def _inlined(parent: Container, name: str, dead_outer: set) -> Container:
     edges = list(dict.fromkeys(Edge(out_of(e[0]), out_of(e[1]), e[2]) for e in outer))
     tombstones = [*(Edge(out_of(t[0]), out_of(t[1])) for t in parent.tombstones), *fused.tombstones]
     # hops through the inlined container are gone; tombstones that named them name nothing now
-    probe = Container(parent.type, parent.name, parent.inputs, parent.outputs, kids, (), (), None, parent.uid, parent.controls)
     return Container(parent.type, parent.name, parent.inputs, parent.outputs, kids, edges,
-                     [t for t in tombstones if find_buried(probe, t) is not None],
-                     parent.attrs, parent.uid, parent.controls)
+                     live_tombstones(parent, kids, tombstones), parent.attrs, parent.uid, parent.controls)
 
 
 def _hops(parent: Container, prefix: tuple, dead_outer: set) -> tuple[list[Edge], dict, dict]:
