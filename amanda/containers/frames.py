@@ -50,7 +50,7 @@ EDGE_CACHES = ("edge_keys", "tomb_keys", "dst_index", "touching")
 
 def _path(op: Any) -> Any:
     """A stored op path (a tuple, or SELF) from one as written (``"block/conv"``)."""
-    return op if type(op) is tuple or op is SELF else tuple(op.split("/")) if isinstance(op, str) else tuple(op)
+    return tuple(op.split("/")) if type(op) is str else op
 
 
 def lift_end(end: Any, prefix: tuple) -> Endpoint:
@@ -78,7 +78,9 @@ def lift(edge: Sequence[Any], prefix: tuple) -> Edge:
 def lower(edge: Sequence[Any], prefix: tuple) -> Edge | None:
     """The edge in the frame of the container at ``prefix``; None unless both ends lie in it.
 
-    >>> lower(lift(Edge("SELF:x", "r:x"), ("b", "c")), ("b", "c"))
+    >>> lift(Edge((SELF, "x"), "r:x"), ("b", "c"))
+    Edge('b/c:x', 'b/c/r:x')
+    >>> lower(_, ("b", "c"))
     Edge('SELF:x', 'r:x')
     """
     src, dst = lower_end(edge[0], prefix), lower_end(edge[1], prefix)
