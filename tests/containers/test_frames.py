@@ -190,3 +190,13 @@ def test_no_module_imports_a_private_name_of_validate():
             if isinstance(node, ast.ImportFrom) and node.module == "amanda.containers.validate":
                 private += [f"{path.name}: {a.name}" for a in node.names if a.name.startswith("_")]
     assert private == []
+
+
+def test_replace_with_a_renamed_descendant_re_points_deep_references():
+    """Renaming an op that an ancestor's edge reaches by path re-points that edge (it used to
+    leave the ancestor naming an op that no longer exists)."""
+    inner = chain(op("Relu", "r", ["x"], ["y"]), op("Exp", "e", ["x"], ["y"]), name="inner")
+    top = Container("Graph", "top", children=[inner, op("Log", "l", ["x"], ["y"])], edges=[("l:-1", "inner/e:-1")])
+    new = amanda.replace(top, ("inner", "e"), op("Exp", "exp", ["x"], ["y"]))
+    assert [(str(e.src), str(e.dst)) for e in new.edges] == [("l:-1", "inner/exp:-1")]
+    check_invariants(new)
