@@ -135,20 +135,21 @@ def _drawn(node: Container, spec: Any, seed: int, path: tuple[str, ...]) -> Cont
 def seeded(model: Container, seed: int = 0, *, prefix: Sequence[str] = ()) -> Container:
     """``model`` with each weight keyed ``<seed>:<path>`` (its path from ``model``, after
     ``prefix``) and drawn from a Generator seeded by ``seed`` and that path, unless it already
-    had that uid (it was drawn so, or loaded into). A weight reused in several places (one uid)
-    stays one weight, keyed by its first path. ``model`` itself if nothing changes."""
+    had that uid (it was drawn so, or loaded into). A weight object in several places (a layer
+    applied twice) stays one weight, keyed by its first path; two equal weights built apart (two
+    layers of one default name) are keyed and drawn apart. ``model`` itself if nothing changes."""
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ArgumentError.at("seed", "a non-negative int", repr(seed))
     seed = int(seed)
-    done: dict[str, Container] = {}
+    done: dict[int, Container] = {}
 
     def leaf(node: Container, spec: Any, path: tuple[str, ...]) -> Container:
         if not isinstance(node.attrs.get("value"), np.ndarray):
             return node
-        if node.uid not in done:
+        if id(node) not in done:  # one object in several places is one weight (a reused layer)
             target = key(seed, path)
-            done[node.uid] = node if node.uid == target else _drawn(node, spec, seed, path)
-        return done[node.uid]
+            done[id(node)] = node if node.uid == target else _drawn(node, spec, seed, path)
+        return done[id(node)]
 
     def visit(node: Container, path: tuple[str, ...]) -> Container:
         specs = node.attrs.get("weights") or {}
