@@ -102,7 +102,7 @@ def Activation(activation: str, *, name: str | None = None) -> Container:  # noq
         raise ArgumentError.at(("Activation", "activation"), f"one of {sorted(ACTIVATIONS)}", repr(activation))
     x = float_input()
     label = name or activation
-    return assemble("Activation", label, [x], activate("Activation", x, activation, activation),
+    return assemble("Activation", label, [x], activate("Activation", x, activation, "apply"),
                     {"activation": activation}, 0)
 
 
