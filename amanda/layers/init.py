@@ -4,7 +4,7 @@ A weight is a ``Constant`` initializer child of a layer whose ``weights`` attrib
 to its rule and fans, ``[rule, fan_in, fan_out]`` (rules: ``glorot_uniform``, ``he_normal``,
 ``zeros``, ``ones`` …). Running statistics are ``amanda/core`` ``Variable`` children listed there too.
 :func:`seeded` gives every weight of a model the uid ``<seed>:<path>`` and, where its uid was not
-that already, draws it again from a numpy Generator seeded by the seed and the path: the same
+that already, draws it again from a numpy Generator seeded by (seed, path): the same
 code builds the same weights and uids in any process, so saved weights pair by uid.
 
 >>> import numpy as np
