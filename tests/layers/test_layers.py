@@ -232,6 +232,14 @@ def test_transformer_encoder_block_matches_numpy() -> None:
     (lambda: layers.Dense(3, 2, name="a/b"), "Dense/name"),
     (lambda: layers.Dense(3, 2, init="uniformish"), "kernel"),
     (lambda: layers.Activation("swishy"), "Activation/activation"),
+    (lambda: layers.Activation(["relu"]), "Activation/activation"),  # type: ignore[arg-type]
+    (lambda: layers.Dense(3, 2, activation=["relu"]), "Dense/activation"),  # type: ignore[arg-type]
+    (lambda: layers.Dense(3, 2, init=["glorot"]), "kernel"),  # type: ignore[arg-type]
+    (lambda: layers.Conv(3, 3, 3, padding=-1), "Conv/padding"),
+    (lambda: layers.MaxPool(2, stride=0), "MaxPool/stride"),
+    (lambda: layers.Embedding(3, 0), "Embedding/dim"),
+    (lambda: layers.Flatten("1"), "Flatten/axis"),  # type: ignore[arg-type]
+    (lambda: layers.seeded("net", 0), "model"),  # type: ignore[arg-type]
 ])
 def test_bad_hyper_parameters_raise_an_argument_error_naming_the_field(build, where: str) -> None:
     """A wrong hyper-parameter raises ArgumentError at layer/field, not a bare Python error."""
