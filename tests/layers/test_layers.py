@@ -246,3 +246,10 @@ def test_bad_hyper_parameters_raise_an_argument_error_naming_the_field(build, wh
     with pytest.raises(amanda.ArgumentError) as info:
         build()
     assert where in str(info.value)
+
+
+def test_a_phased_layer_run_without_a_phase_says_to_pass_one() -> None:
+    """Running BatchNorm or Dropout without phase= raises an ExecutionError naming the phases."""
+    for layer in (layers.BatchNorm(2), layers.Dropout(0.1)):
+        with pytest.raises(amanda.ExecutionError, match="phase= one of them"):
+            run(layer, sample(2, 2))
