@@ -1,0 +1,164 @@
+"""Layer weights: initialisation rules, and uids derived from a weight's path and a model seed.
+
+A weight is a ``Constant`` initializer child of a layer whose ``weights`` attribute maps its name
+to its rule and fans, ``[rule, fan_in, fan_out]`` (rules: ``glorot_uniform``, ``he_normal``,
+``zeros``, ``ones`` …). Running statistics are ``amanda/core`` ``Variable`` children listed there too.
+:func:`seeded` gives every weight of a model the uid ``<seed>:<path>`` and, where its uid was not
+that already, draws it again from a numpy Generator seeded by (seed, path): the same
+code builds the same weights and uids in any process, so saved weights pair by uid.
+
+>>> import numpy as np
+>>> w = Weights()
+>>> kernel = w.add("kernel", (3, 2), "glorot_uniform", (3, 2)).producer.op
+>>> from amanda.containers.container import Container
+>>> layer = seeded(Container("Layer", "dense", children=[kernel], attrs={"weights": w.specs}), 0, prefix=("dense",))
+>>> kernel = layer.child("kernel")
+>>> kernel.uid, kernel.attrs["value"].shape, bool(np.abs(kernel.attrs["value"]).max() <= np.sqrt(6 / 5))
+('0:dense/kernel', (3, 2), True)
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from amanda.build.builder import DEFAULT_NAMESPACE
+from amanda.build.values import Call, Value
+from amanda.containers.container import Container
+from amanda.errors import ArgumentError
+from amanda.types.tensor_type import TensorType
+
+__all__ = ["RULES", "Weights", "key", "seeded", "weight_value"]
+
+
+def _fan_scale(fans: tuple[int, int], mode: str) -> float:
+    fan_in, fan_out = fans
+    return float(max(1, fan_in + fan_out if mode == "avg" else fan_in))
+
+
+def _glorot_uniform(rng: np.random.Generator, shape: tuple, fans: tuple[int, int]) -> np.ndarray:
+    limit = np.sqrt(6.0 / _fan_scale(fans, "avg"))
+    return rng.uniform(-limit, limit, shape)
+
+
+def _glorot_normal(rng: np.random.Generator, shape: tuple, fans: tuple[int, int]) -> np.ndarray:
+    return rng.standard_normal(shape) * np.sqrt(2.0 / _fan_scale(fans, "avg"))
+
+
+def _he_normal(rng: np.random.Generator, shape: tuple, fans: tuple[int, int]) -> np.ndarray:
+    return rng.standard_normal(shape) * np.sqrt(2.0 / _fan_scale(fans, "in"))
+
+
+def _he_uniform(rng: np.random.Generator, shape: tuple, fans: tuple[int, int]) -> np.ndarray:
+    limit = np.sqrt(6.0 / _fan_scale(fans, "in"))
+    return rng.uniform(-limit, limit, shape)
+
+
+def _normal(rng: np.random.Generator, shape: tuple, fans: tuple[int, int]) -> np.ndarray:
+    return rng.standard_normal(shape) * 0.02  # BERT's and GPT's embedding initialisation
+
+
+#: initialisation rules by name: ``rule(rng, shape, (fan_in, fan_out)) -> array``
+RULES: dict[str, Callable[[np.random.Generator, tuple, tuple[int, int]], np.ndarray]] = {
+    "glorot_uniform": _glorot_uniform,
+    "glorot_normal": _glorot_normal,
+    "he_normal": _he_normal,
+    "he_uniform": _he_uniform,
+    "normal": _normal,
+    "zeros": lambda rng, shape, fans: np.zeros(shape),
+    "ones": lambda rng, shape, fans: np.ones(shape),
+}
+_CONSTANT_RULES = ("zeros", "ones")
+
+
+def _rule(init: Any, where: str) -> Any:
+    if not isinstance(init, str) or init not in RULES:
+        raise ArgumentError.at(where, f"an initialisation rule among {sorted(RULES)}", repr(init))
+    return RULES[init]
+
+
+class Weights:
+    """The weights a layer function creates: each a Constant op and its rule, which the layer
+    records in its ``weights`` attribute (``{name: [rule, fan_in, fan_out]}``)."""
+
+    def __init__(self) -> None:
+        self.specs: dict[str, list] = {}
+
+    def add(self, name: str, shape: Sequence[int], init: str, fans: tuple[int, int]) -> Value:
+        """A weight of ``shape`` (zeros, or ones for ``init="ones"``, until :func:`seeded` draws it)."""
+        _rule(init, name)
+        self.specs[name] = [init, int(fans[0]), int(fans[1])]
+        value = np.ones(tuple(shape), np.float32) if init == "ones" else np.zeros(tuple(shape), np.float32)
+        op = Container("Constant", name, (), ["output"],
+                       attrs={"value": value, "namespace": DEFAULT_NAMESPACE, "initializer": True})
+        return weight_value(op)
+
+    def variable(self, name: str, shape: Sequence[int], init: str) -> Value:
+        """A session variable (``amanda/core`` ``Variable``) initialised by ``init``; its reference."""
+        _rule(init, name)
+        self.specs[name] = [init, 1, 1]
+        value = np.ones(tuple(shape), np.float32) if init == "ones" else np.zeros(tuple(shape), np.float32)
+        op = Container("Variable", name, (), ["ref"], attrs={"value": value, "namespace": "amanda/core"})
+        return Value(Call(op, ()), "ref", None, f"{name}.ref")
+
+
+def weight_value(op: Container) -> Value:
+    """The builder's Value for a Constant op: its output, typed."""
+    value = op.attrs["value"]
+    return Value(Call(op, ()), "output", TensorType(str(value.dtype), value.shape), f"{op.name}.output")
+
+
+def key(seed: int, path: Sequence[str]) -> str:
+    """The uid of the weight at ``path`` in a model seeded with ``seed``."""
+    return f"{seed}:{'/'.join(path)}"
+
+
+def _drawn(node: Container, spec: Any, seed: int, path: tuple[str, ...]) -> Container:
+    attrs = node.attrs
+    old = attrs["value"]
+    where = "/".join(path)
+    if not isinstance(spec, (list, tuple)) or len(spec) != 3:
+        raise ArgumentError.at(where, "a weight rule [rule, fan_in, fan_out]", repr(spec))
+    init, fans = spec[0], (int(spec[1]), int(spec[2]))
+    if init in _CONSTANT_RULES:
+        value = np.full(old.shape, 1 if init == "ones" else 0, old.dtype)
+    else:
+        words = [seed & 0xFFFFFFFF, seed >> 32 & 0xFFFFFFFF, zlib.crc32(where.encode())]
+        value = np.asarray(_rule(init, where)(np.random.default_rng(words), old.shape, fans), old.dtype)
+    return Container(node.type, node.name, node.inputs, node.outputs, (), (), (), {**attrs, "value": value},
+                     key(seed, path), node.controls)
+
+
+def seeded(model: Container, seed: int = 0, *, prefix: Sequence[str] = ()) -> Container:
+    """``model`` with each weight keyed ``<seed>:<path>`` (its path from ``model``, after
+    ``prefix``) and drawn from a Generator seeded by ``seed`` and that path, unless it already
+    had that uid (it was drawn so, or loaded into). A weight object in several places (a layer
+    applied twice) stays one weight, keyed by its first path; two equal weights built apart (two
+    layers of one default name) are keyed and drawn apart. ``model`` itself if nothing changes."""
+    if not isinstance(model, Container):
+        raise ArgumentError.at("model", "a Container", type(model).__name__)
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ArgumentError.at("seed", "a non-negative int", repr(seed))
+    seed = int(seed)
+    done: dict[int, Container] = {}
+
+    def leaf(node: Container, spec: Any, path: tuple[str, ...]) -> Container:
+        if not isinstance(node.attrs.get("value"), np.ndarray):
+            return node
+        if id(node) not in done:  # one object in several places is one weight (a reused layer)
+            target = key(seed, path)
+            done[id(node)] = node if node.uid == target else _drawn(node, spec, seed, path)
+        return done[id(node)]
+
+    def visit(node: Container, path: tuple[str, ...]) -> Container:
+        specs = node.attrs.get("weights") or {}
+        children = [leaf(c, specs[c.name], (*path, c.name)) if c.is_op and c.name in specs
+                    else c if c.is_op else visit(c, (*path, c.name)) for c in node.children]
+        if all(a is b for a, b in zip(children, node.children)):
+            return node
+        return node.evolve(children=children)
+
+    return visit(model, tuple(prefix))
