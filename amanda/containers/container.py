@@ -23,8 +23,7 @@ from typing import Any
 
 from pyrsistent import PMap, PVector, pvector
 
-from amanda.containers import values
-from amanda.containers.checks import INTERPRETED_ATTRS, expect_type
+from amanda.containers.checks import INTERPRETED_ATTRS, check_names, expect_type
 from amanda.containers.display import Displayed
 from amanda.containers.edge import SELF, Port, coerce_ports
 from amanda.containers.identity import structural_hash, structurally_equal
@@ -109,7 +108,7 @@ class Container(Displayed):
             from amanda.errors import InvariantError, Problem
 
             raise InvariantError([Problem((name,) if name else None, "frozen attribute values", str(exc))]) from None
-        _check_names(type, name, uid)
+        check_names(type, name, uid)
         _set(self, "type", type)
         _set(self, "name", name)
         _set(self, "inputs", coerce_ports(inputs))
@@ -417,23 +416,6 @@ class Container(Displayed):
             value = build(self)
             cache[key] = value
         return value
-
-
-def _check_names(type_: Any, name: Any, uid: Any) -> None:
-    # documents cannot tell "" from a missing field, and YAML cannot write lone surrogates
-    if (
-        (name is None or (name.__class__ is str and name and name.isascii()))
-        and (type_ is None or (type_.__class__ is str and type_ and type_.isascii()))
-        and (uid is None or (uid.__class__ is str and uid and uid.isascii()))
-    ):
-        return  # the common case, without building the loop below
-    from amanda.errors import InvariantError, Problem
-
-    for key, value in (("name", name), ("type", type_), ("uid", uid)):
-        ok = value is None or type(value) is str and value and (value.isascii() or values.utf8_text(value))
-        if not ok:
-            where = (name,) if key != "name" and type(name) is str and name else None
-            raise InvariantError([Problem(where, f"a non-empty string {key} (UTF-8) or None", repr(value))])
 
 
 def op(
