@@ -1,9 +1,11 @@
-"""ONNX opset adapters: ``amanda/onnx/N`` <-> ``amanda/onnx/N+1`` for N from 11 to the newest.
+"""ONNX opset adapters: ``amanda/onnx/N`` <-> ``amanda/onnx/N+1`` for N from 1 to the newest.
 
-Each adapter is the specific rules of ``onnx_changes`` for that step, then one generic rule: an
+Each adapter is the specific rules of ``onnx_changes`` (opsets 12 on) or ``onnx_legacy`` and
+``onnx_legacy_late`` (opsets 2 to 11) for that step, then one generic rule: an
 op whose schema is compatible across the step is relabelled. Compatible means its ports, its
 attributes and their types fit the other opset's schema (``validate_op``); an attribute the other
-opset lacks may be dropped only when set to its default, an attribute whose default changed is
+opset lacks may be dropped only when set to its default (or, going up, when ``DROPPED`` says
+it never meant anything, as ``consumed_inputs``), an attribute whose default changed is
 written out explicitly, an attribute value the older opset does not know (``VALUES_ADDED``) blocks
 going down, and an If/Loop/Scan body must hold only ops whose signature did not change. Anything
 else is left unmatched, so ``convert`` reports it rather than guessing.
@@ -23,13 +25,30 @@ from amanda.namespaces.attr_types import value_key
 from amanda.namespaces.mapping.pattern import Pattern
 from amanda.namespaces.mapping.rule import RELABEL, Match, NewOp, Replacement, Rule, Skip
 from amanda.namespaces.mapping.table import MappingTable
-from amanda.namespaces.mapping.tables.onnx_changes import CHANGES, VALUES_ADDED, changed_types
+from amanda.namespaces.mapping.tables.onnx_changes import CHANGES, VALUES_ADDED
+from amanda.namespaces.mapping.tables.onnx_legacy import DROPPED
+from amanda.namespaces.mapping.tables.onnx_legacy_late import ALL_LEGACY
 from amanda.namespaces.validate import validate_op
 from amanda.namespaces.validation import IGNORED_ATTRS
 
-__all__ = ["FIRST", "adapter", "name", "newest", "opset_pairs"]
+__all__ = ["FIRST", "adapter", "changed_types", "changes", "name", "newest", "opset_pairs"]
 
-FIRST = 11
+FIRST = 1
+
+
+def changes(version: int) -> list[tuple[tuple[str, ...], list[Any], list[Any]]]:
+    """The specific rules of the step between opsets ``version - 1`` and ``version``."""
+    return list(CHANGES.get(version, ())) + list(ALL_LEGACY.get(version, ()))
+
+
+def changed_types(version: int) -> frozenset[str]:
+    """Op types that specific rules handle in the step to or from opset ``version``."""
+    return frozenset(t for types, _, _ in changes(version) for t in types)
+
+
+def _dropped(version: int, op_type: str) -> frozenset[str]:
+    """Attributes going up to ``version`` drops whatever their value."""
+    return frozenset(a for a, types in DROPPED.get(version, {}).items() if types is None or op_type in types)
 
 
 def name(version: int) -> str:
@@ -96,8 +115,12 @@ def _compatible(m: Match, source: int, target: int) -> Any:
     if old is None:
         return Skip(f"{op.type} is not in opset {source}")
     updates: dict[str, Any] = {}
+    meaningless = _dropped(target, str(op.type)) if target > source else frozenset()
     for key, value in op.attrs.items():
         if key in IGNORED_ATTRS or key in new.attrs or value is None:
+            continue
+        if key in meaningless:
+            updates[key] = None
             continue
         default = old.attrs[key].default if key in old.attrs else None
         if default is not None and value_key(value) == value_key(default):
@@ -152,7 +175,7 @@ def adapter(source: int, target: int) -> MappingTable:
     high = max(source, target)
     up = target > source
     rules: list[Rule] = []
-    for types, up_rules, down_rules in CHANGES.get(high, ()):
+    for types, up_rules, down_rules in changes(high):
         prefix = "reduce" if len(types) > 1 and all(t.startswith("Reduce") for t in types) else types[0].lower()
         for pattern, function in up_rules if up else down_rules:
             rules.append(Rule(f"{prefix}_{function.__name__}", pattern, function))

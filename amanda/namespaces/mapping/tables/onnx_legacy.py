@@ -1,0 +1,377 @@
+"""Rules for the ONNX ops whose signature changed between opsets 1 and 7 (see ``onnx_legacy_late``
+for 8 to 11); ``LEGACY[v]`` has the shape of ``onnx_changes.CHANGES[v]``.
+
+- 2: GlobalLpPool/LpPool ``p`` float -> int; Pad ``paddings`` -> ``pads``; Split's ``split``
+  input goes (a Constant becomes the attribute), outputs ``outputs...`` -> ``outputs``.
+- 3: GRU's default ``direction`` was spelled ``foward``.
+- 4: Concat's ``axis`` (default 1) became required.
+- 5: Reshape's ``shape`` attribute became an input.
+- 6: ``consumed_inputs`` dropped (``DROPPED``); Cast ``to`` a type name -> a type code; Tile
+  ``(input, tiles, axis)`` -> ``(input, repeats)``; BatchNormalization-1 needs consumed_inputs.
+- 7: ``broadcast``/``axis`` of binary ops -> numpy broadcasting; ``is_test`` of Dropout and
+  BatchNormalization, ``output_sequence`` of RNN/GRU/LSTM and Gemm's ``broadcast`` dropped;
+  Upsample ``height_scale``/``width_scale`` -> ``scales``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from amanda.namespaces.mapping.rule import RELABEL, Match, NewOp, Replacement, Skip
+from amanda.namespaces.mapping.tables.onnx_changes import Rule, _named, _one
+
+__all__ = ["DROPPED", "LEGACY", "Move", "attrs_to_inputs", "dtype_of", "inputs_to_attrs"]
+
+LEGACY_ATTR = "consumed_inputs"  # an in-place hint with no meaning for the result
+
+#: opset v -> {attribute: op types (None: every op)} that going up to v drops whatever its value
+DROPPED: dict[int, dict[str, frozenset[str] | None]] = {
+    6: {LEGACY_ATTR: None},
+    7: {"output_sequence": frozenset({"RNN", "GRU", "LSTM"})},
+}
+
+#: ONNX TensorProto data types by name (Cast-1 names them; Cast-6 numbers them)
+TYPE_CODES = {"FLOAT": 1, "UINT8": 2, "INT8": 3, "UINT16": 4, "INT16": 5, "INT32": 6, "INT64": 7,
+              "STRING": 8, "BOOL": 9, "FLOAT16": 10, "DOUBLE": 11, "UINT32": 12, "UINT64": 13,
+              "COMPLEX64": 14, "COMPLEX128": 15}
+
+
+def _version(namespace: str) -> int:
+    return int(namespace.rsplit("/", 1)[1])
+
+
+def dtype_of(m: Match, var: str, port: str) -> str | None:
+    """The dtype of the value feeding ``port`` of ``var``: from its port attributes, or from the
+    Constant producing it; None when unknown."""
+    dtype = m.input_attrs(var, port).get("dtype")
+    if dtype:
+        return str(dtype)
+    value = m.constant(var, port)
+    return None if value is None else str(value.dtype)
+
+
+# -- attributes become inputs, and back ----------------------------------------------------------
+
+#: (attribute, input port, dtype (None: the dtype of the op's first input), value -> array)
+Move = tuple[str, str, "str | None", Callable[[Any], Any]]
+
+
+def attrs_to_inputs(types: Sequence[str], moves: Sequence[Move], order: Sequence[str], name: str,
+                    drop: Sequence[str] = (LEGACY_ATTR,)) -> list[Rule]:
+    """Up: each set attribute of ``moves`` becomes its input, fed by a new Constant; ``order``
+    is the target schema's input order; an unset attribute leaves its input unfed."""
+
+    def rule(m: Match) -> Any:
+        op = m["op"]
+        ops: dict[str, NewOp] = {}
+        edges = []
+        fed = list(op.input_names)
+        for attr, port, dtype, convert in moves:
+            value = op.attrs.get(attr)
+            if value is None:
+                continue
+            kind = dtype or dtype_of(m, "op", op.input_names[0])
+            if kind is None:
+                return Skip(f"the dtype of its input {op.input_names[0]!r} is unknown, and the new "
+                            f"{port!r} input must have it (annotate the ports' dtype, for example "
+                            f"with onnx.shape_inference before importing)")
+            ops[f"new_{port}"] = NewOp("Constant", attrs={"value": np.asarray(convert(value), dtype=kind)},
+                                       name=f"{op.name}/{port}")
+            edges.append(f"new_{port}.output -> op.{port}")
+            fed.append(port)
+        inputs = [p for p in order if p in fed] + [p for p in fed if p not in order]
+        ops["op"] = NewOp(inputs=inputs, drop_attrs=[*(a for a, *_ in moves), *drop])
+        return Replacement(ops, edges)
+
+    return _one(types, rule, name)
+
+
+#: (input port, attribute, array -> attribute value (raise ValueError to refuse))
+Back = tuple[str, str, Callable[[np.ndarray], Any]]
+
+
+def inputs_to_attrs(types: Sequence[str], backs: Sequence[Back], name: str,
+                    attrs: Callable[[Match], Mapping[str, Any]] | None = None) -> list[Rule]:
+    """Down: each input of ``backs`` fed by a Constant becomes its attribute; an unfed one stays
+    unset; one computed at run time (or a value ``convert`` refuses) leaves the op unmatched.
+    ``attrs(m)`` adds attributes."""
+
+    def rule(m: Match) -> Any:
+        op = m["op"]
+        found: dict[str, Any] = {}
+        for port, attr, convert in backs:
+            if m.producer("op", port) is None:
+                continue
+            value = m.constant("op", port)
+            if value is None:
+                return Skip(f"its {port!r} input is computed at run time; opset "
+                            f"{_version(m.target)} wants the attribute {attr!r}")
+            try:
+                converted = convert(np.asarray(value))
+            except ValueError as exc:
+                return Skip(f"its {port!r} input {np.asarray(value).tolist()} {exc}")
+            if converted is not None:
+                found[attr] = converted
+        if attrs is not None:
+            found.update(attrs(m))
+        dropped = {p for p, _, _ in backs}
+        inputs = [p for p in op.input_names if p not in dropped]
+        return Replacement({"op": NewOp(inputs=inputs, attrs=found)},
+                           ports={f"op.{p}": None for p in dropped if p in op.input_names})
+
+    return _one(types, rule, name)
+
+
+def ints(value: np.ndarray) -> list[int]:
+    """A constant as a list of ints."""
+    return [int(v) for v in value.reshape(-1)]
+
+
+def floats(value: np.ndarray) -> list[float]:
+    """A constant as a list of floats."""
+    return [float(v) for v in value.reshape(-1)]
+
+
+def scalar(value: np.ndarray) -> float:
+    """A one-element constant as a float."""
+    if value.size != 1:
+        raise ValueError("is not one number")
+    return float(value.reshape(-1)[0])
+
+
+def drop_rule(types: Sequence[str], attrs: Sequence[str], name: str,
+              set_attrs: Callable[[Match], Mapping[str, Any]] | None = None) -> list[Rule]:
+    """Remove ``attrs`` (and set ``set_attrs(m)``), keeping everything else."""
+
+    def rule(m: Match) -> Any:
+        present = [a for a in (*attrs, LEGACY_ATTR) if a in m["op"].attrs]
+        extra = dict(set_attrs(m)) if set_attrs is not None else {}
+        if not present and not extra:
+            return RELABEL
+        return Replacement({"op": NewOp(attrs=extra, drop_attrs=present)})
+
+    return _one(types, rule, name)
+
+
+def _relabel(m: Match) -> Any:
+    return RELABEL
+
+
+# -- 2 ------------------------------------------------------------------------------------------
+
+def _p_int(m: Match) -> Any:
+    p = m["op"].attrs.get("p")
+    if p is None:
+        return RELABEL
+    if float(p) != int(p):
+        return Skip(f"p={p} is not a whole number; from opset 2 p is an int")
+    return Replacement({"op": NewOp(attrs={"p": int(p)})})
+
+
+def _p_float(m: Match) -> Any:
+    p = m["op"].attrs.get("p")
+    return RELABEL if p is None else Replacement({"op": NewOp(attrs={"p": float(p)})})
+
+
+def _rename_attr(old: str, new: str) -> Callable[[Match], Any]:
+    def rule(m: Match) -> Any:
+        value = m["op"].attrs.get(old)
+        if value is None:
+            return RELABEL
+        return Replacement({"op": NewOp(attrs={new: value}, drop_attrs=[old])})
+
+    return _named(rule, f"{old}_to_{new}")
+
+
+def _split_up(m: Match) -> Any:
+    """Split-1's optional ``split`` input becomes the attribute; outputs are renamed."""
+    op = m["op"]
+    attrs: dict[str, Any] = {}
+    if m.producer("op", "split") is not None:
+        value = m.constant("op", "split")
+        if value is None:
+            return Skip("its 'split' input is computed at run time; opset 2 wants the attribute")
+        attrs["split"] = ints(np.asarray(value))
+    outputs = [f"outputs_{i}" for i in range(len(op.outputs))]
+    return Replacement({"op": NewOp(inputs=["input"], outputs=outputs, attrs=attrs)},
+                       ports={"op.split": None})
+
+
+def _split_down(m: Match) -> Any:
+    outputs = [f"outputs..._{i}" for i in range(len(m["op"].outputs))]
+    return Replacement({"op": NewOp(outputs=outputs)})
+
+
+# -- 3, 4 -------------------------------------------------------------------------------------------
+
+def _gru_direction(m: Match) -> Any:
+    if m["op"].attrs.get("direction") == "foward":  # GRU-1's misspelled default
+        return Replacement({"op": NewOp(attrs={"direction": "forward"})})
+    return RELABEL
+
+
+def _gru_down(m: Match) -> Any:
+    if "Y_h" not in m["op"].output_names:
+        return Skip("GRU before opset 3 must output Y_h")
+    return RELABEL
+
+
+def _concat_axis(m: Match) -> Any:
+    return RELABEL if "axis" in m["op"].attrs else Replacement({"op": NewOp(attrs={"axis": 1})})
+
+
+# -- 6 ----------------------------------------------------------------------------------------------
+
+def _cast_up(m: Match) -> Any:
+    to = m["op"].attrs.get("to")
+    code = TYPE_CODES.get(str(to).upper())
+    if code is None:
+        return Skip(f"to={to!r} is not an ONNX data type name ({', '.join(TYPE_CODES)})")
+    return Replacement({"op": NewOp(attrs={"to": code})})
+
+
+def _cast_down(m: Match) -> Any:
+    to = m["op"].attrs.get("to")
+    names = {code: type_name for type_name, code in TYPE_CODES.items()}
+    if not isinstance(to, (int, np.integer)) or int(to) not in names:
+        return Skip(f"to={to!r} is not a data type Cast-1 can name")
+    return Replacement({"op": NewOp(attrs={"to": names[int(to)]})})
+
+
+def _tile_up(m: Match) -> Any:
+    """Tile-1 repeats along one axis: ``repeats`` is 1 everywhere but ``tiles`` at ``axis``."""
+    tiles, axis = m.constant("op", "tiles"), m.constant("op", "axis")
+    rank = m.input_rank("op", "input")
+    if tiles is None or axis is None or rank is None:
+        return Skip("Tile-6 needs its repeats as a constant: tiles and axis must be Constants "
+                    "and the input's rank known")
+    repeats = np.ones(rank, dtype=np.int64)
+    repeats[int(np.asarray(axis).reshape(-1)[0]) % rank] = int(np.asarray(tiles).reshape(-1)[0])
+    ops = {"repeats": NewOp("Constant", attrs={"value": repeats}, name=f"{m['op'].name}/repeats"),
+           "op": NewOp(inputs=["input", "repeats"], drop_attrs=[LEGACY_ATTR])}
+    return Replacement(ops, ["repeats.output -> op.repeats"], {"op.tiles": None, "op.axis": None})
+
+
+def _tile_down(m: Match) -> Any:
+    repeats = m.constant("op", "repeats")
+    if repeats is None:
+        return Skip("its repeats are computed at run time; Tile-1 takes a constant count and axis")
+    repeats = np.asarray(repeats).reshape(-1)
+    axes = [i for i, r in enumerate(repeats) if r != 1] or [0]
+    if len(axes) > 1:
+        return Skip(f"repeats {repeats.tolist()} tile more than one axis; Tile-1 tiles one")
+    op = m["op"]
+    ops = {"tiles": NewOp("Constant", attrs={"value": np.asarray(repeats[axes[0]], np.int64)}, name=f"{op.name}/tiles"),
+           "axis": NewOp("Constant", attrs={"value": np.asarray(axes[0], np.int64)}, name=f"{op.name}/axis"),
+           "op": NewOp(inputs=["input", "tiles", "axis"])}
+    return Replacement(ops, ["tiles.output -> op.tiles", "axis.output -> op.axis"], {"op.repeats": None})
+
+
+def _batchnorm_consumed(m: Match) -> Mapping[str, Any]:
+    return {LEGACY_ATTR: [0] * len(m["op"].inputs)}  # required before 6; zeros: nothing in place
+
+
+# -- 7 ----------------------------------------------------------------------------------------------
+
+BINARY = ("Add", "Sub", "Mul", "Div", "Pow", "And", "Or", "Xor", "Equal", "Greater", "Less")
+
+
+def _rank_of(m: Match, port: str) -> int | None:
+    rank = m.input_rank("op", port)
+    if rank is None and (value := m.constant("op", port)) is not None:
+        rank = np.asarray(value).ndim
+    return rank
+
+
+def _broadcast_up(m: Match) -> Any:
+    """Legacy broadcasting aligns B with A's trailing axes (numpy's rule), or from ``axis``: then
+    B gets trailing axes of size 1 (Unsqueeze) so that numpy aligns it the same way."""
+    op = m["op"]
+    drop = [a for a in ("broadcast", "axis", LEGACY_ATTR) if a in op.attrs]
+    axis = op.attrs.get("axis")
+    if not op.attrs.get("broadcast") or axis is None:
+        return Replacement({"op": NewOp(drop_attrs=drop)}) if drop else RELABEL
+    rank_a, rank_b = _rank_of(m, op.input_names[0]), _rank_of(m, op.input_names[1])
+    if rank_a is None or rank_b is None:
+        return Skip(f"broadcast from axis {axis} needs the ranks of both inputs, and one is unknown")
+    trailing = rank_a - int(axis) % max(rank_a, 1) - rank_b
+    if trailing < 0:
+        return Skip(f"B of rank {rank_b} does not fit A of rank {rank_a} from axis {axis}")
+    if trailing == 0:
+        return Replacement({"op": NewOp(drop_attrs=drop)})
+    ops = {"unsqueeze": NewOp("Unsqueeze", attrs={"axes": list(range(rank_b, rank_b + trailing))},
+                              name=f"{op.name}/{op.input_names[1]}"),
+           "op": NewOp(drop_attrs=drop)}
+    b = op.input_names[1]
+    return Replacement(ops, [f"unsqueeze.expanded -> op.{b}"], {f"op.{b}": "unsqueeze.data"})
+
+
+def _broadcast_down(m: Match) -> Any:
+    """Before 7 the shapes must be equal, or B's a suffix of A's (``broadcast=1``)."""
+    op = m["op"]
+    a, b = (m.input_attrs("op", p).get("shape") for p in op.input_names[:2])
+    if a is None or b is None or None in a or None in b:
+        return Skip("legacy broadcasting needs both input shapes, and one is unknown")
+    a, b = tuple(a), tuple(b)
+    if a == b:
+        return RELABEL
+    if len(b) <= len(a) and (a[len(a) - len(b):] == b or int(np.prod(b)) == 1):
+        return Replacement({"op": NewOp(attrs={"broadcast": 1})})
+    return Skip(f"shapes {list(a)} and {list(b)} broadcast in a way opsets before 7 cannot express")
+
+
+def _batchnorm_test(m: Match) -> Mapping[str, Any]:
+    return {"is_test": 1} if len(m["op"].outputs) == 1 else {}
+
+
+def _upsample_up(m: Match) -> Any:
+    op = m["op"]
+    mode = op.attrs.get("mode", "nearest")
+    scales = [1.0, 1.0, float(op.attrs["height_scale"]), float(op.attrs["width_scale"])]
+    return Replacement({"op": NewOp(attrs={"scales": scales, "mode": "linear" if mode == "bilinear" else mode},
+                                    drop_attrs=["height_scale", "width_scale"])})
+
+
+def _upsample_down(m: Match) -> Any:
+    op = m["op"]
+    scales = [float(s) for s in op.attrs.get("scales", ())]
+    if len(scales) != 4 or scales[:2] != [1.0, 1.0]:
+        return Skip(f"scales {scales} do not scale only the last two axes of a 4-D input, as Upsample-1 does")
+    mode = op.attrs.get("mode", "nearest")
+    return Replacement({"op": NewOp(attrs={"height_scale": scales[2], "width_scale": scales[3],
+                                           "mode": "bilinear" if mode == "linear" else mode},
+                                    drop_attrs=["scales"])})
+
+
+RNNS = ("RNN", "GRU", "LSTM")
+
+#: opset v -> [(op types, up rules (v-1 -> v), down rules (v -> v-1))]
+LEGACY: dict[int, list[tuple[tuple[str, ...], list[Rule], list[Rule]]]] = {
+    2: [(("GlobalLpPool", "LpPool"), _one(("GlobalLpPool", "LpPool"), _p_int, "p_to_int"),
+         _one(("GlobalLpPool", "LpPool"), _p_float, "p_to_float")),
+        (("Pad",), _one(("Pad",), _rename_attr("paddings", "pads"), "paddings_to_pads"),
+         _one(("Pad",), _rename_attr("pads", "paddings"), "pads_to_paddings")),
+        (("Split",), _one(("Split",), _split_up, "split_input_to_attr"),
+         _one(("Split",), _split_down, "split_outputs"))],
+    3: [(("GRU",), _one(("GRU",), _gru_direction, "direction_spelling"), _one(("GRU",), _gru_down, "y_h"))],
+    4: [(("Concat",), _one(("Concat",), _concat_axis, "default_axis"), _one(("Concat",), _relabel, "axis"))],
+    5: [(("Reshape",), attrs_to_inputs(("Reshape",), [("shape", "shape", "int64", list)], ("data", "shape"),
+                                       "shape_to_input"),
+         inputs_to_attrs(("Reshape",), [("shape", "shape", ints)], "shape_to_attr"))],
+    6: [(("Cast",), _one(("Cast",), _cast_up, "to_code"), _one(("Cast",), _cast_down, "to_name")),
+        (("Tile",), _one(("Tile",), _tile_up, "tiles_to_repeats"), _one(("Tile",), _tile_down, "repeats_to_tiles")),
+        (("BatchNormalization",), drop_rule(("BatchNormalization",), (), "consumed_inputs"),
+         drop_rule(("BatchNormalization",), (), "consumed_inputs", _batchnorm_consumed))],
+    7: [(BINARY, _one(BINARY, _broadcast_up, "numpy_broadcast"), _one(BINARY, _broadcast_down, "legacy_broadcast")),
+        (("Gemm",), drop_rule(("Gemm",), ("broadcast",), "broadcast"),
+         drop_rule(("Gemm",), (), "broadcast", lambda m: {"broadcast": 1})),
+        (("Dropout",), drop_rule(("Dropout",), ("is_test",), "is_test"),
+         drop_rule(("Dropout",), (), "is_test", lambda m: {"is_test": 1})),
+        (("BatchNormalization",), drop_rule(("BatchNormalization",), ("is_test",), "is_test"),
+         drop_rule(("BatchNormalization",), (), "is_test", _batchnorm_test)),
+        (("Upsample",), _one(("Upsample",), _upsample_up, "scales"), _one(("Upsample",), _upsample_down, "scales"))],
+}
+

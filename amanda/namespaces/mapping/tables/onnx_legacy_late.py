@@ -1,0 +1,204 @@
+"""Rules for the ONNX ops whose signature changed between opsets 7 and 11; ``LATE[v]`` has the
+shape of ``onnx_changes.CHANGES[v]``.
+
+- 8: Max, Min, Sum and Mean broadcast (before: equal shapes only; going down checks them).
+- 9: BatchNormalization's ``spatial`` dropped (0 is refused); Upsample's ``scales`` attribute
+  became an input; Scan lost its batch axis (refused both ways).
+- 10: Slice's ``starts``/``ends``/``axes`` and TopK's ``k`` became inputs; Upsample was replaced
+  by Resize (same inputs and meaning).
+- 11: Clip's ``min``/``max`` and Pad's ``pads``/``value`` became inputs; Resize gained ``roi``
+  and the coordinate and rounding modes (Resize-10 is ``asymmetric``, nearest rounding down when
+  enlarging and up when shrinking, as onnxruntime computes it); Scatter became ScatterElements;
+  Gemm's ``C`` became optional.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from amanda.namespaces.mapping.rule import RELABEL, Match, NewOp, Replacement, Skip
+from amanda.namespaces.mapping.tables.onnx_changes import Rule, _one
+from amanda.namespaces.mapping.tables.onnx_legacy import (
+    LEGACY,
+    attrs_to_inputs,
+    dtype_of,
+    floats,
+    inputs_to_attrs,
+    ints,
+    scalar,
+)
+
+__all__ = ["ALL_LEGACY"]
+
+_VARIADIC_8 = ("Max", "Min", "Sum", "Mean")
+
+
+def _same_shapes(m: Match) -> Any:
+    found = [m.input_attrs("op", p).get("shape") for p in m["op"].input_names]
+    if any(s is None or None in s for s in found):
+        return Skip("before opset 8 every input must have the same shape, and a shape is unknown")
+    shapes = [tuple(s) for s in found if s is not None]
+    if len(set(shapes)) > 1:
+        return Skip(f"shapes {[list(s) for s in shapes]} differ; before opset 8 they must be equal")
+    return RELABEL
+
+
+def _relabel(m: Match) -> Any:
+    return RELABEL
+
+
+# -- 9 ----------------------------------------------------------------------------------------------
+
+def _spatial(m: Match) -> Any:
+    op = m["op"]
+    if int(op.attrs.get("spatial", 1)) == 0:
+        return Skip("spatial=0 (statistics per element, not per channel) has no BatchNormalization-9 form")
+    return Replacement({"op": NewOp(drop_attrs=["spatial"])}) if "spatial" in op.attrs else RELABEL
+
+
+def _scan_refused(m: Match) -> Any:
+    return Skip("Scan-8's batch axis and sequence_lens have no Scan-9 form (nor the other way)")
+
+
+# -- 10 ---------------------------------------------------------------------------------------------
+
+def _retype(new_type: str):  # type: ignore[no-untyped-def]
+    def rule(m: Match) -> Any:
+        return Replacement({"op": NewOp(type=new_type, keep_attrs=True)})
+
+    rule.__name__ = rule.__qualname__ = f"to_{new_type.lower()}"
+    return rule
+
+
+def _steps_are_one(value: np.ndarray) -> None:
+    if np.any(value.reshape(-1) != 1):
+        raise ValueError("steps other than 1 have no Slice-1 form")
+    return None
+
+
+# -- 11: Resize -------------------------------------------------------------------------------------
+
+def _nearest_mode(m: Match, scales_port: str) -> str | None:
+    """Resize-10 (and Upsample) round the nearest source pixel down when enlarging and up when
+    shrinking; which one an op does needs its scales."""
+    scales = m.constant("op", scales_port)
+    if scales is None:
+        return None
+    scales = np.asarray(scales).reshape(-1)
+    if np.all(scales >= 1):
+        return "floor"
+    if np.all(scales <= 1):
+        return "ceil"
+    return None
+
+
+def _resize_11(m: Match, x: str, scales: str, out: str) -> Any:
+    op = m["op"]
+    mode = str(op.attrs.get("mode", "nearest"))
+    attrs: dict[str, Any] = {"mode": mode, "coordinate_transformation_mode": "asymmetric"}
+    if mode == "nearest":
+        rounding = _nearest_mode(m, scales)
+        if rounding is None:
+            return Skip("nearest mode needs constant scales, all >= 1 or all <= 1, to know its "
+                        "rounding at opset 11")
+        attrs["nearest_mode"] = rounding
+    ops = {"roi": NewOp("Constant", attrs={"value": np.zeros(0, np.float32)}, name=f"{op.name}/roi"),
+           "op": NewOp(type="Resize", inputs=["X", "roi", "scales"], outputs=["Y"], attrs=attrs,
+                       keep_attrs=True)}
+    return Replacement(ops, ["roi.output -> op.roi"], {f"op.{x}": "op.X", f"op.{scales}": "op.scales",
+                                                       f"op.{out}": "op.Y"})
+
+
+def _resize_up(m: Match) -> Any:
+    return _resize_11(m, "X", "scales", "Y")
+
+
+def _upsample_up_11(m: Match) -> Any:
+    """An Upsample in an opset-10 model (deprecated there, ports by position) -> Resize-11."""
+    op = m["op"]
+    if len(op.inputs) != 2 or len(op.outputs) != 1:
+        return Skip("Upsample-9 takes X and scales and gives one output")
+    return _resize_11(m, op.input_names[0], op.input_names[1], op.output_names[0])
+
+
+def _resize_down(m: Match) -> Any:
+    op = m["op"]
+    mode = str(op.attrs.get("mode", "nearest"))
+    if mode not in ("nearest", "linear"):
+        return Skip(f"mode {mode!r} does not exist before opset 11")
+    if op.attrs.get("coordinate_transformation_mode", "half_pixel") != "asymmetric":
+        return Skip("Resize-10 maps coordinates as 'asymmetric' only")
+    if m.producer("op", "sizes") is not None or m.producer("op", "scales") is None:
+        return Skip("Resize-10 takes scales, not sizes")
+    if int(op.attrs.get("exclude_outside", 0)):
+        return Skip("exclude_outside does not exist before opset 11")
+    if mode == "nearest" and op.attrs.get("nearest_mode", "round_prefer_floor") != _nearest_mode(m, "scales"):
+        return Skip("Resize-10's nearest rounding (down when enlarging, up when shrinking) differs "
+                    f"from nearest_mode {op.attrs.get('nearest_mode', 'round_prefer_floor')!r}")
+    drop = ["coordinate_transformation_mode", "cubic_coeff_a", "exclude_outside", "extrapolation_value",
+            "nearest_mode"]
+    return Replacement({"op": NewOp(inputs=["X", "scales"], drop_attrs=drop)},
+                       ports={"op.roi": None, "op.sizes": None})
+
+
+def _gemm_c(m: Match) -> Any:
+    """Before 11 Gemm needs C: an unfed C is a zero of A's dtype."""
+    if m.producer("op", "C") is not None:
+        return RELABEL
+    dtype = dtype_of(m, "op", "A")
+    if dtype is None:
+        return Skip("C is unfed and A's dtype is unknown; Gemm before 11 needs C")
+    op = m["op"]
+    ops = {"c": NewOp("Constant", attrs={"value": np.zeros((), dtype)}, name=f"{op.name}/C"),
+           "op": NewOp(inputs=["A", "B", "C"])}
+    return Replacement(ops, ["c.output -> op.C"])
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+LATE: dict[int, list[tuple[tuple[str, ...], list[Rule], list[Rule]]]] = {
+    8: [(_VARIADIC_8, _one(_VARIADIC_8, _relabel, "broadcast"), _one(_VARIADIC_8, _same_shapes, "same_shapes"))],
+    9: [(("BatchNormalization",), _one(("BatchNormalization",), _spatial, "spatial"),
+         _one(("BatchNormalization",), _relabel, "spatial")),
+        (("Upsample",), attrs_to_inputs(("Upsample",), [("scales", "scales", "float32", list)], ("X", "scales"),
+                                        "scales_to_input"),
+         inputs_to_attrs(("Upsample",), [("scales", "scales", floats)], "scales_to_attr")),
+        (("Scan",), _one(("Scan",), _scan_refused, "batch_axis"), _one(("Scan",), _scan_refused, "batch_axis"))],
+    10: [(("Slice",), attrs_to_inputs(("Slice",), [(a, a, "int64", list) for a in ("starts", "ends", "axes")],
+                                      ("data", "starts", "ends", "axes", "steps"), "attrs_to_inputs"),
+          inputs_to_attrs(("Slice",), [*((p, p, ints) for p in ("starts", "ends", "axes")),
+                                       ("steps", "steps", _steps_are_one)], "inputs_to_attrs")),
+         (("TopK",), attrs_to_inputs(("TopK",), [("k", "K", "int64", lambda k: [k])], ("X", "K"), "k_to_input"),
+          inputs_to_attrs(("TopK",), [("K", "k", lambda v: int(scalar(v)))], "k_to_attr")),
+         (("Upsample", "Resize"), _one(("Upsample",), _retype("Resize"), "to_resize"),
+          _one(("Resize",), _retype("Upsample"), "to_upsample"))],
+    11: [(("Clip",), attrs_to_inputs(("Clip",), [("min", "min", None, _same), ("max", "max", None, _same)],
+                                     ("input", "min", "max"), "min_max_to_inputs"),
+          inputs_to_attrs(("Clip",), [("min", "min", scalar), ("max", "max", scalar)], "min_max_to_attrs")),
+         (("Pad",), attrs_to_inputs(("Pad",), [("pads", "pads", "int64", list), ("value", "constant_value", None, _same)],
+                                    ("data", "pads", "constant_value"), "pads_to_inputs"),
+          inputs_to_attrs(("Pad",), [("pads", "pads", ints), ("constant_value", "value", scalar)], "pads_to_attrs")),
+         (("Resize", "Upsample"), [*_one(("Resize",), _resize_up, "roi_and_modes"),
+                                   *_one(("Upsample",), _upsample_up_11, "upsample_to_resize")],
+          _one(("Resize",), _resize_down, "asymmetric_only")),
+         (("Scatter", "ScatterElements"), _one(("Scatter",), _retype("ScatterElements"), "to_scatter_elements"),
+          _one(("ScatterElements",), _retype("Scatter"), "to_scatter")),
+         (("Gemm",), _one(("Gemm",), _relabel, "c_optional"), _one(("Gemm",), _gemm_c, "c_required"))],
+}
+
+
+def _merged() -> dict[int, list[tuple[tuple[str, ...], list[Rule], list[Rule]]]]:
+    merged: dict[int, list[Any]] = {}
+    for table in (LEGACY, LATE):
+        for version, entries in table.items():
+            merged.setdefault(version, []).extend(entries)
+    return merged
+
+
+#: every rule for the steps from opset 1 to 11
+ALL_LEGACY: Mapping[int, list[tuple[tuple[str, ...], list[Rule], list[Rule]]]] = _merged()
