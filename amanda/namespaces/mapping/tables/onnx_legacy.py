@@ -43,14 +43,39 @@ def _version(namespace: str) -> int:
     return int(namespace.rsplit("/", 1)[1])
 
 
+#: ops whose first output has the dtype of their first input (dtype_of looks through them)
+SAME_DTYPE = frozenset({
+    "Abs", "Add", "AveragePool", "BatchNormalization", "Ceil", "Clip", "Concat", "Conv", "ConvTranspose",
+    "DepthToSpace", "Div", "Dropout", "Elu", "Exp", "Expand", "Flatten", "Floor", "Gather", "Gemm",
+    "GlobalAveragePool", "GlobalLpPool", "GlobalMaxPool", "HardSigmoid", "Identity", "InstanceNormalization",
+    "LRN", "LeakyRelu", "Log", "LogSoftmax", "LpNormalization", "LpPool", "MatMul", "Max", "MaxPool", "Mean",
+    "Min", "Mul", "Neg", "PRelu", "Pad", "Pow", "Reciprocal", "ReduceL1", "ReduceL2", "ReduceLogSum",
+    "ReduceLogSumExp", "ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum", "ReduceSumSquare",
+    "Relu", "Reshape", "Resize", "Selu", "Sigmoid", "Slice", "Softmax", "Softplus", "Softsign", "SpaceToDepth",
+    "Split", "Sqrt", "Squeeze", "Sub", "Sum", "Tanh", "Tile", "TopK", "Transpose", "Unsqueeze", "Upsample"})
+
+
 def dtype_of(m: Match, var: str, port: str) -> str | None:
-    """The dtype of the value feeding ``port`` of ``var``: from its port attributes, or from the
-    Constant producing it; None when unknown."""
-    dtype = m.input_attrs(var, port).get("dtype")
-    if dtype:
-        return str(dtype)
-    value = m.constant(var, port)
-    return None if value is None else str(value.dtype)
+    """The dtype of the value feeding ``port`` of ``var``: from the port attributes of what
+    produces it, a Constant's value, or upstream through ops that keep their input's dtype;
+    None when unknown."""
+    name, port_name = m.names[var], port
+    for _ in range(1000):
+        fed = m.feed(name, port_name)
+        if fed is None:
+            return None
+        op, _out, attrs = fed
+        if attrs.get("dtype"):
+            return str(attrs["dtype"])
+        if op is None or not op.inputs and op.type not in ("Constant", "Const"):
+            return None
+        if op.type in ("Constant", "Const"):
+            value = next((op.attrs[k] for k in ("value", "value_float", "value_floats") if k in op.attrs), None)
+            return None if value is None else str(np.asarray(value).dtype)
+        if op.type not in SAME_DTYPE:
+            return None
+        name, port_name = str(op.name), op.input_names[0]
+    return None
 
 
 # -- attributes become inputs, and back ----------------------------------------------------------
@@ -82,7 +107,9 @@ def attrs_to_inputs(types: Sequence[str], moves: Sequence[Move], order: Sequence
                                        name=f"{op.name}/{port}")
             edges.append(f"new_{port}.output -> op.{port}")
             fed.append(port)
-        inputs = [p for p in order if p in fed] + [p for p in fed if p not in order]
+        # an unfed input before a fed one stays as a port: inputs are positional in ONNX
+        last = max((i for i, p in enumerate(order) if p in fed), default=-1)
+        inputs = [*order[:last + 1], *(p for p in fed if p not in order)]
         ops["op"] = NewOp(inputs=inputs, drop_attrs=[*(a for a, *_ in moves), *drop])
         return Replacement(ops, edges)
 
