@@ -35,7 +35,7 @@ def model(opset, nodes, inputs, outputs, inits=None):
     graph = helper.make_graph(nodes, "g", [info(n, a) for n, a in inputs.items()],
                               [helper.make_empty_tensor_value_info(n) for n in outputs],
                               [numpy_helper.from_array(np.asarray(a), n) for n, a in (inits or {}).items()])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=3)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=4)
 
 
 def onnxruntime(proto, feeds):

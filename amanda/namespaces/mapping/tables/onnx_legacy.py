@@ -1,5 +1,5 @@
-"""Rules for the ONNX ops whose signature changed between opsets 1 and 7 (see ``onnx_legacy_late``
-for 8 to 11); ``LEGACY[v]`` has the shape of ``onnx_changes.CHANGES[v]``.
+"""Rules for the ONNX ops whose signature changed between opsets 1 and 6 (see ``onnx_legacy_late``
+for 7 to 11); ``LEGACY[v]`` has the shape of ``onnx_changes.CHANGES[v]``.
 
 - 2: GlobalLpPool/LpPool ``p`` float -> int; Pad ``paddings`` -> ``pads``; Split's ``split``
   input goes (a Constant becomes the attribute), outputs ``outputs...`` -> ``outputs``.
@@ -8,22 +8,22 @@ for 8 to 11); ``LEGACY[v]`` has the shape of ``onnx_changes.CHANGES[v]``.
 - 5: Reshape's ``shape`` attribute became an input.
 - 6: ``consumed_inputs`` dropped (``DROPPED``); Cast ``to`` a type name -> a type code; Tile
   ``(input, tiles, axis)`` -> ``(input, repeats)``; BatchNormalization-1 needs consumed_inputs.
-- 7: ``broadcast``/``axis`` of binary ops -> numpy broadcasting; ``is_test`` of Dropout and
-  BatchNormalization, ``output_sequence`` of RNN/GRU/LSTM and Gemm's ``broadcast`` dropped;
-  Upsample ``height_scale``/``width_scale`` -> ``scales``.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from amanda.namespaces.mapping.pattern import Pattern
 from amanda.namespaces.mapping.rule import RELABEL, Match, NewOp, Replacement, Skip
 from amanda.namespaces.mapping.tables.onnx_changes import Rule, _named, _one
 
-__all__ = ["DROPPED", "LEGACY", "Move", "attrs_to_inputs", "dtype_of", "inputs_to_attrs"]
+__all__ = ["DROPPED", "LEGACY", "Move", "attrs_to_inputs", "constant", "dtype_of", "inputs_to_attrs", "shape_of",
+           "with_constants"]
 
 LEGACY_ATTR = "consumed_inputs"  # an in-place hint with no meaning for the result
 
@@ -55,6 +55,12 @@ SAME_DTYPE = frozenset({
     "Split", "Sqrt", "Squeeze", "Sub", "Sum", "Tanh", "Tile", "TopK", "Transpose", "Unsqueeze", "Upsample"})
 
 
+def constant(value: Any, name: str, dtype: Any = None) -> NewOp:
+    """A new Constant holding ``value``, written as an initializer: Constant nodes before opset 9
+    hold floats only, and these hold int64 shapes and counts too."""
+    return NewOp("Constant", attrs={"value": np.asarray(value, dtype=dtype), "initializer": True}, name=name)
+
+
 def dtype_of(m: Match, var: str, port: str) -> str | None:
     """The dtype of the value feeding ``port`` of ``var``: from the port attributes of what
     produces it, a Constant's value, or upstream through ops that keep their input's dtype;
@@ -76,6 +82,35 @@ def dtype_of(m: Match, var: str, port: str) -> str | None:
             return None
         name, port_name = str(op.name), op.input_names[0]
     return None
+
+
+def with_constants(types: Sequence[str], ports: Sequence[str], function: Callable[[Match], Any],
+                   name: str) -> list[Rule]:
+    """Rules running ``function`` on ops of ``types`` whose patterns also capture, as
+    ``c_<port>``, each Constant that feeds one of ``ports`` and nothing else: a rule that drops
+    those inputs then removes their Constants too (largest sets first; the last captures none)."""
+    named = _named(function, name)
+    rules: list[Rule] = []
+    for size in range(len(ports), -1, -1):
+        for subset in itertools.combinations(ports, size):
+            def only_reader(m: Match, subset: tuple[str, ...] = subset) -> bool:
+                return all(m.consumers(f"c_{p}", "output") == 1 for p in subset)
+
+            pattern = Pattern({"op": tuple(types), **{f"c_{p}": "Constant" for p in subset}},
+                              [f"c_{p}.output -> op.{p}" for p in subset], only_reader if subset else None)
+            rules.append((pattern, named))
+    return rules
+
+
+def shape_of(m: Match, var: str, port: str) -> tuple[int, ...] | None:
+    """The shape of the value feeding ``port`` of ``var`` when fully known (port attributes or a
+    Constant's value), else None."""
+    shape = m.input_attrs(var, port).get("shape")
+    if shape is None and (value := m.constant(var, port)) is not None:
+        shape = np.asarray(value).shape
+    if shape is None or any(not isinstance(d, (int, np.integer)) for d in shape):
+        return None
+    return tuple(int(d) for d in shape)
 
 
 # -- attributes become inputs, and back ----------------------------------------------------------
@@ -103,8 +138,7 @@ def attrs_to_inputs(types: Sequence[str], moves: Sequence[Move], order: Sequence
                 return Skip(f"the dtype of its input {op.input_names[0]!r} is unknown, and the new "
                             f"{port!r} input must have it (annotate the ports' dtype, for example "
                             f"with onnx.shape_inference before importing)")
-            ops[f"new_{port}"] = NewOp("Constant", attrs={"value": np.asarray(convert(value), dtype=kind)},
-                                       name=f"{op.name}/{port}")
+            ops[f"new_{port}"] = constant(convert(value), f"{op.name}/{port}", kind)
             edges.append(f"new_{port}.output -> op.{port}")
             fed.append(port)
         # an unfed input before a fed one stays as a port: inputs are positional in ONNX
@@ -149,7 +183,7 @@ def inputs_to_attrs(types: Sequence[str], backs: Sequence[Back], name: str,
         return Replacement({"op": NewOp(inputs=inputs, attrs=found)},
                            ports={f"op.{p}": None for p in dropped if p in op.input_names})
 
-    return _one(types, rule, name)
+    return with_constants(types, [p for p, _, _ in backs], rule, name)
 
 
 def ints(value: np.ndarray) -> list[int]:
@@ -277,7 +311,7 @@ def _tile_up(m: Match) -> Any:
                     "and the input's rank known")
     repeats = np.ones(rank, dtype=np.int64)
     repeats[int(np.asarray(axis).reshape(-1)[0]) % rank] = int(np.asarray(tiles).reshape(-1)[0])
-    ops = {"repeats": NewOp("Constant", attrs={"value": repeats}, name=f"{m['op'].name}/repeats"),
+    ops = {"repeats": constant(repeats, f"{m['op'].name}/repeats"),
            "op": NewOp(inputs=["input", "repeats"], drop_attrs=[LEGACY_ATTR])}
     return Replacement(ops, ["repeats.output -> op.repeats"], {"op.tiles": None, "op.axis": None})
 
@@ -291,8 +325,11 @@ def _tile_down(m: Match) -> Any:
     if len(axes) > 1:
         return Skip(f"repeats {repeats.tolist()} tile more than one axis; Tile-1 tiles one")
     op = m["op"]
-    ops = {"tiles": NewOp("Constant", attrs={"value": np.asarray(repeats[axes[0]], np.int64)}, name=f"{op.name}/tiles"),
-           "axis": NewOp("Constant", attrs={"value": np.asarray(axes[0], np.int64)}, name=f"{op.name}/axis"),
+    kind = dtype_of(m, "op", "input")  # Tile-1's counts have the input's (float) type
+    if kind is None:
+        return Skip("Tile-1's tiles and axis have the input's dtype, which is unknown")
+    ops = {"tiles": constant(repeats[axes[0]], f"{op.name}/tiles", kind),
+           "axis": constant(axes[0], f"{op.name}/axis", kind),
            "op": NewOp(inputs=["input", "tiles", "axis"])}
     return Replacement(ops, ["tiles.output -> op.tiles", "axis.output -> op.axis"], {"op.repeats": None})
 
@@ -301,87 +338,13 @@ def _batchnorm_consumed(m: Match) -> Mapping[str, Any]:
     return {LEGACY_ATTR: [0] * len(m["op"].inputs)}  # required before 6; zeros: nothing in place
 
 
-# -- 7 ----------------------------------------------------------------------------------------------
-
-BINARY = ("Add", "Sub", "Mul", "Div", "Pow", "And", "Or", "Xor", "Equal", "Greater", "Less")
-
-
-def _rank_of(m: Match, port: str) -> int | None:
-    rank = m.input_rank("op", port)
-    if rank is None and (value := m.constant("op", port)) is not None:
-        rank = np.asarray(value).ndim
-    return rank
-
-
-def _broadcast_up(m: Match) -> Any:
-    """Legacy broadcasting aligns B with A's trailing axes (numpy's rule), or from ``axis``: then
-    B gets trailing axes of size 1 (Unsqueeze) so that numpy aligns it the same way."""
-    op = m["op"]
-    drop = [a for a in ("broadcast", "axis", LEGACY_ATTR) if a in op.attrs]
-    axis = op.attrs.get("axis")
-    if not op.attrs.get("broadcast") or axis is None:
-        return Replacement({"op": NewOp(drop_attrs=drop)}) if drop else RELABEL
-    rank_a, rank_b = _rank_of(m, op.input_names[0]), _rank_of(m, op.input_names[1])
-    if rank_a is None or rank_b is None:
-        return Skip(f"broadcast from axis {axis} needs the ranks of both inputs, and one is unknown")
-    trailing = rank_a - int(axis) % max(rank_a, 1) - rank_b
-    if trailing < 0:
-        return Skip(f"B of rank {rank_b} does not fit A of rank {rank_a} from axis {axis}")
-    if trailing == 0:
-        return Replacement({"op": NewOp(drop_attrs=drop)})
-    ops = {"unsqueeze": NewOp("Unsqueeze", attrs={"axes": list(range(rank_b, rank_b + trailing))},
-                              name=f"{op.name}/{op.input_names[1]}"),
-           "op": NewOp(drop_attrs=drop)}
-    b = op.input_names[1]
-    return Replacement(ops, [f"unsqueeze.expanded -> op.{b}"], {f"op.{b}": "unsqueeze.data"})
-
-
-def _broadcast_down(m: Match) -> Any:
-    """Before 7 the shapes must be equal, or B's a suffix of A's (``broadcast=1``)."""
-    op = m["op"]
-    a, b = (m.input_attrs("op", p).get("shape") for p in op.input_names[:2])
-    if a is None or b is None or None in a or None in b:
-        return Skip("legacy broadcasting needs both input shapes, and one is unknown")
-    a, b = tuple(a), tuple(b)
-    if a == b:
-        return RELABEL
-    if len(b) <= len(a) and (a[len(a) - len(b):] == b or int(np.prod(b)) == 1):
-        return Replacement({"op": NewOp(attrs={"broadcast": 1})})
-    return Skip(f"shapes {list(a)} and {list(b)} broadcast in a way opsets before 7 cannot express")
-
-
-def _batchnorm_test(m: Match) -> Mapping[str, Any]:
-    return {"is_test": 1} if len(m["op"].outputs) == 1 else {}
-
-
-def _upsample_up(m: Match) -> Any:
-    op = m["op"]
-    mode = op.attrs.get("mode", "nearest")
-    scales = [1.0, 1.0, float(op.attrs["height_scale"]), float(op.attrs["width_scale"])]
-    return Replacement({"op": NewOp(attrs={"scales": scales, "mode": "linear" if mode == "bilinear" else mode},
-                                    drop_attrs=["height_scale", "width_scale"])})
-
-
-def _upsample_down(m: Match) -> Any:
-    op = m["op"]
-    scales = [float(s) for s in op.attrs.get("scales", ())]
-    if len(scales) != 4 or scales[:2] != [1.0, 1.0]:
-        return Skip(f"scales {scales} do not scale only the last two axes of a 4-D input, as Upsample-1 does")
-    mode = op.attrs.get("mode", "nearest")
-    return Replacement({"op": NewOp(attrs={"height_scale": scales[2], "width_scale": scales[3],
-                                           "mode": "bilinear" if mode == "linear" else mode},
-                                    drop_attrs=["scales"])})
-
-
-RNNS = ("RNN", "GRU", "LSTM")
-
 #: opset v -> [(op types, up rules (v-1 -> v), down rules (v -> v-1))]
 LEGACY: dict[int, list[tuple[tuple[str, ...], list[Rule], list[Rule]]]] = {
     2: [(("GlobalLpPool", "LpPool"), _one(("GlobalLpPool", "LpPool"), _p_int, "p_to_int"),
          _one(("GlobalLpPool", "LpPool"), _p_float, "p_to_float")),
         (("Pad",), _one(("Pad",), _rename_attr("paddings", "pads"), "paddings_to_pads"),
          _one(("Pad",), _rename_attr("pads", "paddings"), "pads_to_paddings")),
-        (("Split",), _one(("Split",), _split_up, "split_input_to_attr"),
+        (("Split",), with_constants(("Split",), ["split"], _split_up, "split_input_to_attr"),
          _one(("Split",), _split_down, "split_outputs"))],
     3: [(("GRU",), _one(("GRU",), _gru_direction, "direction_spelling"), _one(("GRU",), _gru_down, "y_h"))],
     4: [(("Concat",), _one(("Concat",), _concat_axis, "default_axis"), _one(("Concat",), _relabel, "axis"))],
@@ -389,16 +352,9 @@ LEGACY: dict[int, list[tuple[tuple[str, ...], list[Rule], list[Rule]]]] = {
                                        "shape_to_input"),
          inputs_to_attrs(("Reshape",), [("shape", "shape", ints)], "shape_to_attr"))],
     6: [(("Cast",), _one(("Cast",), _cast_up, "to_code"), _one(("Cast",), _cast_down, "to_name")),
-        (("Tile",), _one(("Tile",), _tile_up, "tiles_to_repeats"), _one(("Tile",), _tile_down, "repeats_to_tiles")),
+        (("Tile",), with_constants(("Tile",), ["tiles", "axis"], _tile_up, "tiles_to_repeats"),
+         with_constants(("Tile",), ["repeats"], _tile_down, "repeats_to_tiles")),
         (("BatchNormalization",), drop_rule(("BatchNormalization",), (), "consumed_inputs"),
          drop_rule(("BatchNormalization",), (), "consumed_inputs", _batchnorm_consumed))],
-    7: [(BINARY, _one(BINARY, _broadcast_up, "numpy_broadcast"), _one(BINARY, _broadcast_down, "legacy_broadcast")),
-        (("Gemm",), drop_rule(("Gemm",), ("broadcast",), "broadcast"),
-         drop_rule(("Gemm",), (), "broadcast", lambda m: {"broadcast": 1})),
-        (("Dropout",), drop_rule(("Dropout",), ("is_test",), "is_test"),
-         drop_rule(("Dropout",), (), "is_test", lambda m: {"is_test": 1})),
-        (("BatchNormalization",), drop_rule(("BatchNormalization",), ("is_test",), "is_test"),
-         drop_rule(("BatchNormalization",), (), "is_test", _batchnorm_test)),
-        (("Upsample",), _one(("Upsample",), _upsample_up, "scales"), _one(("Upsample",), _upsample_down, "scales"))],
 }
 

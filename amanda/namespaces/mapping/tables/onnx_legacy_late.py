@@ -1,6 +1,9 @@
-"""Rules for the ONNX ops whose signature changed between opsets 7 and 11; ``LATE[v]`` has the
+"""Rules for the ONNX ops whose signature changed between opsets 6 and 11; ``LATE[v]`` has the
 shape of ``onnx_changes.CHANGES[v]``.
 
+- 7: ``broadcast``/``axis`` of binary ops -> numpy broadcasting; ``is_test`` of Dropout and
+  BatchNormalization, ``output_sequence`` of RNN/GRU/LSTM and Gemm's ``broadcast`` dropped;
+  Upsample ``height_scale``/``width_scale`` -> ``scales``.
 - 8: Max, Min, Sum and Mean broadcast (before: equal shapes only; going down checks them).
 - 9: BatchNormalization's ``spatial`` dropped (0 is refused); Upsample's ``scales`` attribute
   became an input; Scan lost its batch axis (refused both ways).
@@ -23,12 +26,17 @@ from amanda.namespaces.mapping.rule import RELABEL, Match, NewOp, Replacement, S
 from amanda.namespaces.mapping.tables.onnx_changes import Rule, _one
 from amanda.namespaces.mapping.tables.onnx_legacy import (
     LEGACY,
+    LEGACY_ATTR,
     attrs_to_inputs,
+    constant,
+    drop_rule,
     dtype_of,
     floats,
     inputs_to_attrs,
     ints,
     scalar,
+    shape_of,
+    with_constants,
 )
 
 __all__ = ["ALL_LEGACY"]
@@ -36,11 +44,85 @@ __all__ = ["ALL_LEGACY"]
 _VARIADIC_8 = ("Max", "Min", "Sum", "Mean")
 
 
+# -- 7 ----------------------------------------------------------------------------------------------
+
+BINARY = ("Add", "Sub", "Mul", "Div", "Pow", "And", "Or", "Xor", "Equal", "Greater", "Less")
+
+
+def _rank_of(m: Match, port: str) -> int | None:
+    rank = m.input_rank("op", port)
+    if rank is None and (value := m.constant("op", port)) is not None:
+        rank = np.asarray(value).ndim
+    return rank
+
+
+def _broadcast_up(m: Match) -> Any:
+    """Legacy broadcasting aligns B with A's trailing axes (numpy's rule), or from ``axis``: then
+    B gets trailing axes of size 1 (Unsqueeze) so that numpy aligns it the same way."""
+    op = m["op"]
+    drop = [a for a in ("broadcast", "axis", LEGACY_ATTR) if a in op.attrs]
+    axis = op.attrs.get("axis")
+    if not op.attrs.get("broadcast") or axis is None:
+        return Replacement({"op": NewOp(drop_attrs=drop)}) if drop else RELABEL
+    rank_a, rank_b = _rank_of(m, op.input_names[0]), _rank_of(m, op.input_names[1])
+    if rank_a is None or rank_b is None:
+        return Skip(f"broadcast from axis {axis} needs the ranks of both inputs, and one is unknown")
+    trailing = rank_a - int(axis) % max(rank_a, 1) - rank_b
+    if trailing < 0:
+        return Skip(f"B of rank {rank_b} does not fit A of rank {rank_a} from axis {axis}")
+    if trailing == 0:
+        return Replacement({"op": NewOp(drop_attrs=drop)})
+    ops = {"unsqueeze": NewOp("Unsqueeze", attrs={"axes": list(range(rank_b, rank_b + trailing))},
+                              name=f"{op.name}/{op.input_names[1]}"),
+           "op": NewOp(drop_attrs=drop)}
+    b = op.input_names[1]
+    return Replacement(ops, [f"unsqueeze.expanded -> op.{b}"], {f"op.{b}": "unsqueeze.data"})
+
+
+def _broadcast_down(m: Match) -> Any:
+    """Before 7 the shapes must be equal, or B's a suffix of A's (``broadcast=1``)."""
+    op = m["op"]
+    a, b = (shape_of(m, "op", p) for p in op.input_names[:2])
+    if a is None or b is None:
+        return Skip("legacy broadcasting needs both input shapes, and one is unknown")
+    if a == b:
+        return RELABEL
+    if len(b) <= len(a) and (a[len(a) - len(b):] == b or int(np.prod(b)) == 1):
+        return Replacement({"op": NewOp(attrs={"broadcast": 1})})
+    return Skip(f"shapes {list(a)} and {list(b)} broadcast in a way opsets before 7 cannot express")
+
+
+def _batchnorm_test(m: Match) -> Mapping[str, Any]:
+    return {"is_test": 1} if len(m["op"].outputs) == 1 else {}
+
+
+def _upsample_up(m: Match) -> Any:
+    op = m["op"]
+    mode = op.attrs.get("mode", "nearest")
+    scales = [1.0, 1.0, float(op.attrs["height_scale"]), float(op.attrs["width_scale"])]
+    return Replacement({"op": NewOp(attrs={"scales": scales, "mode": "linear" if mode == "bilinear" else mode},
+                                    drop_attrs=["height_scale", "width_scale"])})
+
+
+def _upsample_down(m: Match) -> Any:
+    op = m["op"]
+    scales = [float(s) for s in op.attrs.get("scales", ())]
+    if len(scales) != 4 or scales[:2] != [1.0, 1.0]:
+        return Skip(f"scales {scales} do not scale only the last two axes of a 4-D input, as Upsample-1 does")
+    mode = op.attrs.get("mode", "nearest")
+    return Replacement({"op": NewOp(attrs={"height_scale": scales[2], "width_scale": scales[3],
+                                           "mode": "bilinear" if mode == "linear" else mode},
+                                    drop_attrs=["scales"])})
+
+
+RNNS = ("RNN", "GRU", "LSTM")
+
+
 def _same_shapes(m: Match) -> Any:
-    found = [m.input_attrs("op", p).get("shape") for p in m["op"].input_names]
-    if any(s is None or None in s for s in found):
+    found = [shape_of(m, "op", p) for p in m["op"].input_names]
+    if any(s is None for s in found):
         return Skip("before opset 8 every input must have the same shape, and a shape is unknown")
-    shapes = [tuple(s) for s in found if s is not None]
+    shapes = [s for s in found if s is not None]
     if len(set(shapes)) > 1:
         return Skip(f"shapes {[list(s) for s in shapes]} differ; before opset 8 they must be equal")
     return RELABEL
@@ -105,7 +187,7 @@ def _resize_11(m: Match, x: str, scales: str, out: str) -> Any:
             return Skip("nearest mode needs constant scales, all >= 1 or all <= 1, to know its "
                         "rounding at opset 11")
         attrs["nearest_mode"] = rounding
-    ops = {"roi": NewOp("Constant", attrs={"value": np.zeros(0, np.float32)}, name=f"{op.name}/roi"),
+    ops = {"roi": constant(np.zeros(0, np.float32), f"{op.name}/roi"),
            "op": NewOp(type="Resize", inputs=["X", "roi", "scales"], outputs=["Y"], attrs=attrs,
                        keep_attrs=True)}
     return Replacement(ops, ["roi.output -> op.roi"], {f"op.{x}": "op.X", f"op.{scales}": "op.scales",
@@ -152,7 +234,7 @@ def _gemm_c(m: Match) -> Any:
     if dtype is None:
         return Skip("C is unfed and A's dtype is unknown; Gemm before 11 needs C")
     op = m["op"]
-    ops = {"c": NewOp("Constant", attrs={"value": np.zeros((), dtype)}, name=f"{op.name}/C"),
+    ops = {"c": constant(np.zeros((), dtype), f"{op.name}/C"),
            "op": NewOp(inputs=["A", "B", "C"])}
     return Replacement(ops, ["c.output -> op.C"])
 
@@ -162,6 +244,14 @@ def _same(value: Any) -> Any:
 
 
 LATE: dict[int, list[tuple[tuple[str, ...], list[Rule], list[Rule]]]] = {
+    7: [(BINARY, _one(BINARY, _broadcast_up, "numpy_broadcast"), _one(BINARY, _broadcast_down, "legacy_broadcast")),
+        (("Gemm",), drop_rule(("Gemm",), ("broadcast",), "broadcast"),
+         drop_rule(("Gemm",), (), "broadcast", lambda m: {"broadcast": 1})),
+        (("Dropout",), drop_rule(("Dropout",), ("is_test",), "is_test"),
+         drop_rule(("Dropout",), (), "is_test", lambda m: {"is_test": 1})),
+        (("BatchNormalization",), drop_rule(("BatchNormalization",), ("is_test",), "is_test"),
+         drop_rule(("BatchNormalization",), (), "is_test", _batchnorm_test)),
+        (("Upsample",), _one(("Upsample",), _upsample_up, "scales"), _one(("Upsample",), _upsample_down, "scales"))],
     8: [(_VARIADIC_8, _one(_VARIADIC_8, _relabel, "broadcast"), _one(_VARIADIC_8, _same_shapes, "same_shapes"))],
     9: [(("BatchNormalization",), _one(("BatchNormalization",), _spatial, "spatial"),
          _one(("BatchNormalization",), _relabel, "spatial")),
@@ -185,7 +275,7 @@ LATE: dict[int, list[tuple[tuple[str, ...], list[Rule], list[Rule]]]] = {
           inputs_to_attrs(("Pad",), [("pads", "pads", ints), ("constant_value", "value", scalar)], "pads_to_attrs")),
          (("Resize", "Upsample"), [*_one(("Resize",), _resize_up, "roi_and_modes"),
                                    *_one(("Upsample",), _upsample_up_11, "upsample_to_resize")],
-          _one(("Resize",), _resize_down, "asymmetric_only")),
+          with_constants(("Resize",), ["roi"], _resize_down, "asymmetric_only")),
          (("Scatter", "ScatterElements"), _one(("Scatter",), _retype("ScatterElements"), "to_scatter_elements"),
           _one(("ScatterElements",), _retype("Scatter"), "to_scatter")),
          (("Gemm",), _one(("Gemm",), _relabel, "c_optional"), _one(("Gemm",), _gemm_c, "c_required"))],
