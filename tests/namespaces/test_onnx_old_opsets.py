@@ -307,3 +307,16 @@ def test_upsample_in_an_opset_10_model():
     proto = model(10, [node("Upsample", ["x", "s"], ["y"], mode="nearest")], {"x": x}, ["y"],
                   {"s": np.array([1, 1, 2, 2], np.float32)})
     up(proto, {"x": x}, [x.repeat(2, axis=2).repeat(2, axis=3)])
+
+
+def test_batchnorm_spatial_0_is_written_out():
+    """BatchNormalization-7 with spatial=0 (statistics per element) computes at 11 what
+    onnxruntime computes, as elementwise ops."""
+    x = f32(2, 3, 4)
+    shape = (3, 4)
+    inits = {"s": f32(*shape), "b": f32(*shape), "m": f32(*shape), "v": np.abs(f32(*shape)) + 0.5}
+    proto = model(8, [node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"], spatial=0, epsilon=1e-2)],
+                  {"x": x}, ["y"], inits)
+    want = (x - inits["m"]) / np.sqrt(inits["v"] + 1e-2) * inits["s"] + inits["b"]
+    (converted, _) = up(proto, {"x": x}, [want])
+    assert "BatchNormalization" not in [op.type for op in converted]

@@ -5,7 +5,8 @@ shape of ``onnx_changes.CHANGES[v]``.
   BatchNormalization, ``output_sequence`` of RNN/GRU/LSTM and Gemm's ``broadcast`` dropped;
   Upsample ``height_scale``/``width_scale`` -> ``scales``.
 - 8: Max, Min, Sum and Mean broadcast (before: equal shapes only; going down checks them).
-- 9: BatchNormalization's ``spatial`` dropped (0 is refused); Upsample's ``scales`` attribute
+- 9: BatchNormalization's ``spatial`` dropped (0, inference only, is written out with
+  elementwise ops); Upsample's ``scales`` attribute
   became an input; Scan lost its batch axis (refused both ways).
 - 10: Slice's ``starts``/``ends``/``axes`` and TopK's ``k`` became inputs; Upsample was replaced
   by Resize (same inputs and meaning).
@@ -135,10 +136,26 @@ def _relabel(m: Match) -> Any:
 # -- 9 ----------------------------------------------------------------------------------------------
 
 def _spatial(m: Match) -> Any:
+    """``spatial=0`` keeps statistics per element (shape C x D1 x …): written out as
+    ``(X - mean) / sqrt(var + epsilon) * scale + B``, which numpy broadcasting aligns the same way."""
     op = m["op"]
-    if int(op.attrs.get("spatial", 1)) == 0:
-        return Skip("spatial=0 (statistics per element, not per channel) has no BatchNormalization-9 form")
-    return Replacement({"op": NewOp(drop_attrs=["spatial"])}) if "spatial" in op.attrs else RELABEL
+    if int(op.attrs.get("spatial", 1)) != 0:
+        return Replacement({"op": NewOp(drop_attrs=["spatial"])}) if "spatial" in op.attrs else RELABEL
+    if len(op.outputs) != 1:
+        return Skip("spatial=0 in training mode (more than one output) has no BatchNormalization-9 form")
+    dtype = dtype_of(m, "op", "X")
+    if dtype is None:
+        return Skip("spatial=0 is written out with an epsilon constant of X's dtype, which is unknown")
+    x, scale, b, mean, var = op.input_names
+    ops = {"eps": constant(op.attrs.get("epsilon", 1e-5), f"{op.name}/epsilon", dtype),
+           "centred": NewOp("Sub", name=f"{op.name}/centred"), "shifted": NewOp("Add", name=f"{op.name}/var_eps"),
+           "std": NewOp("Sqrt", name=f"{op.name}/std"), "normal": NewOp("Div", name=f"{op.name}/normal"),
+           "scaled": NewOp("Mul", name=f"{op.name}/scaled"), "out": NewOp("Add", name=op.name)}
+    edges = ["eps.output -> shifted.B", "shifted.C -> std.X", "centred.C -> normal.A", "std.Y -> normal.B",
+             "normal.C -> scaled.A", "scaled.C -> out.A"]
+    ports = {f"op.{x}": "centred.A", f"op.{mean}": "centred.B", f"op.{var}": "shifted.A",
+             f"op.{scale}": "scaled.B", f"op.{b}": "out.B", f"op.{op.output_names[0]}": "out.C"}
+    return Replacement(ops, edges, ports)
 
 
 def _scan_refused(m: Match) -> Any:
