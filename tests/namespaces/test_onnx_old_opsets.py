@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import amanda
 from amanda.namespaces.mapping import UnmatchedOpsError
@@ -320,3 +322,31 @@ def test_batchnorm_spatial_0_is_written_out():
     want = (x - inits["m"]) / np.sqrt(inits["v"] + 1e-2) * inits["s"] + inits["b"]
     (converted, _) = up(proto, {"x": x}, [want])
     assert "BatchNormalization" not in [op.type for op in converted]
+
+
+@st.composite
+def legacy_broadcasts(draw):
+    """A shape for A, a contiguous run of its dims for B, the axis B starts at (None: B is a
+    suffix, as legacy broadcasting without axis means), an op and an opset below 7."""
+    shape = draw(st.lists(st.integers(1, 4), min_size=1, max_size=4))
+    start = draw(st.integers(0, len(shape) - 1))
+    stop = draw(st.integers(start + 1, len(shape)))
+    axis = None if stop == len(shape) and draw(st.booleans()) else start
+    if axis is not None and draw(st.booleans()):
+        axis -= len(shape)  # a negative axis counts from the end
+    return shape, shape[start:stop], axis, draw(st.sampled_from(sorted(BINARY))), draw(st.integers(1, 6))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(legacy_broadcasts())
+def test_legacy_broadcast_property(case):
+    """For any A shape and any contiguous run of its dims as B, with or without axis, a binary
+    op of opsets 1 to 6 computes at 11 what legacy broadcasting means (numpy written here)."""
+    a_shape, b_shape, axis, op_type, opset = case
+    a, b = np.abs(f32(*a_shape)) + 0.5, np.abs(f32(*b_shape)) + 0.5
+    start = len(a_shape) - len(b_shape) if axis is None else axis % len(a_shape)
+    aligned = b.reshape(tuple(b_shape) + (1,) * (len(a_shape) - start - len(b_shape)))
+    kwargs = {"broadcast": 1} if axis is None else {"broadcast": 1, "axis": axis}
+    proto = model(opset, [node(op_type, ["a", "b"], ["y"], **kwargs)], {"a": a}, ["y"], {"b": b})
+    converted = convert(from_onnx(proto), "amanda/onnx/11")
+    close(session(converted, ["y"], {"a": a}), [BINARY[op_type](a, aligned)])
