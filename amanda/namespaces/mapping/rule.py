@@ -232,6 +232,10 @@ class Match:
         """How many inputs read output ``port`` of ``var``."""
         return len(self._scope.consumers(self.names[var], port))
 
+    def consumers_of(self, name: str, port: str) -> int:
+        """How many inputs read output ``port`` of any op ``name`` of the match's level."""
+        return len(self._scope.consumers(name, port))
+
     def view(self) -> dict[str, Any]:
         """The captures as plain data for expressions: ``{"$m": {...}, "$source", "$target"}``."""
         if self._view is None:

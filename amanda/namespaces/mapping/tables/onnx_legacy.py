@@ -88,16 +88,25 @@ def with_constants(types: Sequence[str], ports: Sequence[str], function: Callabl
                    name: str) -> list[Rule]:
     """Rules running ``function`` on ops of ``types`` whose patterns also capture, as
     ``c_<port>``, each Constant that feeds one of ``ports`` and nothing else: a rule that drops
-    those inputs then removes their Constants too (largest sets first; the last captures none)."""
+    those inputs then removes their Constants too (largest sets first; the last captures none
+    and takes every op left)."""
     named = _named(function, name)
+
+    def sole(m: Match, port: str) -> bool:
+        fed = m.feed(m.names["op"], port)
+        return fed is not None and fed[0] is not None and fed[0].type == "Constant" \
+            and m.consumers_of(str(fed[0].name), fed[1]) == 1
+
     rules: list[Rule] = []
     for size in range(len(ports), -1, -1):
         for subset in itertools.combinations(ports, size):
-            def only_reader(m: Match, subset: tuple[str, ...] = subset) -> bool:
-                return all(m.consumers(f"c_{p}", "output") == 1 for p in subset)
+            def exactly(m: Match, subset: tuple[str, ...] = subset) -> bool:
+                # one pattern per op: the one capturing exactly the Constants only it reads
+                return all(sole(m, p) == (p in subset) for p in ports)
 
+            # the last catches what an earlier rule's edit left (a shared Constant now read once)
             pattern = Pattern({"op": tuple(types), **{f"c_{p}": "Constant" for p in subset}},
-                              [f"c_{p}.output -> op.{p}" for p in subset], only_reader if subset else None)
+                              [f"c_{p}.output -> op.{p}" for p in subset], exactly if subset else None)
             rules.append((pattern, named))
     return rules
 
