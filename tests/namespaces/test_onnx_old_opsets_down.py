@@ -203,3 +203,17 @@ def test_every_schema_change_from_1_to_11_is_covered():
         assert op_type in changed_types(version), (version, op_type)
     for version, op_type in GENERIC:
         assert op_type not in changed_types(version) or op_type in ("Gemm", "Dropout"), (version, op_type)
+
+
+def test_constants_shared_between_ops_going_down():
+    """Slices and Clips sharing their constant inputs all become attribute forms and compute the
+    same numbers; a Constant only one op read goes with it."""
+    x = f32(6, 5)
+    nodes = [node("Slice", ["x", "st", "en"], ["a"]), node("Slice", ["x", "st", "en2"], ["b"]),
+             node("Clip", ["x", "lo", "hi"], ["c"]), node("Clip", ["x", "lo"], ["d"])]
+    inits = {"st": np.array([1]), "en": np.array([4]), "en2": np.array([5]), "lo": np.float32(0), "hi": np.float32(1)}
+    proto = onnx.shape_inference.infer_shapes(model(11, nodes, {"x": x}, ["a", "b", "c", "d"], inits))
+    down = convert(from_onnx(proto), "amanda/onnx/9")
+    assert {op.name for op in down if op.type == "Constant"}.isdisjoint({"en", "hi"})
+    assert all(not op.inputs or op.input_names == ("data",) or op.input_names == ("input",) for op in down)
+    close(onnxruntime(to_onnx(down), {"x": x}), onnxruntime(proto, {"x": x}))
