@@ -350,3 +350,17 @@ def test_legacy_broadcast_property(case):
     proto = model(opset, [node(op_type, ["a", "b"], ["y"], **kwargs)], {"a": a}, ["y"], {"b": b})
     converted = convert(from_onnx(proto), "amanda/onnx/11")
     close(session(converted, ["y"], {"a": a}), [BINARY[op_type](a, aligned)])
+
+
+def test_old_opset_models_import_into_their_opset_and_validate():
+    """A model of opset N imports into amanda/onnx/N and validates as it is, Cast-1's type name
+    included (type inference reads it)."""
+    from amanda.types import infer_types
+
+    x = f32(2, 3)
+    proto = model(1, [node("Cast", ["x"], ["c"], to="DOUBLE"), node("Relu", ["c"], ["r"], consumed_inputs=[0])],
+                  {"x": x}, ["r"])
+    container = from_onnx(proto)
+    assert container.namespace == "amanda/onnx/1"
+    assert validate(container) == []
+    assert infer_types(container)[(), "r"].dtype == "float64"

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from amanda.namespaces.attr_types import ONNX_DTYPES
 from amanda.namespaces.mapping.pattern import Pattern
 from amanda.namespaces.mapping.rule import RELABEL, Match, NewOp, Replacement, Skip
 from amanda.namespaces.mapping.tables.onnx_changes import Rule, _named, _one
@@ -33,10 +34,10 @@ DROPPED: dict[int, dict[str, frozenset[str] | None]] = {
     7: {"output_sequence": frozenset({"RNN", "GRU", "LSTM"})},
 }
 
-#: ONNX TensorProto data types by name (Cast-1 names them; Cast-6 numbers them)
-TYPE_CODES = {"FLOAT": 1, "UINT8": 2, "INT8": 3, "UINT16": 4, "INT16": 5, "INT32": 6, "INT64": 7,
-              "STRING": 8, "BOOL": 9, "FLOAT16": 10, "DOUBLE": 11, "UINT32": 12, "UINT64": 13,
-              "COMPLEX64": 14, "COMPLEX128": 15}
+#: ONNX TensorProto data types by name (Cast-1 names them; Cast-6 numbers them); Cast-1 knew the
+#: first 15
+TYPE_CODES = {name: code for code, name in ONNX_DTYPES.items()}
+CAST_1_CODES = range(1, 16)
 
 
 def _version(namespace: str) -> int:
@@ -299,16 +300,15 @@ def _cast_up(m: Match) -> Any:
     to = m["op"].attrs.get("to")
     code = TYPE_CODES.get(str(to).upper())
     if code is None:
-        return Skip(f"to={to!r} is not an ONNX data type name ({', '.join(TYPE_CODES)})")
+        return Skip(f"to={to!r} is not an ONNX data type name ({', '.join(list(TYPE_CODES)[:15])} …)")
     return Replacement({"op": NewOp(attrs={"to": code})})
 
 
 def _cast_down(m: Match) -> Any:
     to = m["op"].attrs.get("to")
-    names = {code: type_name for type_name, code in TYPE_CODES.items()}
-    if not isinstance(to, (int, np.integer)) or int(to) not in names:
+    if not isinstance(to, (int, np.integer)) or int(to) not in CAST_1_CODES:
         return Skip(f"to={to!r} is not a data type Cast-1 can name")
-    return Replacement({"op": NewOp(attrs={"to": names[int(to)]})})
+    return Replacement({"op": NewOp(attrs={"to": ONNX_DTYPES[int(to)]})})
 
 
 def _tile_up(m: Match) -> Any:
