@@ -163,8 +163,7 @@ GENERIC = {
         "InstanceNormalization", "LeakyRelu", "Log", "Max", "Mean", "Min", "Mul", "Neg", "PRelu",
         "Reciprocal", "Relu", "Selu", "Sigmoid", "Sqrt", "Sub", "Sum", "Tanh")},
     (6, "Gemm"): "doc only", (7, "AveragePool"): "count_include_pad added, default as before",
-    (7, "PRelu"): "slope broadcasts (a superset)", (7, "GRU"): "output_sequence dropped",
-    (7, "LSTM"): "output_sequence dropped", (7, "RNN"): "output_sequence dropped",
+    (7, "PRelu"): "slope broadcasts (a superset)",
     (8, "MaxPool"): "storage_order and Indices added", (10, "AveragePool"): "ceil_mode added",
     (10, "MaxPool"): "ceil_mode and dilations added", (10, "Dropout"): "mask type",
     (11, "DepthToSpace"): "mode added, DCR as before", (11, "TopK"): "largest and sorted added, as before",
@@ -181,7 +180,7 @@ GENERIC = {
 SPECIFIC = {
     (2, "GlobalLpPool"), (2, "LpPool"), (2, "Pad"), (2, "Split"), (3, "GRU"), (4, "Concat"), (5, "Reshape"),
     (6, "BatchNormalization"), (6, "Cast"), (6, "Tile"), (7, "BatchNormalization"), (7, "Dropout"), (7, "Gemm"),
-    (7, "Upsample"), (8, "Max"), (8, "Min"), (8, "Sum"), (8, "Mean"), (9, "BatchNormalization"), (9, "Upsample"),
+    (7, "Upsample"), (7, "RNN"), (7, "GRU"), (7, "LSTM"), (8, "Max"), (8, "Min"), (8, "Sum"), (8, "Mean"), (9, "BatchNormalization"), (9, "Upsample"),
     (9, "Scan"), (10, "Slice"), (10, "TopK"), (10, "Upsample"), (11, "Clip"), (11, "Pad"), (11, "Resize"),
     (11, "Scatter"), (11, "Gemm"),
     *((7, t) for t in ("Add", "Sub", "Mul", "Div", "Pow", "And", "Or", "Xor", "Equal", "Greater", "Less")),
@@ -217,3 +216,14 @@ def test_constants_shared_between_ops_going_down():
     assert {op.name for op in down if op.type == "Constant"}.isdisjoint({"en", "hi"})
     assert all(not op.inputs or op.input_names == ("data",) or op.input_names == ("input",) for op in down)
     close(onnxruntime(to_onnx(down), {"x": x}), onnxruntime(proto, {"x": x}))
+
+
+def test_rnn_output_sequence_comes_back_when_y_is_read():
+    """A GRU-7 whose Y is read gets output_sequence=1 at opset 6 (before 7 Y is given only then)."""
+    x, w, r = f32(4, 2, 3), f32(1, 15, 3), f32(1, 15, 5)
+    proto = model(7, [node("GRU", ["x", "w", "r"], ["y", "h"], hidden_size=5)], {"x": x}, ["y", "h"], {"w": w, "r": r})
+    down = convert(from_onnx(proto), "amanda/onnx/6")
+    (gru,) = [op for op in down if op.type == "GRU"]
+    assert gru.attrs["output_sequence"] == 1
+    back = convert(down, "amanda/onnx/11")
+    close(onnxruntime(to_onnx(back), {"x": x}), onnxruntime(proto, {"x": x}))

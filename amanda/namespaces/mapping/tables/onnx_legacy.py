@@ -31,7 +31,6 @@ LEGACY_ATTR = "consumed_inputs"  # an in-place hint with no meaning for the resu
 #: opset v -> {attribute: op types (None: every op)} that going up to v drops whatever its value
 DROPPED: dict[int, dict[str, frozenset[str] | None]] = {
     6: {LEGACY_ATTR: None},
-    7: {"output_sequence": frozenset({"RNN", "GRU", "LSTM"})},
 }
 
 #: ONNX TensorProto data types by name (Cast-1 names them; Cast-6 numbers them); Cast-1 knew the
@@ -44,7 +43,8 @@ def _version(namespace: str) -> int:
     return int(namespace.rsplit("/", 1)[1])
 
 
-#: ops whose first output has the dtype of their first input (dtype_of looks through them)
+#: ops whose first output has the dtype of their first input (dtype_of looks through them; not
+#: through the others, such as TopK's Indices or Dropout's mask)
 SAME_DTYPE = frozenset({
     "Abs", "Add", "AveragePool", "BatchNormalization", "Ceil", "Clip", "Concat", "Conv", "ConvTranspose",
     "DepthToSpace", "Div", "Dropout", "Elu", "Exp", "Expand", "Flatten", "Floor", "Gather", "Gemm",
@@ -71,7 +71,7 @@ def dtype_of(m: Match, var: str, port: str) -> str | None:
         fed = m.feed(name, port_name)
         if fed is None:
             return None
-        op, _out, attrs = fed
+        op, out, attrs = fed
         if attrs.get("dtype"):
             return str(attrs["dtype"])
         if op is None or not op.inputs and op.type not in ("Constant", "Const"):
@@ -79,7 +79,7 @@ def dtype_of(m: Match, var: str, port: str) -> str | None:
         if op.type in ("Constant", "Const"):
             value = next((op.attrs[k] for k in ("value", "value_float", "value_floats") if k in op.attrs), None)
             return None if value is None else str(np.asarray(value).dtype)
-        if op.type not in SAME_DTYPE:
+        if op.type not in SAME_DTYPE or out != op.output_names[0]:  # TopK's Indices are int64
             return None
         name, port_name = str(op.name), op.input_names[0]
     return None
@@ -164,11 +164,9 @@ def attrs_to_inputs(types: Sequence[str], moves: Sequence[Move], order: Sequence
 Back = tuple[str, str, Callable[[np.ndarray], Any]]
 
 
-def inputs_to_attrs(types: Sequence[str], backs: Sequence[Back], name: str,
-                    attrs: Callable[[Match], Mapping[str, Any]] | None = None) -> list[Rule]:
+def inputs_to_attrs(types: Sequence[str], backs: Sequence[Back], name: str) -> list[Rule]:
     """Down: each input of ``backs`` fed by a Constant becomes its attribute; an unfed one stays
-    unset; one computed at run time (or a value ``convert`` refuses) leaves the op unmatched.
-    ``attrs(m)`` adds attributes."""
+    unset; one computed at run time (or a value ``convert`` refuses) leaves the op unmatched."""
 
     def rule(m: Match) -> Any:
         op = m["op"]
@@ -186,8 +184,6 @@ def inputs_to_attrs(types: Sequence[str], backs: Sequence[Back], name: str,
                 return Skip(f"its {port!r} input {np.asarray(value).tolist()} {exc}")
             if converted is not None:
                 found[attr] = converted
-        if attrs is not None:
-            found.update(attrs(m))
         dropped = {p for p, _, _ in backs}
         inputs = [p for p in op.input_names if p not in dropped]
         return Replacement({"op": NewOp(inputs=inputs, attrs=found)},

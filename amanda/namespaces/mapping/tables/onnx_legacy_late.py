@@ -119,6 +119,12 @@ def _upsample_down(m: Match) -> Any:
 RNNS = ("RNN", "GRU", "LSTM")
 
 
+def _output_sequence(m: Match) -> Mapping[str, Any]:
+    """Before 7 an RNN gives its ``Y`` output only with ``output_sequence=1``."""
+    op = m["op"]
+    return {"output_sequence": 1} if "Y" in op.output_names and m.consumers("op", "Y") else {}
+
+
 def _same_shapes(m: Match) -> Any:
     found = [shape_of(m, "op", p) for p in m["op"].input_names]
     if any(s is None for s in found):
@@ -268,6 +274,8 @@ LATE: dict[int, list[tuple[tuple[str, ...], list[Rule], list[Rule]]]] = {
          drop_rule(("Dropout",), (), "is_test", lambda m: {"is_test": 1})),
         (("BatchNormalization",), drop_rule(("BatchNormalization",), ("is_test",), "is_test"),
          drop_rule(("BatchNormalization",), (), "is_test", _batchnorm_test)),
+        (RNNS, drop_rule(RNNS, ("output_sequence",), "output_sequence"),
+         drop_rule(RNNS, (), "output_sequence", _output_sequence)),
         (("Upsample",), _one(("Upsample",), _upsample_up, "scales"), _one(("Upsample",), _upsample_down, "scales"))],
     8: [(_VARIADIC_8, _one(_VARIADIC_8, _relabel, "broadcast"), _one(_VARIADIC_8, _same_shapes, "same_shapes"))],
     9: [(("BatchNormalization",), _one(("BatchNormalization",), _spatial, "spatial"),
