@@ -8,6 +8,10 @@ for 7 to 11); ``LEGACY[v]`` has the shape of ``onnx_changes.CHANGES[v]``.
 - 5: Reshape's ``shape`` attribute became an input.
 - 6: ``consumed_inputs`` dropped (``DROPPED``); Cast ``to`` a type name -> a type code; Tile
   ``(input, tiles, axis)`` -> ``(input, repeats)``; BatchNormalization-1 needs consumed_inputs.
+
+>>> from amanda.namespaces.mapping.tables.onnx_opsets import adapter
+>>> adapter(4, 5).rule_names, adapter(6, 5).rule_names[:3]
+(['reshape_shape_to_input', 'compatible'], ['cast_to_name', 'tile_repeats_to_tiles', 'tile_repeats_to_tiles_capturing_none'])
 """
 
 from __future__ import annotations
@@ -91,8 +95,6 @@ def with_constants(types: Sequence[str], ports: Sequence[str], function: Callabl
     ``c_<port>``, each Constant that feeds one of ``ports`` and nothing else: a rule that drops
     those inputs then removes their Constants too (largest sets first; the last captures none
     and takes every op left)."""
-    named = _named(function, name)
-
     def sole(m: Match, port: str) -> bool:
         fed = m.feed(m.names["op"], port)
         return fed is not None and fed[0] is not None and fed[0].type == "Constant" \
@@ -108,7 +110,12 @@ def with_constants(types: Sequence[str], ports: Sequence[str], function: Callabl
             # the last catches what an earlier rule's edit left (a shared Constant now read once)
             pattern = Pattern({"op": tuple(types), **{f"c_{p}": "Constant" for p in subset}},
                               [f"c_{p}.output -> op.{p}" for p in subset], exactly if subset else None)
-            rules.append((pattern, named))
+            suffix = "" if size == len(ports) else "_capturing_" + ("_".join(subset) or "none")
+
+            def variant(m: Match) -> Any:
+                return function(m)
+
+            rules.append((pattern, _named(variant, name + suffix)))
     return rules
 
 

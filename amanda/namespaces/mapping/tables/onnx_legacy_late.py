@@ -14,6 +14,10 @@ shape of ``onnx_changes.CHANGES[v]``.
   and the coordinate and rounding modes (Resize-10 is ``asymmetric``, nearest rounding down when
   enlarging and up when shrinking, as onnxruntime computes it); Scatter became ScatterElements;
   Gemm's ``C`` became optional.
+
+>>> from amanda.namespaces.mapping.tables.onnx_opsets import adapter
+>>> adapter(10, 11).rule_names[:3]
+['clip_min_max_to_inputs', 'pad_pads_to_inputs', 'resize_roi_and_modes']
 """
 
 from __future__ import annotations
