@@ -97,6 +97,17 @@ def _broadcast_down(m: Match) -> Any:
     return Skip(f"shapes {list(a)} and {list(b)} broadcast in a way opsets before 7 cannot express")
 
 
+def _is_test_up(m: Match) -> Any:
+    """``is_test`` goes; an explicit 0 (training) survives only where the outputs say so from 7
+    on: a BatchNormalization declaring its statistics outputs (as onnx's converter does)."""
+    op = m["op"]
+    if "is_test" in op.attrs and not int(op.attrs["is_test"]) and (op.type == "Dropout" or len(op.outputs) == 1):
+        mode = "random dropping" if op.type == "Dropout" else "normalizing by the batch's statistics"
+        return Skip(f"is_test=0 ({mode}, training mode) has no {op.type}-7 form")
+    drop = [a for a in ("is_test", LEGACY_ATTR) if a in op.attrs]
+    return Replacement({"op": NewOp(drop_attrs=drop)}) if drop else RELABEL
+
+
 def _batchnorm_test(m: Match) -> Mapping[str, Any]:
     return {"is_test": 1} if len(m["op"].outputs) == 1 else {}
 
@@ -274,9 +285,9 @@ LATE: dict[int, list[tuple[tuple[str, ...], list[Rule], list[Rule]]]] = {
     7: [(BINARY, _one(BINARY, _broadcast_up, "numpy_broadcast"), _one(BINARY, _broadcast_down, "legacy_broadcast")),
         (("Gemm",), drop_rule(("Gemm",), ("broadcast",), "broadcast"),
          drop_rule(("Gemm",), (), "broadcast", lambda m: {"broadcast": 1})),
-        (("Dropout",), drop_rule(("Dropout",), ("is_test",), "is_test"),
+        (("Dropout",), _one(("Dropout",), _is_test_up, "is_test"),
          drop_rule(("Dropout",), (), "is_test", lambda m: {"is_test": 1})),
-        (("BatchNormalization",), drop_rule(("BatchNormalization",), ("is_test",), "is_test"),
+        (("BatchNormalization",), _one(("BatchNormalization",), _is_test_up, "is_test"),
          drop_rule(("BatchNormalization",), (), "is_test", _batchnorm_test)),
         (RNNS, drop_rule(RNNS, ("output_sequence",), "output_sequence"),
          drop_rule(RNNS, (), "output_sequence", _output_sequence)),
