@@ -262,16 +262,16 @@ def test_onnx_version_converter_models(opset):
     up(old, feeds, onnxruntime(proto, feeds))
 
 
-@pytest.mark.parametrize("opset", [7, 10])
-@pytest.mark.parametrize("mode,scales", [("nearest", [1, 1, 2, 3]), ("nearest", [1, 1, 0.5, 0.6]),
-                                         ("linear", [1, 1, 2, 1.5]), ("linear", [1, 1, 0.5, 0.5])])
+ENLARGE = [("nearest", [1, 1, 2, 3]), ("linear", [1, 1, 2, 1.5])]
+SHRINK = [("nearest", [1, 1, 0.5, 0.6]), ("linear", [1, 1, 0.5, 0.5])]
+
+
+@pytest.mark.parametrize("opset,mode,scales", [(7, *c) for c in ENLARGE] + [(10, *c) for c in ENLARGE + SHRINK])
 def test_upsample_and_resize_10_become_resize_11(opset, mode, scales):
-    """Upsample-7 and Resize-10 (asymmetric; nearest rounds down enlarging, up shrinking) give
-    onnxruntime's numbers as Resize-11."""
+    """Upsample-7 (which only enlarges) and Resize-10 (asymmetric; nearest rounds down enlarging,
+    up shrinking) give onnxruntime's numbers as Resize-11."""
     x = f32(1, 2, 5, 6)
     if opset == 7:
-        if min(scales) < 1:
-            pytest.skip("Upsample only enlarges")
         proto = model(7, [node("Upsample", ["x"], ["y"], scales=[float(s) for s in scales], mode=mode)], {"x": x}, ["y"])
     else:
         proto = model(10, [node("Resize", ["x", "s"], ["y"], mode=mode)], {"x": x}, ["y"],
@@ -281,9 +281,9 @@ def test_upsample_and_resize_10_become_resize_11(opset, mode, scales):
     assert resize.attrs["coordinate_transformation_mode"] == "asymmetric"
 
 
-def test_clip_pad_slice_topk_of_opset_10():
+def test_clip_pad_slice_topk_attributes_become_inputs():
     """Clip's min/max (only max set), Pad's pads/value, Slice's and TopK's attributes become
-    inputs and compute what onnxruntime computes at opsets 6 to 10."""
+    inputs and compute what onnxruntime computes for models of opsets 7 and 9."""
     x = f32(2, 3, 4)
     nodes = [node("Clip", ["x"], ["c"], max=0.5), node("Clip", ["x"], ["c2"], min=-0.2, max=0.3),
              node("Pad", ["c"], ["p"], pads=[0, 1, 0, 0, 2, 1], value=-1.0),
