@@ -106,24 +106,15 @@ def _body_problem(op: Any, low: int, high: int) -> str | None:
     return None
 
 
-def _compatible(m: Match, source: int, target: int) -> Any:
-    """The generic rule: relabel, adjusting attributes whose defaults or existence changed."""
-    op = m["op"]
-    old, new = _schema(source, op.type), _schema(target, op.type)
-    if new is None:
-        return Skip(f"{op.type} is not in opset {target}")
-    if old is None:
-        return Skip(f"{op.type} is not in opset {source}")
+def _attr_updates(op: Any, old: Any, new: Any, source: int, target: int) -> dict[str, Any] | Skip:
+    """Attributes to set (None: unset) for ``op`` to mean the same under schema ``new``."""
     updates: dict[str, Any] = {}
     meaningless = _dropped(target, str(op.type)) if target > source else frozenset()
     for key, value in op.attrs.items():
         if key in IGNORED_ATTRS or key in new.attrs or value is None:
             continue
-        if key in meaningless:
-            updates[key] = None
-            continue
         default = old.attrs[key].default if key in old.attrs else None
-        if default is not None and value_key(value) == value_key(default):
+        if key in meaningless or (default is not None and value_key(value) == value_key(default)):
             updates[key] = None
         else:
             return Skip(f"attribute {key}={value!r} has no equivalent in opset {target}")
@@ -132,12 +123,33 @@ def _compatible(m: Match, source: int, target: int) -> Any:
             continue
         if value_key(attr.default) != value_key(new.attrs[key].default):
             updates[key] = attr.default  # the value the op meant by leaving it unset
-    if target < source:
-        for (op_type, added), values in VALUES_ADDED.items():
-            if op_type == op.type and target < added <= source:
-                for key, bad in values.items():
-                    if op.attrs.get(key) in bad:
-                        return Skip(f"{key}={op.attrs[key]!r} does not exist before opset {added}")
+    return updates
+
+
+def _value_problem(op: Any, source: int, target: int) -> str | None:
+    """Going down: an attribute value the target opset does not know yet."""
+    for (op_type, added), values in VALUES_ADDED.items():
+        if op_type == op.type and target < added <= source:
+            for key, bad in values.items():
+                if op.attrs.get(key) in bad:
+                    return f"{key}={op.attrs[key]!r} does not exist before opset {added}"
+    return None
+
+
+def _compatible(m: Match, source: int, target: int) -> Any:
+    """The generic rule: relabel, adjusting attributes whose defaults or existence changed."""
+    op = m["op"]
+    old, new = _schema(source, op.type), _schema(target, op.type)
+    if new is None:
+        return Skip(f"{op.type} is not in opset {target}")
+    if old is None:
+        return Skip(f"{op.type} is not in opset {source}")
+    updates = _attr_updates(op, old, new, source, target)
+    if isinstance(updates, Skip):
+        return updates
+    problem = _value_problem(op, source, target) if target < source else None
+    if problem:
+        return Skip(problem)
     attrs = {k: v for k, v in op.attrs.items() if updates.get(k, v) is not None}
     attrs.update({k: v for k, v in updates.items() if v is not None})
     in_renames, out_renames = _renames(old.inputs, new.inputs), _renames(old.outputs, new.outputs)
