@@ -231,3 +231,27 @@ def test_rnn_output_sequence_comes_back_when_y_is_read():
     assert gru.attrs["output_sequence"] == 1
     back = convert(down, "amanda/onnx/11")
     close(onnxruntime(to_onnx(back), {"x": x}), onnxruntime(proto, {"x": x}))
+
+
+def test_negative_axes_count_from_the_front_below_11():
+    """Negative axes (allowed from 11) become the same axes counted from the front at 10, with
+    the same numbers; without a known rank the op is refused."""
+    x = f32(2, 3, 4)
+    nodes = [node("Concat", ["x", "x"], ["c"], axis=-1), node("Flatten", ["x"], ["f"], axis=-1),
+             node("ReduceSum", ["x"], ["r"], axes=[-1, 0]), node("Unsqueeze", ["x"], ["u"], axes=[-1]),
+             node("Softmax", ["x"], ["s"], axis=-1), node("Gather", ["x", "i"], ["g"], axis=-2),
+             node("Split", ["x"], ["s0", "s1"], axis=-1), node("ArgMax", ["x"], ["a"], axis=-1)]
+    proto = onnx.shape_inference.infer_shapes(
+        model(11, nodes, {"x": x}, ["c", "f", "r", "u", "s", "g", "s0", "s1", "a"], {"i": np.array([2, 0])}))
+    down = to_onnx(convert(from_onnx(proto), "amanda/onnx/10"))
+    for n in down.graph.node:
+        for a in n.attribute:
+            if a.name in ("axis", "axes"):
+                assert np.all(np.asarray(helper.get_attribute_value(a)) >= 0), (n.op_type, a)
+    attrs = {n.op_type: {a.name: helper.get_attribute_value(a) for a in n.attribute} for n in down.graph.node}
+    assert attrs["Unsqueeze"]["axes"] == [3] and attrs["Flatten"]["axis"] == 2 and attrs["ReduceSum"]["axes"] == [2, 0]
+    close(onnxruntime(down, {"x": x}), onnxruntime(proto, {"x": x}))
+    unranked = model(11, [node("Concat", ["x", "x"], ["c"], axis=-1)], {"x": x}, ["c"])
+    unranked.graph.input[0].type.tensor_type.ClearField("shape")
+    with pytest.raises(UnmatchedOpsError, match="(?s)Concat.*rank is unknown"):
+        convert(from_onnx(unranked), "amanda/onnx/10")

@@ -44,7 +44,7 @@ from amanda.namespaces.mapping.tables.onnx_legacy import (
     with_constants,
 )
 
-__all__ = ["ALL_LEGACY"]
+__all__ = ["ALL_LEGACY", "NEGATIVE_AXES_11", "nonnegative_axes"]
 
 _VARIADIC_8 = ("Max", "Min", "Sum", "Mean")
 
@@ -320,6 +320,37 @@ LATE: dict[int, list[tuple[tuple[str, ...], list[Rule], list[Rule]]]] = {
           _one(("ScatterElements",), _retype("Scatter"), "to_scatter")),
          (("Gemm",), _one(("Gemm",), _relabel, "c_optional"), _one(("Gemm",), _gemm_c, "c_required"))],
 }
+
+
+#: ops that take negative axes from 11 on: attribute, and how many axes the output adds to the
+#: input's rank (what a negative axis counts from)
+NEGATIVE_AXES_11: Mapping[str, tuple[str, int | None]] = {
+    **{t: ("axis", 0) for t in ("ArgMax", "ArgMin", "Compress", "Concat", "Flatten", "Gather", "Hardmax",
+                                "LogSoftmax", "Softmax", "Split")},
+    **{t: ("axes", 0) for t in ("ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax",
+                                "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum", "ReduceSumSquare",
+                                "Squeeze")},
+    "OneHot": ("axis", 1), "Unsqueeze": ("axes", None),  # None: one per axis
+}
+
+
+def nonnegative_axes(m: Match) -> dict[str, Any] | Skip:
+    """Going below 11: the op's negative axes counted from the front (which needs the rank)."""
+    op = m["op"]
+    attr, extra = NEGATIVE_AXES_11.get(str(op.type), ("", 0))
+    value = op.attrs.get(attr)
+    axes = [int(a) for a in (value if isinstance(value, (list, tuple)) else [value])] if value is not None else []
+    if not any(a < 0 for a in axes):
+        return {}
+    first = op.input_names[0]
+    rank = m.input_rank("op", first)
+    if rank is None and (const := m.constant("op", first)) is not None:
+        rank = np.asarray(const).ndim
+    if rank is None:
+        return Skip(f"{attr} {axes} counts from the back, which opsets before 11 do not, and the rank is unknown")
+    rank += len(axes) if extra is None else extra
+    fixed = [a + rank if a < 0 else a for a in axes]
+    return {attr: fixed if isinstance(value, (list, tuple)) else fixed[0]}
 
 
 def _merged() -> dict[int, list[tuple[tuple[str, ...], list[Rule], list[Rule]]]]:

@@ -27,7 +27,7 @@ from amanda.namespaces.mapping.rule import RELABEL, Match, NewOp, Replacement, R
 from amanda.namespaces.mapping.table import MappingTable
 from amanda.namespaces.mapping.tables.onnx_changes import CHANGES, VALUES_ADDED
 from amanda.namespaces.mapping.tables.onnx_legacy import DROPPED
-from amanda.namespaces.mapping.tables.onnx_legacy_late import ALL_LEGACY
+from amanda.namespaces.mapping.tables.onnx_legacy_late import ALL_LEGACY, nonnegative_axes
 from amanda.namespaces.validate import validate_op
 from amanda.namespaces.validation import IGNORED_ATTRS
 
@@ -126,14 +126,16 @@ def _attr_updates(op: Any, old: Any, new: Any, source: int, target: int) -> dict
     return updates
 
 
-def _value_problem(op: Any, source: int, target: int) -> str | None:
-    """Going down: an attribute value the target opset does not know yet."""
+def _down_fixes(m: Match, source: int, target: int) -> dict[str, Any] | Skip:
+    """Going down: attribute values the target opset does not know yet block; negative axes
+    (from 11) are counted from the front."""
+    op = m["op"]
     for (op_type, added), values in VALUES_ADDED.items():
         if op_type == op.type and target < added <= source:
             for key, bad in values.items():
                 if op.attrs.get(key) in bad:
-                    return f"{key}={op.attrs[key]!r} does not exist before opset {added}"
-    return None
+                    return Skip(f"{key}={op.attrs[key]!r} does not exist before opset {added}")
+    return nonnegative_axes(m) if target < 11 <= source else {}
 
 
 def _compatible(m: Match, source: int, target: int) -> Any:
@@ -144,12 +146,11 @@ def _compatible(m: Match, source: int, target: int) -> Any:
         return Skip(f"{op.type} is not in opset {target}")
     if old is None:
         return Skip(f"{op.type} is not in opset {source}")
-    updates = _attr_updates(op, old, new, source, target)
-    if isinstance(updates, Skip):
-        return updates
-    problem = _value_problem(op, source, target) if target < source else None
-    if problem:
-        return Skip(problem)
+    found = _attr_updates(op, old, new, source, target)
+    fixes = _down_fixes(m, source, target) if target < source else {}
+    if isinstance(found, Skip) or isinstance(fixes, Skip):
+        return found if isinstance(found, Skip) else fixes
+    updates = {**found, **fixes}
     attrs = {k: v for k, v in op.attrs.items() if updates.get(k, v) is not None}
     attrs.update({k: v for k, v in updates.items() if v is not None})
     in_renames, out_renames = _renames(old.inputs, new.inputs), _renames(old.outputs, new.outputs)
