@@ -364,3 +364,39 @@ def test_old_opset_models_import_into_their_opset_and_validate():
     assert container.namespace == "amanda/onnx/1"
     assert validate(container) == []
     assert infer_types(container)[(), "r"].dtype == "float64"
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("opset", [7, 8, 9, 10])
+def test_torch_exports_of_old_opsets(opset):
+    """A CNN exported by torch at opsets 7 to 10 (Conv, BatchNorm, Relu, MaxPool, Upsample or
+    Resize from 9, Clip, Pad, Slice, Gemm, Softmax) converts to 11 and to the newest opset and
+    computes what onnxruntime computes for the export, and what torch computes."""
+    torch = pytest.importorskip("torch")
+    import io
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv, self.bn = torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.BatchNorm2d(4)
+            self.fc = torch.nn.Linear(4 * 8 * 8 if opset >= 9 else 4 * 4 * 4, 5)
+
+        def forward(self, x):
+            y = torch.nn.functional.max_pool2d(torch.relu(self.bn(self.conv(x))), 2)
+            if opset >= 9:  # torch writes interpolate as Upsample (9) or Resize (10)
+                y = torch.nn.functional.interpolate(y, scale_factor=2.0, mode="nearest")
+            y = torch.nn.functional.pad(torch.clamp(y, -1, 1), (1, 1, 0, 0))[:, :, :, 1:-1]
+            return torch.softmax(self.fc(y.flatten(1)), -1)
+
+    torch.manual_seed(0)
+    net = Net().eval()
+    x = torch.randn(2, 3, 8, 8)
+    buffer = io.BytesIO()
+    torch.onnx.export(net, (x,), buffer, opset_version=opset, dynamo=False, input_names=["x"], output_names=["y"])
+    proto = onnx.load_from_string(buffer.getvalue())
+    assert {o.domain: o.version for o in proto.opset_import}[""] == opset
+    feeds = {"x": x.numpy()}
+    with torch.no_grad():
+        expected = net(x).numpy()
+    close(onnxruntime(proto, feeds), [expected])
+    up(proto, feeds)
