@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from amanda.errors import MappingError
 from amanda.namespaces.mapping import UnmatchedOpsError
 from amanda.namespaces.mapping.convert import convert
 
@@ -255,3 +256,18 @@ def test_negative_axes_count_from_the_front_below_11():
     unranked.graph.input[0].type.tensor_type.ClearField("shape")
     with pytest.raises(UnmatchedOpsError, match="(?s)Concat.*rank is unknown"):
         convert(from_onnx(unranked), "amanda/onnx/10")
+
+
+@pytest.mark.parametrize("opset,op", [
+    (1, node("Upsample", ["x"], ["y"], height_scale=2.0)),            # width_scale missing
+    (1, node("Cast", ["x"], ["y"], to="NOT_A_TYPE")),
+    (1, node("Tile", ["x", "x", "x"], ["y"])),                         # tiles and axis computed
+    (1, node("Split", ["x", "x"], ["y", "z"])),                        # split computed
+    (6, node("Add", ["x", "x"], ["y"], broadcast=1, axis=6)),          # axis past A's rank
+    (1, node("GlobalLpPool", ["x"], ["y"], p=2.5)),
+])
+def test_malformed_old_ops_raise_mapping_errors(opset, op):
+    """A malformed or inexpressible old op is a MappingError naming it, never a crash."""
+    proto = model(opset, [op], {"x": f32(2, 3)}, list(op.output))
+    with pytest.raises(MappingError, match=str(op.op_type)):
+        convert(from_onnx(proto), "amanda/onnx/11")

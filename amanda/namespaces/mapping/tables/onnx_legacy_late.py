@@ -72,7 +72,9 @@ def _broadcast_up(m: Match) -> Any:
     rank_a, rank_b = _rank_of(m, op.input_names[0]), _rank_of(m, op.input_names[1])
     if rank_a is None or rank_b is None:
         return Skip(f"broadcast from axis {axis} needs the ranks of both inputs, and one is unknown")
-    trailing = rank_a - int(axis) % max(rank_a, 1) - rank_b
+    if not -rank_a <= int(axis) < rank_a:
+        return Skip(f"axis {axis} is outside A's rank {rank_a}")
+    trailing = rank_a - int(axis) % rank_a - rank_b
     if trailing < 0:
         return Skip(f"B of rank {rank_b} does not fit A of rank {rank_a} from axis {axis}")
     if trailing == 0:
