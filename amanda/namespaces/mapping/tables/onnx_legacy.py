@@ -321,8 +321,11 @@ def _tile_up(m: Match) -> Any:
     if tiles is None or axis is None or rank is None:
         return Skip("Tile-6 needs its repeats as a constant: tiles and axis must be Constants "
                     "and the input's rank known")
+    where = int(np.asarray(axis).reshape(-1)[0])
+    if not -rank <= where < rank:
+        return Skip(f"axis {where} is outside the input's rank {rank}")
     repeats = np.ones(rank, dtype=np.int64)
-    repeats[int(np.asarray(axis).reshape(-1)[0]) % rank] = int(np.asarray(tiles).reshape(-1)[0])
+    repeats[where] = int(np.asarray(tiles).reshape(-1)[0])
     ops = {"repeats": constant(repeats, f"{m['op'].name}/repeats"),
            "op": NewOp(inputs=["input", "repeats"], drop_attrs=[LEGACY_ATTR])}
     return Replacement(ops, ["repeats.output -> op.repeats"], {"op.tiles": None, "op.axis": None})

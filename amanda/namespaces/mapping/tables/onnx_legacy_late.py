@@ -352,6 +352,8 @@ def nonnegative_axes(m: Match) -> dict[str, Any] | Skip:
         return Skip(f"{attr} {axes} counts from the back, which opsets before 11 do not, and the rank is unknown")
     rank += len(axes) if extra is None else extra
     fixed = [a + rank if a < 0 else a for a in axes]
+    if any(a < 0 for a in fixed):
+        return Skip(f"{attr} {axes} is outside the rank {rank}")
     return {attr: fixed if isinstance(value, (list, tuple)) else fixed[0]}
 
 
