@@ -20,7 +20,6 @@ MAX_COMPLEXITY = 25
 LEGACY = {
     "amanda/exec/plan.py _compile": 30,
     "amanda/exec/runner.py run_threaded": 32,
-    "amanda/namespaces/mapping/tables/onnx_opsets.py _compatible": 39,
     "amanda/types/rules/shape.py concat": 26,
 }
 
