@@ -7,13 +7,14 @@ their attributes (converting bodies, which see the enclosing graphs' values) and
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Edge, Endpoint, Port
 from amanda.containers.values import EMPTY
 from amanda.errors import FormatError, InvariantError
-from amanda.io.onnx_attrs import attr_to_value
+from amanda.io.onnx_attrs import ATTR_TYPE_NAMES, attr_to_value, renamed_attr
 from amanda.io.onnx_metadata import read_metadata
 from amanda.io.onnx_ports import Schemas, port_names
 from amanda.io.onnx_values import sparse_to_value, tensor_to_array, type_to_attrs
@@ -72,6 +73,9 @@ class GraphReader:
     ports: dict[str, Port]
     opsets: dict[str, str]
     default: str | None
+    binding: dict[str, Any] | None = None  # function attribute -> AttributeProto, in a body
+    function_of: Callable[[str, str, str], Any]  # a model-local function, or None
+    call: Callable[..., Container]  # the container of a call of one (FunctionReader)
 
     def fail(
         self, message: str, path: Any = None, expected: str | None = None, found: str | None = None
@@ -146,7 +150,7 @@ class GraphReader:
         # value_info amanda's export inferred (amanda.types.onnx_info) is not a declared type
         types = {vi.name: vi for vi in g.value_info
                  if not any(p.key == "amanda_inferred" for p in vi.metadata_props)}
-        main = parent is None  # a bar for the main graph only, not for If/Loop/Scan bodies
+        main = parent is None and self.binding is None  # a bar for the main graph only
         with progress(len(plans), "importing ONNX", quiet=not main) as bar:
             for plan in plans:
                 children.append(self._node(plan, scope, types, edges, where, here))
@@ -257,15 +261,16 @@ class GraphReader:
                         expected=f"an opset_import for {domain!r}",
                         found="none",
                     )
-            schema = schemas.get(namespace, op_type)
+            fn = self.function_of(domain, op_type, node.overload)
+            schema = None if fn else schemas.get(namespace, op_type)
             name = node.name
             original = None
-            if not name or name in taken:
+            if not name or name in taken or (fn and name in fn.names):
                 original = name
                 name = _fresh(f"{op_type}_{index}", taken)
             taken.add(name)
             outs = node.output
-            out_names = self._port_names(schema, "output", len(outs))
+            out_names = fn.outputs if fn else self._port_names(schema, "output", len(outs))
             key = (name,)
             for port, value in zip(out_names, outs):
                 if not value:
@@ -279,13 +284,13 @@ class GraphReader:
                         found=repr(value),
                     )
                 values[value] = _endpoint(Endpoint, (key, port))
-            plans.append((node, name, original, own, schema, out_names))
+            plans.append((node, name, original, own, schema, out_names, fn))
         return plans
 
     def _node(
         self, plan: tuple, scope: Scope, types: dict, edges: list, where: tuple, here: str
     ) -> Container:
-        node, name, original, own_ns, schema, out_names = plan
+        node, name, original, own_ns, schema, out_names, fn = plan
         key = (name,)
         attrs: dict[str, Any] = {}
         info: dict[str, Any] = {}
@@ -294,7 +299,10 @@ class GraphReader:
         ins = list(node.input)
         while ins and not ins[-1]:
             ins.pop()  # omitted trailing optional inputs are not declared
-        in_names = self._port_names(schema, "input", len(ins))
+        if fn and len(ins) > len(fn.inputs):
+            raise self.fail(f"{here}: call {name!r} passes {len(ins)} inputs to function "
+                            f"{node.op_type}, which takes {len(fn.inputs)}", path=(*where, name))
+        in_names = fn.inputs[: len(ins)] if fn else self._port_names(schema, "input", len(ins))
         get = scope.get
         for port, value in zip(in_names, ins):
             if value:
@@ -308,11 +316,20 @@ class GraphReader:
                         found=repr(value),
                     )
                 edges.append(_edge(Edge, (src, _endpoint(Endpoint, (key, port)), EMPTY)))
+        protos: dict[str, Any] = {}
+        refs: dict[str, tuple[str, str]] = {}
         for attr in node.attribute:
 
             def body(g: Any, label: str) -> Container:
                 return self._body(g, scope, (*where, name, label), captured)
 
+            if attr.ref_attr_name and self.binding is not None:  # resolved per call
+                refs[attr.name] = (attr.ref_attr_name, ATTR_TYPE_NAMES.get(attr.type, "undefined"))
+                bound = self.binding.get(attr.ref_attr_name)
+                if bound is None:
+                    continue  # the call gives no value and there is no default: no attribute
+                attr = renamed_attr(bound, attr.name)
+            protos[attr.name] = attr
             value, kind = attr_to_value(attr, body, f"{self.prefix}{here}: node {name!r}: ")
             attrs[attr.name] = value
             if schema is None:
@@ -322,7 +339,7 @@ class GraphReader:
                 known = schema.attrs.get(attr.name)
                 if known is None or known.type != kind:
                     hints[attr.name] = kind  # keep what the file says where the schema disagrees
-        if own_ns is not None:
+        if own_ns is not None and not fn:
             attrs["namespace"] = own_ns
         meta, extra, uid = read_metadata(node.metadata_props, self.prefix)
         if extra:
@@ -337,19 +354,24 @@ class GraphReader:
             info["overload"] = node.overload
         if hints:
             info["attr_types"] = hints
+        if refs:
+            info["attr_refs"] = refs
         if info:
             attrs["onnx_node"] = info
         inputs = [self._port(n) for n in in_names]
         if captured:
             inputs += self._captures(captured, in_names, key, scope, edges)
         outputs = []
-        for port, value in zip(out_names, node.output):
-            if value:
+        values = [*node.output, *[""] * (len(out_names) - len(node.output))] if fn else node.output
+        for port, value in zip(out_names, values):
+            if value or fn:  # a call has every output of the function; "" names an unused one
                 port_attrs = {"onnx_name": value}
                 typed = types.get(value)
                 if typed is not None:
                     port_attrs.update(type_to_attrs(typed))
                 outputs.append(Port(port, port_attrs))
+        if fn:
+            return self.call(fn, name, inputs, outputs, attrs, protos, uid, here)
         return self._build(node.op_type, name, inputs, outputs, attrs, uid, here)
 
     def _captures(
