@@ -71,14 +71,13 @@ def shared_body(call: Container, bodies: dict) -> Container:
 
 def _stripped(node: Container) -> Container:
     """``node`` without the attribute values its ops take from the call (recursively)."""
-    if node.children:
-        kids = [_stripped(c) for c in node.children]
-        if all(a is b for a, b in zip(kids, node.children)):
-            return node
-        return node.evolve(children=kids)
     info = node._attrs.get("onnx_node")
     refs = info.get("attr_refs") if info else None
     changed = node.without_attrs(*refs) if refs else node
+    if node.children:
+        kids = [_stripped(c) for c in node.children]
+        if any(a is not b for a, b in zip(kids, node.children)):
+            changed = changed.evolve(children=kids)
     for key, value in changed._attrs.items():
         if isinstance(value, Container):
             changed = changed.with_attrs(**{key: _stripped(value)})
