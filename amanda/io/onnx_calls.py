@@ -6,18 +6,24 @@ attributes, so the graph writer writes it as one node, and gathers the function 
 calls whose bodies are equal, ignoring the attribute values the body takes from the call
 (``onnx_node.attr_refs``), are one function; a call whose body differs (an edited call) is
 written as a function of its own, named ``<type>_<k>``. Bodies are collapsed too (functions
-calling functions), and so are If/Loop/Scan bodies held in attributes.
+calling functions), and so are If/Loop/Scan bodies held in attributes. A call that an edge or
+tombstone from above reaches into (an ``amanda.edit`` wrapper editing inside a body) is not a
+call any more: its ops are written inline.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from amanda.containers.container import Container
 from amanda.containers.edge import Port
 from amanda.errors import FormatError, InvariantError, Problem
 
-__all__ = ["FUNCTION_ATTR", "Definition", "collapse_calls", "is_call", "shared_body", "with_body", "write_function"]
+__all__ = [
+    "FUNCTION_ATTR", "Definition", "collapse_calls", "function_domain", "is_call", "shared_body", "with_body",
+    "write_function",
+]
 
 FUNCTION_ATTR = "onnx_function"
 
@@ -31,6 +37,23 @@ class Definition(NamedTuple):
     body: Container
     info: Any
     namespace: str | None
+
+
+def function_domain(info: Any, path: tuple) -> tuple[str, int]:
+    """The ``(domain, opset version)`` a call's ``onnx_function`` attr names, or FormatError.
+
+    >>> function_domain({"domain": "local", "version": 2}, ("call",))
+    ('local', 2)
+    """
+    domain = info.get("domain", "") if isinstance(info, Mapping) else None
+    version = info.get("version", 1) if isinstance(info, Mapping) else None
+    if not isinstance(domain, str) or type(version) is not int or version < 1:
+        raise FormatError(
+            f"call {'/'.join(map(str, path)) or '<root>'}: onnx_function must be a mapping with a "
+            f"domain (a string) and a version (an int >= 1), found {info!r}",
+            path=path, expected="{domain: str, version: int}", found=repr(info),
+        )
+    return domain, version
 
 
 def is_call(node: Container) -> bool:
@@ -92,8 +115,11 @@ class _Collapser:
         self.kinds: dict[tuple, list[tuple[Container, str]]] = {}  # function key -> (template, name)
         self.templates: dict[int, tuple[Any, Container]] = {}  # id(children) -> (children, template)
         self.done: dict[int, tuple[Container, Container]] = {}  # id(node) -> (node, collapsed)
+        self.reached: set[tuple] = set()  # paths of containers that edges from above reach into
 
     def collapse(self, node: Container, ns: str | None, where: tuple) -> Container:
+        if where in self.reached:  # this path is inlined, another of the same object may not be
+            return self._collapse(node, ns, where)
         found = self.done.get(id(node))
         if found is not None:
             return found[1]
@@ -103,20 +129,17 @@ class _Collapser:
 
     def _collapse(self, node: Container, ns: str | None, where: tuple) -> Container:
         ns = node._attrs.get("namespace", ns)
-        if is_call(node):
+        if is_call(node) and where not in self.reached:
             return self._stub(node, ns, where)
         if node.children:
+            for edge in (*node.edges, *node.tombstones):  # an edit wrapper's edges reach inside:
+                for end in (edge[0][0], edge[1][0]):  # the calls they enter are written inline
+                    if isinstance(end, tuple):
+                        self.reached.update((*where, *end[:k]) for k in range(1, len(end)))
             kids = [self.collapse(c, ns, (*where, c.name)) for c in node.children]
             if all(a is b for a, b in zip(kids, node.children)):
                 return node
-            try:
-                return node.evolve(children=kids)
-            except InvariantError as exc:
-                raise FormatError(
-                    f"{'/'.join(map(str, where)) or '<root>'}: an edge or tombstone reaches inside "
-                    f"a function call, which ONNX cannot write as a call: {exc}",
-                    path=where,
-                ) from None
+            return node.evolve(children=kids)
         changes: dict[str, Any] = {}
         for key, value in node._attrs.items():
             if isinstance(value, Container):
@@ -142,9 +165,9 @@ class _Collapser:
 
     def _stub(self, call: Container, ns: str | None, where: tuple) -> Container:
         info = call._attrs[FUNCTION_ATTR]
-        domain = info.get("domain", "") if hasattr(info, "get") else ""
-        if not isinstance(domain, str) or call.type is None:
-            raise FormatError(f"call {'/'.join(map(str, where))} has no function type or domain", path=where)
+        domain, _ = function_domain(info, where)
+        if call.type is None:
+            raise FormatError(f"call {'/'.join(map(str, where))} has no type (the function's name)", path=where)
         key = (domain, call.type, info.get("overload", ""))
         template = self._template(call)
         kinds = self.kinds.setdefault(key, [])

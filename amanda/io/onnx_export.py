@@ -16,7 +16,7 @@ from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Edge, Port
 from amanda.containers.flatten import flatten
 from amanda.errors import FormatError
-from amanda.io.onnx_calls import FUNCTION_ATTR, Definition, collapse_calls, write_function
+from amanda.io.onnx_calls import FUNCTION_ATTR, Definition, collapse_calls, function_domain, write_function
 from amanda.io.onnx_metadata import write_metadata
 from amanda.io.onnx_ports import Schemas, domain_of_namespace, namespace_of_domain
 from amanda.io.onnx_values import require_onnx
@@ -96,7 +96,7 @@ class _Exporter(GraphWriter):
             function = own.get(FUNCTION_ATTR)
             if function is not None:
                 self.calls = self.calls or bool(op.children)
-                self._domain(function.get("domain", ""), int(function.get("version", 1)), where + path)
+                self._domain(*function_domain(function, where + path), where + path)
             elif ns is not None:
                 self._opset(ns, where + path)
             for key, value in own.items():

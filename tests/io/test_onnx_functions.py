@@ -286,3 +286,30 @@ def test_torch_fixture_inputs_are_recorded() -> None:
     """The torch fixture's recorded input spec matches the model's graph input."""
     spec = json.loads((FIXTURES / "local_functions.json").read_text())
     assert spec == {"x": {"shape": [2, 8], "dtype": "float32"}}
+
+
+def test_an_edit_reaching_inside_a_call_writes_that_call_inline() -> None:
+    """An ``amanda.edit`` wrapper that rewires ops inside one call exports that call's ops as
+    plain nodes and the other calls as calls; onnxruntime agrees with amanda on the result."""
+    c = from_onnx(three_affines())
+    edit = amanda.edit(c)
+    edit.add(amanda.op("Neg", "neg", ["X"], ["Y"]))
+    edit.remove_edge("main/layer1/mm:Y", "main/layer1/relu:X")
+    edit.connect("main/layer1/mm:Y", "neg:X")
+    edit.connect("neg:Y", "main/layer1/relu:X")
+    wrapped = edit.build()
+    proto = to_onnx(wrapped)
+    onnx.checker.check_model(proto, full_check=True)
+    assert [n.op_type for n in proto.graph.node] == ["Affine", "MatMul", "Neg", "Relu", "Affine"]
+    feeds = feeds_for(proto, 0)
+    np.testing.assert_allclose(amanda_run(wrapped, ["y"], feeds)[0], ort_run(proto, feeds)[0], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("info", ["local", {"domain": 3}, {"domain": "local", "version": "1"}])
+def test_a_malformed_onnx_function_attr_is_a_format_error(info) -> None:
+    """A call whose ``onnx_function`` attr is not ``{domain: str, version: int}`` is refused on
+    export with a FormatError naming the call."""
+    c = from_onnx(three_affines())
+    broken = amanda.replace(c, ("layer0",), lambda call: call.with_attrs(onnx_function=info))
+    with pytest.raises(FormatError, match="call layer0: onnx_function"):
+        to_onnx(broken)
