@@ -292,9 +292,6 @@ class GraphReader:
     ) -> Container:
         node, name, original, own_ns, schema, out_names, fn = plan
         key = (name,)
-        attrs: dict[str, Any] = {}
-        info: dict[str, Any] = {}
-        hints: dict[str, str] = {}
         captured: list[str] = []
         ins = list(node.input)
         while ins and not ins[-1]:
@@ -316,29 +313,7 @@ class GraphReader:
                         found=repr(value),
                     )
                 edges.append(_edge(Edge, (src, _endpoint(Endpoint, (key, port)), EMPTY)))
-        protos: dict[str, Any] = {}
-        refs: dict[str, tuple[str, str]] = {}
-        for attr in node.attribute:
-
-            def body(g: Any, label: str) -> Container:
-                return self._body(g, scope, (*where, name, label), captured)
-
-            if attr.ref_attr_name and self.binding is not None:  # resolved per call
-                refs[attr.name] = (attr.ref_attr_name, ATTR_TYPE_NAMES.get(attr.type, "undefined"))
-                bound = self.binding.get(attr.ref_attr_name)
-                if bound is None:
-                    continue  # the call gives no value and there is no default: no attribute
-                attr = renamed_attr(bound, attr.name)
-            protos[attr.name] = attr
-            value, kind = attr_to_value(attr, body, f"{self.prefix}{here}: node {name!r}: ")
-            attrs[attr.name] = value
-            if schema is None:
-                if isinstance(value, tuple) and not value:
-                    hints[attr.name] = kind  # an empty list could be any list type
-            else:
-                known = schema.attrs.get(attr.name)
-                if known is None or known.type != kind:
-                    hints[attr.name] = kind  # keep what the file says where the schema disagrees
+        attrs, info, protos = self._attributes(node, name, schema, scope, captured, where, here)
         if own_ns is not None and not fn:
             attrs["namespace"] = own_ns
         meta, extra, uid = read_metadata(node.metadata_props, self.prefix)
@@ -352,10 +327,6 @@ class GraphReader:
             info["doc_string"] = node.doc_string
         if node.overload:
             info["overload"] = node.overload
-        if hints:
-            info["attr_types"] = hints
-        if refs:
-            info["attr_refs"] = refs
         if info:
             attrs["onnx_node"] = info
         inputs = [self._port(n) for n in in_names]
@@ -373,6 +344,38 @@ class GraphReader:
         if fn:
             return self.call(fn, name, inputs, outputs, attrs, protos, uid, here)
         return self._build(node.op_type, name, inputs, outputs, attrs, uid, here)
+
+    def _attributes(
+        self, node: Any, name: str, schema: Any, scope: Scope, captured: list, where: tuple, here: str
+    ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        """The node's attributes, its ``onnx_node`` hints (types, references) and the
+        AttributeProto of each attribute (a call's binding)."""
+        attrs: dict[str, Any] = {}
+        hints: dict[str, str] = {}
+        protos: dict[str, Any] = {}
+        refs: dict[str, tuple[str, str]] = {}
+
+        def body(g: Any, label: str) -> Container:
+            return self._body(g, scope, (*where, name, label), captured)
+
+        for attr in node.attribute:
+            if attr.ref_attr_name and self.binding is not None:  # resolved per call
+                refs[attr.name] = (attr.ref_attr_name, ATTR_TYPE_NAMES.get(attr.type, "undefined"))
+                bound = self.binding.get(attr.ref_attr_name)
+                if bound is None:
+                    continue  # the call gives no value and there is no default: no attribute
+                attr = renamed_attr(bound, attr.name)
+            protos[attr.name] = attr
+            value, kind = attr_to_value(attr, body, f"{self.prefix}{here}: node {name!r}: ")
+            attrs[attr.name] = value
+            known = schema.attrs.get(attr.name) if schema is not None else None
+            empty = isinstance(value, tuple) and not value  # an empty list could be any list type
+            if (known.type != kind) if known is not None else (schema is not None or empty):
+                hints[attr.name] = kind  # what the file says where no schema does (or it disagrees)
+        info: dict[str, Any] = {"attr_types": hints} if hints else {}
+        if refs:
+            info["attr_refs"] = refs
+        return attrs, info, protos
 
     def _captures(
         self, captured: list[str], in_names: tuple[str, ...], key: tuple, scope: Scope, edges: list
