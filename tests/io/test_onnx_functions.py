@@ -106,6 +106,10 @@ def fixture() -> onnx.ModelProto:
     return onnx.load(FIXTURES / "local_functions.onnx")
 
 
+def torch_attributes() -> onnx.ModelProto:
+    return onnx.load(FIXTURES / "function_attributes.onnx")
+
+
 def feeds_for(proto: onnx.ModelProto, seed: int) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     out = {}
@@ -128,7 +132,7 @@ def amanda_run(container: amanda.Container, names: list[str], feeds: dict) -> li
         return session.run(names, feeds)
 
 
-MODELS = {"torch": fixture, "three_affines": three_affines, "scales": scales, "nested": nested, "picks": picks}
+MODELS = {"torch": fixture, "torch_attributes": torch_attributes, "three_affines": three_affines, "scales": scales, "nested": nested, "picks": picks}
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
@@ -282,10 +286,26 @@ def test_a_call_passing_too_many_inputs_is_refused() -> None:
         from_onnx(proto)
 
 
-def test_torch_fixture_inputs_are_recorded() -> None:
-    """The torch fixture's recorded input spec matches the model's graph input."""
-    spec = json.loads((FIXTURES / "local_functions.json").read_text())
+@pytest.mark.parametrize("name", ["local_functions", "function_attributes"])
+def test_torch_fixture_inputs_are_recorded(name: str) -> None:
+    """The torch fixtures' recorded input specs match the models' graph inputs."""
+    spec = json.loads((FIXTURES / f"{name}.json").read_text())
     assert spec == {"x": {"shape": [2, 8], "dtype": "float32"}}
+    assert [vi.name for vi in onnx.load(FIXTURES / f"{name}.onnx").graph.input] == ["x"]
+
+
+def test_torch_function_attributes_bind_per_call() -> None:
+    """torch's function attribute (each call's LeakyRelu slope) is resolved per call: the two
+    calls of slope 0.1 share one body, the call of slope 0.3 has its own, and the exported
+    function refers to the attribute again."""
+    c = from_onnx(torch_attributes())
+    a, b, c3 = (node for node in c.children if node.children)
+    assert a.children is c3.children and a.children is not b.children
+    slopes = [next(op for op in call.children if op.type == "LeakyRelu").attrs["alpha"] for call in (a, b, c3)]
+    assert slopes == pytest.approx([0.1, 0.3, 0.1])
+    (function,) = to_onnx(c).functions
+    assert [a.ref_attr_name for n in function.node for a in n.attribute if a.ref_attr_name] == [
+        "inferred::LeakyRelu_alpha"]
 
 
 def test_an_edit_reaching_inside_a_call_writes_that_call_inline() -> None:
