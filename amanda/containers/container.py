@@ -24,7 +24,7 @@ from typing import Any
 from pyrsistent import PMap, PVector, pvector
 
 from amanda.containers import values
-from amanda.containers.checks import expect_type
+from amanda.containers.checks import INTERPRETED_ATTRS, expect_type
 from amanda.containers.display import Displayed
 from amanda.containers.edge import SELF, Port, coerce_ports
 from amanda.containers.identity import structural_hash, structurally_equal
@@ -34,6 +34,7 @@ from amanda.errors import ArgumentError, InvariantError, PathError, Problem
 __all__ = ["Container", "new_uid", "op"]
 
 _set = object.__setattr__
+_INTERPRETED_KEYS = frozenset(INTERPRETED_ATTRS)  # attribute keys whose values a constructor checks
 _EMPTY_VECTOR: PVector = pvector()
 _UID_PREFIX = os.urandom(6).hex()
 _uid_counter = itertools.count()
@@ -119,7 +120,12 @@ class Container(Displayed):
         _set(self, "uid", uid if uid is not None else new_uid())
         _set(self, "_hash", None)
         _set(self, "_cache", None)
-        check_container(self, children, edges, tombstones)
+        # a dict answers "any interpreted key?" at C speed and is read fast; others are read stored
+        if attrs.__class__ is dict:
+            checked: Mapping[str, Any] | None = None if _INTERPRETED_KEYS.isdisjoint(attrs) else attrs
+        else:
+            checked = frozen_attrs
+        check_container(self, children, edges, tombstones, checked)
 
     @classmethod
     def _trusted(
@@ -408,6 +414,12 @@ class Container(Displayed):
 
 def _check_names(type_: Any, name: Any, uid: Any) -> None:
     # documents cannot tell "" from a missing field, and YAML cannot write lone surrogates
+    if (
+        (name is None or (name.__class__ is str and name and name.isascii()))
+        and (type_ is None or (type_.__class__ is str and type_ and type_.isascii()))
+        and (uid is None or (uid.__class__ is str and uid and uid.isascii()))
+    ):
+        return  # the common case, without building the loop below
     from amanda.errors import InvariantError, Problem
 
     for key, value in (("name", name), ("type", type_), ("uid", uid)):

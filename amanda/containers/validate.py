@@ -13,14 +13,12 @@ from typing import TYPE_CHECKING, Any
 from pyrsistent import pvector
 
 from amanda.containers.checks import (
-    INTERPRETED_ATTRS,
     INTERPRETED_EDGE_ATTRS,
-    INTERPRETED_PORT_ATTRS,
     attr_problems,
     port_problems,
     sequence_problem,
 )
-from amanda.containers.edge import CONTROL, SELF, Edge, Endpoint
+from amanda.containers.edge import CONTROL, SELF, Edge, Endpoint, interpreted_ports, plain_ports
 from amanda.errors import InvariantError, Problem
 
 if TYPE_CHECKING:
@@ -141,29 +139,21 @@ def _describe_ports(target: Container, side: str, is_self: bool) -> str:
 
 
 def check_container(
-    self: Container, children: Iterable[Container], edges: Iterable[Any], tombstones: Iterable[Any]
+    self: Container, children: Iterable[Container], edges: Iterable[Any], tombstones: Iterable[Any],
+    attrs: Any = None,
 ) -> None:
     """Set ``children``, ``edges`` and ``tombstones`` on a container under construction,
-    normalised, or raise one InvariantError listing every violation."""
+    normalised, or raise one InvariantError listing every violation. ``attrs`` is the
+    attribute mapping to check for values amanda interprets (None: nothing to check)."""
     from amanda.containers.container import Container
 
     set_field = object.__setattr__
     if not children and not edges and not tombstones:
-        # a leaf op: only its ports and interpreted attributes can be wrong
-        set_field(self, "children", _EMPTY)
-        set_field(self, "_index", _NO_CHILDREN)
-        set_field(self, "edges", _EMPTY)
-        set_field(self, "tombstones", _EMPTY)
-        found: list[Problem] = []
-        if len(self.inputs) > 1 or len(self.outputs) > 1 or self.controls:
-            _check_ports(self, (self.name,) if self.name else (), found)
-        _check_interpreted(self, (self.name,) if self.name else (), found)
-        if found:
-            raise InvariantError(found, _context(self))
+        _check_leaf(self, attrs)
         return
     here = (self.name,) if self.name else ()
     problems: list[Problem] = []
-    _check_interpreted(self, here, problems)
+    _check_interpreted(self, here, problems, attrs)
     fields = {"children": children, "edges": edges, "tombstones": tombstones}
     for field, value in fields.items():
         wrong = sequence_problem(value, (*here, field), f"a sequence of {field}") if value else None
@@ -204,6 +194,22 @@ def check_container(
         raise InvariantError(problems, _context(self))
 
 
+def _check_leaf(self: Container, attrs: Any) -> None:
+    # a leaf op: only its ports and interpreted attributes can be wrong
+    set_field = object.__setattr__
+    set_field(self, "children", _EMPTY)
+    set_field(self, "_index", _NO_CHILDREN)
+    set_field(self, "edges", _EMPTY)
+    set_field(self, "tombstones", _EMPTY)
+    found: list[Problem] = []
+    if len(self.inputs) > 1 or len(self.outputs) > 1 or self.controls:
+        _check_ports(self, (self.name,) if self.name else (), found)
+    if attrs or not plain_ports(self.inputs) or not plain_ports(self.outputs) or self.controls:
+        _check_interpreted(self, (self.name,) if self.name else (), found, attrs)
+    if found:
+        raise InvariantError(found, _context(self))
+
+
 def _context(self: Container) -> str:
     return f"building {self.type or 'container'} {self.name!r}" if self.name else f"building {self.type or 'container'}"
 
@@ -216,25 +222,18 @@ def _fresh_name(kid: Container, position: int, taken: dict[str, int]) -> str:
     return name
 
 
-_INTERPRETED_KEYS = tuple(INTERPRETED_ATTRS)
-_UNBOUND, _CAPTURED = INTERPRETED_PORT_ATTRS  # the two port flags amanda reads
 
 
-def _check_interpreted(self: Container, here: tuple, problems: list[Problem]) -> None:
-    # values amanda reads itself are checked where they enter, not where they are used; the
-    # stored attributes are read (not the views handed out), and only when a checked key is there
-    stored = self._attrs
-    if stored:
-        for key in _INTERPRETED_KEYS:
-            if key in stored:
-                problems += attr_problems(stored, here)
-                break
-    for ports in (self.inputs, self.outputs, self.controls):
-        for port in ports:
-            attrs = port[1]
-            if attrs and (_UNBOUND in attrs or _CAPTURED in attrs):
-                problems += port_problems(ports, here)
-                break
+def _check_interpreted(self: Container, here: tuple, problems: list[Problem], attrs: Any) -> None:
+    # values amanda reads itself are checked where they enter, not where they are used: ``attrs``
+    # is the mapping to check (the caller's dict when it holds a checked key, the stored
+    # attributes when the constructor could not tell cheaply, or None)
+    if attrs:
+        problems += attr_problems(attrs, here)
+    inputs, outputs, controls = self.inputs, self.outputs, self.controls
+    if interpreted_ports(inputs) or interpreted_ports(outputs) or (controls and interpreted_ports(controls)):
+        for ports in (inputs, outputs, controls):
+            problems += port_problems(ports, here)
 
 
 def _check_ports(self: Container, here: tuple, problems: list[Problem]) -> None:
