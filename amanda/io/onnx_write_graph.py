@@ -310,7 +310,8 @@ class GraphWriter:
             ins.append((port.name, value))
         node.input.extend(self._positional(schema, "input", ins))
         outs = [(p.name, value_of[(path, p.name)]) for p in op.outputs]
-        node.output.extend(self._positional(schema, "output", outs))
+        # a call names every output of its function, "" for the unused ones (as ONNX asks)
+        node.output.extend(self._positional(schema, "output", outs) if function is None else [v for _, v in outs])
         self._attributes(node, op, own, path, schema, info, captured, names, where)
 
     def _node_name(self, original: str | None, path: tuple) -> str:

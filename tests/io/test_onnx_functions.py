@@ -96,6 +96,16 @@ def nested() -> onnx.ModelProto:
     return model(nodes, [tensor("x", [3])], [tensor("y", [3])], [SCALE, OUTER])
 
 
+def unnamed_outputs() -> onnx.ModelProto:
+    """Calls of a two-output function that each leave one output unnamed ("")."""
+    two = helper.make_function("local", "Two", ["X"], ["N", "A"],
+                               [helper.make_node("Neg", ["X"], ["N"]), helper.make_node("Abs", ["X"], ["A"])],
+                               [helper.make_opsetid("", 17)])
+    nodes = [helper.make_node("Two", ["x"], ["", "a"], domain="local", name="t1"),
+             helper.make_node("Two", ["a"], ["y", ""], domain="local", name="t2")]
+    return model(nodes, [tensor("x", [3])], [tensor("y", [3])], [two])
+
+
 def picks() -> onnx.ModelProto:
     nodes = [helper.make_node("Pick", ["c", "x"], ["a"], domain="local", name="p1"),
              helper.make_node("Pick", ["c", "a"], ["y"], domain="local", name="p2")]
@@ -132,7 +142,8 @@ def amanda_run(container: amanda.Container, names: list[str], feeds: dict) -> li
         return session.run(names, feeds)
 
 
-MODELS = {"torch": fixture, "torch_attributes": torch_attributes, "three_affines": three_affines, "scales": scales, "nested": nested, "picks": picks}
+MODELS = {"torch": fixture, "torch_attributes": torch_attributes, "three_affines": three_affines, "scales": scales, "nested": nested, "picks": picks,
+          "unnamed_outputs": unnamed_outputs}
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
@@ -333,3 +344,12 @@ def test_a_malformed_onnx_function_attr_is_a_format_error(info) -> None:
     broken = amanda.replace(c, ("layer0",), lambda call: call.with_attrs(onnx_function=info))
     with pytest.raises(FormatError, match="call layer0: onnx_function"):
         to_onnx(broken)
+
+
+def test_outputs_a_call_leaves_unnamed_stay_unnamed() -> None:
+    """A call has a port for every output of its function; the ones it leaves unnamed carry
+    ``onnx_name: ''`` and are written back as "" in their positions."""
+    c = from_onnx(unnamed_outputs())
+    t1 = c.child("t1")
+    assert t1.output_names == ("N", "A") and [p.attrs["onnx_name"] for p in t1.outputs] == ["", "a"]
+    assert [list(n.output) for n in to_onnx(c).graph.node] == [["", "a"], ["y", ""]]
