@@ -343,7 +343,7 @@ class Container(Displayed):
     def _with_own_attrs(self, attrs: PMap) -> Container:
         # only the attributes amanda interprets are checked; the structure is shared as is
         from amanda.containers.checks import attr_problems
-        from amanda.containers.update import inherit_edge_caches
+        from amanda.containers.frames import inherit_edge_caches
 
         problems = attr_problems(attrs, self._where() or ())
         if problems:

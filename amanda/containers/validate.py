@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyrsistent import pvector
 
+from amanda.containers import frames
 from amanda.containers.checks import (
     INTERPRETED_EDGE_ATTRS,
     attr_problems,
@@ -263,13 +264,15 @@ def _normalise_edges(self: Container, edges: Iterable[Any], here: tuple, problem
             if found:
                 problems += found
                 continue
-        normal = _normalise_edge(self, edge, where, problems)
+        normal = normalise_edge(self, edge, where, problems)
         if normal is not None:
             out.append(normal)
     return out
 
 
-def _normalise_edge(self: Container, edge: Edge, where: tuple, problems: list[Problem]) -> Edge | None:
+def normalise_edge(self: Container, edge: Edge, where: tuple, problems: list[Problem]) -> Edge | None:
+    """``edge`` with both ends resolved in ``self`` (op paths as tuples or SELF, ports as names or
+    -1), or None after appending to ``problems`` (at ``where``) why it cannot be."""
     src, dst = edge[0], edge[1]
     src_path = resolve_path(self, src[0])
     dst_path = resolve_path(self, dst[0])
@@ -309,41 +312,12 @@ def _normalise_tombstones(self: Container, tombstones: Iterable[Any], here: tupl
         except (TypeError, ValueError) as exc:
             problems.append(Problem(where, "a tombstone edge (src, dst)", str(exc)))
             continue
-        found = _find_buried(self, edge)
+        found = frames.find_buried(self, edge)
         if found is None:
             problems.append(Problem(where, "an edge of a descendant to delete", f"no edge {edge[0]} -> {edge[1]} below"))
         else:
             out.append(found)
     return out
-
-
-def _find_buried(self: Container, edge: Edge) -> Edge | None:
-    """The normalised form of a tombstone: an edge owned strictly below ``self``."""
-    src_path = resolve_path(self, edge[0][0])
-    dst_path = resolve_path(self, edge[1][0])
-    if src_path is None or dst_path is None or src_path is SELF or dst_path is SELF:
-        return None
-    common = 0
-    while common < min(len(src_path), len(dst_path)) and src_path[common] == dst_path[common]:
-        common += 1
-    for depth in range(common, 0, -1):  # deepest owner first
-        owner_path = src_path[:depth]
-        owner = descend(self, owner_path)
-        if owner.is_op:
-            continue
-        ends = []
-        for side, end, path in (("src", edge[0], src_path), ("dst", edge[1], dst_path)):
-            rel = SELF if len(path) == depth else path[depth:]
-            resolved = resolve_port(descend(owner, rel), end[1], side, rel is SELF)
-            if resolved is None:
-                break
-            ends.append((rel, resolved[0]))
-        if len(ends) != 2:
-            continue
-        key = (Endpoint(*ends[0]), Endpoint(*ends[1]))
-        if key in own_edge_keys(owner):
-            return Edge((src_path, ends[0][1]), (dst_path, ends[1][1]))
-    return None
 
 
 # -- one live producer per input port --------------------------------------------------------
@@ -379,17 +353,10 @@ def live_producers(container: Container, path: tuple, port: str) -> list[Edge]:
             buried = tombstone_keys(container)
             prefix = (path[0],)
             for edge in live_producers(child, path[1:], port):
-                lifted = _lift(edge, prefix)
+                lifted = frames.lift(edge, prefix)
                 if lifted.key not in buried:
                     found.append(lifted)
     return found
-
-
-def _lift(edge: Edge, prefix: tuple) -> Edge:
-    src, dst = edge[0], edge[1]
-    src_op = prefix if src[0] is SELF else prefix + src[0]
-    dst_op = prefix if dst[0] is SELF else prefix + dst[0]
-    return _new_tuple(Edge, (_new_tuple(Endpoint, (src_op, src[1])), _new_tuple(Endpoint, (dst_op, dst[1])), edge[2]))
 
 
 def phases_clash(a: Any, b: Any) -> bool:
@@ -418,7 +385,7 @@ def _check_single_producer(self: Container, edges: list[Edge], here: tuple, prob
             if child.is_op:
                 continue
             for inner in live_producers(child, path[1:], dst[1]):
-                lifted = _lift(inner, (path[0],))
+                lifted = frames.lift(inner, (path[0],))
                 if lifted.key not in buried and phases_clash(lifted.phase, phase):
                     problems.append(_second_producer(here, dst, lifted, edge, "tombstone the inner edge first"))
 
