@@ -173,7 +173,12 @@ class _Collapser:
         kinds = self.kinds.setdefault(key, [])
         name = next((n for t, n in kinds if t == template), None)
         if name is None:
-            name = call.type if not kinds else f"{call.type}_{len(kinds)}"
+            name, k = call.type, 0
+            taken = {n for (d, _, _), found in self.kinds.items() if d == domain for _, n in found}
+            taken |= {t for (d, t, _) in self.kinds if d == domain and t != call.type}
+            while name in taken:  # an edited body: a function of its own, named apart
+                k += 1
+                name = f"{call.type}_{k}"
             kinds.append((template, name))
             body = Container(
                 None, name, template.inputs, template.outputs,

@@ -353,3 +353,29 @@ def test_outputs_a_call_leaves_unnamed_stay_unnamed() -> None:
     t1 = c.child("t1")
     assert t1.output_names == ("N", "A") and [p.attrs["onnx_name"] for p in t1.outputs] == ["", "a"]
     assert [list(n.output) for n in to_onnx(c).graph.node] == [["", "a"], ["y", ""]]
+
+
+def test_references_inside_a_branch_of_a_body_resolve_per_call() -> None:
+    """An attribute reference inside an If branch of a function body takes each call's value;
+    amanda and onnxruntime agree, and the export refers to the attribute again."""
+    then_g = helper.make_graph([constant_from("shift", "s"), helper.make_node("Add", ["X", "s"], ["r"])],
+                               "then", [], [tensor("r", [3])])
+    else_g = helper.make_graph([helper.make_node("Neg", ["X"], ["n"])], "else", [], [tensor("n", [3])])
+    shifted = helper.make_function(
+        "local", "Shift", ["C", "X"], ["Y"],
+        [helper.make_node("If", ["C"], ["Y"], name="branch", then_branch=then_g, else_branch=else_g)],
+        [helper.make_opsetid("", 17)], attributes=["shift"])
+    nodes = [helper.make_node("Shift", ["c", "x"], ["a"], domain="local", name="one", shift=1.0),
+             helper.make_node("Shift", ["c", "a"], ["y"], domain="local", name="ten", shift=10.0)]
+    proto = model(nodes, [tensor("c", [], TensorProto.BOOL), tensor("x", [3])], [tensor("y", [3])], [shifted])
+    c = from_onnx(proto)
+    branch = c.child("ten").child("branch").attrs["then_branch"]
+    assert float(branch.child("Constant_0").attrs["value_float"]) == 10.0
+    exported = to_onnx(c)
+    onnx.checker.check_model(exported, full_check=True)
+    assert from_onnx(exported) == c
+    for seed in (0, 1):  # both branches
+        feeds = feeds_for(proto, seed)
+        want = ort_run(proto, feeds)[0]
+        np.testing.assert_allclose(amanda_run(c, ["y"], feeds)[0], want, rtol=1e-6)
+        np.testing.assert_allclose(ort_run(exported, feeds)[0], want, rtol=1e-6)
