@@ -129,8 +129,10 @@ class _Collapser:
 
     def _collapse(self, node: Container, ns: str | None, where: tuple) -> Container:
         ns = node._attrs.get("namespace", ns)
-        if is_call(node) and where not in self.reached:
-            return self._stub(node, ns, where)
+        if is_call(node):
+            if where not in self.reached:
+                return self._stub(node, ns, where)
+            node = node.without_attrs(FUNCTION_ATTR)  # written inline: a block, no longer a call
         if node.children:
             for edge in (*node.edges, *node.tombstones):  # an edit wrapper's edges reach inside:
                 for end in (edge[0][0], edge[1][0]):  # the calls they enter are written inline
