@@ -14,9 +14,9 @@ from typing import Any
 from amanda.containers.container import Container
 from amanda.containers.edge import Port
 from amanda.errors import FormatError
+from amanda.io.onnx_functions import FunctionReader
 from amanda.io.onnx_metadata import read_metadata
 from amanda.io.onnx_ports import Schemas, namespace_of_domain
-from amanda.io.onnx_read_graph import GraphReader
 from amanda.io.onnx_text import check_text, check_text_outside_nodes
 from amanda.io.onnx_values import require_onnx
 from amanda.parse_guards import gc_paused
@@ -26,7 +26,7 @@ __all__ = ["MIN_IR_VERSION", "check_model_header", "check_text", "from_onnx"]
 MIN_IR_VERSION = 3  # the first IR version with opset_import
 
 
-class _Importer(GraphReader):
+class _Importer(FunctionReader):
     """One conversion: the model's opsets, a schema cache and port-name caches."""
 
     def __init__(self, model: Any, source: str | None) -> None:
@@ -37,6 +37,7 @@ class _Importer(GraphReader):
         self.ports: dict[str, Port] = {}
         self.opsets = self._opsets(model)
         self.default = self.opsets.get("")
+        self.read_functions(model)
 
     def _opsets(self, model: Any) -> dict[str, str]:
         from amanda.namespaces.onnx_vocab import onnx_vocabulary
@@ -82,8 +83,9 @@ class _Importer(GraphReader):
         graph_info = fields["info"]
         for key, value in graph_info.items():
             info[f"graph_{key}"] = value
-        if model.functions:
-            info["functions"] = tuple(f.SerializeToString() for f in model.functions)
+        uncalled = self.uncalled()  # called functions live in their calls
+        if uncalled:
+            info["functions"] = uncalled
         if model.training_info:
             info["training_info"] = tuple(t.SerializeToString() for t in model.training_info)
         attrs: dict[str, Any] = {**fields["extra"], **extra}
