@@ -255,15 +255,12 @@ class Container(Displayed):
     def sorted(
         self,
         skip: Callable[[Container], bool] | None = None,
-        *,
-        skip_containers: Callable[[Container], bool] | None = None,
     ) -> Iterator[Container]:
         """Leaf ops in topological order from the inputs, ties in document order; containers
-        that ``skip`` accepts are yielded whole instead of entered. (``skip_containers`` is a
-        deprecated spelling of ``skip``.)"""
+        that ``skip`` accepts are yielded whole instead of entered."""
         from amanda.containers.traverse import sorted_ops
 
-        return sorted_ops(self, skip, skip_containers=skip_containers)
+        return sorted_ops(self, skip)
 
     def select(self, selector: str) -> Any:
         """Query this container with a selector (see ``docs/query.md``); a Selection."""

@@ -3,7 +3,6 @@ and leaf ops in topological order with opaque containers."""
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -82,23 +81,16 @@ def effective_attrs(container: Container, path: Any = ()) -> Mapping[str, Any]:
 def sorted_ops(
     container: Container,
     skip: Callable[[Container], bool] | None = None,
-    *,
-    skip_containers: Callable[[Container], bool] | None = None,
 ) -> Iterator[Container]:
     """Leaf ops in topological order; a container that ``skip`` accepts is yielded whole.
 
     Ties are broken by document order (the one sort of :mod:`amanda.containers.order`), so
     ``sorted()`` and ``sorted(skip=...)`` with a ``skip`` that accepts nothing agree.
-    ``skip_containers`` is a deprecated spelling of ``skip``.
     """
     from amanda.containers.checks import shown
     from amanda.containers.flatten import flatten
 
     expect_container(container, "container")
-    if skip_containers is not None:
-        warnings.warn("sorted(skip_containers=...) is deprecated; use sorted(skip=...)",
-                      DeprecationWarning, stacklevel=3)
-        skip = skip if skip is not None else skip_containers
     if skip is not None and not callable(skip):
         raise ArgumentError.at("skip", "a function Container -> bool, or None", shown(skip))
 

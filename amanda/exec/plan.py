@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from amanda.containers import SELF, Endpoint, FlatGraph, flatten, walk
+from amanda.containers import SELF, Endpoint, FlatGraph, bind, flatten, walk
 from amanda.errors import ExecutionError, format_path
 from amanda.exec.dispatch import (
     ONNX,
@@ -55,16 +55,9 @@ ContextFactory = Callable[["Container", tuple, str, "int | None"], OpContext]
 
 
 def bind_phase(model: Container, phase: Any) -> Container:
-    """``model`` with phase-dependent choices resolved for ``phase`` (``bind``, when the
-    containers layer provides it). Without it the planner's own edge filter does the same:
-    edges tagged with another phase are ignored."""
-    if phase is None:
-        return model
-    try:
-        from amanda.containers import bind  # type: ignore[attr-defined]
-    except ImportError:
-        return model
-    return bind(model, phase)
+    """``model`` with phase-dependent choices resolved for ``phase`` (:func:`amanda.bind`);
+    the model itself when ``phase`` is None."""
+    return model if phase is None else bind(model, phase)
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from amanda.io.onnx_write_graph import (
     is_initializer,
     where_of,
 )
+from amanda.version import __version__
 
 __all__ = [
     "BOOKKEEPING_ATTRS",
@@ -146,8 +147,6 @@ class _Exporter(GraphWriter):
             for blob in info.get("training_info") or ():
                 model.training_info.add().ParseFromString(blob)
         else:
-            from amanda import __version__
-
             wanted = MIN_WRITTEN_IR
             model.producer_name, model.producer_version = "amanda", __version__
         model.ir_version = min(max(wanted, least), MAX_IR_VERSION)
