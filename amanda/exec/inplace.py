@@ -17,12 +17,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from amanda.exec.kernels import registry
 from amanda.exec.kernels.registry import ONNX, InPlace, declare
+
+if TYPE_CHECKING:
+    from amanda.exec.plan import Step
 
 __all__ = ["donate"]
 
@@ -118,13 +121,14 @@ def _fresh(op_type: Any) -> bool:
     return found is not None and found.fresh
 
 
-def donate(steps: list[tuple], op_types: list[Any], onnx: list[bool], writer: dict[int, int],
-           uses: list[int], keep: frozenset[int]) -> list[tuple]:
+def donate(steps: list[Step], op_types: list[Any], onnx: list[bool], writer: dict[int, int],
+           uses: list[int], keep: frozenset[int]) -> list[Step]:
     """Steps where an elementwise op may overwrite a dead input get its in-place variant."""
     from functools import partial
 
     out = list(steps)
-    for i, (fn, attrs, ins, outs, frees) in enumerate(steps):
+    for i, step in enumerate(steps):
+        ins = step.ins
         found = registry.entry(ONNX, op_types[i]) if onnx[i] else None
         if found is None or found.inplace is None:
             continue
@@ -142,6 +146,6 @@ def donate(steps: list[tuple], op_types: list[Any], onnx: list[bool], writer: di
                 and ins.count(slot) == 1
                 and slot not in keep
             ):
-                out[i] = (partial(make(position), fn), attrs, ins, outs, frees)
+                out[i] = step._replace(fn=partial(make(position), step.fn))
                 break
     return out
