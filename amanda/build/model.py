@@ -87,8 +87,9 @@ def model(inputs: Sequence[Value], outputs: Any, name: str | None = None) -> Con
                                        f"the input {value.name!r}, which inputs= does not list")
             edges.append(Edge(_source(value), Endpoint((call.op.name,), port)))
     edges += [Edge(_source(value), Endpoint(SELF, out)) for out, value in wanted]
-    out_ports = [Port(out, to_attrs(value.type)) for out, value in wanted]
-    in_ports = [Port(v.name, to_attrs(v.type)) for v in inputs]
+    out_ports = [Port(out, attrs=to_attrs(value.type)) for out, value in wanted]
+    in_ports = [Port(v.name, attrs=to_attrs(v.type)) for v in inputs]
     namespaces = {c.op.attrs.get("namespace") for c in order} or {DEFAULT_NAMESPACE}
     attrs = {"namespace": namespaces.pop()} if len(namespaces) == 1 else {}
-    return Container("Model", name or "model", in_ports, out_ports, [c.op for c in order], edges, attrs=attrs)
+    return Container("Model", name or "model", inputs=in_ports, outputs=out_ports, children=[c.op for c in order],
+                     edges=edges, attrs=attrs)

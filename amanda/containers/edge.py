@@ -16,6 +16,7 @@ from pyrsistent import PMap
 
 from amanda.containers.checks import INTERPRETED_EDGE_ATTRS, attr_problems, shown
 from amanda.containers.values import EMPTY, attrs_equal, attrs_hash, freeze_attrs, views_of
+from amanda.deprecation import moved_to_keywords
 from amanda.errors import ArgumentError
 
 __all__ = ["CONTROL", "SELF", "Edge", "Endpoint", "EndpointLike", "PathLike", "Port", "coerce_ports"]
@@ -52,13 +53,15 @@ PathLike = Union[str, int, tuple, _Self]  # noqa: UP007  # a runtime alias, kept
 class Port(tuple):
     """A named port with attributes (shape, dtype, ``control: true`` …).
 
-    >>> Port("x", {"shape": [1, 784]}).attrs["shape"]
+    >>> Port("x", attrs={"shape": [1, 784]}).attrs["shape"]
     (1, 784)
     """
 
     __slots__ = ()
 
-    def __new__(cls, name: str, attrs: Mapping[str, Any] | None = None) -> Port:
+    def __new__(cls, name: str, *positional: Any, attrs: Mapping[str, Any] | None = None) -> Port:
+        if positional:  # the deprecated Port(name, attrs)
+            (attrs,) = moved_to_keywords("Port", ("attrs",), positional, (attrs,), (None,))
         if type(name) is not str or not name:
             raise ArgumentError.at("port", "a port name (a non-empty string)", shown(name))
         if attrs is not None and not isinstance(attrs, Mapping):
@@ -86,11 +89,11 @@ class Port(tuple):
 
     def with_attrs(self, **attrs: Any) -> Port:
         """This port with attributes added or replaced."""
-        return Port(self.name, {**self.attrs, **attrs})
+        return Port(self.name, attrs={**self.attrs, **attrs})
 
     def __repr__(self) -> str:
         if self[1]:
-            return f"Port({self[0]!r}, {dict(self[1])!r})"
+            return f"Port({self[0]!r}, attrs={dict(self[1])!r})"
         return f"Port({self[0]!r})"
 
 
@@ -100,9 +103,9 @@ def _port(value: Any) -> Port:
     if isinstance(value, str):
         return Port(value)
     if isinstance(value, Mapping):
-        return Port(value.get("name"), value.get("attrs"))  # type: ignore[arg-type]  # Port checks it
+        return Port(value.get("name"), attrs=value.get("attrs"))  # type: ignore[arg-type]  # Port checks it
     if isinstance(value, tuple) and len(value) == 2:
-        return Port(value[0], value[1])
+        return Port(value[0], attrs=value[1])
     raise ArgumentError.at("port", "a port name, a Port or {name, attrs}", shown(value))
 
 
@@ -201,8 +204,10 @@ class Edge(tuple):
     __slots__ = ()
 
     def __new__(
-        cls, src: EndpointLike, dst: EndpointLike, attrs: Mapping[str, Any] | None = None
+        cls, src: EndpointLike, dst: EndpointLike, *positional: Any, attrs: Mapping[str, Any] | None = None
     ) -> Edge:
+        if positional:  # the deprecated Edge(src, dst, attrs)
+            (attrs,) = moved_to_keywords("Edge", ("attrs",), positional, (attrs,), (None,))
         if attrs is not None and not isinstance(attrs, Mapping):
             raise ArgumentError.at("edge", "edge attributes as a mapping", shown(attrs))
         try:
@@ -220,8 +225,11 @@ class Edge(tuple):
         """Coerce an Edge or a ``(src, dst[, attrs])`` tuple."""
         if isinstance(value, Edge):
             return value
-        if isinstance(value, (tuple, list)) and len(value) in (2, 3):
-            return cls(*value)
+        if isinstance(value, (tuple, list)):
+            if len(value) == 2:
+                return cls(value[0], value[1])
+            if len(value) == 3:
+                return cls(value[0], value[1], attrs=value[2])
         raise ArgumentError.at("edge", "an Edge or (src, dst[, attrs])", shown(value))
 
     src: Endpoint = property(itemgetter(0))  # type: ignore[assignment]
@@ -263,7 +271,7 @@ class Edge(tuple):
     def __repr__(self) -> str:
         if self[2] is EMPTY or not self[2]:
             return f"Edge({str(self[0])!r}, {str(self[1])!r})"
-        return f"Edge({str(self[0])!r}, {str(self[1])!r}, {dict(self[2])!r})"
+        return f"Edge({str(self[0])!r}, {str(self[1])!r}, attrs={dict(self[2])!r})"
 
 
 def forward_attrs(upstream: Any, downstream: Any) -> Any:

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from amanda.containers import CONTROL, SELF, Container, Endpoint
+from amanda.deprecation import moved_to_keywords
 from amanda.errors import ExecutionError, format_path
 from amanda.exec import (
     control_flow,  # noqa: F401  (registers If, Loop, Scan, SequenceMap)
@@ -116,12 +117,14 @@ class Session:
     def __init__(
         self,
         model: Container,
+        *positional: Any,
         threads: int | None = None,
-        *,
         offload_elements: int = DEFAULT_OFFLOAD_ELEMENTS,
         max_loop_iterations: int | None = DEFAULT_MAX_LOOP_ITERATIONS,
         timeout: float | None = None,
     ) -> None:
+        if positional:  # the deprecated Session(model, threads)
+            (threads,) = moved_to_keywords("Session", ("threads",), positional, (threads,), (None,))
         if not isinstance(model, Container):
             raise _bad("model", "a Container", model)
         if max_loop_iterations is not None and (

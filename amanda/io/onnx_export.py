@@ -268,8 +268,8 @@ def to_onnx(container: Container, *, check: bool = True) -> Any:
 
     >>> import amanda
     >>> relu = amanda.op("Relu", "relu", inputs=["X"], outputs=["Y"])
-    >>> g = amanda.Container(None, "g", inputs=[amanda.Port("x", {"dtype": "float32", "shape": (2,)})],
-    ...     outputs=[amanda.Port("y", {"dtype": "float32", "shape": (2,)})], children=[relu],
+    >>> g = amanda.Container(None, "g", inputs=[amanda.Port("x", attrs={"dtype": "float32", "shape": (2,)})],
+    ...     outputs=[amanda.Port("y", attrs={"dtype": "float32", "shape": (2,)})], children=[relu],
     ...     edges=[("g:x", "relu:X"), ("relu:Y", "g:y")], attrs={"namespace": "amanda/onnx/17"})
     >>> model = to_onnx(g)
     >>> [(n.op_type, list(n.input), list(n.output)) for n in model.graph.node]

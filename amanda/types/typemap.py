@@ -13,7 +13,7 @@ untouched subtrees after an edit; an annotated copy would have to rebuild every 
 >>> import amanda
 >>> from amanda.types import TensorType
 >>> relu = amanda.op("Relu", "relu", inputs=["X"], outputs=["Y"])
->>> g = amanda.Container(None, "g", inputs=[amanda.Port("x", {"dtype": "float32", "shape": ["n", 4]})],
+>>> g = amanda.Container(None, "g", inputs=[amanda.Port("x", attrs={"dtype": "float32", "shape": ["n", 4]})],
 ...     outputs=["y"], children=[relu], edges=[("g:x", "relu:X"), ("relu:Y", "g:y")],
 ...     attrs={"namespace": "amanda/onnx/17"})
 >>> types = infer_types(g)

@@ -160,7 +160,7 @@ class _Builder:
                 return port
         port = f"feed.{len(self.feeds)}"
         self.feeds[port] = feed
-        self.inputs.append(Port(port, {"feed": str(feed)}))
+        self.inputs.append(Port(port, attrs={"feed": str(feed)}))
         return port
 
     def recv(self, key: Any, source: tuple[int, str]) -> str:
