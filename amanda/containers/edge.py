@@ -15,6 +15,7 @@ from typing import Any, Union
 from pyrsistent import PMap
 
 from amanda.containers.checks import INTERPRETED_EDGE_ATTRS, attr_problems, shown
+from amanda.containers.records import EdgeKey
 from amanda.containers.values import EMPTY, attrs_equal, attrs_hash, freeze_attrs, views_of
 from amanda.deprecation import moved_to_keywords
 from amanda.errors import ArgumentError
@@ -237,7 +238,7 @@ class Edge(tuple):
     attrs: PMap = property(lambda self: views_of(self[2]))  # type: ignore[assignment]
 
     @property
-    def key(self) -> tuple[Endpoint, Endpoint]:
+    def key(self) -> EdgeKey:
         """``(src, dst)``: what identifies the edge for tombstones."""
         return (self[0], self[1])
 

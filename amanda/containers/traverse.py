@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from amanda.containers.checks import expect_container
 from amanda.containers.edge import SELF
 from amanda.containers.order import topological
+from amanda.containers.records import Path
 from amanda.errors import ArgumentError
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ def _leaves(container: Container) -> Iterator[Container]:
             stack.extend(reversed(node.children))
 
 
-def walk(container: Container) -> Iterator[tuple[tuple[str, ...], Container, Mapping[str, Any]]]:
+def walk(container: Container) -> Iterator[tuple[Path, Container, Mapping[str, Any]]]:
     """``(path, node, effective_attrs)`` for the container and every descendant, pre-order.
 
     Effective attributes are the ancestors' attributes overlaid by the node's own,
@@ -49,9 +50,9 @@ def walk(container: Container) -> Iterator[tuple[tuple[str, ...], Container, Map
     return _walk(container)
 
 
-def _walk(container: Container) -> Iterator[tuple[tuple[str, ...], Container, Mapping[str, Any]]]:
+def _walk(container: Container) -> Iterator[tuple[Path, Container, Mapping[str, Any]]]:
     root_attrs = MappingProxyType(dict(container.attrs))
-    stack: list[tuple[tuple[str, ...], Container, Mapping[str, Any]]] = [((), container, root_attrs)]
+    stack: list[tuple[Path, Container, Mapping[str, Any]]] = [((), container, root_attrs)]
     while stack:
         path, node, attrs = stack.pop()
         yield path, node, attrs

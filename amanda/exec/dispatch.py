@@ -32,10 +32,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 import amanda.exec.kernels  # noqa: F401  (registers every kernel module)
+from amanda.containers.records import Path
 from amanda.errors import ExecutionError
 from amanda.exec.kernels import registry
 from amanda.exec.kernels.arity import OUTPUT_COUNT
-from amanda.exec.kernels.registry import KernelVersion, session_kernel, session_op_types
+from amanda.exec.kernels.registry import session_kernel, session_op_types
 
 if TYPE_CHECKING:
     from amanda.containers import Container
@@ -123,7 +124,7 @@ class OpContext:
 
     state: dict
     key: str
-    path: tuple
+    path: Path
     op: Container
     opset: int | None
     namespace: str
@@ -204,13 +205,13 @@ def resolve_kernel(op: Container, path: str, namespace: str | None) -> Resolved:
     for session_version in found.session_kernels:
         if session_version.since <= newest:
             return Resolved(session_version.fn, attrs, session=True, heavy=False)
-    candidates = [v for v in found.kernels if v.since <= newest]
+    candidates = found.kernels_at(opset)
     if not candidates:
         raise no_kernel_error(op, path, namespace)
     if any(v.output_count for v in candidates) and OUTPUT_COUNT not in attrs:
         # ops defined by how many outputs the node declares (Split < 18, MaxPool's Indices)
         attrs = MappingProxyType({**attrs, OUTPUT_COUNT: len(op.outputs)})
-    _check_arity(op, path, namespace, candidates)
+    _check_arity(op, path, namespace, found.arity(opset))
     first = candidates[0]
     fn: Callable[..., tuple]
     if first.accepts is None:
@@ -230,14 +231,13 @@ def _schema_ports(namespace: str, op_type: str) -> str | None:
         return None
 
 
-def _check_arity(op: Container, path: str, namespace: str, versions: Sequence[KernelVersion]) -> None:
+def _check_arity(op: Container, path: str, namespace: str, arity: tuple[int, float]) -> None:
     """An ExecutionError, at plan time, for an op with more input ports than any kernel version
     takes (too few is left to the run: the kernel's own error then names what is missing)."""
     names = op.input_names
-    most = max(v.arity[1] for v in versions)
+    least, most = arity
     if len(names) <= most:
         return
-    least = min(v.arity[0] for v in versions)
     takes = f"{least} input{'s' if least != 1 else ''}" if least == most else f"{least} to {most} inputs"
     schema = _schema_ports(namespace, op.type or "")
     valid = f"{op.type} takes {takes}" + (f": {schema}" if schema else "")

@@ -15,6 +15,7 @@ from typing import Any
 from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Edge, Port
 from amanda.containers.flatten import flatten
+from amanda.containers.records import Path
 from amanda.errors import FormatError
 from amanda.io.onnx_metadata import write_metadata
 from amanda.io.onnx_ports import Schemas, domain_of_namespace, namespace_of_domain
@@ -95,7 +96,7 @@ class _Exporter(GraphWriter):
                             body, body.attrs.get("namespace", ns), where + path + (label,)
                         )
 
-    def _opset(self, ns: str, path: tuple) -> tuple[str, int]:
+    def _opset(self, ns: str, path: Path) -> tuple[str, int]:
         found = self.domains.get(ns)
         if found is None:
             found = self.domains[ns] = domain_of_namespace(ns)  # type: ignore[assignment]

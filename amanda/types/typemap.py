@@ -29,6 +29,7 @@ import gc
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from amanda.containers.records import Path
 from amanda.errors import Problem
 from amanda.types.infer import Level, infer_level, top_inputs
 from amanda.types.node import ABSENT
@@ -69,7 +70,7 @@ class TypeMap(Mapping):
 
     # -- lookup ----------------------------------------------------------------------------
 
-    def _find(self, path: tuple, port: Any, side: str) -> tuple[bool, Any]:
+    def _find(self, path: Path, port: Any, side: str) -> tuple[bool, Any]:
         level = self._level
         while True:
             if not path:
@@ -107,11 +108,11 @@ class TypeMap(Mapping):
                 return False, None
             level, path = nxt
 
-    def output(self, path: tuple, port: Any) -> Type | None:
+    def output(self, path: Path, port: Any) -> Type | None:
         """The type of output port ``port`` of the node at ``path``."""
         return self._find(tuple(path), port, "out")[1]
 
-    def input(self, path: tuple, port: Any) -> Type | None:
+    def input(self, path: Path, port: Any) -> Type | None:
         """The type of input port ``port`` of the node at ``path``."""
         return self._find(tuple(path), port, "in")[1]
 

@@ -80,6 +80,8 @@ def test_one_entry_holds_every_version_newest_first() -> None:
     assert e is not None and e.heavy and not e.needs_session
     assert [v.fn for v in e.kernels] == [v5_ints, v5, v1]
     assert [v.arity for v in e.kernels] == [(0, math.inf), (1, 2), (1, 1)]
+    assert [v.fn for v in e.kernels_at(4)] == [v1] and e.arity(4) == (1, 1)
+    assert e.arity(None) == (0, math.inf) and e.arity(0) == (0, math.inf)
     assert lookup("Twice", 4, family=family).fn is v1
     assert lookup("Twice", 7, [np.dtype("int64")], family=family).fn is v5_ints
     assert lookup("Twice", 7, [np.dtype("float32")], family=family).fn is v5

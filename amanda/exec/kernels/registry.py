@@ -25,7 +25,7 @@ Entries are frozen: registering replaces the entry with an updated copy, so an e
 caller holds never changes under it.
 
 >>> e = entry(ONNX, "MatMul")
->>> e.heavy, e.fresh, e.needs_session, e.kernels[0].arity
+>>> e.heavy, e.fresh, e.needs_session, e.arity(17)
 (True, True, False, (2, 2))
 >>> entry(ONNX, "Loop").needs_session
 True
@@ -121,6 +121,19 @@ class OpEntry:
     def fact(self, key: str, default: Any = None) -> Any:
         """The extension fact ``key``, else ``default``."""
         return self.facts.get(key, default)
+
+    def kernels_at(self, opset: int | None) -> tuple[KernelVersion, ...]:
+        """The plain versions usable at ``opset`` (None: the newest), newest first."""
+        newest = opset if opset is not None else _NEWEST
+        return tuple(v for v in self.kernels if v.since <= newest)
+
+    def arity(self, opset: int | None = None) -> tuple[int, float]:
+        """(fewest required, most accepted) inputs over the versions usable at ``opset``;
+        (0, inf) when there is none."""
+        versions = self.kernels_at(opset)
+        if not versions:
+            return (0, math.inf)
+        return (min(v.arity[0] for v in versions), max(v.arity[1] for v in versions))
 
 
 _ENTRIES: dict[OpKey, OpEntry] = {}
