@@ -58,9 +58,8 @@ from amanda.namespaces.mapping import MappingTable, NameMap, convert, load_mappi
 from amanda.namespaces.validation import validate
 from amanda.query import Selection, compile_selector, select
 from amanda.types import OptionalType, SequenceType, TensorType, TypeMap, infer_types
+from amanda.version import __version__ as __version__
 from amanda.viz import render, summary, to_dot
-
-__version__ = "0.1.0"
 
 __all__ = [
     "AmandaError",

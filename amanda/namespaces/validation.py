@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
+from amanda.containers.records import Path
 from amanda.errors import ArgumentError, Problem, SchemaError
 from amanda.namespaces.namespace import Namespace, namespace
 from amanda.namespaces.schema import suggest
@@ -82,7 +83,7 @@ def validate(
         raise ArgumentError.at("ignore", "a collection of attribute names", shown(ignore))
     problems: list[Problem] = []
     cache: dict[str, Namespace | SchemaError] = {}
-    stack: list[tuple[tuple[str, ...], Any, str | None, bool]] = [
+    stack: list[tuple[Path, Any, str | None, bool]] = [
         ((), container, container.attrs.get("namespace"), True)
     ]
     while stack:
@@ -117,7 +118,7 @@ def _namespace(name: Any, cache: dict, mode: str) -> Namespace | SchemaError:
 
 
 def _check(
-    path: tuple[str, ...],
+    path: Path,
     op: Container,
     ns_name: str,
     cache: dict,
