@@ -8,6 +8,7 @@
 ['f', 'g']
 """
 
+from amanda.autodiff import grad
 from amanda.build import Input, model, ops
 from amanda.containers import (
     CONTROL,
@@ -125,4 +126,5 @@ __all__ = [
     "validate",
     "walk",
     "with_attrs",
+    "grad",
 ]
