@@ -23,7 +23,7 @@ def numeric(f: Callable[[dict], float], feeds: dict, name: str, eps: float = 1e-
 
 
 def check(build: Callable[..., amanda.Container | object], feeds: Mapping[str, np.ndarray],
-          wrt: list[str] | None = None, seed: int = 0, rtol: float = 1e-5, atol: float = 1e-7) -> float:
+          wrt: list[str] | None = None, seed: int = 0, rtol: float = 1e-5, atol: float = 1e-7, eps: float = 1e-6) -> float:
     """Build ``build(**inputs)``, take ``sum(out * r)`` for a random ``r`` as the loss, and check
     ``amanda.grad`` of it against central differences; the largest relative error found."""
     inputs = {k: Input(k, str(v.dtype), v.shape) for k, v in feeds.items()}
@@ -42,7 +42,7 @@ def check(build: Callable[..., amanda.Container | object], feeds: Mapping[str, n
             return float(s.run(["loss"], values)[0])
 
         for w, value in zip(wrt, got):
-            expected = numeric(f, feeds, w)
+            expected = numeric(f, feeds, w, eps)
             assert value.shape == expected.shape, (w, value.shape, expected.shape)
             np.testing.assert_allclose(value, expected, rtol=rtol, atol=atol, err_msg=w)
             scale = np.maximum(np.abs(expected), 1e-3)

@@ -37,7 +37,8 @@ def test_shape_ops(kind, seed):
         "Cast": lambda x: ops.Cast(ops.Cast(x, to=np.dtype("float32")), to=np.dtype("float64")),
     }[kind]
     x = arr(seed, (3, 1, 4))
-    check(build, {"x": x}, atol=1e-5 if kind == "Cast" else 1e-7, rtol=1e-4 if kind == "Cast" else 1e-5)
+    # through float32 the differences need a wide step (the loss is linear in x, so it is exact)
+    check(build, {"x": x}, rtol=1e-4 if kind == "Cast" else 1e-5, eps=1e-2 if kind == "Cast" else 1e-6)
 
 
 @SETTINGS
