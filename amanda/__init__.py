@@ -8,6 +8,7 @@
 ['f', 'g']
 """
 
+from amanda import layers
 from amanda.autodiff import grad
 from amanda.build import Input, model, ops
 from amanda.containers import (
@@ -126,5 +127,6 @@ __all__ = [
     "validate",
     "walk",
     "with_attrs",
+    "layers",
     "grad",
 ]

@@ -194,10 +194,12 @@ LAYERS = {
     "viz": BASE | {"containers"},
     "types": BASE | {"containers", "namespaces", "exec"},
     "build": BASE | {"containers", "namespaces", "io", "types"},
+    "layers": BASE | {"containers", "namespaces", "io", "types", "build"},
     "autodiff": BASE | {"containers", "namespaces", "io", "types", "build", "layers"},
 }
 UPWARD_EXCEPTIONS = {
     ("containers/container.py", "query"),
+    ("containers/container.py", "build"),  # a layer applied to a builder Value, imported when called
     ("containers/display.py", "viz"),  # IPython's display hooks, imported when called
     ("query/selection.py", "viz"),
     ("namespaces/validation.py", "types"),  # validate adds the type checks, imported when called

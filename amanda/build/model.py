@@ -14,12 +14,13 @@ from typing import Any
 
 from amanda.build.builder import DEFAULT_NAMESPACE, ops
 from amanda.build.values import Call, Input, Value
+from amanda.containers.compose import exposed_controls
 from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Edge, Endpoint, Port
 from amanda.errors import ArgumentError
 from amanda.types.tensor_type import to_attrs
 
-__all__ = ["model"]
+__all__ = ["apply", "model"]
 _ = (Input, ops)  # the doctest's names
 
 
@@ -72,23 +73,79 @@ def _source(value: Value) -> Endpoint:
     return Endpoint(SELF, value.name) if value.producer is None else Endpoint((value.producer.op.name,), value.port)
 
 
-def model(inputs: Sequence[Value], outputs: Any, name: str | None = None) -> Container:
+def _names(order: list[Call], parent: str) -> dict[int, str]:
+    """A child name per call: its op's name, suffixed where two calls share one (a layer
+    applied twice, or two layers of the same default name) or it is the parent's."""
+    names: dict[int, str] = {}
+    taken: set[str] = {parent}
+    for call in order:
+        base = call.op.name or call.op.type or "op"
+        name, count = base, 1
+        while name in taken:
+            name, count = f"{base}_{count}", count + 1
+        taken.add(name)
+        names[id(call)] = name
+    return names
+
+
+def model(inputs: Sequence[Value], outputs: Any, name: str | None = None, *, type: str = "Model",
+          attrs: Mapping[str, Any] | None = None) -> Container:
     """A container of every op between ``inputs`` and ``outputs`` (a Value, a list, or a mapping
-    from output name to Value), in the namespace they were built in."""
+    from output name to Value), in the namespace they were built in; ``type`` and ``attrs``
+    (added to the namespace) are the container's own. Ops (or layers) that share a name are
+    suffixed ``_1``, ``_2`` … in build order."""
     _check_inputs(inputs)
     wanted = _outputs(outputs)
     order = _calls(wanted)
+    names = _names(order, name or "model")
     given = {id(v) for v in inputs}
+
+    def source(value: Value) -> Endpoint:
+        return Endpoint(SELF, value.name) if value.producer is None else Endpoint((names[id(value.producer)],), value.port)
+
     edges = []
     for call in order:
         for port, value in call.inputs:
             if value.producer is None and id(value) not in given:
                 raise ArgumentError.at((call.op.name, port), f"an input among {[v.name for v in inputs]}",
                                        f"the input {value.name!r}, which inputs= does not list")
-            edges.append(Edge(_source(value), Endpoint((call.op.name,), port)))
-    edges += [Edge(_source(value), Endpoint(SELF, out)) for out, value in wanted]
+            edges.append(Edge(source(value), Endpoint((names[id(call)],), port)))
+    edges += [Edge(source(value), Endpoint(SELF, out)) for out, value in wanted]
     out_ports = [Port(out, to_attrs(value.type)) for out, value in wanted]
     in_ports = [Port(v.name, to_attrs(v.type)) for v in inputs]
     namespaces = {c.op.attrs.get("namespace") for c in order} or {DEFAULT_NAMESPACE}
-    attrs = {"namespace": namespaces.pop()} if len(namespaces) == 1 else {}
-    return Container("Model", name or "model", in_ports, out_ports, [c.op for c in order], edges, attrs=attrs)
+    own = {"namespace": namespaces.pop()} if len(namespaces) == 1 else {}
+    children = [c.op.with_name(names[id(c)]) for c in order]
+    controls = exposed_controls(children, [p.name for p in (*in_ports, *out_ports)])
+    exposed = {p.name for p in controls}
+    edges += [Edge(Endpoint((c.name,), n), Endpoint(SELF, n)) for c in children for n in c.control_names
+              if n in exposed]
+    return Container(type, name or "model", in_ports, out_ports, children, edges, attrs={**own, **(attrs or {})},
+                     controls=controls)
+
+
+def apply(layer: Container, *values: Value) -> Value | tuple[Value, ...]:
+    """``layer`` applied to symbolic values, one per input port: its outputs as Values (a tuple
+    when it has several), typed by inferring the layer's types from the values' types. This is
+    what ``layer(value)`` does.
+
+    >>> x = Input("x", "float32", ("batch", 4))
+    >>> inner = Input("x", "float32")
+    >>> act = model([inner], {"y": ops.Relu(inner)}, name="act")
+    >>> act(x).type
+    float32[batch,4]
+    """
+    from amanda.types import infer_types
+
+    if len(values) != len(layer.inputs) or not all(isinstance(v, Value) for v in values):
+        raise ArgumentError.at((layer.name or "layer",), f"{len(layer.inputs)} Values for inputs {list(layer.input_names)}",
+                               f"{len(values)} arguments ({', '.join(type(v).__name__ for v in values)})")
+    types = infer_types(layer, {p.name: v.type for p, v in zip(layer.inputs, values)})
+    if types.problems:
+        problem = types.problems[0]
+        where = problem.path if isinstance(problem.path, tuple) else (problem.path,)
+        raise ArgumentError.at((layer.name or "layer", *where), problem.expected, problem.found)
+    call = Call(layer, tuple((p.name, v) for p, v in zip(layer.inputs, values)))
+    label = layer.name or layer.type or "layer"
+    outs = tuple(Value(call, p.name, types.get(((), p.name)), f"{label}.{p.name}") for p in layer.outputs)
+    return outs[0] if len(outs) == 1 else outs

@@ -21,7 +21,7 @@ from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Edge, Endpoint, Port
 from amanda.errors import AmandaError, ArgumentError
 
-__all__ = ["CompositionError", "chain", "named_merge", "wrapped_namespace"]
+__all__ = ["CompositionError", "chain", "exposed_controls", "named_merge", "wrapped_namespace"]
 
 _UNBOUND = "unbound"
 
@@ -57,6 +57,24 @@ def wrapped_namespace(containers: Iterable[Container]) -> dict[str, str]:
     ops added beside them run in the same namespace."""
     found: set[str] = {c.attrs["namespace"] for c in containers if c.attrs.get("namespace") is not None}
     return {"namespace": found.pop()} if len(found) == 1 else {}
+
+
+def exposed_controls(children: Iterable[Container], taken: Iterable[str] = ()) -> list[Port]:
+    """The named control ports a composition exposes: one per name any child declares (the
+    "all" computation: fetching ``train`` on the parent runs every child's ``train``), except
+    names ``taken`` by the parent's data ports."""
+    names: dict[str, None] = {}
+    skip = set(taken)
+    for child in children:
+        names.update((n, None) for n in child.control_names if n not in skip)
+    return [Port(n) for n in names]
+
+
+def _controls_wired(kids: list[Container], inputs: list[Port], outputs: list[Port]) -> tuple[list[Port], list[Edge]]:
+    """The exposed control ports and the control edges from each child's port to them."""
+    controls = exposed_controls(kids, [p.name for p in (*inputs, *outputs)])
+    names = {p.name for p in controls}
+    return controls, [Edge(((k.name,), n), (SELF, n)) for k in kids for n in k.control_names if n in names]
 
 
 def _main(ports: Sequence[Port]) -> list[Port]:
@@ -138,7 +156,9 @@ def chain(
                 side.append(_qualified(a, port))
                 edges.append(Edge(((a.name,), port.name), (SELF, side[-1].name)))
     edges.extend(Edge(((last.name,), old.name), (SELF, new.name)) for new, old in zip(parent_outputs, last.outputs))
-    return Container(type, name, parent_inputs, parent_outputs + side, kids, edges, attrs=wrapped_namespace(kids))
+    controls, wired = _controls_wired(kids, parent_inputs, parent_outputs + side)
+    return Container(type, name, parent_inputs, parent_outputs + side, kids, edges + wired,
+                     attrs=wrapped_namespace(kids), controls=controls)
 
 
 def _patch_end(parent_kids: dict[str, Container], text: Any, side: str) -> tuple[str, str]:
@@ -231,4 +251,6 @@ def named_merge(
     if renamed_in or renamed_out:
         unknown = sorted(renamed_in) + sorted(renamed_out)
         raise CompositionError.at("inputs/outputs", "qualified names of unbound ports (child.port)", str(unknown))
-    return Container(type, name, parent_inputs, parent_outputs, kids, edges, attrs=wrapped_namespace(kids))
+    controls, wired = _controls_wired(kids, parent_inputs, parent_outputs)
+    return Container(type, name, parent_inputs, parent_outputs, kids, edges + wired, attrs=wrapped_namespace(kids),
+                     controls=controls)

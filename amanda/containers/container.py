@@ -271,9 +271,16 @@ class Container(Displayed):
 
         return select(self, selector)
 
-    def __call__(self, *previous: Container) -> Container:
-        """``b(a)`` is ``chain(a, b)``: this container applied to the output of ``previous``."""
+    def __call__(self, *previous: Any) -> Any:
+        """``b(a)`` is ``chain(a, b)``: this container applied to the output of ``previous``;
+        applied to symbolic values of the op builder, it returns values
+        (:func:`amanda.build.model.apply`)."""
         from amanda.containers.compose import chain
+
+        if previous and not isinstance(previous[0], Container) and hasattr(previous[0], "producer"):
+            from amanda.build.model import apply
+
+            return apply(self, *previous)
 
         return chain(*previous, self)
 

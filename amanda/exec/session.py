@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+import warnings
 import weakref
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
@@ -99,6 +100,19 @@ def _seconds(value: Any, what: str) -> float | None:
             or not value > 0 or math.isnan(value):
         raise _bad(what, "None or a positive number of seconds", value)
     return float(value)
+
+
+def _warn_skipped_updates(model: Container, fetches: tuple, phase: Any) -> None:
+    """Warn (once per plan) when a run in phase ``p`` leaves out the top control port ``p`` that
+    ops are linked to in that phase (a model's ``train`` updates): they would not run."""
+    if not isinstance(phase, str) or phase not in model.control_names:
+        return
+    if phase in fetches or Endpoint(SELF, phase) in fetches:
+        return
+    if any(e.dst.op == SELF and e.dst.port == phase for e in model.edges):
+        warnings.warn(f"run(phase={phase!r}) does not fetch the control port {phase!r}: the updates linked "
+                      f"to it do not run; fetch it too (run([..., {phase!r}], phase={phase!r})) to run them",
+                      stacklevel=4)
 
 
 class Session:
@@ -229,6 +243,7 @@ class Session:
                 plan = self._plans.get(key)
                 if plan is None:
                     model = self._model_for(phase)
+                    _warn_skipped_updates(model, key[0], phase)
                     plan = compile_plan(model, key[0], tuple(names), phase, context=self._context)
                     self._plans[key] = plan
         return plan

@@ -1,0 +1,130 @@
+"""Convolutions and pooling over ``[batch, channels, *spatial]`` (ONNX's layout), in 1, 2 or 3
+spatial dimensions: the number is that of ``kernel_size`` when it is a sequence, else ``dims``.
+
+``padding`` is ``"valid"`` (none), ``"same"`` (the output has ``ceil(size / stride)`` positions,
+extra padding at the end, as ONNX's ``SAME_UPPER``), an int per side, or one int per dimension.
+
+>>> import amanda, numpy as np
+>>> net = Conv(3, 8, 3, padding="same", activation="relu") >> MaxPool(2) >> GlobalAvgPool()
+>>> with amanda.Session(net) as session:
+...     session.run(["y"], {"x": np.ones((2, 3, 8, 8), np.float32)})[0].shape
+(2, 8)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from amanda.build import ops
+from amanda.containers.container import Container
+from amanda.errors import ArgumentError
+from amanda.layers.base import activate, assemble, first, float_input, positive, sizes
+from amanda.layers.init import weight, weight_value
+
+__all__ = ["AvgPool", "Conv", "Conv1D", "Conv2D", "Conv3D", "GlobalAvgPool", "MaxPool"]
+
+
+def _dims(layer: str, kernel_size: Any, dims: int | None) -> int:
+    if isinstance(kernel_size, Sequence) and not isinstance(kernel_size, str):
+        if dims is not None and dims != len(kernel_size):
+            raise ArgumentError.at((layer, "dims"), f"{len(kernel_size)} (the length of kernel_size)", repr(dims))
+        dims = len(kernel_size)
+    dims = 2 if dims is None else dims
+    if dims not in (1, 2, 3):
+        raise ArgumentError.at((layer, "dims"), "1, 2 or 3 spatial dimensions", repr(dims))
+    return dims
+
+
+def _padding(layer: str, padding: Any, dims: int) -> dict[str, Any]:
+    """ONNX attributes for ``padding``."""
+    if padding == "same":
+        return {"auto_pad": "SAME_UPPER"}
+    if padding == "valid":
+        return {"pads": [0] * (2 * dims)}
+    if isinstance(padding, str):
+        raise ArgumentError.at((layer, "padding"), "'same', 'valid', an int or one int per dimension", repr(padding))
+    per_dim = sizes(layer, "padding", padding, dims, zero=True)
+    return {"pads": list(per_dim) * 2}
+
+
+def _shown(padding: Any) -> Any:
+    return padding if isinstance(padding, (str, int)) else tuple(padding)
+
+
+def Conv(in_channels: int, out_channels: int, kernel_size: int | Sequence[int], *,  # noqa: N802
+         stride: int | Sequence[int] = 1, padding: Any = "valid", dilation: int | Sequence[int] = 1,
+         groups: int = 1, dims: int | None = None, activation: str | None = None, use_bias: bool = True,
+         init: str = "he_normal", name: str = "conv", seed: int = 0) -> Container:
+    """A convolution with a ``[out_channels, in_channels / groups, *kernel_size]`` kernel
+    (He-normal unless ``init`` says otherwise) and a zero bias, then ``activation``."""
+    n = _dims("Conv", kernel_size, dims)
+    cin, cout = positive("Conv", "in_channels", in_channels), positive("Conv", "out_channels", out_channels)
+    g = positive("Conv", "groups", groups)
+    if cin % g or cout % g:
+        raise ArgumentError.at(("Conv", "groups"), f"a divisor of in_channels ({cin}) and out_channels ({cout})", str(g))
+    kernel = sizes("Conv", "kernel_size", kernel_size, n)
+    strides, dilations = sizes("Conv", "stride", stride, n), sizes("Conv", "dilation", dilation, n)
+    receptive = int(np.prod(kernel))
+    fans = (cin // g * receptive, cout // g * receptive)
+    x = float_input()
+    w = weight_value(weight("kernel", (cout, cin // g, *kernel), init, fans))
+    b = weight_value(weight("bias", (cout,), "zeros", fans)) if use_bias else None
+    y = ops.Conv(x, w, b, kernel_shape=list(kernel), strides=list(strides), dilations=list(dilations), group=g,
+                 name="convolution", **_padding("Conv", padding, n))
+    y = activate("Conv", y, activation)
+    attrs = {"in_channels": cin, "out_channels": cout, "kernel_size": kernel, "stride": strides,
+             "padding": _shown(padding), "dilation": dilations, "groups": g, "activation": activation,
+             "use_bias": bool(use_bias), "init": init}
+    return assemble("Conv", name, [x], y, attrs, seed)
+
+
+def Conv1D(in_channels: int, out_channels: int, kernel_size: int, **options: Any) -> Container:  # noqa: N802
+    """:func:`Conv` over one spatial dimension (``[batch, channels, length]``)."""
+    return Conv(in_channels, out_channels, kernel_size, dims=1, **{"name": "conv1d", **options})
+
+
+def Conv2D(in_channels: int, out_channels: int, kernel_size: int, **options: Any) -> Container:  # noqa: N802
+    """:func:`Conv` over two spatial dimensions (``[batch, channels, height, width]``)."""
+    return Conv(in_channels, out_channels, kernel_size, dims=2, **{"name": "conv2d", **options})
+
+
+def Conv3D(in_channels: int, out_channels: int, kernel_size: int, **options: Any) -> Container:  # noqa: N802
+    """:func:`Conv` over three spatial dimensions (``[batch, channels, depth, height, width]``)."""
+    return Conv(in_channels, out_channels, kernel_size, dims=3, **{"name": "conv3d", **options})
+
+
+def _pool(layer: str, op_type: str, kernel_size: Any, stride: Any, padding: Any, dims: int | None,
+          name: str, extra: dict[str, Any]) -> Container:
+    n = _dims(layer, kernel_size, dims)
+    kernel = sizes(layer, "kernel_size", kernel_size, n)
+    strides = kernel if stride is None else sizes(layer, "stride", stride, n)
+    x = float_input()
+    y = first(getattr(ops, op_type)(x, kernel_shape=list(kernel), strides=list(strides), name="pool",
+                                    **_padding(layer, padding, n), **extra))
+    attrs = {"kernel_size": kernel, "stride": strides, "padding": _shown(padding)}
+    return assemble(layer, name, [x], y, attrs, 0)
+
+
+def MaxPool(kernel_size: int | Sequence[int], stride: int | Sequence[int] | None = None,  # noqa: N802
+            padding: Any = "valid", *, dims: int | None = None, name: str = "maxpool") -> Container:
+    """The maximum over each window (stride: the window, unless given)."""
+    return _pool("MaxPool", "MaxPool", kernel_size, stride, padding, dims, name, {})
+
+
+def AvgPool(kernel_size: int | Sequence[int], stride: int | Sequence[int] | None = None,  # noqa: N802
+            padding: Any = "valid", *, dims: int | None = None, name: str = "avgpool") -> Container:
+    """The mean over each window; padded positions are not counted."""
+    return _pool("AvgPool", "AveragePool", kernel_size, stride, padding, dims, name, {"count_include_pad": 0})
+
+
+def GlobalAvgPool(*, keepdims: bool = False, name: str = "global_avgpool") -> Container:  # noqa: N802
+    """The mean over all spatial positions: ``[batch, channels]`` (``keepdims``: with the
+    spatial axes kept as size 1)."""
+    x = float_input()
+    y = ops.GlobalAveragePool(x, name="pool")
+    if not keepdims:
+        y = ops.Flatten(y, axis=1, name="flatten")
+    return assemble("GlobalAvgPool", name, [x], y, {"keepdims": bool(keepdims)}, 0)

@@ -1,0 +1,141 @@
+"""Layer weights: initialisation rules, and uids derived from a weight's path and a model seed.
+
+A weight is a ``Constant`` initializer whose ``init`` attribute names its rule (``glorot_uniform``,
+``he_normal``, ``zeros``, ``ones`` …) and whose ``fans`` attribute holds its (fan in, fan out).
+Running statistics are ``amanda/core`` ``Variable`` ops with the same two attributes.
+:func:`seeded` gives every weight of a model the uid ``<seed>:<path>`` and, where its uid was not
+that already, draws it again from a numpy Generator seeded by the seed and the path: the same
+code builds the same weights and uids in any process, so saved weights pair by uid.
+
+>>> import numpy as np
+>>> w = weight("kernel", (3, 2), "glorot_uniform", (3, 2))
+>>> from amanda.containers.container import Container
+>>> layer = seeded(Container("Layer", "dense", children=[w]), 0, prefix=("dense",))
+>>> kernel = layer.child("kernel")
+>>> kernel.uid, kernel.attrs["value"].shape, bool(np.abs(kernel.attrs["value"]).max() <= np.sqrt(6 / 5))
+('0:dense/kernel', (3, 2), True)
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from amanda.build.builder import DEFAULT_NAMESPACE
+from amanda.build.values import Call, Value
+from amanda.containers.container import Container
+from amanda.errors import ArgumentError
+from amanda.types.tensor_type import TensorType
+
+__all__ = ["RULES", "seeded", "weight", "weight_value"]
+
+
+def _fan_scale(fans: tuple[int, int], mode: str) -> float:
+    fan_in, fan_out = fans
+    return float(max(1, fan_in + fan_out if mode == "avg" else fan_in))
+
+
+def _glorot_uniform(rng: np.random.Generator, shape: tuple, fans: tuple[int, int]) -> np.ndarray:
+    limit = np.sqrt(6.0 / _fan_scale(fans, "avg"))
+    return rng.uniform(-limit, limit, shape)
+
+
+def _glorot_normal(rng: np.random.Generator, shape: tuple, fans: tuple[int, int]) -> np.ndarray:
+    return rng.standard_normal(shape) * np.sqrt(2.0 / _fan_scale(fans, "avg"))
+
+
+def _he_normal(rng: np.random.Generator, shape: tuple, fans: tuple[int, int]) -> np.ndarray:
+    return rng.standard_normal(shape) * np.sqrt(2.0 / _fan_scale(fans, "in"))
+
+
+def _he_uniform(rng: np.random.Generator, shape: tuple, fans: tuple[int, int]) -> np.ndarray:
+    limit = np.sqrt(6.0 / _fan_scale(fans, "in"))
+    return rng.uniform(-limit, limit, shape)
+
+
+def _normal(rng: np.random.Generator, shape: tuple, fans: tuple[int, int]) -> np.ndarray:
+    return rng.standard_normal(shape) * 0.02  # BERT's and GPT's embedding initialisation
+
+
+#: initialisation rules by name: ``rule(rng, shape, (fan_in, fan_out)) -> array``
+RULES: dict[str, Callable[[np.random.Generator, tuple, tuple[int, int]], np.ndarray]] = {
+    "glorot_uniform": _glorot_uniform,
+    "glorot_normal": _glorot_normal,
+    "he_normal": _he_normal,
+    "he_uniform": _he_uniform,
+    "normal": _normal,
+    "zeros": lambda rng, shape, fans: np.zeros(shape),
+    "ones": lambda rng, shape, fans: np.ones(shape),
+}
+_CONSTANT_RULES = ("zeros", "ones")
+
+
+def _rule(init: Any, where: str) -> Any:
+    if init not in RULES:
+        raise ArgumentError.at(where, f"an initialisation rule among {sorted(RULES)}", repr(init))
+    return RULES[init]
+
+
+def weight(name: str, shape: Sequence[int], init: str, fans: tuple[int, int], dtype: str = "float32") -> Container:
+    """A weight op, not yet drawn (zeros until :func:`seeded` draws it by its rule)."""
+    _rule(init, name)
+    value = np.zeros(tuple(shape), dtype)
+    if init == "ones":
+        value = np.ones(tuple(shape), dtype)
+    return Container("Constant", name, (), ["output"], attrs={
+        "value": value, "namespace": DEFAULT_NAMESPACE, "initializer": True, "init": init,
+        "fans": tuple(int(f) for f in fans)})
+
+
+def weight_value(op: Container) -> Value:
+    """The builder's Value for a weight (or any Constant) op: its output, typed."""
+    value = op.attrs["value"]
+    return Value(Call(op, ()), "output", TensorType(str(value.dtype), value.shape), f"{op.name}.output")
+
+
+def key(seed: int, path: Sequence[str]) -> str:
+    """The uid of the weight at ``path`` in a model seeded with ``seed``."""
+    return f"{seed}:{'/'.join(path)}"
+
+
+def _drawn(node: Container, seed: int, path: tuple[str, ...]) -> Container:
+    attrs = node.attrs
+    old = attrs["value"]
+    init = attrs["init"]
+    if init in _CONSTANT_RULES:
+        value = np.full(old.shape, 1 if init == "ones" else 0, old.dtype)
+    else:
+        words = [seed & 0xFFFFFFFF, seed >> 32 & 0xFFFFFFFF, zlib.crc32("/".join(path).encode())]
+        rng = np.random.default_rng(words)
+        value = np.asarray(_rule(init, "/".join(path))(rng, old.shape, tuple(attrs.get("fans", (1, 1)))), old.dtype)
+    return Container(node.type, node.name, node.inputs, node.outputs, (), (), (), {**attrs, "value": value},
+                     key(seed, path), node.controls)
+
+
+def seeded(model: Container, seed: int = 0, *, prefix: Sequence[str] = ()) -> Container:
+    """``model`` with each weight keyed ``<seed>:<path>`` (its path from ``model``, after
+    ``prefix``) and drawn from a Generator seeded by ``seed`` and that path, unless it already
+    had that uid (it was drawn so, or loaded into). A weight reused in several places (one uid)
+    stays one weight, keyed by its first path. ``model`` itself if nothing changes."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ArgumentError.at("seed", "a non-negative int", repr(seed))
+    seed = int(seed)
+    done: dict[str, Container] = {}
+
+    def visit(node: Container, path: tuple[str, ...]) -> Container:
+        if not node.children:
+            if "init" not in node.attrs or not isinstance(node.attrs.get("value"), np.ndarray):
+                return node
+            if node.uid not in done:
+                target = key(seed, path)
+                done[node.uid] = node if node.uid == target else _drawn(node, seed, path)
+            return done[node.uid]
+        children = [visit(c, (*path, c.name)) for c in node.children]
+        if all(a is b for a, b in zip(children, node.children)):
+            return node
+        return node.evolve(children=children)
+
+    return visit(model, tuple(prefix))

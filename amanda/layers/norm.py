@@ -1,0 +1,166 @@
+"""BatchNorm (two computations, bound by phase), LayerNorm, and ``freeze``.
+
+BatchNorm keeps its running statistics in session variables (``amanda/core`` ``Variable`` ops,
+keyed by their uids like weights). In the ``train`` phase it normalises by the batch statistics
+and its ``train`` control port runs the updates of the running statistics (ONNX's
+``momentum``: ``running = running * momentum + batch * (1 - momentum)``); in ``inference`` it
+normalises by the running statistics. :func:`freeze` turns the variables into initializers
+holding their current values and keeps one phase: what ONNX export and onnxruntime need.
+
+>>> import amanda, numpy as np
+>>> bn = BatchNorm(2)
+>>> x = np.array([[1, 10], [3, 30]], np.float32)
+>>> with amanda.Session(bn) as session:
+...     train, _ = session.run(["y", "train"], {"x": x}, phase="train")
+...     infer = session.run(["y"], {"x": x}, phase="inference")[0]
+>>> np.round(train, 3).tolist()
+[[-1.0, -1.0], [1.0, 1.0]]
+>>> [round(float(v), 3) for v in session.state[bn.child("moving_mean").uid]]
+[0.2, 2.0]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from amanda.build import Ops, ops
+from amanda.build.builder import DEFAULT_NAMESPACE
+from amanda.build.values import Call, Value
+from amanda.containers.container import Container
+from amanda.containers.edge import SELF, Edge, Endpoint
+from amanda.containers.phases import bind
+from amanda.errors import ArgumentError
+from amanda.layers.base import assemble, assemble_phased, first, float_input, positive, probability
+from amanda.layers.init import weight, weight_value
+
+__all__ = ["BatchNorm", "LayerNorm", "freeze"]
+
+CORE = "amanda/core"
+_core = Ops(CORE)
+
+
+def _variable(name: str, channels: int, init: str) -> Value:
+    value = np.zeros(channels, np.float32) if init == "zeros" else np.ones(channels, np.float32)
+    op = Container("Variable", name, (), ["ref"], attrs={"value": value, "namespace": CORE, "init": init,
+                                                        "fans": (channels, channels)})
+    return Value(Call(op, ()), "ref", None, f"{name}.ref")
+
+
+def BatchNorm(channels: int, *, momentum: float = 0.9, epsilon: float = 1e-5,  # noqa: N802
+              name: str = "batchnorm", seed: int = 0) -> Container:
+    """Batch normalisation over axis 1 (``[batch, channels, ...]``), with a learnt ``scale``
+    (ones) and ``bias`` (zeros); running mean and variance start at zeros and ones."""
+    c = positive("BatchNorm", "channels", channels)
+    m = probability("BatchNorm", "momentum", momentum)
+    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not epsilon > 0:
+        raise ArgumentError.at(("BatchNorm", "epsilon"), "a positive number", repr(epsilon))
+    x = float_input()
+    scale = weight_value(weight("scale", (c,), "ones", (c, c)))
+    bias = weight_value(weight("bias", (c,), "zeros", (c, c)))
+    mean_ref, var_ref = _variable("moving_mean", c, "zeros"), _variable("moving_var", c, "ones")
+    mean = _core.Read(mean_ref, name="read_mean")
+    var = _core.Read(var_ref, name="read_var")
+    # in inference mode ONNX allows only the output Y
+    infer = first(ops.BatchNormalization(x, scale, bias, mean, var, epsilon=float(epsilon), momentum=m,
+                                         name="normalize"))
+    train, new_mean, new_var = ops.BatchNormalization(x, scale, bias, mean, var, epsilon=float(epsilon),
+                                                      momentum=m, training_mode=1, name="normalize_batch")
+    updates = [_core.Assign(mean_ref, new_mean, name="update_mean"),
+               _core.Assign(var_ref, new_var, name="update_var")]
+    attrs = {"channels": c, "momentum": m, "epsilon": float(epsilon)}
+    return assemble_phased("BatchNorm", name, x, {"train": train, "inference": infer}, updates, attrs, seed)
+
+
+def LayerNorm(features: int, *, epsilon: float = 1e-5, name: str = "layernorm", seed: int = 0) -> Container:  # noqa: N802
+    """Normalisation over the last axis (of size ``features``) with a learnt ``scale`` and ``bias``."""
+    f = positive("LayerNorm", "features", features)
+    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not epsilon > 0:
+        raise ArgumentError.at(("LayerNorm", "epsilon"), "a positive number", repr(epsilon))
+    x = float_input()
+    scale = weight_value(weight("scale", (f,), "ones", (f, f)))
+    bias = weight_value(weight("bias", (f,), "zeros", (f, f)))
+    y = first(ops.LayerNormalization(x, scale, bias, axis=-1, epsilon=float(epsilon), name="normalize"))
+    return assemble("LayerNorm", name, [x], y, {"features": f, "epsilon": float(epsilon)}, seed)
+
+
+# Variable and Read become Constant and Identity: their ports, renamed
+_PORTS = {("Variable", "ref"): "output", ("Read", "ref"): "input", ("Read", "value"): "output"}
+
+
+def _frozen_op(op: Container, state: Mapping[str, Any]) -> Container:
+    attrs = dict(op.attrs)
+    if op.type == "Variable":
+        key = str(attrs.get("shared_name") or op.uid)
+        value = np.asarray(state[key]) if key in state else attrs["value"]
+        attrs.update(value=value, namespace=DEFAULT_NAMESPACE, initializer=True)
+        return Container("Constant", op.name, (), ["output"], attrs=attrs, uid=op.uid)
+    return Container("Identity", op.name, ["input"], ["output"], attrs={"namespace": DEFAULT_NAMESPACE}, uid=op.uid)
+
+
+def _renamed(end: Endpoint, kinds: Mapping[str, str]) -> Endpoint:
+    if end.op == SELF or len(end.op) != 1 or end.op[0] not in kinds:
+        return end
+    return Endpoint(end.op, _PORTS.get((kinds[end.op[0]], end.port), end.port))
+
+
+def _live(node: Container) -> set[str]:
+    """The children some output or named control port of ``node`` depends on."""
+    feeding: dict[str, list[str]] = {}
+    wanted: list[str] = []
+    for edge in node.edges:
+        src = edge.src.op[0] if edge.src.op != SELF else None
+        if edge.dst.op == SELF and src is not None:
+            wanted.append(src)
+        elif edge.dst.op != SELF and src is not None:
+            feeding.setdefault(edge.dst.op[0], []).append(src)
+    live: set[str] = set()
+    while wanted:
+        name = wanted.pop()
+        if name not in live:
+            live.add(name)
+            wanted.extend(feeding.get(name, ()))
+    return live
+
+
+def _freeze_level(node: Container, children: list[Container], state: Mapping[str, Any]) -> Container:
+    kinds = {str(c.name): str(c.type) for c in children if c.is_op and c.attrs.get("namespace") == CORE
+             and c.type in ("Variable", "Read")}
+    if node.controls:  # a phased layer: drop what only the other phases used
+        live = _live(node)
+        children = [c for c in children if c.name in live]
+    names = {c.name for c in children}
+    edges = [Edge(_renamed(e.src, kinds), _renamed(e.dst, kinds), e.attrs) for e in node.edges
+             if (e.src.op == SELF or e.src.op[0] in names) and (e.dst.op == SELF or e.dst.op[0] in names)]
+    children = [_frozen_op(c, state) if c.name in kinds else c for c in children]
+    return Container(node.type, node.name, node.inputs, node.outputs, children, edges, node.tombstones,
+                     node.attrs, node.uid, node.controls)
+
+
+def freeze(model: Container, state: Mapping[str, Any] | None = None, phase: str = "inference") -> Container:
+    """``model`` bound to ``phase``, with each ``Variable`` an initializer holding its value in
+    ``state`` (a session's ``state``; without it, the initial value) and each ``Read`` an
+    ``Identity``; inside layers with control ports, ops only other phases used are dropped.
+    The result exports to ONNX.
+
+    >>> frozen = freeze(BatchNorm(3))
+    >>> sorted(c.type for c in frozen.children)
+    ['BatchNormalization', 'Constant', 'Constant', 'Constant', 'Constant', 'Identity', 'Identity']
+    """
+    if not isinstance(model, Container):
+        raise ArgumentError.at("model", "a Container", type(model).__name__)
+    if state is not None and not isinstance(state, Mapping):
+        raise ArgumentError.at("state", "a mapping (a session's state) or None", type(state).__name__)
+    bound = bind(model, phase)
+    memo: dict[int, Container] = {}
+
+    def visit(node: Container) -> Container:
+        if node.is_op:
+            return node
+        if id(node) not in memo:
+            memo[id(node)] = _freeze_level(node, [visit(c) for c in node.children], state or {})
+        return memo[id(node)]
+
+    return visit(bound)
