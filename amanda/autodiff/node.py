@@ -24,7 +24,7 @@ from amanda.build import ops
 from amanda.build.values import Value
 from amanda.errors import SchemaError, format_path
 
-__all__ = ["Node", "axes_of", "const", "rank", "shape_of", "unbroadcast", "zeros_like"]
+__all__ = ["Node", "axes_of", "const", "rank", "shape_of", "size_of", "unbroadcast", "zeros_like"]
 
 
 class Node:
@@ -89,6 +89,14 @@ def shape_of(value: Value, start: int | None = None, end: int | None = None) -> 
     if start is None and end is None:
         return ops.Shape(value)
     return ops.Shape(value, start=start, end=end)
+
+
+def size_of(value: Value) -> Value:
+    """The element count of ``value`` as an int64 scalar (a constant when the dims are known)."""
+    dims = value.type.shape
+    if dims is not None and all(type(d) is int for d in dims):
+        return ops.Constant(value=np.array(int(np.prod(dims)), np.int64))
+    return ops.ReduceProd(shape_of(value), keepdims=0)
 
 
 def zeros_like(value: Value) -> Value:

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from amanda.autodiff.node import Node, axes_of, const, rank, shape_of, unbroadcast
+from amanda.autodiff.node import Node, axes_of, const, rank, shape_of, size_of, unbroadcast
 from amanda.build import ops
 from amanda.build.values import Value
 
@@ -188,7 +188,7 @@ def reduce_vjp(n: Node) -> list:
         g = _kept(n, n.grad(), axes)
     spread = ops.Expand(g, shape_of(x))
     if n.op.type in ("ReduceMean", "GlobalAveragePool"):
-        count = ops.Cast(ops.Div(ops.Size(x), ops.Size(n.outputs[0])), to=np.dtype(x.type.dtype))
+        count = ops.Cast(ops.Div(size_of(x), size_of(n.outputs[0])), to=np.dtype(x.type.dtype))
         return [ops.Div(spread, count)] + [None] * (len(n.inputs) - 1)
     if n.op.type in ("ReduceMax", "ReduceMin"):
         y = _kept(n, n.outputs[0], axes)

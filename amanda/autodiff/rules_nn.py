@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from amanda.autodiff.node import Node, const, rank, shape_of, unbroadcast
+from amanda.autodiff.node import Node, const, rank, shape_of, size_of, unbroadcast
 from amanda.autodiff.rules_shape import scatter_back
 from amanda.build import ops
 from amanda.build.values import Value
@@ -98,7 +98,7 @@ def maxpool_vjp(n: Node) -> list:
     """MaxPool: the gradient back to the positions the maxima came from."""
     x = n.inputs[0]
     assert x is not None
-    attrs = {k: v for k, v in n.op.attrs.items() if k not in ("namespace", "grad_of", "storage_order")}
+    attrs = {k: v for k, v in n.op.attrs.items() if k not in ("namespace", "metadata", "storage_order")}
     _, indices = ops.MaxPool(x, **attrs)
     return [scatter_back(n.grad(), x, indices)]
 
@@ -204,7 +204,7 @@ def softmax_xent_vjp(n: Node) -> list:
     reduction = n.attr("reduction", "mean")
     coef = g if w is None else ops.Mul(g, w)
     if reduction == "mean":
-        count = ops.Cast(ops.Size(labels), to=np.dtype(scores.type.dtype)) if w is None else ops.ReduceSum(w, keepdims=0)
+        count = ops.Cast(size_of(labels), to=np.dtype(scores.type.dtype)) if w is None else ops.ReduceSum(w, keepdims=0)
         coef = ops.Div(coef, count)
     if rank(coef) > 0:
         coef = ops.Unsqueeze(coef, _i64([1]))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from amanda.autodiff.node import Node, const, rank, shape_of, unbroadcast, zeros_like
+from amanda.autodiff.node import Node, const, rank, shape_of, size_of, unbroadcast, zeros_like
 from amanda.build import ops
 from amanda.build.values import Value
 
@@ -79,7 +79,7 @@ def scatter_back(g: Value, x: Value, positions: Value) -> Value:
 
 def _positions(x: Value) -> Value:
     """Each element's flat position, shaped like ``x``."""
-    count = ops.Size(x)
+    count = size_of(x)
     return ops.Reshape(ops.Range(np.array(0, np.int64), count, np.array(1, np.int64)), shape_of(x))
 
 
@@ -87,7 +87,7 @@ def select_vjp(n: Node) -> list:
     """Slice, Gather: the forward op replayed on positions, the gradient scattered back there."""
     x = n.inputs[0]
     assert x is not None
-    attrs = {k: v for k, v in n.op.attrs.items() if k not in ("namespace", "grad_of")}
+    attrs = {k: v for k, v in n.op.attrs.items() if k not in ("namespace", "metadata")}
     from amanda.build.builder import Ops
 
     builder = getattr(Ops(), n.op.type)
@@ -115,16 +115,20 @@ def cast_vjp(n: Node) -> list:
 
 
 def dropout_vjp(n: Node) -> list:
-    """Dropout: the identity in inference mode; in training, the gradient through the kept mask,
+    """Dropout: the identity in inference mode; in training, the gradient through the kept mask
+    (its ``mask`` output, or where the output is non-zero when the op has no mask port),
     scaled as the forward pass scaled."""
     g = n.grad()
     training = n.inputs[2] if len(n.inputs) > 2 else None
     if training is None or (training.constant is not None and not bool(np.asarray(training.constant))):
         return _rest(n, g)
-    if len(n.outputs) < 2:
-        raise n.fail("a Dropout op with its mask output", "no mask port")
     ratio = float(n.known(1, "ratio")) if len(n.inputs) > 1 and n.inputs[1] is not None else 0.5
-    mask = ops.Cast(n.outputs[1], to=np.dtype(g.type.dtype))
+    if len(n.outputs) > 1:
+        kept_mask = n.outputs[1]
+    else:  # no mask port: an element was kept where the output is not zero (or the input was)
+        x, y = n.inputs[0], n.outputs[0]
+        kept_mask = ops.Or(ops.Not(ops.Equal(y, const(0, y))), ops.Equal(x, const(0, x)))
+    mask = ops.Cast(kept_mask, to=np.dtype(g.type.dtype))
     kept = ops.Mul(g, mask)
     factor: Value | np.ndarray = const(1 / (1 - ratio), g)
     if training.constant is None:  # decided at run time: outside training the mask is all ones

@@ -284,7 +284,7 @@ def _assemble(p: _Pass, loss: str, loss_end: Endpoint, outputs: list[tuple[str, 
     edges.append(Edge(Endpoint((forward,), loss), Endpoint(SELF, loss)))
     for call in _calls(outputs):
         op = call.op
-        attrs = {**op.attrs, "grad_of": p.grad_of.get(id(call), "?")}
+        attrs = {**op.attrs, "metadata": {"grad_of": p.grad_of.get(id(call), "?")}}
         children.append(Container(op.type, op.name, op.inputs, op.outputs, attrs=attrs))
         edges += [Edge(src_of(v), Endpoint((op.name,), port)) for port, v in call.inputs]
     edges += [Edge(src_of(v), Endpoint(SELF, label)) for label, v in outputs]

@@ -169,3 +169,17 @@ def test_softmax_cross_entropy(reduction, weighted, ignore, seed):
     weights = np.abs(arr(seed + 1, (4,))) + 0.5 if weighted else None
     attrs = {"reduction": reduction, **({"ignore_index": 1} if ignore else {})}
     check(lambda x: ops.SoftmaxCrossEntropyLoss(x, labels, weights, **attrs)[0], {"x": arr(seed, (3, 4, 2))})
+
+
+def test_dropout_without_a_mask_port_reads_the_mask_from_the_output():
+    """The layer library's Dropout (no mask port): kept elements get g/(1-rate), dropped ones zero."""
+    from amanda import layers
+
+    x = Input("x", "float32", (6, 7))
+    y = layers.Dropout(0.5)(x)
+    net = model([x], {"loss": ops.ReduceSum(y, keepdims=0), "y": y}, name="net")
+    xs = np.random.default_rng(0).standard_normal((6, 7)).astype(np.float32)
+    with amanda.Session(amanda.grad(net, "loss", ["x"]), threads=1) as s:
+        gx, ys = s.run(["grad/x", ("net", "y")], {"x": xs}, phase="train")
+    np.testing.assert_allclose(gx, np.where(ys != 0, 2.0, 0.0))
+    assert 0 < np.count_nonzero(ys) < ys.size
