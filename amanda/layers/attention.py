@@ -18,15 +18,15 @@ from amanda.containers.container import Container
 from amanda.errors import ArgumentError
 from amanda.layers.base import assemble, const, float_input, positive
 from amanda.layers.core import Dense
-from amanda.layers.init import weight, weight_value
+from amanda.layers.init import Weights
 from amanda.layers.norm import LayerNorm
 
 __all__ = ["MultiHeadAttention", "TransformerEncoder"]
 
 
-def _projection(x: Value, d: int, label: str, init: str) -> Value:
-    kernel = weight_value(weight(f"{label}_kernel", (d, d), init, (d, d)))
-    bias = weight_value(weight(f"{label}_bias", (d,), "zeros", (d, d)))
+def _projection(w: Weights, x: Value, d: int, label: str, init: str) -> Value:
+    kernel = w.add(f"{label}_kernel", (d, d), init, (d, d))
+    bias = w.add(f"{label}_bias", (d,), "zeros", (d, d))
     return ops.Add(ops.MatMul(x, kernel, name=f"{label}_matmul"), bias, name=f"{label}_add")
 
 
@@ -39,10 +39,11 @@ def MultiHeadAttention(d_model: int, num_heads: int, *, init: str = "glorot_unif
         raise ArgumentError.at(("MultiHeadAttention", "num_heads"), f"a divisor of d_model ({d})", str(h))
     head = d // h
     x = float_input()
+    w = Weights()
     split = const("split_shape", np.array([0, 0, h, head], np.int64))
 
     def heads(label: str, perm: list[int]) -> Value:
-        projected = ops.Reshape(_projection(x, d, label, init), split, name=f"{label}_split")
+        projected = ops.Reshape(_projection(w, x, d, label, init), split, name=f"{label}_split")
         return ops.Transpose(projected, perm=perm, name=f"{label}_heads")
 
     q, k, v = heads("query", [0, 2, 1, 3]), heads("key", [0, 2, 3, 1]), heads("value", [0, 2, 1, 3])
@@ -51,8 +52,8 @@ def MultiHeadAttention(d_model: int, num_heads: int, *, init: str = "glorot_unif
     weights = ops.Softmax(scores, axis=-1, name="softmax")
     mixed = ops.Transpose(ops.MatMul(weights, v, name="mix"), perm=[0, 2, 1, 3], name="merge_heads")
     merged = ops.Reshape(mixed, const("merge_shape", np.array([0, 0, d], np.int64)), name="merge")
-    y = _projection(merged, d, "output", init)
-    return assemble("MultiHeadAttention", name, [x], y, {"d_model": d, "num_heads": h, "init": init}, seed)
+    y = _projection(w, merged, d, "output", init)
+    return assemble("MultiHeadAttention", name, [x], y, {"d_model": d, "num_heads": h, "init": init, "weights": w.specs}, seed)
 
 
 def TransformerEncoder(d_model: int, num_heads: int, d_ff: int, *, activation: str = "relu",  # noqa: N802

@@ -22,7 +22,7 @@ from amanda.build import ops
 from amanda.containers.container import Container
 from amanda.errors import ArgumentError
 from amanda.layers.base import activate, assemble, first, float_input, positive, sizes
-from amanda.layers.init import weight, weight_value
+from amanda.layers.init import Weights
 
 __all__ = ["AvgPool", "Conv", "Conv1D", "Conv2D", "Conv3D", "GlobalAvgPool", "MaxPool"]
 
@@ -38,8 +38,13 @@ def _dims(layer: str, kernel_size: Any, dims: int | None) -> int:
     return dims
 
 
-def _padding(layer: str, padding: Any, dims: int) -> dict[str, Any]:
-    """ONNX attributes for ``padding``."""
+def _padding(layer: str, padding: Any, dims: int, kernel: tuple[int, ...] = (), dilation: tuple[int, ...] = (),
+             strides: tuple[int, ...] = ()) -> dict[str, Any]:
+    """ONNX attributes for ``padding``. "same" with unit strides is written as explicit pads
+    (they do not depend on the input size, and onnxruntime refuses SAME_UPPER with dilation)."""
+    if padding == "same" and kernel and all(s == 1 for s in strides):
+        total = [(k - 1) * d for k, d in zip(kernel, dilation)]
+        return {"pads": [t // 2 for t in total] + [t - t // 2 for t in total]}
     if padding == "same":
         return {"auto_pad": "SAME_UPPER"}
     if padding == "valid":
@@ -70,14 +75,15 @@ def Conv(in_channels: int, out_channels: int, kernel_size: int | Sequence[int], 
     receptive = int(np.prod(kernel))
     fans = (cin // g * receptive, cout // g * receptive)
     x = float_input()
-    w = weight_value(weight("kernel", (cout, cin // g, *kernel), init, fans))
-    b = weight_value(weight("bias", (cout,), "zeros", fans)) if use_bias else None
+    weights = Weights()
+    w = weights.add("kernel", (cout, cin // g, *kernel), init, fans)
+    b = weights.add("bias", (cout,), "zeros", fans) if use_bias else None
     y = ops.Conv(x, w, b, kernel_shape=list(kernel), strides=list(strides), dilations=list(dilations), group=g,
-                 name="convolution", **_padding("Conv", padding, n))
+                 name="convolution", **_padding("Conv", padding, n, kernel, dilations, strides))
     y = activate("Conv", y, activation)
     attrs = {"in_channels": cin, "out_channels": cout, "kernel_size": kernel, "stride": strides,
              "padding": _shown(padding), "dilation": dilations, "groups": g, "activation": activation,
-             "use_bias": bool(use_bias), "init": init}
+             "use_bias": bool(use_bias), "init": init, "weights": weights.specs}
     return assemble("Conv", name, [x], y, attrs, seed)
 
 
@@ -103,7 +109,7 @@ def _pool(layer: str, op_type: str, kernel_size: Any, stride: Any, padding: Any,
     strides = kernel if stride is None else sizes(layer, "stride", stride, n)
     x = float_input()
     y = first(getattr(ops, op_type)(x, kernel_shape=list(kernel), strides=list(strides), name="pool",
-                                    **_padding(layer, padding, n), **extra))
+                                    **_padding(layer, padding, n, kernel, (1,) * n, strides), **extra))
     attrs = {"kernel_size": kernel, "stride": strides, "padding": _shown(padding)}
     return assemble(layer, name, [x], y, attrs, 0)
 

@@ -32,7 +32,7 @@ from amanda.layers.base import (
     positive,
     probability,
 )
-from amanda.layers.init import weight, weight_value
+from amanda.layers.init import Weights
 
 __all__ = ["Activation", "Dense", "Dropout", "Embedding", "Flatten", "Reshape", "elu", "gelu", "leaky_relu",
            "log_softmax", "relu", "selu", "sigmoid", "silu", "softmax", "softplus", "tanh"]
@@ -44,13 +44,13 @@ def Dense(in_features: int, units: int, *, activation: str | None = None, use_bi
     ``[in_features, units]`` (Glorot-uniform unless ``init`` says otherwise), ``bias`` zeros."""
     fan_in, units = positive("Dense", "in_features", in_features), positive("Dense", "units", units)
     x = float_input()
-    kernel = weight("kernel", (fan_in, units), init, (fan_in, units))
-    y = ops.MatMul(x, weight_value(kernel), name="matmul")
+    w = Weights()
+    y = ops.MatMul(x, w.add("kernel", (fan_in, units), init, (fan_in, units)), name="matmul")
     if use_bias:
-        y = ops.Add(y, weight_value(weight("bias", (units,), "zeros", (fan_in, units))), name="add")
+        y = ops.Add(y, w.add("bias", (units,), "zeros", (fan_in, units)), name="add")
     y = activate("Dense", y, activation)
     return assemble("Dense", name, [x], y, {"in_features": fan_in, "units": units, "use_bias": bool(use_bias),
-                                             "activation": activation, "init": init}, seed)
+                                             "activation": activation, "init": init, "weights": w.specs}, seed)
 
 
 def Embedding(num_embeddings: int, dim: int, *, init: str = "normal", name: str = "embedding",  # noqa: N802
@@ -58,9 +58,10 @@ def Embedding(num_embeddings: int, dim: int, *, init: str = "normal", name: str 
     """Rows of a ``[num_embeddings, dim]`` table picked by the int64 input ``ids``."""
     rows, dim = positive("Embedding", "num_embeddings", num_embeddings), positive("Embedding", "dim", dim)
     ids = Input("ids", "int64")
-    table = weight("table", (rows, dim), init, (rows, dim))
-    y = ops.Gather(weight_value(table), ids, axis=0, name="gather")
-    return assemble("Embedding", name, [ids], y, {"num_embeddings": rows, "dim": dim, "init": init}, seed)
+    w = Weights()
+    y = ops.Gather(w.add("table", (rows, dim), init, (rows, dim)), ids, axis=0, name="gather")
+    return assemble("Embedding", name, [ids], y, {"num_embeddings": rows, "dim": dim, "init": init,
+                                                  "weights": w.specs}, seed)
 
 
 def Flatten(axis: int = 1, *, name: str = "flatten") -> Container:  # noqa: N802
@@ -101,7 +102,7 @@ def Activation(activation: str, *, name: str | None = None) -> Container:  # noq
         raise ArgumentError.at(("Activation", "activation"), f"one of {sorted(ACTIVATIONS)}", repr(activation))
     x = float_input()
     label = name or activation
-    return assemble("Activation", label, [x], activate("Activation", x, activation, activation),
+    return assemble("Activation", label, [x], activate("Activation", x, activation, "apply"),
                     {"activation": activation}, 0)
 
 

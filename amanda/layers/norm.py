@@ -28,25 +28,17 @@ import numpy as np
 
 from amanda.build import Ops, ops
 from amanda.build.builder import DEFAULT_NAMESPACE
-from amanda.build.values import Call, Value
 from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Edge, Endpoint
 from amanda.containers.phases import bind
 from amanda.errors import ArgumentError
 from amanda.layers.base import assemble, assemble_phased, first, float_input, positive, probability
-from amanda.layers.init import weight, weight_value
+from amanda.layers.init import Weights
 
 __all__ = ["BatchNorm", "LayerNorm", "freeze"]
 
 CORE = "amanda/core"
 _core = Ops(CORE)
-
-
-def _variable(name: str, channels: int, init: str) -> Value:
-    value = np.zeros(channels, np.float32) if init == "zeros" else np.ones(channels, np.float32)
-    op = Container("Variable", name, (), ["ref"], attrs={"value": value, "namespace": CORE, "init": init,
-                                                        "fans": (channels, channels)})
-    return Value(Call(op, ()), "ref", None, f"{name}.ref")
 
 
 def BatchNorm(channels: int, *, momentum: float = 0.9, epsilon: float = 1e-5,  # noqa: N802
@@ -58,9 +50,9 @@ def BatchNorm(channels: int, *, momentum: float = 0.9, epsilon: float = 1e-5,  #
     if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not epsilon > 0:
         raise ArgumentError.at(("BatchNorm", "epsilon"), "a positive number", repr(epsilon))
     x = float_input()
-    scale = weight_value(weight("scale", (c,), "ones", (c, c)))
-    bias = weight_value(weight("bias", (c,), "zeros", (c, c)))
-    mean_ref, var_ref = _variable("moving_mean", c, "zeros"), _variable("moving_var", c, "ones")
+    w = Weights()
+    scale, bias = w.add("scale", (c,), "ones", (c, c)), w.add("bias", (c,), "zeros", (c, c))
+    mean_ref, var_ref = w.variable("moving_mean", (c,), "zeros"), w.variable("moving_var", (c,), "ones")
     mean = _core.Read(mean_ref, name="read_mean")
     var = _core.Read(var_ref, name="read_var")
     # in inference mode ONNX allows only the output Y
@@ -70,7 +62,7 @@ def BatchNorm(channels: int, *, momentum: float = 0.9, epsilon: float = 1e-5,  #
                                                       momentum=m, training_mode=1, name="normalize_batch")
     updates = [_core.Assign(mean_ref, new_mean, name="update_mean"),
                _core.Assign(var_ref, new_var, name="update_var")]
-    attrs = {"channels": c, "momentum": m, "epsilon": float(epsilon)}
+    attrs = {"channels": c, "momentum": m, "epsilon": float(epsilon), "weights": w.specs}
     return assemble_phased("BatchNorm", name, x, {"train": train, "inference": infer}, updates, attrs, seed)
 
 
@@ -80,10 +72,10 @@ def LayerNorm(features: int, *, epsilon: float = 1e-5, name: str = "layernorm", 
     if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not epsilon > 0:
         raise ArgumentError.at(("LayerNorm", "epsilon"), "a positive number", repr(epsilon))
     x = float_input()
-    scale = weight_value(weight("scale", (f,), "ones", (f, f)))
-    bias = weight_value(weight("bias", (f,), "zeros", (f, f)))
+    w = Weights()
+    scale, bias = w.add("scale", (f,), "ones", (f, f)), w.add("bias", (f,), "zeros", (f, f))
     y = first(ops.LayerNormalization(x, scale, bias, axis=-1, epsilon=float(epsilon), name="normalize"))
-    return assemble("LayerNorm", name, [x], y, {"features": f, "epsilon": float(epsilon)}, seed)
+    return assemble("LayerNorm", name, [x], y, {"features": f, "epsilon": float(epsilon), "weights": w.specs}, seed)
 
 
 # Variable and Read become Constant and Identity: their ports, renamed
