@@ -38,9 +38,16 @@ _OWN = ("value", "namespace", "initializer")
 
 
 def default_weights(model: Container) -> list[tuple[str, ...]]:
-    """The paths of the layer library's weights: ``Constant`` ops with their own ``init``
-    attribute (not the shapes and scalars layers also hold as constants)."""
-    return [p for p, node, _ in walk(model) if node.type == "Constant" and "init" in node.attrs]
+    """The paths of the layer library's weights: the ``Constant`` children a layer lists in its
+    ``weights`` attribute (not the shapes and scalars layers also hold as constants, nor the
+    running statistics, which are variables already)."""
+    found = []
+    for path, node, _ in walk(model):
+        listed = node.attrs.get("weights")
+        if not isinstance(listed, Mapping) or not node.children:
+            continue
+        found += [(*path, c.name) for c in node.children if c.name in listed and c.type == "Constant"]
+    return found
 
 
 def _weight(op: Container) -> Container:

@@ -11,18 +11,18 @@ import pytest
 import amanda
 from amanda import Input, layers, model, ops
 from amanda.io.onnx import dump_onnx
+from amanda.optim import default_weights
 
 RNG = np.random.default_rng(0)
 
 
 def weights(net: amanda.Container) -> dict[str, np.ndarray]:
     """Every layer weight of ``net`` by its path."""
-    return {"/".join(p): np.asarray(c.attrs["value"]) for p, c, _ in amanda.walk(net)
-            if c.type == "Constant" and "init" in c.attrs}
+    return {"/".join(p): np.asarray(net.descendant(p).attrs["value"]) for p in default_weights(net)}
 
 
 def gradients(net: amanda.Container, feeds: dict, phase: str | None = None) -> dict[str, np.ndarray]:
-    found = net.select("$..[?type=='Constant' && own_attrs.init]")
+    found = default_weights(net)
     g = amanda.grad(net, "loss", found)
     with amanda.Session(g) as s:
         names = [n for n in g.output_names if n != "loss"]
@@ -140,7 +140,7 @@ def test_gradient_container_runs_in_onnxruntime(build, tmp_path):
     gradients as the session."""
     ort = pytest.importorskip("onnxruntime")
     net, feeds = build()
-    g = amanda.grad(net, "loss", net.select("$..[?type=='Constant' && own_attrs.init]"))
+    g = amanda.grad(net, "loss", default_weights(net))
     with amanda.Session(g) as s:
         ours = s.run(list(g.output_names), feeds, phase="train")
     path = tmp_path / "grad.onnx"

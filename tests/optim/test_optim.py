@@ -10,7 +10,7 @@ import pytest
 import amanda
 from amanda import Input, layers, model, ops
 from amanda.io.onnx import dump_onnx
-from amanda.optim import SGD, Adam, AdamW, freeze, minimize
+from amanda.optim import SGD, Adam, AdamW, default_weights, freeze, minimize
 
 RNG = np.random.default_rng(0)
 FEEDS = [{"x": RNG.standard_normal((6, 5)).astype(np.float32), "labels": RNG.integers(0, 3, 6)} for _ in range(3)]
@@ -31,14 +31,12 @@ def trained(optimizer, steps: int = 3) -> tuple[dict, list[float]]:
         for feeds in FEEDS[:steps]:
             losses.append(float(s.run(["loss", "train"], feeds, phase="train")[0]))
         frozen = freeze(trainer, s)
-    return {"/".join(p): np.asarray(c.attrs["value"]) for p, c, _ in amanda.walk(frozen)
-            if c.type == "Constant" and "init" in c.attrs}, losses
+    return {"/".join(p): np.asarray(frozen.descendant(p).attrs["value"]) for p in default_weights(mlp())}, losses
 
 
 def torch_trained(make, steps: int = 3) -> tuple[dict, list[float]]:
     torch = pytest.importorskip("torch")
-    start = {"/".join(p): np.asarray(c.attrs["value"]) for p, c, _ in amanda.walk(mlp())
-             if c.type == "Constant" and "init" in c.attrs}
+    start = {"/".join(p): np.asarray(mlp().descendant(p).attrs["value"]) for p in default_weights(mlp())}
     w = {k: torch.tensor(v, requires_grad=True) for k, v in start.items()}
     opt = make(torch.optim, list(w.values()))
     losses = []
