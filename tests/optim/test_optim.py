@@ -46,7 +46,7 @@ def torch_trained(make, steps: int = 3) -> tuple[dict, list[float]]:
         loss = torch.nn.functional.cross_entropy(h @ w["fc2/kernel"] + w["fc2/bias"], torch.tensor(feeds["labels"]))
         loss.backward()
         opt.step()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
     return {k: t.detach().numpy() for k, t in w.items()}, losses
 
 
