@@ -196,7 +196,7 @@ LAYERS = {
     "build": BASE | {"containers", "namespaces", "io", "types"},
     "layers": BASE | {"containers", "namespaces", "io", "types", "build"},
     "autodiff": BASE | {"containers", "namespaces", "io", "types", "build", "layers"},
-    "optim": BASE | {"containers", "namespaces", "io", "types", "build", "layers", "autodiff"},
+    "optim": BASE | {"containers", "namespaces", "io", "exec", "types", "build", "layers", "autodiff"},
 }
 UPWARD_EXCEPTIONS = {
     ("containers/container.py", "query"),

@@ -13,15 +13,17 @@ from typing import Any
 
 import numpy as np
 
-from amanda.build import ops
+from amanda.build import Ops, ops
 from amanda.build.values import Call, Value
 from amanda.containers import Container
 from amanda.errors import ArgumentError
+from amanda.optim.vocab import TRAIN
 from amanda.types import TensorType
 
 __all__ = ["SGD", "Adam", "AdamW", "Optimizer", "Slot"]
 
 CORE = "amanda/core"
+_train = Ops(TRAIN)
 
 
 def _number(owner: str, field: str, value: Any, low: float = 0.0, high: float | None = None) -> float:
@@ -107,7 +109,8 @@ class SGD(Optimizer):
 @dataclass(frozen=True)
 class Adam(Optimizer):
     """``torch.optim.Adam``: moments ``m, v`` with bias correction; ``weight_decay`` adds
-    ``weight_decay * w`` to the gradient (L2)."""
+    ``weight_decay * w`` to the gradient (L2). Each weight's step is one fused ``AdamStep`` op
+    (namespace ``amanda/train``) whose results three ``Assign`` ops store."""
 
     lr: float = 1e-3
     betas: tuple[float, float] = (0.9, 0.999)
@@ -133,27 +136,24 @@ class Adam(Optimizer):
         op = Container("AssignAdd", "count_step", ["ref", "delta"], ["value"], attrs={"namespace": CORE})
         step = Value(Call(op, (("ref", step_ref), ("delta", ops.Constant(value=np.float32(1))))), "value",
                      TensorType("float32", ()), "count_step.value")
-        b1, b2 = (float(b) for b in self.betas)
-        correct1 = ops.Sub(np.float32(1), ops.Pow(np.float32(b1), step))
-        root2 = ops.Sqrt(ops.Sub(np.float32(1), ops.Pow(np.float32(b2), step)))
         out = [step]
         for s in slots:
             dtype = s.const(0).dtype
-            w, g = s.weight, s.grad
-            if self.weight_decay and self.decoupled:
-                w = ops.Mul(w, s.const(1 - self.lr * self.weight_decay))
-            elif self.weight_decay:
-                g = ops.Add(g, ops.Mul(w, s.const(self.weight_decay)))
-            m_ref, m = s.variable("m", np.zeros(w.type.shape, dtype))
-            v_ref, v = s.variable("v", np.zeros(w.type.shape, dtype))
-            m_new = assign(m_ref, ops.Add(ops.Mul(m, s.const(b1)), ops.Mul(g, s.const(1 - b1))), f"{s.label}/update_m")
-            v_new = assign(v_ref, ops.Add(ops.Mul(v, s.const(b2)), ops.Mul(ops.Mul(g, g), s.const(1 - b2))),
-                           f"{s.label}/update_v")
-            denom = ops.Add(ops.Div(ops.Sqrt(v_new), ops.Cast(root2, to=dtype)), s.const(self.eps))
-            step_size = ops.Div(s.const(self.lr), ops.Cast(correct1, to=dtype))
-            out += [m_new, v_new, assign(s.ref, ops.Sub(w, ops.Mul(step_size, ops.Div(m_new, denom))),
-                                         f"{s.label}/update")]
+            m_ref, m = s.variable("m", np.zeros(s.weight.type.shape, dtype))
+            v_ref, v = s.variable("v", np.zeros(s.weight.type.shape, dtype))
+            w_new, m_new, v_new = _train.AdamStep(
+                s.weight, s.grad, m, v, step, lr=self.lr, beta1=float(self.betas[0]), beta2=float(self.betas[1]),
+                eps=self.eps, weight_decay=self.weight_decay, decoupled=int(self.decoupled), name=f"{s.label}/step")
+            out += [assign(m_ref, _typed(m_new, m), f"{s.label}/update_m"),
+                    assign(v_ref, _typed(v_new, v), f"{s.label}/update_v"),
+                    assign(s.ref, _typed(w_new, s.weight), f"{s.label}/update")]
         return out
+
+
+def _typed(value: Value, like: Value) -> Value:
+    """``value`` with ``like``'s type (the fused step has no type rule; its outputs keep shapes)."""
+    value.type = like.type
+    return value
 
 
 @dataclass(frozen=True)
