@@ -123,6 +123,8 @@ def matmul_vjp(n: Node) -> list:
     ra, rb = rank(a, n), rank(b, n)
     if ra == 1 and rb == 1:
         return [ops.Mul(g, b) if n.need(0) else None, ops.Mul(g, a) if n.need(1) else None]
+    if ra == 2 and rb == 2:  # Gemm transposes inside the product: no copies of the operands
+        return [ops.Gemm(g, b, transB=1) if n.need(0) else None, ops.Gemm(a, g, transA=1) if n.need(1) else None]
     a2 = ops.Unsqueeze(a, np.array([0], np.int64)) if ra == 1 else a
     b2 = ops.Unsqueeze(b, np.array([1], np.int64)) if rb == 1 else b
     g2 = ops.Unsqueeze(g, np.array([-2 if ra == 1 else -1], np.int64)) if 1 in (ra, rb) else g
