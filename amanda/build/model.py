@@ -69,10 +69,6 @@ def _calls(wanted: list[tuple[str, Value]]) -> list[Call]:
     return order
 
 
-def _source(value: Value) -> Endpoint:
-    return Endpoint(SELF, value.name) if value.producer is None else Endpoint((value.producer.op.name,), value.port)
-
-
 def _names(order: list[Call], parent: str) -> dict[int, str]:
     """A child name per call: its op's name, suffixed where two calls share one (a layer
     applied twice, or two layers of the same default name) or it is the parent's."""

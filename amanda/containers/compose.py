@@ -62,7 +62,12 @@ def wrapped_namespace(containers: Iterable[Container]) -> dict[str, str]:
 def exposed_controls(children: Iterable[Container], taken: Iterable[str] = ()) -> list[Port]:
     """The named control ports a composition exposes: one per name any child declares (the
     "all" computation: fetching ``train`` on the parent runs every child's ``train``), except
-    names ``taken`` by the parent's data ports."""
+    names ``taken`` by the parent's data ports.
+
+    >>> from amanda.containers.container import op
+    >>> [p.name for p in exposed_controls([op("A", "a", controls=["train"]), op("B", "b", controls=["train", "log"])])]
+    ['train', 'log']
+    """
     names: dict[str, None] = {}
     skip = set(taken)
     for child in children:

@@ -103,7 +103,7 @@ def activate(layer: str, x: Value, activation: str | None, name: str = "activati
     """``x`` through the named activation (None: unchanged)."""
     if activation is None:
         return x
-    if activation not in ACTIVATIONS:
+    if not isinstance(activation, str) or activation not in ACTIVATIONS:
         raise ArgumentError.at((layer, "activation"), f"None or one of {sorted(ACTIVATIONS)}", repr(activation))
     return ACTIVATIONS[activation](x, name)
 

@@ -98,7 +98,7 @@ def Dropout(rate: float = 0.5, *, name: str = "dropout") -> Container:  # noqa: 
 def Activation(activation: str, *, name: str | None = None) -> Container:  # noqa: N802
     """The named activation (``relu``, ``gelu``, ``sigmoid``, ``tanh``, ``softmax`` over the last
     axis, ``leaky_relu`` (slope 0.01), ``elu``, ``selu``, ``softplus``, ``silu``, ``log_softmax``)."""
-    if activation not in ACTIVATIONS:
+    if not isinstance(activation, str) or activation not in ACTIVATIONS:
         raise ArgumentError.at(("Activation", "activation"), f"one of {sorted(ACTIVATIONS)}", repr(activation))
     x = float_input()
     label = name or activation

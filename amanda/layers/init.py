@@ -4,7 +4,7 @@ A weight is a ``Constant`` initializer child of a layer whose ``weights`` attrib
 to its rule and fans, ``[rule, fan_in, fan_out]`` (rules: ``glorot_uniform``, ``he_normal``,
 ``zeros``, ``ones`` …). Running statistics are ``amanda/core`` ``Variable`` children listed there too.
 :func:`seeded` gives every weight of a model the uid ``<seed>:<path>`` and, where its uid was not
-that already, draws it again from a numpy Generator seeded by the seed and the path: the same
+that already, draws it again from a numpy Generator seeded by (seed, path): the same
 code builds the same weights and uids in any process, so saved weights pair by uid.
 
 >>> import numpy as np
@@ -75,7 +75,7 @@ _CONSTANT_RULES = ("zeros", "ones")
 
 
 def _rule(init: Any, where: str) -> Any:
-    if init not in RULES:
+    if not isinstance(init, str) or init not in RULES:
         raise ArgumentError.at(where, f"an initialisation rule among {sorted(RULES)}", repr(init))
     return RULES[init]
 
@@ -138,6 +138,8 @@ def seeded(model: Container, seed: int = 0, *, prefix: Sequence[str] = ()) -> Co
     had that uid (it was drawn so, or loaded into). A weight object in several places (a layer
     applied twice) stays one weight, keyed by its first path; two equal weights built apart (two
     layers of one default name) are keyed and drawn apart. ``model`` itself if nothing changes."""
+    if not isinstance(model, Container):
+        raise ArgumentError.at("model", "a Container", type(model).__name__)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ArgumentError.at("seed", "a non-negative int", repr(seed))
     seed = int(seed)

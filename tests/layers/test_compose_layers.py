@@ -132,3 +132,25 @@ def test_freeze_rejects_what_is_not_a_model() -> None:
         layers.freeze("net")  # type: ignore[arg-type]
     with pytest.raises(amanda.ArgumentError, match="state"):
         layers.freeze(layers.BatchNorm(2), state=[1])  # type: ignore[arg-type]
+
+
+def test_chain_exposes_each_control_name_once_and_leaves_clashing_names_alone() -> None:
+    """Children's named control ports become one parent port per name, wired by control edges;
+    a name the parent already uses for a data port is not exposed."""
+    a = amanda.op("A", "a", ["x"], ["y"], controls=["train", "log"])
+    b = amanda.op("B", "b", ["x"], ["y"], controls=["train"])
+    parent = amanda.chain(a, b, name="p")
+    assert parent.control_names == ("train", "log")
+    wired = sorted((str(e.src), str(e.dst)) for e in parent.edges if e.dst.port in ("train", "log"))
+    assert wired == [("a:log", "SELF:log"), ("a:train", "SELF:train"), ("b:train", "SELF:train")]
+    clash = amanda.chain(a, b, outputs=["train"], name="q")
+    assert clash.control_names == ("log",)
+    plain = amanda.chain(amanda.op("A", "a", ["x"], ["y"]), name="r")
+    assert plain.control_names == ()
+
+
+def test_model_takes_a_type_and_attributes() -> None:
+    """model(type=, attrs=) sets the container's type and adds its attributes to the namespace."""
+    x = Input("x", "float32", (2,))
+    built = amanda.model([x], {"y": ops.Relu(x)}, name="block", type="Block", attrs={"width": 2})
+    assert built.type == "Block" and dict(built.attrs) == {"namespace": "amanda/onnx/17", "width": 2}

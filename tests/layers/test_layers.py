@@ -232,9 +232,24 @@ def test_transformer_encoder_block_matches_numpy() -> None:
     (lambda: layers.Dense(3, 2, name="a/b"), "Dense/name"),
     (lambda: layers.Dense(3, 2, init="uniformish"), "kernel"),
     (lambda: layers.Activation("swishy"), "Activation/activation"),
+    (lambda: layers.Activation(["relu"]), "Activation/activation"),  # type: ignore[arg-type]
+    (lambda: layers.Dense(3, 2, activation=["relu"]), "Dense/activation"),  # type: ignore[arg-type]
+    (lambda: layers.Dense(3, 2, init=["glorot"]), "kernel"),  # type: ignore[arg-type]
+    (lambda: layers.Conv(3, 3, 3, padding=-1), "Conv/padding"),
+    (lambda: layers.MaxPool(2, stride=0), "MaxPool/stride"),
+    (lambda: layers.Embedding(3, 0), "Embedding/dim"),
+    (lambda: layers.Flatten("1"), "Flatten/axis"),  # type: ignore[arg-type]
+    (lambda: layers.seeded("net", 0), "model"),  # type: ignore[arg-type]
 ])
 def test_bad_hyper_parameters_raise_an_argument_error_naming_the_field(build, where: str) -> None:
     """A wrong hyper-parameter raises ArgumentError at layer/field, not a bare Python error."""
     with pytest.raises(amanda.ArgumentError) as info:
         build()
     assert where in str(info.value)
+
+
+def test_a_phased_layer_run_without_a_phase_says_to_pass_one() -> None:
+    """Running BatchNorm or Dropout without phase= raises an ExecutionError naming the phases."""
+    for layer in (layers.BatchNorm(2), layers.Dropout(0.1)):
+        with pytest.raises(amanda.ExecutionError, match="phase= one of them"):
+            run(layer, sample(2, 2))
