@@ -192,6 +192,8 @@ def test_wrt_forms():
         gx, gh = s.run(["grad/x", "grad/e.output"], {"x": xs})
     np.testing.assert_allclose(gh, 2 * np.exp(xs))
     np.testing.assert_allclose(gx, 2 * np.exp(2 * xs))
+    by_selection = amanda.grad(net, "loss", net.select("$[?type=='Exp']"))
+    assert by_selection.output_names == ("loss", "grad/e")
     with pytest.raises(amanda.PathError):
         amanda.grad(net, "loss", ["e:nope"])
     with pytest.raises(amanda.PathError):

@@ -140,3 +140,19 @@ def test_bad_arguments_raise():
     x = Input("x", "float32", (2,))
     with pytest.raises(amanda.PathError):
         minimize(model([x], {"loss": ops.ReduceSum(x, keepdims=0)}, name="bare"), "loss", SGD())
+
+
+def test_trainable_and_freeze_check_their_arguments():
+    """trainable refuses a non-weight; freeze refuses a non-container and a bad session; a model
+    frozen without a session keeps its initial values."""
+    net = mlp()
+    with pytest.raises(amanda.ArgumentError, match="weight"):
+        amanda.optim.trainable(net, [("fc1", "matmul")])
+    with pytest.raises(amanda.ArgumentError):
+        freeze("model")
+    with pytest.raises(amanda.ArgumentError):
+        freeze(net, session=42)
+    held = amanda.optim.trainable(net)
+    assert held.descendant(("fc1", "kernel")).type == "Weight"
+    np.testing.assert_array_equal(freeze(held).descendant(("fc1", "kernel")).attrs["value"],
+                                  net.descendant(("fc1", "kernel")).attrs["value"])
