@@ -30,15 +30,23 @@ __all__ = ["Node", "axes_of", "const", "rank", "shape_of", "size_of", "unbroadca
 class Node:
     """One forward op as a rule sees it (see the module doc)."""
 
-    __slots__ = ("grads", "inputs", "needs", "op", "outputs", "path")
+    __slots__ = ("grads", "inputs", "namespace", "needs", "op", "outputs", "path")
 
-    def __init__(self, path: tuple, op: Any, inputs: list, outputs: list, grads: list, needs: list) -> None:
+    def __init__(self, path: tuple, op: Any, inputs: list, outputs: list, grads: list, needs: list,
+                 namespace: str = "amanda/onnx/17") -> None:
         self.path = path
         self.op = op
         self.inputs: list[Any] = inputs  # Values, None where an optional input is absent
         self.outputs: list[Value] = outputs
         self.grads: list[Value | None] = grads
         self.needs: list[bool] = needs
+        self.namespace = namespace  # the forward op's effective namespace
+
+    @property
+    def opset(self) -> int | None:
+        """The version of the forward op's namespace (``amanda/onnx/13`` -> 13), if it has one."""
+        last = self.namespace.rpartition("/")[2]
+        return int(last) if last.isdigit() else None
 
     def attr(self, name: str, default: Any = None) -> Any:
         """The forward op's attribute ``name`` (``default`` when absent)."""

@@ -201,15 +201,26 @@ def reduce_vjp(n: Node) -> list:
     return [spread] + [None] * (len(n.inputs) - 1)
 
 
+def _softmax_axis(n: Node) -> np.ndarray:
+    """The axis a (Log)Softmax normalised over; before opset 13 only the last axis is one axis."""
+    r = rank(n.outputs[0], n)
+    old = n.opset is not None and n.opset < 13
+    axis = int(n.attr("axis", 1 if old else -1)) % max(r, 1)
+    if old and axis != r - 1:
+        raise n.fail("a softmax over one axis (opset 13 or later, or the last axis)",
+                     f"opset {n.opset} flattening axes {axis}.. of rank {r}")
+    return np.array([axis], np.int64)
+
+
 def softmax_vjp(n: Node) -> list:
     """Softmax: ``y * (g - sum(g*y, axis))``."""
     y, g = n.outputs[0], n.grad()
-    axis = np.array([int(n.attr("axis", -1))], np.int64)
+    axis = _softmax_axis(n)
     return [ops.Mul(y, ops.Sub(g, ops.ReduceSum(ops.Mul(g, y), axis, keepdims=1)))]
 
 
 def log_softmax_vjp(n: Node) -> list:
     """LogSoftmax: ``g - exp(y) * sum(g, axis)``."""
     y, g = n.outputs[0], n.grad()
-    axis = np.array([int(n.attr("axis", -1))], np.int64)
+    axis = _softmax_axis(n)
     return [ops.Sub(g, ops.Mul(ops.Exp(y), ops.ReduceSum(g, axis, keepdims=1)))]

@@ -183,7 +183,7 @@ def _rule(path: tuple, op: Container, model: Container) -> Any:
             f"no gradient rule for `{where}` ({op.type}, {namespace}), which lies between wrt and the loss",
             path=where, expected=f"an op type with a rule in amanda.autodiff.RULES ({len(RULES)} rules)",
             found=f"{op.type} of {namespace}")
-    return rule
+    return rule, namespace
 
 
 def _namespace(model: Container, path: tuple) -> str:
@@ -212,9 +212,9 @@ def _backward(p: _Pass, loss: Endpoint, wrt: list[tuple[str, Endpoint]]) -> None
         needs = [s is not None and s in varying for s in sources]
         if not any(needs):
             continue
-        rule = _rule(path, op, p.model)
+        rule, namespace = _rule(path, op, p.model)
         node = Node(path, op, [None if s is None else p.value(s) for s in sources],
-                    [p.value(Endpoint(path, o.name)) for o in op.outputs], grads, needs)
+                    [p.value(Endpoint(path, o.name)) for o in op.outputs], grads, needs, namespace)
         results = list(rule(node))
         where = format_path(path)
         for src, need, g in zip(sources, needs, results):

@@ -124,3 +124,17 @@ def test_shared_input_contributions_are_summed():
     """A value read by several ops (x*x + exp(x)) gets the sum of their contributions."""
     x = arr(3, (2, 3))
     check(lambda x: ops.Add(ops.Mul(x, x), ops.Exp(x)), {"x": x})
+
+
+def test_old_opset_softmax_over_flattened_axes_is_refused():
+    """An opset-11 Softmax over axis 1 of a rank-3 input (ONNX flattened axes 1..) is a clear
+    SchemaError; over the last axis it differentiates as any softmax."""
+    import pytest
+
+    import amanda
+    from amanda.build import Ops
+
+    old = Ops("amanda/onnx/11")
+    with pytest.raises(amanda.SchemaError, match="opset 11"):
+        check(lambda x: old.Softmax(x, axis=1), {"x": arr(0, (2, 3, 4))})
+    check(lambda x: old.Softmax(x, axis=2), {"x": arr(0, (2, 3, 4))})
