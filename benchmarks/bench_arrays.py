@@ -7,7 +7,10 @@ loading process (other processes on a shared machine disturb them less than wall
 figure is the ratio of the fastest loads, and the ratio of medians is printed too. The baseline
 is ``git archive`` of ``--baseline`` (a revision of this repository).
 
-    python benchmarks/bench_arrays.py [--baseline e08bdbf] [--layers 48] [--repeat 5] [--rounds 3]
+    python benchmarks/bench_arrays.py [--baseline e08bdbf] [--layers 48] [--repeat 5] [--rounds 3] [--gc-off]
+
+``--gc-off`` pauses the cycle collector around every timed load in both trees, so the ratio is
+the cost of the work itself (the import of this tree pauses it anyway).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 
 
-def _worker(src: str, model: str, repeat: int) -> None:
+def _worker(src: str, model: str, repeat: int, gc_off: bool) -> None:
     sys.path.insert(0, src)
     from amanda.io.onnx import load_onnx
 
@@ -36,9 +39,12 @@ def _worker(src: str, model: str, repeat: int) -> None:
     times = []
     for _ in range(repeat):
         gc.collect()
+        if gc_off:
+            gc.disable()
         start = time.process_time()
         load_onnx(model)
         times.append(time.process_time() - start)
+        gc.enable()
     print(json.dumps(times))
 
 
@@ -51,9 +57,10 @@ def _export(revision: str, target: Path) -> Path:
     return target
 
 
-def _time(src: Path, model: Path, repeat: int) -> list[float]:
+def _time(src: Path, model: Path, repeat: int, gc_off: bool) -> list[float]:
     out = subprocess.run(
-        [sys.executable, __file__, "--worker", str(src), str(model), "--repeat", str(repeat)],
+        [sys.executable, __file__, "--worker", str(src), str(model), "--repeat", str(repeat)]
+        + (["--gc-off"] if gc_off else []),
         check=True, capture_output=True, text=True,
     ).stdout
     return json.loads(out.strip().splitlines()[-1])
@@ -65,10 +72,12 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=48)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--gc-off", action="store_true",
+                        help="pause the cycle collector in both trees (isolates the cost of the checks)")
     parser.add_argument("--worker", nargs=2, metavar=("SRC", "MODEL"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        _worker(*args.worker, args.repeat)
+        _worker(*args.worker, args.repeat, args.gc_off)
         return
     import onnx
 
@@ -83,8 +92,8 @@ def main() -> None:
         baseline = _export(args.baseline, Path(tmp) / "baseline")
         times: dict[str, list[float]] = {"baseline": [], "current": []}
         for _ in range(args.rounds):
-            times["baseline"] += _time(baseline, model, args.repeat)
-            times["current"] += _time(ROOT, model, args.repeat)
+            times["baseline"] += _time(baseline, model, args.repeat, args.gc_off)
+            times["current"] += _time(ROOT, model, args.repeat, args.gc_off)
     print(f"model: {len(proto.graph.node):,} nodes, {len(proto.graph.initializer):,} initializers")
     print("| load_onnx | baseline | this tree | ratio | target |\n|---|---|---|---|---|")
     for label, pick in (("fastest", min), ("median", statistics.median)):

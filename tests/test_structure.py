@@ -18,13 +18,8 @@ MAX_LINES = 450
 MAX_COMPLEXITY = 25
 # function -> its complexity when the limit was set: it may shrink, never grow
 LEGACY = {
-    "amanda/containers/consolidate.py _fold": 27,
-    "amanda/containers/fusion.py fuse": 31,
-    "amanda/containers/fusion.py unfuse": 56,
     "amanda/exec/plan.py _compile": 30,
     "amanda/exec/runner.py run_threaded": 32,
-    "amanda/namespaces/mapping/rewrite.py apply_replacement": 35,
-    "amanda/namespaces/mapping/tables/onnx_opsets.py _compatible": 39,
     "amanda/types/rules/shape.py concat": 26,
 }
 

@@ -6,8 +6,9 @@
 Each model is exported with a fixed seed; a JSON file beside it records the input shapes and
 dtypes the tests feed. The models: an LSTM tagger (embedding, LSTM, linear), a two-layer
 bidirectional GRU, a model whose forward branches on its input with ``torch.cond`` (an ONNX If,
-then-branch written first, as torch writes it), and a small MLP exported with its modules as
-model-local functions.
+then-branch written first, as torch writes it), a small MLP exported with its modules as
+model-local functions, and one whose function takes an attribute (each call's LeakyRelu slope,
+which the body refers to with ``ref_attr_name``).
 """
 
 from __future__ import annotations
@@ -74,6 +75,40 @@ class Functions(torch.nn.Module):
         return self.second(self.first(x))
 
 
+class Scaled(torch.nn.Module):
+    """Linear, LeakyRelu of a per-instance slope, times two: exported as a function whose slope
+    is a function attribute."""
+
+    def __init__(self, width: int, slope: float) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(width, width)
+        self.slope = slope
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.leaky_relu(self.linear(x), self.slope) * 2
+
+
+class Slopes(torch.nn.Module):
+    """Three calls of one function, two of them with the same slope."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b, self.c = Scaled(8, 0.1), Scaled(8, 0.3), Scaled(8, 0.1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.c(self.b(self.a(x)))
+
+
+def export_function_attributes() -> None:
+    """The model whose local function takes an attribute (its own seed, so adding it changed
+    no other fixture)."""
+    torch.manual_seed(1)
+    x = torch.randn(2, 8)
+    torch.onnx.export(Slopes().eval(), (x,), OUT / "function_attributes.onnx", dynamo=False, opset_version=17,
+                      input_names=["x"], output_names=["y"], export_modules_as_functions={Scaled})
+    _save("function_attributes", {"x": x})
+
+
 def _save(name: str, inputs: dict[str, torch.Tensor]) -> None:
     spec = {k: {"shape": list(v.shape), "dtype": str(v.dtype).removeprefix("torch.")} for k, v in inputs.items()}
     (OUT / f"{name}.json").write_text(json.dumps(spec, indent=1) + "\n")
@@ -99,6 +134,7 @@ def main() -> None:
     torch.onnx.export(Functions().eval(), (x,), OUT / "local_functions.onnx", dynamo=False, opset_version=17,
                       input_names=["x"], output_names=["y"], export_modules_as_functions={Block})
     _save("local_functions", {"x": x})
+    export_function_attributes()
     print(f"wrote {sorted(p.name for p in OUT.iterdir())}")
 
 

@@ -22,6 +22,7 @@ __all__ = [
     "INTERPRETED_EDGE_ATTRS",
     "INTERPRETED_PORT_ATTRS",
     "attr_problems",
+    "check_names",
     "expect_container",
     "expect_list",
     "expect_str",
@@ -133,3 +134,26 @@ def expect_hashable(value: Any, where: Any, expected: str) -> Any:
         except TypeError:
             pass
     raise ArgumentError.at(where, expected, shown(value))
+
+
+def check_names(type_: Any, name: Any, uid: Any) -> None:
+    """Raise InvariantError unless a container's type, name and uid are each a non-empty UTF-8
+    string or None (documents cannot tell "" from a missing field, and YAML cannot write lone
+    surrogates).
+
+    >>> check_names("Relu", "r", None)
+    """
+    if (
+        (name is None or (name.__class__ is str and name and name.isascii()))
+        and (type_ is None or (type_.__class__ is str and type_ and type_.isascii()))
+        and (uid is None or (uid.__class__ is str and uid and uid.isascii()))
+    ):
+        return  # the common case, without building the loop below
+    from amanda.containers.values import utf8_text
+    from amanda.errors import InvariantError
+
+    for key, value in (("name", name), ("type", type_), ("uid", uid)):
+        ok = value is None or type(value) is str and value and (value.isascii() or utf8_text(value))
+        if not ok:
+            where = (name,) if key != "name" and type(name) is str and name else None
+            raise InvariantError([Problem(where, f"a non-empty string {key} (UTF-8) or None", repr(value))])

@@ -19,13 +19,15 @@ on the paths to deleted edges are rebuilt; every other subtree is shared.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 from amanda.containers.checks import expect_container
 from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Edge
 from amanda.containers.edit import EDIT_TYPE
-from amanda.containers.validate import _lift
+from amanda.containers.frames import at, lower, with_child
+from amanda.containers.validate import own_edge_keys
 from amanda.containers.values import values_equal
 
 __all__ = ["consolidate"]
@@ -66,20 +68,7 @@ def _consolidate(container: Container, above: Mapping[str, Any]) -> tuple[Contai
         return (folded.name,) if rest is SELF else (folded.name, *rest)
 
     if folded is not inner:
-        def moved(end: Any) -> tuple:
-            op = end.op
-            if op is SELF or op[0] != inner.name:
-                return (op, end.port)
-            rest = inner_map(tuple(op[1:]))
-            return ((folded.name,) if rest is SELF else (folded.name, *rest), end.port)
-
-        wrapper = Container(
-            container.type, container.name, container.inputs, container.outputs,
-            [folded, *container.children[1:]],
-            [Edge(moved(e.src), moved(e.dst), e.attrs) for e in container.edges],
-            [Edge(moved(t.src), moved(t.dst)) for t in container.tombstones],
-            container.attrs, container.uid, container.controls,
-        )
+        wrapper = with_child(container, inner.name, folded, moved=inner_map)
     model = wrapper.children[0]
     if model.is_op or [p.name for p in wrapper.inputs] != [p.name for p in model.inputs] or [
         p.name for p in wrapper.outputs
@@ -133,45 +122,43 @@ def _fold(wrapper: Container, model: Container, scope: Mapping[str, Any]) -> tup
             return tuple(op[1:]) if len(op) > 1 else SELF
         return (rename[op[0]], *op[1:])
 
+    kept, new_edges = _folded_edges(wrapper, model, path)
+    own_keys = {e.key for e in kept}
+    tombstones = [Edge((path(t.src.op), t.src.port), (path(t.dst.op), t.dst.port)) for t in wrapper.tombstones]
+    deleted = {t.key for t in tombstones} & own_keys  # the model's own edges: delete them outright
+    buried = [t for t in tombstones if t.key not in own_keys]
+    merged = Container(
+        model.type, wrapper.name if wrapper.name is not None else model.name, model.inputs, model.outputs,
+        [*model_kids, *added], [e for e in kept if e.key not in deleted] + new_edges,
+        [*model.tombstones, *buried], own_attrs, model.uid, model.controls,
+    )
+    for tomb in buried:
+        merged = _bury(merged, tomb)
+    return merged, lambda rel: path(rel) if rel else SELF
+
+
+def _folded_edges(wrapper: Container, model: Container, path: Callable[[Any], Any]) -> tuple[list[Edge], list[Edge]]:
+    """The model's edges and the wrapper's, in the folded model's frame: a value the wrapper
+    feeds into a model input, or reads from a model output, is spliced past that port."""
+    m = (model.name,)
     produced_inside = {e.dst.port: e for e in model.edges if e.dst.op is SELF}
     fed_from: dict[str, Any] = {}  # model input port -> what the wrapper feeds it from
     replaced_outputs: set[str] = set()
     new_edges: list[Edge] = []
     for edge in wrapper.edges:
         src, dst = edge.src, edge.dst
-        if dst.op == (m,) and dst.port != -1:
+        if dst.op == m and dst.port != -1:
             if src.op is not SELF or src.port != dst.port:
                 fed_from[dst.port] = _source(src, path, produced_inside)
-            continue
-        if dst.op is SELF and src.op == (m,) and src.port == dst.port:
-            continue  # the model's own output passes through
-        new_src = _source(src, path, produced_inside)
-        if dst.op is SELF:
-            replaced_outputs.add(dst.port)
-        new_edges.append(Edge(new_src, (path(dst.op), dst.port), edge.attrs))
-    kept = []
-    for edge in model.edges:
-        if edge.dst.op is SELF and edge.dst.port in replaced_outputs:
-            continue
-        if edge.src.op is SELF and edge.src.port in fed_from:
-            edge = Edge(fed_from[edge.src.port], edge.dst, edge.attrs)
-        kept.append(edge)
-    own_keys = {e.key for e in kept}
-    tombstones = []
-    for tomb in wrapper.tombstones:
-        translated = Edge((path(tomb.src.op), tomb.src.port), (path(tomb.dst.op), tomb.dst.port))
-        if translated.key in own_keys:
-            kept = [e for e in kept if e.key != translated.key]
-        else:
-            tombstones.append(translated)
-    merged = Container(
-        model.type, wrapper.name if wrapper.name is not None else model.name,
-        model.inputs, model.outputs, [*model_kids, *added], kept + new_edges,
-        list(model.tombstones) + tombstones, own_attrs, model.uid, model.controls,
-    )
-    for tomb in tombstones:
-        merged = _bury(merged, tomb)
-    return merged, lambda rel: path(rel) if rel else SELF
+        elif not (dst.op is SELF and src.op == m and src.port == dst.port):  # else the output passes through
+            if dst.op is SELF:
+                replaced_outputs.add(dst.port)
+            new_edges.append(Edge(_source(src, path, produced_inside), (path(dst.op), dst.port), edge.attrs))
+    kept = [
+        Edge(fed_from[e.src.port], e.dst, e.attrs) if e.src.op is SELF and e.src.port in fed_from else e
+        for e in model.edges if not (e.dst.op is SELF and e.dst.port in replaced_outputs)
+    ]
+    return kept, new_edges
 
 
 def _source(src: Any, path: Any, produced_inside: dict[str, Edge]) -> tuple:
@@ -186,40 +173,18 @@ def _source(src: Any, path: Any, produced_inside: dict[str, Edge]) -> tuple:
 
 def _bury(root: Container, tomb: Edge) -> Container:
     """Delete every edge a root-level tombstone names (at any depth below the root) from
-    the container that owns it; the last deletion also drops the tombstone."""
+    the container that owns it; the tombstones left naming nothing are dropped on the way."""
     src, dst = tomb.src.op, tomb.dst.op
     common = 0
     while common < min(len(src), len(dst)) and src[common] == dst[common]:
         common += 1
-    owners = []
     for depth in range(common, 0, -1):
-        key = (
-            (SELF if len(src) == depth else src[depth:], tomb.src.port),
-            (SELF if len(dst) == depth else dst[depth:], tomb.dst.port),
-        )
-        owner = root.descendant(src[:depth])
-        if any((tuple(e.src), tuple(e.dst)) == key for e in owner.edges):
-            owners.append((src[:depth], key))
-    for number, (owner_path, key) in enumerate(owners):
-        root = _delete(root, owner_path, key, drop_tombstone=number == len(owners) - 1)
+        key = lower(tomb, src[:depth]).key  # type: ignore[union-attr]  # both ends lie below src[:depth]
+        root = at(root, src[:depth], partial(_without_edge, key=key), prune=True)
     return root
 
 
-def _delete(root: Container, owner_path: tuple, key: tuple, drop_tombstone: bool) -> Container:
-    """Rebuild the path to ``owner_path`` with the edge ``key`` removed from its owner."""
-    trail = [root]
-    for name in owner_path:
-        trail.append(trail[-1].child(name))
-    owner = trail[-1]
-    rebuilt = owner.evolve(edges=[e for e in owner.edges if (tuple(e.src), tuple(e.dst)) != key])
-    for level in range(len(owner_path) - 1, -1, -1):
-        parent = trail[level]
-        lifted = _lift(Edge(*key), owner_path[level:]).key
-        keep_all = level == 0 and not drop_tombstone
-        rebuilt = Container(
-            parent.type, parent.name, parent.inputs, parent.outputs,
-            parent.children.set(parent.child_index(owner_path[level]), rebuilt), parent.edges,
-            [t for t in parent.tombstones if keep_all or t.key != lifted],
-            parent.attrs, parent.uid, parent.controls,
-        )
-    return rebuilt
+def _without_edge(owner: Container, key: tuple) -> Container:
+    if owner.is_op or key not in own_edge_keys(owner):
+        return owner
+    return owner.evolve(edges=[e for e in owner.edges if e.key != key])

@@ -23,8 +23,7 @@ from typing import Any
 
 from pyrsistent import PMap, PVector, pvector
 
-from amanda.containers import values
-from amanda.containers.checks import expect_type
+from amanda.containers.checks import INTERPRETED_ATTRS, check_names, expect_type
 from amanda.containers.display import Displayed
 from amanda.containers.edge import SELF, Port, coerce_ports
 from amanda.containers.identity import structural_hash, structurally_equal
@@ -34,6 +33,7 @@ from amanda.errors import ArgumentError, InvariantError, PathError, Problem
 __all__ = ["Container", "new_uid", "op"]
 
 _set = object.__setattr__
+_INTERPRETED_KEYS = frozenset(INTERPRETED_ATTRS)  # attribute keys whose values a constructor checks
 _EMPTY_VECTOR: PVector = pvector()
 _UID_PREFIX = os.urandom(6).hex()
 _uid_counter = itertools.count()
@@ -108,7 +108,7 @@ class Container(Displayed):
             from amanda.errors import InvariantError, Problem
 
             raise InvariantError([Problem((name,) if name else None, "frozen attribute values", str(exc))]) from None
-        _check_names(type, name, uid)
+        check_names(type, name, uid)
         _set(self, "type", type)
         _set(self, "name", name)
         _set(self, "inputs", coerce_ports(inputs))
@@ -119,7 +119,12 @@ class Container(Displayed):
         _set(self, "uid", uid if uid is not None else new_uid())
         _set(self, "_hash", None)
         _set(self, "_cache", None)
-        check_container(self, children, edges, tombstones)
+        # a dict answers "any interpreted key?" at C speed and is read fast; others are read stored
+        if attrs.__class__ is dict:
+            checked: Mapping[str, Any] | None = None if _INTERPRETED_KEYS.isdisjoint(attrs) else attrs
+        else:
+            checked = frozen_attrs
+        check_container(self, children, edges, tombstones, checked)
 
     @classmethod
     def _trusted(
@@ -344,7 +349,7 @@ class Container(Displayed):
     def _with_own_attrs(self, attrs: PMap) -> Container:
         # only the attributes amanda interprets are checked; the structure is shared as is
         from amanda.containers.checks import attr_problems
-        from amanda.containers.update import inherit_edge_caches
+        from amanda.containers.frames import inherit_edge_caches
 
         problems = attr_problems(attrs, self._where() or ())
         if problems:
@@ -411,17 +416,6 @@ class Container(Displayed):
             value = build(self)
             cache[key] = value
         return value
-
-
-def _check_names(type_: Any, name: Any, uid: Any) -> None:
-    # documents cannot tell "" from a missing field, and YAML cannot write lone surrogates
-    from amanda.errors import InvariantError, Problem
-
-    for key, value in (("name", name), ("type", type_), ("uid", uid)):
-        ok = value is None or type(value) is str and value and (value.isascii() or values.utf8_text(value))
-        if not ok:
-            where = (name,) if key != "name" and type(name) is str and name else None
-            raise InvariantError([Problem(where, f"a non-empty string {key} (UTF-8) or None", repr(value))])
 
 
 def op(

@@ -14,13 +14,15 @@ from typing import Any, Union
 
 from pyrsistent import PMap
 
-from amanda.containers.checks import INTERPRETED_EDGE_ATTRS, attr_problems, shown
+from amanda.containers.checks import INTERPRETED_EDGE_ATTRS, INTERPRETED_PORT_ATTRS, attr_problems, shown
 from amanda.containers.values import EMPTY, attrs_equal, attrs_hash, freeze_attrs, views_of
 from amanda.errors import ArgumentError
 
-__all__ = ["CONTROL", "SELF", "Edge", "Endpoint", "EndpointLike", "PathLike", "Port", "coerce_ports"]
+__all__ = ["CONTROL", "SELF", "Edge", "Endpoint", "EndpointLike", "PathLike", "Port", "coerce_ports", "interpreted_ports",
+           "plain_ports"]
 
 CONTROL = -1  # the implicit control port of every container, on both sides
+_UNBOUND, _CAPTURED = INTERPRETED_PORT_ATTRS
 
 
 class _Self:
@@ -61,12 +63,14 @@ class Port(tuple):
     def __new__(cls, name: str, attrs: Mapping[str, Any] | None = None) -> Port:
         if type(name) is not str or not name:
             raise ArgumentError.at("port", "a port name (a non-empty string)", shown(name))
-        if attrs is not None and not isinstance(attrs, Mapping):
+        if attrs is not None and attrs.__class__ is not dict and not isinstance(attrs, Mapping):
             raise ArgumentError.at(name, "port attributes as a mapping", shown(attrs))
         try:
             frozen = freeze_attrs(attrs) if attrs else EMPTY
         except TypeError as exc:
             raise ArgumentError.at(name, "storable port attribute values", str(exc)) from None
+        if attrs and cls is Port and (_UNBOUND in attrs or _CAPTURED in attrs):
+            cls = _InterpretedPort  # lets a container find the ports to check without reading attrs
         return tuple.__new__(cls, (name, frozen))
 
     name: str = property(itemgetter(0))  # type: ignore[assignment]
@@ -84,6 +88,10 @@ class Port(tuple):
     def __hash__(self) -> int:
         return hash((self[0], attrs_hash(self[1])))
 
+    def __reduce__(self) -> tuple:
+        # a tuple subclass pickles as its items by default, which __new__ would read as a name
+        return (Port, (self[0], self[1]))
+
     def with_attrs(self, **attrs: Any) -> Port:
         """This port with attributes added or replaced."""
         return Port(self.name, {**self.attrs, **attrs})
@@ -92,6 +100,32 @@ class Port(tuple):
         if self[1]:
             return f"Port({self[0]!r}, {dict(self[1])!r})"
         return f"Port({self[0]!r})"
+
+
+class _InterpretedPort(Port):
+    """A Port whose attributes hold a flag amanda reads (``unbound``, ``captured``), for the
+    container to check; equal to and used like any Port."""
+
+    __slots__ = ()
+
+
+def interpreted_ports(ports: tuple[Port, ...]) -> bool:
+    """Whether any of ``ports`` has an attribute amanda reads (so its values need checking).
+
+    >>> interpreted_ports((Port("x"), Port("y", {"captured": True})))
+    True
+    """
+    return _InterpretedPort in map(type, ports)
+
+
+def plain_ports(ports: tuple[Port, ...]) -> bool:
+    """Whether no port of ``ports`` has an attribute amanda reads (the fast negation of
+    :func:`interpreted_ports`: one C-level pass).
+
+    >>> plain_ports((Port("x"), Port("y", {"dtype": "float32"})))
+    True
+    """
+    return _InterpretedPort not in map(type, ports)
 
 
 def _port(value: Any) -> Port:
@@ -203,7 +237,7 @@ class Edge(tuple):
     def __new__(
         cls, src: EndpointLike, dst: EndpointLike, attrs: Mapping[str, Any] | None = None
     ) -> Edge:
-        if attrs is not None and not isinstance(attrs, Mapping):
+        if attrs is not None and attrs.__class__ is not dict and not isinstance(attrs, Mapping):
             raise ArgumentError.at("edge", "edge attributes as a mapping", shown(attrs))
         try:
             frozen = freeze_attrs(attrs)

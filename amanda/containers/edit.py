@@ -21,12 +21,8 @@ from amanda.containers.checks import shown
 from amanda.containers.compose import wrapped_namespace
 from amanda.containers.container import Container
 from amanda.containers.edge import CONTROL, SELF, Edge
-from amanda.containers.validate import (
-    _find_buried,
-    _lift,
-    _normalise_edge,
-    live_producers,
-)
+from amanda.containers.frames import find_buried, lift
+from amanda.containers.validate import live_producers, normalise_edge
 from amanda.errors import ArgumentError, InvariantError, Problem
 
 __all__ = ["EDIT_TYPE", "Edit", "edit"]
@@ -73,7 +69,7 @@ class Edit:
 
     def _normal(self, src: Any, dst: Any, attrs: Any = None) -> Edge:
         problems: list[Problem] = []
-        edge = _normalise_edge(self._probe, Edge(src, dst, attrs), ("edit",), problems)
+        edge = normalise_edge(self._probe, Edge(src, dst, attrs), ("edit",), problems)
         if edge is None:
             raise InvariantError(problems, "editing")
         return edge
@@ -85,7 +81,7 @@ class Edit:
             if self._same(edge, wanted):
                 del self._edges[position]
                 return self
-        buried = _find_buried(self._probe, wanted)
+        buried = find_buried(self._probe, wanted)
         if buried is None or any(t.key == buried.key for t in self._tombstones):
             state = "is already removed" if buried is not None else "does not exist below the wrapper"
             where = ("edit", f"{wanted.src} -> {wanted.dst}")
@@ -111,7 +107,7 @@ class Edit:
                 if not child.is_op:
                     rivals += [
                         lifted for inner in live_producers(child, dst_path[1:], edge.dst.port)
-                        if (lifted := _lift(inner, (dst_path[0],))).key not in buried
+                        if (lifted := lift(inner, (dst_path[0],))).key not in buried
                     ]
             rivals = [r for r in rivals if r.phase is None or edge.phase is None or r.phase == edge.phase]
             if rivals:

@@ -21,7 +21,7 @@ from typing import Any
 
 from amanda.containers.checks import expect_container, expect_str
 from amanda.containers.container import Container
-from amanda.containers.validate import _find_buried
+from amanda.containers.frames import live_tombstones
 
 __all__ = ["bind", "phases"]
 
@@ -59,10 +59,8 @@ def bind(model: Container, phase: Any) -> Container:
         if same_children and len(edges) == len(node.edges):
             memo[id(node)] = node
             continue
-        probe = Container(node.type, node.name, node.inputs, node.outputs, children, (), (), None, node.uid, node.controls)
-        tombstones = [t for t in node.tombstones if _find_buried(probe, t) is not None]
         memo[id(node)] = Container(
-            node.type, node.name, node.inputs, node.outputs, children, edges, tombstones,
-            node.attrs, node.uid, node.controls,
+            node.type, node.name, node.inputs, node.outputs, children, edges,
+            live_tombstones(node, children, node.tombstones), node.attrs, node.uid, node.controls,
         )
     return memo[id(model)]

@@ -12,15 +12,14 @@ from typing import TYPE_CHECKING, Any
 
 from pyrsistent import pvector
 
+from amanda.containers import frames
 from amanda.containers.checks import (
-    INTERPRETED_ATTRS,
     INTERPRETED_EDGE_ATTRS,
-    INTERPRETED_PORT_ATTRS,
     attr_problems,
     port_problems,
     sequence_problem,
 )
-from amanda.containers.edge import CONTROL, SELF, Edge, Endpoint
+from amanda.containers.edge import CONTROL, SELF, Edge, Endpoint, interpreted_ports, plain_ports
 from amanda.errors import InvariantError, Problem
 
 if TYPE_CHECKING:
@@ -141,29 +140,21 @@ def _describe_ports(target: Container, side: str, is_self: bool) -> str:
 
 
 def check_container(
-    self: Container, children: Iterable[Container], edges: Iterable[Any], tombstones: Iterable[Any]
+    self: Container, children: Iterable[Container], edges: Iterable[Any], tombstones: Iterable[Any],
+    attrs: Any = None,
 ) -> None:
     """Set ``children``, ``edges`` and ``tombstones`` on a container under construction,
-    normalised, or raise one InvariantError listing every violation."""
+    normalised, or raise one InvariantError listing every violation. ``attrs`` is the
+    attribute mapping to check for values amanda interprets (None: nothing to check)."""
     from amanda.containers.container import Container
 
     set_field = object.__setattr__
     if not children and not edges and not tombstones:
-        # a leaf op: only its ports and interpreted attributes can be wrong
-        set_field(self, "children", _EMPTY)
-        set_field(self, "_index", _NO_CHILDREN)
-        set_field(self, "edges", _EMPTY)
-        set_field(self, "tombstones", _EMPTY)
-        found: list[Problem] = []
-        if len(self.inputs) > 1 or len(self.outputs) > 1 or self.controls:
-            _check_ports(self, (self.name,) if self.name else (), found)
-        _check_interpreted(self, (self.name,) if self.name else (), found)
-        if found:
-            raise InvariantError(found, _context(self))
+        _check_leaf(self, attrs)
         return
     here = (self.name,) if self.name else ()
     problems: list[Problem] = []
-    _check_interpreted(self, here, problems)
+    _check_interpreted(self, here, problems, attrs)
     fields = {"children": children, "edges": edges, "tombstones": tombstones}
     for field, value in fields.items():
         wrong = sequence_problem(value, (*here, field), f"a sequence of {field}") if value else None
@@ -204,6 +195,22 @@ def check_container(
         raise InvariantError(problems, _context(self))
 
 
+def _check_leaf(self: Container, attrs: Any) -> None:
+    # a leaf op: only its ports and interpreted attributes can be wrong
+    set_field = object.__setattr__
+    set_field(self, "children", _EMPTY)
+    set_field(self, "_index", _NO_CHILDREN)
+    set_field(self, "edges", _EMPTY)
+    set_field(self, "tombstones", _EMPTY)
+    found: list[Problem] = []
+    if len(self.inputs) > 1 or len(self.outputs) > 1 or self.controls:
+        _check_ports(self, (self.name,) if self.name else (), found)
+    if attrs or not plain_ports(self.inputs) or not plain_ports(self.outputs) or self.controls:
+        _check_interpreted(self, (self.name,) if self.name else (), found, attrs)
+    if found:
+        raise InvariantError(found, _context(self))
+
+
 def _context(self: Container) -> str:
     return f"building {self.type or 'container'} {self.name!r}" if self.name else f"building {self.type or 'container'}"
 
@@ -216,25 +223,18 @@ def _fresh_name(kid: Container, position: int, taken: dict[str, int]) -> str:
     return name
 
 
-_INTERPRETED_KEYS = tuple(INTERPRETED_ATTRS)
-_UNBOUND, _CAPTURED = INTERPRETED_PORT_ATTRS  # the two port flags amanda reads
 
 
-def _check_interpreted(self: Container, here: tuple, problems: list[Problem]) -> None:
-    # values amanda reads itself are checked where they enter, not where they are used; the
-    # stored attributes are read (not the views handed out), and only when a checked key is there
-    stored = self._attrs
-    if stored:
-        for key in _INTERPRETED_KEYS:
-            if key in stored:
-                problems += attr_problems(stored, here)
-                break
-    for ports in (self.inputs, self.outputs, self.controls):
-        for port in ports:
-            attrs = port[1]
-            if attrs and (_UNBOUND in attrs or _CAPTURED in attrs):
-                problems += port_problems(ports, here)
-                break
+def _check_interpreted(self: Container, here: tuple, problems: list[Problem], attrs: Any) -> None:
+    # values amanda reads itself are checked where they enter, not where they are used: ``attrs``
+    # is the mapping to check (the caller's dict when it holds a checked key, the stored
+    # attributes when the constructor could not tell cheaply, or None)
+    if attrs:
+        problems += attr_problems(attrs, here)
+    inputs, outputs, controls = self.inputs, self.outputs, self.controls
+    if interpreted_ports(inputs) or interpreted_ports(outputs) or (controls and interpreted_ports(controls)):
+        for ports in (inputs, outputs, controls):
+            problems += port_problems(ports, here)
 
 
 def _check_ports(self: Container, here: tuple, problems: list[Problem]) -> None:
@@ -264,13 +264,15 @@ def _normalise_edges(self: Container, edges: Iterable[Any], here: tuple, problem
             if found:
                 problems += found
                 continue
-        normal = _normalise_edge(self, edge, where, problems)
+        normal = normalise_edge(self, edge, where, problems)
         if normal is not None:
             out.append(normal)
     return out
 
 
-def _normalise_edge(self: Container, edge: Edge, where: tuple, problems: list[Problem]) -> Edge | None:
+def normalise_edge(self: Container, edge: Edge, where: tuple, problems: list[Problem]) -> Edge | None:
+    """``edge`` with both ends resolved in ``self`` (op paths as tuples or SELF, ports as names or
+    -1), or None after appending to ``problems`` (at ``where``) why it cannot be."""
     src, dst = edge[0], edge[1]
     src_path = resolve_path(self, src[0])
     dst_path = resolve_path(self, dst[0])
@@ -310,41 +312,12 @@ def _normalise_tombstones(self: Container, tombstones: Iterable[Any], here: tupl
         except (TypeError, ValueError) as exc:
             problems.append(Problem(where, "a tombstone edge (src, dst)", str(exc)))
             continue
-        found = _find_buried(self, edge)
+        found = frames.find_buried(self, edge)
         if found is None:
             problems.append(Problem(where, "an edge of a descendant to delete", f"no edge {edge[0]} -> {edge[1]} below"))
         else:
             out.append(found)
     return out
-
-
-def _find_buried(self: Container, edge: Edge) -> Edge | None:
-    """The normalised form of a tombstone: an edge owned strictly below ``self``."""
-    src_path = resolve_path(self, edge[0][0])
-    dst_path = resolve_path(self, edge[1][0])
-    if src_path is None or dst_path is None or src_path is SELF or dst_path is SELF:
-        return None
-    common = 0
-    while common < min(len(src_path), len(dst_path)) and src_path[common] == dst_path[common]:
-        common += 1
-    for depth in range(common, 0, -1):  # deepest owner first
-        owner_path = src_path[:depth]
-        owner = descend(self, owner_path)
-        if owner.is_op:
-            continue
-        ends = []
-        for side, end, path in (("src", edge[0], src_path), ("dst", edge[1], dst_path)):
-            rel = SELF if len(path) == depth else path[depth:]
-            resolved = resolve_port(descend(owner, rel), end[1], side, rel is SELF)
-            if resolved is None:
-                break
-            ends.append((rel, resolved[0]))
-        if len(ends) != 2:
-            continue
-        key = (Endpoint(*ends[0]), Endpoint(*ends[1]))
-        if key in own_edge_keys(owner):
-            return Edge((src_path, ends[0][1]), (dst_path, ends[1][1]))
-    return None
 
 
 # -- one live producer per input port --------------------------------------------------------
@@ -380,17 +353,10 @@ def live_producers(container: Container, path: tuple, port: str) -> list[Edge]:
             buried = tombstone_keys(container)
             prefix = (path[0],)
             for edge in live_producers(child, path[1:], port):
-                lifted = _lift(edge, prefix)
+                lifted = frames.lift(edge, prefix)
                 if lifted.key not in buried:
                     found.append(lifted)
     return found
-
-
-def _lift(edge: Edge, prefix: tuple) -> Edge:
-    src, dst = edge[0], edge[1]
-    src_op = prefix if src[0] is SELF else prefix + src[0]
-    dst_op = prefix if dst[0] is SELF else prefix + dst[0]
-    return _new_tuple(Edge, (_new_tuple(Endpoint, (src_op, src[1])), _new_tuple(Endpoint, (dst_op, dst[1])), edge[2]))
 
 
 def phases_clash(a: Any, b: Any) -> bool:
@@ -419,7 +385,7 @@ def _check_single_producer(self: Container, edges: list[Edge], here: tuple, prob
             if child.is_op:
                 continue
             for inner in live_producers(child, path[1:], dst[1]):
-                lifted = _lift(inner, (path[0],))
+                lifted = frames.lift(inner, (path[0],))
                 if lifted.key not in buried and phases_clash(lifted.phase, phase):
                     problems.append(_second_producer(here, dst, lifted, edge, "tombstone the inner edge first"))
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Mapping
+from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
@@ -31,11 +32,13 @@ from amanda.io.markers import (
     show,
 )
 from amanda.io.markers import fail as _fail
+from amanda.io.onnx_calls import FUNCTION_ATTR, shared_body
 from amanda.progress import progress
 
 __all__ = ["DocPath", "from_document", "to_document"]
 
 DocPath = tuple  # keys and indexes from the document root, for error messages
+_BODIES: ContextVar[dict | None] = ContextVar("_BODIES", default=None)  # call bodies of one load
 
 _PORT_FIELDS = frozenset({"name", "attrs"})
 _ENDPOINT_FIELDS = frozenset({"op", "port"})
@@ -54,7 +57,11 @@ def from_document(doc: Any) -> Container | Edge | Port:
         raise _fail((), f"a mapping with one of the keys {', '.join(_KINDS)}", keys)
     ((kind, body),) = doc.items()
     if kind in ("graph", "subgraph", "op"):
-        return _container(body, (kind,), kind)
+        token = _BODIES.set({})
+        try:
+            return _container(body, (kind,), kind)
+        finally:
+            _BODIES.reset(token)
     if kind == "edge":
         return _edge(body, (kind,))
     if kind in ("input_port", "output_port"):
@@ -114,7 +121,7 @@ def _container(body: Any, path: DocPath, kind: str) -> Container:
             children.append(_child(item, path + ("ops", i)))
             bar.update()
     try:
-        return Container(
+        built = Container(
             _string(builtin["type"], path + ("attrs" if "type" not in fields else "type",)),
             _string(builtin["name"], path + ("attrs" if "name" not in fields else "name",)),
             [
@@ -141,6 +148,9 @@ def _container(body: Any, path: DocPath, kind: str) -> Container:
                 for i, p in enumerate(_list(fields.get("control_ports"), path + ("control_ports",)))
             ],
         )
+        bodies = _BODIES.get()
+        # calls of one function share one body, as import made them (the document repeats it)
+        return shared_body(built, bodies) if children and bodies is not None and FUNCTION_ATTR in attrs else built
     except FormatError:
         raise
     except AmandaError as exc:

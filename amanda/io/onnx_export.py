@@ -16,6 +16,7 @@ from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Edge, Port
 from amanda.containers.flatten import flatten
 from amanda.errors import FormatError
+from amanda.io.onnx_calls import FUNCTION_ATTR, Definition, collapse_calls, function_domain, write_function
 from amanda.io.onnx_metadata import write_metadata
 from amanda.io.onnx_ports import Schemas, domain_of_namespace, namespace_of_domain
 from amanda.io.onnx_values import require_onnx
@@ -52,7 +53,7 @@ def _leaves(container: Container, inherited: str | None) -> dict[tuple, Leaf]:
     stack: list[tuple[tuple, Container, str | None]] = [((), container, inherited)]
     while stack:
         path, node, ns = stack.pop()
-        if not node.children:
+        if not node.children or FUNCTION_ATTR in node._attrs:  # a call is one node
             own = dict(node.attrs.items()) if node.attrs else {}
             found[path] = (own.get("namespace", ns), node, own)
             continue
@@ -72,7 +73,15 @@ class _Exporter(GraphWriter):
         self.positions: dict = {}
         self.node_names: set[str] = set()  # onnxruntime refuses two nodes of one name
         self.node_paths: dict[str, tuple] = {}  # node name -> op path, for checker messages
+        self.root, self.calls = root, False
+        self.definitions: list[Definition] = []
         self._collect(root, None, ())
+        if self.calls:  # again, with the calls as leaves and their functions' bodies
+            self.opsets, self.spaces = {}, {}
+            self.root, self.definitions = collapse_calls(root)
+            self._collect(self.root, None, ())
+            for definition in self.definitions:
+                self._collect(definition.body, definition.namespace, (definition.name,))
         version = self.opsets.get("", (DEFAULT_OPSET, ()))[0]
         self.fallback = namespace_of_domain("", version)
         if any(leaf[0] is None for spaces in self.spaces.values() for leaf in spaces.values()):
@@ -83,8 +92,12 @@ class _Exporter(GraphWriter):
     def _collect(self, container: Container, inherited: str | None, where: tuple) -> None:
         spaces = _leaves(container, inherited)
         self.spaces[id(container)] = spaces
-        for path, (ns, _, own) in spaces.items():
-            if ns is not None:
+        for path, (ns, op, own) in spaces.items():
+            function = own.get(FUNCTION_ATTR)
+            if function is not None:
+                self.calls = self.calls or bool(op.children)
+                self._domain(*function_domain(function, where + path), where + path)
+            elif ns is not None:
                 self._opset(ns, where + path)
             for key, value in own.items():
                 for i, body in enumerate(value if isinstance(value, tuple) else (value,)):
@@ -104,7 +117,10 @@ class _Exporter(GraphWriter):
                 "convert the model to amanda/onnx/<opset> first",
                 path,
             )
-        domain, version = found
+        self._domain(*found, path)
+        return found
+
+    def _domain(self, domain: str, version: int, path: tuple) -> None:
         seen = self.opsets.get(domain)
         if seen is None:
             self.opsets[domain] = (version, path)
@@ -114,14 +130,15 @@ class _Exporter(GraphWriter):
                 f"of {domain or 'ai.onnx'}; one model imports one opset per domain",
                 path,
             )
-        return found
 
     # -- the model -------------------------------------------------------------------------
 
     def model(self, root: Container) -> Any:
         onnx = self.onnx
         model = onnx.ModelProto()
-        self.graph(root, Names(), {}, (root.name or "graph",), True, model.graph)
+        self.graph(self.root, Names(), {}, (root.name or "graph",), True, model.graph)
+        for definition in self.definitions:
+            write_function(self, model.functions.add(), definition)
         from amanda.types.onnx_info import add_value_info  # types sit above io: imported when used
 
         add_value_info(model.graph, root)

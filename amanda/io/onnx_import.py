@@ -3,43 +3,41 @@
 Graph inputs and outputs become the container's ports, initializers ``Constant`` ops with
 ``initializer: true``, nodes leaf ops whose ports carry the schema's formal names, and graph
 attributes (If/Loop/Scan bodies) containers inside the op's attributes. Text fields that are
-not UTF-8 are refused (:func:`check_text`); attribute strings are bytes and may hold anything. Every value name is
+not UTF-8 are refused (``amanda.io.onnx_text``); attribute strings are bytes and may hold anything. Every value name is
 resolved once through a dict per graph, so importing is linear in the model's size.
 """
 
 from __future__ import annotations
 
-from itertools import count, repeat
 from typing import Any
-
-from google.protobuf.descriptor import FieldDescriptor  # type: ignore[import-untyped]
 
 from amanda.containers.container import Container
 from amanda.containers.edge import Port
 from amanda.errors import FormatError
+from amanda.io.onnx_functions import FunctionReader
 from amanda.io.onnx_metadata import read_metadata
 from amanda.io.onnx_ports import Schemas, namespace_of_domain
-from amanda.io.onnx_read_graph import GraphReader
+from amanda.io.onnx_text import check_text, check_text_outside_nodes
 from amanda.io.onnx_values import require_onnx
+from amanda.parse_guards import gc_paused
 
 __all__ = ["MIN_IR_VERSION", "check_model_header", "check_text", "from_onnx"]
 
 MIN_IR_VERSION = 3  # the first IR version with opset_import
-_STRING = FieldDescriptor.TYPE_STRING
-_MESSAGE = FieldDescriptor.TYPE_MESSAGE
-_ONLY_STR = frozenset({str})
 
 
-class _Importer(GraphReader):
+class _Importer(FunctionReader):
     """One conversion: the model's opsets, a schema cache and port-name caches."""
 
     def __init__(self, model: Any, source: str | None) -> None:
         self.prefix = f"{source}: " if source else ""
+        self.proto, self.source = model, source
         self.schemas = Schemas()
         self.names: dict[tuple[int, str, int], tuple[str, ...]] = {}
         self.ports: dict[str, Port] = {}
         self.opsets = self._opsets(model)
         self.default = self.opsets.get("")
+        self.read_functions(model)
 
     def _opsets(self, model: Any) -> dict[str, str]:
         from amanda.namespaces.onnx_vocab import onnx_vocabulary
@@ -85,8 +83,9 @@ class _Importer(GraphReader):
         graph_info = fields["info"]
         for key, value in graph_info.items():
             info[f"graph_{key}"] = value
-        if model.functions:
-            info["functions"] = tuple(f.SerializeToString() for f in model.functions)
+        uncalled = self.uncalled()  # called functions live in their calls
+        if uncalled:
+            info["functions"] = uncalled
         if model.training_info:
             info["training_info"] = tuple(t.SerializeToString() for t in model.training_info)
         attrs: dict[str, Any] = {**fields["extra"], **extra}
@@ -137,90 +136,6 @@ def check_model_header(model: Any, source: str | None = None) -> None:
         )
 
 
-def check_text(model: Any, source: str | None = None) -> None:
-    """Raise FormatError naming the field of the first text field (a name, a doc string, a
-    metadata value …) that is not UTF-8. protobuf keeps such a field as ``bytes``; read on, it
-    would be a name no container can hold or text written back changed. Attribute strings are
-    ``bytes`` fields in ONNX, so any bytes are fine there (they stay bytes).
-
-    >>> import onnx
-    >>> model = onnx.ModelProto()
-    >>> model.ParseFromString(b"\\x3a\\x05\\x0a\\x03\\x0a\\x01\\xff")  # graph { node { input: b"\\xff" } }
-    7
-    >>> check_text(model, "m.onnx")  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    amanda.errors.FormatError: m.onnx: graph.node[0].input[0] is not UTF-8 text: b'\\xff'...
-    """
-    global _ATTRIBUTE
-    if _ATTRIBUTE is None:
-        import onnx
-
-        _ATTRIBUTE = onnx.AttributeProto.DESCRIPTOR
-    stack: list[tuple[Any, Any]] = [(model, None)]
-    pop, extend, append = stack.pop, stack.extend, stack.append
-    while stack:
-        message, where = pop()
-        descriptor = message.DESCRIPTOR
-        if descriptor is _ATTRIBUTE and message.type in _SCALAR_ATTRIBUTES:
-            # a number, string or list of them: the import reads nothing else of it (most
-            # attributes are these, and skipping their unset message fields halves the walk)
-            for name in ("name", "ref_attr_name", "doc_string"):
-                item = getattr(message, name)
-                if type(item) is not str:
-                    _bad_text((where, name, None), item, source)
-            continue
-        for name, is_text, repeated in _text_plan(descriptor):
-            if repeated:
-                items = getattr(message, name)
-                if not items:
-                    continue
-                if not is_text:
-                    extend(zip(items, zip(repeat(where), repeat(name), count())))
-                elif not _ONLY_STR.issuperset(map(type, items)):
-                    i = next(i for i, item in enumerate(items) if type(item) is not str)
-                    _bad_text((where, name, i), items[i], source)
-            elif is_text:
-                item = getattr(message, name)
-                if type(item) is not str:
-                    _bad_text((where, name, None), item, source)
-            elif message.HasField(name):
-                append((getattr(message, name), (where, name, None)))
-
-
-_PLANS: dict[Any, tuple[tuple[str, bool, bool], ...]] = {}
-_ATTRIBUTE: Any = None  # onnx.AttributeProto's descriptor, set when onnx is first needed
-_SCALAR_ATTRIBUTES = frozenset({1, 2, 3, 6, 7, 8})  # FLOAT, INT, STRING and their lists
-
-
-def _text_plan(descriptor: Any) -> tuple[tuple[str, bool, bool], ...]:
-    """``(field name, is text, is repeated)`` for the text and message fields of a message type;
-    bytes fields (tensor data, attribute strings) are never read, so never copied."""
-    plan = _PLANS.get(descriptor)
-    if plan is None:
-        plan = _PLANS[descriptor] = tuple(
-            (f.name, f.type == _STRING, f.is_repeated)
-            for f in descriptor.fields
-            if f.type in (_STRING, _MESSAGE)
-        )
-    return plan
-
-
-def _bad_text(where: Any, value: Any, source: str | None) -> None:
-    parts: list[str] = []
-    while where is not None:
-        where, name, index = where
-        parts.append(name if index is None else f"{name}[{index}]")
-    field = ".".join(reversed(parts))
-    raise FormatError(
-        f"{source + ': ' if source else ''}{field} is not UTF-8 text: {bytes(value)[:40]!r}; "
-        "ONNX text fields (names, doc strings, metadata) must be UTF-8",
-        path=field,
-        expected="UTF-8 text",
-        found=repr(bytes(value)[:40]),
-    )
-
-
 def from_onnx(model: Any, *, source: str | None = None) -> Container:
     """The container for an ``onnx.ModelProto`` (which is left unchanged).
 
@@ -237,5 +152,6 @@ def from_onnx(model: Any, *, source: str | None = None) -> Container:
     ('amanda/onnx/17', ('x',), ('n', 4), ('X',))
     """
     check_model_header(model, source)
-    check_text(model, source)
-    return _Importer(model, source).model(model)
+    check_text_outside_nodes(model, source)  # the nodes' text is checked as they are read
+    with gc_paused():  # one container per node and nothing cyclic: the collector's passes are waste
+        return _Importer(model, source).model(model)

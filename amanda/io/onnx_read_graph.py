@@ -7,17 +7,22 @@ their attributes (converting bodies, which see the enclosing graphs' values) and
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Edge, Endpoint, Port
 from amanda.containers.values import EMPTY
 from amanda.errors import FormatError, InvariantError
-from amanda.io.onnx_attrs import attr_to_value
+from amanda.io.onnx_attrs import ATTR_TYPE_NAMES, attr_to_value, renamed_attr
 from amanda.io.onnx_metadata import read_metadata
 from amanda.io.onnx_ports import Schemas, port_names
+from amanda.io.onnx_scope import Scope, capture_ports, fresh_name
+from amanda.io.onnx_text import attribute_text_ok, check_text, props_text_ok
 from amanda.io.onnx_values import sparse_to_value, tensor_to_array, type_to_attrs
 from amanda.progress import progress
+
+_ONLY_STR = frozenset({str})
 
 __all__ = ["GraphReader", "Scope"]
 
@@ -25,40 +30,6 @@ _CONSTANT_OUTPUT = "output"  # the output of ONNX Constant in every opset
 # Edges and endpoints built from names already known to be well-formed skip the coercing
 # constructors; the container's own checks still resolve and validate every edge.
 _edge = _endpoint = tuple.__new__
-
-
-class Scope:
-    """Value names visible in one graph; names read from enclosing graphs are *captured*."""
-
-    __slots__ = ("captured", "parent", "values")
-
-    def __init__(self, parent: Scope | None) -> None:
-        self.values: dict[str, Endpoint] = {}
-        self.parent = parent
-        self.captured: list[str] = []
-
-    def has(self, name: str) -> bool:
-        scope: Scope | None = self
-        while scope is not None:
-            if name in scope.values:
-                return True
-            scope = scope.parent
-        return False
-
-    def get(self, name: str) -> Endpoint | None:
-        found = self.values.get(name)
-        if found is None and self.parent is not None and self.parent.has(name):
-            found = Endpoint(SELF, name)
-            self.values[name] = found
-            self.captured.append(name)
-        return found
-
-
-def _fresh(base: str, taken: set[str]) -> str:
-    name = base
-    while name in taken:
-        name = f"{name}_"
-    return name
 
 
 class GraphReader:
@@ -72,11 +43,22 @@ class GraphReader:
     ports: dict[str, Port]
     opsets: dict[str, str]
     default: str | None
+    proto: Any  # the ModelProto being read
+    source: str | None
+    binding: dict[str, Any] | None = None  # function attribute -> AttributeProto, in a body
+    function_of: Callable[[str, str, str], Any]  # a model-local function, or None
+    call: Callable[..., Container]  # the container of a call of one (FunctionReader)
 
     def fail(
         self, message: str, path: Any = None, expected: str | None = None, found: str | None = None
     ) -> FormatError:
         return FormatError(f"{self.prefix}{message}", path=path, expected=expected, found=found)
+
+    def text_fault(self) -> FormatError:
+        """The FormatError naming the text field of the model that is not UTF-8 (found by the
+        full walk, once a node's fast check has failed)."""
+        check_text(self.proto, self.source)
+        return self.fail("a text field is not UTF-8 text", expected="UTF-8 text")
 
     def _port_names(self, schema: Any, side: str, count: int) -> tuple[str, ...]:
         key = (id(schema), side, count)
@@ -146,7 +128,7 @@ class GraphReader:
         # value_info amanda's export inferred (amanda.types.onnx_info) is not a declared type
         types = {vi.name: vi for vi in g.value_info
                  if not any(p.key == "amanda_inferred" for p in vi.metadata_props)}
-        main = parent is None  # a bar for the main graph only, not for If/Loop/Scan bodies
+        main = parent is None and self.binding is None  # a bar for the main graph only
         with progress(len(plans), "importing ONNX", quiet=not main) as bar:
             for plan in plans:
                 children.append(self._node(plan, scope, types, edges, where, here))
@@ -211,7 +193,7 @@ class GraphReader:
                 expected="unique initializer names",
                 found=repr(name),
             )
-        op_name = _fresh(name if name not in taken else f"{name}_initializer", taken)
+        op_name = fresh_name(name if name not in taken else f"{name}_initializer", taken)
         taken.add(op_name)
         attrs: dict[str, Any] = {**value, "initializer": True}
         meta, extra, uid = read_metadata(tensor.metadata_props, self.prefix)
@@ -236,7 +218,10 @@ class GraphReader:
         plans = []
         default, opsets, schemas = self.default, self.opsets, self.schemas
         for index, node in enumerate(g.node):
-            op_type, domain = node.op_type, node.domain
+            op_type, domain, name, outs = node.op_type, node.domain, node.name, node.output
+            if (type(op_type) is not str or type(domain) is not str or type(name) is not str
+                    or not _ONLY_STR.issuperset(map(type, outs))):
+                raise self.text_fault()
             if domain in ("", "ai.onnx"):
                 namespace, own = default, None
                 if default is None:
@@ -257,15 +242,14 @@ class GraphReader:
                         expected=f"an opset_import for {domain!r}",
                         found="none",
                     )
-            schema = schemas.get(namespace, op_type)
-            name = node.name
+            fn = self.function_of(domain, op_type, node.overload)
+            schema = None if fn else schemas.get(namespace, op_type)
             original = None
-            if not name or name in taken:
+            if not name or name in taken or (fn and name in fn.names):
                 original = name
-                name = _fresh(f"{op_type}_{index}", taken)
+                name = fresh_name(f"{op_type}_{index}", taken)
             taken.add(name)
-            outs = node.output
-            out_names = self._port_names(schema, "output", len(outs))
+            out_names = fn.outputs if fn else self._port_names(schema, "output", len(outs))
             key = (name,)
             for port, value in zip(out_names, outs):
                 if not value:
@@ -279,22 +263,28 @@ class GraphReader:
                         found=repr(value),
                     )
                 values[value] = _endpoint(Endpoint, (key, port))
-            plans.append((node, name, original, own, schema, out_names))
+            plans.append((node, name, original, own, schema, out_names, fn))
         return plans
 
     def _node(
         self, plan: tuple, scope: Scope, types: dict, edges: list, where: tuple, here: str
     ) -> Container:
-        node, name, original, own_ns, schema, out_names = plan
+        node, name, original, own_ns, schema, out_names, fn = plan
         key = (name,)
         attrs: dict[str, Any] = {}
         info: dict[str, Any] = {}
         hints: dict[str, str] = {}
+        protos: dict[str, Any] = {}  # a call's binding: its AttributeProtos
         captured: list[str] = []
         ins = list(node.input)
+        doc, overload, props = node.doc_string, node.overload, node.metadata_props
+        if not (_ONLY_STR.issuperset(map(type, ins)) and type(doc) is str and type(overload) is str
+                and (not props or props_text_ok(props))):
+            raise self.text_fault()
         while ins and not ins[-1]:
             ins.pop()  # omitted trailing optional inputs are not declared
-        in_names = self._port_names(schema, "input", len(ins))
+        in_names = self._call_inputs(fn, len(ins), name, where, here) if fn else self._port_names(
+            schema, "input", len(ins))
         get = scope.get
         for port, value in zip(in_names, ins):
             if value:
@@ -308,72 +298,80 @@ class GraphReader:
                         found=repr(value),
                     )
                 edges.append(_edge(Edge, (src, _endpoint(Endpoint, (key, port)), EMPTY)))
-        for attr in node.attribute:
 
-            def body(g: Any, label: str) -> Container:
-                return self._body(g, scope, (*where, name, label), captured)
+        def body(g: Any, label: str) -> Container:
+            return self._body(g, scope, (*where, name, label), captured)
 
-            value, kind = attr_to_value(attr, body, f"{self.prefix}{here}: node {name!r}: ")
-            attrs[attr.name] = value
-            if schema is None:
-                if isinstance(value, tuple) and not value:
-                    hints[attr.name] = kind  # an empty list could be any list type
-            else:
-                known = schema.attrs.get(attr.name)
-                if known is None or known.type != kind:
-                    hints[attr.name] = kind  # keep what the file says where the schema disagrees
-        if own_ns is not None:
+        refs = self._attributes(node, schema, body, f"{self.prefix}{here}: node {name!r}: ", attrs, hints, protos)
+        if own_ns is not None and not fn:
             attrs["namespace"] = own_ns
-        meta, extra, uid = read_metadata(node.metadata_props, self.prefix)
+        meta, extra, uid = read_metadata(props, self.prefix)
         if extra:
             attrs.update(extra)
         if meta:
             attrs["metadata"] = meta
-        if original is not None:
-            info["name"] = original
-        if node.doc_string:
-            info["doc_string"] = node.doc_string
-        if node.overload:
-            info["overload"] = node.overload
-        if hints:
-            info["attr_types"] = hints
+        for field, value in (("name", original), ("doc_string", doc), ("overload", overload),
+                             ("attr_types", hints), ("attr_refs", refs)):
+            if value or (field == "name" and value is not None):
+                info[field] = value
         if info:
             attrs["onnx_node"] = info
         inputs = [self._port(n) for n in in_names]
         if captured:
-            inputs += self._captures(captured, in_names, key, scope, edges)
+            inputs += capture_ports(captured, in_names, key, scope, edges)
+        outputs = self._outputs(node.output, out_names, types, fn is not None)
+        if fn:
+            return self.call(fn, name, inputs, outputs, attrs, protos, uid, here)
+        return self._build(node.op_type, name, inputs, outputs, attrs, uid, here)
+
+    def _call_inputs(self, fn: Any, count: int, name: str, where: tuple, here: str) -> tuple[str, ...]:
+        if count > len(fn.inputs):
+            raise self.fail(f"{here}: call {name!r} passes {count} inputs to function "
+                            f"{fn.proto.name}, which takes {len(fn.inputs)}", path=(*where, name))
+        return fn.inputs[:count]
+
+    @staticmethod
+    def _outputs(values: Any, names: tuple[str, ...], types: dict, call: bool) -> list[Port]:
+        """Output ports of the values a node names (a call: of all its function's outputs, the
+        ones it leaves unnamed with ``onnx_name: ''``), typed by the graph's value_info."""
         outputs = []
-        for port, value in zip(out_names, node.output):
-            if value:
+        for port, value in zip(names, [*values, *[""] * (len(names) - len(values))] if call else values):
+            if value or call:
                 port_attrs = {"onnx_name": value}
                 typed = types.get(value)
                 if typed is not None:
                     port_attrs.update(type_to_attrs(typed))
                 outputs.append(Port(port, port_attrs))
-        return self._build(node.op_type, name, inputs, outputs, attrs, uid, here)
+        return outputs
 
-    def _captures(
-        self, captured: list[str], in_names: tuple[str, ...], key: tuple, scope: Scope, edges: list
-    ) -> list[Port]:
-        """Input ports (and edges) for the outer values the op's bodies read."""
-        ports = []
-        taken = set(in_names)
-        # by name: the order the file lists the bodies in (then_branch first or second) must not
-        # change the op, or a model would not load, dump and load equal
-        for value in sorted(dict.fromkeys(captured)):
-            port = (
-                _fresh(value, taken) if value not in taken else _fresh(f"{value}_captured", taken)
-            )
-            taken.add(port)
-            attrs: dict[str, Any] = {"captured": True}
-            if port != value:
-                attrs["onnx_name"] = value
-            ports.append(Port(port, attrs))
-            src = scope.get(value)
-            if src is None:  # the body found it in an enclosing scope, so this cannot happen
-                raise self.fail(f"captured value {value!r} vanished", path=key)
-            edges.append(Edge(src, Endpoint(key, port)))
-        return ports
+    def _attributes(
+        self, node: Any, schema: Any, body: Any, where: str, attrs: dict, hints: dict, protos: dict
+    ) -> dict[str, tuple[str, str]]:
+        """Fill ``attrs`` with the node's attribute values, ``hints`` with the types the schema
+        does not give and ``protos`` with the AttributeProtos; in a function body, references
+        take the call's values (the references are returned, for export)."""
+        refs: dict[str, tuple[str, str]] = {}
+        for attr in node.attribute:
+            if not attribute_text_ok(attr):
+                raise self.text_fault()
+            if attr.ref_attr_name and self.binding is not None:  # resolved per call
+                refs[attr.name] = (attr.ref_attr_name, ATTR_TYPE_NAMES.get(attr.type, "undefined"))
+                bound = self.binding.get(attr.ref_attr_name)
+                if bound is None:
+                    continue  # the call gives no value and there is no default: no attribute
+                attr = renamed_attr(bound, attr.name)
+            protos[attr.name] = attr
+            value, kind = attr_to_value(attr, body, where)
+            attr_name = attr.name
+            attrs[attr_name] = value
+            if schema is None:
+                if isinstance(value, tuple) and not value:
+                    hints[attr_name] = kind  # an empty list could be any list type
+            else:
+                known = schema.attrs.get(attr_name)
+                if known is None or known.type != kind:
+                    hints[attr_name] = kind  # keep what the file says where the schema disagrees
+        return refs
 
     def _body(
         self, g: Any, parent: Scope, where: tuple[str, ...], captured: list[str]

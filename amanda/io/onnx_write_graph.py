@@ -22,7 +22,7 @@ from amanda.io.onnx_values import array_to_tensor, attrs_to_type, value_to_spars
 
 __all__ = ["BOOKKEEPING_ATTRS", "GraphWriter", "Names", "is_initializer", "where_of"]
 
-BOOKKEEPING_ATTRS = frozenset({"namespace", "initializer", "metadata", "onnx_node", "onnx"})
+BOOKKEEPING_ATTRS = frozenset({"namespace", "initializer", "metadata", "onnx_node", "onnx", "onnx_function"})
 """Op attributes that describe the ONNX encoding, not ONNX attributes."""
 _TENSOR_KEYS = BOOKKEEPING_ATTRS | {"value", "sparse_value"}  # what an initializer holds itself
 
@@ -79,6 +79,7 @@ class GraphWriter:
     node_names: set
     node_paths: dict
     positions: dict  # (schema id, side, port names) -> ONNX positions
+    in_function = False  # writing a function body: attribute references stay references
 
     def fail(self, message: str, path: Any = None) -> FormatError:
         return FormatError(message, path=path)
@@ -114,8 +115,11 @@ class GraphWriter:
             op = ops[path]
             for port in op.outputs:
                 if (path, port.name) not in value_of:
-                    name = port.attrs.get("onnx_name") or f"{where_of(path)}:{port.name}"
-                    value_of[(path, port.name)] = names.claim(name)
+                    name = port.attrs.get("onnx_name")
+                    if name == "":  # an output the call leaves unnamed
+                        value_of[(path, port.name)] = ""
+                        continue
+                    value_of[(path, port.name)] = names.claim(name or f"{where_of(path)}:{port.name}")
         for path in order:
             op = ops[path]
             if path in inits:
@@ -275,8 +279,9 @@ class GraphWriter:
         if op.type is None:
             raise self.fail(f"op {where_of(where + path)} has no type", where + path)
         ns = ns or self.fallback
-        domain, _ = self._opset(ns, where + path)
-        schema = self.schemas.get(ns, op.type)
+        function = own.get("onnx_function")  # a call of a model-local function (onnx_calls)
+        domain = function["domain"] if function is not None else self._opset(ns, where + path)[0]
+        schema = self.schemas.get(ns, op.type) if function is None else None
         info = own.get("onnx_node") or {}
         node = g.node.add(op_type=op.type, name=self._node_name(info.get("name"), path))
         self.node_paths.setdefault(node.name, (where + path)[1:])
@@ -305,7 +310,8 @@ class GraphWriter:
             ins.append((port.name, value))
         node.input.extend(self._positional(schema, "input", ins))
         outs = [(p.name, value_of[(path, p.name)]) for p in op.outputs]
-        node.output.extend(self._positional(schema, "output", outs))
+        # a call names every output of its function, "" for the unused ones (as ONNX asks)
+        node.output.extend(self._positional(schema, "output", outs) if function is None else [v for _, v in outs])
         self._attributes(node, op, own, path, schema, info, captured, names, where)
 
     def _node_name(self, original: str | None, path: tuple) -> str:
@@ -351,13 +357,17 @@ class GraphWriter:
         hints = info.get("attr_types") or {}
         known = schema.attrs if schema is not None else None
         extra: dict[str, Any] = {}
+        refs = info.get("attr_refs") if self.in_function else None
+        for key, (ref, kind) in sorted((refs or {}).items()):
+            attr = node.attribute.add(name=key, ref_attr_name=ref)
+            attr.type = self.onnx.AttributeProto.AttributeType.Value(kind.upper())
 
         def body(container: Container, label: str) -> Any:
             return self.graph(container, Names(names), captured, where + path + (label,), False)
 
         for key in sorted(own):
             value = own[key]
-            if key in BOOKKEEPING_ATTRS or value is None:
+            if key in BOOKKEEPING_ATTRS or value is None or (refs and key in refs):
                 continue
             kind = hints.get(key)
             if kind is None and known is not None:

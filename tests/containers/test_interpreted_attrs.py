@@ -55,3 +55,14 @@ def test_onnx_metadata_with_a_numeric_namespace_fails_at_import_naming_the_node(
     proto.graph.node[1].metadata_props.add(key="amanda.attr.namespace", value="3")
     with pytest.raises(FormatError, match=r"relu0.*attribute 'namespace' to be a namespace name"):
         from_onnx(proto)
+
+
+def test_ports_pickle_and_compare_equal_whatever_their_flags():
+    """A Port with or without an interpreted flag pickles to an equal Port, and flags do not change equality."""
+    import pickle
+
+    for port in (Port("x"), Port("x", {"captured": True, "dtype": "float32"}), Port("y", {"shape": (2, 3)})):
+        again = pickle.loads(pickle.dumps(port))
+        assert again == port and again.attrs == port.attrs and hash(again) == hash(port)
+    assert Port("x", {"captured": True}) == Port("x", {"captured": True})
+    assert Port("x", {"captured": True}) != Port("x")

@@ -356,7 +356,8 @@ def test_non_tensor_value_types_become_type_attrs():
 
 
 def test_functions_are_kept_for_export():
-    """Model-local functions are kept (serialized) in the ``onnx`` attr; calls are ops of their domain."""
+    """A call of a model-local function is a container holding the body (the function lives in
+    its calls, not in the ``onnx`` attr); a function no node calls is kept serialized there."""
     fn = helper.make_function(
         "local",
         "Double",
@@ -374,8 +375,13 @@ def test_functions_are_kept_for_export():
     )
     m.functions.append(fn)
     c = from_onnx(m)
-    assert len(c.attrs["onnx"]["functions"]) == 1
-    assert c.child("double").attrs["namespace"] == "amanda/onnx/local/1"
+    assert "functions" not in c.attrs["onnx"]
+    double = c.child("double")
+    assert (double.type, double.input_names, double.output_names) == ("Double", ("a",), ("b",))
+    assert [op.type for op in double.children] == ["Add"]
+    assert "namespace" not in double.attrs and double.attrs["onnx_function"]["domain"] == "local"
+    m.functions.append(helper.make_function("local", "Unused", ["a"], ["b"], [], [helper.make_opsetid("", 17)]))
+    assert from_onnx(m).attrs["onnx"]["functions"] == (m.functions[1].SerializeToString(),)
 
 
 def test_load_reads_external_data(tmp_path):

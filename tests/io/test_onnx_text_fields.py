@@ -69,3 +69,59 @@ def test_attribute_strings_stay_bytes_and_are_written_back_unchanged():
     (const,) = [n for n in exported.graph.node if n.op_type == "Constant"]
     assert const.attribute[0].s == b"AT" + BAD + b"_S"
     assert from_onnx(exported) == container
+
+
+def node_fields_model() -> bytes:
+    """A model whose node-level text fields the importer checks as it reads them hold markers:
+    an attribute name, a Constant's tensor name, a node metadata value, a node inside an If body."""
+    const = helper.make_node("Constant", [], ["c"], name="const",
+                             value=helper.make_tensor("TENSRN", TensorProto.FLOAT, [1], [1.0]))
+    const.metadata_props.add(key="k", value="NMETAV")
+    then, other = (helper.make_graph([helper.make_node("Identity", ["x"], ["b"], name=n)], n.lower(),
+                                     [], [helper.make_tensor_value_info("b", TensorProto.FLOAT, [1])])
+                   for n in ("BODYNN", "ELSENN"))
+    branch = helper.make_node("If", ["cond"], ["z"], name="if", then_branch=then, else_branch=other)
+    relu = helper.make_node("LeakyRelu", ["x"], ["y"], name="lrelu", alpha=0.5)
+    relu.attribute[0].doc_string = "ATTRDS"
+    graph = helper.make_graph(
+        [const, branch, relu], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1]),
+         helper.make_tensor_value_info("cond", TensorProto.BOOL, [])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1]) for n in ("c", "z", "y")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10).SerializeToString()
+
+
+@pytest.mark.parametrize("marker, field", [
+    (b"TENSRN", "graph.node[0].attribute[0].t.name"),
+    (b"NMETAV", "graph.node[0].metadata_props[0].value"),
+    (b"BODYNN", "graph.node[1].attribute[1].g.node[0].name"),  # make_node sorts else_branch first
+    (b"ATTRDS", "graph.node[2].attribute[0].doc_string"),
+])
+def test_node_text_checked_during_the_import_is_named_like_any_other(marker, field):
+    """Text the importer checks as it reads each node (tensors, metadata, bodies, attribute doc strings) fails naming the field."""
+    data = node_fields_model()
+    assert data.count(marker) == 1
+    model = onnx.ModelProto()
+    model.ParseFromString(data.replace(marker, marker[:2] + BAD + marker[4:]))
+    with pytest.raises(FormatError, match="is not UTF-8") as info:
+        from_onnx(model, source="m.onnx")
+    assert info.value.path == field
+
+
+def test_the_unmodified_node_fields_model_imports():
+    """The model the node-field cases corrupt imports when its text is valid (so each case tests the text)."""
+    model = onnx.ModelProto()
+    model.ParseFromString(node_fields_model())
+    assert from_onnx(model).child("const").attrs["metadata"] == {"k": "NMETAV"}
+
+
+def test_the_fields_checked_by_name_are_every_text_field_of_the_installed_onnx():
+    """The node and tensor fields the import checks by name are exactly those onnx defines (a new one fails here)."""
+    from amanda.io.onnx_text import NODE_TEXT_FIELDS, TENSOR_TEXT_FIELDS
+
+    def text_fields(proto):
+        kinds = (proto.DESCRIPTOR.fields_by_name[n].type for n in proto.DESCRIPTOR.fields_by_name)
+        return {f.name for f, k in zip(proto.DESCRIPTOR.fields, kinds) if f.type in (9, 11)}
+
+    assert text_fields(onnx.NodeProto) - {"device_configurations"} == NODE_TEXT_FIELDS
+    assert text_fields(onnx.TensorProto) == TENSOR_TEXT_FIELDS

@@ -45,7 +45,7 @@ def conv_stacks(draw: st.DrawFn) -> tuple[list[amanda.Container], tuple[int, ...
 
 @st.composite
 def dense_stacks(draw: st.DrawFn) -> tuple[list[amanda.Container], tuple[int, ...]]:
-    """Layers over [batch, features] or [batch, sequence, features]."""
+    """Layers over [batch, features] or [batch, sequence, features], ending in a Dense head."""
     features = draw(st.integers(2, 6))
     shape = (2, features) if draw(st.booleans()) else (2, 3, features)
     stack = []
@@ -64,6 +64,7 @@ def dense_stacks(draw: st.DrawFn) -> tuple[list[amanda.Container], tuple[int, ..
             stack.append(layers.Dropout(0.3))
         elif len(shape) == 3 and features % 2 == 0:
             stack.append(layers.MultiHeadAttention(features, 2, name=f"attention{i}"))
+    stack.append(layers.Dense(features, 2, name="head"))
     return stack, shape
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from amanda.containers.edge import SELF, Edge
+from amanda.containers.frames import lift_end, lower_end
 
 if TYPE_CHECKING:
     from amanda.namespaces.mapping.scope import Scope
@@ -20,11 +21,6 @@ if TYPE_CHECKING:
 __all__ = ["OUTER", "hand_down", "is_outer", "take_back"]
 
 OUTER = "\x00outer"  # never a child name: names are strings a user wrote
-
-
-def _inside(end: Any, child: str) -> bool:
-    op = end[0]
-    return op is not SELF and len(op) >= 2 and op[0] == child
 
 
 def is_outer(end: Any) -> bool:
@@ -35,16 +31,17 @@ def is_outer(end: Any) -> bool:
 
 def hand_down(scope: Scope, child: str) -> tuple[dict[int, Edge], list[Edge]]:
     """The edges of ``scope`` with exactly one end inside ``child``: by position, and in the child's
-    coordinates (the outer end a marker)."""
+    frame (the outer end a marker)."""
     originals: dict[int, Edge] = {}
     passed: list[Edge] = []
     for i, edge in enumerate(scope.edges):
-        inner = [_inside(edge[0], child), _inside(edge[1], child)]
+        lowered = [lower_end(edge[0], (child,)), lower_end(edge[1], (child,))]
+        inner = [end is not None and end[0] is not SELF for end in lowered]  # strictly inside
         if inner[0] == inner[1]:
             continue
         originals[i] = edge
-        ends = [(tuple(end[0][1:]), end[1]) if deep else ((OUTER, f"{i}:{side}"), end[1])
-                for side, (end, deep) in enumerate(zip(edge[:2], inner))]
+        ends: list[Any] = [end if deep else ((OUTER, f"{i}:{side}"), edge[side][1])
+                           for side, (end, deep) in enumerate(zip(lowered, inner))]
         passed.append(Edge(ends[0], ends[1], edge[2]))
     return originals, passed
 
@@ -55,24 +52,26 @@ def take_back(scope: Scope, child: str, originals: dict[int, Edge], returned: li
         return
     by_index: dict[int, list[Edge]] = {}
     for edge in returned:
-        ends, index = [], None
-        for end in (edge[0], edge[1]):
-            if is_outer(end):
-                position, side = end[0][1].split(":")
-                index = int(position) if index is None else index
-                ends.append(originals[int(position)][int(side)])
-            elif end[0] is SELF:
-                ends.append(((child,), end[1]))
-            else:
-                ends.append(((child, *end[0]), end[1]))
-        by_index.setdefault(index if index is not None else -1, []).append(Edge(ends[0], ends[1], edge[2]))
+        index, lifted = _lifted_back(child, originals, edge)
+        by_index.setdefault(index, []).append(lifted)
     edges: list[Edge] = []
     for i, edge in enumerate(scope.edges):
         edges.extend(by_index.get(i, []) if i in originals else [edge])
-    seen: set = set()
-    unique = []
+    unique: dict = {}
     for edge in edges:
-        if edge.key not in seen:
-            seen.add(edge.key)
-            unique.append(edge)
-    scope.set_edges(unique)
+        unique.setdefault(edge.key, edge)  # the first edge of each key wins
+    scope.set_edges(list(unique.values()))
+
+
+def _lifted_back(child: str, originals: dict[int, Edge], edge: Edge) -> tuple[int, Edge]:
+    """A returned edge in the scope's frame, and the position of the original it replaces
+    (-1 when neither end is a marker)."""
+    ends, index = [], -1
+    for end in (edge[0], edge[1]):
+        if is_outer(end):
+            position, side = map(int, end[0][1].split(":"))
+            index = position if index == -1 else index
+            ends.append(originals[position][side])
+        else:
+            ends.append(lift_end(end, (child,)))
+    return index, Edge(ends[0], ends[1], edge[2])

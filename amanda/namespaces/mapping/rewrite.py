@@ -265,13 +265,8 @@ class _Application:
 
 def apply_replacement(scope: Scope, rule: Rule, names: Mapping[str, str], rep: Any) -> set[str]:
     """Apply ``rep`` to the match ``names`` (var -> op name); the names it changed."""
-    ctx = scope.ctx
     if rep is RELABEL:
-        changed = {n for n in names.values() if scope.ns.get(n) != ctx.target}
-        for name in changed:
-            scope.ns[name] = ctx.target
-        scope.changed = scope.changed or bool(changed)
-        return changed
+        return _relabel(scope, names)
     if not isinstance(rep, Replacement):
         raise MappingError.at(rule.name, "a Replacement, None or Skip from the rule",
                               type(rep).__name__)
@@ -281,46 +276,17 @@ def apply_replacement(scope: Scope, rule: Rule, names: Mapping[str, str], rep: A
     boundary: list[Edge] = []
     touching = scope.touching(matched_names)
     for edge in touching:
-        inside = (end_name(edge[0]) in matched_names, end_name(edge[1]) in matched_names)
-        (internal if all(inside) else boundary).append(edge)
+        inside = end_name(edge[0]) in matched_names and end_name(edge[1]) in matched_names
+        (internal if inside else boundary).append(edge)
     kept = _kept(app, boundary, internal)
     app.build_ops(kept)
     for port in rep.inputs:
         app.added[port.name] = scope.add_input(port)
-    edges: list[Edge] = []
-    preds, succs = [], []
-    for edge in boundary:
-        src, dst = end_name(edge[0]), end_name(edge[1])
-        if src in kept or dst in kept:
-            edges.append(edge)
-        elif edge.is_control:
-            updated = app.var_of.get(src if src in matched_names else dst) in rep.ops
-            if updated:
-                edges.append(edge)
-            elif dst in matched_names:
-                preds.append(edge[0])
-            else:
-                succs.append(edge[1])
-        elif dst in matched_names:
-            described = "the container's input" if src is None else \
-                "an op outside this container" if is_outer(edge[0]) else "/".join(edge[0][0])
-            for target in app.input_targets(app.var_of[dst], edge[1][1], described):
-                edges.append(Edge(edge[0], target, edge[2]))
-        else:
-            source = app.output_source(app.var_of[src], edge[0][1])
-            if source is None:
-                app.fail(f"a producer for ${app.var_of[src]}.{edge[0][1]}, read outside the match",
-                         "none (map it in ports)")
-            if source is not _DROP:
-                edges.append(Edge(source, edge[1], edge[2]))
+    edges, preds, succs = _reattached(app, boundary, kept)
     for text in rep.edges:
         src_text, dst_text = (text.split("->", 1) if isinstance(text, str) else text)
         edges.append(Edge(app._new_end(src_text.strip(), "src"), app._new_end(dst_text.strip(), "dst")))
-    anchors = [((app.new_names[v],), CONTROL) for v in rep.ops]
-    for pred in preds:
-        edges += [Edge(pred, a) for a in anchors] if anchors else [Edge(pred, s) for s in succs]
-    for succ in succs:
-        edges += [Edge(a, succ) for a in anchors]
+    edges += _bridged([((app.new_names[v],), CONTROL) for v in rep.ops], preds, succs)
     _record_names(app, kept)
     for edge in touching:
         scope.remove_edge(edge)
@@ -328,6 +294,61 @@ def apply_replacement(scope: Scope, rule: Rule, names: Mapping[str, str], rep: A
     for edge in edges:
         scope.add_edge(edge)
     return {app.new_names[v] for v in rep.ops} | (matched_names - kept)
+
+
+def _relabel(scope: Scope, names: Mapping[str, str]) -> set[str]:
+    """Move the matched ops to the target namespace as they are; the names that moved."""
+    changed = {n for n in names.values() if scope.ns.get(n) != scope.ctx.target}
+    for name in changed:
+        scope.ns[name] = scope.ctx.target
+    scope.changed = scope.changed or bool(changed)
+    return changed
+
+
+def _reattached(app: _Application, boundary: list[Edge], kept: set[str]) -> tuple[list[Edge], list, list]:
+    """The edges crossing the match's boundary, re-attached to the replacement; and the
+    control predecessors and successors of removed ops (see :func:`_bridged`)."""
+    matched_names = set(app.matched.values())
+    edges: list[Edge] = []
+    preds, succs = [], []
+    for edge in boundary:
+        src, dst = end_name(edge[0]), end_name(edge[1])
+        if src in kept or dst in kept:
+            edges.append(edge)
+        elif edge.is_control:
+            if app.var_of.get(src if src in matched_names else dst) in app.rep.ops:
+                edges.append(edge)  # an updated op keeps its control edges
+            elif dst in matched_names:
+                preds.append(edge[0])
+            else:
+                succs.append(edge[1])
+        elif dst in matched_names:
+            described = "the container's input" if src is None else \
+                "an op outside this container" if is_outer(edge[0]) else "/".join(edge[0][0])
+            edges += [Edge(edge[0], t, edge[2]) for t in app.input_targets(app.var_of[dst], edge[1][1], described)]
+        else:
+            edges += _read_outside(app, edge, src)
+    return edges, preds, succs
+
+
+def _read_outside(app: _Application, edge: Edge, src: str) -> list[Edge]:
+    """A data edge from a matched op to outside the match, from where its value now comes."""
+    source = app.output_source(app.var_of[src], edge[0][1])
+    if source is None:
+        app.fail(f"a producer for ${app.var_of[src]}.{edge[0][1]}, read outside the match",
+                 "none (map it in ports)")
+    return [] if source is _DROP else [Edge(source, edge[1], edge[2])]
+
+
+def _bridged(anchors: list, preds: list, succs: list) -> list[Edge]:
+    """Control edges of removed ops moved to every op of the replacement (``anchors``), or,
+    when it has none, joining the removed ops' predecessors to their successors."""
+    edges = []
+    for pred in preds:
+        edges += [Edge(pred, a) for a in anchors] if anchors else [Edge(pred, s) for s in succs]
+    for succ in succs:
+        edges += [Edge(a, succ) for a in anchors]
+    return edges
 
 
 def _kept(app: _Application, boundary: list[Edge], internal: list[Edge]) -> set[str]:

@@ -216,9 +216,25 @@ class Match:
         shape = self.input_attrs(var, port).get("shape")
         return len(shape) if isinstance(shape, (tuple, list)) else None
 
+    def feed(self, name: str, port: str) -> tuple[Container | None, str, Mapping[str, Any]] | None:
+        """What feeds input ``port`` of any op ``name`` of the match's level (to look further
+        upstream than the captured ops): ``(op or None for the container's input, output port,
+        that port's attributes)``, or None when unfed."""
+        fed = self._scope.producers(name, port)
+        if not fed:
+            return None
+        source, out = fed[0]
+        ports = self._scope.inputs if source is None else list(self._scope.ops[source].outputs)
+        attrs: Mapping[str, Any] = next((p.attrs for p in ports if p.name == out), FrozenMap())
+        return (None if source is None else self._scope.ops[source], out, attrs)
+
     def consumers(self, var: str, port: str) -> int:
         """How many inputs read output ``port`` of ``var``."""
         return len(self._scope.consumers(self.names[var], port))
+
+    def consumers_of(self, name: str, port: str) -> int:
+        """How many inputs read output ``port`` of any op ``name`` of the match's level."""
+        return len(self._scope.consumers(name, port))
 
     def view(self) -> dict[str, Any]:
         """The captures as plain data for expressions: ``{"$m": {...}, "$source", "$target"}``."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import operator
 from typing import Any
 
+from amanda.namespaces.attr_types import ONNX_DTYPES as ONNX_TYPE_NAMES
 from amanda.types.node import Node, Partial, as_dims, from_dims
 from amanda.types.rules import rule
 from amanda.types.tensor_type import ONNX_DTYPES, TensorType
@@ -118,7 +119,10 @@ def where(node: Node) -> list:
 @rule("Cast")
 def cast(node: Node) -> list:
     """The attribute ``to`` gives the dtype; integer shape values pass through."""
-    to = ONNX_DTYPES.get(int(node.attr("to", 0)))
+    code = node.attr("to", 0)
+    if isinstance(code, str):  # Cast-1 names the type ("FLOAT")
+        code = {name: number for number, name in ONNX_TYPE_NAMES.items()}.get(code.upper(), 0)
+    to = ONNX_DTYPES.get(int(code))
     value = node.value(0)
     if isinstance(value, Partial) and to in ("int64", "int32"):
         node.set_value(0, value)

@@ -1,7 +1,7 @@
 """The shipped mapping tables, registered with ``convert`` on first use and built lazily.
 
 - ``tensorflow_onnx``: ``amanda/tensorflow`` (any version) -> ``amanda/onnx/17``.
-- ``onnx_opsets``: ``amanda/onnx/N`` <-> ``amanda/onnx/N+1`` for every N from 11 to the newest.
+- ``onnx_opsets``: ``amanda/onnx/N`` <-> ``amanda/onnx/N+1`` for every N from 1 to the newest.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ handled by the generic rule in ``onnx_opsets`` (a relabel when its schema is com
   LogSoftmax and Hardmax stopped coercing the input to 2-D (``axis`` now names one axis, default
   -1, instead of where the 2-D split falls, default 1); Resize's ``roi`` and ``scales`` became
   optional and ``tf_half_pixel_for_nn`` was dropped.
-- 18: ``axes`` of the other reductions became an input; Split gained ``num_outputs``.
+- 18: ``axes`` of the other reductions became an input; Split gained ``num_outputs`` (needed
+  when ``split`` is not given).
 """
 
 from __future__ import annotations
@@ -193,6 +194,13 @@ def _split_down_18(m: Match) -> Any:
     return RELABEL
 
 
+def _split_up_18(m: Match) -> Any:
+    """Split-18 wants ``split`` or ``num_outputs``: without ``split``, the number of outputs."""
+    if m.producer("op", "split") is not None:
+        return RELABEL
+    return Replacement({"op": NewOp(attrs={"num_outputs": len(m["op"].outputs)})})
+
+
 def _one(pattern_types: Sequence[str], function: Callable[[Match], Any], name: str) -> list[Rule]:
     return [(Pattern({"op": tuple(pattern_types)}), _named(function, name))]
 
@@ -220,7 +228,8 @@ CHANGES: dict[int, list[tuple[tuple[str, ...], list[Rule], list[Rule]]]] = {
     18: [
         (_REDUCE_18, attr_to_input(_REDUCE_18, "axes", "axes", "int64"),
          input_to_attr(_REDUCE_18, "axes", "axes", _ints, noop_attr=True)),
-        (("Split",), [], _one(("Split",), _split_down_18, "split_num_outputs")),
+        (("Split",), _one(("Split",), _split_up_18, "split_num_outputs"),
+         _one(("Split",), _split_down_18, "split_num_outputs")),
     ],
 }
 

@@ -1,9 +1,11 @@
-"""ONNX opset adapters: ``amanda/onnx/N`` <-> ``amanda/onnx/N+1`` for N from 11 to the newest.
+"""ONNX opset adapters: ``amanda/onnx/N`` <-> ``amanda/onnx/N+1`` for N from 1 to the newest.
 
-Each adapter is the specific rules of ``onnx_changes`` for that step, then one generic rule: an
+Each adapter is the specific rules of ``onnx_changes`` (opsets 12 on) or ``onnx_legacy`` and
+``onnx_legacy_late`` (opsets 2 to 11) for that step, then one generic rule: an
 op whose schema is compatible across the step is relabelled. Compatible means its ports, its
 attributes and their types fit the other opset's schema (``validate_op``); an attribute the other
-opset lacks may be dropped only when set to its default, an attribute whose default changed is
+opset lacks may be dropped only when set to its default (or, going up, when ``DROPPED`` says
+it never meant anything, as ``consumed_inputs``), an attribute whose default changed is
 written out explicitly, an attribute value the older opset does not know (``VALUES_ADDED``) blocks
 going down, and an If/Loop/Scan body must hold only ops whose signature did not change. Anything
 else is left unmatched, so ``convert`` reports it rather than guessing.
@@ -23,13 +25,30 @@ from amanda.namespaces.attr_types import value_key
 from amanda.namespaces.mapping.pattern import Pattern
 from amanda.namespaces.mapping.rule import RELABEL, Match, NewOp, Replacement, Rule, Skip
 from amanda.namespaces.mapping.table import MappingTable
-from amanda.namespaces.mapping.tables.onnx_changes import CHANGES, VALUES_ADDED, changed_types
+from amanda.namespaces.mapping.tables.onnx_changes import CHANGES, VALUES_ADDED
+from amanda.namespaces.mapping.tables.onnx_legacy import DROPPED
+from amanda.namespaces.mapping.tables.onnx_legacy_late import ALL_LEGACY, nonnegative_axes
 from amanda.namespaces.validate import validate_op
 from amanda.namespaces.validation import IGNORED_ATTRS
 
-__all__ = ["FIRST", "adapter", "name", "newest", "opset_pairs"]
+__all__ = ["FIRST", "adapter", "changed_types", "changes", "name", "newest", "opset_pairs"]
 
-FIRST = 11
+FIRST = 1
+
+
+def changes(version: int) -> list[tuple[tuple[str, ...], list[Any], list[Any]]]:
+    """The specific rules of the step between opsets ``version - 1`` and ``version``."""
+    return list(CHANGES.get(version, ())) + list(ALL_LEGACY.get(version, ()))
+
+
+def changed_types(version: int) -> frozenset[str]:
+    """Op types that specific rules handle in the step to or from opset ``version``."""
+    return frozenset(t for types, _, _ in changes(version) for t in types)
+
+
+def _dropped(version: int, op_type: str) -> frozenset[str]:
+    """Attributes going up to ``version`` drops whatever their value."""
+    return frozenset(a for a, types in DROPPED.get(version, {}).items() if types is None or op_type in types)
 
 
 def name(version: int) -> str:
@@ -87,20 +106,15 @@ def _body_problem(op: Any, low: int, high: int) -> str | None:
     return None
 
 
-def _compatible(m: Match, source: int, target: int) -> Any:
-    """The generic rule: relabel, adjusting attributes whose defaults or existence changed."""
-    op = m["op"]
-    old, new = _schema(source, op.type), _schema(target, op.type)
-    if new is None:
-        return Skip(f"{op.type} is not in opset {target}")
-    if old is None:
-        return Skip(f"{op.type} is not in opset {source}")
+def _attr_updates(op: Any, old: Any, new: Any, source: int, target: int) -> dict[str, Any] | Skip:
+    """Attributes to set (None: unset) for ``op`` to mean the same under schema ``new``."""
     updates: dict[str, Any] = {}
+    meaningless = _dropped(target, str(op.type)) if target > source else frozenset()
     for key, value in op.attrs.items():
         if key in IGNORED_ATTRS or key in new.attrs or value is None:
             continue
         default = old.attrs[key].default if key in old.attrs else None
-        if default is not None and value_key(value) == value_key(default):
+        if key in meaningless or (default is not None and value_key(value) == value_key(default)):
             updates[key] = None
         else:
             return Skip(f"attribute {key}={value!r} has no equivalent in opset {target}")
@@ -109,12 +123,34 @@ def _compatible(m: Match, source: int, target: int) -> Any:
             continue
         if value_key(attr.default) != value_key(new.attrs[key].default):
             updates[key] = attr.default  # the value the op meant by leaving it unset
-    if target < source:
-        for (op_type, added), values in VALUES_ADDED.items():
-            if op_type == op.type and target < added <= source:
-                for key, bad in values.items():
-                    if op.attrs.get(key) in bad:
-                        return Skip(f"{key}={op.attrs[key]!r} does not exist before opset {added}")
+    return updates
+
+
+def _down_fixes(m: Match, source: int, target: int) -> dict[str, Any] | Skip:
+    """Going down: attribute values the target opset does not know yet block; negative axes
+    (from 11) are counted from the front."""
+    op = m["op"]
+    for (op_type, added), values in VALUES_ADDED.items():
+        if op_type == op.type and target < added <= source:
+            for key, bad in values.items():
+                if op.attrs.get(key) in bad:
+                    return Skip(f"{key}={op.attrs[key]!r} does not exist before opset {added}")
+    return nonnegative_axes(m) if target < 11 <= source else {}
+
+
+def _compatible(m: Match, source: int, target: int) -> Any:
+    """The generic rule: relabel, adjusting attributes whose defaults or existence changed."""
+    op = m["op"]
+    old, new = _schema(source, op.type), _schema(target, op.type)
+    if new is None:
+        return Skip(f"{op.type} is not in opset {target}")
+    if old is None:
+        return Skip(f"{op.type} is not in opset {source}")
+    found = _attr_updates(op, old, new, source, target)
+    fixes = _down_fixes(m, source, target) if target < source else {}
+    if isinstance(found, Skip) or isinstance(fixes, Skip):
+        return found if isinstance(found, Skip) else fixes
+    updates = {**found, **fixes}
     attrs = {k: v for k, v in op.attrs.items() if updates.get(k, v) is not None}
     attrs.update({k: v for k, v in updates.items() if v is not None})
     in_renames, out_renames = _renames(old.inputs, new.inputs), _renames(old.outputs, new.outputs)
@@ -152,7 +188,7 @@ def adapter(source: int, target: int) -> MappingTable:
     high = max(source, target)
     up = target > source
     rules: list[Rule] = []
-    for types, up_rules, down_rules in CHANGES.get(high, ()):
+    for types, up_rules, down_rules in changes(high):
         prefix = "reduce" if len(types) > 1 and all(t.startswith("Reduce") for t in types) else types[0].lower()
         for pattern, function in up_rules if up else down_rules:
             rules.append(Rule(f"{prefix}_{function.__name__}", pattern, function))
