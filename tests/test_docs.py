@@ -197,6 +197,8 @@ LAYERS = {
     "types": BASE | {"containers", "namespaces", "exec"},
     "build": BASE | {"containers", "namespaces", "io", "types"},
     "layers": BASE | {"containers", "namespaces", "io", "types", "build"},
+    "autodiff": BASE | {"containers", "namespaces", "io", "types", "build", "layers"},
+    "optim": BASE | {"containers", "namespaces", "io", "exec", "types", "build", "layers", "autodiff"},
 }
 UPWARD_EXCEPTIONS = {
     ("containers/container.py", "query"),
