@@ -197,7 +197,7 @@ LAYERS = {
     "types": BASE | {"containers", "namespaces", "exec"},
     "build": BASE | {"containers", "namespaces", "io", "types"},
     "layers": BASE | {"containers", "namespaces", "io", "types", "build"},
-    "autodiff": BASE | {"containers", "namespaces", "io", "types", "build", "layers"},
+    "autodiff": BASE | {"containers", "namespaces", "io", "types", "build", "layers", "exec"},
     "optim": BASE | {"containers", "namespaces", "io", "exec", "types", "build", "layers", "autodiff"},
 }
 UPWARD_EXCEPTIONS = {

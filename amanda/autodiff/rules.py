@@ -13,7 +13,8 @@ input is ``unary_vjp``; Reshape, Flatten, Squeeze and Unsqueeze are ``reshape_vj
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from amanda.autodiff.rules_math import (
@@ -41,8 +42,9 @@ from amanda.autodiff.rules_shape import (
     transpose_vjp,
     where_vjp,
 )
+from amanda.exec.kernels.registry import ONNX, fact, register_fact
 
-__all__ = ["RULES", "family"]
+__all__ = ["RULES", "VJP", "family", "rule_for"]
 
 Rule = Callable[[Any], list]
 
@@ -62,8 +64,24 @@ _ONNX: dict[str, Rule] = {
     "SoftmaxCrossEntropyLoss": softmax_xent_vjp,
 }
 
-#: (namespace family, op type) -> vector-Jacobian rule
-RULES: dict[tuple[str, str], Rule] = {("onnx", op_type): rule for op_type, rule in _ONNX.items()}
+#: the registry fact holding an op type's vector-Jacobian rule
+VJP = "autodiff.vjp"
+for _op_type, _rule in _ONNX.items():  # the rules live in the op registry, beside the kernels
+    register_fact(ONNX, _op_type, VJP, _rule)
+
+#: (namespace family, op type) -> vector-Jacobian rule: a read-only listing of the registry's facts
+RULES: Mapping[tuple[str, str], Rule] = MappingProxyType(
+    {("onnx", op_type): fact(ONNX, op_type, VJP) for op_type in _ONNX})
+
+
+def rule_for(namespace: str, op_type: str) -> Rule | None:
+    """The vector-Jacobian rule of ``op_type`` in ``namespace`` (from the op registry), or None.
+
+    >>> rule_for("amanda/onnx/17", "Relu").__name__, rule_for("amanda/onnx/17", "NoSuchOp")
+    ('unary_vjp', None)
+    """
+    registry_family = "/".join(p for p in str(namespace).split("/") if not p.isdigit())
+    return fact(registry_family, str(op_type), VJP)
 
 
 def family(namespace: str) -> str:

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from amanda.autodiff.node import Node, const, zeros_like
-from amanda.autodiff.rules import RULES, family
+from amanda.autodiff.rules import RULES, rule_for
 from amanda.build import ops
 from amanda.build.values import Call, Value
 from amanda.containers import CONTROL, SELF, Container, Edge, Endpoint, Port, bind, flatten
@@ -176,7 +176,7 @@ def _reachable(p: _Pass, seeds: set, order: Sequence[tuple], loss_op: Any) -> tu
 
 def _rule(path: tuple, op: Container, model: Container) -> Any:
     namespace = _namespace(model, path)
-    rule = RULES.get((family(namespace), str(op.type)))
+    rule = rule_for(namespace, str(op.type))
     if rule is None:
         where = format_path(path)
         raise SchemaError(
@@ -285,10 +285,11 @@ def _assemble(p: _Pass, loss: str, loss_end: Endpoint, outputs: list[tuple[str, 
     for call in _calls(outputs):
         op = call.op
         attrs = {**op.attrs, "metadata": {"grad_of": p.grad_of.get(id(call), "?")}}
-        children.append(Container(op.type, op.name, op.inputs, op.outputs, attrs=attrs))
+        children.append(Container(op.type, op.name, inputs=op.inputs, outputs=op.outputs, attrs=attrs))
         edges += [Edge(src_of(v), Endpoint((op.name,), port)) for port, v in call.inputs]
     edges += [Edge(src_of(v), Endpoint(SELF, label)) for label, v in outputs]
     loss_port = next(o for o in model.outputs if o.name == loss)
-    out_ports = [loss_port] + [Port(label, to_attrs(v.type)) for label, v in outputs]
-    return Container("Gradients", name or f"{model.name}_grad", model.inputs, out_ports, children, edges,
+    out_ports = [loss_port] + [Port(label, attrs=to_attrs(v.type)) for label, v in outputs]
+    return Container("Gradients", name or f"{model.name}_grad", inputs=model.inputs, outputs=out_ports, children=children,
+                     edges=edges,
                      attrs={"loss": loss})

@@ -65,9 +65,10 @@ def _optimizer_container(optimizer: Optimizer, slots: list[Slot]) -> Container:
             edges.append(Edge(src, Endpoint((call.op.name,), port)))
     edges += [Edge(Endpoint((u.producer.op.name,), CONTROL), Endpoint(SELF, "train")) for u in updates
               if u.producer is not None]
-    inputs = [Port(v.name, to_attrs(v.type) if v.type is not None else {}) for s in slots
+    inputs = [Port(v.name, attrs=to_attrs(v.type) if v.type is not None else {}) for s in slots
               for v in (s.ref, s.weight, s.grad)]
-    return Container(optimizer.kind, optimizer.kind.lower(), inputs, (), children, edges, controls=["train"])
+    return Container(optimizer.kind, optimizer.kind.lower(), inputs=inputs, outputs=(), children=children, edges=edges,
+                     controls=["train"])
 
 
 def minimize(model: Container, loss: str, optimizer: Optimizer, weights: Any = None, *,
@@ -104,5 +105,6 @@ def minimize(model: Container, loss: str, optimizer: Optimizer, weights: Any = N
     edges.append(Edge(Endpoint((opt.name,), "train"), Endpoint(SELF, "train")))
     if "train" in held.control_names:
         edges.append(Edge(Endpoint(forward, "train"), Endpoint(SELF, "train")))
-    return Container("Training", name or f"{model.name}_training", held.inputs, held.outputs, [g, opt], edges,
+    return Container("Training", name or f"{model.name}_training", inputs=held.inputs, outputs=held.outputs,
+                     children=[g, opt], edges=edges,
                      attrs={"forward": forward, "loss": loss, "optimizer": repr(optimizer)}, controls=["train"])

@@ -51,15 +51,15 @@ class Slot:
 
 def variable(name: str, initial: np.ndarray) -> tuple[Value, Value]:
     """A new ``Variable`` op and its ``Read``, as builder values (the read one typed)."""
-    var = Container("Variable", name, (), ["ref"], attrs={"value": initial, "namespace": CORE})
+    var = Container("Variable", name, inputs=(), outputs=["ref"], attrs={"value": initial, "namespace": CORE})
     ref = Value(Call(var, ()), "ref", None, f"{name}.ref")
-    read = Container("Read", f"{name}/read", ["ref"], ["value"], attrs={"namespace": CORE})
+    read = Container("Read", f"{name}/read", inputs=["ref"], outputs=["value"], attrs={"namespace": CORE})
     return ref, Value(Call(read, (("ref", ref),)), "value", TensorType(initial.dtype, initial.shape), f"{name}/read.value")
 
 
 def assign(ref: Value, value: Value, name: str) -> Value:
     """``Assign(ref, value)``: its output is the new value (typed as ``value``)."""
-    op = Container("Assign", name, ["ref", "value"], ["value"], attrs={"namespace": CORE})
+    op = Container("Assign", name, inputs=["ref", "value"], outputs=["value"], attrs={"namespace": CORE})
     return Value(Call(op, (("ref", ref), ("value", value))), "value", value.type, f"{name}.value")
 
 
@@ -133,7 +133,7 @@ class Adam(Optimizer):
         if not slots:
             return []
         step_ref, _ = variable("step", np.array(0, np.float32))
-        op = Container("AssignAdd", "count_step", ["ref", "delta"], ["value"], attrs={"namespace": CORE})
+        op = Container("AssignAdd", "count_step", inputs=["ref", "delta"], outputs=["value"], attrs={"namespace": CORE})
         step = Value(Call(op, (("ref", step_ref), ("delta", ops.Constant(value=np.float32(1))))), "value",
                      TensorType("float32", ()), "count_step.value")
         out = [step]

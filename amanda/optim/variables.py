@@ -57,12 +57,12 @@ def _weight(op: Container) -> Container:
         raise ArgumentError.at(op.name, "a weight: a Constant holding a float array", f"{op.type} {type(value).__name__}")
     port = op.outputs[0].name
     typed = to_attrs(TensorType(value.dtype, value.shape))  # Read has no type rule: the ports say it
-    variable = Container("Variable", "variable", (), ["ref"], attrs={"value": value, "shared_name": op.uid,
+    variable = Container("Variable", "variable", inputs=(), outputs=["ref"], attrs={"value": value, "shared_name": op.uid,
                                                                     "namespace": CORE})
-    read = Container("Read", "read", ["ref"], [Port("value", typed)], attrs={"namespace": CORE})
+    read = Container("Read", "read", inputs=["ref"], outputs=[Port("value", attrs=typed)], attrs={"namespace": CORE})
     kept = {k: v for k, v in op.attrs.items() if k not in _OWN}
-    return Container("Weight", op.name, (), [Port(port, typed)], [variable, read],
-                     [Edge(Endpoint(("variable",), "ref"), Endpoint(("read",), "ref")),
+    return Container("Weight", op.name, inputs=(), outputs=[Port(port, attrs=typed)], children=[variable, read],
+                     edges=[Edge(Endpoint(("variable",), "ref"), Endpoint(("read",), "ref")),
                       Edge(Endpoint(("read",), "value"), Endpoint(SELF, port))], attrs=kept, uid=op.uid)
 
 
@@ -81,7 +81,7 @@ def _constant(node: Container, state: Mapping[str, Any]) -> Container:
     key = str(variable.attrs.get("shared_name") or variable.uid)
     value = np.asarray(state[key]) if key in state else variable.attrs["value"]
     attrs = {**node.attrs, "value": value, "namespace": DEFAULT_NAMESPACE, "initializer": True}
-    return Container("Constant", node.name, (), [node.outputs[0].name], attrs=attrs, uid=node.uid)
+    return Container("Constant", node.name, inputs=(), outputs=[node.outputs[0].name], attrs=attrs, uid=node.uid)
 
 
 def freeze(model: Container, session: Any = None, phase: str = "inference") -> Container:

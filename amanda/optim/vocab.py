@@ -26,7 +26,7 @@ def train_namespace(name: str = TRAIN) -> Namespace:
                     outputs=tuple(PortSchema(n) for n in ("weight", "m", "v")), attrs={a.name: a for a in attrs},
                     doc="One Adam step (torch.optim.Adam's arithmetic; AdamW's with decoupled=1): the new "
                         "weight and moments at step count `step`.")
-    return Namespace(name, {adam.type: adam}, source="amanda.exec.kernels.grad_kernels")
+    return Namespace(name, schemas={adam.type: adam}, source="amanda.exec.kernels.grad_kernels")
 
 
 register_provider(TRAIN, lambda: (TRAIN,), train_namespace)
