@@ -116,7 +116,7 @@ class _InterpretedPort(Port):
 def interpreted_ports(ports: tuple[Port, ...]) -> bool:
     """Whether any of ``ports`` has an attribute amanda reads (so its values need checking).
 
-    >>> interpreted_ports((Port("x"), Port("y", {"captured": True})))
+    >>> interpreted_ports((Port("x"), Port("y", attrs={"captured": True})))
     True
     """
     return _InterpretedPort in map(type, ports)
@@ -130,7 +130,7 @@ def plain_ports(ports: tuple[Port, ...]) -> bool:
     """Whether no port of ``ports`` has an attribute amanda reads (the fast negation of
     :func:`interpreted_ports`: one C-level pass).
 
-    >>> plain_ports((Port("x"), Port("y", {"dtype": "float32"})))
+    >>> plain_ports((Port("x"), Port("y", attrs={"dtype": "float32"})))
     True
     """
     return _InterpretedPort not in map(type, ports)

@@ -18,7 +18,7 @@ Edge('block/a:y', 'block/b:x')
 >>> lower(Edge("block/a:y", "block:y"), ("block",))
 Edge('a:y', 'SELF:y')
 >>> block = Container("Block", "block", children=[op("Relu", "r", ["x"], ["y"])])
->>> top = Container("Graph", "g", ["x"], children=[block], edges=[("g:x", "block/r:x")])
+>>> top = Container("Graph", "g", inputs=["x"], children=[block], edges=[("g:x", "block/r:x")])
 >>> routed = route(top, top.edges[0], "x")
 >>> [str(e) for e in (routed.edges[0].dst, routed.child("block").edges[0].src)]
 ['block:x', 'SELF:x']

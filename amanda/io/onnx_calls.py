@@ -66,7 +66,8 @@ def with_body(call: Container, body: Container) -> Container:
     and tombstones, which must address ports of the same names; no per-call copy is made.
 
     >>> from amanda.containers.container import op
-    >>> body = Container("F", "f", ["x"], ["y"], [op("Relu", "r", ["X"], ["Y"])], [("f:x", "r:X"), ("r:Y", "f:y")])
+    >>> body = Container("F", "f", inputs=["x"], outputs=["y"], children=[op("Relu", "r", ["X"], ["Y"])],
+    ...                  edges=[("f:x", "r:X"), ("r:Y", "f:y")])
     >>> a = with_body(op("F", "a", ["x"], ["y"]), body)
     >>> a.children is body.children, a.child("r") is body.child("r")
     (True, True)
