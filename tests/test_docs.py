@@ -193,7 +193,7 @@ LAYERS = {
     "namespaces": BASE | {"containers", "jmespath_nesting", "progress"},
     "io": BASE | {"containers", "namespaces", "types", "progress"},
     "exec": BASE | {"containers", "namespaces", "progress"},
-    "viz": BASE | {"containers"},
+    "viz": BASE | {"containers", "types"},
     "types": BASE | {"containers", "namespaces", "exec"},
     "build": BASE | {"containers", "namespaces", "io", "types"},
     "layers": BASE | {"containers", "namespaces", "io", "types", "build"},

@@ -20,7 +20,7 @@ from amanda.errors import FormatError
 from amanda.io.onnx_calls import FUNCTION_ATTR, Definition, collapse_calls, function_domain, write_function
 from amanda.io.onnx_metadata import write_metadata
 from amanda.io.onnx_ports import Schemas, domain_of_namespace, namespace_of_domain
-from amanda.io.onnx_values import require_onnx
+from amanda.io.onnx_values import DTYPE_NAMES, require_onnx
 from amanda.io.onnx_write_graph import (
     BOOKKEEPING_ATTRS,
     GraphWriter,
@@ -176,6 +176,25 @@ class _Exporter(GraphWriter):
 
     # -- checking --------------------------------------------------------------------------
 
+    def check_inputs(self, model: Any) -> None:
+        """Every graph input has a rank: the ONNX checker refuses one whose type has no shape
+        (a bare chain of layers declares only its dtype), with a message that cannot say which
+        input or how to fix it."""
+        initializers = {t.name for t in model.graph.initializer}
+        for vi in model.graph.input:
+            if vi.name not in initializers and _incomplete(vi.type):
+                dtype = DTYPE_NAMES.get(vi.type.tensor_type.elem_type, "float32")
+                raise FormatError(
+                    f"graph input {vi.name!r} has no shape, and ONNX refuses a graph input of "
+                    "unknown rank; give it a shape (named dims such as 'batch' stay dynamic), "
+                    f"e.g. apply the layers to amanda.Input({vi.name!r}, {dtype!r}, ('batch', 784)) "
+                    "and export amanda.model([that input], outputs), or give the port attrs "
+                    f"{{dtype: {dtype}, shape: [batch, 784]}}",
+                    path=vi.name,
+                    expected="an input port with a shape",
+                    found="a dtype only",
+                )
+
     def check(self, model: Any) -> None:
         """Type untyped graph outputs by strict shape inference, then run the ONNX checker (so
         together ``check_model(full_check=True)``); a failure names the offending op's path."""
@@ -302,6 +321,8 @@ def to_onnx(container: Container, *, check: bool = True) -> Any:
     container = with_dangling_outputs(container)
     exporter = _Exporter(container)
     model = exporter.model(container)
-    if check and model.ByteSize() <= PROTO_LIMIT:  # bigger ones are checked from their file
-        exporter.check(model)
+    if check:
+        exporter.check_inputs(model)
+        if model.ByteSize() <= PROTO_LIMIT:  # bigger ones are checked from their file
+            exporter.check(model)
     return model

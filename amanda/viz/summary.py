@@ -1,25 +1,32 @@
 """``amanda.summary(model)``: a table of the model's layers with their output types and
 parameter counts, like Keras's ``Model.summary()``.
 
-Parameters are the elements of the arrays a node holds in its attributes (weights and
-constants, ``Constant`` initializers included), counted over its whole subtree.
+Output types are inferred (``amanda.infer_types``) from the model's declared input types, or
+from ``inputs`` for a model whose inputs declare no shape; a port inference knows nothing
+about shows its declared type, else its name. Parameters are the elements of the arrays
+the nodes of a subtree hold in their attributes (``Constant`` initializers, variables' initial
+values), except scalars and int64 arrays, which are hyper-parameters and shapes (a dropout
+ratio, a reshape target) rather than weights.
 
 >>> import amanda, numpy as np
 >>> w = amanda.op("Constant", "w", [], ["output"], {"value": np.zeros((3, 4), np.float32)})
->>> print(summary(amanda.Container("Net", "net", children=[w])))  # doctest: +NORMALIZE_WHITESPACE
-path   type       output   params
-w      Constant   output       12
+>>> net = amanda.Container("Net", "net", children=[w], attrs={"namespace": "amanda/onnx/17"})
+>>> print(summary(net))
+path   type       output         params
+w      Constant   float32[3,4]       12
 total parameters: 12
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
 from amanda.containers.records import Path
 from amanda.errors import ArgumentError
+from amanda.types import TypeMap, infer_types
 from amanda.viz.dot import type_label
 
 if TYPE_CHECKING:
@@ -57,7 +64,9 @@ class Summary(NamedTuple):
 
 def _array_elements(value: Any) -> int:
     if isinstance(value, np.ndarray):
-        return int(value.size)
+        # scalars and int64 vectors are hyper-parameters and shapes (a dropout ratio, a reshape
+        # target), not weights: Keras and torch count neither
+        return int(value.size) if value.ndim and value.dtype != np.int64 else 0
     if isinstance(value, (tuple, list)):
         return sum(_array_elements(v) for v in value)
     if hasattr(value, "values") and callable(value.values) and not isinstance(value, (str, bytes)):
@@ -75,22 +84,41 @@ def _params(node: Container) -> int:
     return total
 
 
-def summary(model: Container, depth: int = 1) -> Summary:
+def _outputs(types: TypeMap, path: tuple[str, ...], node: Container) -> str:
+    labels = []
+    for port in node.outputs:
+        inferred = types.output(path, port.name)
+        labels.append(str(inferred) if inferred is not None else type_label(port.attrs) or port.name)
+    return ", ".join(labels)
+
+
+def summary(model: Container, depth: int = 1, inputs: Mapping[str, Any] | None = None) -> Summary:
     """One row per node down to ``depth`` levels below the root (1: its children), in
-    document order, with output types (``dtype[shape]`` where the ports declare them) and the
-    parameters each subtree holds; ``total`` counts the whole model."""
+    document order, with its inferred output types (``float32[batch,32,28,28]``) and the
+    parameters its subtree holds; ``total`` counts the whole model. ``inputs`` gives input
+    types as ``infer_types`` takes them (``{"x": ("float32", ("batch", 784))}``), for a model
+    whose input ports declare no shape, such as a bare chain of layers.
+
+    >>> from amanda import layers
+    >>> mlp = layers.Dense(784, 64, activation="relu") >> layers.Dense(64, 10)
+    >>> print(summary(mlp, inputs={"x": ("float32", ("batch", 784))}))
+    path      type    output              params
+    dense     Dense   float32[batch,64]   50,240
+    dense_1   Dense   float32[batch,10]      650
+    total parameters: 50,890
+    """
     from amanda.containers.container import Container
 
     if not isinstance(model, Container):
         raise ArgumentError.at("model", "a Container", type(model).__name__)
     if not isinstance(depth, int) or isinstance(depth, bool) or depth < 1:
         raise ArgumentError.at("depth", "a positive integer", repr(depth))
+    types = infer_types(model, inputs)
     rows: list[SummaryRow] = []
     stack: list[tuple[Path, Container]] = [((c.name,), c) for c in reversed(model.children)]
     while stack:
         path, node = stack.pop()
-        outputs = ", ".join(type_label(p.attrs) or p.name for p in node.outputs)
-        rows.append(SummaryRow(path, str(node.type), outputs, _params(node)))
+        rows.append(SummaryRow(path, str(node.type), _outputs(types, path, node), _params(node)))
         if len(path) < depth:
             stack.extend((path + (c.name,), c) for c in reversed(node.children))
     return Summary(tuple(rows), _params(model))
