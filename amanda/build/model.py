@@ -76,8 +76,9 @@ def _names(order: list[Call], parent: str) -> dict[int, str]:
     taken: set[str] = {parent}
     for call in order:
         base = call.op.name or call.op.type or "op"
+        own = {kid.name for kid in call.op.children}  # a layer may not be named like its own child
         name, count = base, 1
-        while name in taken:
+        while name in taken or (name != base and name in own):
             name, count = f"{base}_{count}", count + 1
         taken.add(name)
         names[id(call)] = name

@@ -253,3 +253,18 @@ def test_a_phased_layer_run_without_a_phase_says_to_pass_one() -> None:
     for layer in (layers.BatchNorm(2), layers.Dropout(0.1)):
         with pytest.raises(amanda.ExecutionError, match="phase= one of them"):
             run(layer, sample(2, 2))
+
+
+def test_two_default_named_layers_of_one_kind_build_in_one_model():
+    """Two Flatten layers with their default names build (the second is not renamed like its own inner op) and run."""
+    import numpy as np
+
+    from amanda import Input, Session, layers, model
+
+    x = Input("x", "float32", ("batch", 2, 3, 4))
+    net = model([x], {"y": layers.Flatten()(layers.Reshape((2, 12))(layers.Flatten()(x)))})
+    assert len({c.name for c in net.children}) == 3
+    data = np.arange(48, dtype=np.float32).reshape(2, 2, 3, 4)
+    with Session(net) as session:
+        (y,) = session.run(["y"], {"x": data})
+    np.testing.assert_array_equal(y, data.reshape(2, 24))
