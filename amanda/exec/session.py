@@ -111,6 +111,8 @@ class Session:
     ``max_loop_iterations``: a Loop op that would start more iterations than this raises an
     ExecutionError (None: no limit). ``timeout``: seconds a run may take before it raises an
     ExecutionError (None: no limit); ``run(timeout=...)`` overrides it for one run.
+    ``client``: a ``dask.distributed`` Client; each device's part then runs on a worker
+    (``devices`` maps device names to workers; see ``docs/distribution.md``).
     """
 
     def __init__(
@@ -121,6 +123,8 @@ class Session:
         offload_elements: int = DEFAULT_OFFLOAD_ELEMENTS,
         max_loop_iterations: int | None = DEFAULT_MAX_LOOP_ITERATIONS,
         timeout: float | None = None,
+        client: Any = None,
+        devices: Mapping[str, Any] | None = None,
     ) -> None:
         if not isinstance(model, Container):
             raise _bad("model", "a Container", model)
@@ -144,6 +148,11 @@ class Session:
         self._mode = SEQUENTIAL
         # the workers hold no reference to the session, so it can be collected; stop them then
         self._finalizer = weakref.finalize(self, Runner.close, self._runner)
+        self._remote: Any = None
+        if client is not None:
+            from amanda.exec.dist.dask_backend import DaskRunner
+
+            self._remote = DaskRunner(self._executable, client, devices, threads, self._state)
 
     # -- public ------------------------------------------------------------------------------
 
@@ -188,6 +197,8 @@ class Session:
         if self._names is not None:
             items = tuple(self._translated(item) for item in items)
             values = {self._translated(name): value for name, value in values.items()}
+        if self._remote is not None:
+            return self._remote.run(self._executable, items, values, phase, seconds)
         plan = self.plan(items, values, phase)
         if plan.feed_types:
             check_feeds(plan.feed_types, values)
@@ -234,8 +245,11 @@ class Session:
         return plan
 
     def close(self) -> None:
-        """Stop the session's worker threads (a later run starts them again)."""
+        """Stop the session's worker threads (a later run starts them again); a distributed
+        session also drops its variables from the workers (``state`` keeps them)."""
         self._runner.close()
+        if self._remote is not None:
+            self._remote.close()
 
     def __enter__(self) -> Session:
         return self
