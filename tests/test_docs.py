@@ -194,12 +194,14 @@ LAYERS = {
     "viz": BASE | {"containers"},
     "types": BASE | {"containers", "namespaces", "exec"},
     "build": BASE | {"containers", "namespaces", "io", "types"},
+    "dask": BASE | {"containers", "exec", "io"},
 }
 UPWARD_EXCEPTIONS = {
     ("containers/container.py", "query"),
     ("containers/display.py", "viz"),  # IPython's display hooks, imported when called
     ("query/selection.py", "viz"),
     ("namespaces/validation.py", "types"),  # validate adds the type checks, imported when called
+    ("exec/dist/dask_backend.py", "io"),  # parts travel to Dask workers as JSON text, imported when run
 }
 
 

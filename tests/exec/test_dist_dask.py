@@ -133,3 +133,40 @@ def test_a_worker_that_dies_mid_run_names_part_and_worker_and_loses_no_state(cli
         assert "worker-0/" in message and address in message
         got = [float(session.run(["v"], {"x": -np.ones(2, np.float32)})[0]) for _ in range(2)]
         assert got == [5.0, 7.0]
+
+
+def test_map_blocks_computes_each_block_on_the_workers(client) -> None:
+    """amanda.dask.map_blocks gives, block by block on the workers, what onnxruntime gives
+    for the whole input, and a worker compiles the model once, not once per block."""
+    import dask.array as da
+
+    import amanda.dask
+
+    proto = models.mlp()
+    model = from_onnx(proto)
+    x = np.random.default_rng(1).standard_normal((40, 8)).astype(np.float32)
+    lazy = amanda.dask.map_blocks(model, da.from_array(x, chunks=(5, 4)), client=client)
+    assert lazy.chunks[0] == (5,) * 8
+    got = lazy.compute()
+    np.testing.assert_allclose(got, models.run(proto, {proto.graph.input[0].name: x})[0], rtol=1e-4, atol=1e-5)
+    compiled = client.run(lambda: len(amanda.dask._SESSIONS))
+    assert set(compiled.values()) <= {0, 1} and sum(compiled.values()) >= 1
+
+
+def test_map_blocks_and_sessions_reject_bad_arguments(client) -> None:
+    """A model with no output named, a numpy array for a dask one, a client that is not one
+    and a device mapped to no worker are errors that say what was expected."""
+    import dask.array as da
+
+    import amanda.dask
+
+    model = counter()
+    with pytest.raises(amanda.ArgumentError, match="output"):
+        amanda.dask.map_blocks(model, da.ones(4))
+    with pytest.raises(amanda.ArgumentError, match="dask array"):
+        amanda.dask.map_blocks(model, np.ones(4), output="y")
+    with pytest.raises(ExecutionError, match="Client"):
+        Session(model, client="tcp://nowhere")
+    with Session(model, client=client, devices={"worker-1": "no-such-worker"}) as session:
+        with pytest.raises(ExecutionError, match="no-such-worker"):
+            session.run(["y"], {"x": np.ones(2, np.float32)})
