@@ -34,6 +34,7 @@ from amanda.exec.plan import Plan, bind_phase, compile_plan
 from amanda.exec.resolve import normalize
 from amanda.exec.runner import DEFAULT_OFFLOAD_ELEMENTS, SEQUENTIAL, Runner, timed_out
 from amanda.exec.tensorflow import executable_form, needs_conversion
+from amanda.exec.value_cache import DEFAULT_BUDGET, ValueCache
 
 __all__ = ["DEFAULT_MAX_LOOP_ITERATIONS", "Session"]
 
@@ -111,6 +112,8 @@ class Session:
     ``max_loop_iterations``: a Loop op that would start more iterations than this raises an
     ExecutionError (None: no limit). ``timeout``: seconds a run may take before it raises an
     ExecutionError (None: no limit); ``run(timeout=...)`` overrides it for one run.
+    ``cache``: keep step outputs across runs and reuse those whose inputs did not change
+    (True: up to 256 MB; an int: that many bytes; see :mod:`amanda.exec.value_cache`).
     ``client``: a ``dask.distributed`` Client; each device's part then runs on a worker
     (``devices`` maps device names to workers; see ``docs/distribution.md``).
     """
@@ -123,6 +126,7 @@ class Session:
         offload_elements: int = DEFAULT_OFFLOAD_ELEMENTS,
         max_loop_iterations: int | None = DEFAULT_MAX_LOOP_ITERATIONS,
         timeout: float | None = None,
+        cache: bool | int = False,
         client: Any = None,
         devices: Mapping[str, Any] | None = None,
     ) -> None:
@@ -148,6 +152,9 @@ class Session:
         self._mode = SEQUENTIAL
         # the workers hold no reference to the session, so it can be collected; stop them then
         self._finalizer = weakref.finalize(self, Runner.close, self._runner)
+        if not isinstance(cache, (bool, int, np.integer)) or cache < 0:
+            raise _bad("cache", "True, False or a budget in bytes (a non-negative int)", cache)
+        self._values = None if not cache else ValueCache(DEFAULT_BUDGET if cache is True else int(cache))
         self._remote: Any = None
         if client is not None:
             from amanda.exec.dist.dask_backend import DaskRunner
@@ -170,6 +177,11 @@ class Session:
     def max_loop_iterations(self) -> int | None:
         """Iterations a Loop op may run before it raises (None: no limit)."""
         return self._max_loop_iterations
+
+    @property
+    def value_cache(self) -> ValueCache | None:
+        """The session's value cache (its ``hits``, ``misses`` and bytes ``used``), or None."""
+        return self._values
 
     @property
     def state(self) -> Mapping[str, Any]:
@@ -209,6 +221,8 @@ class Session:
             if s is not None:
                 env[s] = value
         with self._lock:
+            if self._values is not None:
+                plan = self._values.prepare(plan, values)
             mode = self._runner.mode(plan)
             previous, self._mode = self._mode, mode
             try:
