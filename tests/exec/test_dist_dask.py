@@ -82,7 +82,8 @@ def counter(device: str = "worker-0", *, faulty: bool = False) -> amanda.Contain
 
 def test_variables_stay_on_their_worker_across_runs(client) -> None:
     """A variable is updated on its device's worker run after run, and the client's
-    checkpoint (Session.state) follows it; closing drops it from the worker."""
+    checkpoint (Session.state) follows it; a large feed reaches its worker; closing drops
+    the variables from the worker."""
     model = counter()
     one = np.ones(2, np.float32)
     with Session(model, client=client) as session:
@@ -94,8 +95,9 @@ def test_variables_stay_on_their_worker_across_runs(client) -> None:
         held = client.run(lambda: {k[1]: {n: float(v) for n, v in d.state.items()}
                                    for k, d in dask_backend._DEVICES.items()}, workers=[address])
         assert held[address]["worker-0"] == {key: 7.0}
-        y, v = session.run(["y", "v"], {"x": one})
-        np.testing.assert_array_equal(y, one * 2)
+        big = np.arange(40_000, dtype=np.float32)  # past SCATTER_BYTES: sent straight to its worker
+        y, v = session.run(["y", "v"], {"x": big})
+        np.testing.assert_array_equal(y, big * 2)
         assert float(v) == 9.0
         session_id = session._remote.id
     left = client.run(lambda: sorted(k[1] for k in dask_backend._DEVICES if k[0] == session_id))

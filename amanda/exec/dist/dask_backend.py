@@ -26,6 +26,8 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 from amanda.containers import Container
 from amanda.errors import AmandaError, ExecutionError
 from amanda.exec.dispatch import ONNX, session_op_types
@@ -38,6 +40,7 @@ from amanda.exec.tensorflow import TENSORFLOW
 __all__ = ["DaskRunner", "PartMoved", "assign_workers", "run_part_task"]
 
 # op types whose kernels may change variables: parts holding one report their changes
+SCATTER_BYTES = 1 << 16  # fed arrays at least this large are scattered to their worker
 _STATEFUL = frozenset(t for family in (CORE, ONNX, TENSORFLOW) for t in session_op_types(family))
 
 
@@ -217,7 +220,7 @@ class DaskRunner:
         tasks: list = []
         for part, token, text in zip(parts, compiled.tokens, compiled.texts):
             address = self.workers[part.device]
-            inputs = {port: feeds[name] for port, name in part.feeds.items()}
+            inputs = {port: self._placed(feeds[name], address) for port, name in part.feeds.items()}
             sources = {i: tasks[i] for i, _ in part.receives.values()}
             with dask.annotate(workers=[address], allow_other_workers=True):
                 tasks.append(delayed(run_part_task, pure=False)(
@@ -232,6 +235,13 @@ class DaskRunner:
                 self.checkpoint.setdefault(part.device, {}).update(result[1])
                 self.state.update(result[1])
         return [self._fetch(source, results, feeds) for source in compiled.partitioning.sources]
+
+    def _placed(self, value: Any, address: str) -> Any:
+        """A fed value as the part's task takes it: large arrays go straight to the worker
+        (scattered), so they do not travel through the scheduler inside the graph."""
+        if isinstance(value, np.ndarray) and value.nbytes >= SCATTER_BYTES:
+            return self.client.scatter(value, workers=[address], direct=True, hash=False)
+        return value
 
     def _results(self, compiled: _Compiled, futures: list, timeout: float | None) -> list:
         """The gathered parts' results (None for the others); on any failure, the run's
