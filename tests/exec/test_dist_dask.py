@@ -58,9 +58,10 @@ def test_a_split_model_on_two_workers_computes_what_onnxruntime_does(client, nam
     assert sorted(workers) == ["worker-0", "worker-1"] and len(set(workers.values())) == 2
 
 
-def counter(device: str = "worker-0", *, faulty: bool = False) -> amanda.Container:
+def counter(device: str = "worker-0", *, faulty: bool = False, slow: float = 0.0) -> amanda.Container:
     """A variable on ``device`` that each run raises by 2 (``v``), beside an op on ``worker-1``
-    that doubles the feed ``x`` (``y``); ``faulty`` puts an ExitIf on the variable's device."""
+    that doubles the feed ``x`` (``y``); ``faulty`` puts an ExitIf on the variable's device,
+    ``slow`` a Sleep of that many seconds on ``worker-1`` (output ``late``)."""
     core = {"namespace": "amanda/core", "device": device}
     onnx = {"namespace": "amanda/onnx/17", "device": "worker-1"}
     children = [
@@ -77,7 +78,13 @@ def counter(device: str = "worker-0", *, faulty: bool = False) -> amanda.Contain
         edges += [("double:C", "crash:x"), ("crash:y", "g:y")]
     else:
         edges.append(("double:C", "g:y"))
-    return amanda.Container("G", "g", inputs=["x"], outputs=["v", "y"], children=children, edges=edges)
+    outputs = ["v", "y"]
+    if slow:
+        children.append(amanda.op("Sleep", "slow", inputs=["x"], outputs=["y"],
+                                  attrs={"namespace": FAULTS, "device": "worker-1", "seconds": slow}))
+        edges += [("double:C", "slow:x"), ("slow:y", "g:late")]
+        outputs.append("late")
+    return amanda.Container("G", "g", inputs=["x"], outputs=outputs, children=children, edges=edges)
 
 
 def test_variables_stay_on_their_worker_across_runs(client) -> None:
@@ -172,3 +179,16 @@ def test_map_blocks_and_sessions_reject_bad_arguments(client) -> None:
     with Session(model, client=client, devices={"worker-1": "no-such-worker"}) as session:
         with pytest.raises(ExecutionError, match="no-such-worker"):
             session.run(["y"], {"x": np.ones(2, np.float32)})
+
+
+def test_a_run_past_its_timeout_raises_and_rolls_its_variables_back(client) -> None:
+    """A distributed run that outlasts run(timeout=...) raises an ExecutionError about the
+    timeout, and the next run starts from the variables of the last successful run."""
+    client.run(importlib.import_module, "tests.exec.dist_faults")
+    model = counter(slow=1.0)
+    with Session(model, client=client) as session:
+        one = np.ones(2, np.float32)
+        assert float(session.run(["v"], {"x": one})[0]) == 3.0
+        with pytest.raises(ExecutionError, match="timeout"):
+            session.run(["v", "late"], {"x": one}, timeout=0.2)
+        assert float(session.run(["v"], {"x": one})[0]) == 5.0
