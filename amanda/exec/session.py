@@ -210,7 +210,8 @@ class Session:
             items = tuple(self._translated(item) for item in items)
             values = {self._translated(name): value for name, value in values.items()}
         if self._remote is not None:
-            return self._remote.run(self._executable, items, values, phase, seconds)
+            with self._lock:  # one distributed run at a time: runs share the epoch and checkpoint
+                return self._remote.run(self._executable, items, values, phase, seconds)
         plan = self.plan(items, values, phase)
         if plan.feed_types:
             check_feeds(plan.feed_types, values)
