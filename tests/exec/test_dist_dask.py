@@ -94,6 +94,7 @@ def test_variables_stay_on_their_worker_across_runs(client) -> None:
     model = counter()
     one = np.ones(2, np.float32)
     with Session(model, client=client) as session:
+        np.testing.assert_array_equal(session.run(["y"], {"x": one})[0], one * 2)  # worker-1 only
         got = [float(session.run(["v"], {"x": one})[0]) for _ in range(3)]
         assert got == [3.0, 5.0, 7.0]
         key = amanda.flatten(model).ops[("w",)].uid

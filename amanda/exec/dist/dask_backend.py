@@ -187,6 +187,7 @@ class DaskRunner:
         self.workers: dict[str, str] | None = None
         self.epoch: str | None = None  # None: seed every device on the next run
         self.shipped: set[tuple] = set()  # partitionings whose texts the workers have this epoch
+        self.seeded: set[str] = set()  # devices whose workers hold this epoch's variables
         self.runs = 0
 
     def _compiled(self, model: Container, fetches: tuple, feeds: dict, phase: Any) -> _Compiled:
@@ -209,10 +210,10 @@ class DaskRunner:
         if self.workers is None:
             self.workers = assign_workers(self.devices, self.client.scheduler_info()["workers"], self.wanted)
         if self.epoch is None:
-            self.epoch, self.shipped = uuid.uuid4().hex, set()
-            seeds: dict[str, Any] = {d: dict(self.checkpoint.get(d, {})) for d in self.devices}
-        else:
-            seeds = {}
+            self.epoch, self.shipped, self.seeded = uuid.uuid4().hex, set(), set()
+        # a device's first run in an epoch sets its worker's variables from the checkpoint
+        seeds = {p.device: dict(self.checkpoint.get(p.device, {})) for p in compiled.partitioning.parts
+                 if p.device not in self.seeded}
         key = (fetches, frozenset(feeds), phase)
         ship = key not in self.shipped
         parts = compiled.partitioning.parts
@@ -230,6 +231,7 @@ class DaskRunner:
         futures = self.client.compute(tasks, optimize_graph=False)
         results = self._results(compiled, futures, timeout)
         self.shipped.add(key)
+        self.seeded.update(seeds)
         for part, result in zip(parts, results):
             if result is not None and result[1]:
                 self.checkpoint.setdefault(part.device, {}).update(result[1])
@@ -286,7 +288,9 @@ class DaskRunner:
             if isinstance(error, PartMoved):
                 return _lost(part.name, error.expected, f"{error.why} (the part reached {error.found})")
             return _lost(part.name, address, f"{type(error).__name__}: {error}")
-        return _lost("?", "?", f"{type(exc).__name__}: {exc}") if not isinstance(exc, AmandaError) else exc
+        if isinstance(exc, AmandaError):
+            return exc
+        return ExecutionError.at("client", "the cluster to run every part", f"{type(exc).__name__}: {exc}")
 
     def _fetch(self, source: tuple, results: list, feeds: Mapping) -> Any:
         if source[0] == "feed":
