@@ -8,6 +8,8 @@ import importlib
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("onnx")
 distributed = pytest.importorskip("distributed")
@@ -193,3 +195,19 @@ def test_a_run_past_its_timeout_raises_and_rolls_its_variables_back(client) -> N
         with pytest.raises(ExecutionError, match="timeout"):
             session.run(["v", "late"], {"x": one}, timeout=0.2)
         assert float(session.run(["v"], {"x": one})[0]) == 5.0
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(choices=st.lists(st.integers(0, 2), min_size=21, max_size=21))
+def test_any_placement_over_three_devices_on_two_workers_computes_the_model(client, choices: list[int]) -> None:
+    """Whatever device each op of the CNN gets (three devices sharing two workers), the
+    distributed run gives onnxruntime's outputs."""
+    proto = models.cnn()
+    model = from_onnx(proto)
+    for path, choice in zip(amanda.flatten(model).ops, choices):
+        model = amanda.with_attrs(model, [path], device=f"dev-{choice}")
+    feeds = models.feeds("cnn")
+    outputs = [o.name for o in proto.graph.output]
+    with Session(model, client=client) as session:
+        for got, want in zip(session.run(outputs, feeds), models.run(proto, feeds)):
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)

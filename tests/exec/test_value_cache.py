@@ -144,3 +144,23 @@ def test_bad_cache_settings_are_rejected() -> None:
     for bad in (-1, 1.5, "yes"):
         with pytest.raises(ExecutionError, match="cache"):
             Session(two_branches(), cache=bad)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_cached_runs_of_an_onnx_model_agree_with_onnxruntime(threads: int) -> None:
+    """With the cache on, the sequential and the threaded runner give onnxruntime's outputs
+    for new and repeated feeds, and a repeated feed runs no step."""
+    pytest.importorskip("onnx")
+    from amanda.io.onnx_import import from_onnx
+    from tests.fixtures.onnx import onnx_models as models
+
+    proto = models.attention()
+    session = Session(from_onnx(proto), threads=threads, cache=True)
+    outputs = [o.name for o in proto.graph.output]
+    for seed in (0, 1, 0):
+        feeds = models.feeds("attention", seed=seed)
+        for got, want in zip(session.run(outputs, feeds), models.run(proto, feeds)):
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    misses = session.value_cache.misses
+    session.run(outputs, models.feeds("attention", seed=1))
+    assert session.value_cache.misses == misses
