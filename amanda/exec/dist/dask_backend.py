@@ -92,9 +92,13 @@ def _device(session_id: str, device: str, epoch: str, seed: Mapping | None, expe
 
 
 def run_part_task(session_id: str, device: str, epoch: str, seed: Mapping | None, token: str, text: str | None,
-                  part: str, expected: str, threads: int | None, inputs: dict, sources: dict,
-                  receives: dict) -> tuple[dict, dict]:
-    """Run one part on this worker: its output values by port, and the variables it changed."""
+                  part: str, expected: str, threads: int | None, inputs: dict, receives: dict,
+                  scattered: tuple, sources: tuple, *values: Any) -> tuple[dict, dict]:
+    """Run one part on this worker: its output values by port, and the variables it changed.
+
+    ``values`` are the fed arrays of the ``scattered`` ports, then the results of the parts
+    numbered in ``sources`` (what each part sent), in that order.
+    """
     from amanda.exec.session import Session
     from amanda.io.text import loads
 
@@ -107,7 +111,9 @@ def run_part_task(session_id: str, device: str, epoch: str, seed: Mapping | None
         session._state = entry.state  # the device's variables, shared by all its parts
         entry.parts[token] = session
     feeds = dict(inputs)
-    feeds.update({port: sources[i][0][out] for port, (i, out) in receives.items()})
+    feeds.update(zip(scattered, values))
+    sent = dict(zip(sources, values[len(scattered):]))
+    feeds.update({port: sent[i][0][out] for port, (i, out) in receives.items()})
     outputs = list(session.model.output_names)
     before = dict(entry.state)
     values = session.run([*outputs, DONE], feeds)
@@ -201,8 +207,8 @@ class DaskRunner:
 
     def run(self, model: Container, fetches: tuple, feeds: dict, phase: Any, timeout: float | None) -> list:
         """Run on the cluster; the fetches in order (see ``Session.run``)."""
-        import dask
-        from dask import delayed
+        from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
+        from dask.task_spec import Task, TaskRef
 
         compiled = self._compiled(model, fetches, feeds, phase)
         if compiled.types:
@@ -218,17 +224,30 @@ class DaskRunner:
         ship = key not in self.shipped
         parts = compiled.partitioning.parts
         self.runs += 1
-        tasks: list = []
+        # one graph, one layer per part: a layer's annotations restrict its task to the
+        # device's worker (loosely, so a dead worker's part moves and raises PartMoved)
+        keys: list[str] = []
+        held: list = []
+        layers: dict[str, Any] = {}
+        needs: dict[str, set[str]] = {}
         for part, token, text in zip(parts, compiled.tokens, compiled.texts):
             address = self.workers[part.device]
-            inputs = {port: self._placed(feeds[name], address) for port, name in part.feeds.items()}
-            sources = {i: tasks[i] for i, _ in part.receives.values()}
-            with dask.annotate(workers=[address], allow_other_workers=True):
-                tasks.append(delayed(run_part_task, pure=False)(
-                    self.id, part.device, self.epoch, seeds.get(part.device), token, text if ship else None,
-                    part.name, address, self.threads, inputs, sources, dict(part.receives),
-                    dask_key_name=f"amanda-{self.id[:8]}-{self.runs}-{part.number}"))
-        futures = self.client.compute(tasks, optimize_graph=False)
+            name = f"amanda-{self.id[:8]}-{self.runs}-{part.number}"
+            inputs, big = {}, {}
+            for port, fed in part.feeds.items():
+                (big if self._large(feeds[fed]) else inputs)[port] = feeds[fed]
+            scattered = self._scatter(big, address)
+            sources = tuple(sorted({i for i, _ in part.receives.values()}))
+            refs = [TaskRef(f.key) for f in scattered.values()] + [TaskRef(keys[i]) for i in sources]
+            task = Task(name, run_part_task, self.id, part.device, self.epoch, seeds.get(part.device), token,
+                        text if ship else None, part.name, address, self.threads, inputs, dict(part.receives),
+                        tuple(scattered), sources, *refs)
+            layers[name] = MaterializedLayer({name: task}, annotations={"workers": [address],
+                                                                        "allow_other_workers": True})
+            needs[name] = {keys[i] for i in sources}
+            keys.append(name)
+            held.extend(scattered.values())  # the scattered feeds live while the run does
+        futures = self.client.get(HighLevelGraph(layers, needs), keys, sync=False)
         results = self._results(compiled, futures, timeout)
         self.shipped.add(key)
         self.seeded.update(seeds)
@@ -238,12 +257,17 @@ class DaskRunner:
                 self.state.update(result[1])
         return [self._fetch(source, results, feeds) for source in compiled.partitioning.sources]
 
-    def _placed(self, value: Any, address: str) -> Any:
-        """A fed value as the part's task takes it: large arrays go straight to the worker
-        (scattered), so they do not travel through the scheduler inside the graph."""
-        if isinstance(value, np.ndarray) and value.nbytes >= SCATTER_BYTES:
-            return self.client.scatter(value, workers=[address], direct=True, hash=False)
-        return value
+    @staticmethod
+    def _large(value: Any) -> bool:
+        return isinstance(value, np.ndarray) and value.nbytes >= SCATTER_BYTES
+
+    def _scatter(self, values: dict, address: str) -> dict:
+        """Large fed arrays go straight to the worker that needs them, so they do not travel
+        through the scheduler inside the graph: port -> future."""
+        if not values:
+            return {}
+        futures = self.client.scatter(list(values.values()), workers=[address], direct=True, hash=False)
+        return dict(zip(values, futures))
 
     def _results(self, compiled: _Compiled, futures: list, timeout: float | None) -> list:
         """The gathered parts' results (None for the others); on any failure, the run's
