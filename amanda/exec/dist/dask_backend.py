@@ -116,9 +116,9 @@ def run_part_task(session_id: str, device: str, epoch: str, seed: Mapping | None
     feeds.update({port: sent[i][0][out] for port, (i, out) in receives.items()})
     outputs = list(session.model.output_names)
     before = dict(entry.state)
-    values = session.run([*outputs, DONE], feeds)
+    results = session.run([*outputs, DONE], feeds)
     changes = {k: v for k, v in entry.state.items() if before.get(k) is not v}
-    return dict(zip(outputs, values)), changes
+    return dict(zip(outputs, results)), changes
 
 
 def forget(session_id: str) -> int:
@@ -233,7 +233,8 @@ class DaskRunner:
         for part, token, text in zip(parts, compiled.tokens, compiled.texts):
             address = self.workers[part.device]
             name = f"amanda-{self.id[:8]}-{self.runs}-{part.number}"
-            inputs, big = {}, {}
+            inputs: dict[str, Any] = {}
+            big: dict[str, Any] = {}
             for port, fed in part.feeds.items():
                 (big if self._large(feeds[fed]) else inputs)[port] = feeds[fed]
             scattered = self._scatter(big, address)
