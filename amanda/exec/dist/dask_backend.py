@@ -40,6 +40,7 @@ from amanda.exec.tensorflow import TENSORFLOW
 __all__ = ["DaskRunner", "PartMoved", "assign_workers", "run_part_task"]
 
 # op types whose kernels may change variables: parts holding one report their changes
+WAIT_FOR_WORKERS = 30.0  # seconds a run waits for a worker when the cluster has none
 SCATTER_BYTES = 1 << 16  # fed arrays at least this large are scattered to their worker
 _STATEFUL = frozenset(t for family in (CORE, ONNX, TENSORFLOW) for t in session_op_types(family))
 
@@ -214,7 +215,7 @@ class DaskRunner:
         if compiled.types:
             check_feeds(compiled.types, feeds)
         if self.workers is None:
-            self.workers = assign_workers(self.devices, self.client.scheduler_info()["workers"], self.wanted)
+            self.workers = assign_workers(self.devices, self._live_workers(), self.wanted)
         if self.epoch is None:
             self.epoch, self.shipped, self.seeded = uuid.uuid4().hex, set(), set()
         # a device's first run in an epoch sets its worker's variables from the checkpoint
@@ -257,6 +258,18 @@ class DaskRunner:
                 self.checkpoint.setdefault(part.device, {}).update(result[1])
                 self.state.update(result[1])
         return [self._fetch(source, results, feeds) for source in compiled.partitioning.sources]
+
+    def _live_workers(self) -> dict[str, Any]:
+        """The cluster's workers; after a failure they may be restarting, so wait a little
+        for at least one."""
+        workers = self.client.scheduler_info()["workers"]
+        if not workers:
+            try:
+                self.client.wait_for_workers(1, timeout=WAIT_FOR_WORKERS)
+            except Exception:  # noqa: BLE001 - assign_workers says there are none
+                return {}
+            workers = self.client.scheduler_info()["workers"]
+        return dict(workers)
 
     @staticmethod
     def _large(value: Any) -> bool:
