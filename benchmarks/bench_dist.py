@@ -40,6 +40,7 @@ from amanda.exec import Session  # noqa: E402
 from amanda.io.onnx_import import from_onnx  # noqa: E402
 
 RNG = np.random.default_rng(0)
+CHUNK = 512  # rows per block of the data-parallel run
 
 
 def halves(model: amanda.Container) -> amanda.Container:
@@ -104,7 +105,7 @@ def run_data(client: Any, repeat: int) -> list[tuple]:
     proto = mlp_any_batch()
     model = from_onnx(proto)
     out = proto.graph.output[0].name
-    chunk = 512
+    chunk = CHUNK
     # the samples sit in the workers' memory, as they sit in the local process's for the Session
     array = client.persist(da.random.default_rng(0).standard_normal((4096, 784), chunks=(chunk, 784),
                                                                      dtype=np.float32))
