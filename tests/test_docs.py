@@ -199,6 +199,7 @@ LAYERS = {
     "layers": BASE | {"containers", "namespaces", "io", "types", "build"},
     "autodiff": BASE | {"containers", "namespaces", "io", "types", "build", "layers", "exec"},
     "optim": BASE | {"containers", "namespaces", "io", "exec", "types", "build", "layers", "autodiff"},
+    "dask": BASE | {"containers", "exec", "io"},
 }
 UPWARD_EXCEPTIONS = {
     ("containers/container.py", "query"),
@@ -206,6 +207,7 @@ UPWARD_EXCEPTIONS = {
     ("containers/display.py", "viz"),  # IPython's display hooks, imported when called
     ("query/selection.py", "viz"),
     ("namespaces/validation.py", "types"),  # validate adds the type checks, imported when called
+    ("exec/dist/dask_backend.py", "io"),  # parts travel to Dask workers as JSON text, imported when run
 }
 
 

@@ -37,6 +37,7 @@ from amanda.exec.plan import Plan, bind_phase, compile_plan
 from amanda.exec.resolve import normalize
 from amanda.exec.runner import DEFAULT_OFFLOAD_ELEMENTS, SEQUENTIAL, Runner, timed_out
 from amanda.exec.tensorflow import executable_form, needs_conversion
+from amanda.exec.value_cache import DEFAULT_BUDGET, ValueCache
 
 __all__ = ["DEFAULT_MAX_LOOP_ITERATIONS", "Session"]
 
@@ -127,6 +128,10 @@ class Session:
     ``max_loop_iterations``: a Loop op that would start more iterations than this raises an
     ExecutionError (None: no limit). ``timeout``: seconds a run may take before it raises an
     ExecutionError (None: no limit); ``run(timeout=...)`` overrides it for one run.
+    ``cache``: keep step outputs across runs and reuse those whose inputs did not change
+    (True: up to 256 MB; an int: that many bytes; see :mod:`amanda.exec.value_cache`).
+    ``client``: a ``dask.distributed`` Client; each device's part then runs on a worker
+    (``devices`` maps device names to workers; see ``docs/distribution.md``).
     """
 
     def __init__(
@@ -137,6 +142,9 @@ class Session:
         offload_elements: int = DEFAULT_OFFLOAD_ELEMENTS,
         max_loop_iterations: int | None = DEFAULT_MAX_LOOP_ITERATIONS,
         timeout: float | None = None,
+        cache: bool | int = False,
+        client: Any = None,
+        devices: Mapping[str, Any] | None = None,
     ) -> None:
         if positional:  # the deprecated Session(model, threads)
             (threads,) = moved_to_keywords("Session", ("threads",), positional, (threads,), (None,))
@@ -162,6 +170,14 @@ class Session:
         self._mode = SEQUENTIAL
         # the workers hold no reference to the session, so it can be collected; stop them then
         self._finalizer = weakref.finalize(self, Runner.close, self._runner)
+        if not isinstance(cache, (bool, int, np.integer)) or cache < 0:
+            raise _bad("cache", "True, False or a budget in bytes (a non-negative int)", cache)
+        self._values = None if not cache else ValueCache(DEFAULT_BUDGET if cache is True else int(cache))
+        self._remote: Any = None
+        if client is not None:
+            from amanda.exec.dist.dask_backend import DaskRunner
+
+            self._remote = DaskRunner(self._executable, client, devices, threads, self._state)
 
     # -- public ------------------------------------------------------------------------------
 
@@ -179,6 +195,11 @@ class Session:
     def max_loop_iterations(self) -> int | None:
         """Iterations a Loop op may run before it raises (None: no limit)."""
         return self._max_loop_iterations
+
+    @property
+    def value_cache(self) -> ValueCache | None:
+        """The session's value cache (its ``hits``, ``misses`` and bytes ``used``), or None."""
+        return self._values
 
     @property
     def state(self) -> Mapping[str, Any]:
@@ -206,6 +227,9 @@ class Session:
         if self._names is not None:
             items = tuple(self._translated(item) for item in items)
             values = {self._translated(name): value for name, value in values.items()}
+        if self._remote is not None:
+            with self._lock:  # one distributed run at a time: runs share the epoch and checkpoint
+                return self._remote.run(self._executable, items, values, phase, seconds)
         plan = self.plan(items, values, phase)
         if plan.feed_types:
             check_feeds(plan.feed_types, values)
@@ -216,6 +240,8 @@ class Session:
             if s is not None:
                 env[s] = value
         with self._lock:
+            if self._values is not None:
+                plan = self._values.prepare(plan, values)
             mode = self._runner.mode(plan)
             previous, self._mode = self._mode, mode
             try:
@@ -253,8 +279,11 @@ class Session:
         return plan
 
     def close(self) -> None:
-        """Stop the session's worker threads (a later run starts them again)."""
+        """Stop the session's worker threads (a later run starts them again); a distributed
+        session also drops its variables from the workers (``state`` keeps them)."""
         self._runner.close()
+        if self._remote is not None:
+            self._remote.close()
 
     def __enter__(self) -> Session:
         return self
