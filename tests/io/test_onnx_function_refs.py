@@ -134,3 +134,18 @@ def test_a_call_reached_by_an_edit_is_written_inline_with_its_values() -> None:
     with amanda.Session(wrapped, threads=1) as session:
         got = session.run([o.name for o in proto.graph.output], {"x": x})
     np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6)
+
+
+def test_a_partitioned_run_gives_each_call_its_slope() -> None:
+    """Ops of the shared body spread over two devices run, part by part, with each call's own
+    slope: the partitioned run equals onnxruntime's output."""
+    from amanda.exec.dist import partition, run_partitioned
+
+    proto, model, _ = torch_calls()
+    for i, path in enumerate(amanda.flatten(model).ops):
+        model = amanda.with_attrs(model, [path], device=f"worker-{i % 2}")
+    x = np.random.default_rng(3).standard_normal((2, 8)).astype(np.float32) * 3
+    parts = partition(model, [o.name for o in proto.graph.output], ["x"])
+    assert len(parts.parts) > 1
+    want = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    np.testing.assert_allclose(run_partitioned(parts, {"x": x})[0], want[0], rtol=1e-5, atol=1e-6)
