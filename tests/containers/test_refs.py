@@ -75,3 +75,13 @@ def test_references_round_trip_through_documents() -> None:
     assert amanda.loads(amanda.dumps(elu)) == elu
     assert amanda.loads(amanda.dumps(elu, format="json"), format="json") == elu
     assert amanda.loads(amanda.dumps(elu)) != op("Elu", "e", attrs={"alpha": AttrRef("b", "float")})
+
+
+def test_a_reference_fits_an_attribute_of_its_declared_type() -> None:
+    """Schema checks accept a reference declared with the attribute's type (or none) and
+    name the expected type for a reference of another type."""
+    from amanda.namespaces.attr_types import attr_value_problem
+
+    assert attr_value_problem("float", AttrRef("a", "float")) is None
+    assert attr_value_problem("float", AttrRef("a")) is None
+    assert attr_value_problem("float", AttrRef("a", "ints")) == "a reference of type float"

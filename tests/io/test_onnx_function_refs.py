@@ -149,3 +149,21 @@ def test_a_partitioned_run_gives_each_call_its_slope() -> None:
     assert len(parts.parts) > 1
     want = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
     np.testing.assert_allclose(run_partitioned(parts, {"x": x})[0], want[0], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("target", ["amanda/onnx/13", "amanda/onnx/20"])
+def test_a_model_with_references_converts_between_opsets(target: str) -> None:
+    """Opset conversion carries a body's reference through (its declared type fits the other
+    opset's schema); the converted model and its export agree with onnxruntime on the original."""
+    proto, model, _ = torch_calls()
+    converted = amanda.convert(model, target)
+    relus = [op for _, op, _ in amanda.walk(converted) if op.type == "LeakyRelu"]
+    assert {op.attrs["alpha"] for op in relus} == {AttrRef("inferred::LeakyRelu_alpha", "float")}
+    x = np.random.default_rng(4).standard_normal((2, 8)).astype(np.float32) * 3
+    want = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    with amanda.Session(converted, threads=1) as session:
+        np.testing.assert_allclose(session.run(["21"], {"x": x})[0], want[0], rtol=1e-5, atol=1e-6)
+    exported = to_onnx(converted)
+    assert [f.name for f in exported.functions] == ["Scaled"]
+    got = ort.InferenceSession(exported.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6)
