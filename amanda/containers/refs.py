@@ -72,7 +72,11 @@ def resolve_references(root: Container) -> Container:
 
 def _resolve(root: Container) -> tuple[Container, ...]:
     resolver = _Resolver()
-    result = resolver.node(root, None, ())
+    try:
+        result = resolver.node(root, None, ())
+    except RecursionError:  # only paths to references are followed: that deep, calls nest in calls
+        raise InvariantError([Problem((), "function calls with references nested at most a few hundred deep",
+                                      "deeper nesting")]) from None
     if resolver.problems:
         raise InvariantError(resolver.problems)
     return () if result is root else (result,)  # no cache entry pointing back at root itself
@@ -89,14 +93,20 @@ class _Resolver:
         self.problems: list[Problem] = []
 
     def holds(self, node: Container) -> bool:
-        found = self.seen.get(id(node))
-        if found is None:
-            result = any(
-                isinstance(v, AttrRef) or (_bodies(v) and any(self.holds(b) for b in _tuple(v)))
-                for v in node._attrs.values()
-            ) or any(self.holds(c) for c in node.children)
-            found = self.seen[id(node)] = (node, result)
-        return found[1]
+        seen = self.seen
+        stack = [(node, False)]
+        while stack:  # post-order without recursion: containers may nest thousands deep
+            item, expanded = stack.pop()
+            if id(item) in seen:
+                continue
+            parts = _parts(item)
+            if not expanded:
+                stack.append((item, True))
+                stack.extend((p, False) for p in parts if id(p) not in seen)
+                continue
+            result = any(isinstance(v, AttrRef) for v in item._attrs.values()) or any(seen[id(p)][1] for p in parts)
+            seen[id(item)] = (item, result)
+        return seen[id(node)][1]
 
     def node(self, node: Container, binding: Mapping | None, path: tuple) -> Container:
         if not self.holds(node):
@@ -123,6 +133,15 @@ class _Resolver:
                 inner = {**(defaults if isinstance(defaults, Mapping) else {}), **attrs}
             kids = tuple(self.node(c, inner, (*path, c.name)) for c in kids)
         return node.evolve(children=kids, attrs=attrs)
+
+
+def _parts(node: Container) -> list[Container]:
+    """The children of ``node`` and the bodies its attributes hold."""
+    parts = list(node.children)
+    for value in node._attrs.values():
+        if _bodies(value):
+            parts.extend(_tuple(value))
+    return parts
 
 
 def _tuple(value: Any) -> tuple:

@@ -85,3 +85,13 @@ def test_a_reference_fits_an_attribute_of_its_declared_type() -> None:
     assert attr_value_problem("float", AttrRef("a", "float")) is None
     assert attr_value_problem("float", AttrRef("a")) is None
     assert attr_value_problem("float", AttrRef("a", "ints")) == "a reference of type float"
+
+
+def test_deep_nesting_without_references_resolves_to_itself() -> None:
+    """A container nested 3,000 levels deep holding no reference resolves to itself without
+    hitting the recursion limit."""
+    model = op("Relu", "r", ["X"], ["Y"])
+    for level in range(3000):
+        model = Container(None, f"n{level}", ["X"], ["Y"], [model],
+                          [(f"n{level}:X", f"{model.name}:X"), (f"{model.name}:Y", f"n{level}:Y")])
+    assert resolve_references(model) is model
