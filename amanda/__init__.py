@@ -8,7 +8,8 @@
 ['f', 'g']
 """
 
-from amanda import layers
+from amanda import layers, optim
+from amanda.autodiff import grad
 from amanda.build import Input, model, ops
 from amanda.containers import (
     CONTROL,
@@ -56,11 +57,11 @@ from amanda.io import dump, dumps, load, loads
 from amanda.namespaces import namespace
 from amanda.namespaces.mapping import MappingTable, NameMap, convert, load_mapping, register_table
 from amanda.namespaces.validation import validate
+from amanda.optim import freeze
 from amanda.query import Selection, compile_selector, select
 from amanda.types import OptionalType, SequenceType, TensorType, TypeMap, infer_types
+from amanda.version import __version__ as __version__
 from amanda.viz import render, summary, to_dot
-
-__version__ = "0.1.0"
 
 __all__ = [
     "AmandaError",
@@ -127,4 +128,7 @@ __all__ = [
     "walk",
     "with_attrs",
     "layers",
+    "grad",
+    "freeze",
+    "optim",
 ]

@@ -7,6 +7,7 @@ message can point at the offending node, port or field.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
@@ -34,16 +35,19 @@ def format_path(path: Any) -> str:
     return str(path)
 
 
+@dataclass(frozen=True, slots=True, repr=False)
 class Problem:
-    """One violation: where it is, what was expected, what was found."""
+    """One violation: where it is (``path``), what was ``expected``, what was ``found``, and
+    optionally a ``hint`` on how to fix it.
 
-    __slots__ = ("expected", "found", "hint", "path")
+    >>> str(Problem(("g", "relu"), "a port named x", "none"))
+    'at g/relu: expected a port named x, found none'
+    """
 
-    def __init__(self, path: Any, expected: str, found: str, hint: str = "") -> None:
-        self.path = path
-        self.expected = expected
-        self.found = found
-        self.hint = hint
+    path: Any
+    expected: str
+    found: str
+    hint: str = ""
 
     def __str__(self) -> str:
         text = f"at {format_path(self.path)}: expected {self.expected}, found {self.found}"

@@ -70,7 +70,7 @@ def _chain(type_: str, name: str, children: list, attrs: dict | None = None, top
     edges = [(f"{name}:x", f"{children[0].name}:x")]
     edges += [(f"{a.name}:y", f"{b.name}:x") for a, b in itertools.pairwise(children)]
     edges += [(f"{children[-1].name}:y", f"{name}:y")]
-    inputs = [amanda.Port("x", {"dtype": "float32", "shape": ("batch", WIDTH)})] if top else ["x"]
+    inputs = [amanda.Port("x", attrs={"dtype": "float32", "shape": ("batch", WIDTH)})] if top else ["x"]
     return amanda.Container(type_, name, inputs=inputs, outputs=["y"], children=children, edges=edges,
                             attrs=attrs or {})
 

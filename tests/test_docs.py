@@ -179,13 +179,15 @@ def test_design_page_names_the_modules_that_exist():
 
 # What each package of amanda may import (docs/design.md, "Layers"): nothing below imports
 # from above. Container.select is the one documented exception, imported when called.
-BASE = {"errors", "parse_guards", "safe_load"}  # modules that import nothing above errors
+BASE = {"errors", "parse_guards", "safe_load", "version", "deprecation"}  # modules that import nothing above errors
 LAYERS = {
     "errors": set(),
     "jmespath_nesting": set(),
     "parse_guards": {"errors"},
     "safe_load": {"errors", "parse_guards"},
     "progress": set(),
+    "version": set(),
+    "deprecation": {"errors"},
     "containers": BASE,
     "query": BASE | {"containers", "jmespath_nesting"},
     "namespaces": BASE | {"containers", "jmespath_nesting", "progress"},
@@ -195,6 +197,8 @@ LAYERS = {
     "types": BASE | {"containers", "namespaces", "exec"},
     "build": BASE | {"containers", "namespaces", "io", "types"},
     "layers": BASE | {"containers", "namespaces", "io", "types", "build"},
+    "autodiff": BASE | {"containers", "namespaces", "io", "types", "build", "layers", "exec"},
+    "optim": BASE | {"containers", "namespaces", "io", "exec", "types", "build", "layers", "autodiff"},
 }
 UPWARD_EXCEPTIONS = {
     ("containers/container.py", "query"),

@@ -11,8 +11,8 @@ import amanda
 def skip_connection() -> amanda.Container:
     """The README's example: a chain of three layers and an Add skip connection, by edit."""
     body = amanda.chain(
-        amanda.op("MatMul", "L1", ["x"], [amanda.Port("y", {"dtype": "float32", "shape": ("batch", 64)})]),
-        amanda.op("Relu", "L2", ["x"], [amanda.Port("y", {"dtype": "float32", "shape": ("batch", 64)})]),
+        amanda.op("MatMul", "L1", ["x"], [amanda.Port("y", attrs={"dtype": "float32", "shape": ("batch", 64)})]),
+        amanda.op("Relu", "L2", ["x"], [amanda.Port("y", attrs={"dtype": "float32", "shape": ("batch", 64)})]),
         amanda.op("Relu", "L3", ["x"], ["y"]),
         inputs=["x"], outputs=["y"], name="body",
     )

@@ -92,7 +92,8 @@ class OpBuilder:
         given = [n for n, v in zip(names, values) if v is not None]
         attrs = _attributes(schema, {k: _attr(v) for k, v in attrs.items() if v is not None}, values, where,
                             given, outputs)
-        op = Container(schema.type, label, [Port(n) for n in names], outputs, attrs={**attrs, "namespace": self.namespace})
+        op = Container(schema.type, label, inputs=[Port(n) for n in names], outputs=outputs,
+                       attrs={**attrs, "namespace": self.namespace})
         types = [v.type if v is not None else ABSENT for v in values]
         known = [v.constant if v is not None else None for v in values]
         result = infer_op(op, where, self.namespace, types, known, None)

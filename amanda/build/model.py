@@ -107,8 +107,8 @@ def model(inputs: Sequence[Value], outputs: Any, name: str | None = None, *, typ
                                        f"the input {value.name!r}, which inputs= does not list")
             edges.append(Edge(source(value), Endpoint((names[id(call)],), port)))
     edges += [Edge(source(value), Endpoint(SELF, out)) for out, value in wanted]
-    out_ports = [Port(out, to_attrs(value.type)) for out, value in wanted]
-    in_ports = [Port(v.name, to_attrs(v.type)) for v in inputs]
+    out_ports = [Port(out, attrs=to_attrs(value.type)) for out, value in wanted]
+    in_ports = [Port(v.name, attrs=to_attrs(v.type)) for v in inputs]
     namespaces = {c.op.attrs.get("namespace") for c in order} or {DEFAULT_NAMESPACE}
     own = {"namespace": namespaces.pop()} if len(namespaces) == 1 else {}
     children = [c.op.with_name(names[id(c)]) for c in order]
@@ -116,8 +116,8 @@ def model(inputs: Sequence[Value], outputs: Any, name: str | None = None, *, typ
     exposed = {p.name for p in controls}
     edges += [Edge(Endpoint((c.name,), n), Endpoint(SELF, n)) for c in children for n in c.control_names
               if n in exposed]
-    return Container(type, name or "model", in_ports, out_ports, children, edges, attrs={**own, **(attrs or {})},
-                     controls=controls)
+    return Container(type, name or "model", inputs=in_ports, outputs=out_ports, children=children, edges=edges,
+                     attrs={**own, **(attrs or {})}, controls=controls)
 
 
 def apply(layer: Container, *values: Value) -> Value | tuple[Value, ...]:

@@ -113,18 +113,18 @@ def _renamed(ports: Sequence[Port], names: Sequence[str] | Mapping[str, str] | N
         unknown = [k for k in names if k not in {p.name for p in ports}]
         if unknown:
             raise CompositionError.at(what, f"names among {[p.name for p in ports]}", str(unknown))
-        return [Port(names.get(p.name, p.name), p.attrs) for p in ports]
+        return [Port(names.get(p.name, p.name), attrs=p.attrs) for p in ports]
     names = expect_list(names, what, "a list of new port names or a mapping old -> new")
     if not all(isinstance(n, str) for n in names):
         raise ArgumentError.at(what, "new port names (strings)", shown(names))
     if len(names) != len(ports):
         raise CompositionError.at(what, f"{len(ports)} names for {[p.name for p in ports]}", str(names))
-    return [Port(n, p.attrs) for n, p in zip(names, ports)]
+    return [Port(n, attrs=p.attrs) for n, p in zip(names, ports)]
 
 
 def _qualified(child: Container, port: Port) -> Port:
     name = port.name if port.attrs.get(_UNBOUND) and "." in port.name else f"{child.name}.{port.name}"
-    return Port(name, {**port.attrs, _UNBOUND: True})
+    return Port(name, attrs={**port.attrs, _UNBOUND: True})
 
 
 def chain(
@@ -162,7 +162,7 @@ def chain(
                 edges.append(Edge(((a.name,), port.name), (SELF, side[-1].name)))
     edges.extend(Edge(((last.name,), old.name), (SELF, new.name)) for new, old in zip(parent_outputs, last.outputs))
     controls, wired = _controls_wired(kids, parent_inputs, parent_outputs + side)
-    return Container(type, name, parent_inputs, parent_outputs + side, kids, edges + wired,
+    return Container(type, name, inputs=parent_inputs, outputs=parent_outputs + side, children=kids, edges=edges + wired,
                      attrs=wrapped_namespace(kids), controls=controls)
 
 
@@ -201,7 +201,7 @@ def _expose(kids: list[Container], side: str, used: set, renamed: dict[str, str]
             if (kid.name, port.name) in used:
                 continue
             qualified = _qualified(kid, port)
-            new = Port(renamed.pop(qualified.name, qualified.name), qualified.attrs)
+            new = Port(renamed.pop(qualified.name, qualified.name), attrs=qualified.attrs)
             exposed.append(new)
             inside = ((kid.name,), port.name)
             edges.append(Edge((SELF, new.name), inside) if side == "inputs" else Edge(inside, (SELF, new.name)))
@@ -257,5 +257,6 @@ def named_merge(
         unknown = sorted(renamed_in) + sorted(renamed_out)
         raise CompositionError.at("inputs/outputs", "qualified names of unbound ports (child.port)", str(unknown))
     controls, wired = _controls_wired(kids, parent_inputs, parent_outputs)
-    return Container(type, name, parent_inputs, parent_outputs, kids, edges + wired, attrs=wrapped_namespace(kids),
+    return Container(type, name, inputs=parent_inputs, outputs=parent_outputs, children=kids, edges=edges + wired,
+                     attrs=wrapped_namespace(kids),
                      controls=controls)

@@ -128,9 +128,9 @@ def _fold(wrapper: Container, model: Container, scope: Mapping[str, Any]) -> tup
     deleted = {t.key for t in tombstones} & own_keys  # the model's own edges: delete them outright
     buried = [t for t in tombstones if t.key not in own_keys]
     merged = Container(
-        model.type, wrapper.name if wrapper.name is not None else model.name, model.inputs, model.outputs,
-        [*model_kids, *added], [e for e in kept if e.key not in deleted] + new_edges,
-        [*model.tombstones, *buried], own_attrs, model.uid, model.controls,
+        model.type, wrapper.name if wrapper.name is not None else model.name, inputs=model.inputs, outputs=model.outputs,
+        children=[*model_kids, *added], edges=[e for e in kept if e.key not in deleted] + new_edges,
+        tombstones=[*model.tombstones, *buried], attrs=own_attrs, uid=model.uid, controls=model.controls,
     )
     for tomb in buried:
         merged = _bury(merged, tomb)
@@ -153,9 +153,9 @@ def _folded_edges(wrapper: Container, model: Container, path: Callable[[Any], An
         elif not (dst.op is SELF and src.op == m and src.port == dst.port):  # else the output passes through
             if dst.op is SELF:
                 replaced_outputs.add(dst.port)
-            new_edges.append(Edge(_source(src, path, produced_inside), (path(dst.op), dst.port), edge.attrs))
+            new_edges.append(Edge(_source(src, path, produced_inside), (path(dst.op), dst.port), attrs=edge.attrs))
     kept = [
-        Edge(fed_from[e.src.port], e.dst, e.attrs) if e.src.op is SELF and e.src.port in fed_from else e
+        Edge(fed_from[e.src.port], e.dst, attrs=e.attrs) if e.src.op is SELF and e.src.port in fed_from else e
         for e in model.edges if not (e.dst.op is SELF and e.dst.port in replaced_outputs)
     ]
     return kept, new_edges

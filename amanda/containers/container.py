@@ -28,6 +28,7 @@ from amanda.containers.display import Displayed
 from amanda.containers.edge import SELF, Port, coerce_ports
 from amanda.containers.identity import structural_hash, structurally_equal
 from amanda.containers.values import EMPTY, ArrayViews, attrs_equal, freeze_attrs, holds_arrays
+from amanda.deprecation import moved_to_keywords
 from amanda.errors import ArgumentError, InvariantError, PathError, Problem
 
 __all__ = ["Container", "new_uid", "op"]
@@ -39,6 +40,9 @@ _UID_PREFIX = os.urandom(6).hex()
 _uid_counter = itertools.count()
 _TRUSTED_FIELDS = ("type", "name", "inputs", "outputs", "controls", "children", "edges", "tombstones",
                    "_attrs", "uid", "_index", "_hash", "_cache", "_arrays")
+# the parameters after name, keyword-only (positional calls: see amanda.deprecation)
+_KEYWORDS = ("inputs", "outputs", "children", "edges", "tombstones", "attrs", "uid", "controls")
+_DEFAULTS = ((), (), (), (), (), None, None, ())
 
 
 def new_uid() -> str:
@@ -51,8 +55,9 @@ class Container(Displayed):
 
     Fields: ``type``, ``name``, ``inputs``, ``outputs``, ``controls`` (named control
     ports), ``children``, ``edges``, ``tombstones``, ``attrs`` (own attributes) and
-    ``uid``. Invariants are checked here, once: an ``InvariantError`` lists every
-    violation with its path. ``==`` and ``hash`` are structural and ignore ``uid``.
+    ``uid``; every one after ``name`` is keyword-only. Invariants are checked here, once:
+    an ``InvariantError`` lists every violation with its path. ``==`` and ``hash`` are
+    structural and ignore ``uid``.
     """
 
     __slots__ = (
@@ -91,6 +96,7 @@ class Container(Displayed):
         self,
         type: str | None = None,
         name: str | None = None,
+        *positional: Any,
         inputs: Iterable[Any] = (),
         outputs: Iterable[Any] = (),
         children: Iterable[Container] = (),
@@ -101,6 +107,11 @@ class Container(Displayed):
         controls: Iterable[Any] = (),
     ) -> None:
         from amanda.containers.validate import check_container
+
+        if positional:  # the deprecated positional form (type, name, inputs, outputs, ...)
+            inputs, outputs, children, edges, tombstones, attrs, uid, controls = moved_to_keywords(
+                "Container", _KEYWORDS, positional,
+                (inputs, outputs, children, edges, tombstones, attrs, uid, controls), _DEFAULTS)
 
         try:
             frozen_attrs = freeze_attrs(attrs)
@@ -260,15 +271,12 @@ class Container(Displayed):
     def sorted(
         self,
         skip: Callable[[Container], bool] | None = None,
-        *,
-        skip_containers: Callable[[Container], bool] | None = None,
     ) -> Iterator[Container]:
         """Leaf ops in topological order from the inputs, ties in document order; containers
-        that ``skip`` accepts are yielded whole instead of entered. (``skip_containers`` is a
-        deprecated spelling of ``skip``.)"""
+        that ``skip`` accepts are yielded whole instead of entered."""
         from amanda.containers.traverse import sorted_ops
 
-        return sorted_ops(self, skip, skip_containers=skip_containers)
+        return sorted_ops(self, skip)
 
     def select(self, selector: str) -> Any:
         """Query this container with a selector (see ``docs/query.md``); a Selection."""
@@ -433,7 +441,7 @@ def op(
     >>> relu.is_op, relu.input_names
     (True, ('x',))
     """
-    return Container(type, name, inputs, outputs, (), (), (), attrs, uid, controls)
+    return Container(type, name, inputs=inputs, outputs=outputs, attrs=attrs, uid=uid, controls=controls)
 
 
 EMPTY_ATTRS = EMPTY

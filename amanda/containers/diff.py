@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from amanda.containers.records import Path
 from amanda.containers.values import attrs_equal
 from amanda.errors import ArgumentError, format_path
 
@@ -23,8 +24,6 @@ if TYPE_CHECKING:
     from amanda.containers.container import Container
 
 __all__ = ["Change", "Diff", "diff"]
-
-Path = tuple[str, ...]
 
 
 class Change(NamedTuple):

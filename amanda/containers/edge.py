@@ -15,7 +15,9 @@ from typing import Any, Union
 from pyrsistent import PMap
 
 from amanda.containers.checks import INTERPRETED_EDGE_ATTRS, INTERPRETED_PORT_ATTRS, attr_problems, shown
+from amanda.containers.records import EdgeKey
 from amanda.containers.values import EMPTY, attrs_equal, attrs_hash, freeze_attrs, views_of
+from amanda.deprecation import moved_to_keywords
 from amanda.errors import ArgumentError
 
 __all__ = ["CONTROL", "SELF", "Edge", "Endpoint", "EndpointLike", "PathLike", "Port", "coerce_ports", "interpreted_ports",
@@ -54,13 +56,15 @@ PathLike = Union[str, int, tuple, _Self]  # noqa: UP007  # a runtime alias, kept
 class Port(tuple):
     """A named port with attributes (shape, dtype, ``control: true`` …).
 
-    >>> Port("x", {"shape": [1, 784]}).attrs["shape"]
+    >>> Port("x", attrs={"shape": [1, 784]}).attrs["shape"]
     (1, 784)
     """
 
     __slots__ = ()
 
-    def __new__(cls, name: str, attrs: Mapping[str, Any] | None = None) -> Port:
+    def __new__(cls, name: str, *positional: Any, attrs: Mapping[str, Any] | None = None) -> Port:
+        if positional:  # the deprecated Port(name, attrs)
+            (attrs,) = moved_to_keywords("Port", ("attrs",), positional, (attrs,), (None,))
         if type(name) is not str or not name:
             raise ArgumentError.at("port", "a port name (a non-empty string)", shown(name))
         if attrs is not None and attrs.__class__ is not dict and not isinstance(attrs, Mapping):
@@ -90,15 +94,15 @@ class Port(tuple):
 
     def __reduce__(self) -> tuple:
         # a tuple subclass pickles as its items by default, which __new__ would read as a name
-        return (Port, (self[0], self[1]))
+        return (_unpickled_port, (self[0], self[1]))
 
     def with_attrs(self, **attrs: Any) -> Port:
         """This port with attributes added or replaced."""
-        return Port(self.name, {**self.attrs, **attrs})
+        return Port(self.name, attrs={**self.attrs, **attrs})
 
     def __repr__(self) -> str:
         if self[1]:
-            return f"Port({self[0]!r}, {dict(self[1])!r})"
+            return f"Port({self[0]!r}, attrs={dict(self[1])!r})"
         return f"Port({self[0]!r})"
 
 
@@ -118,6 +122,10 @@ def interpreted_ports(ports: tuple[Port, ...]) -> bool:
     return _InterpretedPort in map(type, ports)
 
 
+def _unpickled_port(name: str, attrs: Any) -> Port:
+    return Port(name, attrs=attrs)
+
+
 def plain_ports(ports: tuple[Port, ...]) -> bool:
     """Whether no port of ``ports`` has an attribute amanda reads (the fast negation of
     :func:`interpreted_ports`: one C-level pass).
@@ -134,9 +142,9 @@ def _port(value: Any) -> Port:
     if isinstance(value, str):
         return Port(value)
     if isinstance(value, Mapping):
-        return Port(value.get("name"), value.get("attrs"))  # type: ignore[arg-type]  # Port checks it
+        return Port(value.get("name"), attrs=value.get("attrs"))  # type: ignore[arg-type]  # Port checks it
     if isinstance(value, tuple) and len(value) == 2:
-        return Port(value[0], value[1])
+        return Port(value[0], attrs=value[1])
     raise ArgumentError.at("port", "a port name, a Port or {name, attrs}", shown(value))
 
 
@@ -235,8 +243,10 @@ class Edge(tuple):
     __slots__ = ()
 
     def __new__(
-        cls, src: EndpointLike, dst: EndpointLike, attrs: Mapping[str, Any] | None = None
+        cls, src: EndpointLike, dst: EndpointLike, *positional: Any, attrs: Mapping[str, Any] | None = None
     ) -> Edge:
+        if positional:  # the deprecated Edge(src, dst, attrs)
+            (attrs,) = moved_to_keywords("Edge", ("attrs",), positional, (attrs,), (None,))
         if attrs is not None and attrs.__class__ is not dict and not isinstance(attrs, Mapping):
             raise ArgumentError.at("edge", "edge attributes as a mapping", shown(attrs))
         try:
@@ -254,8 +264,11 @@ class Edge(tuple):
         """Coerce an Edge or a ``(src, dst[, attrs])`` tuple."""
         if isinstance(value, Edge):
             return value
-        if isinstance(value, (tuple, list)) and len(value) in (2, 3):
-            return cls(*value)
+        if isinstance(value, (tuple, list)):
+            if len(value) == 2:
+                return cls(value[0], value[1])
+            if len(value) == 3:
+                return cls(value[0], value[1], attrs=value[2])
         raise ArgumentError.at("edge", "an Edge or (src, dst[, attrs])", shown(value))
 
     src: Endpoint = property(itemgetter(0))  # type: ignore[assignment]
@@ -263,7 +276,7 @@ class Edge(tuple):
     attrs: PMap = property(lambda self: views_of(self[2]))  # type: ignore[assignment]
 
     @property
-    def key(self) -> tuple[Endpoint, Endpoint]:
+    def key(self) -> EdgeKey:
         """``(src, dst)``: what identifies the edge for tombstones."""
         return (self[0], self[1])
 
@@ -297,7 +310,7 @@ class Edge(tuple):
     def __repr__(self) -> str:
         if self[2] is EMPTY or not self[2]:
             return f"Edge({str(self[0])!r}, {str(self[1])!r})"
-        return f"Edge({str(self[0])!r}, {str(self[1])!r}, {dict(self[2])!r})"
+        return f"Edge({str(self[0])!r}, {str(self[1])!r}, attrs={dict(self[2])!r})"
 
 
 def forward_attrs(upstream: Any, downstream: Any) -> Any:

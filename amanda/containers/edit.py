@@ -52,7 +52,7 @@ class Edit:
     def _make_probe(self) -> Container:
         # the wrapper under construction, for resolving endpoints as build() will
         return Container(
-            EDIT_TYPE, None, self.model.inputs, self.model.outputs, [self.model, *self._added],
+            EDIT_TYPE, None, inputs=self.model.inputs, outputs=self.model.outputs, children=[self.model, *self._added],
             controls=self.model.controls,
         )
 
@@ -69,7 +69,7 @@ class Edit:
 
     def _normal(self, src: Any, dst: Any, attrs: Any = None) -> Edge:
         problems: list[Problem] = []
-        edge = normalise_edge(self._probe, Edge(src, dst, attrs), ("edit",), problems)
+        edge = normalise_edge(self._probe, Edge(src, dst, attrs=attrs), ("edit",), problems)
         if edge is None:
             raise InvariantError(problems, "editing")
         return edge
@@ -125,9 +125,9 @@ class Edit:
         if attrs is not None and not isinstance(attrs, Mapping):
             raise ArgumentError.at("attrs", "a mapping of attributes or None", shown(attrs))
         return Container(
-            EDIT_TYPE, name, self.model.inputs, self.model.outputs, [self.model, *self._added],
-            self._edges, self._tombstones, {**wrapped_namespace([self.model]), **(attrs or {})}, None,
-            self.model.controls,
+            EDIT_TYPE, name, inputs=self.model.inputs, outputs=self.model.outputs, children=[self.model, *self._added],
+            edges=self._edges, tombstones=self._tombstones, attrs={**wrapped_namespace([self.model]), **(attrs or {})}, uid=None,
+            controls=self.model.controls,
         )
 
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from amanda.containers.edge import CONTROL, SELF, Edge, Endpoint, Port, forward_attrs
 from amanda.containers.order import topological
+from amanda.containers.records import Junction, LiftedKey, Path
 from amanda.containers.values import EMPTY
 from amanda.errors import CycleError
 
@@ -44,9 +45,10 @@ class FlatGraph:
 
     __slots__ = ("_index", "_order", "container", "edges", "input_ports", "inputs", "ops", "output_ports", "outputs")
 
-    def __init__(self, container: Container, ops: dict, edges: tuple[Edge, ...], order: tuple) -> None:
+    def __init__(self, container: Container, ops: dict[Path, Container], edges: tuple[Edge, ...],
+                 order: tuple[Path, ...]) -> None:
         self.container = container
-        self.ops: Mapping[tuple[str, ...], Container] = MappingProxyType(ops)
+        self.ops: Mapping[Path, Container] = MappingProxyType(ops)
         self.edges = edges
         self.input_ports: tuple[Port, ...] = container.inputs
         self.output_ports: tuple[Port, ...] = container.outputs
@@ -63,7 +65,7 @@ class FlatGraph:
         self._order = order
         self._index: dict | None = None
 
-    def topological_order(self) -> tuple[tuple[str, ...], ...]:
+    def topological_order(self) -> tuple[Path, ...]:
         """Leaf paths such that every edge goes from an earlier to a later op; among ops
         ready at once, the earliest in document order comes first."""
         return self._order
@@ -86,7 +88,7 @@ class FlatGraph:
         """Edges that read from ``path:port``."""
         return tuple(self._indexes()["consumers"].get((path, port), ()))
 
-    def in_edges(self, path: tuple[str, ...]) -> Iterator[Edge]:
+    def in_edges(self, path: Path) -> Iterator[Edge]:
         """Every edge into the op at ``path``."""
         for (dst, _port), edges in self._indexes()["producers"].items():
             if dst == path:
@@ -106,11 +108,11 @@ def flatten(container: Container) -> FlatGraph:
 
 
 def _build(root: Container) -> FlatGraph:
-    ops: dict[tuple[str, ...], Container] = {}
-    nodes: dict[tuple[str, ...], Container] = {}
-    lifted: list[tuple] = []
-    buried: dict[tuple, int] = {}
-    stack: list[tuple[tuple[str, ...], Container]] = [((), root)]
+    ops: dict[Path, Container] = {}
+    nodes: dict[Path, Container] = {}
+    lifted: list[tuple[LiftedKey, Endpoint | Junction, Endpoint | Junction, Any, int]] = []
+    buried: dict[LiftedKey, int] = {}
+    stack: list[tuple[Path, Container]] = [((), root)]
     while stack:
         path, node = stack.pop()
         if not node.children:
@@ -126,15 +128,15 @@ def _build(root: Container) -> FlatGraph:
                 buried[key] = depth
         stack.extend((path + (child.name,), child) for child in reversed(node.children))
 
-    into: dict[Any, list[tuple[Any, Any]]] = {}
-    terminal: list[tuple[Any, Endpoint, Any]] = []
+    into: dict[Junction, list[tuple[Endpoint | Junction, Any]]] = {}
+    terminal: list[tuple[Endpoint | Junction, Endpoint, Any]] = []
     for key, src, dst, attrs, depth in lifted:
         if buried and buried.get(key, depth) < depth:
             continue
-        if type(dst) is Endpoint:
-            terminal.append((src, dst, attrs))
-        else:
+        if isinstance(dst, Junction):
             into.setdefault(dst, []).append((src, attrs))
+        else:
+            terminal.append((src, dst, attrs))
 
     resolver = _Resolver(into, nodes)
     seen: dict[tuple, Edge] = {}
@@ -142,9 +144,9 @@ def _build(root: Container) -> FlatGraph:
         for source, merged in resolver.sources(src, attrs):
             _emit(seen, source, dst, merged)
     for junction in list(into):
-        if junction[3] == "in" and junction[2] == CONTROL:
+        if junction.side == "in" and junction.port == CONTROL:
             # a control edge into a container orders every op inside it
-            for leaf in resolver.leaves(junction[1]):
+            for leaf in resolver.leaves(junction.path):
                 for source, merged in resolver.sources(junction, EMPTY):
                     _emit(seen, source, _new(Endpoint, (leaf, CONTROL)), merged)
     edges = tuple(seen.values())
@@ -152,7 +154,7 @@ def _build(root: Container) -> FlatGraph:
     return FlatGraph(root, ops, edges, order)
 
 
-def _lift(node: Container, path: tuple, depth: int, edge: Edge) -> tuple:
+def _lift(node: Container, path: Path, depth: int, edge: Edge) -> tuple:
     src, dst = edge[0], edge[1]
     src_op, dst_op = src[0], dst[0]
     src_path = path if src_op is SELF else path + src_op
@@ -161,14 +163,14 @@ def _lift(node: Container, path: tuple, depth: int, edge: Edge) -> tuple:
     return key, _node(node, path, src_op, src[1], "src"), _node(node, path, dst_op, dst[1], "dst"), edge[2], depth
 
 
-def _node(owner: Container, path: tuple, op: Any, port: Any, side: str) -> Any:
+def _node(owner: Container, path: Path, op: Any, port: Any, side: str) -> Endpoint | Junction:
     """A terminal Endpoint (leaf port or top boundary) or a junction of a nested container."""
     if op is SELF:
         if not path:
             return _new(Endpoint, (SELF, port))
         if any(p[0] == port for p in owner.controls):
-            return ("J", path, port, "ctl")
-        return ("J", path, port, "in" if side == "src" else "out")
+            return _new(Junction, (path, port, "ctl"))
+        return _new(Junction, (path, port, "in" if side == "src" else "out"))
     target = owner
     for name in op:
         target = target.children[target._index[name]]
@@ -176,8 +178,8 @@ def _node(owner: Container, path: tuple, op: Any, port: Any, side: str) -> Any:
     if not target.children:
         return _new(Endpoint, (full, port))
     if side == "src" and any(p[0] == port for p in target.controls):
-        return ("J", full, port, "ctl")
-    return ("J", full, port, "out" if side == "src" else "in")
+        return _new(Junction, (full, port, "ctl"))
+    return _new(Junction, (full, port, "out" if side == "src" else "in"))
 
 
 def _emit(seen: dict, src: Endpoint, dst: Endpoint, attrs: Any) -> None:
@@ -189,13 +191,13 @@ def _emit(seen: dict, src: Endpoint, dst: Endpoint, attrs: Any) -> None:
 class _Resolver:
     """Walks junctions back to the terminal endpoints that feed them (memoised, iterative)."""
 
-    def __init__(self, into: dict, nodes: dict) -> None:
+    def __init__(self, into: dict[Junction, list[tuple[Endpoint | Junction, Any]]], nodes: dict[Path, Container]) -> None:
         self.into = into
         self.nodes = nodes
         self.memo: dict[Any, list[tuple[Endpoint, Any]]] = {}
-        self._leaves: dict[tuple, list[tuple]] = {}
+        self._leaves: dict[Path, list[Path]] = {}
 
-    def leaves(self, path: tuple) -> list[tuple]:
+    def leaves(self, path: Path) -> list[Path]:
         """Paths of every leaf op inside the container at ``path``."""
         if path not in self._leaves:
             found = []
@@ -209,11 +211,11 @@ class _Resolver:
             self._leaves[path] = found
         return self._leaves[path]
 
-    def _inbound(self, junction: tuple) -> list[tuple[Any, Any]]:
+    def _inbound(self, junction: Junction) -> list[tuple[Any, Any]]:
         inbound = self.into.get(junction, [])
-        if junction[3] == "out" and junction[2] == CONTROL:
+        if junction.side == "out" and junction.port == CONTROL:
             # a container's control output fires once every op inside has run
-            implicit = [(_new(Endpoint, (leaf, CONTROL)), EMPTY) for leaf in self.leaves(junction[1])]
+            implicit = [(_new(Endpoint, (leaf, CONTROL)), EMPTY) for leaf in self.leaves(junction.path)]
             return inbound + implicit
         return inbound
 
@@ -228,11 +230,11 @@ class _Resolver:
                 out.append((terminal, merged))
         return out
 
-    def _resolve(self, start: tuple) -> list[tuple[Endpoint, Any]]:
+    def _resolve(self, start: Junction) -> list[tuple[Endpoint, Any]]:
         memo = self.memo
         if start in memo:
             return memo[start]
-        state: dict[tuple, int] = {}
+        state: dict[Junction, int] = {}
         stack = [start]
         while stack:
             junction = stack[-1]
@@ -244,7 +246,7 @@ class _Resolver:
                 state[junction] = 1
                 for nxt in pending:
                     if state.get(nxt) == 1:
-                        raise CycleError([j[1] for j in stack[stack.index(nxt):]] or [nxt[1]])
+                        raise CycleError([j.path for j in stack[stack.index(nxt):]] or [nxt.path])
                 stack.extend(pending)
                 continue
             result = []
@@ -261,6 +263,6 @@ class _Resolver:
         return memo[start]
 
 
-def _topological(ops: dict, edges: tuple[Edge, ...]) -> tuple:
+def _topological(ops: dict[Path, Container], edges: tuple[Edge, ...]) -> tuple[Path, ...]:
     pairs = ((e[0][0], e[1][0]) for e in edges if e[0][0] is not SELF and e[1][0] is not SELF)
     return tuple(topological(list(ops), pairs))

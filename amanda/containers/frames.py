@@ -98,16 +98,16 @@ def split(edge: Edge, child: str, port: str) -> tuple[Edge, Edge]:
     the child's boundary port ``port``: ``(outer, inner)``, the outer edge in the parent's frame
     and the inner one in the child's. The attributes stay on the half that reaches the consumer.
 
-    >>> split(Edge("a:y", "b/r:x", {"phase": "train"}), "b", "x")
-    (Edge('a:y', 'b:x'), Edge('SELF:x', 'r:x', {'phase': 'train'}))
+    >>> split(Edge("a:y", "b/r:x", attrs={"phase": "train"}), "b", "x")
+    (Edge('a:y', 'b:x'), Edge('SELF:x', 'r:x', attrs={'phase': 'train'}))
     """
     prefix = (child,)
     inner_src, inner_dst = lower_end(edge[0], prefix), lower_end(edge[1], prefix)
     if inner_src is None and inner_dst is not None and inner_dst[0] is not SELF:
-        return Edge(edge[0], (prefix, port)), Edge((SELF, port), inner_dst, edge[2])
+        return Edge(edge[0], (prefix, port)), Edge((SELF, port), inner_dst, attrs=edge[2])
     if inner_dst is not None or inner_src is None or inner_src[0] is SELF:
         raise InvariantError([Problem((child,), "an edge with one end inside the child", f"{edge[0]} -> {edge[1]}")])
-    return Edge((prefix, port), edge[1], edge[2]), Edge(inner_src, (SELF, port))
+    return Edge((prefix, port), edge[1], attrs=edge[2]), Edge(inner_src, (SELF, port))
 
 
 def splice(inner: Edge, child: str, feeders: Mapping[Any, Sequence[Edge]], readers: Mapping[Any, Sequence[Edge]]) -> list[Edge]:
@@ -132,7 +132,7 @@ def splice(inner: Edge, child: str, feeders: Mapping[Any, Sequence[Edge]], reade
         for dst, outer_attrs in targets:
             merged = forward_attrs(attrs, outer_attrs) if outer_attrs is not None else attrs
             if merged is not None:
-                out.append(Edge(src, dst, merged))
+                out.append(Edge(src, dst, attrs=merged))
     return out
 
 
@@ -206,8 +206,8 @@ def buried_above(root: Container, path: tuple) -> set:
 def live_tombstones(container: Container, children: Any, tombstones: Iterable[Edge]) -> list[Edge]:
     """The ``tombstones`` that still name an edge below ``children`` (the new children of
     ``container``): a rebuild that deleted or merged an edge drops the tombstones naming it."""
-    probe = Container(container.type, container.name, container.inputs, container.outputs, children,
-                      (), (), None, container.uid, container.controls)
+    probe = Container(container.type, container.name, inputs=container.inputs, outputs=container.outputs, children=children,
+                      edges=(), tombstones=(), attrs=None, uid=container.uid, controls=container.controls)
     return [t for t in tombstones if find_buried(probe, t) is not None]
 
 
@@ -310,14 +310,15 @@ def with_child(parent: Container, name: str, new: Container, moved: Moved | None
         return lift_end(inner, target)
 
     children = parent.children.set(position, new)
-    edges = [Edge(fix(e[0]), fix(e[1]), e[2]) for e in parent.edges]
+    edges = [Edge(fix(e[0]), fix(e[1]), attrs=e[2]) for e in parent.edges]
     tombs = [Edge(fix(t[0]), fix(t[1])) for t in parent.tombstones]
     if tombs and (prune or moved is not None):
         tombs = live_tombstones(parent, children, tombs)
     if new.name == name and edges == list(parent.edges) and tombs == list(parent.tombstones):
         return _with_same_links(parent, position, name, new)
-    return Container(parent.type, parent.name, parent.inputs, parent.outputs, children, edges, tombs,
-                     parent.attrs, parent.uid, parent.controls)
+    return Container(parent.type, parent.name, inputs=parent.inputs, outputs=parent.outputs, children=children, edges=edges,
+                     tombstones=tombs,
+                     attrs=parent.attrs, uid=parent.uid, controls=parent.controls)
 
 
 def _with_same_links(parent: Container, position: int, name: str, new: Container) -> Container:

@@ -72,22 +72,23 @@ def _grouped(parent: Container, group: set, shell: tuple, dead: set) -> Containe
         if src_in and dst_in:
             inner.append(edge)
         elif not (src_in or dst_in) or edge.is_control or edge.key in dead:
-            outer.append(Edge(regrouped(edge[0]), regrouped(edge[1]), edge[2]))
+            outer.append(Edge(regrouped(edge[0]), regrouped(edge[1]), attrs=edge[2]))
         else:
             end = edge[1] if dst_in else edge[0]
             port = f"{'/'.join(end[0])}.{end[1]}"
-            half_out, half_in = split(Edge(regrouped(edge[0]), regrouped(edge[1]), edge[2]), name, port)
+            half_out, half_in = split(Edge(regrouped(edge[0]), regrouped(edge[1]), attrs=edge[2]), name, port)
             if dst_in or port not in outputs:
                 inner.append(half_in)
             (inputs if dst_in else outputs)[port] = None
             outer.append(half_out)
     members = [k for k in parent.children if k.name in group]
-    fused = Container(shell[0], name, list(inputs), list(outputs), members, inner, attrs=shell[2])
+    fused = Container(shell[0], name, inputs=list(inputs), outputs=list(outputs), children=members, edges=inner, attrs=shell[2])
     first = min(parent.child_index(k.name) for k in members)
     kids = [fused if i == first else k for i, k in enumerate(parent.children) if k.name not in group or i == first]
     tombstones = [Edge(regrouped(t[0]), regrouped(t[1])) for t in parent.tombstones]
-    return Container(parent.type, parent.name, parent.inputs, parent.outputs, kids, outer, tombstones,
-                     parent.attrs, parent.uid, parent.controls)
+    return Container(parent.type, parent.name, inputs=parent.inputs, outputs=parent.outputs, children=kids, edges=outer,
+                     tombstones=tombstones,
+                     attrs=parent.attrs, uid=parent.uid, controls=parent.controls)
 
 
 def _fresh(parent: Container, type: str) -> str:
@@ -128,8 +129,8 @@ def _inlined(parent: Container, name: str, dead_outer: set) -> Container:
     outer, feeders, readers = _hops(parent, prefix, dead_outer)
     members = [(k.name,) for k in fused.children]
     # a control edge into the container orders every op inside it
-    outer += [Edge(e[0], (m, CONTROL), e[2]) for e in feeders.get(CONTROL, ()) for m in members]
-    outer += [Edge((m, CONTROL), e[1], e[2]) for e in readers.get(CONTROL, ()) for m in members]
+    outer += [Edge(e[0], (m, CONTROL), attrs=e[2]) for e in feeders.get(CONTROL, ()) for m in members]
+    outer += [Edge((m, CONTROL), e[1], attrs=e[2]) for e in readers.get(CONTROL, ()) for m in members]
     deleted_here = {k for t in parent.tombstones if (k := _lowered_key(t, prefix)) is not None}
     dead_inner = deleted_here | {k for key in dead_outer if (k := _lowered_key(key, prefix)) is not None}
     for edge in fused.edges:
@@ -142,11 +143,12 @@ def _inlined(parent: Container, name: str, dead_outer: set) -> Container:
     for kid in parent.children:
         kids += [kid] if kid.name != name else [_inheriting(member, fused.attrs) for member in fused.children]
     out_of = _out_of(prefix)
-    edges = list(dict.fromkeys(Edge(out_of(e[0]), out_of(e[1]), e[2]) for e in outer))
+    edges = list(dict.fromkeys(Edge(out_of(e[0]), out_of(e[1]), attrs=e[2]) for e in outer))
     tombstones = [*(Edge(out_of(t[0]), out_of(t[1])) for t in parent.tombstones), *fused.tombstones]
     # hops through the inlined container are gone; tombstones that named them name nothing now
-    return Container(parent.type, parent.name, parent.inputs, parent.outputs, kids, edges,
-                     live_tombstones(parent, kids, tombstones), parent.attrs, parent.uid, parent.controls)
+    return Container(parent.type, parent.name, inputs=parent.inputs, outputs=parent.outputs, children=kids, edges=edges,
+                     tombstones=live_tombstones(parent, kids, tombstones), attrs=parent.attrs, uid=parent.uid,
+                     controls=parent.controls)
 
 
 def _hops(parent: Container, prefix: tuple, dead_outer: set) -> tuple[list[Edge], dict, dict]:

@@ -7,10 +7,10 @@ named them) at every level, sharing every subtree that has none.
 
 >>> from amanda.containers.container import Container, op
 >>> from amanda.containers.edge import Edge
->>> bn = Container("BN", "bn", ["x"], ["y"],
-...     [op("BatchStats", "batch", ["x"], ["y"]), op("RunningStats", "running", ["x"], ["y"])],
-...     [("bn:x", "batch:x"), ("bn:x", "running:x"),
-...      Edge("batch:y", "bn:y", {"phase": "train"}), Edge("running:y", "bn:y", {"phase": "inference"})])
+>>> bn = Container("BN", "bn", inputs=["x"], outputs=["y"],
+...     children=[op("BatchStats", "batch", ["x"], ["y"]), op("RunningStats", "running", ["x"], ["y"])],
+...     edges=[("bn:x", "batch:x"), ("bn:x", "running:x"),
+...      Edge("batch:y", "bn:y", attrs={"phase": "train"}), Edge("running:y", "bn:y", attrs={"phase": "inference"})])
 >>> [str(e.src) for e in bind(bn, "inference").edges if e.dst.port == "y"]
 ['running:y']
 """
@@ -60,7 +60,8 @@ def bind(model: Container, phase: Any) -> Container:
             memo[id(node)] = node
             continue
         memo[id(node)] = Container(
-            node.type, node.name, node.inputs, node.outputs, children, edges,
-            live_tombstones(node, children, node.tombstones), node.attrs, node.uid, node.controls,
+            node.type, node.name, inputs=node.inputs, outputs=node.outputs, children=children, edges=edges,
+            tombstones=live_tombstones(node, children, node.tombstones), attrs=node.attrs, uid=node.uid,
+            controls=node.controls,
         )
     return memo[id(model)]

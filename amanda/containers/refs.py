@@ -12,8 +12,8 @@ resolve against the call around them.
 
 >>> from amanda.containers.container import Container, op
 >>> body = [op("LeakyRelu", "act", ["X"], ["Y"], {"alpha": AttrRef("slope", "float")})]
->>> call = Container("Act", "a", ["X"], ["Y"], body, [("a:X", "act:X"), ("act:Y", "a:Y")],
-...                  attrs={"onnx_function": {"domain": "local"}, "slope": 0.3})
+>>> call = Container("Act", "a", inputs=["X"], outputs=["Y"], children=body,
+...                  edges=[("a:X", "act:X"), ("act:Y", "a:Y")], attrs={"onnx_function": {"domain": "local"}, "slope": 0.3})
 >>> resolve_references(call).child("act").attrs["alpha"]
 0.3
 """

@@ -3,7 +3,6 @@ and leaf ops in topological order with opaque containers."""
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -11,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from amanda.containers.checks import expect_container
 from amanda.containers.edge import SELF
 from amanda.containers.order import topological
+from amanda.containers.records import Path
 from amanda.errors import ArgumentError
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ def _leaves(container: Container) -> Iterator[Container]:
             stack.extend(reversed(node.children))
 
 
-def walk(container: Container) -> Iterator[tuple[tuple[str, ...], Container, Mapping[str, Any]]]:
+def walk(container: Container) -> Iterator[tuple[Path, Container, Mapping[str, Any]]]:
     """``(path, node, effective_attrs)`` for the container and every descendant, pre-order.
 
     Effective attributes are the ancestors' attributes overlaid by the node's own,
@@ -50,9 +50,9 @@ def walk(container: Container) -> Iterator[tuple[tuple[str, ...], Container, Map
     return _walk(container)
 
 
-def _walk(container: Container) -> Iterator[tuple[tuple[str, ...], Container, Mapping[str, Any]]]:
+def _walk(container: Container) -> Iterator[tuple[Path, Container, Mapping[str, Any]]]:
     root_attrs = MappingProxyType(dict(container.attrs))
-    stack: list[tuple[tuple[str, ...], Container, Mapping[str, Any]]] = [((), container, root_attrs)]
+    stack: list[tuple[Path, Container, Mapping[str, Any]]] = [((), container, root_attrs)]
     while stack:
         path, node, attrs = stack.pop()
         yield path, node, attrs
@@ -82,23 +82,16 @@ def effective_attrs(container: Container, path: Any = ()) -> Mapping[str, Any]:
 def sorted_ops(
     container: Container,
     skip: Callable[[Container], bool] | None = None,
-    *,
-    skip_containers: Callable[[Container], bool] | None = None,
 ) -> Iterator[Container]:
     """Leaf ops in topological order; a container that ``skip`` accepts is yielded whole.
 
     Ties are broken by document order (the one sort of :mod:`amanda.containers.order`), so
     ``sorted()`` and ``sorted(skip=...)`` with a ``skip`` that accepts nothing agree.
-    ``skip_containers`` is a deprecated spelling of ``skip``.
     """
     from amanda.containers.checks import shown
     from amanda.containers.flatten import flatten
 
     expect_container(container, "container")
-    if skip_containers is not None:
-        warnings.warn("sorted(skip_containers=...) is deprecated; use sorted(skip=...)",
-                      DeprecationWarning, stacklevel=3)
-        skip = skip if skip is not None else skip_containers
     if skip is not None and not callable(skip):
         raise ArgumentError.at("skip", "a function Container -> bool, or None", shown(skip))
 

@@ -13,19 +13,17 @@ An op's effective namespace names a kernel *family* and a version:
 >>> parse_namespace("amanda/onnx/com.example/2")
 ('amanda/onnx', 'com.example', 2)
 
-Two kinds of kernels are found here. *Plain* kernels live in
-:mod:`amanda.exec.kernels.registry` and are pure: ``fn(attrs, *inputs) -> tuple``.
-*Session* kernels (stateful ops, control flow) also receive an
-:class:`OpContext` that gives them the session's state and a way to run nested
-containers: ``fn(ctx, attrs, *inputs) -> tuple``. Session kernels are registered
-here, by :mod:`amanda.exec.state` and :mod:`amanda.exec.control_flow`.
+Every kernel and every fact about an op lives in one entry of
+:mod:`amanda.exec.kernels.registry`. *Plain* kernels are pure:
+``fn(attrs, *inputs) -> tuple``. *Session* kernels (stateful ops, control flow) also
+receive an :class:`OpContext` that gives them the session's state and a way to run nested
+containers: ``fn(ctx, attrs, *inputs) -> tuple``; :mod:`amanda.exec.state` and
+:mod:`amanda.exec.control_flow` register them with :func:`session_kernel`.
 """
 
 from __future__ import annotations
 
 import functools
-import inspect
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -34,16 +32,17 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 import amanda.exec.kernels  # noqa: F401  (registers every kernel module)
+from amanda.containers.records import Path
 from amanda.errors import ExecutionError
 from amanda.exec.kernels import registry
-from amanda.exec.kernels.arity import OUTPUT_COUNT, needs_output_count
+from amanda.exec.kernels.arity import OUTPUT_COUNT
+from amanda.exec.kernels.registry import session_kernel, session_op_types
 
 if TYPE_CHECKING:
     from amanda.containers import Container
 
 __all__ = [
     "BOOKKEEPING_ATTRS",
-    "HEAVY_OP_TYPES",
     "OpContext",
     "Resolved",
     "describe_inputs",
@@ -63,17 +62,14 @@ BOOKKEEPING_ATTRS = frozenset(
 )
 _BOOKKEEPING_PREFIXES = ("onnx_", "amanda_")
 
-# Op types worth handing to a worker thread whatever their input sizes: they spend
-# their time in BLAS or in large numpy loops that release the GIL.
-HEAVY_OP_TYPES = frozenset(
-    {
-        "MatMul", "Gemm", "Conv", "ConvTranspose", "Einsum", "MatMulInteger", "ConvInteger",
-        "QLinearMatMul", "QLinearConv", "LSTM", "GRU", "RNN",
-    }
-)
 
-SessionKernel = Callable[..., tuple]
-_SESSION: dict[tuple[str, str, str], list[tuple[int, SessionKernel]]] = {}
+
+def __getattr__(name: str) -> object:
+    """``HEAVY_OP_TYPES``: a read-only view of the registry's heavy ONNX ops, for callers of
+    the old table."""
+    if name == "HEAVY_OP_TYPES":
+        return frozenset(e.op_type for e in registry.entries(ONNX, "") if e.heavy)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def parse_namespace(namespace: str) -> tuple[str, str, int | None]:
@@ -113,27 +109,6 @@ def kernel_attrs(op: Container) -> Mapping[str, Any]:
     return MappingProxyType(own)
 
 
-def session_kernel(op_type: str, family: str, since: int = 1, domain: str = "") -> Callable[[SessionKernel], SessionKernel]:
-    """Register ``fn(ctx, attrs, *inputs) -> tuple`` as the session kernel of ``op_type``.
-
-    Session kernels win over plain kernels of the same op type. They always run on
-    the scheduling thread, so they may touch session state without locks.
-    """
-
-    def register(fn: SessionKernel) -> SessionKernel:
-        versions = _SESSION.setdefault((family, domain, op_type), [])
-        versions.append((since, fn))
-        versions.sort(key=lambda v: -v[0])
-        return fn
-
-    return register
-
-
-def session_op_types(family: str = ONNX, domain: str = "") -> list[str]:
-    """Sorted op types with a session kernel in this family and domain."""
-    return sorted(t for (f, d, t) in _SESSION if f == family and d == domain)
-
-
 @dataclass
 class OpContext:
     """What a session kernel may use beyond its inputs.
@@ -149,7 +124,7 @@ class OpContext:
 
     state: dict
     key: str
-    path: tuple
+    path: Path
     op: Container
     opset: int | None
     namespace: str
@@ -169,11 +144,6 @@ class Resolved:
     attrs: Mapping[str, Any]
     session: bool
     heavy: bool
-
-
-def _versions(family: str, domain: str, op_type: str) -> list:
-    # the registry keeps versions newest first; a public accessor would be nicer
-    return list(getattr(registry, "_REGISTRY", {}).get((family, domain, op_type), ()))
 
 
 class _ByDtype:
@@ -229,43 +199,26 @@ def resolve_kernel(op: Container, path: str, namespace: str | None) -> Resolved:
     op_type = op.type
     attrs = kernel_attrs(op)
     newest = opset if opset is not None else 1 << 30
-    for since, session_fn in _SESSION.get((family, domain, op_type), ()):
-        if since <= newest:
-            return Resolved(session_fn, attrs, session=True, heavy=False)
-    candidates = [v for v in _versions(family, domain, op_type) if v.since <= newest]
+    found = registry.entry(family, op_type, domain=domain)
+    if found is None:
+        raise no_kernel_error(op, path, namespace)
+    for session_version in found.session_kernels:
+        if session_version.since <= newest:
+            return Resolved(session_version.fn, attrs, session=True, heavy=False)
+    candidates = found.kernels_at(opset)
     if not candidates:
         raise no_kernel_error(op, path, namespace)
-    if any(needs_output_count(v.fn) for v in candidates) and OUTPUT_COUNT not in attrs:
+    if any(v.output_count for v in candidates) and OUTPUT_COUNT not in attrs:
         # ops defined by how many outputs the node declares (Split < 18, MaxPool's Indices)
         attrs = MappingProxyType({**attrs, OUTPUT_COUNT: len(op.outputs)})
-    _check_arity(op, path, namespace, [v.fn for v in candidates])
+    _check_arity(op, path, namespace, found.arity(opset))
     first = candidates[0]
     fn: Callable[..., tuple]
     if first.accepts is None:
         fn = first.fn  # the newest applicable version takes every dtype: resolve it now
     else:
         fn = _ByDtype(op_type, opset, family, domain)
-    return Resolved(fn, attrs, session=False, heavy=op_type in HEAVY_OP_TYPES)
-
-
-_ARITY: dict[Any, tuple[int, float]] = {}
-
-
-def _arity(fn: Callable[..., tuple]) -> tuple[int, float]:
-    """How many inputs (after ``attrs``) a kernel takes: (required, most); (0, inf) if unknown."""
-    found = _ARITY.get(fn)
-    if found is None:
-        try:
-            params = list(inspect.signature(fn).parameters.values())[1:]
-        except (TypeError, ValueError):
-            params = None
-        if params is None or any(p.kind == p.VAR_POSITIONAL for p in params):
-            found = (0, math.inf)
-        else:
-            positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-            found = (sum(p.default is p.empty for p in positional), len(positional))
-        _ARITY[fn] = found
-    return found
+    return Resolved(fn, attrs, session=False, heavy=found.heavy)
 
 
 def _schema_ports(namespace: str, op_type: str) -> str | None:
@@ -278,14 +231,13 @@ def _schema_ports(namespace: str, op_type: str) -> str | None:
         return None
 
 
-def _check_arity(op: Container, path: str, namespace: str, fns: Sequence[Callable[..., tuple]]) -> None:
+def _check_arity(op: Container, path: str, namespace: str, arity: tuple[int, float]) -> None:
     """An ExecutionError, at plan time, for an op with more input ports than any kernel version
     takes (too few is left to the run: the kernel's own error then names what is missing)."""
     names = op.input_names
-    most = max(_arity(fn)[1] for fn in fns)
+    least, most = arity
     if len(names) <= most:
         return
-    least = min(_arity(fn)[0] for fn in fns)
     takes = f"{least} input{'s' if least != 1 else ''}" if least == most else f"{least} to {most} inputs"
     schema = _schema_ports(namespace, op.type or "")
     valid = f"{op.type} takes {takes}" + (f": {schema}" if schema else "")

@@ -9,7 +9,7 @@ dimension of that symbol in the run must agree.
 
 >>> import numpy as np
 >>> from amanda.containers import Port
->>> types = {"x": declared_type(Port("x", {"dtype": "float32", "shape": ("N", 2)}), "input `x`")}
+>>> types = {"x": declared_type(Port("x", attrs={"dtype": "float32", "shape": ("N", 2)}), "input `x`")}
 >>> check_feeds(types, {"x": np.zeros((3, 2), np.float32)})
 >>> check_feeds(types, {"x": np.zeros((3, 2), np.int64)})
 Traceback (most recent call last):

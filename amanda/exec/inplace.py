@@ -4,8 +4,8 @@ else will read.
 The choice is made when a plan is built, from facts known then, so nothing on the hot
 path counts references: an input slot is donated to the op reading it when
 
-- the kernel that writes the slot returns freshly allocated memory (``FRESH``: checked
-  for each op type by a test against the ONNX backend cases),
+- the kernel that writes the slot returns freshly allocated memory (its registry entry
+  is ``fresh``: checked for each op type by a test against the ONNX backend cases),
 - that op is the slot's only reader and reads it once,
 - the slot is not fetched (the caller would see it change) nor fed nor a folded constant.
 
@@ -15,19 +15,25 @@ broadcast shapes do not allow writing into the donated array.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-__all__ = ["FRESH", "INPLACE", "donate"]
+from amanda.exec.kernels import registry
+from amanda.exec.kernels.registry import ONNX, InPlace, declare
+
+if TYPE_CHECKING:
+    from amanda.exec.plan import Step
+
+__all__ = ["donate"]
 
 # op types whose ONNX kernels always return arrays that share memory with nothing else
-FRESH = frozenset({
-    "Add", "Sub", "Mul", "Div", "MatMul", "Gemm", "Conv", "ConvTranspose", "Relu", "Sigmoid",
-    "Tanh", "Exp", "Sqrt", "Neg", "Softmax", "LayerNormalization", "BatchNormalization",
-    "MaxPool", "AveragePool", "Erf", "Pow", "LeakyRelu", "Gelu",
-})
+for _op in ("Add", "Sub", "Mul", "Div", "MatMul", "Gemm", "Conv", "ConvTranspose", "Relu", "Sigmoid",
+            "Tanh", "Exp", "Sqrt", "Neg", "Softmax", "LayerNormalization", "BatchNormalization",
+            "MaxPool", "AveragePool", "Erf", "Pow", "LeakyRelu", "Gelu"):
+    declare(_op, fresh=True)
 
 Body = Callable[..., tuple]
 
@@ -87,32 +93,46 @@ def _binary(ufunc: np.ufunc) -> Callable[[int], Body]:
     return make
 
 
-# op type -> (input positions that may be donated, maker of the in-place variant)
-INPLACE: dict[str, tuple[tuple[int, ...], Callable[[int], Body]]] = {
-    "Relu": ((0,), _unary(lambda x: np.maximum(x, 0, out=x))),
-    "Sigmoid": ((0,), _unary(_sigmoid)),
-    "Tanh": ((0,), _unary(lambda x: np.tanh(x, out=x))),
-    "Exp": ((0,), _unary(lambda x: np.exp(x, out=x))),
-    "Neg": ((0,), _unary(lambda x: np.negative(x, out=x))),
-    "Sqrt": ((0,), _unary(lambda x: np.sqrt(x, out=x))),
-    "Add": ((0, 1), _binary(np.add)),
-    "Mul": ((0, 1), _binary(np.multiply)),
-    "Sub": ((0,), _binary(np.subtract)),
-    "Div": ((0,), _binary(np.divide)),
-}
+# the in-place variants: the input positions that may be donated, and the variant's maker
+declare("Relu", inplace=InPlace((0,), _unary(lambda x: np.maximum(x, 0, out=x))))
+declare("Sigmoid", inplace=InPlace((0,), _unary(_sigmoid)))
+declare("Tanh", inplace=InPlace((0,), _unary(lambda x: np.tanh(x, out=x))))
+declare("Exp", inplace=InPlace((0,), _unary(lambda x: np.exp(x, out=x))))
+declare("Neg", inplace=InPlace((0,), _unary(lambda x: np.negative(x, out=x))))
+declare("Sqrt", inplace=InPlace((0,), _unary(lambda x: np.sqrt(x, out=x))))
+declare("Add", inplace=InPlace((0, 1), _binary(np.add)))
+declare("Mul", inplace=InPlace((0, 1), _binary(np.multiply)))
+declare("Sub", inplace=InPlace((0,), _binary(np.subtract)))
+declare("Div", inplace=InPlace((0,), _binary(np.divide)))
 
 
-def donate(steps: list[tuple], op_types: list[Any], onnx: list[bool], writer: dict[int, int],
-           uses: list[int], keep: frozenset[int]) -> list[tuple]:
+def __getattr__(name: str) -> Any:
+    """``FRESH`` and ``INPLACE``: read-only views of the registry, for callers of the old tables."""
+    if name == "FRESH":
+        return frozenset(e.op_type for e in registry.entries(ONNX, "") if e.fresh)
+    if name == "INPLACE":
+        views: Mapping[str, InPlace] = {e.op_type: e.inplace for e in registry.entries(ONNX, "") if e.inplace}
+        return MappingProxyType(dict(views))
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _fresh(op_type: Any) -> bool:
+    found = registry.entry(ONNX, op_type)
+    return found is not None and found.fresh
+
+
+def donate(steps: list[Step], op_types: list[Any], onnx: list[bool], writer: dict[int, int],
+           uses: list[int], keep: frozenset[int]) -> list[Step]:
     """Steps where an elementwise op may overwrite a dead input get its in-place variant."""
     from functools import partial
 
     out = list(steps)
-    for i, (fn, attrs, ins, outs, frees) in enumerate(steps):
-        entry = INPLACE.get(op_types[i])
-        if entry is None or not onnx[i]:
+    for i, step in enumerate(steps):
+        ins = step.ins
+        found = registry.entry(ONNX, op_types[i]) if onnx[i] else None
+        if found is None or found.inplace is None:
             continue
-        positions, make = entry
+        positions, make = found.inplace
         for position in positions:
             if position >= len(ins):
                 continue
@@ -121,11 +141,11 @@ def donate(steps: list[tuple], op_types: list[Any], onnx: list[bool], writer: di
             if (
                 source is not None
                 and onnx[source]
-                and op_types[source] in FRESH
+                and _fresh(op_types[source])
                 and uses[slot] == 1
                 and ins.count(slot) == 1
                 and slot not in keep
             ):
-                out[i] = (partial(make(position), fn), attrs, ins, outs, frees)
+                out[i] = step._replace(fn=partial(make(position), step.fn))
                 break
     return out

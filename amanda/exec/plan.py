@@ -1,6 +1,6 @@
 """The planner: prune a model to what the fetches need and compile it to flat steps.
 
-A :class:`Plan` is what runs: a list of steps in topological order, each a tuple
+A :class:`Plan` is what runs: a list of steps in topological order, each a :class:`Step`
 ``(fn, attrs, ins, outs, frees)`` whose kernel function is resolved and whose inputs
 and outputs are integer slots of an environment list. Nothing on the hot path looks up
 a path, formats a string or consults a registry; the metadata for messages and for
@@ -25,11 +25,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from amanda.containers import SELF, Endpoint, FlatGraph, flatten, walk
+from amanda.containers import SELF, Endpoint, FlatGraph, bind, flatten, walk
+from amanda.containers.records import Path
 from amanda.containers.refs import resolve_references
 from amanda.errors import ExecutionError, format_path
 from amanda.exec.dispatch import (
@@ -42,30 +43,37 @@ from amanda.exec.dispatch import (
 )
 from amanda.exec.feeds import PortType, feed_types
 from amanda.exec.inplace import donate
-from amanda.exec.resolve import Into, control_sources, data_source, resolve_feed, resolve_fetch
+from amanda.exec.resolve import FetchSpec, Into, control_sources, data_source, resolve_feed, resolve_fetch
 
 if TYPE_CHECKING:
     from amanda.containers import Container
 
-__all__ = ["Plan", "StepInfo", "bind_phase", "compile_plan"]
+__all__ = ["Plan", "Slot", "Step", "StepInfo", "bind_phase", "compile_plan"]
 
 # how the threaded scheduler places a step
 INLINE, POOL, BY_SIZE = 0, 1, 2
 
-ContextFactory = Callable[["Container", tuple, str, "int | None"], OpContext]
+ContextFactory = Callable[["Container", Path, str, "int | None"], OpContext]
+
+Slot = int
+"""An index into a plan's environment list; slot 0 always holds None."""
+
+
+class Step(NamedTuple):
+    """One op as a plan runs it: ``fn(attrs, *env[ins])`` writes result ``k`` into slot ``s``
+    for each ``(k, s)`` of ``outs``; ``frees`` are the slots this step reads last."""
+
+    fn: Callable[..., tuple]
+    attrs: Any
+    ins: tuple[Slot, ...]
+    outs: tuple[tuple[int, Slot], ...]
+    frees: tuple[Slot, ...]
 
 
 def bind_phase(model: Container, phase: Any) -> Container:
-    """``model`` with phase-dependent choices resolved for ``phase`` (``bind``, when the
-    containers layer provides it). Without it the planner's own edge filter does the same:
-    edges tagged with another phase are ignored."""
-    if phase is None:
-        return model
-    try:
-        from amanda.containers import bind  # type: ignore[attr-defined]
-    except ImportError:
-        return model
-    return bind(model, phase)
+    """``model`` with phase-dependent choices resolved for ``phase`` (:func:`amanda.bind`);
+    the model itself when ``phase`` is None."""
+    return model if phase is None else bind(model, phase)
 
 
 @dataclass(frozen=True)
@@ -82,17 +90,17 @@ class StepInfo:
 class Plan:
     """A compiled, pruned computation (see the module docstring)."""
 
-    steps: list[tuple]
+    steps: list[Step]
     infos: list[StepInfo]
     template: list
-    feed_slots: dict[Any, int | None]
-    fetch_slots: tuple[int | None, ...]
-    paths: tuple[tuple, ...]
+    feed_slots: dict[Any, Slot | None]
+    fetch_slots: tuple[Slot | None, ...]
+    paths: tuple[Path, ...]
     preds: list[int]
     succs: list[tuple[int, ...]]
-    reads: list[tuple[int, ...]]
+    reads: list[tuple[Slot, ...]]
     uses: list[int]
-    keep: frozenset[int]
+    keep: frozenset[Slot]
     parallel: bool
     uses_blas: bool
     placements: list[int]
@@ -103,8 +111,8 @@ class Plan:
         return f"Plan({len(self.steps)} steps, {len(self.template)} slots)"
 
 
-def _namespaces(model: Container, default: str | None, wanted: set) -> dict[tuple, str | None]:
-    found: dict[tuple, str | None] = {}
+def _namespaces(model: Container, default: str | None, wanted: set[Path]) -> dict[Path, str | None]:
+    found: dict[Path, str | None] = {}
     for path, _node, attrs in walk(model):
         if path in wanted:
             found[path] = attrs.get("namespace", default)
@@ -132,7 +140,7 @@ def compile_plan(
     *,
     context: ContextFactory | None = None,
     default_namespace: str | None = None,
-    prefix: tuple = (),
+    prefix: Path = (),
 ) -> Plan:
     """Prune ``model`` to what ``fetches`` need given the ``feeds`` names, and compile it.
 
@@ -168,20 +176,20 @@ class _Pruned:
     """What pruning found: ops to run, values someone reads, inputs nobody fed, and each
     needed op's data sources and control predecessors."""
 
-    targets: list[tuple[str, Any]]
+    targets: list[FetchSpec]
     fed_values: dict[Any, Any]
     fed_into: dict[Into, Any]
-    needed: set[tuple] = field(default_factory=set)
+    needed: set[Path] = field(default_factory=set)
     wanted: set[Any] = field(default_factory=set)
     missing: dict[str, str] = field(default_factory=dict)
     sources: dict[Into, Any] = field(default_factory=dict)
-    controls: dict[tuple, list[tuple]] = field(default_factory=dict)
+    controls: dict[Path, list[Path]] = field(default_factory=dict)
 
 
 def _prune(flat: FlatGraph, pruned: _Pruned, fetches: Sequence[Any], phase: Any) -> None:
     needed, wanted, missing = pruned.needed, pruned.wanted, pruned.missing
     sources, controls, fed_values, fed_into = pruned.sources, pruned.controls, pruned.fed_values, pruned.fed_into
-    stack: list[tuple[tuple, str]] = []
+    stack: list[tuple[Path, str]] = []
 
     def need_value(key: Any, label: str) -> None:
         wanted.add(key)
@@ -192,7 +200,7 @@ def _prune(flat: FlatGraph, pruned: _Pruned, fetches: Sequence[Any], phase: Any)
             return
         need_op(key[0], label)
 
-    def need_op(path: tuple, label: str) -> None:
+    def need_op(path: Path, label: str) -> None:
         if path not in needed:
             needed.add(path)
             stack.append((path, label))
@@ -220,8 +228,8 @@ def _prune(flat: FlatGraph, pruned: _Pruned, fetches: Sequence[Any], phase: Any)
 
 
 def _compile(
-    model: Container, flat: FlatGraph, order: tuple[tuple, ...], pruned: _Pruned,
-    context: ContextFactory | None, default_namespace: str | None, prefix: tuple,
+    model: Container, flat: FlatGraph, order: tuple[Path, ...], pruned: _Pruned,
+    context: ContextFactory | None, default_namespace: str | None, prefix: Path,
 ) -> Plan:
     wanted, sources, fed_values, fed_into = pruned.wanted, pruned.sources, pruned.fed_values, pruned.fed_into
     template: list = [None]  # slot 0 always holds None: the value of an unfed optional input
@@ -247,10 +255,10 @@ def _compile(
             feed_slots.setdefault(name, None)
 
     namespaces = _namespaces(model, default_namespace, set(order))
-    steps: list[tuple] = []
+    steps: list[Step] = []
     infos: list[StepInfo] = []
-    paths: list[tuple] = []
-    step_of: dict[tuple, int] = {}
+    paths: list[Path] = []
+    step_of: dict[Path, int] = {}
     writer: dict[int, int] = {}
     heavy: list[bool] = []
     for path in order:
@@ -281,7 +289,7 @@ def _compile(
         step_of[path] = len(steps)
         for _, s in outs:
             writer[s] = len(steps)
-        steps.append((fn, resolved.attrs, tuple(ins), outs, ()))
+        steps.append(Step(fn, resolved.attrs, tuple(ins), outs, ()))
         infos.append(StepInfo(where, op.type, namespace, placement))
         paths.append(path)
         heavy.append(resolved.heavy)
@@ -320,7 +328,7 @@ def _fold(fn: Callable, attrs: Any, outs: tuple, template: list, where: str, nam
         template[s] = value
 
 
-def _with_frees(steps: list[tuple], keep: frozenset[int]) -> list[tuple]:
+def _with_frees(steps: list[Step], keep: frozenset[Slot]) -> list[Step]:
     """Each step with the slots whose last reader it is (freed right after it runs)."""
     last: dict[int, int] = {}
     for i, (_, _, ins, outs, _) in enumerate(steps):
@@ -332,20 +340,20 @@ def _with_frees(steps: list[tuple], keep: frozenset[int]) -> list[tuple]:
     for s, i in last.items():
         if s and s not in keep:
             frees[i].append(s)
-    return [(fn, attrs, ins, outs, tuple(sorted(frees[i]))) for i, (fn, attrs, ins, outs, _) in enumerate(steps)]
+    return [step._replace(frees=tuple(sorted(frees[i]))) for i, step in enumerate(steps)]
 
 
 def _graph(
-    steps: list[tuple], paths: list[tuple], writer: dict[int, int], step_of: dict[tuple, int],
-    controls: dict[tuple, list[tuple]],
-) -> tuple[list[int], list[tuple[int, ...]], list[tuple[int, ...]], list[int]]:
+    steps: list[Step], paths: list[Path], writer: dict[Slot, int], step_of: dict[Path, int],
+    controls: dict[Path, list[Path]],
+) -> tuple[list[int], list[tuple[int, ...]], list[tuple[Slot, ...]], list[int]]:
     """Predecessor counts, successors, distinct slots read per step and readers per slot."""
     preds: list[int] = []
     succ_sets: list[set[int]] = [set() for _ in steps]
     reads: list[tuple[int, ...]] = []
     uses: dict[int, int] = {}
     for j, (step, path) in enumerate(zip(steps, paths)):
-        ins = step[2]
+        ins = step.ins
         before = {writer[s] for s in ins if s in writer}
         for source in controls.get(path, ()):
             i = step_of.get(source)

@@ -23,36 +23,51 @@ port what the ops inside it read from that port.
 >>> g = Container("G", "g", inputs=["x"], outputs=["y"], children=[op("Relu", "r", ["X"], ["Y"])],
 ...     edges=[("g:x", "r:X"), ("r:Y", "g:y")])
 >>> resolve_fetch(g, flatten(g), "y", None), resolve_fetch(g, flatten(g), "r", None)
-(('value', Endpoint('r', 'Y')), ('effect', (('r',),)))
+(FetchSpec(kind='value', key=Endpoint('r', 'Y')), FetchSpec(kind='effect', key=(('r',),)))
 >>> resolve_feed(g, flatten(g), "r:X", None)
-('into', (Into(r:X),))
+FeedSpec(kind='into', key=(Into(r:X),))
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from amanda.containers import CONTROL, SELF, Endpoint, FlatGraph
+from amanda.containers.records import Path
 from amanda.containers.validate import resolve_path
 from amanda.errors import ExecutionError, format_path
 
 if TYPE_CHECKING:
     from amanda.containers import Container
 
-__all__ = ["Into", "resolve_fetch", "resolve_feed", "data_source", "control_sources", "live"]
+__all__ = ["FeedSpec", "FetchSpec", "Into", "control_sources", "data_source", "live", "resolve_feed", "resolve_fetch"]
 
 
-class Into(tuple):
-    """An op input port whose value a feed replaces: ``(leaf_path, port)``."""
+class FetchSpec(NamedTuple):
+    """What one fetch resolves to: ``kind`` ``"value"`` with the ``key`` (an Endpoint) of the
+    value it returns, or ``"effect"`` with the leaf paths it runs."""
 
-    __slots__ = ()
+    kind: str
+    key: Any
 
-    def __new__(cls, path: tuple, port: str) -> Into:
-        return tuple.__new__(cls, (path, port))
+
+class FeedSpec(NamedTuple):
+    """What one feed resolves to: ``kind`` ``"value"`` with the ``key`` (an Endpoint) of the
+    value it replaces, or ``"into"`` with the :class:`Into` op inputs it overrides."""
+
+    kind: str
+    key: Any
+
+
+class Into(NamedTuple):
+    """An op input port whose value a feed replaces: the leaf's ``path`` and the ``port``."""
+
+    path: Path
+    port: str
 
     def __repr__(self) -> str:
-        return f"Into({format_path(self[0])}:{self[1]})"
+        return f"Into({format_path(self.path)}:{self.port})"
 
 
 def live(edge: Any, phase: Any) -> bool:
@@ -71,36 +86,36 @@ def _one(edges: list, where: str, phase: Any) -> Any:
     return edges[0] if edges else None
 
 
-def data_source(flat: FlatGraph, path: tuple, port: str, phase: Any) -> Endpoint | None:
+def data_source(flat: FlatGraph, path: Path, port: str, phase: Any) -> Endpoint | None:
     """The value read by input ``port`` of the leaf at ``path``, or None if nothing feeds it."""
     edges = [e for e in flat.producers(path, port) if live(e, phase)]
     edge = _one(edges, f"{format_path(path)}:{port}", phase)
     return None if edge is None else edge[0]
 
 
-def control_sources(flat: FlatGraph, path: tuple, phase: Any) -> list[tuple]:
+def control_sources(flat: FlatGraph, path: Path, phase: Any) -> list[Path]:
     """Leaf paths with a control edge into the op at ``path``."""
     return [e[0][0] for e in flat.producers(path, CONTROL) if e[0][0] is not SELF and live(e, phase)]
 
 
-def _node(model: Container, path: tuple) -> Container:
+def _node(model: Container, path: Path) -> Container:
     node = model
     for name in path:
         node = node.child(name)
     return node
 
 
-def _leaves(model: Container, path: tuple) -> tuple:
+def _leaves(model: Container, path: Path) -> tuple[Path, ...]:
     node = _node(model, path)
     if not node.children:
         return (path,)
-    out: list[tuple] = []
+    out: list[Path] = []
     for child in node.children:
         out.extend(_leaves(model, path + (child.name,)))
     return tuple(out)
 
 
-def _buried(model: Container, owner: tuple, edge: Any) -> bool:
+def _buried(model: Container, owner: Path, edge: Any) -> bool:
     """Whether a tombstone of a container above ``owner`` deletes ``edge`` (owned by ``owner``)."""
     src, dst = edge[0], edge[1]
     key = (owner if src[0] is SELF else owner + tuple(src[0]), src[1],
@@ -118,7 +133,7 @@ def _buried(model: Container, owner: tuple, edge: Any) -> bool:
     return False
 
 
-def _source_of_output(model: Container, path: tuple, port: str, phase: Any) -> Endpoint:
+def _source_of_output(model: Container, path: Path, port: str, phase: Any) -> Endpoint:
     node = _node(model, path)
     if not node.children:
         return Endpoint(path, port)
@@ -133,7 +148,7 @@ def _source_of_output(model: Container, path: tuple, port: str, phase: Any) -> E
     return _source_of_output(model, path + tuple(src[0]), src[1], phase)
 
 
-def _source_of_input(model: Container, path: tuple, port: str, phase: Any) -> Endpoint:
+def _source_of_input(model: Container, path: Path, port: str, phase: Any) -> Endpoint:
     if not path:
         return Endpoint(SELF, port)
     found = []
@@ -176,7 +191,7 @@ def _endpoint(model: Container, item: Any) -> tuple[Any, Container, Any]:
     return path, node, _port_name(node, endpoint[1], endpoint[0])
 
 
-def _inputs_inside(model: Container, path: tuple, port: str) -> tuple[Into, ...]:
+def _inputs_inside(model: Container, path: Path, port: str) -> tuple[Into, ...]:
     """Leaf inputs inside the container at ``path`` that read its input ``port``."""
     from amanda.containers import flatten
 
@@ -184,7 +199,7 @@ def _inputs_inside(model: Container, path: tuple, port: str) -> tuple[Into, ...]
     return tuple(Into(path + tuple(ep[0]), ep[1]) for ep in inner.inputs.get(port, ()))
 
 
-def _named_control_sources(model: Container, path: tuple, port: str) -> tuple:
+def _named_control_sources(model: Container, path: Path, port: str) -> tuple[Path, ...]:
     node = model if not path else _node(model, path)
     paths: list[tuple] = []
     for edge in node.edges:
@@ -193,43 +208,43 @@ def _named_control_sources(model: Container, path: tuple, port: str) -> tuple:
     return tuple(paths)
 
 
-def resolve_fetch(model: Container, flat: FlatGraph, item: Any, phase: Any) -> tuple[str, Any]:
-    """``("value", key)`` or ``("effect", leaf paths)`` for one fetch."""
+def resolve_fetch(model: Container, flat: FlatGraph, item: Any, phase: Any) -> FetchSpec:
+    """``FetchSpec("value", key)`` or ``FetchSpec("effect", leaf paths)`` for one fetch."""
     if isinstance(item, str) and ":" not in item:
         if item in model.output_names:
-            return "value", _top_output(model, flat, item, phase)
+            return FetchSpec("value", _top_output(model, flat, item, phase))
         if item in model.control_names:
-            return "effect", _named_control_sources(model, (), item)
+            return FetchSpec("effect", _named_control_sources(model, (), item))
         path = resolve_path(model, item)
         if path is None or path is SELF:
             raise ExecutionError.at(
                 model.name, f"a top output ({', '.join(model.output_names) or 'none'}), an endpoint "
                 "'op:port' or an op path", repr(item))
-        return "effect", _leaves(model, path)
+        return FetchSpec("effect", _leaves(model, path))
     path, node, port = _endpoint(model, item)
     if path is SELF:
         if port in model.output_names:
-            return "value", _top_output(model, flat, port, phase)
+            return FetchSpec("value", _top_output(model, flat, port, phase))
         if port in model.input_names:
-            return "value", Endpoint(SELF, port)
+            return FetchSpec("value", Endpoint(SELF, port))
         if port == CONTROL:
-            return "effect", _leaves(model, ())
+            return FetchSpec("effect", _leaves(model, ()))
         if port in model.control_names:
-            return "effect", _named_control_sources(model, (), port)
+            return FetchSpec("effect", _named_control_sources(model, (), port))
         raise ExecutionError.at(model.name, "a port of the top container", repr(port))
     if port == CONTROL:
-        return "effect", _leaves(model, path)
+        return FetchSpec("effect", _leaves(model, path))
     if port in node.output_names:
-        return "value", _source_of_output(model, path, port, phase)
+        return FetchSpec("value", _source_of_output(model, path, port, phase))
     if port in node.input_names:
         if not node.children:
             source = data_source(flat, path, port, phase)
             if source is None:
                 raise ExecutionError.at(path, f"a value flowing into `{port}`", "no producer")
-            return "value", source
-        return "value", _source_of_input(model, path, port, phase)
+            return FetchSpec("value", source)
+        return FetchSpec("value", _source_of_input(model, path, port, phase))
     if port in node.control_names:
-        return "effect", _named_control_sources(model, path, port)
+        return FetchSpec("effect", _named_control_sources(model, path, port))
     raise ExecutionError.at(path, f"a port of `{format_path(path)}` ({_ports(node)})", repr(port))
 
 
@@ -245,27 +260,27 @@ def _top_output(model: Container, flat: FlatGraph, name: str, phase: Any) -> End
     return edge[0]
 
 
-def resolve_feed(model: Container, flat: FlatGraph, item: Any, phase: Any) -> tuple[str, Any]:
-    """``("value", key)`` for a fed value, or ``("into", Into keys)`` for fed op inputs."""
+def resolve_feed(model: Container, flat: FlatGraph, item: Any, phase: Any) -> FeedSpec:
+    """``FeedSpec("value", key)`` for a fed value, or ``FeedSpec("into", Into keys)`` for fed op inputs."""
     if isinstance(item, str) and ":" not in item:
         if item in model.input_names:
-            return "value", Endpoint(SELF, item)
+            return FeedSpec("value", Endpoint(SELF, item))
         raise ExecutionError.at(
             model.name, f"a top input ({', '.join(model.input_names) or 'none'}) or an endpoint 'op:port'",
             repr(item))
     path, node, port = _endpoint(model, item)
     if path is SELF:
         if port in model.input_names:
-            return "value", Endpoint(SELF, port)
+            return FeedSpec("value", Endpoint(SELF, port))
         if port in model.output_names:
-            return "value", _top_output(model, flat, port, phase)
+            return FeedSpec("value", _top_output(model, flat, port, phase))
         raise ExecutionError.at(model.name, "a data port of the top container", repr(port))
     if port in node.output_names:
-        return "value", _source_of_output(model, path, port, phase)
+        return FeedSpec("value", _source_of_output(model, path, port, phase))
     if port in node.input_names:
         if not node.children:
-            return "into", (Into(path, port),)
-        return "into", _inputs_inside(model, path, port)
+            return FeedSpec("into", (Into(path, port),))
+        return FeedSpec("into", _inputs_inside(model, path, port))
     raise ExecutionError.at(path, f"a data port of `{format_path(path)}` ({_ports(node)})", repr(port))
 
 

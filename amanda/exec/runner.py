@@ -34,7 +34,7 @@ import numpy as np
 from amanda.errors import ExecutionError
 from amanda.exec.blas import BlasTuner, _blas_libraries, blas_threads  # noqa: F401  (re-exported)
 from amanda.exec.dispatch import failure
-from amanda.exec.plan import BY_SIZE, POOL, Plan
+from amanda.exec.plan import BY_SIZE, POOL, Plan, Step
 
 __all__ = ["Runner", "WorkerPool", "blas_threads", "run_sequential", "run_threaded"]
 
@@ -44,7 +44,7 @@ DEFAULT_OFFLOAD_ELEMENTS = 1 << 16
 
 def _error(plan: Plan, index: int, env: list, exc: BaseException) -> ExecutionError:
     info = plan.infos[index]
-    inputs = [env[s] for s in plan.steps[index][2]]
+    inputs = [env[s] for s in plan.steps[index].ins]
     return failure(info.path, info.op_type, info.namespace, inputs, exc)
 
 
@@ -87,9 +87,9 @@ def run_sequential(plan: Plan, env: list, deadline: float | None = None) -> None
     raise timed_out(plan.infos[_index(steps, attrs)].path)
 
 
-def _index(steps: list[tuple], attrs: Any) -> int:
+def _index(steps: list[Step], attrs: Any) -> int:
     # each step owns its attrs object, so it identifies the step
-    return next(i for i, step in enumerate(steps) if step[1] is attrs)
+    return next(i for i, step in enumerate(steps) if step.attrs is attrs)
 
 
 def timed_out(path: str) -> ExecutionError:
@@ -170,7 +170,7 @@ def run_threaded(
     def finish(i: int, result: Any) -> None:
         if type(result) is not tuple:
             raise _not_a_tuple(result)
-        for k, s in steps[i][3]:
+        for k, s in steps[i].outs:
             env[s] = result[k]
         for s in reads[i]:
             uses[s] -= 1
@@ -191,7 +191,8 @@ def run_threaded(
                 if late():
                     failed = (i, _LATE)
                     break
-                tasks.put((i, steps[i][0], steps[i][1], [env[s] for s in steps[i][2]], done))
+                step = steps[i]
+                tasks.put((i, step.fn, step.attrs, [env[s] for s in step.ins], done))
                 inflight += 1
             while ready and failed is None:
                 i = ready.popleft()

@@ -23,6 +23,8 @@ from typing import Any
 import numpy as np
 
 from amanda.containers import CONTROL, SELF, Container, Endpoint
+from amanda.containers.records import Path
+from amanda.deprecation import moved_to_keywords
 from amanda.errors import ExecutionError, format_path
 from amanda.exec import (
     control_flow,  # noqa: F401  (registers If, Loop, Scan, SequenceMap)
@@ -130,12 +132,14 @@ class Session:
     def __init__(
         self,
         model: Container,
+        *positional: Any,
         threads: int | None = None,
-        *,
         offload_elements: int = DEFAULT_OFFLOAD_ELEMENTS,
         max_loop_iterations: int | None = DEFAULT_MAX_LOOP_ITERATIONS,
         timeout: float | None = None,
     ) -> None:
+        if positional:  # the deprecated Session(model, threads)
+            (threads,) = moved_to_keywords("Session", ("threads",), positional, (threads,), (None,))
         if not isinstance(model, Container):
             raise _bad("model", "a Container", model)
         if max_loop_iterations is not None and (
@@ -269,7 +273,7 @@ class Session:
             model = self._bound[phase] = bind_phase(self._executable, phase)
         return model
 
-    def _context(self, op: Container, path: tuple, namespace: str, opset: int | None) -> OpContext:
+    def _context(self, op: Container, path: Path, namespace: str, opset: int | None) -> OpContext:
         def run_body(body: Container, inputs: Mapping[str, Any], outputs: Sequence[str]) -> list:
             return self._run_body(body, inputs, outputs, path, namespace)
 
@@ -278,7 +282,7 @@ class Session:
 
         return OpContext(self._state, _state.state_key(op), path, op, opset, namespace, run_body, iteration)
 
-    def _iteration(self, i: int, path: tuple) -> None:
+    def _iteration(self, i: int, path: Path) -> None:
         """Stop a loop at ``path`` before iteration ``i`` past the limit or the run's deadline."""
         limit = self.max_loop_iterations
         if limit is not None and i >= limit:

@@ -141,7 +141,7 @@ def _with_reads(model: Container) -> Container:
         taken.add(name)
         children.append(op("Identity", name, ["input"], ["output"], {"T": model.child(variable).attrs.get("dtype")}))
         edges.append(Edge(((variable,), found[0].src.port), ((name,), "input")))
-        edges += [Edge(((name,), "output"), e.dst, e.attrs) for e in found]
+        edges += [Edge(((name,), "output"), e.dst, attrs=e.attrs) for e in found]
     return model.evolve(children=children, edges=edges)
 
 

@@ -125,26 +125,26 @@ def _container(body: Any, path: DocPath, kind: str) -> Container:
         built = Container(
             _string(builtin["type"], path + ("attrs" if "type" not in fields else "type",)),
             _string(builtin["name"], path + ("attrs" if "name" not in fields else "name",)),
-            [
+            inputs=[
                 _port(p, path + ("input_ports", i))
                 for i, p in enumerate(_list(fields.get("input_ports"), path + ("input_ports",)))
             ],
-            [
+            outputs=[
                 _port(p, path + ("output_ports", i))
                 for i, p in enumerate(_list(fields.get("output_ports"), path + ("output_ports",)))
             ],
-            children,
-            [
+            children=children,
+            edges=[
                 _edge(e, path + ("edges", i))
                 for i, e in enumerate(_list(fields.get("edges"), path + ("edges",)))
             ],
-            [
+            tombstones=[
                 _edge(e, path + ("tombstones", i))
                 for i, e in enumerate(_list(fields.get("tombstones"), path + ("tombstones",)))
             ],
-            attrs,
-            _string(fields.get("uid"), path + ("uid",)),
-            [
+            attrs=attrs,
+            uid=_string(fields.get("uid"), path + ("uid",)),
+            controls=[
                 _port(p, path + ("control_ports", i))
                 for i, p in enumerate(_list(fields.get("control_ports"), path + ("control_ports",)))
             ],
@@ -174,7 +174,7 @@ def _port(value: Any, path: DocPath) -> Port:
         return Port(value["name"])
     fields = _mapping(value, path, _PORT_FIELDS, "a port")
     name = _string(fields.get("name"), path + ("name",), optional=False)
-    return Port(name, _attrs(fields.get("attrs"), path + ("attrs",)))  # type: ignore[arg-type]  # not None
+    return Port(name, attrs=_attrs(fields.get("attrs"), path + ("attrs",)))  # type: ignore[arg-type]  # not None
 
 
 def _edge(value: Any, path: DocPath) -> Edge:
@@ -194,7 +194,7 @@ def _edge(value: Any, path: DocPath) -> Edge:
     return Edge(
         _endpoint(fields["output_port"], path + ("output_port",)),
         _endpoint(fields["input_port"], path + ("input_port",)),
-        _attrs(fields.get("attrs"), path + ("attrs",)),
+        attrs=_attrs(fields.get("attrs"), path + ("attrs",)),
     )
 
 

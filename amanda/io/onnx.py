@@ -6,8 +6,8 @@ is described in ``docs/onnx.md``.
 
 >>> import os, tempfile, amanda
 >>> relu = amanda.op("Relu", "relu", inputs=["X"], outputs=["Y"])
->>> g = amanda.Container(None, "g", inputs=[amanda.Port("x", {"dtype": "float32", "shape": (2,)})],
-...     outputs=[amanda.Port("y", {"dtype": "float32", "shape": (2,)})], children=[relu],
+>>> g = amanda.Container(None, "g", inputs=[amanda.Port("x", attrs={"dtype": "float32", "shape": (2,)})],
+...     outputs=[amanda.Port("y", attrs={"dtype": "float32", "shape": (2,)})], children=[relu],
 ...     edges=[("g:x", "relu:X"), ("relu:Y", "g:y")], attrs={"namespace": "amanda/onnx/17"})
 >>> path = os.path.join(tempfile.mkdtemp(), "relu.onnx")
 >>> dump_onnx(g, path)

@@ -144,8 +144,8 @@ class _Collapser:
         found = self.templates.get(id(call.children))
         if found is None:
             body = Container(
-                call.type, None, [Port(p.name) for p in call.inputs], [Port(p.name) for p in call.outputs],
-                call.children, call.edges, call.tombstones,
+                call.type, None, inputs=[Port(p.name) for p in call.inputs], outputs=[Port(p.name) for p in call.outputs],
+                children=call.children, edges=call.edges, tombstones=call.tombstones,
             )
             found = self.templates[id(call.children)] = (call.children, body)
         return found[1]
@@ -168,11 +168,12 @@ class _Collapser:
                 name = f"{call.type}_{k}"
             kinds.append((template, name))
             body = Container(
-                None, name, template.inputs, template.outputs,
-                [self.collapse(c, ns, (*where, c.name)) for c in call.children], call.edges, call.tombstones,
+                None, name, inputs=template.inputs, outputs=template.outputs,
+                children=[self.collapse(c, ns, (*where, c.name)) for c in call.children], edges=call.edges,
+                tombstones=call.tombstones,
             )
             self.definitions.append(Definition(name, body, info, ns))  # after its callees
-        stub = Container(name, call.name, call.inputs, call.outputs, attrs=call._attrs, uid=call.uid)
+        stub = Container(name, call.name, inputs=call.inputs, outputs=call.outputs, attrs=call._attrs, uid=call.uid)
         return stub
 
 

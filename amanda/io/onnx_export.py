@@ -15,6 +15,7 @@ from typing import Any
 from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Edge, Port
 from amanda.containers.flatten import flatten
+from amanda.containers.records import Path
 from amanda.errors import FormatError
 from amanda.io.onnx_calls import FUNCTION_ATTR, Definition, collapse_calls, function_domain, write_function
 from amanda.io.onnx_metadata import write_metadata
@@ -27,6 +28,7 @@ from amanda.io.onnx_write_graph import (
     is_initializer,
     where_of,
 )
+from amanda.version import __version__
 
 __all__ = [
     "BOOKKEEPING_ATTRS",
@@ -107,7 +109,7 @@ class _Exporter(GraphWriter):
                             body, body.attrs.get("namespace", ns), where + path + (label,)
                         )
 
-    def _opset(self, ns: str, path: tuple) -> tuple[str, int]:
+    def _opset(self, ns: str, path: Path) -> tuple[str, int]:
         found = self.domains.get(ns)
         if found is None:
             found = self.domains[ns] = domain_of_namespace(ns)  # type: ignore[assignment]
@@ -163,8 +165,6 @@ class _Exporter(GraphWriter):
             for blob in info.get("training_info") or ():
                 model.training_info.add().ParseFromString(blob)
         else:
-            from amanda import __version__
-
             wanted = MIN_WRITTEN_IR
             model.producer_name, model.producer_version = "amanda", __version__
         model.ir_version = min(max(wanted, least), MAX_IR_VERSION)
@@ -286,8 +286,8 @@ def to_onnx(container: Container, *, check: bool = True) -> Any:
 
     >>> import amanda
     >>> relu = amanda.op("Relu", "relu", inputs=["X"], outputs=["Y"])
-    >>> g = amanda.Container(None, "g", inputs=[amanda.Port("x", {"dtype": "float32", "shape": (2,)})],
-    ...     outputs=[amanda.Port("y", {"dtype": "float32", "shape": (2,)})], children=[relu],
+    >>> g = amanda.Container(None, "g", inputs=[amanda.Port("x", attrs={"dtype": "float32", "shape": (2,)})],
+    ...     outputs=[amanda.Port("y", attrs={"dtype": "float32", "shape": (2,)})], children=[relu],
     ...     edges=[("g:x", "relu:X"), ("relu:Y", "g:y")], attrs={"namespace": "amanda/onnx/17"})
     >>> model = to_onnx(g)
     >>> [(n.op_type, list(n.input), list(n.output)) for n in model.graph.node]

@@ -133,8 +133,8 @@ class FunctionReader(GraphReader):
             self.opsets, self.default, self.in_function = saved
         try:
             return Container(
-                key[1], None, [Port(n) for n in fn.inputs], [Port(n) for n in fn.outputs],
-                fields["children"], fields["edges"],
+                key[1], None, inputs=[Port(n) for n in fn.inputs], outputs=[Port(n) for n in fn.outputs],
+                children=fields["children"], edges=fields["edges"],
             )
         except InvariantError as exc:
             raise self.fail(f"function {key[0]}:{key[1]} does not make a valid container: {exc}",

@@ -104,7 +104,7 @@ class GraphReader:
                     expected="unique input names",
                     found=repr(vi.name),
                 )
-            inputs.append(Port(vi.name, type_to_attrs(vi)))
+            inputs.append(Port(vi.name, attrs=type_to_attrs(vi)))
             values[vi.name] = Endpoint(SELF, vi.name)
         for tensor in g.initializer:
             children.append(
@@ -153,7 +153,7 @@ class GraphReader:
                     expected="a defined value",
                     found=repr(vi.name),
                 )
-            outputs.append(Port(vi.name, type_to_attrs(vi)))
+            outputs.append(Port(vi.name, attrs=type_to_attrs(vi)))
             edges.append(Edge(src, Endpoint(SELF, vi.name)))
         info: dict[str, Any] = {}
         meta, extra, uid = read_metadata(g.metadata_props, self.prefix)
@@ -209,7 +209,7 @@ class GraphReader:
         if node_info:
             attrs["onnx_node"] = node_info
         values[name] = Endpoint((op_name,), _CONSTANT_OUTPUT)
-        output = Port(_CONSTANT_OUTPUT, {"onnx_name": name})
+        output = Port(_CONSTANT_OUTPUT, attrs={"onnx_name": name})
         return self._build("Constant", op_name, (), (output,), attrs, uid, here)
 
     def _name_nodes(
@@ -341,7 +341,7 @@ class GraphReader:
                 typed = types.get(value)
                 if typed is not None:
                     port_attrs.update(type_to_attrs(typed))
-                outputs.append(Port(port, port_attrs))
+                outputs.append(Port(port, attrs=port_attrs))
         return outputs
 
     def _attributes(self, node: Any, schema: Any, body: Any, where: str, attrs: dict, hints: dict) -> None:
@@ -370,7 +370,7 @@ class GraphReader:
     ) -> Container:
         fields, scope = self.graph(g, parent, where)
         captured.extend(scope.captured)
-        inputs = fields["inputs"] + [Port(n, {"captured": True}) for n in scope.captured]
+        inputs = fields["inputs"] + [Port(n, attrs={"captured": True}) for n in scope.captured]
         attrs: dict[str, Any] = dict(fields["extra"])
         if self.default is not None:
             attrs["namespace"] = self.default  # a body is a value, not a child: it inherits nothing
@@ -383,10 +383,10 @@ class GraphReader:
             return Container(
                 None,
                 fields["name"],
-                inputs,
-                fields["outputs"],
-                fields["children"],
-                fields["edges"],
+                inputs=inputs,
+                outputs=fields["outputs"],
+                children=fields["children"],
+                edges=fields["edges"],
                 attrs=attrs,
                 uid=fields["uid"],
             )
@@ -406,7 +406,7 @@ class GraphReader:
         here: str,
     ) -> Container:
         try:
-            return Container(op_type, name, inputs, outputs, attrs=attrs, uid=uid)
+            return Container(op_type, name, inputs=inputs, outputs=outputs, attrs=attrs, uid=uid)
         except InvariantError as exc:
             raise self.fail(
                 f"{here}: node {name!r} ({op_type}) does not make a valid op: {exc}", path=name

@@ -69,7 +69,7 @@ def capture_ports(captured: list[str], in_names: tuple[str, ...], key: tuple, sc
         attrs: dict[str, Any] = {"captured": True}
         if port != value:
             attrs["onnx_name"] = value
-        ports.append(Port(port, attrs))
+        ports.append(Port(port, attrs=attrs))
         src = scope.get(value)
         if src is None:  # the body found it in an enclosing scope, so this cannot happen
             raise FormatError(f"captured value {value!r} vanished", path=key)

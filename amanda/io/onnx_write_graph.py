@@ -14,6 +14,7 @@ from typing import Any
 from amanda.containers.container import Container
 from amanda.containers.edge import CONTROL, SELF
 from amanda.containers.flatten import flatten
+from amanda.containers.records import Path
 from amanda.containers.refs import AttrRef
 from amanda.errors import AmandaError, FormatError
 from amanda.io.onnx_attrs import fill_attr, infer_attr_type
@@ -55,7 +56,7 @@ class Names:
         return candidate
 
 
-def where_of(path: tuple) -> str:
+def where_of(path: Path) -> str:
     return "/".join(str(p) for p in path) or "<root>"
 
 
@@ -85,7 +86,7 @@ class GraphWriter:
     def fail(self, message: str, path: Any = None) -> FormatError:
         return FormatError(message, path=path)
 
-    def _opset(self, ns: str, path: tuple) -> tuple[str, int]:
+    def _opset(self, ns: str, path: Path) -> tuple[str, int]:
         raise NotImplementedError
 
     def graph(
@@ -269,7 +270,7 @@ class GraphWriter:
         self,
         g: Any,
         op: Container,
-        path: tuple,
+        path: Path,
         ns: str | None,
         own: dict[str, Any],
         producers: Any,
@@ -315,7 +316,7 @@ class GraphWriter:
         node.output.extend(self._positional(schema, "output", outs) if function is None else [v for _, v in outs])
         self._attributes(node, op, own, path, schema, info, captured, names, where)
 
-    def _node_name(self, original: str | None, path: tuple) -> str:
+    def _node_name(self, original: str | None, path: Path) -> str:
         """The name the op had in its ONNX file, else its path, made unique."""
         if original is not None:
             self.node_names.add(original)
@@ -348,7 +349,7 @@ class GraphWriter:
         node: Any,
         op: Container,
         own: dict[str, Any],
-        path: tuple,
+        path: Path,
         schema: Any,
         info: Mapping,
         captured: Mapping[str, str],
@@ -396,7 +397,7 @@ class GraphWriter:
         write_metadata(node.metadata_props, own.get("metadata"), op.uid, extra)
 
     def _value_info(
-        self, g: Any, op: Container, path: tuple, value_of: dict, initializer: bool
+        self, g: Any, op: Container, path: Path, value_of: dict, initializer: bool
     ) -> None:
         if initializer:
             return

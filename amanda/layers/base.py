@@ -62,7 +62,7 @@ def first(outputs: Value | tuple[Value, ...]) -> Value:
 def const(name: str, value: Any) -> Value:
     """A named Constant (not a weight) as a Value: shapes, axes, scalars."""
     array = np.asarray(value)
-    op = Container("Constant", name, (), ["output"], attrs={"value": array, "namespace": DEFAULT_NAMESPACE,
+    op = Container("Constant", name, inputs=(), outputs=["output"], attrs={"value": array, "namespace": DEFAULT_NAMESPACE,
                                                             "initializer": True})
     return weight_value(op)
 
@@ -132,11 +132,12 @@ def assemble_phased(type_: str, name: str, x: Value, by_phase: Mapping[str, Valu
         if edge.dst.op != SELF or not isinstance(port, str):
             edges.append(edge)
         elif port.startswith("y_"):
-            edges.append(Edge(edge.src, Endpoint(SELF, "y"), {"phase": port[2:]}))
+            edges.append(Edge(edge.src, Endpoint(SELF, "y"), attrs={"phase": port[2:]}))
         elif port.startswith("update_"):
-            edges.append(Edge(Endpoint(edge.src.op, CONTROL), Endpoint(SELF, "train"), {"phase": "train"}))
+            edges.append(Edge(Endpoint(edge.src.op, CONTROL), Endpoint(SELF, "train"), attrs={"phase": "train"}))
         else:
             edges.append(edge)
     first = next(p for p in built.outputs if p.name.startswith("y_"))
-    return Container(built.type, built.name, built.inputs, [Port("y", first.attrs)], built.children, edges,
-                     (), built.attrs, built.uid, ["train"])
+    return Container(built.type, built.name, inputs=built.inputs, outputs=[Port("y", attrs=first.attrs)], children=built.children,
+                     edges=edges,
+                     tombstones=(), attrs=built.attrs, uid=built.uid, controls=["train"])

@@ -92,7 +92,7 @@ class Weights:
         _rule(init, name)
         self.specs[name] = [init, int(fans[0]), int(fans[1])]
         value = np.ones(tuple(shape), np.float32) if init == "ones" else np.zeros(tuple(shape), np.float32)
-        op = Container("Constant", name, (), ["output"],
+        op = Container("Constant", name, inputs=(), outputs=["output"],
                        attrs={"value": value, "namespace": DEFAULT_NAMESPACE, "initializer": True})
         return weight_value(op)
 
@@ -101,7 +101,7 @@ class Weights:
         _rule(init, name)
         self.specs[name] = [init, 1, 1]
         value = np.ones(tuple(shape), np.float32) if init == "ones" else np.zeros(tuple(shape), np.float32)
-        op = Container("Variable", name, (), ["ref"], attrs={"value": value, "namespace": "amanda/core"})
+        op = Container("Variable", name, inputs=(), outputs=["ref"], attrs={"value": value, "namespace": "amanda/core"})
         return Value(Call(op, ()), "ref", None, f"{name}.ref")
 
 
@@ -128,8 +128,9 @@ def _drawn(node: Container, spec: Any, seed: int, path: tuple[str, ...]) -> Cont
     else:
         words = [seed & 0xFFFFFFFF, seed >> 32 & 0xFFFFFFFF, zlib.crc32(where.encode())]
         value = np.asarray(_rule(init, where)(np.random.default_rng(words), old.shape, fans), old.dtype)
-    return Container(node.type, node.name, node.inputs, node.outputs, (), (), (), {**attrs, "value": value},
-                     key(seed, path), node.controls)
+    return Container(node.type, node.name, inputs=node.inputs, outputs=node.outputs, children=(), edges=(), tombstones=(),
+                     attrs={**attrs, "value": value},
+                     uid=key(seed, path), controls=node.controls)
 
 
 def seeded(model: Container, seed: int = 0, *, prefix: Sequence[str] = ()) -> Container:

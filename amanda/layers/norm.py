@@ -88,8 +88,9 @@ def _frozen_op(op: Container, state: Mapping[str, Any]) -> Container:
         key = str(attrs.get("shared_name") or op.uid)
         value = np.asarray(state[key]) if key in state else attrs["value"]
         attrs.update(value=value, namespace=DEFAULT_NAMESPACE, initializer=True)
-        return Container("Constant", op.name, (), ["output"], attrs=attrs, uid=op.uid)
-    return Container("Identity", op.name, ["input"], ["output"], attrs={"namespace": DEFAULT_NAMESPACE}, uid=op.uid)
+        return Container("Constant", op.name, inputs=(), outputs=["output"], attrs=attrs, uid=op.uid)
+    return Container("Identity", op.name, inputs=["input"], outputs=["output"], attrs={"namespace": DEFAULT_NAMESPACE},
+                     uid=op.uid)
 
 
 def _renamed(end: Endpoint, kinds: Mapping[str, str]) -> Endpoint:
@@ -124,11 +125,12 @@ def _freeze_level(node: Container, children: list[Container], state: Mapping[str
         live = _live(node)
         children = [c for c in children if c.name in live]
     names = {c.name for c in children}
-    edges = [Edge(_renamed(e.src, kinds), _renamed(e.dst, kinds), e.attrs) for e in node.edges
+    edges = [Edge(_renamed(e.src, kinds), _renamed(e.dst, kinds), attrs=e.attrs) for e in node.edges
              if (e.src.op == SELF or e.src.op[0] in names) and (e.dst.op == SELF or e.dst.op[0] in names)]
     children = [_frozen_op(c, state) if c.name in kinds else c for c in children]
-    return Container(node.type, node.name, node.inputs, node.outputs, children, edges, node.tombstones,
-                     node.attrs, node.uid, node.controls)
+    return Container(node.type, node.name, inputs=node.inputs, outputs=node.outputs, children=children, edges=edges,
+                     tombstones=node.tombstones,
+                     attrs=node.attrs, uid=node.uid, controls=node.controls)
 
 
 def freeze(model: Container, state: Mapping[str, Any] | None = None, phase: str = "inference") -> Container:

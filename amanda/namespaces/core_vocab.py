@@ -35,7 +35,7 @@ def core_namespace(name: str = CORE) -> Namespace:
         OpSchema("AssignAdd", inputs=_ports("ref", "delta"), outputs=_ports("value"),
                  doc="Add `delta` to the variable; output the new value."),
     ]
-    return Namespace(name, {s.type: s for s in schemas}, source="amanda.exec.state")
+    return Namespace(name, schemas={s.type: s for s in schemas}, source="amanda.exec.state")
 
 
 register_provider(CORE, lambda: (CORE,), core_namespace)

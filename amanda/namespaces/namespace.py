@@ -12,9 +12,10 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
+from amanda.deprecation import keyword_only_after
 from amanda.errors import SchemaError
 from amanda.namespaces.schema import FrozenMap, OpSchema, suggest
 
@@ -44,6 +45,7 @@ def _enclosing(name: str) -> str | None:
     return name.rsplit("/", 1)[0] if "/" in name else None
 
 
+@keyword_only_after(1)
 @dataclass(frozen=True, slots=True)
 class Namespace:
     """A named vocabulary: op type -> ``OpSchema``.
@@ -54,12 +56,13 @@ class Namespace:
     that are no longer valid here to a note said in errors (e.g. ONNX ops deprecated at this
     opset).
 
-    >>> ns = Namespace("demo/1", [OpSchema("Add", inputs=["A", "B"], outputs=["C"])])
+    >>> ns = Namespace("demo/1", schemas=[OpSchema("Add", inputs=["A", "B"], outputs=["C"])])
     >>> ns.version, "Add" in ns, ns.schema("Add").input_names
     ('1', True, ('A', 'B'))
     """
 
     name: str
+    _: KW_ONLY
     schemas: Mapping[str, OpSchema] = field(default_factory=FrozenMap)
     parent: str | None = None
     fallback: bool = False
@@ -117,7 +120,7 @@ class Namespace:
 
         Raises ``SchemaError`` naming the namespace and op type, with close matches.
 
-        >>> Namespace("demo/1", [OpSchema("MatMul")]).schema("Matmul")  # doctest: +ELLIPSIS
+        >>> Namespace("demo/1", schemas=[OpSchema("MatMul")]).schema("Matmul")  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
         amanda.errors.SchemaError: at demo/1/Matmul: ... (did you mean 'MatMul'?)
@@ -169,7 +172,7 @@ def register_namespace(ns: Namespace, *, replace: bool = False) -> Namespace:
 
     Registering an equal namespace again is a no-op; a different one needs ``replace=True``.
 
-    >>> ns = register_namespace(Namespace("doctest/reg/1", [OpSchema("Id")]))
+    >>> ns = register_namespace(Namespace("doctest/reg/1", schemas=[OpSchema("Id")]))
     >>> namespace("doctest/reg") is ns
     True
     >>> unregister_namespace("doctest/reg/1")
@@ -205,7 +208,7 @@ def register_provider(prefix: str, names: Callable[[], Iterable[str]],
     ``load(name)`` builds one; the result is cached in the registry.
 
     >>> register_provider("doctest/lazy", lambda: ["doctest/lazy/2"],
-    ...                   lambda name: Namespace(name, [OpSchema("Neg")]))
+    ...                   lambda name: Namespace(name, schemas=[OpSchema("Neg")]))
     >>> namespace("doctest/lazy").op_types
     ('Neg',)
     """

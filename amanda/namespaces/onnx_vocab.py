@@ -244,7 +244,7 @@ def onnx_opset(version: int, domain: str = "",
     schemas = {t: s for t, s in sorted(newest.items()) if not s.deprecated}
     retired = {t: f"{t} is deprecated since opset {s.since_version} of {domain or 'ai.onnx'}"
                for t, s in sorted(newest.items()) if s.deprecated}
-    return Namespace(onnx_namespace_name(domain, version), schemas, source=vocabulary.source,
+    return Namespace(onnx_namespace_name(domain, version), schemas=schemas, source=vocabulary.source,
                      version=version, retired=retired)
 
 

@@ -6,13 +6,15 @@ the whole op: ordered ports, attributes, type constraints and the version that i
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, TypeVar
 
 import numpy as np
 
+from amanda.deprecation import keyword_only_after
 from amanda.errors import Problem, SchemaError
 from amanda.namespaces.attr_types import ATTR_TYPES, attr_value_problem, coerce_default, value_key
 
@@ -113,6 +115,7 @@ def _check_name(name: Any, what: str) -> None:
         raise SchemaError.at(what, "a non-empty string", repr(name))
 
 
+@keyword_only_after(1)
 @dataclass(frozen=True, slots=True)
 class PortSchema:
     """One input or output of an op type.
@@ -126,6 +129,7 @@ class PortSchema:
     """
 
     name: str
+    _: KW_ONLY
     optional: bool = False
     variadic: bool = False
     type_constraint: str | None = None
@@ -198,6 +202,7 @@ def _ports(ports: Iterable[PortSchema | str]) -> tuple[PortSchema, ...]:
     return tuple(p if isinstance(p, PortSchema) else PortSchema(p) for p in ports)
 
 
+@keyword_only_after(1)
 @dataclass(frozen=True, slots=True)
 class OpSchema:
     """The schema of one op type: ports, attributes, type constraints, version.
@@ -212,6 +217,7 @@ class OpSchema:
     """
 
     type: str
+    _: KW_ONLY
     domain: str = ""
     since_version: int = 1
     inputs: tuple[PortSchema, ...] = ()
@@ -256,9 +262,7 @@ class OpSchema:
         # A port bound to a type parameter allows exactly that parameter's types.
         if port.type_constraint is not None and port.type_constraint in constraints \
                 and not port.allowed_types:
-            return PortSchema(port.name, port.optional, port.variadic, port.type_constraint,
-                              constraints[port.type_constraint], port.homogeneous,
-                              port.min_arity)
+            return dataclasses.replace(port, allowed_types=constraints[port.type_constraint])
         return port
 
     def _port_problems(self, side: str, ports: tuple[PortSchema, ...],

@@ -232,7 +232,7 @@ def namespace_from_data(data: Any, lines: Mapping[Path, int] | None = None) -> N
     try:
         return Namespace(
             r.get(body, "namespace", path, (str,), "a namespace name"),
-            schemas,
+            schemas=schemas,
             parent=r.get(body, "parent", path, (str,), "a namespace name"),
             fallback=r.get(body, "fallback", path, (bool,), "a bool", False),
             source=r.get(body, "source", path, (str,), "a string", ""),
@@ -386,7 +386,7 @@ _Dumper.add_representer(str, _represent_str)
 def dump_namespace_schema(ns: Namespace) -> str:
     """YAML text for ``ns`` that ``load_namespace_schema`` reads back to an equal namespace.
 
-    >>> ns = Namespace("x/1", [OpSchema("Neg", inputs=["X"], outputs=["Y"])])
+    >>> ns = Namespace("x/1", schemas=[OpSchema("Neg", inputs=["X"], outputs=["Y"])])
     >>> load_namespace_schema(dump_namespace_schema(ns)) == ns
     True
     """

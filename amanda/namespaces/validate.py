@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+from amanda.containers.records import Path
 from amanda.errors import Problem
 from amanda.namespaces.attr_types import attr_value_problem
 from amanda.namespaces.schema import OpSchema, PortSchema, suggest
@@ -27,7 +28,7 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _port_problems(schema: OpSchema, path: tuple[str, ...], side: str,
+def _port_problems(schema: OpSchema, path: Path, side: str,
                    ports: tuple[PortSchema, ...], names: Sequence[str]) -> list[Problem]:
     problems: list[Problem] = []
     kind = side[:-1]  # 'input' / 'output'
@@ -56,7 +57,7 @@ def _port_problems(schema: OpSchema, path: tuple[str, ...], side: str,
     return problems
 
 
-def validate_op(schema: OpSchema, path: tuple[str, ...], op_type: str,
+def validate_op(schema: OpSchema, path: Path, op_type: str,
                 input_names: Sequence[str], output_names: Sequence[str],
                 attrs: Mapping[str, Any], ignore: Collection[str] = RESERVED_ATTRS,
                 ) -> list[Problem]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
+from amanda.containers.records import Path
 from amanda.containers.refs import resolve_references
 from amanda.errors import ArgumentError, InvariantError, Problem, SchemaError
 from amanda.namespaces.namespace import Namespace, namespace
@@ -87,7 +88,7 @@ def validate(
     except InvariantError as exc:
         return list(exc.problems)  # a reference outside any call: nothing can be checked with it
     cache: dict[str, Namespace | SchemaError] = {}
-    stack: list[tuple[tuple[str, ...], Any, str | None, bool]] = [
+    stack: list[tuple[Path, Any, str | None, bool]] = [
         ((), container, container.attrs.get("namespace"), True)
     ]
     while stack:
@@ -122,7 +123,7 @@ def _namespace(name: Any, cache: dict, mode: str) -> Namespace | SchemaError:
 
 
 def _check(
-    path: tuple[str, ...],
+    path: Path,
     op: Container,
     ns_name: str,
     cache: dict,

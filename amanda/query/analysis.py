@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from amanda.containers.edge import CONTROL, SELF
 from amanda.containers.flatten import flatten
+from amanda.containers.records import Path
 
 if TYPE_CHECKING:
     from amanda.containers.container import Container
@@ -122,7 +123,7 @@ def _tombstones_above(t: NodeTable, p: int) -> set[tuple]:
     return keys
 
 
-def _leaves(node: Container, path: tuple) -> list[tuple]:
+def _leaves(node: Container, path: Path) -> list[Path]:
     out = []
     stack = [(path, node)]
     while stack:

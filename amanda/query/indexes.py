@@ -26,6 +26,7 @@ from itertools import chain, compress, count, repeat
 from operator import attrgetter, eq, is_not, itemgetter, methodcaller
 from typing import TYPE_CHECKING, Any
 
+from amanda.containers.records import Path
 from amanda.query.columns import Columns
 
 if TYPE_CHECKING:
@@ -275,7 +276,7 @@ class NodeTable(Columns):
         held = self.bodies.get(p)
         return held.get(name) if held else None
 
-    def position_of(self, path: tuple) -> int | None:
+    def position_of(self, path: Path) -> int | None:
         """The position of the node at ``path`` (a dict built on first use)."""
         lookup = self._columns.get("position")
         if lookup is None:

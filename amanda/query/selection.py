@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from amanda.containers.records import Path
 from amanda.errors import PathError, QueryError
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ class Selection:
     __slots__ = ("_containers", "_hits", "_paths", "_table")
     _table: NodeTable
     _hits: Hits
-    _paths: tuple[tuple[str, ...], ...] | None
+    _paths: tuple[Path, ...] | None
     _containers: tuple[Container, ...] | None
 
     def __init__(self, t: NodeTable, hits: Hits) -> None:
@@ -62,7 +63,7 @@ class Selection:
         return self._table.root
 
     @property
-    def paths(self) -> tuple[tuple[str, ...], ...]:
+    def paths(self) -> tuple[Path, ...]:
         """The selected paths (tuples of names from the root), in document order."""
         if self._paths is None:
             self._materialise()
@@ -81,10 +82,10 @@ class Selection:
     def __bool__(self) -> bool:
         return len(self._hits) > 0
 
-    def __iter__(self) -> Iterator[tuple[tuple[str, ...], Container]]:
+    def __iter__(self) -> Iterator[tuple[Path, Container]]:
         return zip(self.paths, self.containers)
 
-    def __getitem__(self, index: int) -> tuple[tuple[str, ...], Container]:
+    def __getitem__(self, index: int) -> tuple[Path, Container]:
         """The ``(path, container)`` pair at ``index`` (a slice gives a pair of tuples).
 
         A non-integer index raises QueryError; one out of range PathError.

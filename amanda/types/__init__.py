@@ -3,8 +3,8 @@
 >>> import amanda
 >>> from amanda.types import TensorType, infer_types
 >>> mm = amanda.op("MatMul", "mm", inputs=["A", "B"], outputs=["Y"])
->>> g = amanda.Container(None, "g", inputs=[amanda.Port("a", {"dtype": "float32", "shape": ["batch", 3]}),
-...     amanda.Port("b", {"dtype": "float32", "shape": [3, 5]})], outputs=["y"], children=[mm],
+>>> g = amanda.Container(None, "g", inputs=[amanda.Port("a", attrs={"dtype": "float32", "shape": ["batch", 3]}),
+...     amanda.Port("b", attrs={"dtype": "float32", "shape": [3, 5]})], outputs=["y"], children=[mm],
 ...     edges=[("g:a", "mm:A"), ("g:b", "mm:B"), ("mm:Y", "g:y")], attrs={"namespace": "amanda/onnx/17"})
 >>> infer_types(g)[(), "y"]
 float32[batch,5]

@@ -8,8 +8,8 @@ could fit.
 
 >>> import amanda
 >>> add = amanda.op("Add", "add", inputs=["A", "B"], outputs=["C"])
->>> g = amanda.Container(None, "g", inputs=[amanda.Port("a", {"dtype": "float32", "shape": [2, 3]}),
-...     amanda.Port("b", {"dtype": "float32", "shape": [4]})], outputs=["c"], children=[add],
+>>> g = amanda.Container(None, "g", inputs=[amanda.Port("a", attrs={"dtype": "float32", "shape": [2, 3]}),
+...     amanda.Port("b", attrs={"dtype": "float32", "shape": [4]})], outputs=["c"], children=[add],
 ...     edges=[("g:a", "add:A"), ("g:b", "add:B"), ("add:C", "g:c")], attrs={"namespace": "amanda/onnx/17"})
 >>> for problem in check(g):
 ...     print(problem)

@@ -18,6 +18,7 @@ import numpy as np
 
 from amanda.containers.edge import CONTROL, SELF
 from amanda.containers.order import topological
+from amanda.containers.records import Path
 from amanda.errors import Problem
 from amanda.types.node import ABSENT, Partial
 from amanda.types.ops import OpResult, infer_op
@@ -94,7 +95,7 @@ def _needs_flat(c: Any) -> bool:
     return False
 
 
-def declared_type(attrs: Any, problems: list, path: tuple, what: str) -> Any:
+def declared_type(attrs: Any, problems: list, path: Path, what: str) -> Any:
     """The type port attributes declare; a malformed one is a problem (and no type)."""
     if not attrs:
         return None
@@ -142,7 +143,7 @@ def _op_inputs(op: Any, source: Any) -> tuple[list, list]:
     return types, values
 
 
-def _body_fn(op: Any, path: tuple, namespace: str | None, source: Any, result: OpResult) -> Any:
+def _body_fn(op: Any, path: Path, namespace: str | None, source: Any, result: OpResult) -> Any:
     captured = {}
     for port in op.inputs:
         if port.attrs and port.attrs.get("captured"):
@@ -172,7 +173,7 @@ def _body_fn(op: Any, path: tuple, namespace: str | None, source: Any, result: O
     return body
 
 
-def _leaf(op: Any, path: tuple, ns: str | None, source: Any, level: Level) -> OpResult:
+def _leaf(op: Any, path: Path, ns: str | None, source: Any, level: Level) -> OpResult:
     types, values = _op_inputs(op, source)
     holder = OpResult()
     body = _body_fn(op, path, ns, source, holder) if op.type in _BODIES else None

@@ -11,12 +11,30 @@ a large model, only that path is opened and every untouched subtree answers from
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from amanda.containers.edge import CONTROL, SELF
 from amanda.containers.order import topological
+from amanda.containers.records import Junction, Path, PortRef
 
-__all__ = ["OpenedView"]
+__all__ = ["OpenedView", "TopPort", "UnitPort"]
+
+
+class UnitPort(NamedTuple):
+    """A port of a unit at ``path``: an output when it is a source, an input when fed."""
+
+    path: Path
+    port: PortRef
+
+
+class TopPort(NamedTuple):
+    """A port of the root: ``side`` ``"in"`` for an input (a source), ``"out"`` for an output."""
+
+    port: PortRef
+    side: str
+
+
+End = Junction | UnitPort | TopPort
 
 
 class OpenedView:
@@ -24,18 +42,18 @@ class OpenedView:
 
     ``units``: path -> (node, effective namespace), in document order. ``source(path, port)``:
     the terminal feeding a unit's input port: ``(path, port)`` of a unit's output, ``(SELF,
-    port)`` for a top input, or None. ``junctions``: ``(path, port, side)`` of the boundary
-    ports of opened containers below the root, with their terminal sources. ``outputs``: top
-    output name -> terminal source.
+    port)`` for a top input, or None. ``junctions``: each :class:`Junction` (a boundary port
+    of an opened container below the root) with its terminal source. ``outputs``: top output
+    name -> terminal source.
     """
 
     def __init__(self, root: Any, namespace: str | None, open_all: bool = False) -> None:
-        self.units: dict[tuple, tuple[Any, str | None]] = {}
+        self.units: dict[Path, tuple[Any, str | None]] = {}
         opened = _opened(root, open_all)
-        into: dict[Any, Any] = {}  # junction or unit input -> its source, before resolution
+        into: dict[End, End] = {}  # junction, unit input or top output -> its source, before resolution
         buried: dict[tuple, int] = {}
-        lifted: list[tuple] = []
-        stack: list[tuple[tuple, Any, str | None]] = [((), root, namespace)]
+        lifted: list[tuple[Path, Any]] = []
+        stack: list[tuple[Path, Any, str | None]] = [((), root, namespace)]
         while stack:
             path, node, ns = stack.pop()
             if path and (not node.children or path not in opened):
@@ -61,34 +79,32 @@ class OpenedView:
             d = self._end(path, d_path, dst[1], "dst")
             into.setdefault(d, s)
         self._into = into
-        self._memo: dict[Any, Any] = {}
-        self.junctions = {
-            (j[1], j[2], j[3]): self._resolve(j) for j in into if j[0] == "J"
-        }
-        self.outputs = {j[1]: self._resolve(j) for j in into if j[0] == "OUT"}
+        self._memo: dict[End, Any] = {}
+        self.junctions = {j: self._resolve(j) for j in into if type(j) is Junction}
+        self.outputs = {j.port: self._resolve(j) for j in into if type(j) is TopPort}
 
-    def _end(self, owner: tuple, path: tuple, port: Any, side: str) -> tuple:
+    def _end(self, owner: Path, path: Path, port: PortRef, side: str) -> End:
         if path == owner:
             if not owner:
-                return ("IN", port) if side == "src" else ("OUT", port)
-            return ("J", owner, port, "in" if side == "src" else "out")
+                return TopPort(port, "in" if side == "src" else "out")
+            return Junction(owner, port, "in" if side == "src" else "out")
         if path in self.units:
-            return ("U", path, port)
-        return ("J", path, port, "out" if side == "src" else "in")
+            return UnitPort(path, port)
+        return Junction(path, port, "out" if side == "src" else "in")
 
-    def _resolve(self, start: Any) -> Any:
+    def _resolve(self, start: End) -> Any:
         """Follow junctions back to a unit output or a top input (None if nothing feeds it)."""
         seen = []
-        node = start
+        node: End = start
         while True:
             if node in self._memo:
                 found = self._memo[node]
                 break
-            if node[0] == "U":
-                found = (node[1], node[2])
+            if type(node) is UnitPort:
+                found = (node.path, node.port)
                 break
-            if node[0] == "IN":
-                found = (SELF, node[1])
+            if type(node) is TopPort and node.side == "in":
+                found = (SELF, node.port)
                 break
             if node in seen:  # a cycle through boundary ports feeds nothing
                 found = None
@@ -103,19 +119,19 @@ class OpenedView:
             self._memo[junction] = found
         return found
 
-    def source(self, path: tuple, port: Any) -> Any:
+    def source(self, path: Path, port: PortRef) -> Any:
         """The terminal feeding input ``port`` of the unit at ``path``, or None."""
-        src = self._into.get(("U", path, port))
+        src = self._into.get(UnitPort(path, port))
         return None if src is None else self._resolve(src)
 
-    def order(self) -> list[tuple]:
+    def order(self) -> list[Path]:
         """Units such that every unit comes after the units feeding it (document order else)."""
         pairs = []
         for key, src in self._into.items():
-            if key[0] == "U":
+            if type(key) is UnitPort:
                 found = self._resolve(src)
-                if found is not None and found[0] is not SELF and found[0] != key[1]:
-                    pairs.append((found[0], key[1]))
+                if found is not None and found[0] is not SELF and found[0] != key.path:
+                    pairs.append((found[0], key.path))
         return topological(list(self.units), pairs, cycles="append")
 
 

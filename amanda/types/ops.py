@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from amanda.containers.records import Path
 from amanda.errors import AmandaError, Problem
 from amanda.types.node import ABSENT, Node
 from amanda.types.rules import lookup
@@ -78,7 +79,7 @@ _RANDOM = frozenset({"Bernoulli", "Multinomial", "RandomNormal", "RandomNormalLi
                      "RandomUniformLike"})
 
 
-def _fold(op: Any, path: tuple, namespace: str, values: list) -> tuple | None:
+def _fold(op: Any, path: Path, namespace: str, values: list) -> tuple | None:
     from amanda.exec.dispatch import resolve_kernel
 
     if op.type in _RANDOM:
@@ -134,7 +135,7 @@ def _foldable(values: list, types: list) -> bool:
 
 def infer_op(
     op: Any,
-    path: tuple,
+    path: Path,
     namespace: str | None,
     types: list,
     values: list,

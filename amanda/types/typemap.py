@@ -13,7 +13,7 @@ untouched subtrees after an edit; an annotated copy would have to rebuild every 
 >>> import amanda
 >>> from amanda.types import TensorType
 >>> relu = amanda.op("Relu", "relu", inputs=["X"], outputs=["Y"])
->>> g = amanda.Container(None, "g", inputs=[amanda.Port("x", {"dtype": "float32", "shape": ["n", 4]})],
+>>> g = amanda.Container(None, "g", inputs=[amanda.Port("x", attrs={"dtype": "float32", "shape": ["n", 4]})],
 ...     outputs=["y"], children=[relu], edges=[("g:x", "relu:X"), ("relu:Y", "g:y")],
 ...     attrs={"namespace": "amanda/onnx/17"})
 >>> types = infer_types(g)
@@ -29,6 +29,7 @@ import gc
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from amanda.containers.records import Path
 from amanda.containers.refs import resolve_references
 from amanda.errors import Problem
 from amanda.types.infer import Level, infer_level, top_inputs
@@ -71,7 +72,7 @@ class TypeMap(Mapping):
 
     # -- lookup ----------------------------------------------------------------------------
 
-    def _find(self, path: tuple, port: Any, side: str) -> tuple[bool, Any]:
+    def _find(self, path: Path, port: Any, side: str) -> tuple[bool, Any]:
         level = self._level
         while True:
             if not path:
@@ -109,11 +110,11 @@ class TypeMap(Mapping):
                 return False, None
             level, path = nxt
 
-    def output(self, path: tuple, port: Any) -> Type | None:
+    def output(self, path: Path, port: Any) -> Type | None:
         """The type of output port ``port`` of the node at ``path``."""
         return self._find(tuple(path), port, "out")[1]
 
-    def input(self, path: tuple, port: Any) -> Type | None:
+    def input(self, path: Path, port: Any) -> Type | None:
         """The type of input port ``port`` of the node at ``path``."""
         return self._find(tuple(path), port, "in")[1]
 

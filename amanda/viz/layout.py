@@ -11,12 +11,12 @@ from collections import Counter, deque
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from amanda.containers.records import Path
+
 if TYPE_CHECKING:
     from amanda.containers.container import Container
 
 __all__ = ["Layout", "plan_layout"]
-
-Path = tuple[str, ...]
 
 
 class Layout:

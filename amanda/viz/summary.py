@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from amanda.containers.records import Path
 from amanda.errors import ArgumentError
 from amanda.viz.dot import type_label
 
@@ -30,7 +31,7 @@ __all__ = ["Summary", "SummaryRow", "summary"]
 class SummaryRow(NamedTuple):
     """One row: the node's path, type, output types and parameter count."""
 
-    path: tuple[str, ...]
+    path: Path
     type: str
     outputs: str
     params: int
@@ -85,7 +86,7 @@ def summary(model: Container, depth: int = 1) -> Summary:
     if not isinstance(depth, int) or isinstance(depth, bool) or depth < 1:
         raise ArgumentError.at("depth", "a positive integer", repr(depth))
     rows: list[SummaryRow] = []
-    stack: list[tuple[tuple[str, ...], Container]] = [((c.name,), c) for c in reversed(model.children)]
+    stack: list[tuple[Path, Container]] = [((c.name,), c) for c in reversed(model.children)]
     while stack:
         path, node = stack.pop()
         outputs = ", ".join(type_label(p.attrs) or p.name for p in node.outputs)

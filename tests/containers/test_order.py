@@ -54,15 +54,16 @@ def test_a_cycle_names_its_nodes():
     assert info.value.cycle == ("b", "c")
 
 
-def test_skip_containers_is_a_deprecated_spelling_of_skip():
-    """sorted(skip_containers=f) warns and gives what sorted(skip=f) gives; a bad skip is refused."""
+def test_skip_is_the_one_spelling():
+    """sorted(skip=f) yields accepted containers whole; the removed skip_containers spelling and
+    a skip that is not a function are refused."""
     inner = Container("Cell", "cell", ["x"], ["y"], [op("A", "a", ["x"], ["y"])], [("cell:x", "a:x"), ("a:y", "cell:y")])
     g = Container(children=[inner, op("H", "h", ["x"], [])], edges=[("cell:y", "h:x")])
-    with pytest.warns(DeprecationWarning):
-        old = [o.name for o in g.sorted(skip_containers=lambda c: c.type == "Cell")]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert [o.name for o in g.sorted(skip=lambda c: c.type == "Cell")] == old == ["cell", "h"]
+        assert [o.name for o in g.sorted(skip=lambda c: c.type == "Cell")] == ["cell", "h"]
+    with pytest.raises(TypeError, match="skip_containers"):
+        g.sorted(skip_containers=lambda c: c.type == "Cell")  # type: ignore[call-arg]
     with pytest.raises(TypeError, match="a function"):
         g.sorted(skip="Cell")
 

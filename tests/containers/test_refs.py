@@ -13,7 +13,8 @@ from amanda.errors import ArgumentError, InvariantError
 def call(name: str, attrs: dict, body: list, defaults: dict | None = None) -> Container:
     info = {"domain": "local", **({"defaults": defaults} if defaults else {})}
     kid = body[0].name
-    return Container("F", name, ["X"], ["Y"], body, [(f"{name}:X", f"{kid}:X"), (f"{kid}:Y", f"{name}:Y")],
+    return Container("F", name, inputs=["X"], outputs=["Y"], children=body,
+                     edges=[(f"{name}:X", f"{kid}:X"), (f"{kid}:Y", f"{name}:Y")],
                      attrs={"onnx_function": info, **attrs})
 
 
@@ -46,8 +47,9 @@ def test_references_pass_through_nested_calls_and_bodies() -> None:
     assert resolved.child("inner").attrs["b"] == 3.0
     assert resolved.child("inner").child("leaf").attrs["alpha"] == 3.0
     assert outer.child("inner").attrs["b"] == AttrRef("k", "float")
-    branch = Container(None, "then", ["x"], ["y"], [op("Elu", "e", ["X"], ["Y"], {"alpha": AttrRef("k")})],
-                       [("then:x", "e:X"), ("e:Y", "then:y")])
+    branch = Container(None, "then", inputs=["x"], outputs=["y"],
+                       children=[op("Elu", "e", ["X"], ["Y"], {"alpha": AttrRef("k")})],
+                       edges=[("then:x", "e:X"), ("e:Y", "then:y")])
     holder = call("h", {"k": 7.0}, [op("If", "act", ["X"], ["Y"], {"then_branch": branch})])
     assert has_references(holder)
     found = resolve_references(holder).child("act").attrs["then_branch"].child("e").attrs["alpha"]
@@ -92,6 +94,6 @@ def test_deep_nesting_without_references_resolves_to_itself() -> None:
     hitting the recursion limit."""
     model = op("Relu", "r", ["X"], ["Y"])
     for level in range(3000):
-        model = Container(None, f"n{level}", ["X"], ["Y"], [model],
-                          [(f"n{level}:X", f"{model.name}:X"), (f"{model.name}:Y", f"n{level}:Y")])
+        model = Container(None, f"n{level}", inputs=["X"], outputs=["Y"], children=[model],
+                          edges=[(f"n{level}:X", f"{model.name}:X"), (f"{model.name}:Y", f"n{level}:Y")])
     assert resolve_references(model) is model

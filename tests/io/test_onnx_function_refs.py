@@ -98,9 +98,9 @@ def test_a_malformed_reference_marker_is_a_format_error(body: object) -> None:
 def test_a_reference_outside_any_call_is_reported() -> None:
     """An op referring to a call attribute with no call around it is an InvariantError for
     the resolved view, a problem for ``validate`` and a FormatError for export."""
-    model = amanda.Container(None, "g", [amanda.Port("x", {"dtype": "float32", "shape": [3]})], ["y"],
-                             [amanda.op("Elu", "e", ["X"], ["Y"], {"alpha": AttrRef("a", "float")})],
-                             [("g:x", "e:X"), ("e:Y", "g:y")], attrs={"namespace": "amanda/onnx/17"})
+    model = amanda.Container(None, "g", inputs=[amanda.Port("x", attrs={"dtype": "float32", "shape": [3]})],
+                             outputs=["y"], children=[amanda.op("Elu", "e", ["X"], ["Y"], {"alpha": AttrRef("a", "float")})],
+                             edges=[("g:x", "e:X"), ("e:Y", "g:y")], attrs={"namespace": "amanda/onnx/17"})
     with pytest.raises(InvariantError, match="outside any call"):
         resolve_references(model)
     problems = amanda.validate(model)

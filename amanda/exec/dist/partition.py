@@ -24,14 +24,14 @@ from amanda.containers import CONTROL, SELF, Container, Edge, Endpoint, Port, fl
 from amanda.containers.refs import resolve_references
 from amanda.errors import ArgumentError, ExecutionError, format_path
 from amanda.exec.dist.placement import DEFAULT_DEVICE, devices_of
+from amanda.containers.records import Path, PortKey
 from amanda.exec.kernels.registry import kernel
-from amanda.exec.resolve import control_sources, data_source, resolve_feed, resolve_fetch
+from amanda.exec.resolve import FetchSpec, control_sources, data_source, resolve_feed, resolve_fetch
 
 __all__ = ["DIST", "DONE", "Part", "Partitioning", "describe", "partition"]
 
 DIST = "amanda/dist"  # the namespace of Send and Recv
 DONE = "done"  # a part's named control port: fetching it runs every op of the part
-Path = tuple[str, ...]
 
 
 @kernel("Send", family=DIST)
@@ -81,15 +81,15 @@ class _Needs:
     def __init__(self, model: Container, fetches: Sequence[Any], feeds: Sequence[Any], phase: Any) -> None:
         self.flat = flat = flatten(model)
         self.fed_values: dict[Endpoint, Any] = {}
-        self.fed_into: dict[tuple, Any] = {}
+        self.fed_into: dict[PortKey, Any] = {}
         for name in feeds:
             kind, key = resolve_feed(model, flat, name, phase)
             if kind == "value":
                 self.fed_values[key] = name
             else:
                 for into in key:
-                    self.fed_into[(into[0], into[1])] = name
-        self.targets: list[tuple[str, Any]] = [resolve_fetch(model, flat, f, phase) for f in fetches]
+                    self.fed_into[(into.path, into.port)] = name
+        self.targets: list[FetchSpec] = [resolve_fetch(model, flat, f, phase) for f in fetches]
         self.inputs: dict[Path, list[tuple[str, str, Any]]] = {}  # op -> (port, kind, source)
         self.controls: dict[Path, list[Path]] = {}
         pending = []
@@ -161,7 +161,7 @@ class _Builder:
                 return port
         port = f"feed.{len(self.feeds)}"
         self.feeds[port] = feed
-        self.inputs.append(Port(port, {"feed": str(feed)}))
+        self.inputs.append(Port(port, attrs={"feed": str(feed)}))
         return port
 
     def recv(self, key: Any, source: tuple[int, str]) -> str:

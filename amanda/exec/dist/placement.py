@@ -21,6 +21,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from amanda.containers import flatten, walk, with_attrs
+from amanda.containers.records import Path
 from amanda.errors import ArgumentError, InvariantError, Problem
 
 if TYPE_CHECKING:
@@ -30,8 +31,6 @@ __all__ = ["DEFAULT_DEVICE", "PlacementError", "devices_of", "place"]
 
 DEFAULT_DEVICE = "cpu:0"
 _STATEFUL = frozenset({"Read", "Assign", "AssignAdd"})
-Path = tuple[str, ...]
-
 
 class PlacementError(InvariantError):
     """Ops whose devices cannot all hold: ``problems`` names each by path."""

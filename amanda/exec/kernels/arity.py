@@ -2,8 +2,8 @@
 
 ONNX defines some results by the node's output count rather than by an
 attribute: Split before opset 18 splits into as many equal parts as the node has
-outputs, and MaxPool's Indices output is optional (and costly). A kernel marked
-with :func:`wants_output_count` asks the runner to pass that count as
+outputs, and MaxPool's Indices output is optional (and costly). A kernel registered
+with ``@kernel(..., output_count=True)`` asks the runner to pass that count as
 ``attrs["num_outputs"]`` when the node does not carry the attribute itself.
 """
 
@@ -12,20 +12,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from amanda.exec.kernels.registry import Kernel
+from amanda.exec.kernels.registry import Kernel, KernelVersion, version_of
 
 OUTPUT_COUNT = "num_outputs"
 
 
-def wants_output_count(fn: Kernel) -> Kernel:
-    """Mark ``fn`` as reading the node's output count from ``attrs["num_outputs"]``."""
-    fn.wants_output_count = True  # type: ignore[attr-defined]
-    return fn
+def needs_output_count(kernel: Kernel | KernelVersion) -> bool:
+    """Whether a runner should pass the node's output count to a kernel version (or the
+    registered version of a kernel function).
 
-
-def needs_output_count(fn: Kernel) -> bool:
-    """Whether a runner should pass the node's output count to ``fn``."""
-    return bool(getattr(fn, "wants_output_count", False))
+    >>> from amanda.exec.kernels.registry import lookup
+    >>> needs_output_count(lookup("Split", 13)), needs_output_count(lookup("Relu", 14).fn)
+    (True, False)
+    """
+    version = kernel if isinstance(kernel, KernelVersion) else version_of(kernel)
+    return version is not None and version.output_count
 
 
 def output_count(attrs: Mapping[str, Any], default: int | None = None) -> int | None:

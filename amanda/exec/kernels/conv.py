@@ -242,7 +242,7 @@ def conv_nd(
     return y.astype(x.dtype, copy=False)
 
 
-@kernel("Conv", since=1)
+@kernel("Conv", since=1, heavy=True)
 def conv(
     attrs: Mapping[str, Any], x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None
 ) -> tuple:
@@ -285,7 +285,7 @@ def _transpose_pads(
     return begins + ends
 
 
-@kernel("ConvTranspose", since=1)
+@kernel("ConvTranspose", since=1, heavy=True)
 def conv_transpose(
     attrs: Mapping[str, Any], x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None
 ) -> tuple:

@@ -28,13 +28,13 @@ def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.matmul(a, b)
 
 
-@kernel("MatMul", since=1)
+@kernel("MatMul", since=1, heavy=True)
 def matmul_kernel(attrs: Attrs, a: np.ndarray, b: np.ndarray) -> tuple:
     """ONNX MatMul: numpy ``matmul`` semantics, batch dimensions broadcast."""
     return (_product(_matmul, a, b),)
 
 
-@kernel("Gemm", since=1)
+@kernel("Gemm", since=1, heavy=True)
 def gemm_kernel(attrs: Attrs, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None) -> tuple:
     """ONNX Gemm: ``alpha * A' @ B' + beta * C`` with optional transposes; C broadcasts."""
     alpha, beta = float(attrs.get("alpha", 1.0)), float(attrs.get("beta", 1.0))
@@ -54,7 +54,7 @@ def gemm_kernel(attrs: Attrs, a: np.ndarray, b: np.ndarray, c: np.ndarray | None
     return (as_array(out).astype(a.dtype, copy=False),)
 
 
-@kernel("Einsum", since=12)
+@kernel("Einsum", since=12, heavy=True)
 def einsum_kernel(attrs: Attrs, *xs: np.ndarray) -> tuple:
     """ONNX Einsum: numpy ``einsum`` with the ``equation`` attribute."""
     equation = attr_str(attrs, "equation", "").replace(" ", "")
@@ -69,7 +69,7 @@ def _zero_point(zp: np.ndarray | None, row_wise: bool) -> Any:
     return zp.reshape(-1, 1) if row_wise and zp.ndim == 1 else zp
 
 
-@kernel("MatMulInteger", since=10)
+@kernel("MatMulInteger", since=10, heavy=True)
 def matmul_integer_kernel(
     attrs: Attrs,
     a: np.ndarray,

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from amanda.exec.kernels.arity import output_count, wants_output_count
+from amanda.exec.kernels.arity import output_count
 from amanda.exec.kernels.registry import kernel
 from amanda.exec.kernels.scratch import scratch
 from amanda.exec.kernels.spatial import extent, ints, output_size, pad_spatial, window_pads
@@ -165,8 +165,7 @@ def _max_with_indices(
     return (y if y.base is None else y.copy()), index
 
 
-@kernel("MaxPool", since=1)
-@wants_output_count
+@kernel("MaxPool", since=1, output_count=True)
 def max_pool(attrs: Mapping[str, Any], x: np.ndarray) -> tuple:
     """ONNX MaxPool (ceil_mode, dilations, storage_order); Indices only when the node has them."""
     geometry = _Geometry(attrs, x)

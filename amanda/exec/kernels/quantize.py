@@ -121,7 +121,7 @@ def _centred(q: np.ndarray, zero: Any, shape: tuple[int, ...] | None = None) -> 
     return value - (z.reshape(shape) if shape is not None and z.size > 1 else z)
 
 
-@kernel("QLinearMatMul", since=10)
+@kernel("QLinearMatMul", since=10, heavy=True)
 def qlinear_matmul_kernel(attrs: Attrs, a: np.ndarray, a_scale: np.ndarray, a_zero: np.ndarray,
                           b: np.ndarray, b_scale: np.ndarray, b_zero: np.ndarray,
                           y_scale: np.ndarray, y_zero: np.ndarray) -> tuple:
@@ -152,13 +152,13 @@ def _integer_conv(attrs: Attrs, x: np.ndarray, w: np.ndarray, x_zero: Any, w_zer
     return np.rint(y)
 
 
-@kernel("ConvInteger", since=10)
+@kernel("ConvInteger", since=10, heavy=True)
 def conv_integer_kernel(attrs: Attrs, x: np.ndarray, w: np.ndarray, x_zero: Any = None, w_zero: Any = None) -> tuple:
     """ONNX ConvInteger: the convolution of ``x - x_zero`` and ``w - w_zero`` in int32."""
     return (_integer_conv(attrs, x, w, x_zero, w_zero).astype(np.int32),)
 
 
-@kernel("QLinearConv", since=10)
+@kernel("QLinearConv", since=10, heavy=True)
 def qlinear_conv_kernel(attrs: Attrs, x: np.ndarray, x_scale: np.ndarray, x_zero: np.ndarray,
                         w: np.ndarray, w_scale: np.ndarray, w_zero: np.ndarray,
                         y_scale: np.ndarray, y_zero: np.ndarray, bias: Any = None) -> tuple:

@@ -192,21 +192,21 @@ def _recurrent(kind: str, gates: int, defaults: Sequence[str], attrs: Attrs, x: 
     return (y_all, y_h) if kind != "LSTM" else (y_all, y_h, y_c)
 
 
-@kernel("RNN", since=1)
+@kernel("RNN", since=1, heavy=True)
 def rnn_kernel(attrs: Attrs, x: np.ndarray, w: np.ndarray, r: np.ndarray, b: Any = None,
                lens: Any = None, h0: Any = None) -> tuple:
     """ONNX RNN: ``H = f(X W^T + H R^T + Wb + Rb)``."""
     return _recurrent("RNN", 1, ("Tanh",), attrs, x, w, r, b, lens, h0)
 
 
-@kernel("GRU", since=1)
+@kernel("GRU", since=1, heavy=True)
 def gru_kernel(attrs: Attrs, x: np.ndarray, w: np.ndarray, r: np.ndarray, b: Any = None,
                lens: Any = None, h0: Any = None) -> tuple:
     """ONNX GRU (gates z, r, h), with ``linear_before_reset``."""
     return _recurrent("GRU", 3, ("Sigmoid", "Tanh"), attrs, x, w, r, b, lens, h0)
 
 
-@kernel("LSTM", since=1)
+@kernel("LSTM", since=1, heavy=True)
 def lstm_kernel(attrs: Attrs, x: np.ndarray, w: np.ndarray, r: np.ndarray, b: Any = None,
                 lens: Any = None, h0: Any = None, c0: Any = None, p: Any = None) -> tuple:
     """ONNX LSTM (gates i, o, f, c), with peepholes and ``input_forget``."""

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from amanda.errors import ExecutionError
-from amanda.exec.kernels.arity import output_count, wants_output_count
+from amanda.exec.kernels.arity import output_count
 from amanda.exec.kernels.registry import kernel
 
 
@@ -82,7 +82,7 @@ def _split(x: np.ndarray, axis: int, sizes: list[int], parts: int | None) -> tup
                 "Split",
                 "a split input, a split or num_outputs attribute, or the node's output count",
                 "none of them",
-                "the runner passes num_outputs for kernels marked wants_output_count",
+                "the runner passes num_outputs for kernels registered with output_count=True",
             )
         chunk = -(-dim // parts)  # opset 18: the last part may be smaller
         sizes = [min(chunk, max(0, dim - i * chunk)) for i in range(parts)]
@@ -92,8 +92,7 @@ def _split(x: np.ndarray, axis: int, sizes: list[int], parts: int | None) -> tup
     return tuple(np.split(x, bounds, axis=axis))
 
 
-@kernel("Split", since=1)
-@wants_output_count
+@kernel("Split", since=1, output_count=True)
 def split_v1(attrs: Mapping[str, Any], x: np.ndarray, split: np.ndarray | None = None) -> tuple:
     """ONNX Split-1..12: sizes from the ``split`` attribute (or Split-1's input)."""
     sizes = int_list(attrs.get("split")) or int_list(split)
@@ -101,8 +100,7 @@ def split_v1(attrs: Mapping[str, Any], x: np.ndarray, split: np.ndarray | None =
     return _split(x, axis, sizes, output_count(attrs))
 
 
-@kernel("Split", since=13)
-@wants_output_count
+@kernel("Split", since=13, output_count=True)
 def split(attrs: Mapping[str, Any], x: np.ndarray, split: np.ndarray | None = None) -> tuple:
     """ONNX Split-13+: sizes from the ``split`` input, else ``num_outputs`` parts."""
     axis = axis_of(attrs.get("axis", 0), x.ndim)

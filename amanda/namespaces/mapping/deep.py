@@ -42,7 +42,7 @@ def hand_down(scope: Scope, child: str) -> tuple[dict[int, Edge], list[Edge]]:
         originals[i] = edge
         ends: list[Any] = [end if deep else ((OUTER, f"{i}:{side}"), edge[side][1])
                            for side, (end, deep) in enumerate(zip(lowered, inner))]
-        passed.append(Edge(ends[0], ends[1], edge[2]))
+        passed.append(Edge(ends[0], ends[1], attrs=edge[2]))
     return originals, passed
 
 
@@ -74,4 +74,4 @@ def _lifted_back(child: str, originals: dict[int, Edge], edge: Edge) -> tuple[in
             ends.append(originals[position][side])
         else:
             ends.append(lift_end(end, (child,)))
-    return index, Edge(ends[0], ends[1], edge[2])
+    return index, Edge(ends[0], ends[1], attrs=edge[2])

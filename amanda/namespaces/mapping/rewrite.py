@@ -47,7 +47,7 @@ def _ports(values: Sequence[Any] | None, old: tuple[Port, ...]) -> tuple[Port, .
             ports.append(Port(value))
         elif isinstance(value, Mapping) and "name" in value:
             attrs = {k: v for k, v in (value.get("attrs") or {}).items() if v is not None}
-            ports.append(Port(str(value["name"]), attrs))
+            ports.append(Port(str(value["name"]), attrs=attrs))
         else:
             raise TypeError(f"a port is a name or {{name, attrs}}, found {value!r}")
     return tuple(ports)
@@ -146,7 +146,7 @@ class _Application:
             inputs = _ports(spec.inputs, tuple(Port(p) for p in ins))
             outputs = _ports(spec.outputs, tuple(Port(p) for p in outs))
             self.new_names[var] = name
-            self.new_ops[var] = Container(spec.type, name, inputs, outputs,
+            self.new_ops[var] = Container(spec.type, name, inputs=inputs, outputs=outputs,
                                           attrs=_attrs(None, spec))
 
     def _updated(self, old: Container, spec: NewOp, ns: str) -> Container:
@@ -168,7 +168,7 @@ class _Application:
         if type_ == old.type and inputs == old.inputs and outputs == old.outputs and \
                 value_key(attrs) == value_key(dict(old.attrs)):
             return old
-        return Container(type_, old.name, inputs, outputs, attrs=attrs, uid=old.uid,
+        return Container(type_, old.name, inputs=inputs, outputs=outputs, attrs=attrs, uid=old.uid,
                          controls=old.controls)
 
     # -- port resolution ----------------------------------------------------------------------
@@ -325,7 +325,7 @@ def _reattached(app: _Application, boundary: list[Edge], kept: set[str]) -> tupl
         elif dst in matched_names:
             described = "the container's input" if src is None else \
                 "an op outside this container" if is_outer(edge[0]) else "/".join(edge[0][0])
-            edges += [Edge(edge[0], t, edge[2]) for t in app.input_targets(app.var_of[dst], edge[1][1], described)]
+            edges += [Edge(edge[0], t, attrs=edge[2]) for t in app.input_targets(app.var_of[dst], edge[1][1], described)]
         else:
             edges += _read_outside(app, edge, src)
     return edges, preds, succs
@@ -337,7 +337,7 @@ def _read_outside(app: _Application, edge: Edge, src: str) -> list[Edge]:
     if source is None:
         app.fail(f"a producer for ${app.var_of[src]}.{edge[0][1]}, read outside the match",
                  "none (map it in ports)")
-    return [] if source is _DROP else [Edge(source, edge[1], edge[2])]
+    return [] if source is _DROP else [Edge(source, edge[1], attrs=edge[2])]
 
 
 def _bridged(anchors: list, preds: list, succs: list) -> list[Edge]:

@@ -90,7 +90,7 @@ def _port(value: Any) -> Port:
         return value
     if isinstance(value, Mapping):
         attrs = {k: v for k, v in (value.get("attrs") or {}).items() if v is not None}
-        return Port(str(value["name"]), attrs)
+        return Port(str(value["name"]), attrs=attrs)
     return Port(str(value))
 
 

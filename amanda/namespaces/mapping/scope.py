@@ -238,7 +238,7 @@ class Scope:
         while name in names:
             n += 1
             name = f"{port.name}_{n}"
-        port = Port(name, port.attrs)
+        port = Port(name, attrs=port.attrs)
         self.inputs.append(port)
         self.added_inputs.append(port)
         self.changed = True
@@ -270,9 +270,9 @@ class Scope:
                 a is b for a, b in zip(children, container.children)):
             return container
         try:
-            return Container(container.type, container.name, self.inputs, container.outputs,
-                             children, self.edges, container.tombstones, attrs, container.uid,
-                             container.controls)
+            return Container(container.type, container.name, inputs=self.inputs, outputs=container.outputs,
+                             children=children, edges=self.edges, tombstones=container.tombstones, attrs=attrs, uid=container.uid,
+                             controls=container.controls)
         except InvariantError as exc:
             where = "/".join(self.path) or container.name or "<root>"
             raise MappingError(

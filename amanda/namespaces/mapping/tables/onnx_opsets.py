@@ -168,8 +168,8 @@ def _compatible(m: Match, source: int, target: int) -> Any:
     if not renamed:
         return Replacement({"op": NewOp(attrs=updates)})
     # same order, new names: the driver re-attaches renamed ports by position
-    spec = NewOp(inputs=[Port(in_renames.get(p.name, p.name), p.attrs) for p in op.inputs],
-                 outputs=[Port(out_renames.get(p.name, p.name), p.attrs) for p in op.outputs],
+    spec = NewOp(inputs=[Port(in_renames.get(p.name, p.name), attrs=p.attrs) for p in op.inputs],
+                 outputs=[Port(out_renames.get(p.name, p.name), attrs=p.attrs) for p in op.outputs],
                  attrs=updates)
     return Replacement({"op": spec})
 

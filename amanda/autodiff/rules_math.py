@@ -1,0 +1,226 @@
+"""Vector-Jacobian rules of arithmetic, activations, products, reductions and softmax.
+
+Each rule takes a :class:`~amanda.autodiff.node.Node` and returns one gradient (or None) per
+input port, built from ``amanda.ops``; see :mod:`amanda.autodiff.rules` for the table.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from amanda.autodiff.node import Node, axes_of, const, rank, shape_of, size_of, unbroadcast
+from amanda.build import ops
+from amanda.build.values import Value
+
+__all__ = [
+    "add_vjp", "div_vjp", "gemm_vjp", "log_softmax_vjp", "matmul_vjp", "mul_vjp", "pow_vjp", "reduce_vjp",
+    "softmax_vjp", "sub_vjp", "unary_vjp",
+]
+
+
+def add_vjp(n: Node) -> list:
+    """Add: the gradient passes to both inputs, summed over broadcast axes."""
+    g = n.grad()
+    return [unbroadcast(g, x) if n.need(i) else None for i, x in enumerate(n.inputs)]
+
+
+def sub_vjp(n: Node) -> list:
+    """Sub: ``g`` and ``-g``."""
+    g = n.grad()
+    a, b = n.inputs
+    return [unbroadcast(g, a) if n.need(0) else None, unbroadcast(ops.Neg(g), b) if n.need(1) else None]
+
+
+def mul_vjp(n: Node) -> list:
+    """Mul: ``g*b`` and ``g*a``."""
+    g = n.grad()
+    a, b = n.inputs
+    return [unbroadcast(ops.Mul(g, b), a) if n.need(0) else None,
+            unbroadcast(ops.Mul(g, a), b) if n.need(1) else None]
+
+
+def div_vjp(n: Node) -> list:
+    """Div: ``g/b`` and ``-g*y/b``."""
+    g = n.grad()
+    a, b = n.inputs
+    y = n.outputs[0]
+    return [unbroadcast(ops.Div(g, b), a) if n.need(0) else None,
+            unbroadcast(ops.Neg(ops.Div(ops.Mul(g, y), b)), b) if n.need(1) else None]
+
+
+def pow_vjp(n: Node) -> list:
+    """Pow: ``g*b*a^(b-1)`` and ``g*y*log(a)``."""
+    g = n.grad()
+    a, b = n.inputs
+    out: list = [None, None]
+    if n.need(0):
+        bb = b if b.type.dtype == a.type.dtype else ops.Cast(b, to=np.dtype(a.type.dtype))
+        out[0] = unbroadcast(ops.Mul(g, ops.Mul(bb, ops.Pow(a, ops.Sub(bb, const(1, a))))), a)
+    if n.need(1):
+        out[1] = unbroadcast(ops.Mul(ops.Mul(g, n.outputs[0]), ops.Log(a)), b)
+    return out
+
+
+def _unary(n: Node, x: Value, y: Value, g: Value) -> Value:
+    """dL/dx of one elementwise op from its input, output and output gradient."""
+    kind = n.op.type
+    if kind in ("Identity", "Neg"):
+        return g if kind == "Identity" else ops.Neg(g)
+    if kind == "Exp":
+        return ops.Mul(g, y)
+    if kind == "Log":
+        return ops.Div(g, x)
+    if kind == "Sqrt":
+        return ops.Div(g, ops.Mul(y, const(2, y)))
+    if kind == "Abs":
+        return ops.Mul(g, ops.Sign(x))
+    if kind == "Tanh":
+        return ops.Mul(g, ops.Sub(const(1, y), ops.Mul(y, y)))
+    if kind == "Sigmoid":
+        return ops.Mul(g, ops.Mul(y, ops.Sub(const(1, y), y)))
+    positive = ops.Greater(x, const(0, x))
+    if kind == "Relu":
+        return ops.Where(positive, g, const(0, g))
+    if kind == "LeakyRelu":
+        return ops.Where(positive, g, ops.Mul(g, const(n.attr("alpha", 0.01), g)))
+    if kind == "Elu":
+        return ops.Where(positive, g, ops.Mul(g, ops.Add(y, const(n.attr("alpha", 1.0), y))))
+    if kind == "Erf":
+        return ops.Mul(g, ops.Mul(const(2 / math.sqrt(math.pi), x), ops.Exp(ops.Neg(ops.Mul(x, x)))))
+    return ops.Mul(g, _gelu_slope(n, x))
+
+
+def _gelu_slope(n: Node, x: Value) -> Value:
+    """d gelu(x) / dx, exact (erf) or with the tanh approximation."""
+    if n.attr("approximate", "none") == "tanh":
+        c = math.sqrt(2 / math.pi)
+        x2 = ops.Mul(x, x)
+        t = ops.Tanh(ops.Mul(const(c, x), ops.Add(x, ops.Mul(const(0.044715, x), ops.Mul(x2, x)))))
+        du = ops.Mul(const(c, x), ops.Add(const(1, x), ops.Mul(const(3 * 0.044715, x), x2)))
+        left = ops.Mul(const(0.5, x), ops.Add(const(1, x), t))
+        return ops.Add(left, ops.Mul(ops.Mul(const(0.5, x), x), ops.Mul(ops.Sub(const(1, x), ops.Mul(t, t)), du)))
+    cdf = ops.Mul(const(0.5, x), ops.Add(const(1, x), ops.Erf(ops.Mul(x, const(1 / math.sqrt(2), x)))))
+    pdf = ops.Mul(const(1 / math.sqrt(2 * math.pi), x), ops.Exp(ops.Mul(ops.Mul(x, x), const(-0.5, x))))
+    return ops.Add(cdf, ops.Mul(x, pdf))
+
+
+def unary_vjp(n: Node) -> list:
+    """Elementwise ops of one input (Neg, Exp, Log, Sqrt, Abs, Tanh, Sigmoid, Relu, ...)."""
+    return [_unary(n, n.inputs[0], n.outputs[0], n.grad())] + [None] * (len(n.inputs) - 1)  # type: ignore[arg-type]
+
+
+def _swap_last(v: Value, r: int) -> Value:
+    return ops.Transpose(v, perm=[*range(r - 2), r - 1, r - 2])
+
+
+def matmul_vjp(n: Node) -> list:
+    """MatMul (numpy semantics, 1-D operands included): ``g @ b^T`` and ``a^T @ g``."""
+    a, b = n.inputs
+    assert a is not None and b is not None
+    g = n.grad()
+    ra, rb = rank(a, n), rank(b, n)
+    if ra == 1 and rb == 1:
+        return [ops.Mul(g, b) if n.need(0) else None, ops.Mul(g, a) if n.need(1) else None]
+    if ra == 2 and rb == 2:  # Gemm transposes inside the product: no copies of the operands
+        return [ops.Gemm(g, b, transB=1) if n.need(0) else None, ops.Gemm(a, g, transA=1) if n.need(1) else None]
+    a2 = ops.Unsqueeze(a, np.array([0], np.int64)) if ra == 1 else a
+    b2 = ops.Unsqueeze(b, np.array([1], np.int64)) if rb == 1 else b
+    g2 = ops.Unsqueeze(g, np.array([-2 if ra == 1 else -1], np.int64)) if 1 in (ra, rb) else g
+    out: list = [None, None]
+    if n.need(0):
+        da = ops.MatMul(g2, _swap_last(b2, max(rb, 2)))
+        out[0] = unbroadcast(ops.Squeeze(da, np.array([-2], np.int64)) if ra == 1 else da, a)
+    if n.need(1):
+        db = ops.MatMul(_swap_last(a2, max(ra, 2)), g2)
+        out[1] = unbroadcast(ops.Squeeze(db, np.array([-1], np.int64)) if rb == 1 else db, b)
+    return out
+
+
+def gemm_vjp(n: Node) -> list:
+    """Gemm ``alpha * A' @ B' + beta * C``: the products transposed back as the op transposed."""
+    a, b = n.inputs[:2]
+    g = n.grad()
+    alpha, beta = float(n.attr("alpha", 1.0)), float(n.attr("beta", 1.0))
+    ta, tb = int(n.attr("transA", 0)), int(n.attr("transB", 0))
+    out: list = [None] * len(n.inputs)
+    if n.need(0):  # dA' = g @ B'^T, and A = A'^T when transposed
+        out[0] = ops.Gemm(b, g, alpha=alpha, transA=tb, transB=1) if ta else ops.Gemm(g, b, alpha=alpha, transB=1 - tb)
+    if n.need(1):  # dB' = A'^T @ g
+        out[1] = ops.Gemm(g, a, alpha=alpha, transA=1, transB=ta) if tb else ops.Gemm(a, g, alpha=alpha, transA=1 - ta)
+    if n.need(2):
+        scaled = g if beta == 1.0 else ops.Mul(g, const(beta, g))
+        out[2] = unbroadcast(scaled, n.inputs[2])  # type: ignore[arg-type]
+    return out
+
+
+def _reduced_axes(n: Node) -> list[int] | None:
+    """The axes a Reduce* op reduced (None: all), from its attribute or its axes input."""
+    r = rank(n.inputs[0], n)  # type: ignore[arg-type]
+    axes = n.attr("axes")
+    if axes is None and len(n.inputs) > 1 and n.inputs[1] is not None:
+        axes = n.known(1, "axes input")
+    if axes is None or len(np.asarray(axes).reshape(-1)) == 0:
+        return None if not int(n.attr("noop_with_empty_axes", 0)) else []
+    return axes_of(axes, r)
+
+
+def _kept(n: Node, g: Value, axes: list[int] | None) -> Value:
+    """The output gradient with the reduced axes back as size 1."""
+    if int(n.attr("keepdims", 1)):
+        return g
+    x = n.inputs[0]
+    r = rank(x, n)  # type: ignore[arg-type]
+    return ops.Unsqueeze(g, np.array(list(range(r)) if axes is None else axes, np.int64)) if r else g
+
+
+def reduce_vjp(n: Node) -> list:
+    """ReduceSum, ReduceMean, ReduceMax, ReduceMin, GlobalAveragePool: the gradient spread back over
+    the reduced axes (divided by their size for a mean, onto the extreme elements for max/min)."""
+    x = n.inputs[0]
+    assert x is not None
+    if n.op.type == "GlobalAveragePool":
+        axes: list[int] | None = list(range(2, rank(x, n)))
+        g = n.grad()
+    else:
+        axes = _reduced_axes(n)
+        if axes == []:
+            return [n.grad(), None]
+        g = _kept(n, n.grad(), axes)
+    spread = ops.Expand(g, shape_of(x))
+    if n.op.type in ("ReduceMean", "GlobalAveragePool"):
+        count = ops.Cast(ops.Div(size_of(x), size_of(n.outputs[0])), to=np.dtype(x.type.dtype))
+        return [ops.Div(spread, count)] + [None] * (len(n.inputs) - 1)
+    if n.op.type in ("ReduceMax", "ReduceMin"):
+        y = _kept(n, n.outputs[0], axes)
+        hit = ops.Cast(ops.Equal(x, y), to=np.dtype(x.type.dtype))
+        kw = {} if axes is None else {"axes": np.array(axes, np.int64)}
+        ties = ops.ReduceSum(hit, kw.get("axes"), keepdims=1)
+        return [ops.Mul(spread, ops.Div(hit, ties))] + [None] * (len(n.inputs) - 1)
+    return [spread] + [None] * (len(n.inputs) - 1)
+
+
+def _softmax_axis(n: Node) -> np.ndarray:
+    """The axis a (Log)Softmax normalised over; before opset 13 only the last axis is one axis."""
+    r = rank(n.outputs[0], n)
+    old = n.opset is not None and n.opset < 13
+    axis = int(n.attr("axis", 1 if old else -1)) % max(r, 1)
+    if old and axis != r - 1:
+        raise n.fail("a softmax over one axis (opset 13 or later, or the last axis)",
+                     f"opset {n.opset} flattening axes {axis}.. of rank {r}")
+    return np.array([axis], np.int64)
+
+
+def softmax_vjp(n: Node) -> list:
+    """Softmax: ``y * (g - sum(g*y, axis))``."""
+    y, g = n.outputs[0], n.grad()
+    axis = _softmax_axis(n)
+    return [ops.Mul(y, ops.Sub(g, ops.ReduceSum(ops.Mul(g, y), axis, keepdims=1)))]
+
+
+def log_softmax_vjp(n: Node) -> list:
+    """LogSoftmax: ``g - exp(y) * sum(g, axis)``."""
+    y, g = n.outputs[0], n.grad()
+    axis = _softmax_axis(n)
+    return [ops.Sub(g, ops.Mul(ops.Exp(y), ops.ReduceSum(g, axis, keepdims=1)))]

@@ -1,0 +1,211 @@
+"""Vector-Jacobian rules of network ops: convolution, pooling, normalisation, the softmax
+cross-entropy loss.
+
+The input gradient of a convolution is a ``ConvTranspose`` with the same weights; its weight
+gradient is a convolution of the input by the output gradient with strides and dilations
+swapped (batch and channels exchanged, per group). Average pooling is a ``ConvTranspose``
+with a kernel of ones per channel; max pooling scatters the gradient back to the positions
+``MaxPool``'s ``Indices`` output names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from amanda.autodiff.node import Node, const, rank, shape_of, size_of, unbroadcast
+from amanda.autodiff.rules_shape import scatter_back
+from amanda.build import ops
+from amanda.build.values import Value
+
+__all__ = ["avgpool_vjp", "batchnorm_vjp", "conv_vjp", "layernorm_vjp", "maxpool_vjp", "softmax_xent_vjp"]
+
+
+def _i64(values: Sequence[int]) -> np.ndarray:
+    return np.array(list(values), np.int64)
+
+
+class _Window:
+    """The static geometry of a convolution or pooling window (spatial dims known)."""
+
+    def __init__(self, n: Node, kernel: Sequence[int]) -> None:
+        x, y = n.inputs[0], n.outputs[0]
+        assert x is not None
+        xs, ys = x.type.shape, y.type.shape
+        if xs is None or ys is None or not all(type(d) is int for d in (*xs[2:], *ys[2:], *kernel)):
+            raise n.fail("known spatial sizes and kernel shape", f"{x.type!r} -> {y.type!r}")
+        nd = len(xs) - 2
+        self.size, self.out, self.kernel = list(xs[2:]), list(ys[2:]), [int(k) for k in kernel]
+        self.strides = [int(s) for s in n.attr("strides", [1] * nd)]
+        self.dilations = [int(d) for d in n.attr("dilations", [1] * nd)]
+        pads = [int(p) for p in n.attr("pads", [0] * 2 * nd)]
+        auto = n.attr("auto_pad", "NOTSET")
+        if auto in ("SAME_UPPER", "SAME_LOWER"):
+            begins, ends = [], []
+            for i in range(nd):
+                total = max(0, (self.out[i] - 1) * self.strides[i] + self.extent(i) - self.size[i])
+                small, big = total // 2, total - total // 2
+                begins.append(small if auto == "SAME_UPPER" else big)
+                ends.append(big if auto == "SAME_UPPER" else small)
+            pads = begins + ends
+        elif auto == "VALID":
+            pads = [0] * 2 * nd
+        self.pads = pads
+        self.nd = nd
+
+    def extent(self, i: int) -> int:
+        return (self.kernel[i] - 1) * self.dilations[i] + 1
+
+    def output_padding(self) -> list[int]:
+        """What a ConvTranspose needs to give back exactly the input's spatial size."""
+        return [self.size[i] - ((self.out[i] - 1) * self.strides[i] + self.extent(i) - self.pads[i]
+                                - self.pads[self.nd + i]) for i in range(self.nd)]
+
+    def transpose(self, g: Value, w: Value, group: int) -> Value:
+        return ops.ConvTranspose(g, w, group=group, strides=self.strides, pads=self.pads, dilations=self.dilations,
+                                 output_padding=self.output_padding())
+
+
+def conv_vjp(n: Node) -> list:
+    """Conv (groups, strides, padding, dilation)."""
+    x, w = n.inputs[0], n.inputs[1]
+    assert x is not None and w is not None
+    ws = w.type.shape
+    if ws is None or not all(type(d) is int for d in ws):
+        raise n.fail("weights of known shape", repr(w.type))
+    group = int(n.attr("group", 1))
+    win = _Window(n, ws[2:])
+    g = n.grad()
+    out: list = [None] * len(n.inputs)
+    if n.need(0):
+        out[0] = win.transpose(g, w, group)
+    if n.need(1):
+        cg, nd = int(ws[1]), win.nd
+        spatial = list(range(2, 2 + nd))
+        xr = ops.Reshape(x, _i64([-1, group, cg, *win.size]))
+        xt = ops.Reshape(ops.Transpose(xr, perm=[2, 1, 0, *range(3, 3 + nd)]), _i64([cg, -1, *win.size]))
+        gt = ops.Transpose(g, perm=[1, 0, *spatial])
+        r = ops.Conv(xt, gt, group=group, strides=win.dilations, dilations=win.strides, pads=win.pads)
+        r = ops.Slice(r, _i64([0] * nd), _i64(win.kernel), _i64(spatial))
+        out[1] = ops.Transpose(r, perm=[1, 0, *spatial])
+    if len(n.inputs) > 2 and n.need(2):
+        out[2] = ops.ReduceSum(g, _i64([0, *range(2, rank(g))]), keepdims=0)
+    return out
+
+
+def maxpool_vjp(n: Node) -> list:
+    """MaxPool: the gradient back to the positions the maxima came from."""
+    x = n.inputs[0]
+    assert x is not None
+    attrs = {k: v for k, v in n.op.attrs.items() if k not in ("namespace", "metadata", "storage_order")}
+    _, indices = ops.MaxPool(x, **attrs)
+    return [scatter_back(n.grad(), x, indices)]
+
+
+def avgpool_vjp(n: Node) -> list:
+    """AveragePool: each window's share spread back over it by a ConvTranspose of ones."""
+    x = n.inputs[0]
+    assert x is not None
+    if int(n.attr("ceil_mode", 0)):
+        raise n.fail("ceil_mode=0", "ceil_mode=1")
+    win = _Window(n, n.attr("kernel_shape"))
+    channels = x.type.shape[1]  # type: ignore[index]
+    if type(channels) is not int:
+        raise n.fail("a known channel count", repr(x.type))
+    area = int(np.prod(win.kernel))
+    g = n.grad()
+    if any(win.pads) and not int(n.attr("count_include_pad", 0)):
+        ones = ops.ConstantOfShape(shape_of(x), value=const([1], x))
+        share = ops.AveragePool(ones, kernel_shape=win.kernel, strides=win.strides, pads=win.pads, count_include_pad=1)
+        g = ops.Div(g, ops.Mul(share, const(area, x)))
+    else:
+        g = ops.Mul(g, const(1 / area, g))
+    kernel = const(np.ones((channels, 1, *win.kernel)), x)
+    return [win.transpose(g, kernel, channels)]  # type: ignore[arg-type]
+
+
+def _normalised(x: Value, axes: list[int], eps: float) -> tuple[Value, Value]:
+    """``(x - mean) * inv`` and ``inv = 1/sqrt(var + eps)`` over ``axes``."""
+    centred = ops.Sub(x, ops.ReduceMean(x, axes=axes, keepdims=1))
+    inv = ops.Reciprocal(ops.Sqrt(ops.Add(ops.ReduceMean(ops.Mul(centred, centred), axes=axes, keepdims=1),
+                                          const(eps, x))))
+    return ops.Mul(centred, inv), inv
+
+
+def _through_norm(gx_hat: Value, x_hat: Value, inv: Value, axes: list[int]) -> Value:
+    """The input gradient of a normalisation from the gradient of its normalised value."""
+    mean_g = ops.ReduceMean(gx_hat, axes=axes, keepdims=1)
+    mean_gx = ops.ReduceMean(ops.Mul(gx_hat, x_hat), axes=axes, keepdims=1)
+    return ops.Mul(inv, ops.Sub(ops.Sub(gx_hat, mean_g), ops.Mul(x_hat, mean_gx)))
+
+
+def batchnorm_vjp(n: Node) -> list:
+    """BatchNormalization, with batch statistics (``training_mode=1``) or running ones."""
+    x, scale = n.inputs[0], n.inputs[1]
+    assert x is not None and scale is not None
+    r = rank(x, n)
+    axes = [0, *range(2, r)]
+    eps = float(n.attr("epsilon", 1e-5))
+    g = n.grad()
+    per_channel = _i64([-1, *([1] * (r - 2))])
+    gamma = ops.Reshape(scale, per_channel)
+    if int(n.attr("training_mode", 0)):
+        x_hat, inv = _normalised(x, axes, eps)
+        gx = _through_norm(ops.Mul(g, gamma), x_hat, inv, axes)
+    else:
+        mean, var = n.inputs[3], n.inputs[4]
+        assert mean is not None and var is not None
+        inv = ops.Reshape(ops.Reciprocal(ops.Sqrt(ops.Add(var, const(eps, var)))), per_channel)
+        x_hat = ops.Mul(ops.Sub(x, ops.Reshape(mean, per_channel)), inv)
+        gx = ops.Mul(g, ops.Mul(gamma, inv))
+    sum_axes = _i64(axes)
+    return [gx if n.need(0) else None,
+            ops.ReduceSum(ops.Mul(g, x_hat), sum_axes, keepdims=0) if n.need(1) else None,
+            ops.ReduceSum(g, sum_axes, keepdims=0) if n.need(2) else None, None, None][:len(n.inputs)]
+
+
+def layernorm_vjp(n: Node) -> list:
+    """LayerNormalization over the axes from ``axis`` on."""
+    x, scale = n.inputs[0], n.inputs[1]
+    assert x is not None and scale is not None
+    r = rank(x, n)
+    axes = list(range(int(n.attr("axis", -1)) % r, r))
+    x_hat, inv = _normalised(x, axes, float(n.attr("epsilon", 1e-5)))
+    g = n.grad()
+    out: list = [_through_norm(ops.Mul(g, scale), x_hat, inv, axes) if n.need(0) else None,
+                 unbroadcast(ops.Mul(g, x_hat), scale) if n.need(1) else None]
+    if len(n.inputs) > 2:
+        bias = n.inputs[2]
+        out.append(unbroadcast(g, bias) if n.need(2) and bias is not None else None)
+    return out
+
+
+def softmax_xent_vjp(n: Node) -> list:
+    """SoftmaxCrossEntropyLoss (reductions none/sum/mean, class weights, ignore_index):
+    ``(softmax(scores) - onehot(labels)) * weight``, divided as the mean divided."""
+    scores, labels = n.inputs[0], n.inputs[1]
+    assert scores is not None and labels is not None
+    weights = n.inputs[2] if len(n.inputs) > 2 else None
+    g = n.grad()
+    ignore = n.attr("ignore_index")
+    safe: Value = labels
+    w: Value | None = None
+    if ignore is not None:
+        keep = ops.Not(ops.Equal(labels, np.array(int(ignore), np.int64)))
+        safe = ops.Where(keep, labels, np.array(0, np.int64))
+        w = ops.Cast(keep, to=np.dtype(scores.type.dtype))
+    if weights is not None:
+        picked = ops.Gather(weights, safe)
+        w = picked if w is None else ops.Mul(picked, w)
+    depth = shape_of(scores, 1, 2)
+    onehot = ops.OneHot(safe, depth, const([0, 1], scores), axis=1)
+    diff = ops.Sub(ops.Softmax(scores, axis=1), onehot)
+    reduction = n.attr("reduction", "mean")
+    coef = g if w is None else ops.Mul(g, w)
+    if reduction == "mean":
+        count = ops.Cast(size_of(labels), to=np.dtype(scores.type.dtype)) if w is None else ops.ReduceSum(w, keepdims=0)
+        coef = ops.Div(coef, count)
+    if rank(coef) > 0:
+        coef = ops.Unsqueeze(coef, _i64([1]))
+    return [ops.Mul(diff, coef)] + [None] * (len(n.inputs) - 1)

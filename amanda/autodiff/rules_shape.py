@@ -1,0 +1,136 @@
+"""Vector-Jacobian rules of ops that move or select elements: reshapes, transposes, joins and
+splits, slicing and gathering, Where, Cast, Dropout.
+
+Ops that pick elements (Slice, Gather) share one rule: the same op applied to a tensor of
+flat positions says where each output element came from, and ``ScatterElements`` with
+``reduction="add"`` sends the gradient back there.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from amanda.autodiff.node import Node, const, rank, shape_of, size_of, unbroadcast, zeros_like
+from amanda.build import ops
+from amanda.build.values import Value
+
+__all__ = [
+    "cast_vjp", "concat_vjp", "dropout_vjp", "expand_vjp", "reshape_vjp", "scatter_back", "select_vjp",
+    "split_vjp", "transpose_vjp", "where_vjp",
+]
+
+
+def _rest(n: Node, first: Value | None) -> list:
+    return [first] + [None] * (len(n.inputs) - 1)
+
+
+def reshape_vjp(n: Node) -> list:
+    """Reshape, Flatten, Squeeze, Unsqueeze: the gradient reshaped to the input's shape."""
+    x = n.inputs[0]
+    assert x is not None
+    return _rest(n, ops.Reshape(n.grad(), shape_of(x)))
+
+
+def expand_vjp(n: Node) -> list:
+    """Expand: summed over the axes it broadcast."""
+    x = n.inputs[0]
+    assert x is not None
+    return _rest(n, unbroadcast(n.grad(), x))
+
+
+def transpose_vjp(n: Node) -> list:
+    """Transpose: the inverse permutation."""
+    x = n.inputs[0]
+    assert x is not None
+    perm = n.attr("perm")
+    perm = list(range(rank(x, n)))[::-1] if perm is None else [int(p) for p in perm]
+    return [ops.Transpose(n.grad(), perm=[int(i) for i in np.argsort(perm)])]
+
+
+def concat_vjp(n: Node) -> list:
+    """Concat: each input's stretch of the gradient along the axis."""
+    g = n.grad()
+    r = rank(n.outputs[0], n)
+    axis = int(n.attr("axis")) % r
+    axes = np.array([axis], np.int64)
+    start: Value | np.ndarray = np.array([0], np.int64)
+    out: list = []
+    for i, x in enumerate(n.inputs):
+        assert x is not None
+        end = ops.Add(start, shape_of(x, axis, axis + 1))
+        out.append(ops.Slice(g, start, end, axes) if n.need(i) else None)
+        start = end
+    return out
+
+
+def split_vjp(n: Node) -> list:
+    """Split: the outputs' gradients (zeros where none) joined along the axis."""
+    parts = [n.grad(i) for i in range(len(n.outputs))]
+    return _rest(n, ops.Concat(*parts, axis=int(n.attr("axis", 0))))
+
+
+def scatter_back(g: Value, x: Value, positions: Value) -> Value:
+    """``g`` added into zeros shaped like ``x`` at the flat ``positions`` (shaped like ``g``)."""
+    flat = np.array([-1], np.int64)
+    zeros = ops.Reshape(zeros_like(x), flat)
+    summed = ops.ScatterElements(zeros, ops.Reshape(positions, flat), ops.Reshape(g, flat), axis=0, reduction="add")
+    return ops.Reshape(summed, shape_of(x))
+
+
+def _positions(x: Value) -> Value:
+    """Each element's flat position, shaped like ``x``."""
+    count = size_of(x)
+    return ops.Reshape(ops.Range(np.array(0, np.int64), count, np.array(1, np.int64)), shape_of(x))
+
+
+def select_vjp(n: Node) -> list:
+    """Slice, Gather: the forward op replayed on positions, the gradient scattered back there."""
+    x = n.inputs[0]
+    assert x is not None
+    attrs = {k: v for k, v in n.op.attrs.items() if k not in ("namespace", "metadata")}
+    from amanda.build.builder import Ops
+
+    builder = getattr(Ops(), n.op.type)
+    picked = builder(_positions(x), *n.inputs[1:], **attrs)
+    return _rest(n, scatter_back(n.grad(), x, picked))
+
+
+def where_vjp(n: Node) -> list:
+    """Where: the gradient to the chosen side, zeros to the other."""
+    cond, a, b = n.inputs
+    assert a is not None and b is not None and cond is not None
+    g = n.grad()
+    zero = const(0, g)
+    return [None, unbroadcast(ops.Where(cond, g, zero), a) if n.need(1) else None,
+            unbroadcast(ops.Where(cond, zero, g), b) if n.need(2) else None]
+
+
+def cast_vjp(n: Node) -> list:
+    """Cast: the gradient cast back to the input's dtype (none for non-float inputs)."""
+    x = n.inputs[0]
+    assert x is not None
+    if x.type.dtype not in ("float16", "float32", "float64", "bfloat16"):
+        return [None]
+    return [ops.Cast(n.grad(), to=np.dtype(x.type.dtype))]
+
+
+def dropout_vjp(n: Node) -> list:
+    """Dropout: the identity in inference mode; in training, the gradient through the kept mask
+    (its ``mask`` output, or where the output is non-zero when the op has no mask port),
+    scaled as the forward pass scaled."""
+    g = n.grad()
+    training = n.inputs[2] if len(n.inputs) > 2 else None
+    if training is None or (training.constant is not None and not bool(np.asarray(training.constant))):
+        return _rest(n, g)
+    ratio = float(n.known(1, "ratio")) if len(n.inputs) > 1 and n.inputs[1] is not None else 0.5
+    if len(n.outputs) > 1:
+        kept_mask = n.outputs[1]
+    else:  # no mask port: an element was kept where the output is not zero (or the input was)
+        x, y = n.inputs[0], n.outputs[0]
+        kept_mask = ops.Or(ops.Not(ops.Equal(y, const(0, y))), ops.Equal(x, const(0, x)))
+    mask = ops.Cast(kept_mask, to=np.dtype(g.type.dtype))
+    kept = ops.Mul(g, mask)
+    factor: Value | np.ndarray = const(1 / (1 - ratio), g)
+    if training.constant is None:  # decided at run time: outside training the mask is all ones
+        factor = ops.Where(training, factor, const(1, g))
+    return _rest(n, kept if ratio == 0 else ops.Mul(kept, factor))

@@ -1,0 +1,295 @@
+"""``grad(model, loss, wrt)``: reverse-mode differentiation as a pure transform.
+
+The answer is a new container that holds ``model`` unchanged as a child (under its own name) and the
+backward ops beside it, built by the rules of :mod:`amanda.autodiff.rules` from builder ops.
+Its outputs are the loss and one gradient per ``wrt`` entry, named ``grad/<path>`` (a weight)
+or ``grad/<path>.<port>`` (any other endpoint). Only ops on a path from ``wrt`` to the loss
+are differentiated; contributions of several consumers are summed; each backward op carries
+``grad_of: <forward path>``.
+
+>>> import numpy as np, amanda
+>>> from amanda import Input, ops
+>>> x = Input("x", "float64", (2, 3))
+>>> w = ops.Constant(value=np.full((3, 1), 2.0), name="w")
+>>> net = amanda.model([x], {"loss": ops.ReduceSum(ops.MatMul(x, w), keepdims=0)})
+>>> g = grad(net, "loss", ["w"])
+>>> g.output_names
+('loss', 'grad/w')
+>>> with amanda.Session(g) as s:
+...     s.run(["grad/w"], {"x": np.ones((2, 3))})[0].ravel().tolist()
+[2.0, 2.0, 2.0]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from amanda.autodiff.node import Node, const, zeros_like
+from amanda.autodiff.rules import RULES, rule_for
+from amanda.build import ops
+from amanda.build.values import Call, Value
+from amanda.containers import CONTROL, SELF, Container, Edge, Endpoint, Port, bind, flatten
+from amanda.containers.phases import phases
+from amanda.containers.update import target_paths
+from amanda.errors import ArgumentError, PathError, SchemaError, format_path
+from amanda.types import infer_types, to_attrs
+
+__all__ = ["grad"]
+
+
+class _Pass:
+    """The state of one reverse pass: forward values, gradient contributions, built calls."""
+
+    def __init__(self, model: Container, phase: Any) -> None:
+        self.model = model
+        self.forward = model.name  # the child holding the forward model keeps its name
+        bound = bind(model, phase) if phase is not None else model
+        self.flat = flatten(bound)
+        self.types = infer_types(bound)
+        self.source: dict[tuple, Endpoint] = {}  # (op path, input port) -> producing endpoint
+        self.consumers: dict[Endpoint, list[tuple]] = {}
+        for edge in self.flat.edges:
+            if edge.src[1] == CONTROL or edge.dst[0] is SELF:
+                continue
+            self.source[(edge.dst[0], edge.dst[1])] = edge.src
+            self.consumers.setdefault(edge.src, []).append(edge.dst[0])
+        self.values: dict[Endpoint, Value] = {}
+        self.edges_of: dict[str, Endpoint] = {}  # placeholder name -> endpoint in the answer
+        self.contributions: dict[Endpoint, list[Value]] = {}
+        self.summed: dict[Endpoint, Value | None] = {}
+        self.grad_of: dict[int, str] = {}
+
+    def value(self, src: Endpoint) -> Value:
+        """The builder value standing for a forward endpoint (made once)."""
+        found = self.values.get(src)
+        if found is not None:
+            return found
+        path, port = src
+        if path is SELF:
+            type_, constant, at = self.types.input((), port), None, Endpoint(SELF, port)
+        else:
+            op = self.flat.ops[path]
+            type_ = self.types.output(path, port)
+            constant = op.attrs.get("value") if op.type == "Constant" else None
+            at = Endpoint((self.forward, *path), port)
+        name = f"@{len(self.edges_of)}"
+        self.edges_of[name] = at
+        made = self.values[src] = Value(None, name, type_, name, constant)
+        return made
+
+    def total(self, src: Endpoint) -> Value | None:
+        """The summed gradient of a forward endpoint (None: nothing contributed)."""
+        if src in self.summed:
+            return self.summed[src]
+        parts = self.contributions.get(src, [])
+        total = None if not parts else parts[0] if len(parts) == 1 else ops.Sum(*parts)
+        if len(parts) > 1:
+            self._tag(total, format_path(src[0]) if src[0] is not SELF else "input")
+        self.summed[src] = total
+        return total
+
+    def _tag(self, value: Any, where: str) -> None:
+        """Mark every call made for ``value`` since the forward values with ``grad_of``."""
+        stack = [value]
+        while stack:
+            v = stack.pop()
+            call = v.producer if isinstance(v, Value) else None
+            if call is None or id(call) in self.grad_of:
+                continue
+            self.grad_of[id(call)] = where
+            stack.extend(w for _, w in call.inputs)
+
+
+def _wrt_endpoints(model: Container, wrt: Any) -> list[tuple[str, Endpoint]]:
+    """(output name, forward endpoint) per entry of ``wrt``: op paths (their first output),
+    ``"path:port"`` strings, Endpoints, input names, or a Selection of ops."""
+    items = [wrt] if isinstance(wrt, (str, Endpoint)) or hasattr(wrt, "paths") else wrt
+    if not isinstance(items, (list, tuple)):
+        raise ArgumentError.at("wrt", "a path, an endpoint, a Selection or a list of them", type(wrt).__name__)
+    found: list[tuple[str, Endpoint]] = []
+    for item in items:
+        if hasattr(item, "paths"):
+            found += [(f"grad/{'/'.join(p)}", Endpoint(p, model.descendant(p).outputs[0].name)) for p in item.paths]
+        elif isinstance(item, Endpoint) or (isinstance(item, str) and ":" in item):
+            end = item if isinstance(item, Endpoint) else Endpoint(*_split(model, item))
+            label = end.port if end.op is SELF else f"{'/'.join(end.op)}.{end.port}"
+            found.append((f"grad/{label}", end))
+        elif isinstance(item, str) and item in model.input_names:
+            found.append((f"grad/{item}", Endpoint(SELF, item)))
+        elif isinstance(item, (str, tuple)):
+            for p in target_paths(model, item):
+                node = model.descendant(p)
+                if not node.outputs:
+                    raise PathError.at(format_path(p), "an op with an output", "none")
+                found.append((f"grad/{'/'.join(p)}", Endpoint(p, node.outputs[0].name)))
+        else:
+            raise ArgumentError.at("wrt", "paths, endpoints or a Selection", repr(item))
+    return found
+
+
+def _split(model: Container, text: str) -> tuple:
+    path, _, port = text.rpartition(":")
+    if path in ("", model.name):
+        return SELF, port
+    (resolved,) = target_paths(model, path)
+    node = model.descendant(resolved)
+    if port.lstrip("-").isdigit():
+        port = node.outputs[int(port)].name
+    elif port not in node.output_names:
+        raise PathError.at(f"{path}:{port}", f"an output port among {list(node.output_names)}", repr(port))
+    return resolved, port
+
+
+def _leaf_endpoint(flat: Any, model: Container, end: Endpoint) -> Endpoint:
+    """A container's output followed inside to the leaf that produces it."""
+    if end.op is SELF or tuple(end.op) in flat.ops:
+        return Endpoint(end.op, end.port)
+    node = model.descendant(end.op)
+    for edge in node.edges:
+        if edge.dst[0] is SELF and edge.dst[1] == end.port:
+            inner = Endpoint(tuple(end.op) + tuple(edge.src[0]) if edge.src[0] is not SELF else SELF, edge.src[1])
+            return _leaf_endpoint(flat, model, inner)
+    raise PathError.at(format_path(end.op), f"a producer of output {end.port!r}", "none")
+
+
+def _reachable(p: _Pass, seeds: set, order: Sequence[tuple], loss_op: Any) -> tuple[set, set]:
+    """Forward endpoints that depend on ``wrt``; ops the loss depends on."""
+    varying = set(seeds)
+    for path in order:
+        op = p.flat.ops[path]
+        if any(p.source.get((path, port.name)) in varying for port in op.inputs):
+            varying.update(Endpoint(path, out.name) for out in op.outputs)
+    needed: set = set()
+    stack = [loss_op] if loss_op is not SELF else []
+    while stack:
+        path = stack.pop()
+        if path in needed:
+            continue
+        needed.add(path)
+        for port in p.flat.ops[path].inputs:
+            src = p.source.get((path, port.name))
+            if src is not None and src[0] is not SELF:
+                stack.append(src[0])
+    return varying, needed
+
+
+def _rule(path: tuple, op: Container, model: Container) -> Any:
+    namespace = _namespace(model, path)
+    rule = rule_for(namespace, str(op.type))
+    if rule is None:
+        where = format_path(path)
+        raise SchemaError(
+            f"no gradient rule for `{where}` ({op.type}, {namespace}), which lies between wrt and the loss",
+            path=where, expected=f"an op type with a rule in amanda.autodiff.RULES ({len(RULES)} rules)",
+            found=f"{op.type} of {namespace}")
+    return rule, namespace
+
+
+def _namespace(model: Container, path: tuple) -> str:
+    node, found = model, model.attrs.get("namespace")
+    for name in path:
+        node = node.child(name)
+        found = node.attrs.get("namespace", found)
+    return str(found or "amanda/onnx/17")
+
+
+def _backward(p: _Pass, loss: Endpoint, wrt: list[tuple[str, Endpoint]]) -> None:
+    order = p.flat.topological_order()
+    varying, needed = _reachable(p, {e for _, e in wrt}, order, loss[0])
+    seed = p.value(loss)
+    one = ops.ConstantOfShape(ops.Shape(seed), value=const([1], seed))
+    p._tag(one, "loss")
+    p.contributions[loss] = [one]
+    for path in reversed(order):
+        if path not in needed or not any(Endpoint(path, o.name) in varying for o in p.flat.ops[path].outputs):
+            continue
+        op = p.flat.ops[path]
+        grads = [p.total(Endpoint(path, o.name)) for o in op.outputs]
+        if all(g is None for g in grads):
+            continue
+        sources = [p.source.get((path, port.name)) for port in op.inputs]
+        needs = [s is not None and s in varying for s in sources]
+        if not any(needs):
+            continue
+        rule, namespace = _rule(path, op, p.model)
+        node = Node(path, op, [None if s is None else p.value(s) for s in sources],
+                    [p.value(Endpoint(path, o.name)) for o in op.outputs], grads, needs, namespace)
+        results = list(rule(node))
+        where = format_path(path)
+        for src, need, g in zip(sources, needs, results):
+            if need and g is not None and src is not None:
+                p._tag(g, where)
+                p.contributions.setdefault(src, []).append(g)
+
+
+def grad(model: Container, loss: str, wrt: Any, *, phase: Any = "auto", name: str | None = None) -> Container:
+    """A container computing ``loss`` (an output name of ``model``) and its gradients with
+    respect to ``wrt`` (weight paths, ``"op:port"`` endpoints, input names, or a Selection).
+
+    ``phase``: the computation to differentiate (``"auto"``: ``"train"`` when the model has
+    one). ``wrt`` entries that the loss does not depend on get zeros.
+    """
+    if not isinstance(model, Container):
+        raise ArgumentError.at("model", "a Container", type(model).__name__)
+    if loss not in model.output_names:
+        raise PathError.at(f"{model.name}:{loss}", f"an output among {list(model.output_names)}", repr(loss))
+    if phase == "auto":
+        phase = "train" if "train" in phases(model) else None
+    p = _Pass(model, phase)
+    targets = [(label, _leaf_endpoint(p.flat, model, end)) for label, end in _wrt_endpoints(model, wrt)]
+    loss_end = p.flat.outputs[loss]
+    if loss_end is None:
+        raise PathError.at(f"{model.name}:{loss}", "an output with a producer", "none")
+    _backward(p, loss_end, targets)
+    outputs: list[tuple[str, Value]] = []
+    for label, end in targets:
+        g = p.total(end)
+        if g is None:
+            g = zeros_like(p.value(end))
+            p._tag(g, "unused")
+        outputs.append((label, g))
+    return _assemble(p, loss, loss_end, outputs, name)
+
+
+def _calls(outputs: list[tuple[str, Value]]) -> list[Call]:
+    order: list[Call] = []
+    seen: set[int] = set()
+    stack: list[tuple[Call, bool]] = [(v.producer, False) for _, v in reversed(outputs) if v.producer is not None]
+    while stack:
+        call, expanded = stack.pop()
+        if expanded:
+            order.append(call)
+            continue
+        if id(call) in seen:
+            continue
+        seen.add(id(call))
+        stack.append((call, True))
+        stack.extend((v.producer, False) for _, v in reversed(call.inputs) if v.producer is not None)
+    return order
+
+
+def _assemble(p: _Pass, loss: str, loss_end: Endpoint, outputs: list[tuple[str, Value]], name: str | None) -> Container:
+    model = p.model
+    labels = [label for label, _ in outputs]
+    if len(set(labels)) != len(labels) or loss in labels:
+        raise ArgumentError.at("wrt", "distinct entries", repr(labels))
+
+    def src_of(v: Value) -> Endpoint:
+        return p.edges_of[v.name] if v.producer is None else Endpoint((v.producer.op.name,), v.port)
+
+    forward = p.forward
+    children: list[Container] = [model]
+    edges = [Edge(Endpoint(SELF, i.name), Endpoint((forward,), i.name)) for i in model.inputs]
+    edges.append(Edge(Endpoint((forward,), loss), Endpoint(SELF, loss)))
+    for call in _calls(outputs):
+        op = call.op
+        attrs = {**op.attrs, "metadata": {"grad_of": p.grad_of.get(id(call), "?")}}
+        children.append(Container(op.type, op.name, inputs=op.inputs, outputs=op.outputs, attrs=attrs))
+        edges += [Edge(src_of(v), Endpoint((op.name,), port)) for port, v in call.inputs]
+    edges += [Edge(src_of(v), Endpoint(SELF, label)) for label, v in outputs]
+    loss_port = next(o for o in model.outputs if o.name == loss)
+    out_ports = [loss_port] + [Port(label, attrs=to_attrs(v.type)) for label, v in outputs]
+    return Container("Gradients", name or f"{model.name}_grad", inputs=model.inputs, outputs=out_ports, children=children,
+                     edges=edges,
+                     attrs={"loss": loss})
