@@ -167,3 +167,29 @@ def test_a_model_with_references_converts_between_opsets(target: str) -> None:
     assert [f.name for f in exported.functions] == ["Scaled"]
     got = ort.InferenceSession(exported.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
     np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6)
+
+
+def test_gradients_through_the_calls_use_each_calls_slope() -> None:
+    """``amanda.grad`` of the torch model's output (summed) with respect to its input equals
+    the gradient written out in numpy, each call y = 2 * leaky(x @ W.T + b, slope) with its
+    own slope; the numpy forward pass equals onnxruntime's."""
+    from onnx import numpy_helper
+
+    proto, model, calls = torch_calls()
+    inits = {t.name: numpy_helper.to_array(t).astype(np.float64) for t in proto.graph.initializer}
+    x = np.random.default_rng(5).standard_normal((2, 8)).astype(np.float32) * 3
+    h, pre = x.astype(np.float64), []
+    for prefix, slope in zip("abc", (0.1, 0.3, 0.1)):
+        w, b = inits[f"{prefix}.linear.weight"], inits[f"{prefix}.linear.bias"]
+        z = h @ w.T + b
+        pre.append((w, z, slope))
+        h = 2 * np.where(z > 0, z, slope * z)
+    want = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(h, want, rtol=1e-5, atol=1e-5)
+    g = np.ones_like(h)
+    for w, z, slope in reversed(pre):
+        g = (2 * g * np.where(z > 0, 1.0, slope)) @ w
+    graded = amanda.grad(model, "21", ["x"])
+    with amanda.Session(graded, threads=1) as session:
+        got = session.run(["grad/x"], {"x": x})[0]
+    np.testing.assert_allclose(got, g, rtol=1e-4, atol=1e-5)
