@@ -31,6 +31,7 @@ from amanda.build import ops
 from amanda.build.values import Call, Value
 from amanda.containers import CONTROL, SELF, Container, Edge, Endpoint, Port, bind, flatten
 from amanda.containers.phases import phases
+from amanda.containers.refs import resolve_references
 from amanda.containers.update import target_paths
 from amanda.errors import ArgumentError, PathError, SchemaError, format_path
 from amanda.types import infer_types, to_attrs
@@ -45,6 +46,7 @@ class _Pass:
         self.model = model
         self.forward = model.name  # the child holding the forward model keeps its name
         bound = bind(model, phase) if phase is not None else model
+        bound = resolve_references(bound)  # a call's body ops with the call's attribute values
         self.flat = flatten(bound)
         self.types = infer_types(bound)
         self.source: dict[tuple, Endpoint] = {}  # (op path, input port) -> producing endpoint

@@ -25,7 +25,7 @@ from amanda.containers.container import Container
 from amanda.containers.edge import Port
 from amanda.errors import ArgumentError, SchemaError
 from amanda.io.onnx_ports import port_names
-from amanda.namespaces import namespace as lookup_namespace
+from amanda.namespaces.namespace import namespace as lookup_namespace
 from amanda.namespaces.schema import suggest
 from amanda.namespaces.validate import validate_op
 from amanda.types.node import ABSENT

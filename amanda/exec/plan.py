@@ -31,6 +31,7 @@ import numpy as np
 
 from amanda.containers import SELF, Endpoint, FlatGraph, bind, flatten, walk
 from amanda.containers.records import Path
+from amanda.containers.refs import resolve_references
 from amanda.errors import ExecutionError, format_path
 from amanda.exec.dispatch import (
     ONNX,
@@ -147,6 +148,7 @@ def compile_plan(
     ``default_namespace`` applies to ops with no namespace of their own (bodies of control
     flow inherit their op's); ``prefix`` is prepended to op paths in messages.
     """
+    model = resolve_references(model)  # each call's body with the call's attribute values
     flat = flatten(model)
     targets = [resolve_fetch(model, flat, f, phase) for f in fetches]
     fed_values: dict[Any, Any] = {}

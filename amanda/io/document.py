@@ -19,6 +19,7 @@ import numpy as np
 
 from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Edge, Endpoint, Port
+from amanda.containers.refs import AttrRef
 from amanda.containers.values import EMPTY, dtype_text
 from amanda.errors import AmandaError, FormatError
 from amanda.io.array_markers import decode_array, decode_bytes
@@ -289,6 +290,16 @@ def _decode_mapping(value: Mapping, path: DocPath) -> dict:
     return {k: _decode(v, where + (k,)) for k, v in body.items() if _key_ok(k, where)}
 
 
+def _decode_ref(value: Mapping, path: DocPath) -> AttrRef:
+    body, where = marker_body(value, path, "__ref__", "{name, type}")
+    if not isinstance(body, Mapping) or set(body) - {"name", "type"}:
+        raise _fail(where, "a mapping with the keys name and type", body)
+    try:
+        return AttrRef(_decode(body.get("name"), where + ("name",)), body.get("type", ""))
+    except TypeError:
+        raise _fail(where, "a name (a non-empty string) and a type name (a string)", body) from None
+
+
 def _key_ok(key: Any, path: DocPath) -> bool:
     if not isinstance(key, str):
         raise _fail(path + (key,), "a string key", key)
@@ -304,6 +315,7 @@ _MARKERS = {
     "__int__": decode_int,
     "__str__": decode_str,
     "__mapping__": _decode_mapping,
+    "__ref__": _decode_ref,
 }
 _CONTAINER_KINDS = ("graph", "subgraph", "op")
 
@@ -337,6 +349,8 @@ def _encode(value: Any) -> Any:
         return {"__container__": to_document(value)}
     if isinstance(value, np.dtype):
         return {"__dtype__": dtype_text(value)}
+    if isinstance(value, AttrRef):
+        return {"__ref__": {"name": encode_scalar(value.name), "type": value.type}}
     raise TypeError(f"cannot write a {type(value).__name__} attribute")
 
 

@@ -10,10 +10,12 @@ back equal. Values that plain YAML/JSON would lose are written as *markers*:
 - NaN and infinities: ``{__float__: nan}``, ``inf``, ``-inf`` (JSON has no such numbers);
 - integers past 13,000 bits: ``{__int__: '0x…'}`` (Python refuses longer decimals);
 - strings that are not UTF-8 (lone surrogates): ``{__str__: base64 of surrogatepass UTF-8}``;
-- a mapping with a key starting with ``__``: ``{__mapping__: {…}}``, so it is not a marker.
+- a mapping with a key starting with ``__``: ``{__mapping__: {…}}``, so it is not a marker;
+- a function body's reference to the calling container's attribute
+  (:class:`~amanda.containers.refs.AttrRef`): ``{__ref__: {name: alpha, type: float}}``.
 
-This module holds the scalar markers and the error helpers; arrays, bytes, containers and
-mappings are written and read in :mod:`amanda.io.document`.
+This module holds the scalar markers and the error helpers; arrays, bytes, containers,
+mappings and references are written and read in :mod:`amanda.io.document`.
 
 >>> encode_scalar(float("-inf")), decode_float({"__float__": "-inf"}, ())
 ({'__float__': '-inf'}, -inf)

@@ -30,7 +30,7 @@ from amanda.io.onnx_values import (
 )
 
 __all__ = [
-    "ATTR_TYPE_NAMES", "attr_to_value", "fill_attr", "infer_attr_type", "renamed_attr", "value_to_attr",
+    "ATTR_TYPE_NAMES", "attr_to_value", "fill_attr", "infer_attr_type", "value_to_attr",
 ]
 
 # AttributeProto.AttributeType numbers by their lower-case names (the names op schemas use)
@@ -93,17 +93,6 @@ def _undefined_type(attr: Any) -> int:
         if len(getattr(attr, field)):
             return number
     return 0
-
-
-def renamed_attr(attr: Any, name: str) -> Any:
-    """``attr`` itself if it is called ``name``, else a copy called ``name`` (a function
-    attribute bound to a body op's attribute of another name)."""
-    if attr.name == name:
-        return attr
-    copy = type(attr)()
-    copy.CopyFrom(attr)
-    copy.name = name
-    return copy
 
 
 def attr_to_value(attr: Any, graph: GraphIn | None = None, where: str = "") -> tuple[Any, str]:

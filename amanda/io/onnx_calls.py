@@ -3,12 +3,12 @@
 :func:`collapse_calls` replaces every call container (a container with children and an
 ``onnx_function`` attr, as import makes them) by a leaf of the same name, type, ports and
 attributes, so the graph writer writes it as one node, and gathers the function definitions:
-calls whose bodies are equal, ignoring the attribute values the body takes from the call
-(``onnx_node.attr_refs``), are one function; a call whose body differs (an edited call) is
-written as a function of its own, named ``<type>_<k>``. Bodies are collapsed too (functions
+calls whose bodies are equal (attribute references included, as they are written back) are one
+function; a call whose body differs (an edited call) is written as a function of its own, named
+``<type>_<k>``. Bodies are collapsed too (functions
 calling functions), and so are If/Loop/Scan bodies held in attributes. A call that an edge or
 tombstone from above reaches into (an ``amanda.edit`` wrapper editing inside a body) is not a
-call any more: its ops are written inline.
+call any more: its ops are written inline, their attribute references resolved.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 from amanda.containers.container import Container
 from amanda.containers.edge import Port
+from amanda.containers.refs import resolve_references
 from amanda.errors import FormatError, InvariantError, Problem
 
 __all__ = [
@@ -93,23 +94,6 @@ def shared_body(call: Container, bodies: dict) -> Container:
     return call if first is call else with_body(call, first)
 
 
-def _stripped(node: Container) -> Container:
-    """``node`` without the attribute values its ops take from the call (recursively)."""
-    info = node._attrs.get("onnx_node")
-    refs = info.get("attr_refs") if info else None
-    changed = node.without_attrs(*refs) if refs else node
-    if node.children:
-        kids = [_stripped(c) for c in node.children]
-        if any(a is not b for a, b in zip(kids, node.children)):
-            changed = changed.evolve(children=kids)
-    for key, value in changed._attrs.items():
-        if isinstance(value, Container):
-            changed = changed.with_attrs(**{key: _stripped(value)})
-        elif isinstance(value, tuple) and value and all(isinstance(v, Container) for v in value):
-            changed = changed.with_attrs(**{key: tuple(_stripped(v) for v in value)})
-    return changed
-
-
 class _Collapser:
     def __init__(self) -> None:
         self.definitions: list[Definition] = []
@@ -133,7 +117,8 @@ class _Collapser:
         if is_call(node):
             if where not in self.reached:
                 return self._stub(node, ns, where)
-            node = node.without_attrs(FUNCTION_ATTR)  # written inline: a block, no longer a call
+            # written inline: a block, no longer a call, so its values replace its references
+            node = resolve_references(node).without_attrs(FUNCTION_ATTR)
         if node.children:
             for edge in (*node.edges, *node.tombstones):  # an edit wrapper's edges reach inside:
                 for end in (edge[0][0], edge[1][0]):  # the calls they enter are written inline
@@ -163,7 +148,7 @@ class _Collapser:
                 call.type, None, inputs=[Port(p.name) for p in call.inputs], outputs=[Port(p.name) for p in call.outputs],
                 children=call.children, edges=call.edges, tombstones=call.tombstones,
             )
-            found = self.templates[id(call.children)] = (call.children, _stripped(body))
+            found = self.templates[id(call.children)] = (call.children, body)
         return found[1]
 
     def _stub(self, call: Container, ns: str | None, where: tuple) -> Container:

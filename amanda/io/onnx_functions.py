@@ -1,11 +1,11 @@
 """Model-local functions on import: each call becomes a container whose children are the body.
 
-A ``FunctionProto`` is read once per distinct binding of the attributes its body refers to
-(``ref_attr_name``), and every call with that binding shares the body: the call containers'
+A ``FunctionProto`` is read once, and every call shares the body: the call containers'
 ``children`` and ``edges`` are the very same objects, so a function called a thousand times
-costs one body plus a few ports per call. References are resolved per call (the body's ops
-hold plain values, so types, ``validate`` and the Session need nothing new) and remembered in
-each op's ``onnx_node.attr_refs`` so that export writes them back as references.
+costs one body plus a few ports per call. An attribute of a body op that refers to a function
+attribute (``ref_attr_name``) holds an :class:`~amanda.containers.refs.AttrRef`; the executor,
+type inference and ``validate`` resolve it with each call's values
+(:func:`~amanda.containers.refs.resolve_references`), and export writes it back as a reference.
 """
 
 from __future__ import annotations
@@ -31,21 +31,9 @@ class Function(NamedTuple):
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     graph: Any  # a GraphProto holding the body's nodes, inputs and outputs (untyped)
-    refs: frozenset[str]  # the function attributes the body refers to
-    defaults: dict[str, Any]  # name -> AttributeProto of the default value
     opsets: dict[str, str]  # domain -> namespace, for the body
     names: frozenset[str]  # the names the body's ops get (a call may not be named like one)
     info: dict[str, Any]  # the call containers' ``onnx_function`` attr
-
-
-def _references(nodes: Any, found: set[str]) -> set[str]:
-    for node in nodes:
-        for attr in node.attribute:
-            if attr.ref_attr_name:
-                found.add(attr.ref_attr_name)
-            for g in (attr.g, *attr.graphs) if attr.type in (5, 10) else ():
-                _references(g.node, found)
-    return found
 
 
 def _op_names(proto: Any) -> frozenset[str]:
@@ -68,7 +56,7 @@ class FunctionReader(GraphReader):
         import onnx
 
         self.functions: dict[tuple[str, str, str], Function] = {}
-        self.bodies: dict[tuple, Container] = {}
+        self.bodies: dict[tuple[str, str, str], Container] = {}
         self.called: set[tuple[str, str, str]] = set()
         self.active: list[tuple[str, str, str]] = []
         model_versions = {("" if e.domain == "ai.onnx" else e.domain): e.version for e in model.opset_import}
@@ -103,8 +91,7 @@ class FunctionReader(GraphReader):
             if meta:
                 info["metadata_props"] = meta
             self.functions[key] = Function(
-                proto, tuple(proto.input), tuple(proto.output), graph,
-                frozenset(_references(proto.node, set())), defaults, opsets, _op_names(graph), info,
+                proto, tuple(proto.input), tuple(proto.output), graph, opsets, _op_names(graph), info,
             )
 
     def uncalled(self) -> tuple[bytes, ...]:
@@ -115,18 +102,14 @@ class FunctionReader(GraphReader):
         return self.functions.get((domain, op_type, overload)) if self.functions else None
 
     def call(
-        self, fn: Function, name: str, inputs: list, outputs: list, attrs: dict, protos: dict,
-        uid: str | None, here: str,
+        self, fn: Function, name: str, inputs: list, outputs: list, attrs: dict, uid: str | None, here: str,
     ) -> Container:
-        """The call container: checked ports and attributes, the body shared with every call of
-        the same binding."""
+        """The call container: checked ports and attributes, the body shared with every call."""
         proto = fn.proto
         key = (proto.domain, proto.name, proto.overload)
-        binding = {**fn.defaults, **protos}
-        ident = (key, tuple(sorted((r, binding[r].SerializeToString()) for r in fn.refs if r in binding)))
-        body = self.bodies.get(ident)
+        body = self.bodies.get(key)
         if body is None:
-            body = self.bodies[ident] = self._read_body(fn, key, binding, here)
+            body = self.bodies[key] = self._read_body(fn, key, here)
         self.called.add(key)
         own = fn.opsets.get("")
         if own is not None and own != self.default:
@@ -135,19 +118,19 @@ class FunctionReader(GraphReader):
         ports = [*inputs, *(Port(n) for n in fn.inputs[len(inputs):])]  # unfed inputs too
         return with_body(self._build(proto.name, name, ports, outputs, attrs, uid, here), body)
 
-    def _read_body(self, fn: Function, key: tuple, binding: dict, here: str) -> Container:
+    def _read_body(self, fn: Function, key: tuple, here: str) -> Container:
         if key in self.active:
             chain = " -> ".join(k[1] for k in (*self.active, key))
             raise self.fail(f"{here}: model-local functions call each other in a cycle ({chain})",
                             path=key[1], expected="no recursion", found=chain)
-        saved = (self.opsets, self.default, self.binding)
-        self.opsets, self.default, self.binding = fn.opsets, fn.opsets.get(""), binding
+        saved = (self.opsets, self.default, self.in_function)
+        self.opsets, self.default, self.in_function = fn.opsets, fn.opsets.get(""), True
         self.active.append(key)
         try:
             fields, _ = self.graph(fn.graph, None, (f"function {key[0]}:{key[1]}",))
         finally:
             self.active.pop()
-            self.opsets, self.default, self.binding = saved
+            self.opsets, self.default, self.in_function = saved
         try:
             return Container(
                 key[1], None, inputs=[Port(n) for n in fn.inputs], outputs=[Port(n) for n in fn.outputs],

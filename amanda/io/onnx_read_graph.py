@@ -12,9 +12,10 @@ from typing import Any
 
 from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Edge, Endpoint, Port
+from amanda.containers.refs import AttrRef
 from amanda.containers.values import EMPTY
 from amanda.errors import FormatError, InvariantError
-from amanda.io.onnx_attrs import ATTR_TYPE_NAMES, attr_to_value, renamed_attr
+from amanda.io.onnx_attrs import ATTR_TYPE_NAMES, attr_to_value
 from amanda.io.onnx_metadata import read_metadata
 from amanda.io.onnx_ports import Schemas, port_names
 from amanda.io.onnx_scope import Scope, capture_ports, fresh_name
@@ -45,7 +46,7 @@ class GraphReader:
     default: str | None
     proto: Any  # the ModelProto being read
     source: str | None
-    binding: dict[str, Any] | None = None  # function attribute -> AttributeProto, in a body
+    in_function: bool = False  # reading a function body: attribute references are kept
     function_of: Callable[[str, str, str], Any]  # a model-local function, or None
     call: Callable[..., Container]  # the container of a call of one (FunctionReader)
 
@@ -128,7 +129,7 @@ class GraphReader:
         # value_info amanda's export inferred (amanda.types.onnx_info) is not a declared type
         types = {vi.name: vi for vi in g.value_info
                  if not any(p.key == "amanda_inferred" for p in vi.metadata_props)}
-        main = parent is None and self.binding is None  # a bar for the main graph only
+        main = parent is None and not self.in_function  # a bar for the main graph only
         with progress(len(plans), "importing ONNX", quiet=not main) as bar:
             for plan in plans:
                 children.append(self._node(plan, scope, types, edges, where, here))
@@ -274,7 +275,6 @@ class GraphReader:
         attrs: dict[str, Any] = {}
         info: dict[str, Any] = {}
         hints: dict[str, str] = {}
-        protos: dict[str, Any] = {}  # a call's binding: its AttributeProtos
         captured: list[str] = []
         ins = list(node.input)
         doc, overload, props = node.doc_string, node.overload, node.metadata_props
@@ -302,7 +302,7 @@ class GraphReader:
         def body(g: Any, label: str) -> Container:
             return self._body(g, scope, (*where, name, label), captured)
 
-        refs = self._attributes(node, schema, body, f"{self.prefix}{here}: node {name!r}: ", attrs, hints, protos)
+        self._attributes(node, schema, body, f"{self.prefix}{here}: node {name!r}: ", attrs, hints)
         if own_ns is not None and not fn:
             attrs["namespace"] = own_ns
         meta, extra, uid = read_metadata(props, self.prefix)
@@ -311,7 +311,7 @@ class GraphReader:
         if meta:
             attrs["metadata"] = meta
         for field, value in (("name", original), ("doc_string", doc), ("overload", overload),
-                             ("attr_types", hints), ("attr_refs", refs)):
+                             ("attr_types", hints)):
             if value or (field == "name" and value is not None):
                 info[field] = value
         if info:
@@ -321,7 +321,7 @@ class GraphReader:
             inputs += capture_ports(captured, in_names, key, scope, edges)
         outputs = self._outputs(node.output, out_names, types, fn is not None)
         if fn:
-            return self.call(fn, name, inputs, outputs, attrs, protos, uid, here)
+            return self.call(fn, name, inputs, outputs, attrs, uid, here)
         return self._build(node.op_type, name, inputs, outputs, attrs, uid, here)
 
     def _call_inputs(self, fn: Any, count: int, name: str, where: tuple, here: str) -> tuple[str, ...]:
@@ -344,23 +344,16 @@ class GraphReader:
                 outputs.append(Port(port, attrs=port_attrs))
         return outputs
 
-    def _attributes(
-        self, node: Any, schema: Any, body: Any, where: str, attrs: dict, hints: dict, protos: dict
-    ) -> dict[str, tuple[str, str]]:
-        """Fill ``attrs`` with the node's attribute values, ``hints`` with the types the schema
-        does not give and ``protos`` with the AttributeProtos; in a function body, references
-        take the call's values (the references are returned, for export)."""
-        refs: dict[str, tuple[str, str]] = {}
+    def _attributes(self, node: Any, schema: Any, body: Any, where: str, attrs: dict, hints: dict) -> None:
+        """Fill ``attrs`` with the node's attribute values and ``hints`` with the types the
+        schema does not give; in a function body, a reference to a function attribute is kept
+        as an :class:`AttrRef` (the call's value is taken where it is needed)."""
         for attr in node.attribute:
             if not attribute_text_ok(attr):
                 raise self.text_fault()
-            if attr.ref_attr_name and self.binding is not None:  # resolved per call
-                refs[attr.name] = (attr.ref_attr_name, ATTR_TYPE_NAMES.get(attr.type, "undefined"))
-                bound = self.binding.get(attr.ref_attr_name)
-                if bound is None:
-                    continue  # the call gives no value and there is no default: no attribute
-                attr = renamed_attr(bound, attr.name)
-            protos[attr.name] = attr
+            if attr.ref_attr_name and self.in_function:
+                attrs[attr.name] = AttrRef(attr.ref_attr_name, ATTR_TYPE_NAMES.get(attr.type, "undefined"))
+                continue
             value, kind = attr_to_value(attr, body, where)
             attr_name = attr.name
             attrs[attr_name] = value
@@ -371,7 +364,6 @@ class GraphReader:
                 known = schema.attrs.get(attr_name)
                 if known is None or known.type != kind:
                     hints[attr_name] = kind  # keep what the file says where the schema disagrees
-        return refs
 
     def _body(
         self, g: Any, parent: Scope, where: tuple[str, ...], captured: list[str]

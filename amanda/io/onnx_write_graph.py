@@ -15,6 +15,7 @@ from amanda.containers.container import Container
 from amanda.containers.edge import CONTROL, SELF
 from amanda.containers.flatten import flatten
 from amanda.containers.records import Path
+from amanda.containers.refs import AttrRef
 from amanda.errors import AmandaError, FormatError
 from amanda.io.onnx_attrs import fill_attr, infer_attr_type
 from amanda.io.onnx_metadata import write_metadata
@@ -358,17 +359,20 @@ class GraphWriter:
         hints = info.get("attr_types") or {}
         known = schema.attrs if schema is not None else None
         extra: dict[str, Any] = {}
-        refs = info.get("attr_refs") if self.in_function else None
-        for key, (ref, kind) in sorted((refs or {}).items()):
-            attr = node.attribute.add(name=key, ref_attr_name=ref)
-            attr.type = self.onnx.AttributeProto.AttributeType.Value(kind.upper())
+        refs = sorted(k for k, v in own.items() if isinstance(v, AttrRef))
+        if refs and not self.in_function:
+            raise self.fail(f"op {where_of(where + path)} ({op.type}) refers to attribute(s) of a function call "
+                            f"({', '.join(refs)}) outside any function body", where + path)
+        for key in refs:
+            attr = node.attribute.add(name=key, ref_attr_name=own[key].name)
+            attr.type = self.onnx.AttributeProto.AttributeType.Value((own[key].type or "undefined").upper())
 
         def body(container: Container, label: str) -> Any:
             return self.graph(container, Names(names), captured, where + path + (label,), False)
 
         for key in sorted(own):
             value = own[key]
-            if key in BOOKKEEPING_ATTRS or value is None or (refs and key in refs):
+            if key in BOOKKEEPING_ATTRS or value is None or isinstance(value, AttrRef):
                 continue
             kind = hints.get(key)
             if kind is None and known is not None:

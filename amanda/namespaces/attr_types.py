@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from amanda.containers.refs import AttrRef
+
 __all__ = [
     "ATTR_TYPES",
     "ONNX_DTYPES",
@@ -126,6 +128,8 @@ def attr_value_problem(type_: str, value: Any) -> str | None:
     >>> attr_value_problem("dtype", "float32"), attr_value_problem("dtype", 1)
     (None, None)
     """
+    if isinstance(value, AttrRef):  # a function body's reference: its declared type must fit
+        return None if value.type in ("", "undefined", type_) else f"a reference of type {type_}"
     if type_ in _UNCHECKED:
         return None
     if type_ in _SCALAR_TYPES:

@@ -26,7 +26,8 @@ from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from amanda.containers.records import Path
-from amanda.errors import ArgumentError, Problem, SchemaError
+from amanda.containers.refs import resolve_references
+from amanda.errors import ArgumentError, InvariantError, Problem, SchemaError
 from amanda.namespaces.namespace import Namespace, namespace
 from amanda.namespaces.schema import suggest
 from amanda.namespaces.validate import RESERVED_ATTRS, validate_op
@@ -82,6 +83,10 @@ def validate(
     ):
         raise ArgumentError.at("ignore", "a collection of attribute names", shown(ignore))
     problems: list[Problem] = []
+    try:  # ops are checked with the attribute values each call gives its body
+        container = resolve_references(container)
+    except InvariantError as exc:
+        return list(exc.problems)  # a reference outside any call: nothing can be checked with it
     cache: dict[str, Namespace | SchemaError] = {}
     stack: list[tuple[Path, Any, str | None, bool]] = [
         ((), container, container.attrs.get("namespace"), True)

@@ -30,6 +30,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from amanda.containers.records import Path
+from amanda.containers.refs import resolve_references
 from amanda.errors import Problem
 from amanda.types.infer import Level, infer_level, top_inputs
 from amanda.types.node import ABSENT
@@ -48,6 +49,7 @@ def infer_types(model: Any, inputs: Mapping[str, Any] | None = None) -> TypeMap:
     object and input types. Ops without a rule get unknown outputs and are listed in
     ``unknown_ops``; type errors are in ``problems`` (nothing raises for a user's mistake).
     """
+    model = resolve_references(model)  # a call's body is typed with the call's attribute values
     types, values = top_inputs(model, inputs)
     collecting = gc.isenabled()
     if collecting:

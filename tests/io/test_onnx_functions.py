@@ -15,6 +15,7 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import AttributeProto, TensorProto, helper, numpy_helper  # noqa: E402
 
 import amanda  # noqa: E402
+from amanda.containers.refs import AttrRef, resolve_references  # noqa: E402
 from amanda.errors import FormatError  # noqa: E402
 from amanda.io.onnx_export import to_onnx  # noqa: E402
 from amanda.io.onnx_import import from_onnx  # noqa: E402
@@ -216,17 +217,21 @@ def test_a_function_called_three_times_is_one_body() -> None:
     assert [n.op_type for n in exported.graph.node] == ["Affine"] * 6
 
 
-def test_attribute_bindings_share_per_binding() -> None:
-    """A body referring to function attributes is resolved per call: calls with the same
-    attribute values share one body, a call taking the default gets its own, and each
-    resolved op remembers the reference for export."""
+def test_calls_passing_different_attributes_share_one_body() -> None:
+    """Calls passing different attribute values (one taking the default) hold the very same
+    body, whose ops keep the references; the resolved view gives each call its own values
+    (else the default), and export writes the references back."""
     c = from_onnx(scales())
     s1, s2, s3 = (c.child(n) for n in ("s1", "s2", "s3"))
-    assert s1.children is s3.children and s1.children is not s2.children
+    assert s1.children is s2.children is s3.children and s1.edges is s2.edges
     constants = [op for op in s2.children if op.type == "Constant"]
-    assert [float(op.attrs["value_float"]) for op in constants] == [2.0, 0.5]  # the default alpha, beta
-    assert constants[0].attrs["onnx_node"]["attr_refs"] == {"value_float": ("alpha", "float")}
+    assert [op.attrs["value_float"] for op in constants] == [AttrRef("alpha", "float"), AttrRef("beta", "float")]
     assert (s1.attrs["alpha"], s1.attrs["beta"]) == (3.0, 1.0)
+    resolved = resolve_references(c)
+    values = {n: [op.attrs["value_float"] for op in resolved.child(n).children if op.type == "Constant"]
+              for n in ("s1", "s2", "s3")}
+    assert values == {"s1": [3.0, 1.0], "s2": [2.0, 0.5], "s3": [3.0, 1.0]}  # s2: the default alpha
+    assert resolve_references(c) is resolved and c.child("s2").children is s1.children  # cached; c untouched
     function = to_onnx(c).functions[0]
     refs = [(a.name, a.ref_attr_name) for n in function.node for a in n.attribute]
     assert refs == [("value_float", "alpha"), ("value_float", "beta")]
@@ -239,10 +244,13 @@ def test_nested_calls_are_containers_inside_containers() -> None:
     c = from_onnx(nested())
     inner = c.child("o1").child("inner")
     assert inner.type == "Scale" and inner.children
-    assert inner.attrs["alpha"] == 0.5 and inner.attrs["beta"] == 0.25
+    assert inner.attrs["alpha"] == AttrRef("k", "float") and inner.attrs["beta"] == 0.25
     found = list(c.select("$..[?type=='Mul']").paths)
     assert found == [("o1", "inner", "Mul_1"), ("o2", "inner", "Mul_1")]
-    assert c.child("o1").children is not c.child("o2").children  # k differs, so the inner alpha does
+    assert c.child("o1").children is c.child("o2").children  # k differs, the body is one all the same
+    resolved = resolve_references(c)
+    alphas = [resolved.child(o).child("inner").child("Constant_0").attrs["value_float"] for o in ("o1", "o2")]
+    assert alphas == [0.5, -1.0]  # each outer call's k, passed on by the inner call
 
 
 def test_query_finds_ops_inside_calls() -> None:
@@ -305,14 +313,19 @@ def test_torch_fixture_inputs_are_recorded(name: str) -> None:
     assert [vi.name for vi in onnx.load(FIXTURES / f"{name}.onnx").graph.input] == ["x"]
 
 
-def test_torch_function_attributes_bind_per_call() -> None:
-    """torch's function attribute (each call's LeakyRelu slope) is resolved per call: the two
-    calls of slope 0.1 share one body, the call of slope 0.3 has its own, and the exported
-    function refers to the attribute again."""
+def test_torch_function_attributes_share_one_body() -> None:
+    """torch's three calls passing LeakyRelu slopes 0.1, 0.3 and 0.1 hold the identical body,
+    whose LeakyRelu refers to the function attribute; the query finds that op in every call,
+    the resolved view gives each call its slope, and the exported function refers to the
+    attribute again."""
     c = from_onnx(torch_attributes())
     a, b, c3 = (node for node in c.children if node.children)
-    assert a.children is c3.children and a.children is not b.children
-    slopes = [next(op for op in call.children if op.type == "LeakyRelu").attrs["alpha"] for call in (a, b, c3)]
+    assert a.children is b.children is c3.children
+    (relu,) = (op for op in a.children if op.type == "LeakyRelu")
+    assert relu.attrs["alpha"] == AttrRef("inferred::LeakyRelu_alpha", "float")
+    assert len(c.select("$..[?type=='LeakyRelu']").paths) == 3
+    resolved = resolve_references(c)
+    slopes = [resolved.child(call.name).child(relu.name).attrs["alpha"] for call in (a, b, c3)]
     assert slopes == pytest.approx([0.1, 0.3, 0.1])
     (function,) = to_onnx(c).functions
     assert [a.ref_attr_name for n in function.node for a in n.attribute if a.ref_attr_name] == [
@@ -369,8 +382,11 @@ def test_references_inside_a_branch_of_a_body_resolve_per_call() -> None:
              helper.make_node("Shift", ["c", "a"], ["y"], domain="local", name="ten", shift=10.0)]
     proto = model(nodes, [tensor("c", [], TensorProto.BOOL), tensor("x", [3])], [tensor("y", [3])], [shifted])
     c = from_onnx(proto)
+    assert c.child("one").children is c.child("ten").children
     branch = c.child("ten").child("branch").attrs["then_branch"]
-    assert float(branch.child("Constant_0").attrs["value_float"]) == 10.0
+    assert branch.child("Constant_0").attrs["value_float"] == AttrRef("shift", "float")
+    resolved = resolve_references(c).child("ten").child("branch").attrs["then_branch"]
+    assert resolved.child("Constant_0").attrs["value_float"] == 10.0
     exported = to_onnx(c)
     onnx.checker.check_model(exported, full_check=True)
     assert from_onnx(exported) == c

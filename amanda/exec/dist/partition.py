@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from amanda.containers import CONTROL, SELF, Container, Edge, Endpoint, Port, flatten, walk
+from amanda.containers.refs import resolve_references
 from amanda.errors import ArgumentError, ExecutionError, format_path
 from amanda.exec.dist.placement import DEFAULT_DEVICE, devices_of
 from amanda.containers.records import Path, PortKey
@@ -201,6 +202,7 @@ def partition(model: Container, fetches: Sequence[Any], feeds: Sequence[Any] = (
         raise ArgumentError.at("model", "a Container", type(model).__name__)
     if isinstance(fetches, (str, bytes)) or not isinstance(fetches, Sequence):
         raise ArgumentError.at("fetches", "a list of fetch names", repr(fetches))
+    model = resolve_references(model)  # parts hold ops without their calls: give them the values
     devices = devices_of(model, default)
     needs = _Needs(model, list(fetches), list(feeds), phase)
     stage = _stages(needs, devices)
