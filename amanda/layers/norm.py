@@ -99,13 +99,14 @@ def _renamed(end: Endpoint, kinds: Mapping[str, str]) -> Endpoint:
     return Endpoint(end.op, _PORTS.get((kinds[end.op[0]], end.port), end.port))
 
 
-def _live(node: Container) -> set[str]:
-    """The children some output or named control port of ``node`` depends on."""
+def _live(node: Container, updates: bool = True) -> set[str]:
+    """The children some output (or, with ``updates``, named control port) of ``node`` depends on."""
     feeding: dict[str, list[str]] = {}
     wanted: list[str] = []
+    controls = set(node.control_names)
     for edge in node.edges:
         src = edge.src.op[0] if edge.src.op != SELF else None
-        if edge.dst.op == SELF and src is not None:
+        if edge.dst.op == SELF and src is not None and (updates or edge.dst.port not in controls):
             wanted.append(src)
         elif edge.dst.op != SELF and src is not None:
             feeding.setdefault(edge.dst.op[0], []).append(src)
@@ -118,11 +119,11 @@ def _live(node: Container) -> set[str]:
     return live
 
 
-def _freeze_level(node: Container, children: list[Container], state: Mapping[str, Any]) -> Container:
+def _freeze_level(node: Container, children: list[Container], state: Mapping[str, Any], updates: bool) -> Container:
     kinds = {str(c.name): str(c.type) for c in children if c.is_op and c.attrs.get("namespace") == CORE
              and c.type in ("Variable", "Read")}
-    if node.controls:  # a phased layer: drop what only the other phases used
-        live = _live(node)
+    if node.controls:  # a phased layer: drop what only the other phases (or, without updates, its controls) used
+        live = _live(node, updates)
         children = [c for c in children if c.name in live]
     names = {c.name for c in children}
     edges = [Edge(_renamed(e.src, kinds), _renamed(e.dst, kinds), attrs=e.attrs) for e in node.edges
@@ -133,11 +134,15 @@ def _freeze_level(node: Container, children: list[Container], state: Mapping[str
                      attrs=node.attrs, uid=node.uid, controls=node.controls)
 
 
-def freeze(model: Container, state: Mapping[str, Any] | None = None, phase: str = "inference") -> Container:
+def freeze(model: Container, state: Mapping[str, Any] | None = None, phase: str = "inference", *,
+           updates: bool = True) -> Container:
     """``model`` bound to ``phase``, with each ``Variable`` an initializer holding its value in
     ``state`` (a session's ``state``; without it, the initial value) and each ``Read`` an
     ``Identity``; inside layers with control ports, ops only other phases used are dropped.
-    The result exports to ONNX.
+    ``updates=False`` also drops the ops only a named control port runs (BatchNorm's running
+    statistics updates in the train phase), so that a training computation such as a gradient
+    container exports to ONNX, which has no variables to assign. The inference result exports
+    to ONNX as it is.
 
     >>> frozen = freeze(BatchNorm(3))
     >>> sorted(c.type for c in frozen.children)
@@ -154,7 +159,7 @@ def freeze(model: Container, state: Mapping[str, Any] | None = None, phase: str 
         if node.is_op:
             return node
         if id(node) not in memo:
-            memo[id(node)] = _freeze_level(node, [visit(c) for c in node.children], state or {})
+            memo[id(node)] = _freeze_level(node, [visit(c) for c in node.children], state or {}, updates)
         return memo[id(node)]
 
     return visit(bound)

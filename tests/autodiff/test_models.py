@@ -198,3 +198,25 @@ def test_wrt_forms():
         amanda.grad(net, "loss", ["e:nope"])
     with pytest.raises(amanda.PathError):
         amanda.grad(net, "nothing", ["x"])
+
+
+def test_gradient_container_with_batchnorm_exports_without_its_updates(tmp_path):
+    """The train-phase gradient container of a CNN with BatchNorm, frozen without its running
+    statistics updates (ONNX has no variables to assign), exports, and onnxruntime computes the
+    same loss and gradients. onnxruntime runs with graph optimisations off: its Conv+BatchNorm
+    fusion folds a training-mode BatchNormalization with the running statistics (onnxruntime
+    1.32 gives a loss of 1.511 for 1.478 here), which would test its optimiser, not the export."""
+    ort = pytest.importorskip("onnxruntime")
+    net, feeds = cnn()
+    g = amanda.grad(net, "loss", default_weights(net))
+    with amanda.Session(g) as s:
+        ours = s.run(list(g.output_names), feeds, phase="train")
+    frozen = layers.freeze(g, None, phase="train", updates=False)
+    assert not frozen.select("$..[?type=='Assign']"), "the statistics updates are dropped"
+    path = tmp_path / "grad.onnx"
+    dump_onnx(frozen, path)
+    plain = ort.SessionOptions()
+    plain.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    theirs = ort.InferenceSession(str(path), plain).run(list(g.output_names), feeds)
+    for a, b in zip(ours, theirs):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
