@@ -28,7 +28,8 @@ from typing import Any
 from amanda.autodiff.node import Node, const, zeros_like
 from amanda.autodiff.rules import RULES, rule_for
 from amanda.build import ops
-from amanda.build.values import Call, Value
+from amanda.build.model import calls_in_order
+from amanda.build.values import Value
 from amanda.containers import CONTROL, SELF, Container, Edge, Endpoint, Port, bind, flatten
 from amanda.containers.phases import phases
 from amanda.containers.refs import resolve_references
@@ -254,23 +255,6 @@ def grad(model: Container, loss: str, wrt: Any, *, phase: Any = "auto", name: st
     return _assemble(p, loss, loss_end, outputs, name)
 
 
-def _calls(outputs: list[tuple[str, Value]]) -> list[Call]:
-    order: list[Call] = []
-    seen: set[int] = set()
-    stack: list[tuple[Call, bool]] = [(v.producer, False) for _, v in reversed(outputs) if v.producer is not None]
-    while stack:
-        call, expanded = stack.pop()
-        if expanded:
-            order.append(call)
-            continue
-        if id(call) in seen:
-            continue
-        seen.add(id(call))
-        stack.append((call, True))
-        stack.extend((v.producer, False) for _, v in reversed(call.inputs) if v.producer is not None)
-    return order
-
-
 def _assemble(p: _Pass, loss: str, loss_end: Endpoint, outputs: list[tuple[str, Value]], name: str | None) -> Container:
     model = p.model
     labels = [label for label, _ in outputs]
@@ -284,7 +268,7 @@ def _assemble(p: _Pass, loss: str, loss_end: Endpoint, outputs: list[tuple[str, 
     children: list[Container] = [model]
     edges = [Edge(Endpoint(SELF, i.name), Endpoint((forward,), i.name)) for i in model.inputs]
     edges.append(Edge(Endpoint((forward,), loss), Endpoint(SELF, loss)))
-    for call in _calls(outputs):
+    for call in calls_in_order(outputs):
         op = call.op
         attrs = {**op.attrs, "metadata": {"grad_of": p.grad_of.get(id(call), "?")}}
         children.append(Container(op.type, op.name, inputs=op.inputs, outputs=op.outputs, attrs=attrs))

@@ -20,7 +20,7 @@ from amanda.containers.edge import SELF, Edge, Endpoint, Port
 from amanda.errors import ArgumentError
 from amanda.types.tensor_type import to_attrs
 
-__all__ = ["apply", "model"]
+__all__ = ["apply", "calls_in_order", "model"]
 _ = (Input, ops)  # the doctest's names
 
 
@@ -51,8 +51,14 @@ def _check_inputs(inputs: Any) -> None:
             raise ArgumentError.at("inputs", "Values made by amanda.Input", repr(value))
 
 
-def _calls(wanted: list[tuple[str, Value]]) -> list[Call]:
-    """Every op the outputs depend on, producers before consumers (an iterative post-order)."""
+def calls_in_order(wanted: list[tuple[str, Value]]) -> list[Call]:
+    """Every op the ``(name, Value)`` outputs depend on, producers before consumers (an
+    iterative post-order, so arbitrarily deep graphs work).
+
+    >>> x = Input("x", "float32", ("n",))
+    >>> [c.op.type for c in calls_in_order([("y", ops.Neg(ops.Relu(x)))])]
+    ['Relu', 'Neg']
+    """
     order: list[Call] = []
     seen: set[int] = set()
     stack: list[tuple[Call, bool]] = [(v.producer, False) for _, v in reversed(wanted) if v.producer is not None]
@@ -93,7 +99,7 @@ def model(inputs: Sequence[Value], outputs: Any, name: str | None = None, *, typ
     suffixed ``_1``, ``_2`` … in build order."""
     _check_inputs(inputs)
     wanted = _outputs(outputs)
-    order = _calls(wanted)
+    order = calls_in_order(wanted)
     names = _names(order, name or "model")
     given = {id(v) for v in inputs}
 
