@@ -190,6 +190,46 @@ def _gemm_channels_last(
     return _emit(y.reshape(n, length, m).swapaxes(1, 2), bias)
 
 
+def _depthwise(
+    x: np.ndarray,
+    w: np.ndarray,
+    strides: list[int],
+    dilations: list[int],
+    pads: list[int],
+    out: list[int],
+    bias: np.ndarray | None,
+) -> np.ndarray:
+    """One input channel per group (depthwise, with a channel multiplier ``M / C``).
+
+    Each kernel offset is one multiply-add of a strided view of the padded input by a
+    per-channel weight: ``prod(K)`` passes over the output, where the column layouts would
+    run ``N * C`` GEMMs of one row each.
+    """
+    nd = len(strides)
+    n, c = x.shape[:2]
+    m = w.shape[0]
+    kernel = w.shape[2:]
+    padded = _padded(x, pads[:nd], pads[nd:])
+    if m != c:
+        padded = np.repeat(padded, m // c, axis=1)
+    weights = w.reshape(m, -1)
+    per_channel = (m, *([1] * nd))
+    y = np.empty((n, m, *out), dtype=x.dtype)
+    term = scratch((n, m, *out), x.dtype, "conv.depthwise")
+    for k, offset in enumerate(np.ndindex(*kernel)):  # loop over kernel offsets, not elements
+        window = tuple(slice(o * d, o * d + (size - 1) * s + 1, s)
+                       for o, d, size, s in zip(offset, dilations, out, strides))
+        view = padded[(slice(None), slice(None), *window)]
+        if k == 0:
+            np.multiply(view, weights[:, 0].reshape(per_channel), out=y)
+        else:
+            np.multiply(view, weights[:, k].reshape(per_channel), out=term)
+            y += term
+    if bias is not None:
+        y += bias.reshape(per_channel)
+    return y
+
+
 def conv_nd(
     x: np.ndarray,
     w: np.ndarray,
@@ -228,6 +268,8 @@ def conv_nd(
     bias = None if b is None else b.astype(dtype, copy=False)
     if all(k == 1 for k in kernel) and all(s == 1 for s in strides) and not any(pads):
         y = np.matmul(wg, xc.reshape(n, group, cg, -1))  # the input already is the column matrix
+    elif cg == 1 and group > 1:
+        y, bias = _depthwise(xc, wc, strides, dilations, pads, out, bias), None
     elif wg.shape[2] <= GEMM_ROWS:
         y = _batched(xc, wg, kernel, strides, dilations, pads, out)
     elif group == 1:
