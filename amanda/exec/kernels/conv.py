@@ -203,31 +203,38 @@ def _depthwise(
 
     Each kernel offset is one multiply-add of a strided view of the padded input by a
     per-channel weight: ``prod(K)`` passes over the output, where the column layouts would
-    run ``N * C`` GEMMs of one row each.
+    run ``N * C`` GEMMs of one row each. The input is copied channels-last so that numpy's
+    inner loops run along the channels (and, with unit strides, along whole rows of
+    ``W * C`` values against a weight row tiled to match), not along a few pixels.
     """
     nd = len(strides)
     n, c = x.shape[:2]
     m = w.shape[0]
-    kernel = w.shape[2:]
-    padded = _padded(x, pads[:nd], pads[nd:])
     if m != c:
-        padded = np.repeat(padded, m // c, axis=1)
-    weights = w.reshape(m, -1)
-    per_channel = (m, *([1] * nd))
-    y = np.empty((n, m, *out), dtype=x.dtype)
-    term = scratch((n, m, *out), x.dtype, "conv.depthwise")
-    for k, offset in enumerate(np.ndindex(*kernel)):  # loop over kernel offsets, not elements
+        x = np.repeat(x, m // c, axis=1)
+    size = x.shape[2:]
+    memory = scratch((n, *(size[i] + pads[i] + pads[nd + i] for i in range(nd)), m), x.dtype, "conv.nhwc")
+    padded = pad_spatial(x, pads[:nd], pads[nd:], 0, into=np.moveaxis(memory, -1, 1))
+    padded = np.moveaxis(padded, 1, -1)  # the channels-last memory again
+    row = out[-1] if nd and strides[-1] == 1 else 1
+    # (K, row, M): each offset's weights repeated along the output row, contiguous
+    weights = np.ascontiguousarray(np.broadcast_to(w.reshape(m, -1).T[:, None, :], (w[0].size, row, m)))
+    if row == 1:
+        weights = weights[:, 0]
+    y = np.empty((n, *out, m), dtype=x.dtype)
+    term = scratch(y.shape, x.dtype, "conv.depthwise")
+    for k, offset in enumerate(np.ndindex(*w.shape[2:])):  # loop over kernel offsets, not elements
         window = tuple(slice(o * d, o * d + (size - 1) * s + 1, s)
                        for o, d, size, s in zip(offset, dilations, out, strides))
-        view = padded[(slice(None), slice(None), *window)]
+        view = padded[(slice(None), *window, slice(None))]
         if k == 0:
-            np.multiply(view, weights[:, 0].reshape(per_channel), out=y)
+            np.multiply(view, weights[k], out=y)
         else:
-            np.multiply(view, weights[:, k].reshape(per_channel), out=term)
+            np.multiply(view, weights[k], out=term)
             y += term
     if bias is not None:
-        y += bias.reshape(per_channel)
-    return y
+        y += bias
+    return np.ascontiguousarray(np.moveaxis(y, -1, 1))
 
 
 def conv_nd(
