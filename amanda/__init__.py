@@ -55,6 +55,7 @@ from amanda.io import dump, dumps, load, loads
 from amanda.namespaces import namespace
 from amanda.namespaces.mapping import MappingTable, NameMap, convert, load_mapping, register_table
 from amanda.namespaces.validation import validate
+from amanda.passes import optimize
 from amanda.query import Selection, compile_selector, select
 from amanda.types import OptionalType, SequenceType, TensorType, TypeMap, infer_types
 from amanda.viz import render, summary, to_dot
@@ -125,4 +126,5 @@ __all__ = [
     "validate",
     "walk",
     "with_attrs",
+    "optimize",
 ]

@@ -194,6 +194,7 @@ LAYERS = {
     "viz": BASE | {"containers"},
     "types": BASE | {"containers", "namespaces", "exec"},
     "build": BASE | {"containers", "namespaces", "io", "types"},
+    "passes": BASE | {"containers", "namespaces", "io", "types", "exec"},
 }
 UPWARD_EXCEPTIONS = {
     ("containers/container.py", "query"),
