@@ -68,13 +68,13 @@ def conv_batchnorm(name: str, level: Level, context: Any) -> Match | None:
         return None
     if any(level.reads(level.output(bn_name, i)) for i in range(1, len(bn.outputs))):
         return None
-    if int(bn.attrs.get("training_mode", 0)) or len(level.inputs(bn_name)) > 5:
+    if int(bn.attrs.get("training_mode", 0)) or len(bn.inputs) != 5 or not 2 <= len(conv.inputs) <= 3:
         return None
     params = [_const(level, s) for s in level.inputs(bn_name)[1:5]]
-    sources = level.inputs(name)
+    sources = level.inputs(name, 3)
     w = _const(level, sources[1])
-    b = _const(level, sources[2]) if len(sources) > 2 and sources[2] is not None else None
-    if w is None or any(p is None for p in params) or (len(sources) > 2 and sources[2] is not None and b is None):
+    b = _const(level, sources[2]) if sources[2] is not None else None
+    if sources[0] is None or w is None or any(p is None for p in params) or (sources[2] is not None and b is None):
         return None
     scale, bias, mean, var = (np.asarray(p, np.float64) for p in params)  # type: ignore[arg-type]
     k = scale / np.sqrt(var + float(bn.attrs.get("epsilon", 1e-5)))
@@ -96,13 +96,13 @@ def matmul_add(name: str, level: Level, context: Any) -> Match | None:
     """A 2-D MatMul by a constant matrix read only by an Add of a constant row -> one Gemm."""
     mm = level.ops[name]
     types, path = context
-    if mm.type != "MatMul" or types is None:
+    if mm.type != "MatMul" or types is None or len(mm.inputs) != 2 or len(mm.outputs) != 1:
         return None
-    a, b_src = level.inputs(name)[:2]
+    a, b_src = level.inputs(name)
     b = _const(level, b_src)
     add_name = level.only_reader(level.output(name))
     add = level.ops.get(add_name) if add_name else None
-    if b is None or b.ndim != 2 or add is None or add.type != "Add" or add_name in level.pinned:
+    if b is None or b.ndim != 2 or add is None or add.type != "Add" or add_name in level.pinned or len(add.outputs) != 1:
         return None
     others = [s for s in level.inputs(add_name) if s != level.output(name)]
     c = _const(level, others[0]) if len(others) == 1 else None
@@ -122,17 +122,19 @@ def _scalar(level: Level, source: Endpoint | None, value: float) -> bool:
 def _reader_of(level: Level, name: str, op_type: str) -> str | None:
     reader = level.only_reader(level.output(name))
     node = level.ops.get(reader) if reader else None
-    return reader if node is not None and node.type == op_type and reader not in level.pinned else None
+    if node is None or node.type != op_type or reader in level.pinned or len(node.inputs) != 2 or len(node.outputs) != 1:
+        return None
+    return reader
 
 
 def gelu(name: str, level: Level, context: Any) -> Match | None:
     """``Mul(Mul(x, Add(Erf(Div(x, sqrt 2)), 1)), 0.5)`` (as torch exports it) -> one Gelu."""
-    if level.ops[name].type != "Erf" or _opset(context) < 20:
+    if level.ops[name].type != "Erf" or _opset(context) < 20 or len(level.ops[name].outputs) != 1:
         return None
-    div = producer_name(level.inputs(name)[0])
+    div = producer_name(level.inputs(name, 1)[0])
     if div is None or level.ops[div].type != "Div" or level.only_reader(level.output(div)) != name:
         return None
-    x, root = level.inputs(div)[:2]
+    x, root = level.inputs(div, 2)[:2]
     add = _reader_of(level, name, "Add")
     mul = _reader_of(level, add, "Mul") if add else None
     half = _reader_of(level, mul, "Mul") if mul else None

@@ -50,9 +50,11 @@ class Level:
             level.readers.setdefault(src, []).append(dst)
         return level
 
-    def inputs(self, name: Any) -> list[Endpoint | None]:
-        """The source of each declared input port of op ``name`` (None when unconnected)."""
-        return [self.source.get((name, p.name)) for p in self.ops[name].inputs]
+    def inputs(self, name: Any, at_least: int = 0) -> list[Endpoint | None]:
+        """The source of each declared input port of op ``name`` (None when unconnected),
+        padded with None to ``at_least`` entries."""
+        found = [self.source.get((name, p.name)) for p in self.ops[name].inputs]
+        return found + [None] * (at_least - len(found))
 
     def output(self, name: Any, index: int = 0) -> Endpoint:
         """The endpoint of op ``name``'s ``index``-th output port."""
@@ -144,13 +146,21 @@ def new_constant(name: str, value: np.ndarray, **meta: Any) -> Container:
 LevelFn = Callable[[Container, tuple, Any], "tuple[Container, dict[str, list[str]]]"]
 
 
+def _reached_from_above(model: Container) -> set[str]:
+    """Children whose inside an edge or tombstone of ``model`` refers to by path."""
+    if model.tombstones:
+        return {c.name for c in model.children}
+    return {e.op[0] for edge in model.edges for e in (edge.src, edge.dst) if e.op is not SELF and len(e.op) > 1}
+
+
 def on_levels(model: Container, fn: LevelFn, context: Any = None, path: tuple = ()) -> tuple[Container, dict]:
     """``fn`` applied to every container level, innermost first; the changes, keyed by kind,
-    as full paths."""
+    as full paths. A level that an outer edge or tombstone refers into is left as it is."""
     changes: dict[str, list[str]] = {}
     replaced = {}
+    frozen = _reached_from_above(model)
     for child in model.children:
-        if child.is_op:
+        if child.is_op or child.name in frozen:
             continue
         inner, found = on_levels(child, fn, context, path + (child.name,))
         for kind, paths in found.items():
