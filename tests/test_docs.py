@@ -201,6 +201,7 @@ UPWARD_EXCEPTIONS = {
     ("containers/display.py", "viz"),  # IPython's display hooks, imported when called
     ("query/selection.py", "viz"),
     ("namespaces/validation.py", "types"),  # validate adds the type checks, imported when called
+    ("exec/plan_cache.py", "passes"),  # a Session optimises its plans, imported when called
 }
 
 

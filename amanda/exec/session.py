@@ -31,6 +31,7 @@ from amanda.exec import state as _state
 from amanda.exec.dispatch import OpContext
 from amanda.exec.feeds import check_feeds
 from amanda.exec.plan import Plan, bind_phase, compile_plan
+from amanda.exec.plan_cache import optimized_for, signature
 from amanda.exec.resolve import normalize
 from amanda.exec.runner import DEFAULT_OFFLOAD_ELEMENTS, SEQUENTIAL, Runner, timed_out
 from amanda.exec.tensorflow import executable_form, needs_conversion
@@ -111,6 +112,8 @@ class Session:
     ``max_loop_iterations``: a Loop op that would start more iterations than this raises an
     ExecutionError (None: no limit). ``timeout``: seconds a run may take before it raises an
     ExecutionError (None: no limit); ``run(timeout=...)`` overrides it for one run.
+    ``optimize``: plan each feed type signature with the model specialised to it and run
+    through ``amanda.optimize`` (``docs/optimize.md``); False runs the model as given.
     """
 
     def __init__(
@@ -121,6 +124,7 @@ class Session:
         offload_elements: int = DEFAULT_OFFLOAD_ELEMENTS,
         max_loop_iterations: int | None = DEFAULT_MAX_LOOP_ITERATIONS,
         timeout: float | None = None,
+        optimize: bool = True,
     ) -> None:
         if not isinstance(model, Container):
             raise _bad("model", "a Container", model)
@@ -138,6 +142,7 @@ class Session:
         self._runner = Runner(threads, offload_elements)
         self._state: dict[str, Any] = {}
         self._plans: dict[tuple, Plan] = {}
+        self._optimize = bool(optimize)  # plans specialised and optimised per feed types (plan_cache.py)
         self._bodies: dict[tuple, tuple[Container, Plan]] = {}
         self._bound: dict[Any, Container] = {}
         self._lock = threading.RLock()
@@ -222,13 +227,17 @@ class Session:
         """The compiled plan for these fetches, fed names and phase (cached)."""
         _check_phase(phase)
         names = frozenset(_names(feeds, "feed"))
-        key = (_fetch_list(fetches), names, phase)
+        items = _fetch_list(fetches)
+        types = signature(self._executable, items, feeds) if self._optimize else None
+        key = (items, names, phase, types)
         plan = self._plans.get(key)
         if plan is None:
             with self._lock:
                 plan = self._plans.get(key)
                 if plan is None:
                     model = self._model_for(phase)
+                    if types is not None:
+                        model = optimized_for(model, types)
                     plan = compile_plan(model, key[0], tuple(names), phase, context=self._context)
                     self._plans[key] = plan
         return plan

@@ -104,8 +104,15 @@ def remove_identities(model: Container) -> PassResult:
     return PassResult(out, PassReport.of("remove_identities", changes))
 
 
+# larger arrays (weights) are compared by the memory they view: hashing every weight's bytes
+# costs more than merging the rare duplicate saves (attrs hand out fresh views, so not id())
+MERGED_ELEMENTS = 4096
+
+
 def _attr_key(value: Any) -> Any:
     if isinstance(value, np.ndarray):
+        if value.size > MERGED_ELEMENTS:
+            return ("buffer", value.dtype.str, value.shape, value.strides, value.__array_interface__["data"][0])
         return ("ndarray", value.dtype.str, value.shape, value.tobytes())
     if isinstance(value, (list, tuple)):
         return tuple(_attr_key(v) for v in value)

@@ -23,10 +23,11 @@ PASSES: Mapping[str, Callable[[Container], PassResult]] = {
     "fuse_matmul_add": fuse_matmul_add,
     "fuse_gelu": fuse_gelu,
 }
-# identities first (they hide constants from folding); dead code last (folding leaves it)
+# identities first (they hide constants from folding); dead code last (folding leaves it).
+# fuse_matmul_add is not a default: it infers types a second time to save one dispatch per layer
 DEFAULT_PASSES: tuple[str, ...] = (
     "remove_identities", "fold_constants", "eliminate_common_subexpressions", "fuse_conv_batchnorm",
-    "fuse_matmul_add", "fuse_gelu", "eliminate_dead_code",
+    "fuse_gelu", "eliminate_dead_code",
 )
 
 
