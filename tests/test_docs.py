@@ -194,7 +194,7 @@ LAYERS = {
     "viz": BASE | {"containers"},
     "types": BASE | {"containers", "namespaces", "exec"},
     "build": BASE | {"containers", "namespaces", "io", "types"},
-    "passes": BASE | {"containers", "namespaces", "io", "types", "exec"},
+    "passes": BASE | {"containers", "namespaces", "io", "types", "exec", "progress"},
 }
 UPWARD_EXCEPTIONS = {
     ("containers/container.py", "query"),

@@ -73,4 +73,4 @@ def optimized_for(model: Container, types: Signature) -> Container:
     """``model`` specialised to ``types`` and optimised with the default passes."""
     from amanda.passes import optimize  # the passes sit above the executor they run constants with
 
-    return optimize(model, inputs={name: (dtype, shape) for name, dtype, shape in types}).model
+    return optimize(model, inputs={name: (dtype, shape) for name, dtype, shape in types}, quiet=True).model

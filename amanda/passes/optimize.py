@@ -11,6 +11,7 @@ from amanda.passes.cleanup import eliminate_common_subexpressions, eliminate_dea
 from amanda.passes.fold import fold_constants, specialize
 from amanda.passes.fuse import fuse_conv_batchnorm, fuse_gelu, fuse_matmul_add
 from amanda.passes.report import OptimizeResult, PassResult
+from amanda.progress import progress
 
 __all__ = ["DEFAULT_PASSES", "PASSES", "optimize"]
 
@@ -32,10 +33,10 @@ DEFAULT_PASSES: tuple[str, ...] = (
 
 
 def optimize(model: Container, passes: Sequence[str | Callable[[Container], PassResult]] | None = None,
-             inputs: Mapping[str, Any] | None = None,
-             progress: Callable[[str], None] | None = None) -> OptimizeResult:
+             inputs: Mapping[str, Any] | None = None, quiet: bool | None = None) -> OptimizeResult:
     """``model`` through ``passes`` (names from :data:`PASSES` or functions; default
-    :data:`DEFAULT_PASSES`), after :func:`specialize` to ``inputs`` when given.
+    :data:`DEFAULT_PASSES`), after :func:`specialize` to ``inputs`` when given. A progress bar
+    shows on a terminal when the passes take over a second (``quiet=True`` turns it off).
 
     >>> import amanda
     >>> g = amanda.Container(None, "g", ["x"], ["y"], [amanda.op("Identity", "i", ["input"], ["output"]),
@@ -60,9 +61,10 @@ def optimize(model: Container, passes: Sequence[str | Callable[[Container], Pass
     if inputs:
         model, report = specialize(model, inputs)
         reports.append(report)
-    for fn in functions:
-        if progress is not None:
-            progress(getattr(fn, "__name__", "pass"))
-        model, report = fn(model)
-        reports.append(report)
+    with progress(len(functions), "optimize", quiet=quiet) as bar:
+        for fn in functions:
+            bar.set_postfix_str(getattr(fn, "__name__", "pass"))
+            model, report = fn(model)
+            reports.append(report)
+            bar.update()
     return OptimizeResult(model, tuple(reports))
