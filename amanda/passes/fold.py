@@ -189,7 +189,12 @@ def _typed_port(port: Port, given: Any) -> Port:
         except (TypeError, ValueError):
             raise ArgumentError.at(f"inputs.{port.name}", "an array, a TensorType or a (dtype, shape) pair",
                                    repr(given)[:80]) from None
-    return port.with_attrs(dtype=str(np.dtype(dtype)), shape=tuple(int(d) for d in shape))
+    try:
+        name = dtype if isinstance(dtype, str) else np.dtype(dtype).name
+        dims = tuple(int(d) for d in shape)
+    except (TypeError, ValueError):
+        raise ArgumentError.at(f"inputs.{port.name}", "a dtype and a shape of integers", repr(given)[:80]) from None
+    return port.with_attrs(dtype=name, shape=dims)
 
 
 def specialize(model: Container, inputs: Mapping[str, Any]) -> PassResult:

@@ -62,3 +62,14 @@ def test_feeds_that_do_not_fit_raise_as_without_optimisation() -> None:
     assert signature(typed, ("y",), {"x": np.ones((3, 2), np.float64)}) is None
     with Session(typed) as session, pytest.raises(ExecutionError, match="float64"):
         session.run(["y"], {"x": np.ones((3, 2), np.float64)})
+
+
+def test_exotic_dtypes_take_the_plain_plan() -> None:
+    """A feed of a dtype numpy has no name for across libraries (bfloat16) is not specialised to."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    typed = Container(None, "g", [("x", {"dtype": "bfloat16"})], ["y"], [op("Relu", "r", ["X"], ["Y"])],
+                      [("g:x", "r:X"), ("r:Y", "g:y")], attrs=NS)
+    x = np.array([-1.0, 2.0], ml_dtypes.bfloat16)
+    assert signature(typed, ("y",), {"x": x}) is None
+    with Session(typed) as session:
+        assert session.run(["y"], {"x": x})[0].astype(np.float32).tolist() == [0.0, 2.0]

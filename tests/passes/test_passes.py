@@ -216,6 +216,8 @@ def test_specialize_rejects_unknown_inputs_and_bad_types() -> None:
         specialize(model, {"nope": ("float32", (1,))})
     with pytest.raises(ArgumentError, match="inputs.x"):
         specialize(model, {"x": 3})
+    with pytest.raises(ArgumentError, match="shape of integers"):
+        specialize(model, {"x": ("float32", ("n", 2))})
     with pytest.raises(ArgumentError, match="pass names"):
         optimize(model, passes=["no_such_pass"])
 
