@@ -18,6 +18,7 @@ Temporaries live in per-thread scratch buffers (see ``scratch.py``).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -153,6 +154,27 @@ def _gemm_flat(
     return _emit(y.swapaxes(0, 1), bias)
 
 
+# channels-last weight copies of read-only (constant) weights, made once per array
+_PACKED: dict[int, tuple[Any, np.ndarray]] = {}
+
+
+def _packed(w: np.ndarray) -> np.ndarray:
+    """``w`` ``(M, C, *K)`` as the ``(*K * C, M)`` matrix the channels-last GEMM reads.
+
+    A model's weights are read-only constants that every run passes again, so their copy
+    is kept (until the array is freed) instead of being made on each run.
+    """
+    key = id(w)
+    hit = _PACKED.get(key)
+    if hit is not None and hit[0]() is w:
+        return hit[1]
+    packed = np.ascontiguousarray(np.moveaxis(w, (0, 1), (-1, -2)).reshape(-1, w.shape[0]))
+    if not w.flags.writeable:
+        _PACKED[key] = (weakref.ref(w), packed)
+        weakref.finalize(w, _PACKED.pop, key, None)
+    return packed
+
+
 def _gemm_channels_last(
     x: np.ndarray,
     w: np.ndarray,
@@ -183,7 +205,7 @@ def _gemm_channels_last(
     cols = scratch((n, *out, *kernel, c), x.dtype, "conv.cols")
     np.copyto(cols, view.transpose(0, *range(2, 2 + 2 * nd), 1))
     length = int(np.prod(out))
-    weights = np.moveaxis(w, (0, 1), (-1, -2)).reshape(-1, m)  # (*K, C, M): a copy
+    weights = _packed(w)  # (*K, C, M)
     y = np.matmul(
         cols.reshape(n * length, -1), weights, out=scratch((n * length, m), x.dtype, "conv.gemm")
     )
