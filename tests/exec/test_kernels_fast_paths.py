@@ -131,3 +131,12 @@ def test_channels_last_weights_are_packed_once_per_read_only_array() -> None:
     writeable = np.array(w)
     conv_nd(x, writeable, None, [1, 1], [1, 1], [1] * 4, 1)
     assert id(writeable) not in conv_module._PACKED
+
+
+@pytest.mark.parametrize("op_type", ["Sigmoid", "HardSwish"])
+def test_sigmoid_family_matches_onnxruntime_without_overflow(op_type: str) -> None:
+    """Sigmoid (computed in one buffer) and HardSwish agree with onnxruntime, extreme inputs included, in float32."""
+    x = np.concatenate([RNG.standard_normal(50) * 4, [-1e4, -90.0, 0.0, 90.0, 1e4]]).astype(np.float32).reshape(5, 11)
+    theirs, ours = both(helper.make_node(op_type, ["x"], ["y"]), {"x": x}, 17)
+    assert ours[0].dtype == np.float32
+    np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-5, atol=1e-7)
