@@ -22,13 +22,27 @@ __all__ = ["optimized_for", "signature"]
 Signature = tuple[tuple[str, str, tuple[int, ...]], ...]
 
 
-def _fits(port_attrs: Mapping[str, Any], value: np.ndarray, symbols: dict[Any, int]) -> bool:
-    """Whether ``value`` fits the declared dtype and shape, symbols binding one size per run."""
-    dtype, shape = port_attrs.get("dtype"), port_attrs.get("shape")
+def _declared(dtype: Any) -> np.dtype | None:
     try:
-        if dtype is not None and np.dtype(dtype) != value.dtype:
-            return False
+        return None if dtype is None else np.dtype(dtype)
     except TypeError:
+        return None
+
+
+def _ports(model: Container) -> tuple[frozenset, dict[str, tuple[Any, Any, bool]]]:
+    """The model's output names and each input's (declared dtype, shape, dtype readable),
+    built once per model (runs call :func:`signature` every time)."""
+    inputs = {}
+    for port in model.inputs:
+        dtype = port.attrs.get("dtype")
+        inputs[port.name] = (_declared(dtype), port.attrs.get("shape"), dtype is None or _declared(dtype) is not None)
+    return frozenset(model.output_names), inputs
+
+
+def _fits(declared: tuple[Any, Any, bool], value: np.ndarray, symbols: dict[Any, int]) -> bool:
+    """Whether ``value`` fits the declared dtype and shape, symbols binding one size per run."""
+    dtype, shape, readable = declared
+    if not readable or (dtype is not None and dtype != value.dtype):
         return False
     if shape is None:
         return True
@@ -55,15 +69,14 @@ def signature(model: Container, fetches: Sequence[Any], feeds: Any) -> Signature
     """
     if not isinstance(feeds, Mapping):
         return None
-    outputs = model.output_names
+    outputs, ports = model._cached("exec.plan_cache.ports", _ports)
     if not all(isinstance(f, str) and f in outputs for f in fetches):
         return None
-    ports = {p.name: p for p in model.inputs}
     symbols: dict[Any, int] = {}
     found = []
     for name, value in feeds.items():
-        port = ports.get(name) if isinstance(name, str) else None
-        if port is None or not isinstance(value, np.ndarray) or not _fits(port.attrs, value, symbols):
+        declared = ports.get(name) if isinstance(name, str) else None
+        if declared is None or not isinstance(value, np.ndarray) or not _fits(declared, value, symbols):
             return None
         if value.dtype.kind not in "biufc":  # bfloat16, float8 ...: left to the plain plan
             return None
