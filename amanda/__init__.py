@@ -58,6 +58,7 @@ from amanda.namespaces import namespace
 from amanda.namespaces.mapping import MappingTable, NameMap, convert, load_mapping, register_table
 from amanda.namespaces.validation import validate
 from amanda.optim import freeze
+from amanda.passes import optimize
 from amanda.query import Selection, compile_selector, select
 from amanda.types import OptionalType, SequenceType, TensorType, TypeMap, infer_types
 from amanda.version import __version__ as __version__
@@ -131,4 +132,5 @@ __all__ = [
     "grad",
     "freeze",
     "optim",
+    "optimize",
 ]

@@ -8,6 +8,7 @@
     amanda summary model.onnx
     amanda run model.onnx --input x=batch.npy --output out.npz
     amanda diff before.yaml after.yaml
+    amanda optimize model.onnx -o fast.onnx [--passes fold_constants eliminate_dead_code]
 
 Files are read and written by suffix (``.yaml``/``.yml``, ``.json``, ``.onnx``). ``validate``
 exits with 1 when it finds problems, ``diff`` when the models differ. Any error (a file that cannot be read or written, a
@@ -105,6 +106,17 @@ def _diff(args: argparse.Namespace) -> int:
     changes = amanda.diff(_load(args.before), _load(args.after))
     print(changes)
     return 1 if changes else 0
+
+
+def _optimize(args: argparse.Namespace) -> int:
+    from amanda.passes import optimize
+
+    result = optimize(_load(args.path), passes=args.passes, quiet=args.quiet)
+    for report in result.reports:
+        print(report)
+    amanda.dump(result.model, args.output)
+    print(f"wrote {args.output}")
+    return 0
 
 
 def _array(text: str) -> tuple[str, Any]:
@@ -207,6 +219,13 @@ def _parser() -> argparse.ArgumentParser:
     diff.add_argument("before")
     diff.add_argument("after")
     diff.set_defaults(run=_diff)
+    optimize = commands.add_parser("optimize", help="fold constants, remove dead code, fuse ops; outputs unchanged")
+    optimize.add_argument("path")
+    optimize.add_argument("-o", "--output", required=True, metavar="FILE", help="where to write the optimised model")
+    optimize.add_argument("--passes", nargs="+", metavar="PASS", help="passes to run, in order (default: all but "
+                          "fuse_matmul_add; see docs/optimize.md)")
+    optimize.add_argument("--quiet", action="store_true", help="no progress bar")
+    optimize.set_defaults(run=_optimize)
     return parser
 
 

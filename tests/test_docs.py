@@ -173,7 +173,6 @@ def test_design_page_names_the_modules_that_exist():
     assert len(named) > 15
     missing = [n for n in sorted(named) if not any(ROOT.glob(n))]
     assert missing == []
-    assert planned, "the page lists no planned rooms"
     assert [p for p in planned if ROOT.joinpath(p).exists()] == [], "a planned room exists"
 
 
@@ -200,6 +199,7 @@ LAYERS = {
     "autodiff": BASE | {"containers", "namespaces", "io", "types", "build", "layers", "exec"},
     "optim": BASE | {"containers", "namespaces", "io", "exec", "types", "build", "layers", "autodiff"},
     "dask": BASE | {"containers", "exec", "io"},
+    "passes": BASE | {"containers", "namespaces", "io", "types", "exec", "progress"},
 }
 UPWARD_EXCEPTIONS = {
     ("containers/container.py", "query"),
@@ -208,6 +208,7 @@ UPWARD_EXCEPTIONS = {
     ("query/selection.py", "viz"),
     ("namespaces/validation.py", "types"),  # validate adds the type checks, imported when called
     ("exec/dist/dask_backend.py", "io"),  # parts travel to Dask workers as JSON text, imported when run
+    ("exec/plan_cache.py", "passes"),  # a Session optimises its plans, imported when called
 }
 
 

@@ -11,6 +11,7 @@ thread change it; a run takes that control on whichever thread it runs (see
 
 from __future__ import annotations
 
+import statistics
 import threading
 from collections import deque
 from collections.abc import Iterator
@@ -76,12 +77,14 @@ class BlasTuner:
     """Chooses BLAS threads for one sequential plan by timing its runs: the budget or 1.
 
     Multi-threaded BLAS pays off on an idle machine and collapses when another process
-    holds a core (its threads spin at barriers while one of them is descheduled), so the
-    choice is measured, not assumed: the first ``PROBES`` runs alternate between the two,
-    then the one with the faster best of its last few runs is used (noise only ever adds
-    time, so the best run is what a setting can do; a median is swayed by one run that
-    shared the cores), and every ``RETRY`` runs the other is tried again so the choice
-    follows the machine's load.
+    holds a core (its threads spin at barriers while one of them is descheduled, and one
+    run can take ten times its usual time), so the choice is measured, not assumed: the
+    first ``PROBES`` runs alternate between the two, then the one with the lower median of
+    its last few runs is used, and every ``RETRY`` runs the other is tried again so the
+    choice follows the machine's load. The median, not the best run: a setting whose best
+    run is fast but which stalls every few runs under contention (multi-threaded BLAS on a
+    shared machine) has a fast best and a slow typical run, and tail latency is what such
+    stalls cost; with five samples one noisy run does not move the median.
 
     >>> tuner = BlasTuner(2)
     >>> for seconds in (0.9, 0.1, 0.8, 0.2, 0.7, 0.2):  # 2 threads slow, 1 thread fast
@@ -111,5 +114,5 @@ class BlasTuner:
         """Note how long a run with ``count`` BLAS threads took."""
         self.runs += 1
         self.recent[count].append(seconds)
-        best = {c: min(t) for c, t in self.recent.items() if t}
-        self.choice = min(best, key=best.__getitem__)
+        typical = {c: statistics.median(t) for c, t in self.recent.items() if t}
+        self.choice = min(typical, key=typical.__getitem__)

@@ -34,6 +34,7 @@ from amanda.exec import state as _state
 from amanda.exec.dispatch import OpContext
 from amanda.exec.feeds import check_feeds
 from amanda.exec.plan import Plan, bind_phase, compile_plan
+from amanda.exec.plan_cache import optimized_for, signature
 from amanda.exec.resolve import normalize
 from amanda.exec.runner import DEFAULT_OFFLOAD_ELEMENTS, SEQUENTIAL, Runner, timed_out
 from amanda.exec.tensorflow import executable_form, needs_conversion
@@ -132,6 +133,8 @@ class Session:
     (True: up to 256 MB; an int: that many bytes; see :mod:`amanda.exec.value_cache`).
     ``client``: a ``dask.distributed`` Client; each device's part then runs on a worker
     (``devices`` maps device names to workers; see ``docs/distribution.md``).
+    ``optimize``: plan each feed type signature with the model specialised to it and run
+    through ``amanda.optimize`` (``docs/optimize.md``); False runs the model as given.
     """
 
     def __init__(
@@ -145,6 +148,7 @@ class Session:
         cache: bool | int = False,
         client: Any = None,
         devices: Mapping[str, Any] | None = None,
+        optimize: bool = True,
     ) -> None:
         if positional:  # the deprecated Session(model, threads)
             (threads,) = moved_to_keywords("Session", ("threads",), positional, (threads,), (None,))
@@ -164,6 +168,7 @@ class Session:
         self._runner = Runner(threads, offload_elements)
         self._state: dict[str, Any] = {}
         self._plans: dict[tuple, Plan] = {}
+        self._optimize = bool(optimize)  # plans specialised and optimised per feed types (plan_cache.py)
         self._bodies: dict[tuple, tuple[Container, Plan]] = {}
         self._bound: dict[Any, Container] = {}
         self._lock = threading.RLock()
@@ -266,7 +271,9 @@ class Session:
         """The compiled plan for these fetches, fed names and phase (cached)."""
         _check_phase(phase)
         names = frozenset(_names(feeds, "feed"))
-        key = (_fetch_list(fetches), names, phase)
+        items = _fetch_list(fetches)
+        types = signature(self._executable, items, feeds) if self._optimize else None
+        key = (items, names, phase, types)
         plan = self._plans.get(key)
         if plan is None:
             with self._lock:
@@ -274,6 +281,8 @@ class Session:
                 if plan is None:
                     model = self._model_for(phase)
                     _warn_skipped_updates(model, key[0], phase)
+                    if types is not None:
+                        model = optimized_for(model, types)
                     plan = compile_plan(model, key[0], tuple(names), phase, context=self._context)
                     self._plans[key] = plan
         return plan

@@ -163,14 +163,17 @@ def test_optional_input_without_producer_is_none() -> None:
 
 
 def test_plans_are_cached_per_fetches_feeds_and_phase() -> None:
-    """The same fetches, fed names and phase reuse one plan; any difference compiles another."""
+    """The same fetches, fed names, phase and feed types reuse one plan; any difference compiles another."""
     s = Session(block_model())
-    p1 = s.plan(["y"], {"x": X})
-    assert s.plan(["y"], ["x"]) is p1
-    s.run(["y"], {"x": X})
+    p1 = s.plan(["y"], ["x"])
     assert s.plan(("y",), ("x",)) is p1
     assert s.plan(["z"], ["x"]) is not p1
     assert s.plan(["y"], ["x"], phase="train") is not p1
+    typed = s.plan(["y"], {"x": X})  # values: the plan is specialised to their types
+    assert typed is not p1 and s.plan(("y",), {"x": X.copy()}) is typed
+    s.run(["y"], {"x": X})
+    assert s.plan(["y"], {"x": X}) is typed
+    assert s.plan(["y"], {"x": np.concatenate([X, X])}) is not typed
 
 
 def phase_model() -> Container:

@@ -281,6 +281,6 @@ def test_auto_session_tunes_blas_on_sequential_plans() -> None:
         for _ in range(6):
             # BLAS may block differently with more threads: equal up to rounding
             np.testing.assert_allclose(auto.run(["y"], feeds)[0], expected, rtol=1e-12)
-        tuner = auto.plan(["y"], ["x", "w"]).tuner
+        tuner = auto.plan(["y"], feeds).tuner  # the plan of these feeds' types
     if auto._runner.budget > 1:
         assert tuner.runs == 6

@@ -142,18 +142,40 @@ for _op, (_variadic, _since) in _VARIADIC.items():
 
 
 # ---- ops with attributes or non-uniform dtypes ----
+# float exponents with a cheaper exact form; others go through np.power in the base's dtype
+_POWERS: dict[float, Callable[[np.ndarray], np.ndarray]] = {
+    1.0: lambda x: x.copy(),
+    2.0: lambda x: x * x,
+    3.0: lambda x: x * x * x,
+    0.5: np.sqrt,
+    -1.0: lambda x: 1.0 / x,
+}
+
+
+def _float_pow(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``x ** y`` for a float base, computed in the base's (widened) dtype, never float64 detours."""
+    work = x.astype(wide(x.dtype), copy=False)
+    if y.size == 1:
+        fast = _POWERS.get(float(y.reshape(-1)[0]))
+        if fast is not None:
+            return np.asarray(fast(work)).reshape(np.broadcast_shapes(work.shape, y.shape))
+    return np.power(work, y.astype(work.dtype, copy=False))
+
+
 @kernel("Pow", since=1)
 def pow_kernel(attrs: Attrs, x: np.ndarray, y: np.ndarray) -> tuple:
     """ONNX Pow: the result has the base's dtype, whatever the exponent's."""
     y = legacy_broadcast(attrs, x, y)
     with np.errstate(all="ignore"):
+        if x.dtype.kind in "fc" or x.dtype.kind not in "biu":
+            out = _float_pow(x, y)
         # exact integer powers; numpy refuses negative integer exponents, so those
-        # (and any float operand) go through float64 and are cast back
-        if x.dtype.kind in "iu" and y.dtype.kind in "iu" and not np.any(y < 0):
+        # (and float exponents of integer bases) go through float64 and are cast back
+        elif y.dtype.kind in "iu" and not np.any(y < 0):
             out = np.power(x.astype(np.int64), y.astype(np.int64))
         else:
             out = np.power(x.astype(np.float64), y.astype(np.float64))
-    return (as_array(out).astype(x.dtype),)
+    return (as_array(out).astype(x.dtype, copy=False),)
 
 
 @kernel("Mod", since=10)

@@ -22,9 +22,12 @@ def _product(fn: Any, *xs: np.ndarray) -> np.ndarray:
 
 def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     # (..., m, k) @ (k, n) is one (prod(...) * m, k) @ (k, n) GEMM: numpy would loop over
-    # the batch, and one large GEMM is markedly faster than many small ones
-    if b.ndim == 2 and a.ndim > 2 and a.flags.c_contiguous:
-        return np.matmul(a.reshape(-1, a.shape[-1]), b).reshape(*a.shape[:-1], b.shape[-1])
+    # the batch, and one large GEMM is markedly faster than many small ones; a non-contiguous
+    # ``a`` (a transposed view) is copied first: one pass, where numpy's fallback would run
+    # one small product per batch row
+    if b.ndim == 2 and a.ndim > 2:
+        rows = np.ascontiguousarray(a).reshape(-1, a.shape[-1])
+        return np.matmul(rows, b).reshape(*a.shape[:-1], b.shape[-1])
     return np.matmul(a, b)
 
 

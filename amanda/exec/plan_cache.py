@@ -1,0 +1,91 @@
+"""Plans per input type signature: a Session optimises its model for the dtypes and shapes of
+a run's feeds (``amanda.passes``), so shape subgraphs are folded once, at plan time, and feeds
+of a new shape make a new plan.
+
+A run is specialised only when every fetch names an output of the model and every feed one of
+its inputs, each value an array that fits its port's declared type; anything else (fetches of
+inner ports, which optimisation could remove, or a feed the run will reject) takes the plain
+plan, so names and error messages stay exactly as without optimisation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from amanda.containers import Container
+
+__all__ = ["optimized_for", "signature"]
+
+Signature = tuple[tuple[str, str, tuple[int, ...]], ...]
+
+
+def _declared(dtype: Any) -> np.dtype | None:
+    try:
+        return None if dtype is None else np.dtype(dtype)
+    except TypeError:
+        return None
+
+
+def _ports(model: Container) -> tuple[frozenset, dict[str, tuple[Any, Any, bool]]]:
+    """The model's output names and each input's (declared dtype, shape, dtype readable),
+    built once per model (runs call :func:`signature` every time)."""
+    inputs = {}
+    for port in model.inputs:
+        dtype = port.attrs.get("dtype")
+        inputs[port.name] = (_declared(dtype), port.attrs.get("shape"), dtype is None or _declared(dtype) is not None)
+    return frozenset(model.output_names), inputs
+
+
+def _fits(declared: tuple[Any, Any, bool], value: np.ndarray, symbols: dict[Any, int]) -> bool:
+    """Whether ``value`` fits the declared dtype and shape, symbols binding one size per run."""
+    dtype, shape, readable = declared
+    if not readable or (dtype is not None and dtype != value.dtype):
+        return False
+    if shape is None:
+        return True
+    if len(shape) != value.ndim:
+        return False
+    for dim, size in zip(shape, value.shape):
+        if isinstance(dim, int) and dim != size:
+            return False
+        if isinstance(dim, str) and symbols.setdefault(dim, size) != size:
+            return False
+    return True
+
+
+def signature(model: Container, fetches: Sequence[Any], feeds: Any) -> Signature | None:
+    """The type signature a run's plan is specialised to, or None for the plain plan.
+
+    >>> import amanda
+    >>> g = amanda.Container(None, "g", ["x"], ["y"], [amanda.op("Relu", "r", ["X"], ["Y"])],
+    ...     [("g:x", "r:X"), ("r:Y", "g:y")])
+    >>> signature(g, ("y",), {"x": np.zeros((2, 3), np.float32)})
+    (('x', 'float32', (2, 3)),)
+    >>> signature(g, ("r:Y",), {"x": np.zeros(2, np.float32)}) is None
+    True
+    """
+    if not isinstance(feeds, Mapping):
+        return None
+    outputs, ports = model._cached("exec.plan_cache.ports", _ports)
+    if not all(isinstance(f, str) and f in outputs for f in fetches):
+        return None
+    symbols: dict[Any, int] = {}
+    found = []
+    for name, value in feeds.items():
+        declared = ports.get(name) if isinstance(name, str) else None
+        if declared is None or not isinstance(value, np.ndarray) or not _fits(declared, value, symbols):
+            return None
+        if value.dtype.kind not in "biufc":  # bfloat16, float8 ...: left to the plain plan
+            return None
+        found.append((name, value.dtype.name, value.shape))
+    return tuple(sorted(found))
+
+
+def optimized_for(model: Container, types: Signature) -> Container:
+    """``model`` specialised to ``types`` and optimised with the default passes."""
+    from amanda.passes import optimize  # the passes sit above the executor they run constants with
+
+    return optimize(model, inputs={name: (dtype, shape) for name, dtype, shape in types}, quiet=True).model

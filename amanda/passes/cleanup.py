@@ -1,0 +1,166 @@
+"""Cleanup passes: dead-code elimination, identity removal, common-subexpression elimination.
+
+Each is a pure transform of a container: the input is never modified, untouched ops are the
+same objects (same paths, uids and metadata), and the result pairs the new model with a
+:class:`PassReport` of what changed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from amanda.containers import SELF, Container, Endpoint
+from amanda.passes.level import Level, on_levels, producer_name
+from amanda.passes.report import PassReport, PassResult
+
+__all__ = ["eliminate_common_subexpressions", "eliminate_dead_code", "remove_identities"]
+
+# ops with effects beyond their outputs (randomness, state, I/O): never removed or merged
+EFFECTFUL = frozenset({
+    "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
+    "Bernoulli", "Variable", "VariableV2", "Assign", "AssignAdd", "AssignSub", "ReadVariable",
+    "Print", "If", "Loop", "Scan", "SequenceMap",
+})
+
+
+def _removable(node: Container) -> bool:
+    return node.is_op and bool(node.outputs) and node.type not in EFFECTFUL
+
+
+def _dead_level(model: Container, path: tuple, _: Any) -> tuple[Container, dict]:
+    level = Level.of(model)
+    if level is None:
+        return model, {}
+    live: set[str] = set()
+    stack = [name for name, node in level.ops.items()
+             if name in level.pinned or not _removable(node)
+             or any(r.op is SELF for p in node.outputs for r in level.reads(Endpoint((name,), p.name)))]
+    while stack:
+        name = stack.pop()
+        if name in live:
+            continue
+        live.add(name)
+        stack.extend(p for p in map(producer_name, level.inputs(name)) if p is not None and p not in live)
+    dead = [name for name in level.ops if name not in live]
+    return (level.rebuild(drop=dead), {"removed": dead}) if dead else (model, {})
+
+
+def eliminate_dead_code(model: Container) -> PassResult:
+    """Remove ops whose outputs reach no output of their level (effectful and pinned ops stay).
+
+    >>> import amanda
+    >>> g = amanda.Container(None, "g", ["x"], ["y"], [amanda.op("Relu", "r", ["X"], ["Y"]),
+    ...     amanda.op("Neg", "unused", ["X"], ["Y"])], [("g:x", "r:X"), ("g:x", "unused:X"), ("r:Y", "g:y")])
+    >>> out, report = eliminate_dead_code(g)
+    >>> [c.name for c in out.children], report.removed
+    (['r'], ('unused',))
+    """
+    out, changes = on_levels(model, _dead_level)
+    return PassResult(out, PassReport.of("eliminate_dead_code", changes))
+
+
+def _is_identity(node: Container, level: Level) -> bool:
+    if not node.is_op or node.name in level.pinned or len(node.outputs) < 1:
+        return False
+    if node.type == "Identity":
+        return True
+    if node.type == "Dropout":  # inference: the data passes through; the mask must be unused
+        sources = level.inputs(node.name)
+        unused_mask = all(not level.reads(level.output(node.name, i)) for i in range(1, len(node.outputs)))
+        return unused_mask and all(s is None for s in sources[2:])
+    return False
+
+
+def _identity_level(model: Container, path: tuple, _: Any) -> tuple[Container, dict]:
+    level = Level.of(model)
+    if level is None:
+        return model, {}
+    rewire: dict[Endpoint, Endpoint] = {}
+    gone = []
+    for name, node in level.ops.items():
+        source = level.inputs(name)[0] if node.inputs else None
+        if source is None or not _is_identity(node, level):
+            continue
+        if source.op is SELF and any(r.op is SELF for r in level.reads(level.output(name))):
+            continue  # an input passed straight to an output keeps its op, so the ports stay distinct
+        rewire[level.output(name)] = source
+        gone.append(name)
+    return (level.rebuild(drop=gone, rewire=rewire), {"removed": gone}) if gone else (model, {})
+
+
+def remove_identities(model: Container) -> PassResult:
+    """Remove Identity ops (and inference-mode Dropout whose mask is unused), rewiring readers.
+
+    >>> import amanda
+    >>> g = amanda.Container(None, "g", ["x"], ["y"], [amanda.op("Identity", "i", ["input"], ["output"]),
+    ...     amanda.op("Relu", "r", ["X"], ["Y"])], [("g:x", "i:input"), ("i:output", "r:X"), ("r:Y", "g:y")])
+    >>> out, report = remove_identities(g)
+    >>> [c.name for c in out.children], list(out.edges)
+    (['r'], [Edge('SELF:x', 'r:X'), Edge('r:Y', 'SELF:y')])
+    """
+    out, changes = on_levels(model, _identity_level)
+    return PassResult(out, PassReport.of("remove_identities", changes))
+
+
+# larger arrays (weights) are compared by the memory they view: hashing every weight's bytes
+# costs more than merging the rare duplicate saves (attrs hand out fresh views, so not id())
+MERGED_ELEMENTS = 4096
+
+
+def _attr_key(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        if value.size > MERGED_ELEMENTS:
+            return ("buffer", value.dtype.str, value.shape, value.strides, value.__array_interface__["data"][0])
+        return ("ndarray", value.dtype.str, value.shape, value.tobytes())
+    if isinstance(value, (list, tuple)):
+        return tuple(_attr_key(v) for v in value)
+    if isinstance(value, (str, bytes, int, float, bool, type(None))):
+        return value
+    return ("object", id(value))  # anything else is never merged with another op's
+
+
+def _signature(node: Container, level: Level) -> Any:
+    attrs = tuple(sorted((k, _attr_key(v)) for k, v in node.attrs.items()))
+    return (node.type, attrs, tuple(p.name for p in node.inputs), tuple(p.name for p in node.outputs),
+            tuple(level.inputs(node.name)))
+
+
+def _cse_level(model: Container, path: tuple, _: Any) -> tuple[Container, dict]:
+    level = Level.of(model)
+    if level is None:
+        return model, {}
+    first: dict[Any, str] = {}
+    rewire: dict[Endpoint, Endpoint] = {}
+    gone = []
+    for name in level.order():
+        node = level.ops[name]
+        if not _removable(node) or name in level.pinned:
+            continue
+        inputs = [rewire.get(s, s) if s is not None else None for s in level.inputs(name)]
+        level.source.update({(name, p.name): s for p, s in zip(node.inputs, inputs) if s is not None})
+        key = _signature(node, level)
+        kept = first.setdefault(key, name)
+        if kept == name:
+            continue
+        if any(r.op is SELF for i in range(len(node.outputs)) for r in level.reads(level.output(name, i))):
+            continue  # two level outputs fed by one op would need an edge per output: keep both
+        rewire.update({level.output(name, i): level.output(kept, i) for i in range(len(node.outputs))})
+        gone.append(name)
+    return (level.rebuild(drop=gone, rewire=rewire), {"removed": gone}) if gone else (model, {})
+
+
+def eliminate_common_subexpressions(model: Container) -> PassResult:
+    """Merge ops of the same type and attributes reading the same sources (equal constants too).
+
+    >>> import amanda
+    >>> g = amanda.Container(None, "g", ["x"], ["y", "z"], [amanda.op("Relu", "a", ["X"], ["Y"]),
+    ...     amanda.op("Relu", "b", ["X"], ["Y"]), amanda.op("Add", "s", ["A", "B"], ["C"])],
+    ...     [("g:x", "a:X"), ("g:x", "b:X"), ("a:Y", "s:A"), ("b:Y", "s:B"), ("s:C", "g:y"), ("a:Y", "g:z")])
+    >>> out, report = eliminate_common_subexpressions(g)
+    >>> report.removed, [e for e in out.edges if e.dst.op != amanda.SELF]
+    (('b',), [Edge('SELF:x', 'a:X'), Edge('a:Y', 's:A'), Edge('a:Y', 's:B')])
+    """
+    out, changes = on_levels(model, _cse_level)
+    return PassResult(out, PassReport.of("eliminate_common_subexpressions", changes))

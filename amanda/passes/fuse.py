@@ -1,0 +1,216 @@
+"""Fusions the kernels exploit: Conv+BatchNormalization folded for inference, 2-D MatMul+Add
+as one Gemm, and the erf form of GELU as one Gelu op (where the opset has it).
+
+Each fusion is a named pattern function over one level: it receives an op and the level and
+returns a match (the ops it replaces, the new ops, the rewiring) or None. The driver applies a
+table of them once over the level, each op taking part in at most one match.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from amanda.containers import Container, Edge, Endpoint, Port, op
+from amanda.exec.dispatch import parse_namespace
+from amanda.passes.level import Level, constant_value, level_namespaces, new_constant, on_levels, producer_name
+from amanda.passes.report import PassReport, PassResult
+from amanda.types import TensorType, infer_types
+
+__all__ = ["fuse_conv_batchnorm", "fuse_gelu", "fuse_matmul_add"]
+
+
+@dataclass
+class Match:
+    """A fusion found: ops to drop, ops to add, sources to rewire, edges to add."""
+
+    drop: list[str]
+    add: list[Container]
+    rewire: dict[Endpoint, Endpoint] = field(default_factory=dict)
+    edges: list[Edge] = field(default_factory=list)
+
+
+Pattern = Callable[[str, Level, Any], "Match | None"]
+
+
+def _const(level: Level, source: Endpoint | None) -> np.ndarray | None:
+    name = producer_name(source)
+    return None if name is None else constant_value(level.ops.get(name))
+
+
+def _opset(namespace: str | None) -> int:
+    try:
+        family, domain, opset = parse_namespace(namespace or "")
+    except Exception:  # noqa: BLE001 - unreadable namespaces are not fused
+        return 0
+    return opset or 0 if family == "amanda/onnx" and not domain else 0
+
+
+def _free(level: Level, stem: str, taken: set[str]) -> str:
+    name = stem
+    while name in level.ops or name in taken:
+        name += "_"
+    taken.add(name)
+    return name
+
+
+def conv_batchnorm(name: str, level: Level, context: Any) -> Match | None:
+    """Conv with constant weights read only by an inference BatchNormalization -> one Conv."""
+    conv = level.ops[name]
+    if conv.type != "Conv" or len(conv.outputs) != 1:
+        return None
+    bn_name = level.only_reader(level.output(name))
+    bn = level.ops.get(bn_name) if bn_name else None
+    if bn is None or bn.type != "BatchNormalization" or bn_name in level.pinned:
+        return None
+    if any(level.reads(level.output(bn_name, i)) for i in range(1, len(bn.outputs))):
+        return None
+    if int(bn.attrs.get("training_mode", 0)) or len(bn.inputs) != 5 or not 2 <= len(conv.inputs) <= 3:
+        return None
+    params = [_const(level, s) for s in level.inputs(bn_name)[1:5]]
+    sources = level.inputs(name, 3)
+    w = _const(level, sources[1])
+    b = _const(level, sources[2]) if sources[2] is not None else None
+    if sources[0] is None or w is None or any(p is None for p in params) or (sources[2] is not None and b is None):
+        return None
+    scale, bias, mean, var = (np.asarray(p, np.float64) for p in params)  # type: ignore[arg-type]
+    k = scale / np.sqrt(var + float(bn.attrs.get("epsilon", 1e-5)))
+    w2 = (w * k.reshape(-1, *([1] * (w.ndim - 1)))).astype(w.dtype)
+    b2 = ((0.0 if b is None else b) - mean) * k + bias
+    taken: set[str] = context
+    wn, bn2 = _free(level, f"{name}_W_bn", taken), _free(level, f"{name}_B_bn", taken)
+    fused = conv if len(conv.inputs) > 2 else conv.evolve(inputs=conv.inputs + (Port("B"),))
+    bias_port = fused.inputs[2].name
+    edges = [Edge(Endpoint((wn,), "output"), Endpoint((name,), fused.inputs[1].name)),
+             Edge(Endpoint((bn2,), "output"), Endpoint((name,), bias_port))]
+    edges += [Edge(sources[0], Endpoint((name,), fused.inputs[0].name))] if sources[0] is not None else []
+    return Match([str(bn_name), name], [fused, new_constant(wn, w2, amanda_fused_into=name),
+                                   new_constant(bn2, b2.astype(w.dtype), amanda_fused_into=name)],
+                 {level.output(bn_name): level.output(name)}, edges)
+
+
+def matmul_add(name: str, level: Level, context: Any) -> Match | None:
+    """A 2-D MatMul by a constant matrix read only by an Add of a constant row -> one Gemm."""
+    mm = level.ops[name]
+    types, path = context
+    if mm.type != "MatMul" or types is None or len(mm.inputs) != 2 or len(mm.outputs) != 1:
+        return None
+    a, b_src = level.inputs(name)
+    b = _const(level, b_src)
+    add_name = level.only_reader(level.output(name))
+    add = level.ops.get(add_name) if add_name else None
+    if b is None or b.ndim != 2 or add is None or add.type != "Add" or add_name in level.pinned or len(add.outputs) != 1:
+        return None
+    others = [s for s in level.inputs(add_name) if s != level.output(name)]
+    c = _const(level, others[0]) if len(others) == 1 else None
+    a_type = types.input(path + (name,), mm.inputs[0].name)
+    if c is None or c.ndim > 1 or not isinstance(a_type, TensorType) or a_type.shape is None or len(a_type.shape) != 2:
+        return None
+    gemm = op("Gemm", add_name, ["A", "B", "C"], ["Y"], {"amanda_fused_from": (name, add_name)})
+    edges = [Edge(s, Endpoint((add_name,), p)) for s, p in ((a, "A"), (b_src, "B"), (others[0], "C")) if s is not None]
+    return Match([name, str(add_name)], [gemm], {level.output(add_name): Endpoint((add_name,), "Y")}, edges)
+
+
+def _scalar(level: Level, source: Endpoint | None, value: float) -> bool:
+    found = _const(level, source)
+    return found is not None and found.size == 1 and abs(float(found.reshape(-1)[0]) - value) < 1e-4
+
+
+def _reader_of(level: Level, name: str, op_type: str) -> str | None:
+    reader = level.only_reader(level.output(name))
+    node = level.ops.get(reader) if reader else None
+    if node is None or node.type != op_type or reader in level.pinned or len(node.inputs) != 2 or len(node.outputs) != 1:
+        return None
+    return reader
+
+
+def gelu(name: str, level: Level, context: Any) -> Match | None:
+    """``Mul(Mul(x, Add(Erf(Div(x, sqrt 2)), 1)), 0.5)`` (as torch exports it) -> one Gelu."""
+    if level.ops[name].type != "Erf" or _opset(context) < 20 or len(level.ops[name].outputs) != 1:
+        return None
+    div = producer_name(level.inputs(name, 1)[0])
+    if div is None or level.ops[div].type != "Div" or level.only_reader(level.output(div)) != name:
+        return None
+    x, root = level.inputs(div, 2)[:2]
+    add = _reader_of(level, name, "Add")
+    mul = _reader_of(level, add, "Mul") if add else None
+    half = _reader_of(level, mul, "Mul") if mul else None
+    if not (x is not None and _scalar(level, root, 2 ** 0.5) and add and mul and half):
+        return None
+    one = [s for s in level.inputs(add) if s != level.output(name)]
+    mul_in = set(level.inputs(mul))
+    half_in = [s for s in level.inputs(half) if s != level.output(mul)]
+    if len(one) != 1 or not _scalar(level, one[0], 1.0) or mul_in != {x, level.output(add)}:
+        return None
+    if len(half_in) != 1 or not _scalar(level, half_in[0], 0.5):
+        return None
+    fused = op("Gelu", half, ["X"], ["Y"], {"amanda_fused_from": (div, name, add, mul, half)})
+    return Match([div, name, add, mul, half], [fused], {level.output(half): Endpoint((half,), "Y")},
+                 [Edge(x, Endpoint((half,), "X"))])
+
+
+def _apply(level: Level, pattern: Pattern, context: Any) -> tuple[Container, dict]:
+    used: set[str] = set()
+    drop, add, rewire, edges, replaced = [], [], {}, [], []
+    for name in level.order():
+        if name in used or name in level.pinned or not level.ops[name].is_op:
+            continue
+        match = pattern(name, level, context)
+        if match is None or used & set(match.drop):
+            continue
+        used.update(match.drop)
+        drop += match.drop
+        add += match.add
+        rewire.update(match.rewire)
+        edges += match.edges
+        replaced += match.drop
+    if not drop:
+        return level.model, {}
+    out = level.rebuild(drop=drop, add=add, rewire=rewire, extra=edges)
+    return out, {"replaced": replaced, "added": [c.name for c in add]}
+
+
+def _run(name: str, model: Container, pattern: Pattern, context: Callable[[Container, tuple], Any]) -> PassResult:
+    def level_fn(m: Container, path: tuple, _: Any) -> tuple[Container, dict]:
+        level = Level.of(m)
+        return (m, {}) if level is None else _apply(level, pattern, context(m, path))
+
+    out, changes = on_levels(model, level_fn)
+    return PassResult(out, PassReport.of(name, changes))
+
+
+def fuse_conv_batchnorm(model: Container) -> PassResult:
+    """Fold inference BatchNormalization into the Conv before it (constant weights only).
+
+    >>> import amanda, numpy as np
+    >>> c = lambda n, v: amanda.op("Constant", n, [], ["output"], {"value": np.asarray(v, np.float32)})
+    >>> g = amanda.Container(None, "g", ["x"], ["y"], [c("w", np.ones((1, 1, 1, 1))), c("s", [2]), c("b", [1]),
+    ...     c("m", [0]), c("v", [1]), amanda.op("Conv", "conv", ["X", "W"], ["Y"]),
+    ...     amanda.op("BatchNormalization", "bn", ["X", "scale", "B", "input_mean", "input_var"], ["Y"], {"epsilon": 0.0})],
+    ...     [("g:x", "conv:X"), ("w:output", "conv:W"), ("conv:Y", "bn:X"), ("s:output", "bn:scale"),
+    ...      ("b:output", "bn:B"), ("m:output", "bn:input_mean"), ("v:output", "bn:input_var"), ("bn:Y", "g:y")])
+    >>> out, report = fuse_conv_batchnorm(g)
+    >>> report.replaced, out.child("conv_W_bn").attrs["value"].ravel().tolist()
+    (('bn', 'conv'), [2.0])
+    """
+    return _run("fuse_conv_batchnorm", model, conv_batchnorm, lambda m, p: set())
+
+
+def fuse_matmul_add(model: Container) -> PassResult:
+    """Turn a 2-D MatMul by a constant matrix plus a constant bias row into one Gemm
+    (named after the Add, whose readers it feeds); needs the inferred rank of the left operand."""
+    try:
+        types = infer_types(model)
+    except Exception:  # noqa: BLE001 - without types no MatMul is known to be 2-D
+        types = None
+    return _run("fuse_matmul_add", model, matmul_add, lambda m, p: (types, p))
+
+
+def fuse_gelu(model: Container) -> PassResult:
+    """Replace the erf form of GELU (``x * 0.5 * (1 + erf(x / sqrt 2))``, as exported by torch)
+    with one Gelu op, in levels whose ONNX opset has Gelu (20 and later)."""
+    namespaces = level_namespaces(model)
+    return _run("fuse_gelu", model, gelu, lambda m, p: namespaces.get(p))

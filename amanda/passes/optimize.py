@@ -1,0 +1,70 @@
+"""``optimize``: the passes run in a pipeline, each reporting what it changed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from amanda.containers import Container
+from amanda.errors import ArgumentError
+from amanda.passes.cleanup import eliminate_common_subexpressions, eliminate_dead_code, remove_identities
+from amanda.passes.fold import fold_constants, specialize
+from amanda.passes.fuse import fuse_conv_batchnorm, fuse_gelu, fuse_matmul_add
+from amanda.passes.report import OptimizeResult, PassResult
+from amanda.progress import progress
+
+__all__ = ["DEFAULT_PASSES", "PASSES", "optimize"]
+
+PASSES: Mapping[str, Callable[[Container], PassResult]] = {
+    "remove_identities": remove_identities,
+    "fold_constants": fold_constants,
+    "eliminate_common_subexpressions": eliminate_common_subexpressions,
+    "eliminate_dead_code": eliminate_dead_code,
+    "fuse_conv_batchnorm": fuse_conv_batchnorm,
+    "fuse_matmul_add": fuse_matmul_add,
+    "fuse_gelu": fuse_gelu,
+}
+# identities first (they hide constants from folding); dead code last (folding leaves it).
+# fuse_matmul_add is not a default: it infers types a second time to save one dispatch per layer
+DEFAULT_PASSES: tuple[str, ...] = (
+    "remove_identities", "fold_constants", "eliminate_common_subexpressions", "fuse_conv_batchnorm",
+    "fuse_gelu", "eliminate_dead_code",
+)
+
+
+def optimize(model: Container, passes: Sequence[str | Callable[[Container], PassResult]] | None = None,
+             inputs: Mapping[str, Any] | None = None, quiet: bool | None = None) -> OptimizeResult:
+    """``model`` through ``passes`` (names from :data:`PASSES` or functions; default
+    :data:`DEFAULT_PASSES`), after :func:`specialize` to ``inputs`` when given. A progress bar
+    shows on a terminal when the passes take over a second (``quiet=True`` turns it off).
+
+    >>> import amanda
+    >>> g = amanda.Container(None, "g", ["x"], ["y"], [amanda.op("Identity", "i", ["input"], ["output"]),
+    ...     amanda.op("Relu", "r", ["X"], ["Y"])], [("g:x", "i:input"), ("i:output", "r:X"), ("r:Y", "g:y")],
+    ...     attrs={"namespace": "amanda/onnx/17"})
+    >>> result = amanda.optimize(g)
+    >>> [c.name for c in result.model.children], [str(r) for r in result.reports if r.changed]
+    (['r'], ['remove_identities: 1 removed, 0 added, 0 replaced'])
+    """
+    if not isinstance(model, Container):
+        raise ArgumentError.at("model", "a Container", type(model).__name__)
+    chosen = DEFAULT_PASSES if passes is None else tuple(passes)
+    functions = []
+    for item in chosen:
+        if callable(item):
+            functions.append(item)
+        elif item in PASSES:
+            functions.append(PASSES[item])
+        else:
+            raise ArgumentError.at("passes", f"pass names among {sorted(PASSES)} or functions", repr(item))
+    reports = []
+    if inputs:
+        model, report = specialize(model, inputs)
+        reports.append(report)
+    with progress(len(functions), "optimize", quiet=quiet) as bar:
+        for fn in functions:
+            bar.set_postfix_str(getattr(fn, "__name__", "pass"))
+            model, report = fn(model)
+            reports.append(report)
+            bar.update()
+    return OptimizeResult(model, tuple(reports))

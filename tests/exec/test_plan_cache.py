@@ -1,0 +1,75 @@
+"""Sessions plan per feed type signature with the model optimised: shape subgraphs fold at plan time."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from amanda import Container, op
+from amanda.errors import ExecutionError
+from amanda.exec import Session
+from amanda.exec.plan_cache import signature
+
+NS = {"namespace": "amanda/onnx/17"}
+
+
+def shape_chain() -> Container:
+    """y = relu(reshape(x, [x.shape[0], -1])), the shape computed by Shape/Gather/Unsqueeze/Concat."""
+    const = lambda name, value: op("Constant", name, [], ["output"], {"value": np.asarray(value, np.int64)})
+    return Container(None, "g", ["x"], ["y"], [
+        op("Shape", "shape", ["data"], ["shape"]), const("zero", 0), const("axes", [0]), const("rest", [-1]),
+        op("Gather", "gather", ["data", "indices"], ["output"], {"axis": 0}),
+        op("Unsqueeze", "unsq", ["data", "axes"], ["expanded"]), op("Concat", "cat", ["a", "b"], ["concat_result"], {"axis": 0}),
+        op("Reshape", "reshape", ["data", "shape"], ["reshaped"]), op("Relu", "relu", ["X"], ["Y"]),
+    ], [("g:x", "shape:data"), ("shape:shape", "gather:data"), ("zero:output", "gather:indices"),
+        ("gather:output", "unsq:data"), ("axes:output", "unsq:axes"), ("unsq:expanded", "cat:a"),
+        ("rest:output", "cat:b"), ("g:x", "reshape:data"), ("cat:concat_result", "reshape:shape"),
+        ("reshape:reshaped", "relu:X"), ("relu:Y", "g:y")], attrs=NS)
+
+
+def test_shape_ops_run_at_plan_time_and_a_new_shape_makes_a_new_plan() -> None:
+    """The plan for one feed shape runs only Reshape and Relu; another shape gets its own plan and the right result."""
+    rng = np.random.default_rng(0)
+    with Session(shape_chain()) as session:
+        for shape in [(3, 4, 5), (2, 6), (3, 4, 5)]:
+            x = rng.standard_normal(shape).astype(np.float32)
+            y, = session.run(["y"], {"x": x})
+            np.testing.assert_array_equal(y, np.maximum(x.reshape(shape[0], -1), 0))
+            assert session.plan(["y"], {"x": x}).paths == (("reshape",), ("relu",))
+        assert len(session._plans) == 2
+
+
+def test_optimize_false_runs_the_model_as_given() -> None:
+    """With optimize=False the Shape chain runs on every call."""
+    with Session(shape_chain(), optimize=False) as session:
+        x = np.ones((2, 3), np.float32)
+        np.testing.assert_array_equal(session.run(["y"], {"x": x})[0], x.reshape(2, -1))
+        assert ("shape",) in session.plan(["y"], {"x": x}).paths
+
+
+def test_inner_fetches_and_feeds_use_the_plain_plan() -> None:
+    """Fetching an inner port (which optimisation could remove) still works, from the unoptimised plan."""
+    with Session(shape_chain()) as session:
+        shape, = session.run(["shape:shape"], {"x": np.ones((2, 3), np.float32)})
+        assert shape.tolist() == [2, 3]
+    assert signature(shape_chain(), ("shape:shape",), {"x": np.ones(2, np.float32)}) is None
+
+
+def test_feeds_that_do_not_fit_raise_as_without_optimisation() -> None:
+    """A feed whose dtype contradicts its port is refused with the executor's own error, not specialised to."""
+    typed = Container(None, "g", [("x", {"dtype": "float32", "shape": ["n", 2]})], ["y"], [op("Relu", "r", ["X"], ["Y"])],
+                      [("g:x", "r:X"), ("r:Y", "g:y")], attrs=NS)
+    assert signature(typed, ("y",), {"x": np.ones((3, 2), np.float64)}) is None
+    with Session(typed) as session, pytest.raises(ExecutionError, match="float64"):
+        session.run(["y"], {"x": np.ones((3, 2), np.float64)})
+
+
+def test_exotic_dtypes_take_the_plain_plan() -> None:
+    """A feed of a dtype numpy has no name for across libraries (bfloat16) is not specialised to."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    typed = Container(None, "g", [("x", {"dtype": "bfloat16"})], ["y"], [op("Relu", "r", ["X"], ["Y"])],
+                      [("g:x", "r:X"), ("r:Y", "g:y")], attrs=NS)
+    x = np.array([-1.0, 2.0], ml_dtypes.bfloat16)
+    assert signature(typed, ("y",), {"x": x}) is None
+    with Session(typed) as session:
+        assert session.run(["y"], {"x": x})[0].astype(np.float32).tolist() == [0.0, 2.0]
