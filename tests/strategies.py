@@ -240,8 +240,8 @@ def check_invariants(container: Container) -> None:
     which catches transforms that skipped a check they needed."""
     for _, node, _ in amanda.walk(container):
         again = Container(
-            node.type, node.name, node.inputs, node.outputs, node.children, node.edges,
-            node.tombstones, node.attrs, node.uid, node.controls,
+            node.type, node.name, inputs=node.inputs, outputs=node.outputs, children=node.children, edges=node.edges,
+            tombstones=node.tombstones, attrs=node.attrs, uid=node.uid, controls=node.controls,
         )
         assert again == node
 
@@ -265,7 +265,7 @@ def chains(draw: st.DrawFn, min_layers: int = 1, max_layers: int = 5) -> list[Co
             edges = [(f"L{i}:x", f"{inner[0].name}:x")]
             edges += [(f"{a.name}:y", f"{b.name}:x") for a, b in zip(inner, inner[1:])]
             edges += [(f"{inner[-1].name}:y", f"L{i}:y")]
-            layers.append(Container("Block", f"L{i}", ["x"], ["y"], inner, edges, attrs=draw(ATTRS)))
+            layers.append(Container("Block", f"L{i}", inputs=["x"], outputs=["y"], children=inner, edges=edges, attrs=draw(ATTRS)))
     return layers
 
 
@@ -347,7 +347,7 @@ def bodies(draw: st.DrawFn) -> Container:
         return leaf
     if draw(st.booleans()):
         leaf = leaf.with_attrs(body=op("Inner", "inner", ["a"], ["b"], {"v": draw(LEAF_VALUES)}))
-    return Container("Body", "body", ["x"], ["y"], [leaf], [("body:x", "leaf:x"), ("leaf:y", "body:y")])
+    return Container("Body", "body", inputs=["x"], outputs=["y"], children=[leaf], edges=[("body:x", "leaf:x"), ("leaf:y", "body:y")])
 
 
 ATTRIBUTE_VALUES = st.recursive(
@@ -374,11 +374,11 @@ def valued_containers(draw: st.DrawFn, values: st.SearchStrategy = ATTRIBUTE_VAL
     attrs = st.dictionaries(st.text(max_size=6) | st.sampled_from(["name", "type", "namespace"]), values,
                             max_size=3).map(_interpretable)
     port_attrs = draw(st.dictionaries(st.text(max_size=4), values, max_size=2))
-    child = op("Child", "child", [amanda.Port("x", port_attrs)], ["y"], draw(attrs))
+    child = op("Child", "child", [amanda.Port("x", attrs=port_attrs)], ["y"], draw(attrs))
     kind = draw(st.sampled_from(["op", "subgraph", "graph"]))
     if kind == "op":
         return op("Top", "top", ["x"], ["y"], draw(attrs))
-    edge = amanda.Edge("top:x", "child:x", draw(st.dictionaries(st.text(max_size=4), values, max_size=2)))
+    edge = amanda.Edge("top:x", "child:x", attrs=draw(st.dictionaries(st.text(max_size=4), values, max_size=2)))
     name, type_ = ("top", "Top") if kind == "subgraph" else (None, None)
     edges = [edge] if kind == "subgraph" else []
-    return Container(type_, name, ["x"] if name else [], [], [child], edges, attrs=draw(attrs))
+    return Container(type_, name, inputs=["x"] if name else [], outputs=[], children=[child], edges=edges, attrs=draw(attrs))

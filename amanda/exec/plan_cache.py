@@ -60,8 +60,8 @@ def signature(model: Container, fetches: Sequence[Any], feeds: Any) -> Signature
     """The type signature a run's plan is specialised to, or None for the plain plan.
 
     >>> import amanda
-    >>> g = amanda.Container(None, "g", ["x"], ["y"], [amanda.op("Relu", "r", ["X"], ["Y"])],
-    ...     [("g:x", "r:X"), ("r:Y", "g:y")])
+    >>> g = amanda.Container(None, "g", inputs=["x"], outputs=["y"], children=[amanda.op("Relu", "r", ["X"], ["Y"])],
+    ...     edges=[("g:x", "r:X"), ("r:Y", "g:y")])
     >>> signature(g, ("y",), {"x": np.zeros((2, 3), np.float32)})
     (('x', 'float32', (2, 3)),)
     >>> signature(g, ("r:Y",), {"x": np.zeros(2, np.float32)}) is None

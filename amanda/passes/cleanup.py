@@ -51,8 +51,8 @@ def eliminate_dead_code(model: Container) -> PassResult:
     """Remove ops whose outputs reach no output of their level (effectful and pinned ops stay).
 
     >>> import amanda
-    >>> g = amanda.Container(None, "g", ["x"], ["y"], [amanda.op("Relu", "r", ["X"], ["Y"]),
-    ...     amanda.op("Neg", "unused", ["X"], ["Y"])], [("g:x", "r:X"), ("g:x", "unused:X"), ("r:Y", "g:y")])
+    >>> g = amanda.Container(None, "g", inputs=["x"], outputs=["y"], children=[amanda.op("Relu", "r", ["X"], ["Y"]),
+    ...     amanda.op("Neg", "unused", ["X"], ["Y"])], edges=[("g:x", "r:X"), ("g:x", "unused:X"), ("r:Y", "g:y")])
     >>> out, report = eliminate_dead_code(g)
     >>> [c.name for c in out.children], report.removed
     (['r'], ('unused',))
@@ -94,8 +94,8 @@ def remove_identities(model: Container) -> PassResult:
     """Remove Identity ops (and inference-mode Dropout whose mask is unused), rewiring readers.
 
     >>> import amanda
-    >>> g = amanda.Container(None, "g", ["x"], ["y"], [amanda.op("Identity", "i", ["input"], ["output"]),
-    ...     amanda.op("Relu", "r", ["X"], ["Y"])], [("g:x", "i:input"), ("i:output", "r:X"), ("r:Y", "g:y")])
+    >>> g = amanda.Container(None, "g", inputs=["x"], outputs=["y"], children=[amanda.op("Identity", "i", ["input"], ["output"]),
+    ...     amanda.op("Relu", "r", ["X"], ["Y"])], edges=[("g:x", "i:input"), ("i:output", "r:X"), ("r:Y", "g:y")])
     >>> out, report = remove_identities(g)
     >>> [c.name for c in out.children], list(out.edges)
     (['r'], [Edge('SELF:x', 'r:X'), Edge('r:Y', 'SELF:y')])
@@ -155,9 +155,9 @@ def eliminate_common_subexpressions(model: Container) -> PassResult:
     """Merge ops of the same type and attributes reading the same sources (equal constants too).
 
     >>> import amanda
-    >>> g = amanda.Container(None, "g", ["x"], ["y", "z"], [amanda.op("Relu", "a", ["X"], ["Y"]),
+    >>> g = amanda.Container(None, "g", inputs=["x"], outputs=["y", "z"], children=[amanda.op("Relu", "a", ["X"], ["Y"]),
     ...     amanda.op("Relu", "b", ["X"], ["Y"]), amanda.op("Add", "s", ["A", "B"], ["C"])],
-    ...     [("g:x", "a:X"), ("g:x", "b:X"), ("a:Y", "s:A"), ("b:Y", "s:B"), ("s:C", "g:y"), ("a:Y", "g:z")])
+    ...     edges=[("g:x", "a:X"), ("g:x", "b:X"), ("a:Y", "s:A"), ("b:Y", "s:B"), ("s:C", "g:y"), ("a:Y", "g:z")])
     >>> out, report = eliminate_common_subexpressions(g)
     >>> report.removed, [e for e in out.edges if e.dst.op != amanda.SELF]
     (('b',), [Edge('SELF:x', 'a:X'), Edge('a:Y', 's:A'), Edge('a:Y', 's:B')])

@@ -160,9 +160,9 @@ def fold_constants(model: Container, use_types: bool = True) -> PassResult:
 
     >>> import amanda, numpy as np
     >>> two = amanda.op("Constant", "two", [], ["output"], {"value": np.float32(2)})
-    >>> g = amanda.Container(None, "g", ["x"], ["y"], [two, amanda.op("Mul", "sq", ["A", "B"], ["C"]),
+    >>> g = amanda.Container(None, "g", inputs=["x"], outputs=["y"], children=[two, amanda.op("Mul", "sq", ["A", "B"], ["C"]),
     ...     amanda.op("Add", "add", ["A", "B"], ["C"])],
-    ...     [("two:output", "sq:A"), ("two:output", "sq:B"), ("g:x", "add:A"), ("sq:C", "add:B"), ("add:C", "g:y")],
+    ...     edges=[("two:output", "sq:A"), ("two:output", "sq:B"), ("g:x", "add:A"), ("sq:C", "add:B"), ("add:C", "g:y")],
     ...     attrs={"namespace": "amanda/onnx/17"})
     >>> out, report = fold_constants(g)
     >>> report.replaced, float(out.child("sq").attrs["value"])
@@ -204,8 +204,8 @@ def specialize(model: Container, inputs: Mapping[str, Any]) -> PassResult:
     shape computations that depend on them.
 
     >>> import amanda, numpy as np
-    >>> g = amanda.Container(None, "g", ["x"], ["y"], [amanda.op("Relu", "r", ["X"], ["Y"])],
-    ...     [("g:x", "r:X"), ("r:Y", "g:y")])
+    >>> g = amanda.Container(None, "g", inputs=["x"], outputs=["y"], children=[amanda.op("Relu", "r", ["X"], ["Y"])],
+    ...     edges=[("g:x", "r:X"), ("r:Y", "g:y")])
     >>> out, report = specialize(g, {"x": ("float32", (2, 3))})
     >>> out.inputs[0].attrs["dtype"], out.inputs[0].attrs["shape"], report.replaced
     ('float32', (2, 3), ('x',))

@@ -187,10 +187,11 @@ def fuse_conv_batchnorm(model: Container) -> PassResult:
 
     >>> import amanda, numpy as np
     >>> c = lambda n, v: amanda.op("Constant", n, [], ["output"], {"value": np.asarray(v, np.float32)})
-    >>> g = amanda.Container(None, "g", ["x"], ["y"], [c("w", np.ones((1, 1, 1, 1))), c("s", [2]), c("b", [1]),
-    ...     c("m", [0]), c("v", [1]), amanda.op("Conv", "conv", ["X", "W"], ["Y"]),
+    >>> g = amanda.Container(None, "g", inputs=["x"], outputs=["y"],
+    ...     children=[c("w", np.ones((1, 1, 1, 1))), c("s", [2]), c("b", [1]), c("m", [0]), c("v", [1]),
+    ...     amanda.op("Conv", "conv", ["X", "W"], ["Y"]),
     ...     amanda.op("BatchNormalization", "bn", ["X", "scale", "B", "input_mean", "input_var"], ["Y"], {"epsilon": 0.0})],
-    ...     [("g:x", "conv:X"), ("w:output", "conv:W"), ("conv:Y", "bn:X"), ("s:output", "bn:scale"),
+    ...     edges=[("g:x", "conv:X"), ("w:output", "conv:W"), ("conv:Y", "bn:X"), ("s:output", "bn:scale"),
     ...      ("b:output", "bn:B"), ("m:output", "bn:input_mean"), ("v:output", "bn:input_var"), ("bn:Y", "g:y")])
     >>> out, report = fuse_conv_batchnorm(g)
     >>> report.replaced, out.child("conv_W_bn").attrs["value"].ravel().tolist()

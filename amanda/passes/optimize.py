@@ -39,8 +39,8 @@ def optimize(model: Container, passes: Sequence[str | Callable[[Container], Pass
     shows on a terminal when the passes take over a second (``quiet=True`` turns it off).
 
     >>> import amanda
-    >>> g = amanda.Container(None, "g", ["x"], ["y"], [amanda.op("Identity", "i", ["input"], ["output"]),
-    ...     amanda.op("Relu", "r", ["X"], ["Y"])], [("g:x", "i:input"), ("i:output", "r:X"), ("r:Y", "g:y")],
+    >>> g = amanda.Container(None, "g", inputs=["x"], outputs=["y"], children=[amanda.op("Identity", "i", ["input"], ["output"]),
+    ...     amanda.op("Relu", "r", ["X"], ["Y"])], edges=[("g:x", "i:input"), ("i:output", "r:X"), ("r:Y", "g:y")],
     ...     attrs={"namespace": "amanda/onnx/17"})
     >>> result = amanda.optimize(g)
     >>> [c.name for c in result.model.children], [str(r) for r in result.reports if r.changed]

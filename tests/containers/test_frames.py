@@ -17,7 +17,7 @@ PATHS = st.lists(NAMES, min_size=1, max_size=3).map(tuple)
 PORTS = st.sampled_from(["x", "y", 0, -1])
 ENDS = st.tuples(st.one_of(st.just(SELF), PATHS), PORTS)
 ATTRS = st.sampled_from([None, {"phase": "train"}, {"note": 1}])
-EDGES = st.builds(Edge, ENDS, ENDS, ATTRS)
+EDGES = st.builds(Edge, ENDS, ENDS, attrs=ATTRS)
 
 
 @given(EDGES, PATHS)

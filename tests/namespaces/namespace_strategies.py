@@ -101,7 +101,7 @@ def namespaces(draw: st.DrawFn) -> Namespace:
     fallback = draw(st.booleans()) and "/" in name
     return Namespace(
         name,
-        [draw(op_schemas(t)) for t in types],
+        schemas=[draw(op_schemas(t)) for t in types],
         parent=draw(st.none() | st.just("amanda/base")),
         fallback=fallback,
         source=draw(st.text(max_size=20)),
