@@ -85,7 +85,11 @@ def signature(model: Container, fetches: Sequence[Any], feeds: Any) -> Signature
 
 
 def optimized_for(model: Container, types: Signature) -> Container:
-    """``model`` specialised to ``types`` and optimised with the default passes."""
-    from amanda.passes import optimize  # the passes sit above the executor they run constants with
+    """``model`` specialised to ``types`` and optimised with the default passes, GELU fused
+    into amanda's own op below opset 20 too (the plan runs it; nothing exports it)."""
+    # the passes sit above the executor they run constants with
+    from amanda.passes import DEFAULT_PASSES, optimize
+    from amanda.passes.fuse import fuse_gelu_internal
 
-    return optimize(model, inputs={name: (dtype, shape) for name, dtype, shape in types}, quiet=True).model
+    passes = [fuse_gelu_internal if name == "fuse_gelu" else name for name in DEFAULT_PASSES]
+    return optimize(model, passes, inputs={name: (dtype, shape) for name, dtype, shape in types}, quiet=True).model

@@ -7,7 +7,17 @@ import math
 import numpy as np
 import pytest
 
+import amanda
+from amanda.exec import Session
+from amanda.exec.kernels.activations import FUSED
 from amanda.exec.kernels.math_util import erf32
+
+onnx = pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from amanda.io.onnx_import import from_onnx  # noqa: E402
+from tests.exec.onnx_oracle import onnxruntime_outputs  # noqa: E402
 
 
 def _erf64(x: np.ndarray) -> np.ndarray:
@@ -46,3 +56,45 @@ def test_erf32_of_a_strided_view_matches_the_contiguous_copy(shape: tuple) -> No
     """A transposed (non-contiguous) input gives the same values as its contiguous copy."""
     x = np.random.default_rng(1).standard_normal(shape).astype(np.float32).T
     np.testing.assert_array_equal(erf32(x), erf32(np.ascontiguousarray(x)))
+
+
+def _gelu_chain(dtype: int, opset: int) -> onnx.ModelProto:
+    """x -> Div(sqrt 2) -> Erf -> Add(1) -> Mul(x) -> Mul(0.5): the exact GELU as torch exports it."""
+    consts = [numpy_helper.from_array(np.asarray(v, helper.tensor_dtype_to_np_dtype(dtype)), n)
+              for n, v in (("r2", 2 ** 0.5), ("one", 1.0), ("half", 0.5))]
+    nodes = [helper.make_node("Div", ["x", "r2"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
+             helper.make_node("Add", ["e", "one"], ["a"]), helper.make_node("Mul", ["x", "a"], ["m"]),
+             helper.make_node("Mul", ["m", "half"], ["y"])]
+    graph = helper.make_graph(nodes, "gelu", [helper.make_tensor_value_info("x", dtype, ["N", 64])],
+                              [helper.make_tensor_value_info("y", dtype, ["N", 64])], consts)
+    opsets = [helper.make_opsetid("", opset)]
+    return helper.make_model(graph, opset_imports=opsets, ir_version=helper.find_min_ir_version_for(opsets))
+
+
+@pytest.mark.parametrize("dtype,opset", [(TensorProto.FLOAT, 17), (TensorProto.FLOAT, 13), (TensorProto.DOUBLE, 17),
+                                         (TensorProto.FLOAT16, 17)])
+def test_session_runs_the_exported_gelu_chain_fused_as_onnxruntime_does(dtype: int, opset: int) -> None:
+    """Below opset 20 a Session's plan runs torch's GELU chain as one amanda/fused Gelu, agreeing with
+    onnxruntime (float64: math.erf)."""
+    proto = _gelu_chain(dtype, opset)
+    np_dtype = helper.tensor_dtype_to_np_dtype(dtype)
+    x = (np.random.default_rng(3).standard_normal((16, 64)) * 3).astype(np_dtype)
+    x[0, :4] = [0.0, -0.0, 5.0, -5.0]
+    with Session(from_onnx(proto)) as session:
+        ours = session.run(["y"], {"x": x})[0]
+        plan = session.plan(["y"], {"x": x})
+    assert [(i.op_type, i.namespace) for i in plan.infos] == [("Gelu", FUSED)]
+    if dtype == TensorProto.DOUBLE:  # onnxruntime has no float64 Erf
+        theirs = np.array([0.5 * v * (1 + math.erf(v / math.sqrt(2))) for v in x.ravel()]).reshape(x.shape)
+    else:
+        theirs = onnxruntime_outputs(proto, {"x": x})[0]
+    assert ours.dtype == np_dtype
+    tol = 2e-3 if dtype == TensorProto.FLOAT16 else 1e-6
+    np.testing.assert_allclose(ours, theirs, rtol=tol, atol=tol)
+
+
+def test_exported_gelu_chain_is_left_alone_by_public_optimize_below_opset_20() -> None:
+    """amanda.optimize keeps the chain as ONNX ops below opset 20, so its output still exports."""
+    model = from_onnx(_gelu_chain(TensorProto.FLOAT, 17))
+    assert sorted(c.type for c in amanda.optimize(model).model.children if c.is_op and c.type != "Constant") == \
+        ["Add", "Div", "Erf", "Mul", "Mul"]

@@ -13,10 +13,14 @@ from typing import Any
 
 import numpy as np
 
-from amanda.exec.kernels.math_util import as_array, attr_str, erf, wide
+from amanda.exec.kernels.math_util import as_array, attr_str, erf, erf32, wide
 from amanda.exec.kernels.registry import kernel
 
 Attrs = Mapping[str, Any]
+
+# ops amanda's plans fuse elementwise chains into (amanda/passes/fuse.py); not ONNX ops, so a
+# Session uses them only inside its plans and optimised models never export them
+FUSED = "amanda/fused"
 
 _SELU_ALPHA = 1.67326319217681884765625
 _SELU_GAMMA = 1.05070102214813232421875
@@ -67,6 +71,12 @@ def _gelu(x: np.ndarray, a: Attrs) -> np.ndarray:
         # python floats, not numpy float64 scalars, so float32 stays float32 (NEP 50)
         inner = _TANH_SCALE * (x + 0.044715 * (x * x * x))
         return 0.5 * x * (1.0 + np.tanh(inner))
+    if x.dtype == np.float32:
+        y = erf32(np.multiply(x, np.float32(_INV_SQRT2)))  # in one buffer from here on
+        y += np.float32(1.0)
+        y *= x
+        y *= np.float32(0.5)
+        return y
     return 0.5 * x * (1.0 + erf(x * _INV_SQRT2))
 
 
@@ -113,6 +123,9 @@ def _activation_kernel(
 
 for _op, (_fn, _since) in _ACTIVATIONS.items():
     kernel(_op, since=_since)(_activation_kernel(_op, _fn))
+
+
+kernel("Gelu", family=FUSED)(_activation_kernel("Gelu", _gelu))
 
 
 @kernel("PRelu", since=1)
