@@ -17,7 +17,7 @@ pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from amanda.io.onnx_import import from_onnx  # noqa: E402
-from tests.exec.onnx_oracle import onnxruntime_outputs  # noqa: E402
+from tests.exec.onnx_oracle import amanda_outputs, one_node, onnxruntime_outputs  # noqa: E402
 
 
 def _erf64(x: np.ndarray) -> np.ndarray:
@@ -98,3 +98,27 @@ def test_exported_gelu_chain_is_left_alone_by_public_optimize_below_opset_20() -
     model = from_onnx(_gelu_chain(TensorProto.FLOAT, 17))
     assert sorted(c.type for c in amanda.optimize(model).model.children if c.is_op and c.type != "Constant") == \
         ["Add", "Div", "Erf", "Mul", "Mul"]
+
+
+@pytest.mark.parametrize("op_type,attrs", [("HardSigmoid", {}), ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}),
+                                           ("HardSwish", {})])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64])
+def test_hard_activations_match_onnxruntime_and_leave_the_feed_alone(op_type: str, attrs: dict, dtype: type) -> None:
+    """HardSigmoid and HardSwish (one buffer each) agree with onnxruntime (float32) and with numpy in float64,
+    in the input dtype, saturated ends and nan included, and do not write into the fed array."""
+    x = np.concatenate([np.random.default_rng(5).standard_normal(60) * 5,
+                        [-1e4, -3.0, 3.0, 1e4, np.nan]]).astype(dtype).reshape(5, 13)
+    kept = x.copy()
+    model = one_node(helper.make_node(op_type, ["x"], ["y"], **attrs), {"x": x}, 17)
+    ours = amanda_outputs(model, {"x": x})[0]
+    wide = x.astype(np.float64)
+    default_alpha = 0.2 if op_type == "HardSigmoid" else 1 / 6
+    gate = np.clip(attrs.get("alpha", default_alpha) * wide + attrs.get("beta", 0.5), 0, 1)
+    expected = [gate if op_type == "HardSigmoid" else wide * gate]
+    if dtype == np.float32:
+        expected.append(onnxruntime_outputs(model, {"x": x})[0])
+    assert ours.dtype == dtype
+    tol = 2e-3 if dtype == np.float16 else 1e-6
+    for theirs in expected:
+        np.testing.assert_allclose(ours, theirs, rtol=tol, atol=tol)
+    np.testing.assert_array_equal(x, kept)

@@ -80,6 +80,20 @@ def _gelu(x: np.ndarray, a: Attrs) -> np.ndarray:
     return 0.5 * x * (1.0 + erf(x * _INV_SQRT2))
 
 
+def _hard_sigmoid(x: np.ndarray, a: Attrs) -> np.ndarray:
+    # max(0, min(1, alpha * x + beta)) in one buffer (python floats keep float32, NEP 50)
+    y = np.multiply(x, _f(a, "alpha", 0.2))
+    y += _f(a, "beta", 0.5)
+    return np.clip(y, 0, 1, out=y)
+
+
+def _hard_swish(x: np.ndarray, a: Attrs) -> np.ndarray:
+    # x * HardSigmoid(x) with ONNX's alpha = 1/6, beta = 0.5, in one buffer
+    y = _hard_sigmoid(x, {"alpha": 1.0 / 6.0})
+    y *= x
+    return y
+
+
 def _shrink(x: np.ndarray, a: Attrs) -> np.ndarray:
     bias, lambd = _f(a, "bias", 0.0), _f(a, "lambd", 0.5)
     return np.where(x < -lambd, x + bias, np.where(x > lambd, x - bias, 0))
@@ -92,11 +106,8 @@ _ACTIVATIONS: dict[str, tuple[Callable[[np.ndarray, Attrs], Any], int]] = {
     "Selu": (_selu, 1),
     "Celu": (_celu, 12),
     "Sigmoid": (lambda x, a: _sigmoid(x), 1),
-    "HardSigmoid": (
-        lambda x, a: np.clip(_f(a, "alpha", 0.2) * x + _f(a, "beta", 0.5), 0, 1),
-        1,
-    ),
-    "HardSwish": (lambda x, a: x * np.clip(x / 6.0 + 0.5, 0, 1), 14),
+    "HardSigmoid": (_hard_sigmoid, 1),
+    "HardSwish": (_hard_swish, 14),
     "Softplus": (lambda x, a: _softplus(x), 1),
     "Softsign": (lambda x, a: x / (1 + np.abs(x)), 1),
     "ThresholdedRelu": (lambda x, a: np.where(x > _f(a, "alpha", 1.0), x, 0), 10),
