@@ -11,11 +11,8 @@ thread change it; a run takes that control on whichever thread it runs (see
 
 from __future__ import annotations
 
-import statistics
 import threading
 from collections import deque
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 __all__ = ["BlasTuner", "blas_threads"]
@@ -48,29 +45,46 @@ def _set_blas(lib: Any, count: int) -> None:
     lib.set_num_threads(count)
 
 
-@contextmanager
-def blas_threads(count: int) -> Iterator[None]:
+class blas_threads:  # noqa: N801 - used as a function, like contextlib's context managers
     """Let BLAS use ``count`` threads inside the block, restoring the previous setting after.
 
     The setting is process-wide and holds whichever thread enters the block; afterwards
     control returns to no thread, so any thread (or ``threadpool_limits``) can set it again.
+    A class, not a generator, as it is entered on every run (about 1 µs saved).
     """
-    changed = []
-    with _SETTING:
-        for lib in _blas_libraries():
-            current = lib.get_num_threads()
-            if current != count:
-                _set_blas(lib, count)
-                changed.append((lib, current))
-    try:
-        yield
-    finally:
+
+    __slots__ = ("changed", "count")
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.changed: list = []
+
+    def __enter__(self) -> None:
+        count, changed = self.count, self.changed
         with _SETTING:
-            for lib, previous in changed:
+            for lib in _blas_libraries():
+                current = lib.get_num_threads()
+                if current != count:
+                    _set_blas(lib, count)
+                    changed.append((lib, current))
+
+    def __exit__(self, *exc: Any) -> None:
+        if not self.changed:
+            return
+        with _SETTING:
+            for lib, previous in self.changed:
                 _set_blas(lib, previous)
                 release = getattr(lib, "clear_controlling_thread", None)
                 if release is not None:
                     release()
+        self.changed = []
+
+
+def _median(values: deque) -> float:
+    # statistics.median costs ~1 µs a call, and the tuner takes two per run
+    ordered = sorted(values)
+    half = len(ordered) // 2
+    return ordered[half] if len(ordered) % 2 else (ordered[half - 1] + ordered[half]) / 2
 
 
 class BlasTuner:
@@ -114,5 +128,5 @@ class BlasTuner:
         """Note how long a run with ``count`` BLAS threads took."""
         self.runs += 1
         self.recent[count].append(seconds)
-        typical = {c: statistics.median(t) for c, t in self.recent.items() if t}
+        typical = {c: _median(t) for c, t in self.recent.items() if t}
         self.choice = min(typical, key=typical.__getitem__)

@@ -22,6 +22,14 @@ __all__ = ["optimized_for", "signature"]
 Signature = tuple[tuple[str, str, tuple[int, ...]], ...]
 
 
+_NAMES: dict[np.dtype, str] = {}  # dtype -> name: ``dtype.name`` is a slow property, read every run
+
+
+def _name(dtype: np.dtype) -> str:
+    name = _NAMES[dtype] = dtype.name
+    return name
+
+
 def _declared(dtype: Any) -> np.dtype | None:
     try:
         return None if dtype is None else np.dtype(dtype)
@@ -76,12 +84,13 @@ def signature(model: Container, fetches: Sequence[Any], feeds: Any) -> Signature
     found = []
     for name, value in feeds.items():
         declared = ports.get(name) if isinstance(name, str) else None
-        if declared is None or not isinstance(value, np.ndarray) or not _fits(declared, value, symbols):
+        if declared is None or type(value) is not np.ndarray or not _fits(declared, value, symbols):
             return None
-        if value.dtype.kind not in "biufc":  # bfloat16, float8 ...: left to the plain plan
+        dtype = value.dtype
+        if dtype.kind not in "biufc":  # bfloat16, float8 ...: left to the plain plan
             return None
-        found.append((name, value.dtype.name, value.shape))
-    return tuple(sorted(found))
+        found.append((name, _NAMES.get(dtype) or _name(dtype), value.shape))
+    return tuple(sorted(found)) if len(found) > 1 else tuple(found)
 
 
 def optimized_for(model: Container, types: Signature) -> Container:
