@@ -21,7 +21,7 @@ from amanda.passes.level import Level, constant_value, level_namespaces, new_con
 from amanda.passes.report import PassReport, PassResult
 from amanda.types import TensorType, infer_types
 
-__all__ = ["fuse_conv_batchnorm", "fuse_gelu", "fuse_gelu_internal", "fuse_matmul_add"]
+__all__ = ["fuse_conv_batchnorm", "fuse_gelu", "fuse_gelu_internal", "fuse_matmul_add", "fuse_swish_internal"]
 
 
 @dataclass
@@ -162,6 +162,22 @@ def gelu(name: str, level: Level, context: Any) -> Match | None:
                  [Edge(x, Endpoint((half,), "X"))])
 
 
+def swish(name: str, level: Level, context: Any) -> Match | None:
+    """``Mul(x, Sigmoid(x))`` (SiLU, as torch exports it) -> one Swish: ONNX's where the
+    level's opset has it (24), else amanda's own when the context asks for it."""
+    namespace, internal = context
+    sig = level.ops[name]
+    if sig.type != "Sigmoid" or len(sig.inputs) != 1 or len(sig.outputs) != 1:
+        return None
+    attrs: dict[str, Any] | None = {} if _opset(namespace) >= 24 else {"namespace": FUSED} if internal else None
+    mul = _reader_of(level, name, "Mul")
+    x = level.inputs(name, 1)[0]
+    if attrs is None or mul is None or x is None or set(level.inputs(mul)) != {x, level.output(name)}:
+        return None
+    fused = op("Swish", mul, ["X"], ["Y"], {**attrs, "amanda_fused_from": (name, mul)})
+    return Match([name, mul], [fused], {level.output(mul): Endpoint((mul,), "Y")}, [Edge(x, Endpoint((mul,), "X"))])
+
+
 def _apply(level: Level, pattern: Pattern, context: Any) -> tuple[Container, dict]:
     used: set[str] = set()
     drop, add, rewire, edges, replaced = [], [], {}, [], []
@@ -248,3 +264,10 @@ def fuse_gelu_internal(model: Container) -> PassResult:
     """
     namespaces = level_namespaces(model)
     return _run("fuse_gelu_internal", model, gelu, lambda m, p: (namespaces.get(p), True))
+
+
+def fuse_swish_internal(model: Container) -> PassResult:
+    """``Mul(x, Sigmoid(x))`` as one Swish: ONNX's from opset 24, amanda's own (namespace
+    ``amanda/fused``, run only by amanda) below; a Session uses it in its plans."""
+    namespaces = level_namespaces(model)
+    return _run("fuse_swish_internal", model, swish, lambda m, p: (namespaces.get(p), True))

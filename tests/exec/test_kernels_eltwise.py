@@ -122,3 +122,44 @@ def test_hard_activations_match_onnxruntime_and_leave_the_feed_alone(op_type: st
     for theirs in expected:
         np.testing.assert_allclose(ours, theirs, rtol=tol, atol=tol)
     np.testing.assert_array_equal(x, kept)
+
+
+def _silu_and_gate(dtype: int) -> onnx.ModelProto:
+    """y = x * Sigmoid(x) (SiLU, fused) and z = y * Sigmoid(g) (a gate of another tensor, left alone)."""
+    nodes = [helper.make_node("Sigmoid", ["x"], ["s"]), helper.make_node("Mul", ["s", "x"], ["y"]),
+             helper.make_node("Sigmoid", ["g"], ["t"]), helper.make_node("Mul", ["y", "t"], ["z"])]
+    graph = helper.make_graph(nodes, "silu", [helper.make_tensor_value_info("x", dtype, [4, 64]),
+                                              helper.make_tensor_value_info("g", dtype, [4, 1])],
+                              [helper.make_tensor_value_info("z", dtype, [4, 64])])
+    opsets = [helper.make_opsetid("", 17)]
+    return helper.make_model(graph, opset_imports=opsets, ir_version=helper.find_min_ir_version_for(opsets))
+
+
+@pytest.mark.parametrize("dtype", [TensorProto.FLOAT, TensorProto.FLOAT16])
+def test_session_runs_silu_as_one_fused_swish_and_leaves_gates_alone(dtype: int) -> None:
+    """x * Sigmoid(x) runs as one amanda/fused Swish, a Sigmoid gating another tensor stays as it is, and the
+    result agrees with onnxruntime, saturated inputs included."""
+    proto = _silu_and_gate(dtype)
+    np_dtype = helper.tensor_dtype_to_np_dtype(dtype)
+    rng = np.random.default_rng(4)
+    feeds = {"x": (rng.standard_normal((4, 64)) * 6).astype(np_dtype), "g": rng.standard_normal((4, 1)).astype(np_dtype)}
+    feeds["x"][0, :4] = [-1e4, -90, 90, 1e4]
+    with Session(from_onnx(proto)) as session:
+        ours = session.run(["z"], feeds)[0]
+        infos = session.plan(["z"], feeds).infos
+    assert sorted((i.op_type, i.namespace) for i in infos) == [
+        ("Mul", "amanda/onnx/17"), ("Sigmoid", "amanda/onnx/17"), ("Swish", FUSED)]
+    tol = 2e-3 if dtype == TensorProto.FLOAT16 else 1e-6
+    np.testing.assert_allclose(ours, onnxruntime_outputs(proto, feeds)[0], rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("alpha", [1.0, 0.5, 2.0])
+def test_onnx_swish_matches_float64_numpy(alpha: float) -> None:
+    """ONNX Swish (opset 24) in its one-buffer tanh form agrees with x / (1 + exp(-alpha x)) in float64."""
+    x = np.concatenate([np.linspace(-30, 30, 601), [-1e4, 1e4]]).astype(np.float32)
+    ours = amanda_outputs(one_node(helper.make_node("Swish", ["x"], ["y"], alpha=alpha), {"x": x}, 24), {"x": x})[0]
+    wide = x.astype(np.float64)
+    with np.errstate(over="ignore"):
+        expected = wide / (1 + np.exp(-alpha * wide))
+    assert ours.dtype == np.float32
+    np.testing.assert_allclose(ours, expected, rtol=1e-6, atol=1e-6)

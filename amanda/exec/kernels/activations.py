@@ -94,6 +94,19 @@ def _hard_swish(x: np.ndarray, a: Attrs) -> np.ndarray:
     return y
 
 
+def _swish(x: np.ndarray, a: Attrs) -> np.ndarray:
+    alpha = _f(a, "alpha", 1.0)
+    if x.dtype.kind != "f":
+        return x * _sigmoid(alpha * x)
+    # x * sigmoid(alpha x) = x * (1 + tanh(alpha x / 2)) / 2: the tanh form, in one buffer
+    y = np.multiply(x, 0.5 * alpha)
+    np.tanh(y, out=y)
+    y += 1.0
+    y *= x
+    y *= 0.5
+    return y
+
+
 def _shrink(x: np.ndarray, a: Attrs) -> np.ndarray:
     bias, lambd = _f(a, "bias", 0.0), _f(a, "lambd", 0.5)
     return np.where(x < -lambd, x + bias, np.where(x > lambd, x - bias, 0))
@@ -114,7 +127,7 @@ _ACTIVATIONS: dict[str, tuple[Callable[[np.ndarray, Attrs], Any], int]] = {
     "Gelu": (_gelu, 20),
     "Mish": (lambda x, a: x * np.tanh(_softplus(x)), 18),
     "Shrink": (_shrink, 9),
-    "Swish": (lambda x, a: x * _sigmoid(_f(a, "alpha", 1.0) * x), 24),
+    "Swish": (_swish, 24),
 }
 
 
@@ -136,7 +149,8 @@ for _op, (_fn, _since) in _ACTIVATIONS.items():
     kernel(_op, since=_since)(_activation_kernel(_op, _fn))
 
 
-kernel("Gelu", family=FUSED)(_activation_kernel("Gelu", _gelu))
+for _op in ("Gelu", "Swish"):
+    kernel(_op, family=FUSED)(_activation_kernel(_op, _ACTIVATIONS[_op][0]))
 
 
 @kernel("PRelu", since=1)
