@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from amanda.exec.kernels.math_util import as_array, attr_str, erf, erf32, wide
+from amanda.exec.kernels.math_util import as_array, attr_str, erf, gelu32, wide
 from amanda.exec.kernels.registry import kernel
 
 Attrs = Mapping[str, Any]
@@ -72,11 +72,7 @@ def _gelu(x: np.ndarray, a: Attrs) -> np.ndarray:
         inner = _TANH_SCALE * (x + 0.044715 * (x * x * x))
         return 0.5 * x * (1.0 + np.tanh(inner))
     if x.dtype == np.float32:
-        y = erf32(np.multiply(x, np.float32(_INV_SQRT2)))  # in one buffer from here on
-        y += np.float32(1.0)
-        y *= x
-        y *= np.float32(0.5)
-        return y
+        return gelu32(x)
     return 0.5 * x * (1.0 + erf(x * _INV_SQRT2))
 
 
