@@ -92,13 +92,15 @@ class BlasTuner:
 
     Multi-threaded BLAS pays off on an idle machine and collapses when another process
     holds a core (its threads spin at barriers while one of them is descheduled, and one
-    run can take ten times its usual time), so the choice is measured, not assumed: the
-    first ``PROBES`` runs alternate between the two, then the one with the lower median of
-    its last few runs is used, and every ``RETRY`` runs the other is tried again so the
-    choice follows the machine's load. The median, not the best run: a setting whose best
-    run is fast but which stalls every few runs under contention (multi-threaded BLAS on a
-    shared machine) has a fast best and a slow typical run, and tail latency is what such
-    stalls cost; with five samples one noisy run does not move the median.
+    run can take ten to thirty times its usual time), so the choice is measured, not
+    assumed: the first ``PROBES`` runs alternate between the two, then the budget is used
+    only while the median of its last few runs beats one thread's by ``MARGIN`` (its gain
+    is at most the thread count, its loss unbounded); two runs in a row with the budget over
+    ``STALL`` times one thread's median switch to one thread at once. The other count is tried
+    again after ``RETRY`` runs so the choice follows the machine's load; each retry that
+    loses doubles the wait (up to ``MAX_RETRY``), as a losing retry of a stalling budget
+    costs many runs' time. The median, not the best run: a setting whose best run is fast
+    but which stalls every few runs has a fast best and a slow typical run.
 
     >>> tuner = BlasTuner(2)
     >>> for seconds in (0.9, 0.1, 0.8, 0.2, 0.7, 0.2):  # 2 threads slow, 1 thread fast
@@ -109,24 +111,48 @@ class BlasTuner:
 
     PROBES = 6
     RETRY = 50
+    MAX_RETRY = 800
+    MARGIN = 0.9
+    STALL = 2.0
 
     def __init__(self, budget: int) -> None:
         self.candidates = (budget, 1)
         self.recent: dict[int, deque] = {c: deque(maxlen=5) for c in self.candidates}
         self.choice = budget
         self.runs = 0
+        self.wait = self.RETRY
+        self.retry_at = self.RETRY
+        self.stalls = 0  # budget runs in a row over STALL times one thread's median
 
     def next(self) -> int:
         """The BLAS thread count for the next run."""
         if self.runs < self.PROBES:
             return self.candidates[self.runs % 2]
-        if self.runs % self.RETRY == 0:
+        if self.runs >= self.retry_at:
             return self.candidates[1] if self.choice == self.candidates[0] else self.candidates[0]
         return self.choice
 
     def record(self, count: int, seconds: float) -> None:
         """Note how long a run with ``count`` BLAS threads took."""
+        budget, one = self.candidates
+        retried = self.runs >= self.PROBES and count != self.choice
         self.runs += 1
         self.recent[count].append(seconds)
-        typical = {c: _median(t) for c, t in self.recent.items() if t}
-        self.choice = min(typical, key=typical.__getitem__)
+        single = _median(self.recent[one]) if self.recent[one] else None
+        if count == budget and (single is None or seconds <= self.STALL * single):
+            self.stalls = 0
+        if budget == one or single is None:
+            self.choice = count if single is None else one
+        elif count == budget and seconds > self.STALL * single:
+            # two stalls in a row: do not wait for the median to notice (one alone may be
+            # the threads waking after an idle spell)
+            self.stalls += 1
+            if self.stalls >= 2:
+                self.choice = one
+        elif self.recent[budget] and (count == budget or self.choice == budget):
+            # only a fresh budget run (or the current choice) can make the budget the choice:
+            # its older runs may predate the load that slowed this one-thread run
+            self.choice = budget if _median(self.recent[budget]) < self.MARGIN * single else one
+        if retried:
+            self.wait = self.RETRY if self.choice == count else min(2 * self.wait, self.MAX_RETRY)
+            self.retry_at = self.runs + self.wait
