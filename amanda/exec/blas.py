@@ -132,6 +132,11 @@ class BlasTuner:
             return self.candidates[1] if self.choice == self.candidates[0] else self.candidates[0]
         return self.choice
 
+    def skip(self) -> None:
+        """Count a run made at one thread without timing it: a plan's first run, whose cold
+        caches make it a poor sample and which a stalling budget would make slow."""
+        self.runs += 1
+
     def record(self, count: int, seconds: float) -> None:
         """Note how long a run with ``count`` BLAS threads took."""
         budget, one = self.candidates

@@ -143,3 +143,26 @@ def test_blas_tuner_does_not_return_to_the_budget_on_its_old_runs() -> None:
     for _ in range(5):
         tuner.record(1, 3.0)
     assert tuner.next() == 1
+
+
+def test_a_plans_first_run_uses_one_blas_thread_untimed() -> None:
+    """threads=None runs a new plan's first run with one BLAS thread and keeps no timing of it; probes follow."""
+    seen: list[int] = []
+
+    @kernel("BlasThreadsSeen", family="amanda/test-tuner", heavy=True)
+    def spy(attrs: Mapping[str, Any], x: np.ndarray) -> tuple:
+        seen.append(LIBS[0].get_num_threads() if LIBS else 1)
+        return (x @ x,)
+
+    model = Container(None, "g", inputs=["x"], outputs=["y"], children=[
+        op("BlasThreadsSeen", "s", ["X"], ["Y"], attrs={"namespace": "amanda/test-tuner"})],
+        edges=[("g:x", "s:X"), ("s:Y", "g:y")])
+    x = np.eye(4)
+    with Session(model, threads=None) as session:
+        if session._runner.budget == 1:
+            pytest.skip("one core: no BLAS tuning")
+        for _ in range(3):
+            session.run(["y"], {"x": x})
+        tuner = session.plan(["y"], {"x": x}).tuner
+    assert seen[0] == 1
+    assert tuner.runs == 3 and sum(len(d) for d in tuner.recent.values()) == 2
