@@ -11,11 +11,8 @@ thread change it; a run takes that control on whichever thread it runs (see
 
 from __future__ import annotations
 
-import statistics
 import threading
 from collections import deque
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 __all__ = ["BlasTuner", "blas_threads"]
@@ -48,29 +45,46 @@ def _set_blas(lib: Any, count: int) -> None:
     lib.set_num_threads(count)
 
 
-@contextmanager
-def blas_threads(count: int) -> Iterator[None]:
+class blas_threads:  # noqa: N801 - used as a function, like contextlib's context managers
     """Let BLAS use ``count`` threads inside the block, restoring the previous setting after.
 
     The setting is process-wide and holds whichever thread enters the block; afterwards
     control returns to no thread, so any thread (or ``threadpool_limits``) can set it again.
+    A class, not a generator, as it is entered on every run (about 1 µs saved).
     """
-    changed = []
-    with _SETTING:
-        for lib in _blas_libraries():
-            current = lib.get_num_threads()
-            if current != count:
-                _set_blas(lib, count)
-                changed.append((lib, current))
-    try:
-        yield
-    finally:
+
+    __slots__ = ("changed", "count")
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.changed: list = []
+
+    def __enter__(self) -> None:
+        count, changed = self.count, self.changed
         with _SETTING:
-            for lib, previous in changed:
+            for lib in _blas_libraries():
+                current = lib.get_num_threads()
+                if current != count:
+                    _set_blas(lib, count)
+                    changed.append((lib, current))
+
+    def __exit__(self, *exc: Any) -> None:
+        if not self.changed:
+            return
+        with _SETTING:
+            for lib, previous in self.changed:
                 _set_blas(lib, previous)
                 release = getattr(lib, "clear_controlling_thread", None)
                 if release is not None:
                     release()
+        self.changed = []
+
+
+def _median(values: deque) -> float:
+    # statistics.median costs ~1 µs a call, and the tuner takes two per run
+    ordered = sorted(values)
+    half = len(ordered) // 2
+    return ordered[half] if len(ordered) % 2 else (ordered[half - 1] + ordered[half]) / 2
 
 
 class BlasTuner:
@@ -78,13 +92,15 @@ class BlasTuner:
 
     Multi-threaded BLAS pays off on an idle machine and collapses when another process
     holds a core (its threads spin at barriers while one of them is descheduled, and one
-    run can take ten times its usual time), so the choice is measured, not assumed: the
-    first ``PROBES`` runs alternate between the two, then the one with the lower median of
-    its last few runs is used, and every ``RETRY`` runs the other is tried again so the
-    choice follows the machine's load. The median, not the best run: a setting whose best
-    run is fast but which stalls every few runs under contention (multi-threaded BLAS on a
-    shared machine) has a fast best and a slow typical run, and tail latency is what such
-    stalls cost; with five samples one noisy run does not move the median.
+    run can take ten to thirty times its usual time), so the choice is measured, not
+    assumed: the first ``PROBES`` runs alternate between the two, then the budget is used
+    only while the median of its last few runs beats one thread's by ``MARGIN`` (its gain
+    is at most the thread count, its loss unbounded); two runs in a row with the budget over
+    ``STALL`` times one thread's median switch to one thread at once. The other count is tried
+    again after ``RETRY`` runs so the choice follows the machine's load; each retry that
+    loses doubles the wait (up to ``MAX_RETRY``), as a losing retry of a stalling budget
+    costs many runs' time. The median, not the best run: a setting whose best run is fast
+    but which stalls every few runs has a fast best and a slow typical run.
 
     >>> tuner = BlasTuner(2)
     >>> for seconds in (0.9, 0.1, 0.8, 0.2, 0.7, 0.2):  # 2 threads slow, 1 thread fast
@@ -95,24 +111,53 @@ class BlasTuner:
 
     PROBES = 6
     RETRY = 50
+    MAX_RETRY = 800
+    MARGIN = 0.9
+    STALL = 2.0
 
     def __init__(self, budget: int) -> None:
         self.candidates = (budget, 1)
         self.recent: dict[int, deque] = {c: deque(maxlen=5) for c in self.candidates}
         self.choice = budget
         self.runs = 0
+        self.wait = self.RETRY
+        self.retry_at = self.RETRY
+        self.stalls = 0  # budget runs in a row over STALL times one thread's median
 
     def next(self) -> int:
         """The BLAS thread count for the next run."""
         if self.runs < self.PROBES:
             return self.candidates[self.runs % 2]
-        if self.runs % self.RETRY == 0:
+        if self.runs >= self.retry_at:
             return self.candidates[1] if self.choice == self.candidates[0] else self.candidates[0]
         return self.choice
 
+    def skip(self) -> None:
+        """Count a run made at one thread without timing it: a plan's first run, whose cold
+        caches make it a poor sample and which a stalling budget would make slow."""
+        self.runs += 1
+
     def record(self, count: int, seconds: float) -> None:
         """Note how long a run with ``count`` BLAS threads took."""
+        budget, one = self.candidates
+        retried = self.runs >= self.PROBES and count != self.choice
         self.runs += 1
         self.recent[count].append(seconds)
-        typical = {c: statistics.median(t) for c, t in self.recent.items() if t}
-        self.choice = min(typical, key=typical.__getitem__)
+        single = _median(self.recent[one]) if self.recent[one] else None
+        if count == budget and (single is None or seconds <= self.STALL * single):
+            self.stalls = 0
+        if budget == one or single is None:
+            self.choice = count if single is None else one
+        elif count == budget and seconds > self.STALL * single:
+            # two stalls in a row: do not wait for the median to notice (one alone may be
+            # the threads waking after an idle spell)
+            self.stalls += 1
+            if self.stalls >= 2:
+                self.choice = one
+        elif self.recent[budget] and (count == budget or self.choice == budget):
+            # only a fresh budget run (or the current choice) can make the budget the choice:
+            # its older runs may predate the load that slowed this one-thread run
+            self.choice = budget if _median(self.recent[budget]) < self.MARGIN * single else one
+        if retried:
+            self.wait = self.RETRY if self.choice == count else min(2 * self.wait, self.MAX_RETRY)
+            self.retry_at = self.runs + self.wait

@@ -22,6 +22,14 @@ __all__ = ["optimized_for", "signature"]
 Signature = tuple[tuple[str, str, tuple[int, ...]], ...]
 
 
+_NAMES: dict[np.dtype, str] = {}  # dtype -> name: ``dtype.name`` is a slow property, read every run
+
+
+def _name(dtype: np.dtype) -> str:
+    name = _NAMES[dtype] = dtype.name
+    return name
+
+
 def _declared(dtype: Any) -> np.dtype | None:
     try:
         return None if dtype is None else np.dtype(dtype)
@@ -76,16 +84,23 @@ def signature(model: Container, fetches: Sequence[Any], feeds: Any) -> Signature
     found = []
     for name, value in feeds.items():
         declared = ports.get(name) if isinstance(name, str) else None
-        if declared is None or not isinstance(value, np.ndarray) or not _fits(declared, value, symbols):
+        if declared is None or type(value) is not np.ndarray or not _fits(declared, value, symbols):
             return None
-        if value.dtype.kind not in "biufc":  # bfloat16, float8 ...: left to the plain plan
+        dtype = value.dtype
+        if dtype.kind not in "biufc":  # bfloat16, float8 ...: left to the plain plan
             return None
-        found.append((name, value.dtype.name, value.shape))
-    return tuple(sorted(found))
+        found.append((name, _NAMES.get(dtype) or _name(dtype), value.shape))
+    return tuple(sorted(found)) if len(found) > 1 else tuple(found)
 
 
 def optimized_for(model: Container, types: Signature) -> Container:
-    """``model`` specialised to ``types`` and optimised with the default passes."""
-    from amanda.passes import optimize  # the passes sit above the executor they run constants with
+    """``model`` specialised to ``types`` and optimised with the default passes, GELU (below
+    opset 20) and SiLU (below 24) fused into amanda's own ops (the plan runs them; nothing
+    exports them)."""
+    # the passes sit above the executor they run constants with
+    from amanda.passes import DEFAULT_PASSES, optimize
+    from amanda.passes.fuse import fuse_gelu_internal, fuse_swish_internal
 
-    return optimize(model, inputs={name: (dtype, shape) for name, dtype, shape in types}, quiet=True).model
+    passes = [fuse_gelu_internal if name == "fuse_gelu" else name for name in DEFAULT_PASSES]
+    passes.insert(passes.index(fuse_gelu_internal) + 1, fuse_swish_internal)
+    return optimize(model, passes, inputs={name: (dtype, shape) for name, dtype, shape in types}, quiet=True).model

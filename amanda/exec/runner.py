@@ -305,7 +305,13 @@ class Runner:
         # kept on the plan (which its session owns), so the runner holds no plan
         tuner = plan.tuner
         if tuner is None:
-            tuner = plan.tuner = BlasTuner(self.budget)
+            # the first run at one thread, untimed: it never stalls, and its cold caches
+            # would make it a poor probe
+            plan.tuner = BlasTuner(self.budget)
+            with blas_threads(1):
+                self.execute(plan, env, mode)
+            plan.tuner.skip()
+            return
         count = tuner.next()
         started = time.perf_counter()
         with blas_threads(count):

@@ -235,8 +235,8 @@ class Session:
         if self._remote is not None:
             with self._lock:  # one distributed run at a time: runs share the epoch and checkpoint
                 return self._remote.run(self._executable, items, values, phase, seconds)
-        plan = self.plan(items, values, phase)
-        if plan.feed_types:
+        plan, fitted = self._plan(items, frozenset(values), phase, values)  # names already checked above
+        if plan.feed_types and not fitted:  # a plan for the feeds' type signature: they fit already
             check_feeds(plan.feed_types, values)
         env = plan.template.copy()
         slots = plan.feed_slots
@@ -270,8 +270,11 @@ class Session:
     def plan(self, fetches: Sequence[Any], feeds: Mapping[Any, Any] | Sequence[Any] = (), phase: Any = None) -> Plan:
         """The compiled plan for these fetches, fed names and phase (cached)."""
         _check_phase(phase)
-        names = frozenset(_names(feeds, "feed"))
-        items = _fetch_list(fetches)
+        return self._plan(_fetch_list(fetches), frozenset(_names(feeds, "feed")), phase, feeds)[0]
+
+    def _plan(self, items: tuple, names: frozenset, phase: Any, feeds: Any) -> tuple[Plan, bool]:
+        """The plan, and whether it is specialised to the feeds' type signature (which
+        :func:`~amanda.exec.plan_cache.signature` gives only to feeds that fit their ports)."""
         types = signature(self._executable, items, feeds) if self._optimize else None
         key = (items, names, phase, types)
         plan = self._plans.get(key)
@@ -285,7 +288,7 @@ class Session:
                         model = optimized_for(model, types)
                     plan = compile_plan(model, key[0], tuple(names), phase, context=self._context)
                     self._plans[key] = plan
-        return plan
+        return plan, types is not None
 
     def close(self) -> None:
         """Stop the session's worker threads (a later run starts them again); a distributed

@@ -16,11 +16,12 @@ import numpy as np
 
 from amanda.containers import Container, Edge, Endpoint, Port, op
 from amanda.exec.dispatch import parse_namespace
+from amanda.exec.kernels.activations import FUSED
 from amanda.passes.level import Level, constant_value, level_namespaces, new_constant, on_levels, producer_name
 from amanda.passes.report import PassReport, PassResult
 from amanda.types import TensorType, infer_types
 
-__all__ = ["fuse_conv_batchnorm", "fuse_gelu", "fuse_matmul_add"]
+__all__ = ["fuse_conv_batchnorm", "fuse_gelu", "fuse_gelu_internal", "fuse_matmul_add", "fuse_swish_internal"]
 
 
 @dataclass
@@ -116,7 +117,11 @@ def matmul_add(name: str, level: Level, context: Any) -> Match | None:
 
 def _scalar(level: Level, source: Endpoint | None, value: float) -> bool:
     found = _const(level, source)
-    return found is not None and found.size == 1 and abs(float(found.reshape(-1)[0]) - value) < 1e-4
+    if found is None or found.size != 1:
+        return False
+    # within rounding of the constant's own dtype (float16's sqrt 2 is 1.4141)
+    eps = float(np.finfo(found.dtype).eps) if found.dtype.kind == "f" else 0.0
+    return abs(float(found.reshape(-1)[0]) - value) < max(1e-4, 2 * eps * abs(value))
 
 
 def _reader_of(level: Level, name: str, op_type: str) -> str | None:
@@ -128,8 +133,13 @@ def _reader_of(level: Level, name: str, op_type: str) -> str | None:
 
 
 def gelu(name: str, level: Level, context: Any) -> Match | None:
-    """``Mul(Mul(x, Add(Erf(Div(x, sqrt 2)), 1)), 0.5)`` (as torch exports it) -> one Gelu."""
-    if level.ops[name].type != "Erf" or _opset(context) < 20 or len(level.ops[name].outputs) != 1:
+    """``Mul(Mul(x, Add(Erf(Div(x, sqrt 2)), 1)), 0.5)`` (as torch exports it) -> one Gelu:
+    ONNX's where the level's opset has it, else amanda's own when the context asks for it."""
+    namespace, internal = context
+    if level.ops[name].type != "Erf" or len(level.ops[name].outputs) != 1:
+        return None
+    attrs: dict[str, Any] | None = {} if _opset(namespace) >= 20 else {"namespace": FUSED} if internal else None
+    if attrs is None:
         return None
     div = producer_name(level.inputs(name, 1)[0])
     if div is None or level.ops[div].type != "Div" or level.only_reader(level.output(div)) != name:
@@ -147,9 +157,25 @@ def gelu(name: str, level: Level, context: Any) -> Match | None:
         return None
     if len(half_in) != 1 or not _scalar(level, half_in[0], 0.5):
         return None
-    fused = op("Gelu", half, ["X"], ["Y"], {"amanda_fused_from": (div, name, add, mul, half)})
+    fused = op("Gelu", half, ["X"], ["Y"], {**attrs, "amanda_fused_from": (div, name, add, mul, half)})
     return Match([div, name, add, mul, half], [fused], {level.output(half): Endpoint((half,), "Y")},
                  [Edge(x, Endpoint((half,), "X"))])
+
+
+def swish(name: str, level: Level, context: Any) -> Match | None:
+    """``Mul(x, Sigmoid(x))`` (SiLU, as torch exports it) -> one Swish: ONNX's where the
+    level's opset has it (24), else amanda's own when the context asks for it."""
+    namespace, internal = context
+    sig = level.ops[name]
+    if sig.type != "Sigmoid" or len(sig.inputs) != 1 or len(sig.outputs) != 1:
+        return None
+    attrs: dict[str, Any] | None = {} if _opset(namespace) >= 24 else {"namespace": FUSED} if internal else None
+    mul = _reader_of(level, name, "Mul")
+    x = level.inputs(name, 1)[0]
+    if attrs is None or mul is None or x is None or set(level.inputs(mul)) != {x, level.output(name)}:
+        return None
+    fused = op("Swish", mul, ["X"], ["Y"], {**attrs, "amanda_fused_from": (name, mul)})
+    return Match([name, mul], [fused], {level.output(mul): Endpoint((mul,), "Y")}, [Edge(x, Endpoint((mul,), "X"))])
 
 
 def _apply(level: Level, pattern: Pattern, context: Any) -> tuple[Container, dict]:
@@ -214,4 +240,35 @@ def fuse_gelu(model: Container) -> PassResult:
     """Replace the erf form of GELU (``x * 0.5 * (1 + erf(x / sqrt 2))``, as exported by torch)
     with one Gelu op, in levels whose ONNX opset has Gelu (20 and later)."""
     namespaces = level_namespaces(model)
-    return _run("fuse_gelu", model, gelu, lambda m, p: namespaces.get(p))
+    return _run("fuse_gelu", model, gelu, lambda m, p: (namespaces.get(p), False))
+
+
+def fuse_gelu_internal(model: Container) -> PassResult:
+    """:func:`fuse_gelu`, and below opset 20 into amanda's own ``Gelu`` (namespace
+    ``amanda/fused``), which only amanda runs: a Session uses it in its plans, where one
+    float32 pass replaces five ops; a model meant for export should use :func:`fuse_gelu`.
+
+    >>> import amanda, numpy as np
+    >>> c = lambda n, v: amanda.op("Constant", n, [], ["output"], {"value": np.float32(v)})
+    >>> g = amanda.Container(None, "g", inputs=["x"], outputs=["y"], children=[c("r2", 2 ** 0.5), c("one", 1),
+    ...     c("half", 0.5), amanda.op("Div", "d", ["A", "B"], ["C"]), amanda.op("Erf", "e", ["input"], ["output"]),
+    ...     amanda.op("Add", "a", ["A", "B"], ["C"]), amanda.op("Mul", "m", ["A", "B"], ["C"]),
+    ...     amanda.op("Mul", "h", ["A", "B"], ["C"])],
+    ...     edges=[("g:x", "d:A"), ("r2:output", "d:B"), ("d:C", "e:input"), ("e:output", "a:A"), ("one:output", "a:B"),
+    ...      ("g:x", "m:A"), ("a:C", "m:B"), ("m:C", "h:A"), ("half:output", "h:B"), ("h:C", "g:y")],
+    ...     attrs={"namespace": "amanda/onnx/17"})
+    >>> out, report = fuse_gelu_internal(g)
+    >>> out.child("h").type, out.child("h").attrs["namespace"], report.replaced
+    ('Gelu', 'amanda/fused', ('d', 'e', 'a', 'm', 'h'))
+    >>> [round(float(v), 4) for v in amanda.Session(out).run(["y"], {"x": np.float32([-1, 0, 2])})[0]]
+    [-0.1587, 0.0, 1.9545]
+    """
+    namespaces = level_namespaces(model)
+    return _run("fuse_gelu_internal", model, gelu, lambda m, p: (namespaces.get(p), True))
+
+
+def fuse_swish_internal(model: Container) -> PassResult:
+    """``Mul(x, Sigmoid(x))`` as one Swish: ONNX's from opset 24, amanda's own (namespace
+    ``amanda/fused``, run only by amanda) below; a Session uses it in its plans."""
+    namespaces = level_namespaces(model)
+    return _run("fuse_swish_internal", model, swish, lambda m, p: (namespaces.get(p), True))

@@ -12,6 +12,7 @@ import pytest
 
 from amanda import Container, op
 from amanda.exec import Session
+from amanda.exec.blas import BlasTuner
 from amanda.exec.kernels.registry import kernel
 from amanda.exec.runner import _blas_libraries, blas_threads
 
@@ -80,3 +81,88 @@ def test_threads_1_gives_the_same_bits_on_any_thread() -> None:
     for _ in range(8):
         expected = expected @ f["w"]
     np.testing.assert_allclose(main, expected, rtol=1e-4, atol=1e-6)
+
+
+def _probed(tuner: Any, budget_seconds: float, single_seconds: float) -> None:
+    for _ in range(tuner.PROBES):
+        count = tuner.next()
+        tuner.record(count, budget_seconds if count != 1 else single_seconds)
+
+
+def test_blas_tuner_keeps_the_budget_only_when_clearly_faster() -> None:
+    """Multi-threaded BLAS is chosen only when its median beats one thread's by the margin (its gain is bounded,
+    its stalls are not)."""
+    tuner = BlasTuner(2)
+    _probed(tuner, 0.95, 1.0)
+    assert tuner.next() == 1
+    tuner = BlasTuner(2)
+    _probed(tuner, 0.5, 1.0)
+    assert tuner.next() == 2
+
+
+def test_blas_tuner_leaves_a_stalling_budget_after_two_runs() -> None:
+    """Two runs in a row with the budget over STALL times one thread's median switch to one thread at once; a
+    single slow run (threads waking after an idle spell) does not."""
+    tuner = BlasTuner(2)
+    _probed(tuner, 0.5, 1.0)
+    tuner.record(tuner.next(), 30.0)
+    assert tuner.next() == 2
+    tuner.record(tuner.next(), 0.5)
+    tuner.record(tuner.next(), 30.0)
+    assert tuner.next() == 2
+    tuner.record(tuner.next(), 30.0)
+    assert tuner.next() == 1
+
+
+def test_blas_tuner_backs_off_retries_that_lose_and_resets_when_one_wins() -> None:
+    """Each losing retry of the other count doubles the wait before the next (up to MAX_RETRY); a winning retry
+    switches and restores the short wait."""
+    tuner = BlasTuner(2)
+    _probed(tuner, 0.5, 1.0)
+    waits = []
+    for _ in range(6):
+        start = tuner.runs
+        while tuner.next() == 2:
+            tuner.record(2, 0.5)
+        waits.append(tuner.runs - start)
+        tuner.record(1, 1.0)  # the retry of one thread loses
+    assert waits[1:] == [100, 200, 400, 800, 800]
+    while tuner.next() == 2:
+        tuner.record(2, 0.5)
+    for _ in range(5):  # the machine got busy: one thread wins its retry, then the budget stalls
+        tuner.record(1, 0.2)
+    assert tuner.next() == 1 and tuner.wait == tuner.RETRY
+
+
+def test_blas_tuner_does_not_return_to_the_budget_on_its_old_runs() -> None:
+    """Slower one-thread runs (a busier machine) do not bring back the budget on its runs from before the load:
+    only a retry of the budget can."""
+    tuner = BlasTuner(2)
+    _probed(tuner, 0.95, 1.0)
+    assert tuner.next() == 1
+    for _ in range(5):
+        tuner.record(1, 3.0)
+    assert tuner.next() == 1
+
+
+def test_a_plans_first_run_uses_one_blas_thread_untimed() -> None:
+    """threads=None runs a new plan's first run with one BLAS thread and keeps no timing of it; probes follow."""
+    seen: list[int] = []
+
+    @kernel("BlasThreadsSeen", family="amanda/test-tuner", heavy=True)
+    def spy(attrs: Mapping[str, Any], x: np.ndarray) -> tuple:
+        seen.append(LIBS[0].get_num_threads() if LIBS else 1)
+        return (x @ x,)
+
+    model = Container(None, "g", inputs=["x"], outputs=["y"], children=[
+        op("BlasThreadsSeen", "s", ["X"], ["Y"], attrs={"namespace": "amanda/test-tuner"})],
+        edges=[("g:x", "s:X"), ("s:Y", "g:y")])
+    x = np.eye(4)
+    with Session(model, threads=None) as session:
+        if session._runner.budget == 1:
+            pytest.skip("one core: no BLAS tuning")
+        for _ in range(3):
+            session.run(["y"], {"x": x})
+        tuner = session.plan(["y"], {"x": x}).tuner
+    assert seen[0] == 1
+    assert tuner.runs == 3 and sum(len(d) for d in tuner.recent.values()) == 2

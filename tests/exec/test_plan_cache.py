@@ -73,3 +73,20 @@ def test_exotic_dtypes_take_the_plain_plan() -> None:
     assert signature(typed, ("y",), {"x": x}) is None
     with Session(typed) as session:
         assert session.run(["y"], {"x": x})[0].astype(np.float32).tolist() == [0.0, 2.0]
+
+
+@pytest.mark.parametrize("feed", [
+    np.ones((3, 2), np.float32).view(np.ma.MaskedArray),  # an ndarray subclass
+    np.ones((3, 3), np.float32),  # a fixed axis of another size
+    np.ones((3, 2, 1), np.float32),  # another rank
+])
+def test_a_specialised_plan_is_never_given_feeds_the_feed_check_would_refuse(feed: np.ndarray) -> None:
+    """Runs skip the feed check only on a plan specialised to the feeds' signature, which refuses whatever the
+    check refuses, so a mis-typed feed still raises the executor's feed error after a good run."""
+    typed = Container(None, "g", [("x", {"dtype": "float32", "shape": ["n", 2]})], ["y"], [op("Relu", "r", ["X"], ["Y"])],
+                      [("g:x", "r:X"), ("r:Y", "g:y")], attrs=NS)
+    assert signature(typed, ("y",), {"x": feed}) is None
+    with Session(typed) as session:
+        assert session.run(["y"], {"x": -np.ones((4, 2), np.float32)})[0].tolist() == [[0, 0]] * 4
+        with pytest.raises(ExecutionError, match="does not match"):
+            session.run(["y"], {"x": feed})

@@ -13,10 +13,14 @@ from typing import Any
 
 import numpy as np
 
-from amanda.exec.kernels.math_util import as_array, attr_str, erf, wide
+from amanda.exec.kernels.math_util import as_array, attr_str, erf, gelu32, wide
 from amanda.exec.kernels.registry import kernel
 
 Attrs = Mapping[str, Any]
+
+# ops amanda's plans fuse elementwise chains into (amanda/passes/fuse.py); not ONNX ops, so a
+# Session uses them only inside its plans and optimised models never export them
+FUSED = "amanda/fused"
 
 _SELU_ALPHA = 1.67326319217681884765625
 _SELU_GAMMA = 1.05070102214813232421875
@@ -67,7 +71,36 @@ def _gelu(x: np.ndarray, a: Attrs) -> np.ndarray:
         # python floats, not numpy float64 scalars, so float32 stays float32 (NEP 50)
         inner = _TANH_SCALE * (x + 0.044715 * (x * x * x))
         return 0.5 * x * (1.0 + np.tanh(inner))
+    if x.dtype == np.float32:
+        return gelu32(x)
     return 0.5 * x * (1.0 + erf(x * _INV_SQRT2))
+
+
+def _hard_sigmoid(x: np.ndarray, a: Attrs) -> np.ndarray:
+    # max(0, min(1, alpha * x + beta)) in one buffer (python floats keep float32, NEP 50)
+    y = np.multiply(x, _f(a, "alpha", 0.2))
+    y += _f(a, "beta", 0.5)
+    return np.clip(y, 0, 1, out=y)
+
+
+def _hard_swish(x: np.ndarray, a: Attrs) -> np.ndarray:
+    # x * HardSigmoid(x) with ONNX's alpha = 1/6, beta = 0.5, in one buffer
+    y = _hard_sigmoid(x, {"alpha": 1.0 / 6.0})
+    y *= x
+    return y
+
+
+def _swish(x: np.ndarray, a: Attrs) -> np.ndarray:
+    alpha = _f(a, "alpha", 1.0)
+    if x.dtype.kind != "f":
+        return x * _sigmoid(alpha * x)
+    # x * sigmoid(alpha x) = x * (1 + tanh(alpha x / 2)) / 2: the tanh form, in one buffer
+    y = np.multiply(x, 0.5 * alpha)
+    np.tanh(y, out=y)
+    y += 1.0
+    y *= x
+    y *= 0.5
+    return y
 
 
 def _shrink(x: np.ndarray, a: Attrs) -> np.ndarray:
@@ -82,18 +115,15 @@ _ACTIVATIONS: dict[str, tuple[Callable[[np.ndarray, Attrs], Any], int]] = {
     "Selu": (_selu, 1),
     "Celu": (_celu, 12),
     "Sigmoid": (lambda x, a: _sigmoid(x), 1),
-    "HardSigmoid": (
-        lambda x, a: np.clip(_f(a, "alpha", 0.2) * x + _f(a, "beta", 0.5), 0, 1),
-        1,
-    ),
-    "HardSwish": (lambda x, a: x * np.clip(x / 6.0 + 0.5, 0, 1), 14),
+    "HardSigmoid": (_hard_sigmoid, 1),
+    "HardSwish": (_hard_swish, 14),
     "Softplus": (lambda x, a: _softplus(x), 1),
     "Softsign": (lambda x, a: x / (1 + np.abs(x)), 1),
     "ThresholdedRelu": (lambda x, a: np.where(x > _f(a, "alpha", 1.0), x, 0), 10),
     "Gelu": (_gelu, 20),
     "Mish": (lambda x, a: x * np.tanh(_softplus(x)), 18),
     "Shrink": (_shrink, 9),
-    "Swish": (lambda x, a: x * _sigmoid(_f(a, "alpha", 1.0) * x), 24),
+    "Swish": (_swish, 24),
 }
 
 
@@ -113,6 +143,10 @@ def _activation_kernel(
 
 for _op, (_fn, _since) in _ACTIVATIONS.items():
     kernel(_op, since=_since)(_activation_kernel(_op, _fn))
+
+
+for _op in ("Gelu", "Swish"):
+    kernel(_op, family=FUSED)(_activation_kernel(_op, _ACTIVATIONS[_op][0]))
 
 
 @kernel("PRelu", since=1)
