@@ -1,0 +1,54 @@
+"""Every layout of the Conv kernel (depthwise merged and per-channel, pointwise, batched, one GEMM,
+channels-last, flat) against onnxruntime, over groups, strides, dilations, pads and 1-D/2-D/3-D."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import helper  # noqa: E402
+
+from tests.exec.onnx_oracle import both  # noqa: E402
+
+RNG = np.random.default_rng(11)
+
+
+def _check(x_shape: tuple, w_shape: tuple, group: int, strides: list[int], dilations: list[int],
+           pads: list[int], bias: bool = True) -> None:
+    x = RNG.standard_normal(x_shape).astype(np.float32)
+    w = RNG.standard_normal(w_shape).astype(np.float32)
+    feeds = {"x": x, "w": w}
+    if bias:
+        feeds["b"] = RNG.standard_normal(w_shape[0]).astype(np.float32)
+    node = helper.make_node("Conv", list(feeds), ["y"], group=group, strides=strides,
+                            dilations=dilations, pads=pads)
+    theirs, ours = both(node, feeds, 17)
+    assert ours[0].dtype == np.float32
+    assert ours[0].shape == theirs[0].shape
+    np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(("x_shape", "mult", "k", "strides", "dilations", "pads"), [
+    ((2, 32, 12, 11), 1, 3, [1, 1], [1, 1], [1, 1, 1, 1]),  # merged, unit stride
+    ((2, 16, 13, 14), 1, 3, [2, 2], [1, 1], [1, 0, 1, 0]),  # merged, stride along the last axis
+    ((1, 8, 15, 16), 2, 5, [1, 3], [1, 2], [2, 1, 2, 3]),  # merged, multiplier, mixed stride/dilation
+    ((2, 300, 6, 7), 1, 3, [1, 1], [1, 1], [1, 1, 1, 1]),  # per-channel loop (many channels)
+    ((1, 96, 9, 9), 1, 5, [2, 2], [1, 1], [2, 2, 2, 2]),  # per-channel loop (stride 2)
+])
+def test_depthwise_conv_2d_matches_onnxruntime(x_shape: tuple, mult: int, k: int, strides: list[int],
+                                               dilations: list[int], pads: list[int]) -> None:
+    """Depthwise Conv in both of its einsum layouts agrees with onnxruntime."""
+    c = x_shape[1]
+    _check(x_shape, (c * mult, 1, k, k), c, strides, dilations, pads)
+
+
+@pytest.mark.parametrize(("x_shape", "w_shape", "strides", "dilations", "pads"), [
+    ((2, 6, 17), (6, 1, 3), [2], [1], [1, 0]),
+    ((1, 4, 5, 6, 7), (8, 1, 3, 2, 3), [1, 2, 1], [1, 1, 2], [1, 0, 1, 1, 0, 2]),
+])
+def test_depthwise_conv_1d_and_3d_matches_onnxruntime(x_shape: tuple, w_shape: tuple, strides: list[int],
+                                                      dilations: list[int], pads: list[int]) -> None:
+    """Depthwise Conv over one and three spatial axes agrees with onnxruntime."""
+    _check(x_shape, w_shape, x_shape[1], strides, dilations, pads, bias=False)
