@@ -52,3 +52,32 @@ def test_depthwise_conv_1d_and_3d_matches_onnxruntime(x_shape: tuple, w_shape: t
                                                       dilations: list[int], pads: list[int]) -> None:
     """Depthwise Conv over one and three spatial axes agrees with onnxruntime."""
     _check(x_shape, w_shape, x_shape[1], strides, dilations, pads, bias=False)
+
+
+@pytest.mark.parametrize(("x_shape", "w_shape", "group", "strides", "dilations", "pads", "bias"), [
+    ((5, 1, 12, 13), (6, 1, 3, 3), 1, [1, 1], [1, 1], [1, 1, 1, 1], True),  # batched, bias row
+    ((2, 4, 11, 10), (6, 2, 3, 2), 2, [2, 1], [1, 2], [1, 0, 2, 1], True),  # batched, groups
+    ((2, 4, 11, 10), (6, 2, 3, 2), 2, [2, 1], [1, 2], [1, 0, 2, 1], False),
+    ((2, 8, 24, 24), (32, 8, 1, 1), 1, [1, 1], [1, 1], [0, 0, 0, 0], True),  # expanding pointwise, bias row
+    ((2, 8, 24, 24), (32, 4, 1, 1), 2, [1, 1], [1, 1], [0, 0, 0, 0], True),  # grouped pointwise, bias row
+    ((2, 32, 6, 6), (8, 32, 1, 1), 1, [1, 1], [1, 1], [0, 0, 0, 0], True),  # narrowing pointwise
+    ((2, 16, 9, 8), (12, 16, 3, 3), 1, [2, 1], [1, 1], [1, 1, 0, 1], True),  # channels-last GEMM
+    ((1, 40, 10, 10), (8, 20, 3, 3), 2, [1, 1], [2, 2], [2, 2, 2, 2], True),  # grouped GEMM, flat
+    ((1, 40, 10, 10), (8, 20, 3, 3), 2, [2, 2], [1, 1], [1, 1, 1, 1], True),  # grouped GEMM
+])
+def test_conv_2d_layouts_match_onnxruntime(x_shape: tuple, w_shape: tuple, group: int, strides: list[int],
+                                           dilations: list[int], pads: list[int], bias: bool) -> None:
+    """Each non-depthwise Conv layout, with and without bias, agrees with onnxruntime."""
+    _check(x_shape, w_shape, group, strides, dilations, pads, bias)
+
+
+@pytest.mark.parametrize(("x_shape", "w_shape", "group", "strides", "pads"), [
+    ((3, 2, 30), (4, 2, 3), 1, [2], [1, 1]),
+    ((2, 4, 600), (8, 2, 1), 2, [1], [0, 0]),
+    ((1, 2, 6, 7, 5), (4, 2, 3, 3, 2), 1, [1, 2, 1], [1, 1, 0, 1, 1, 1]),
+    ((2, 4, 5, 6, 4), (6, 2, 2, 2, 2), 2, [1, 1, 2], [0, 1, 0, 1, 0, 0]),
+])
+def test_conv_1d_and_3d_match_onnxruntime(x_shape: tuple, w_shape: tuple, group: int, strides: list[int],
+                                          pads: list[int]) -> None:
+    """Conv over one and three spatial axes, grouped or not, with bias, agrees with onnxruntime."""
+    _check(x_shape, w_shape, group, strides, [1] * len(strides), pads)

@@ -18,6 +18,7 @@ Temporaries live in per-thread scratch buffers (see ``scratch.py``).
 
 from __future__ import annotations
 
+import math
 import weakref
 from collections.abc import Mapping
 from typing import Any
@@ -42,6 +43,8 @@ from amanda.exec.kernels.spatial import (
 GEMM_ROWS = 64
 # Largest share of wasted columns the flat unit-stride layout may compute.
 FLAT_WASTE = 1.3
+# An expanding pointwise conv folds its bias into the GEMM from this many positions.
+BIAS_ROW_LENGTH = 512
 # Depthwise: merge the last axis with the channels up to this many channels x stride².
 MERGE_CHANNELS = 256
 
@@ -67,15 +70,29 @@ def _batched(
     dilations: list[int],
     pads: list[int],
     out: list[int],
+    bias: np.ndarray | None,
 ) -> np.ndarray:
-    # columns (N, C, *K, *out): W @ cols writes (N, M, L) with no output transpose
+    """Columns ``(N, G, C/G*K [+1], L)``: ``W @ cols`` writes ``(N, M, L)`` with no output transpose.
+
+    With a bias, each group's columns get a row of ones and its weights the bias as one
+    more column, so the GEMM adds it: one more product row instead of a separate pass
+    over the whole output (about 2x faster on the CNN's 1-channel conv at batch 64).
+    """
     nd = len(kernel)
     n, c = x.shape[:2]
-    group, _, rows = wg.shape
+    group, mg, rows = wg.shape
     view = windows(_padded(x, pads[:nd], pads[nd:]), kernel, strides, dilations, out)
-    cols = scratch((n, c, *kernel, *out), x.dtype, "conv.cols")
-    np.copyto(cols, view.transpose(0, 1, *range(2 + nd, 2 + 2 * nd), *range(2, 2 + nd)))
-    return np.matmul(wg, cols.reshape(n, group, rows, -1))
+    extra = 0 if bias is None else 1
+    length = int(np.prod(out))
+    cols = scratch((n, group, rows + extra, length), x.dtype, "conv.cols")
+    # split axes only, so both reshapes are views
+    target = cols[:, :, :rows].reshape(n, group, c // group, *kernel, *out)
+    source = view.reshape(n, group, c // group, *out, *kernel)
+    np.copyto(target, source.transpose(0, 1, 2, *range(3 + nd, 3 + 2 * nd), *range(3, 3 + nd)))
+    if bias is None:
+        return np.matmul(wg, cols)
+    cols[:, :, rows] = 1
+    return np.matmul(np.concatenate([wg, bias.reshape(group, mg, 1)], axis=2), cols)
 
 
 def _gemm(
@@ -300,14 +317,16 @@ def conv_nd(
     ]
     xc = x.astype(dtype, copy=False)
     wc = w.astype(dtype, copy=False)
-    wg = wc.reshape(group, m // group, cg * int(np.prod(kernel)))
+    wg = wc.reshape(group, m // group, cg * math.prod(kernel))
     bias = None if b is None else b.astype(dtype, copy=False)
-    if all(k == 1 for k in kernel) and all(s == 1 for s in strides) and not any(pads):
+    pointwise = kernel.count(1) == nd and strides.count(1) == nd and not any(pads)
+    if pointwise and (bias is None or cg >= m // group or math.prod(out) < BIAS_ROW_LENGTH):
         y = np.matmul(wg, xc.reshape(n, group, cg, -1))  # the input already is the column matrix
+    elif pointwise or (wg.shape[2] <= GEMM_ROWS and not (cg == 1 and group > 1)):
+        # an expanding pointwise conv copies its (smaller) input to let the GEMM add the bias
+        y, bias = _batched(xc, wg, kernel, strides, dilations, pads, out, bias), None
     elif cg == 1 and group > 1:
         y, bias = _depthwise(xc, wc, strides, dilations, pads, out, bias), None
-    elif wg.shape[2] <= GEMM_ROWS:
-        y = _batched(xc, wg, kernel, strides, dilations, pads, out)
     elif group == 1:
         y, bias = _gemm_channels_last(xc, wc, strides, dilations, pads, out, bias), None
     elif all(s == 1 for s in strides) and _flat_waste(size, pads, out) <= FLAT_WASTE:
