@@ -64,6 +64,8 @@ def test_depthwise_conv_1d_and_3d_matches_onnxruntime(x_shape: tuple, w_shape: t
     ((2, 16, 9, 8), (12, 16, 3, 3), 1, [2, 1], [1, 1], [1, 1, 0, 1], True),  # channels-last GEMM
     ((1, 40, 10, 10), (8, 20, 3, 3), 2, [1, 1], [2, 2], [2, 2, 2, 2], True),  # grouped GEMM, flat
     ((1, 40, 10, 10), (8, 20, 3, 3), 2, [2, 2], [1, 1], [1, 1, 1, 1], True),  # grouped GEMM
+    ((9, 16, 6, 5), (8, 16, 3, 3), 1, [1, 1], [1, 1], [1, 1, 1, 1], True),  # many images: bias in place
+    ((9, 40, 6, 6), (8, 20, 3, 3), 2, [1, 1], [1, 1], [1, 1, 1, 1], True),
 ])
 def test_conv_2d_layouts_match_onnxruntime(x_shape: tuple, w_shape: tuple, group: int, strides: list[int],
                                            dilations: list[int], pads: list[int], bias: bool) -> None:

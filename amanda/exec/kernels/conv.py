@@ -120,9 +120,14 @@ def _gemm(
 
 
 def _emit(view: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
-    """A fresh contiguous ``(N, M, *out)`` copy of ``view``, the bias added in the same pass."""
+    """A fresh contiguous ``(N, M, *out)`` copy of ``view`` (a scratch GEMM output) plus the bias."""
     result = np.empty(view.shape, dtype=view.dtype)
     if bias is None:
+        np.copyto(result, view)
+    elif view.shape[0] >= 8:
+        # many images: add in the GEMM output's own order, then a plain transposing copy
+        # (N=64 CNN: 0.60 -> 0.53 ms); for a few images one transposing add is as fast
+        view += bias.reshape(-1, *([1] * (view.ndim - 2)))
         np.copyto(result, view)
     else:
         np.add(view, bias.reshape(-1, *([1] * (view.ndim - 2))), out=result)
