@@ -83,3 +83,15 @@ def test_conv_1d_and_3d_match_onnxruntime(x_shape: tuple, w_shape: tuple, group:
                                           pads: list[int]) -> None:
     """Conv over one and three spatial axes, grouped or not, with bias, agrees with onnxruntime."""
     _check(x_shape, w_shape, group, strides, [1] * len(strides), pads)
+
+
+@pytest.mark.parametrize(("x_shape", "w_shape", "dilations", "pads"), [
+    ((1, 32, 40, 40), (16, 32, 3, 3), [1, 1], [1, 1, 1, 1]),
+    ((3, 16, 33, 40), (8, 16, 3, 2), [2, 1], [2, 0, 1, 3]),  # several images, dilation, uneven pads
+    ((2, 16, 1100), (4, 16, 5), [2], [3, 1]),  # 1-D
+    ((1, 8, 12, 10, 11), (3, 8, 3, 2, 3), [1, 2, 1], [1, 0, 1, 1, 2, 0]),  # 3-D
+])
+def test_narrowing_unit_stride_conv_matches_onnxruntime(x_shape: tuple, w_shape: tuple, dilations: list[int],
+                                                        pads: list[int]) -> None:
+    """The column-free shifted-rows layout (unit strides, M <= C/2, many positions) agrees with onnxruntime."""
+    _check(x_shape, w_shape, 1, [1] * len(dilations), dilations, pads)
