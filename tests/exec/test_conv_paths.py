@@ -95,3 +95,21 @@ def test_narrowing_unit_stride_conv_matches_onnxruntime(x_shape: tuple, w_shape:
                                                         pads: list[int]) -> None:
     """The column-free shifted-rows layout (unit strides, M <= C/2, many positions) agrees with onnxruntime."""
     _check(x_shape, w_shape, 1, [1] * len(dilations), dilations, pads)
+
+
+@pytest.mark.parametrize(("w_shape", "group", "bias"), [
+    ((16, 32, 3, 3), 1, True),  # shifted
+    ((32, 1, 3, 3), 32, True),  # depthwise
+    ((8, 32, 1, 1), 1, False),  # pointwise
+    ((64, 32, 1, 1), 1, True),  # expanding pointwise
+    ((64, 32, 3, 3), 1, False),  # channels-last
+])
+def test_conv_of_an_empty_batch_is_empty(w_shape: tuple, group: int, bias: bool) -> None:
+    """Every layout maps a batch of zero images to an empty output of the right shape."""
+    from amanda.exec.kernels.conv import conv_nd
+
+    x = np.ones((0, 32, 40, 40), np.float32)
+    b = np.ones(w_shape[0], np.float32) if bias else None
+    pads = [0] * 4 if w_shape[2] == 1 else [1] * 4
+    y = conv_nd(x, np.ones(w_shape, np.float32), b, [1, 1], [1, 1], pads, group)
+    assert y.shape == (0, w_shape[0], 40, 40) and y.dtype == np.float32

@@ -366,13 +366,16 @@ def conv_nd(
         )
         for i in range(nd)
     ]
+    if n == 0:  # the layouts' reshapes cannot infer an axis of an empty batch
+        return np.zeros((0, m, *(max(o, 0) for o in out)), x.dtype)
     xc = x.astype(dtype, copy=False)
     wc = w.astype(dtype, copy=False)
     wg = wc.reshape(group, m // group, cg * math.prod(kernel))
     bias = None if b is None else b.astype(dtype, copy=False)
     pointwise = kernel.count(1) == nd and strides.count(1) == nd and not any(pads)
     if pointwise and (bias is None or cg >= m // group or math.prod(out) < BIAS_ROW_LENGTH):
-        y = np.matmul(wg, xc.reshape(n, group, cg, -1)).reshape(n, m, -1)  # the input is the columns
+        length = math.prod(out)  # the input already is the column matrix
+        y = np.matmul(wg, xc.reshape(n, group, cg, length)).reshape(n, m, length)
         if bias is not None:
             y += bias.reshape(m, 1)
     elif pointwise or (wg.shape[2] <= GEMM_ROWS and not (cg == 1 and group > 1)):
