@@ -113,3 +113,15 @@ def test_conv_of_an_empty_batch_is_empty(w_shape: tuple, group: int, bias: bool)
     pads = [0] * 4 if w_shape[2] == 1 else [1] * 4
     y = conv_nd(x, np.ones(w_shape, np.float32), b, [1, 1], [1, 1], pads, group)
     assert y.shape == (0, w_shape[0], 40, 40) and y.dtype == np.float32
+
+
+def test_int_list_attributes_read_alike_from_tuples_lists_and_arrays() -> None:
+    """``ints`` gives the same plain int list for a tuple, a list, a numpy array and numpy ints."""
+    from amanda.exec.kernels.spatial import ints
+
+    expected = [1, 2, 3]
+    for value in ((1, 2, 3), [1, 2, 3], np.array([1, 2, 3]), [np.int64(1), np.int64(2), np.int64(3)]):
+        got = ints(value, 3, 0)
+        assert got == expected and all(type(v) is int for v in got)
+    assert ints(None, 2, 7) == [7, 7]
+    assert ints([[1, 2], [3, 4]], 4, 0) == [1, 2, 3, 4]
