@@ -5,6 +5,7 @@ from amanda.exec.kernels import (
     cast,  # noqa: F401
     construct,  # noqa: F401
     conv,  # noqa: F401
+    conv_transpose,  # noqa: F401
     detection,  # noqa: F401
     elementwise,  # noqa: F401
     identity,  # noqa: F401

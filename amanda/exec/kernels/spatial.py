@@ -21,6 +21,11 @@ def ints(value: Any, n: int, default: int) -> list[int]:
     """An int-list attribute of length ``n`` (``default`` repeated when absent)."""
     if value is None:
         return [default] * n
+    if isinstance(value, (list, tuple)):  # the usual attribute form: no array round trip
+        try:
+            return [int(v) for v in value]
+        except TypeError:  # nested: flattened below
+            pass
     return [int(v) for v in np.asarray(value).reshape(-1)]
 
 

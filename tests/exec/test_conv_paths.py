@@ -1,0 +1,127 @@
+"""Every layout of the Conv kernel (depthwise merged and per-channel, pointwise, batched, one GEMM,
+channels-last, flat) against onnxruntime, over groups, strides, dilations, pads and 1-D/2-D/3-D."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import helper  # noqa: E402
+
+from tests.exec.onnx_oracle import both  # noqa: E402
+
+RNG = np.random.default_rng(11)
+
+
+def _check(x_shape: tuple, w_shape: tuple, group: int, strides: list[int], dilations: list[int],
+           pads: list[int], bias: bool = True) -> None:
+    x = RNG.standard_normal(x_shape).astype(np.float32)
+    w = RNG.standard_normal(w_shape).astype(np.float32)
+    feeds = {"x": x, "w": w}
+    if bias:
+        feeds["b"] = RNG.standard_normal(w_shape[0]).astype(np.float32)
+    node = helper.make_node("Conv", list(feeds), ["y"], group=group, strides=strides,
+                            dilations=dilations, pads=pads)
+    theirs, ours = both(node, feeds, 17)
+    assert ours[0].dtype == np.float32
+    assert ours[0].shape == theirs[0].shape
+    np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(("x_shape", "mult", "k", "strides", "dilations", "pads"), [
+    ((2, 32, 12, 11), 1, 3, [1, 1], [1, 1], [1, 1, 1, 1]),  # merged, unit stride
+    ((2, 16, 13, 14), 1, 3, [2, 2], [1, 1], [1, 0, 1, 0]),  # merged, stride along the last axis
+    ((1, 8, 15, 16), 2, 5, [1, 3], [1, 2], [2, 1, 2, 3]),  # merged, multiplier, mixed stride/dilation
+    ((2, 300, 6, 7), 1, 3, [1, 1], [1, 1], [1, 1, 1, 1]),  # per-channel loop (many channels)
+    ((1, 96, 9, 9), 1, 5, [2, 2], [1, 1], [2, 2, 2, 2]),  # per-channel loop (stride 2)
+])
+def test_depthwise_conv_2d_matches_onnxruntime(x_shape: tuple, mult: int, k: int, strides: list[int],
+                                               dilations: list[int], pads: list[int]) -> None:
+    """Depthwise Conv in both of its einsum layouts agrees with onnxruntime."""
+    c = x_shape[1]
+    _check(x_shape, (c * mult, 1, k, k), c, strides, dilations, pads)
+
+
+@pytest.mark.parametrize(("x_shape", "w_shape", "strides", "dilations", "pads"), [
+    ((2, 6, 17), (6, 1, 3), [2], [1], [1, 0]),
+    ((1, 4, 5, 6, 7), (8, 1, 3, 2, 3), [1, 2, 1], [1, 1, 2], [1, 0, 1, 1, 0, 2]),
+])
+def test_depthwise_conv_1d_and_3d_matches_onnxruntime(x_shape: tuple, w_shape: tuple, strides: list[int],
+                                                      dilations: list[int], pads: list[int]) -> None:
+    """Depthwise Conv over one and three spatial axes agrees with onnxruntime."""
+    _check(x_shape, w_shape, x_shape[1], strides, dilations, pads, bias=False)
+
+
+@pytest.mark.parametrize(("x_shape", "w_shape", "group", "strides", "dilations", "pads", "bias"), [
+    ((5, 1, 12, 13), (6, 1, 3, 3), 1, [1, 1], [1, 1], [1, 1, 1, 1], True),  # batched, bias row
+    ((2, 4, 11, 10), (6, 2, 3, 2), 2, [2, 1], [1, 2], [1, 0, 2, 1], True),  # batched, groups
+    ((2, 4, 11, 10), (6, 2, 3, 2), 2, [2, 1], [1, 2], [1, 0, 2, 1], False),
+    ((2, 8, 24, 24), (32, 8, 1, 1), 1, [1, 1], [1, 1], [0, 0, 0, 0], True),  # expanding pointwise, bias row
+    ((2, 8, 24, 24), (32, 4, 1, 1), 2, [1, 1], [1, 1], [0, 0, 0, 0], True),  # grouped pointwise, bias row
+    ((2, 32, 6, 6), (8, 32, 1, 1), 1, [1, 1], [1, 1], [0, 0, 0, 0], True),  # narrowing pointwise
+    ((2, 16, 9, 8), (12, 16, 3, 3), 1, [2, 1], [1, 1], [1, 1, 0, 1], True),  # channels-last GEMM
+    ((1, 40, 10, 10), (8, 20, 3, 3), 2, [1, 1], [2, 2], [2, 2, 2, 2], True),  # grouped GEMM, flat
+    ((1, 40, 10, 10), (8, 20, 3, 3), 2, [2, 2], [1, 1], [1, 1, 1, 1], True),  # grouped GEMM
+    ((9, 16, 6, 5), (8, 16, 3, 3), 1, [1, 1], [1, 1], [1, 1, 1, 1], True),  # many images: bias in place
+    ((9, 40, 6, 6), (8, 20, 3, 3), 2, [1, 1], [1, 1], [1, 1, 1, 1], True),
+])
+def test_conv_2d_layouts_match_onnxruntime(x_shape: tuple, w_shape: tuple, group: int, strides: list[int],
+                                           dilations: list[int], pads: list[int], bias: bool) -> None:
+    """Each non-depthwise Conv layout, with and without bias, agrees with onnxruntime."""
+    _check(x_shape, w_shape, group, strides, dilations, pads, bias)
+
+
+@pytest.mark.parametrize(("x_shape", "w_shape", "group", "strides", "pads"), [
+    ((3, 2, 30), (4, 2, 3), 1, [2], [1, 1]),
+    ((2, 4, 600), (8, 2, 1), 2, [1], [0, 0]),
+    ((1, 2, 6, 7, 5), (4, 2, 3, 3, 2), 1, [1, 2, 1], [1, 1, 0, 1, 1, 1]),
+    ((2, 4, 5, 6, 4), (6, 2, 2, 2, 2), 2, [1, 1, 2], [0, 1, 0, 1, 0, 0]),
+])
+def test_conv_1d_and_3d_match_onnxruntime(x_shape: tuple, w_shape: tuple, group: int, strides: list[int],
+                                          pads: list[int]) -> None:
+    """Conv over one and three spatial axes, grouped or not, with bias, agrees with onnxruntime."""
+    _check(x_shape, w_shape, group, strides, [1] * len(strides), pads)
+
+
+@pytest.mark.parametrize(("x_shape", "w_shape", "dilations", "pads"), [
+    ((1, 32, 40, 40), (16, 32, 3, 3), [1, 1], [1, 1, 1, 1]),
+    ((3, 16, 33, 40), (8, 16, 3, 2), [2, 1], [2, 0, 1, 3]),  # several images, dilation, uneven pads
+    ((2, 16, 1100), (4, 16, 5), [2], [3, 1]),  # 1-D
+    ((1, 8, 12, 10, 11), (3, 8, 3, 2, 3), [1, 2, 1], [1, 0, 1, 1, 2, 0]),  # 3-D
+])
+def test_narrowing_unit_stride_conv_matches_onnxruntime(x_shape: tuple, w_shape: tuple, dilations: list[int],
+                                                        pads: list[int]) -> None:
+    """The column-free shifted-rows layout (unit strides, M <= C/2, many positions) agrees with onnxruntime."""
+    _check(x_shape, w_shape, 1, [1] * len(dilations), dilations, pads)
+
+
+@pytest.mark.parametrize(("w_shape", "group", "bias"), [
+    ((16, 32, 3, 3), 1, True),  # shifted
+    ((32, 1, 3, 3), 32, True),  # depthwise
+    ((8, 32, 1, 1), 1, False),  # pointwise
+    ((64, 32, 1, 1), 1, True),  # expanding pointwise
+    ((64, 32, 3, 3), 1, False),  # channels-last
+])
+def test_conv_of_an_empty_batch_is_empty(w_shape: tuple, group: int, bias: bool) -> None:
+    """Every layout maps a batch of zero images to an empty output of the right shape."""
+    from amanda.exec.kernels.conv import conv_nd
+
+    x = np.ones((0, 32, 40, 40), np.float32)
+    b = np.ones(w_shape[0], np.float32) if bias else None
+    pads = [0] * 4 if w_shape[2] == 1 else [1] * 4
+    y = conv_nd(x, np.ones(w_shape, np.float32), b, [1, 1], [1, 1], pads, group)
+    assert y.shape == (0, w_shape[0], 40, 40) and y.dtype == np.float32
+
+
+def test_int_list_attributes_read_alike_from_tuples_lists_and_arrays() -> None:
+    """``ints`` gives the same plain int list for a tuple, a list, a numpy array and numpy ints."""
+    from amanda.exec.kernels.spatial import ints
+
+    expected = [1, 2, 3]
+    for value in ((1, 2, 3), [1, 2, 3], np.array([1, 2, 3]), [np.int64(1), np.int64(2), np.int64(3)]):
+        got = ints(value, 3, 0)
+        assert got == expected and all(type(v) is int for v in got)
+    assert ints(None, 2, 7) == [7, 7]
+    assert ints([[1, 2], [3, 4]], 4, 0) == [1, 2, 3, 4]
