@@ -97,10 +97,12 @@ class BlasTuner:
     only while the median of its last few runs beats one thread's by ``MARGIN`` (its gain
     is at most the thread count, its loss unbounded); two runs in a row with the budget over
     ``STALL`` times one thread's median switch to one thread at once. The other count is tried
-    again after ``RETRY`` runs so the choice follows the machine's load; each retry that
-    loses doubles the wait (up to ``MAX_RETRY``), as a losing retry of a stalling budget
-    costs many runs' time. The median, not the best run: a setting whose best run is fast
-    but which stalls every few runs has a fast best and a slow typical run.
+    again after ``RETRY`` runs so the choice follows the machine's load: a retry is two runs,
+    the first only waking the threads the other setting let sleep, the second judged; a retry
+    that wins switches at once, and each one that loses doubles the wait (up to
+    ``MAX_RETRY``), as a losing retry of a stalling budget costs many runs' time. The
+    median, not the best run: a setting whose best run is fast but which stalls every few
+    runs has a fast best and a slow typical run.
 
     >>> tuner = BlasTuner(2)
     >>> for seconds in (0.9, 0.1, 0.8, 0.2, 0.7, 0.2):  # 2 threads slow, 1 thread fast
@@ -123,6 +125,7 @@ class BlasTuner:
         self.wait = self.RETRY
         self.retry_at = self.RETRY
         self.stalls = 0  # budget runs in a row over STALL times one thread's median
+        self.warmed = False  # a retry's first (warm-up) run is done
 
     def next(self) -> int:
         """The BLAS thread count for the next run."""
@@ -142,6 +145,12 @@ class BlasTuner:
         budget, one = self.candidates
         retried = self.runs >= self.PROBES and count != self.choice
         self.runs += 1
+        if retried and not self.warmed:
+            # the first run after switching wakes threads that slept through the other setting's
+            # runs: a poor sample, so the retry runs once more and is judged on that run
+            self.warmed = True
+            return
+        self.warmed = False
         self.recent[count].append(seconds)
         single = _median(self.recent[one]) if self.recent[one] else None
         if count == budget and (single is None or seconds <= self.STALL * single):
@@ -154,6 +163,12 @@ class BlasTuner:
             self.stalls += 1
             if self.stalls >= 2:
                 self.choice = one
+        elif retried and count == budget and seconds < self.MARGIN * single:
+            # a retry that wins is the freshest evidence there is: take the budget, and forget
+            # its older runs (stalls of another load would hold its median back for hundreds of
+            # runs, as retries come ever more rarely); two stalls in a row switch back
+            self.choice = budget
+            self.recent[budget] = deque([seconds], maxlen=self.recent[budget].maxlen)
         elif self.recent[budget] and (count == budget or self.choice == budget):
             # only a fresh budget run (or the current choice) can make the budget the choice:
             # its older runs may predate the load that slowed this one-thread run

@@ -125,11 +125,12 @@ def test_blas_tuner_backs_off_retries_that_lose_and_resets_when_one_wins() -> No
         while tuner.next() == 2:
             tuner.record(2, 0.5)
         waits.append(tuner.runs - start)
+        tuner.record(1, 1.0)  # the retry's warm-up run, not judged
         tuner.record(1, 1.0)  # the retry of one thread loses
     assert waits[1:] == [100, 200, 400, 800, 800]
     while tuner.next() == 2:
         tuner.record(2, 0.5)
-    for _ in range(5):  # the machine got busy: one thread wins its retry, then the budget stalls
+    for _ in range(10):  # the machine got busy: one thread wins its retries (each after a warm-up run)
         tuner.record(1, 0.2)
     assert tuner.next() == 1 and tuner.wait == tuner.RETRY
 
@@ -166,3 +167,17 @@ def test_a_plans_first_run_uses_one_blas_thread_untimed() -> None:
         tuner = session.plan(["y"], {"x": x}).tuner
     assert seen[0] == 1
     assert tuner.runs == 3 and sum(len(d) for d in tuner.recent.values()) == 2
+
+
+def test_a_retry_is_judged_on_its_second_run_not_the_wake_up() -> None:
+    """A retry of the budget whose first run stalls (threads waking) but whose second run wins switches to the
+    budget, dropping the budget's older stalled runs; the stalled first run is not recorded."""
+    tuner = BlasTuner(2)
+    _probed(tuner, 3.0, 1.0)  # the budget stalled while probing
+    assert tuner.next() == 1
+    while tuner.next() == 1:
+        tuner.record(1, 1.0)
+    tuner.record(2, 9.0)  # waking the second thread
+    assert tuner.next() == 2, "the retry goes on for its judged run"
+    tuner.record(2, 0.5)
+    assert tuner.next() == 2 and list(tuner.recent[2]) == [0.5]

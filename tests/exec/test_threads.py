@@ -265,9 +265,9 @@ def test_blas_tuner_probes_then_follows_the_faster_count() -> None:
     while tuner.runs % tuner.RETRY:
         tuner.record(tuner.next(), 1.0)
     assert tuner.next() == 1  # the retry of the other count
-    for _ in range(3):  # the machine got busy: 4 threads now slow, 1 thread fast
-        tuner.record(1, 0.5)
-        tuner.record(4, 3.0)
+    for _ in range(20):  # the machine got busy: 4 threads now slow, 1 thread fast
+        count = tuner.next()
+        tuner.record(count, 0.5 if count == 1 else 3.0)
     assert tuner.next() == 1
 
 
