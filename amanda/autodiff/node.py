@@ -68,6 +68,22 @@ class Node:
         return SchemaError(f"cannot differentiate `{where}` ({self.op.type}): expected {expected}, found {found}",
                            path=where, expected=expected, found=found)
 
+    def given(self, *indices: int) -> Any:
+        """The Values of inputs ``indices`` (one Value for one index), which the rule needs:
+        an error naming the op when one is not connected.
+
+        >>> from amanda import op
+        >>> Node(("m",), op("Neg", "m"), [None], [], [], []).given(0)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        amanda.errors.SchemaError: cannot differentiate `m` (Neg): expected input 0 connected, found nothing
+        """
+        values = tuple(self.inputs[i] if i < len(self.inputs) else None for i in indices)
+        for i, value in zip(indices, values):
+            if value is None:
+                raise self.fail(f"input {i} connected", "nothing")
+        return values[0] if len(values) == 1 else values
+
     def known(self, i: int, what: str) -> np.ndarray:
         """The constant value of input ``i`` (axes, shapes, ratios): an error when computed."""
         value = self.inputs[i] if i < len(self.inputs) else None

@@ -117,8 +117,7 @@ def _swap_last(v: Value, r: int) -> Value:
 
 def matmul_vjp(n: Node) -> list:
     """MatMul (numpy semantics, 1-D operands included): ``g @ b^T`` and ``a^T @ g``."""
-    a, b = n.inputs
-    assert a is not None and b is not None
+    a, b = n.given(0, 1)
     g = n.grad()
     ra, rb = rank(a, n), rank(b, n)
     if ra == 1 and rb == 1:
@@ -178,8 +177,7 @@ def _kept(n: Node, g: Value, axes: list[int] | None) -> Value:
 def reduce_vjp(n: Node) -> list:
     """ReduceSum, ReduceMean, ReduceMax, ReduceMin, GlobalAveragePool: the gradient spread back over
     the reduced axes (divided by their size for a mean, onto the extreme elements for max/min)."""
-    x = n.inputs[0]
-    assert x is not None
+    x = n.given(0)
     if n.op.type == "GlobalAveragePool":
         axes: list[int] | None = list(range(2, rank(x, n)))
         g = n.grad()

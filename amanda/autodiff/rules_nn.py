@@ -30,8 +30,7 @@ class _Window:
     """The static geometry of a convolution or pooling window (spatial dims known)."""
 
     def __init__(self, n: Node, kernel: Sequence[int]) -> None:
-        x, y = n.inputs[0], n.outputs[0]
-        assert x is not None
+        x, y = n.given(0), n.outputs[0]
         xs, ys = x.type.shape, y.type.shape
         if xs is None or ys is None or not all(type(d) is int for d in (*xs[2:], *ys[2:], *kernel)):
             raise n.fail("known spatial sizes and kernel shape", f"{x.type!r} -> {y.type!r}")
@@ -69,8 +68,7 @@ class _Window:
 
 def conv_vjp(n: Node) -> list:
     """Conv (groups, strides, padding, dilation)."""
-    x, w = n.inputs[0], n.inputs[1]
-    assert x is not None and w is not None
+    x, w = n.given(0, 1)
     ws = w.type.shape
     if ws is None or not all(type(d) is int for d in ws):
         raise n.fail("weights of known shape", repr(w.type))
@@ -96,8 +94,7 @@ def conv_vjp(n: Node) -> list:
 
 def maxpool_vjp(n: Node) -> list:
     """MaxPool: the gradient back to the positions the maxima came from."""
-    x = n.inputs[0]
-    assert x is not None
+    x = n.given(0)
     attrs = {k: v for k, v in n.op.attrs.items() if k not in ("namespace", "metadata", "storage_order")}
     _, indices = ops.MaxPool(x, **attrs)
     return [scatter_back(n.grad(), x, indices)]
@@ -105,8 +102,7 @@ def maxpool_vjp(n: Node) -> list:
 
 def avgpool_vjp(n: Node) -> list:
     """AveragePool: each window's share spread back over it by a ConvTranspose of ones."""
-    x = n.inputs[0]
-    assert x is not None
+    x = n.given(0)
     if int(n.attr("ceil_mode", 0)):
         raise n.fail("ceil_mode=0", "ceil_mode=1")
     win = _Window(n, n.attr("kernel_shape"))
@@ -142,8 +138,7 @@ def _through_norm(gx_hat: Value, x_hat: Value, inv: Value, axes: list[int]) -> V
 
 def batchnorm_vjp(n: Node) -> list:
     """BatchNormalization, with batch statistics (``training_mode=1``) or running ones."""
-    x, scale = n.inputs[0], n.inputs[1]
-    assert x is not None and scale is not None
+    x, scale = n.given(0, 1)
     r = rank(x, n)
     axes = [0, *range(2, r)]
     eps = float(n.attr("epsilon", 1e-5))
@@ -154,8 +149,7 @@ def batchnorm_vjp(n: Node) -> list:
         x_hat, inv = _normalised(x, axes, eps)
         gx = _through_norm(ops.Mul(g, gamma), x_hat, inv, axes)
     else:
-        mean, var = n.inputs[3], n.inputs[4]
-        assert mean is not None and var is not None
+        mean, var = n.given(3, 4)
         inv = ops.Reshape(ops.Reciprocal(ops.Sqrt(ops.Add(var, const(eps, var)))), per_channel)
         x_hat = ops.Mul(ops.Sub(x, ops.Reshape(mean, per_channel)), inv)
         gx = ops.Mul(g, ops.Mul(gamma, inv))
@@ -167,8 +161,7 @@ def batchnorm_vjp(n: Node) -> list:
 
 def layernorm_vjp(n: Node) -> list:
     """LayerNormalization over the axes from ``axis`` on."""
-    x, scale = n.inputs[0], n.inputs[1]
-    assert x is not None and scale is not None
+    x, scale = n.given(0, 1)
     r = rank(x, n)
     axes = list(range(int(n.attr("axis", -1)) % r, r))
     x_hat, inv = _normalised(x, axes, float(n.attr("epsilon", 1e-5)))
@@ -184,8 +177,7 @@ def layernorm_vjp(n: Node) -> list:
 def softmax_xent_vjp(n: Node) -> list:
     """SoftmaxCrossEntropyLoss (reductions none/sum/mean, class weights, ignore_index):
     ``(softmax(scores) - onehot(labels)) * weight``, divided as the mean divided."""
-    scores, labels = n.inputs[0], n.inputs[1]
-    assert scores is not None and labels is not None
+    scores, labels = n.given(0, 1)
     weights = n.inputs[2] if len(n.inputs) > 2 else None
     g = n.grad()
     ignore = n.attr("ignore_index")

@@ -26,22 +26,19 @@ def _rest(n: Node, first: Value | None) -> list:
 
 def reshape_vjp(n: Node) -> list:
     """Reshape, Flatten, Squeeze, Unsqueeze: the gradient reshaped to the input's shape."""
-    x = n.inputs[0]
-    assert x is not None
+    x = n.given(0)
     return _rest(n, ops.Reshape(n.grad(), shape_of(x)))
 
 
 def expand_vjp(n: Node) -> list:
     """Expand: summed over the axes it broadcast."""
-    x = n.inputs[0]
-    assert x is not None
+    x = n.given(0)
     return _rest(n, unbroadcast(n.grad(), x))
 
 
 def transpose_vjp(n: Node) -> list:
     """Transpose: the inverse permutation."""
-    x = n.inputs[0]
-    assert x is not None
+    x = n.given(0)
     perm = n.attr("perm")
     perm = list(range(rank(x, n)))[::-1] if perm is None else [int(p) for p in perm]
     return [ops.Transpose(n.grad(), perm=[int(i) for i in np.argsort(perm)])]
@@ -55,8 +52,8 @@ def concat_vjp(n: Node) -> list:
     axes = np.array([axis], np.int64)
     start: Value | np.ndarray = np.array([0], np.int64)
     out: list = []
-    for i, x in enumerate(n.inputs):
-        assert x is not None
+    for i in range(len(n.inputs)):
+        x = n.given(i)
         end = ops.Add(start, shape_of(x, axis, axis + 1))
         out.append(ops.Slice(g, start, end, axes) if n.need(i) else None)
         start = end
@@ -85,8 +82,7 @@ def _positions(x: Value) -> Value:
 
 def select_vjp(n: Node) -> list:
     """Slice, Gather: the forward op replayed on positions, the gradient scattered back there."""
-    x = n.inputs[0]
-    assert x is not None
+    x = n.given(0)
     attrs = {k: v for k, v in n.op.attrs.items() if k not in ("namespace", "metadata")}
     from amanda.build.builder import Ops
 
@@ -97,8 +93,7 @@ def select_vjp(n: Node) -> list:
 
 def where_vjp(n: Node) -> list:
     """Where: the gradient to the chosen side, zeros to the other."""
-    cond, a, b = n.inputs
-    assert a is not None and b is not None and cond is not None
+    cond, a, b = n.given(0, 1, 2)
     g = n.grad()
     zero = const(0, g)
     return [None, unbroadcast(ops.Where(cond, g, zero), a) if n.need(1) else None,
@@ -107,8 +102,7 @@ def where_vjp(n: Node) -> list:
 
 def cast_vjp(n: Node) -> list:
     """Cast: the gradient cast back to the input's dtype (none for non-float inputs)."""
-    x = n.inputs[0]
-    assert x is not None
+    x = n.given(0)
     if x.type.dtype not in ("float16", "float32", "float64", "bfloat16"):
         return [None]
     return [ops.Cast(n.grad(), to=np.dtype(x.type.dtype))]

@@ -220,3 +220,15 @@ def test_gradient_container_with_batchnorm_exports_without_its_updates(tmp_path)
     theirs = ort.InferenceSession(str(path), plain).run(list(g.output_names), feeds)
     for a, b in zip(ours, theirs):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_an_unconnected_input_on_the_path_is_named():
+    """A MatMul on the path from wrt to the loss whose other operand no edge feeds is a SchemaError naming the op, not an assert."""
+    from amanda.errors import SchemaError
+
+    mm = amanda.op("MatMul", "mm", ["A", "B"], ["Y"])
+    x = amanda.Port("x", attrs={"dtype": "float32", "shape": (3,)})
+    g = amanda.Container("G", "g", inputs=[x], outputs=["loss"], children=[mm],
+                         edges=[("g:x", "mm:A"), ("mm:Y", "g:loss")], attrs={"namespace": "amanda/onnx/17"})
+    with pytest.raises(SchemaError, match=r"`mm` \(MatMul\): expected input 1 connected"):
+        amanda.grad(g, "loss", ["x"])
