@@ -120,7 +120,12 @@ class Level:
             if src.op is not SELF and src.op[0] in dropped and src.op[0] not in readd:
                 continue
             edges.append(edge if src is edge.src else Edge(src, edge.dst, attrs=edge.attrs or None))
-        return self.model.evolve(children=tuple(children), edges=tuple(edges) + tuple(extra))
+        for edge in extra:  # a new op may read what another match replaced (two fusions in a row)
+            src = edge.src
+            while src in rewire:
+                src = rewire[src]
+            edges.append(edge if src is edge.src else Edge(src, edge.dst, attrs=edge.attrs or None))
+        return self.model.evolve(children=tuple(children), edges=tuple(edges))
 
 
 def producer_name(source: Endpoint | None) -> str | None:
