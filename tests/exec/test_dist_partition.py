@@ -33,7 +33,8 @@ def spread(model: amanda.Container, choices: list[int]) -> amanda.Container:
 @given(data=st.data())
 def test_any_placement_partitions_into_parts_that_compute_the_model(name: str, data: st.DataObject) -> None:
     """Whatever device each op is put on, running the parts in order gives onnxruntime's
-    outputs, every cut edge crosses through a Send/Recv pair, and the model is unchanged."""
+    outputs, every cut edge crosses through a Send/Recv pair (constants are copied into the
+    parts that read them instead), and the model is unchanged."""
     proto = models.BUILDERS[name]()
     model = from_onnx(proto)
     choices = data.draw(st.lists(st.integers(0, 2), min_size=len(amanda.flatten(model).ops),
@@ -50,8 +51,9 @@ def test_any_placement_partitions_into_parts_that_compute_the_model(name: str, d
     devices = devices_of(placed)
     for part in parts.parts:
         check_invariants(part.container)
-        ops = [c for c in part.container.children if c.type not in ("Send", "Recv")]
+        ops = [c for c in part.container.children if c.type not in ("Send", "Recv", "Constant")]
         assert {devices[tuple(c.name.split("/"))] for c in ops} <= {part.device}
+        assert all(c.attrs["device"] == part.device for c in part.container.children)
         assert all(i < part.number for i, _ in part.receives.values())
     sends = sum(c.type == "Send" for p in parts.parts for c in p.container.children)
     recvs = sum(c.type == "Recv" for p in parts.parts for c in p.container.children)
@@ -131,3 +133,26 @@ def test_partition_rejects_bad_arguments() -> None:
         partition(variable_model(None), "v")
     with pytest.raises(amanda.ArgumentError):
         partition("model", ["v"])  # type: ignore[arg-type]
+
+
+def test_constants_are_copied_into_the_parts_that_read_them_not_sent() -> None:
+    """A Constant read on two devices is copied into both parts (no Send of it, no part of its own device), so a
+    run moves only computed values; a fetched Constant stays on its device."""
+    onnx = {"namespace": "amanda/onnx/17"}
+    model = amanda.Container("G", "g", inputs=["x"], outputs=["y", "z", "k"], attrs=onnx, children=[
+        amanda.op("Constant", "k", outputs=["output"], attrs={"value": np.float32(3), "device": "worker-9"}),
+        amanda.op("Mul", "a", ["A", "B"], ["C"], attrs={"device": "worker-0"}),
+        amanda.op("Add", "b", ["A", "B"], ["C"], attrs={"device": "worker-1"}),
+    ], edges=[("g:x", "a:A"), ("k:output", "a:B"), ("a:C", "b:A"), ("k:output", "b:B"),
+              ("a:C", "g:y"), ("b:C", "g:z"), ("k:output", "g:k")])
+    parts = partition(model, ["y", "z"], ["x"])
+    assert [p.device for p in parts.parts] == ["worker-0", "worker-1"]
+    kinds = [sorted(c.type for c in p.container.children) for p in parts.parts]
+    assert kinds == [["Constant", "Mul", "Send"], ["Add", "Constant", "Recv"]]
+    x = np.array([1.0, 2.0], np.float32)
+    y, z = run_partitioned(parts, {"x": x})
+    np.testing.assert_array_equal(y, x * 3)
+    np.testing.assert_array_equal(z, x * 3 + 3)
+    fetched = partition(amanda.with_attrs(model, [("a",), ("b",)], device="worker-0"), ["k"])
+    assert [p.device for p in fetched.parts] == ["worker-9"]
+    assert float(run_partitioned(fetched, {})[0]) == 3.0

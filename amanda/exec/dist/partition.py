@@ -10,7 +10,9 @@ runs, named by their paths in the model; its input ports are feeds (``feed.<i>``
 received from other parts (``chan.<j>``, entering through a ``Recv`` op); its output ports are
 values sent to other parts (``chan.<j>``, leaving through a ``Send`` op) and fetches
 (``fetch.<i>``). A control edge between devices travels as an empty token through a
-``Send``/``Recv`` pair, so the order it imposes holds across devices.
+``Send``/``Recv`` pair, so the order it imposes holds across devices. A ``Constant`` is not
+sent: it is copied into every part that reads it (as TensorFlow's placer puts such generators
+with their consumers), so a run moves only computed values.
 """
 
 from __future__ import annotations
@@ -21,10 +23,10 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from amanda.containers import CONTROL, SELF, Container, Edge, Endpoint, Port, flatten, walk
+from amanda.containers.records import Path, PortKey
 from amanda.containers.refs import resolve_references
 from amanda.errors import ArgumentError, ExecutionError, format_path
 from amanda.exec.dist.placement import DEFAULT_DEVICE, devices_of
-from amanda.containers.records import Path, PortKey
 from amanda.exec.kernels.registry import kernel
 from amanda.exec.resolve import FetchSpec, control_sources, data_source, resolve_feed, resolve_fetch
 
@@ -123,13 +125,24 @@ class _Needs:
         self.order = [p for p in flat.topological_order() if p in self.inputs]
 
 
-def _stages(needs: _Needs, devices: Mapping[Path, str]) -> dict[Path, int]:
+def _generators(needs: _Needs) -> frozenset[Path]:
+    """The Constant ops that are copied into each part that reads them instead of being
+    sent on every run (as TensorFlow's placer puts a generator with its consumer): those
+    with no inputs, in no control edge and not fetched."""
+    ordering = {p for preds in needs.controls.values() for p in preds}
+    fetched = {key[0] for kind, key in needs.targets if kind == "value"}
+    return frozenset(p for p in needs.order if needs.flat.ops[p].type == "Constant" and not needs.inputs[p]
+                     and not needs.controls[p] and p not in ordering and p not in fetched)
+
+
+def _stages(needs: _Needs, devices: Mapping[Path, str], copied: frozenset[Path]) -> dict[Path, int]:
     """A stage per op: a value crossing to another device raises the stage by one."""
     stage: dict[Path, int] = {}
     for path in needs.order:
-        # a Variable is copied into each part that uses its reference: it orders nothing
+        # a Variable or a copied Constant is copied into each part that uses it: it orders nothing
         preds = [s[0] for _, kind, s in needs.inputs[path]
-                 if kind == "op" and needs.flat.ops[s[0]].type != "Variable"] + needs.controls[path]
+                 if kind == "op" and needs.flat.ops[s[0]].type != "Variable" and s[0] not in copied] \
+            + needs.controls[path]
         stage[path] = max((stage[p] + (devices[p] != devices[path]) for p in preds), default=0)
     return stage
 
@@ -205,11 +218,13 @@ def partition(model: Container, fetches: Sequence[Any], feeds: Sequence[Any] = (
     model = resolve_references(model)  # parts hold ops without their calls: give them the values
     devices = devices_of(model, default)
     needs = _Needs(model, list(fetches), list(feeds), phase)
-    stage = _stages(needs, devices)
+    copied = _generators(needs)
+    stage = _stages(needs, devices, copied)
     effective = {p: a for p, _, a in walk(model) if p in needs.inputs}
     first: dict[tuple[str, int], int] = {}
     for i, path in enumerate(needs.order):
-        first.setdefault((devices[path], stage[path]), i)
+        if path not in copied:
+            first.setdefault((devices[path], stage[path]), i)
     # a part only receives from parts of lower stages, so stage order is a running order
     keys = sorted(first, key=lambda k: (k[1], first[k]))
     builders = {key: _Builder(*key) for key in keys}
@@ -219,20 +234,22 @@ def partition(model: Container, fetches: Sequence[Any], feeds: Sequence[Any] = (
     def name(path: Path) -> str:
         return "/".join(path)
 
-    for path in needs.order:
-        here = builders[(devices[path], stage[path])]
-        def copy(p: Path) -> Container:
-            return needs.flat.ops[p].evolve(name=name(p), attrs={**effective[p], "device": devices[p]})
+    def copy(p: Path, device: str) -> Container:
+        return needs.flat.ops[p].evolve(name=name(p), attrs={**effective[p], "device": device})
 
-        here.add_op(name(path), copy(path))
+    for path in needs.order:
+        if path in copied:
+            continue
+        here = builders[(devices[path], stage[path])]
+        here.add_op(name(path), copy(path, devices[path]))
         for port, kind, source in needs.inputs[path]:
             if kind == "feed":
                 here.edge((SELF, here.feed_port(source)), ((name(path),), port))
                 continue
             there_key = (devices[source[0]], stage[source[0]])
-            if needs.flat.ops[source[0]].type == "Variable" and there_key[0] == here.device:
-                # the same variable (same uid, so the same state key) in this part too
-                here.add_op(name(source[0]), copy(source[0]))
+            if source[0] in copied or (needs.flat.ops[source[0]].type == "Variable" and there_key[0] == here.device):
+                # the same variable (same uid, so the same state key), or the constant, in this part too
+                here.add_op(name(source[0]), copy(source[0], here.device))
                 there_key = (here.device, here.stage)
             if there_key == (here.device, here.stage):
                 here.edge(((name(source[0]),), source[1]), ((name(path),), port))
