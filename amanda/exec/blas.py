@@ -93,7 +93,8 @@ class BlasTuner:
     Multi-threaded BLAS pays off on an idle machine and collapses when another process
     holds a core (its threads spin at barriers while one of them is descheduled, and one
     run can take ten to thirty times its usual time), so the choice is measured, not
-    assumed: the first ``PROBES`` runs alternate between the two, then the budget is used
+    assumed: the first ``PROBES`` runs try both (one thread, then the budget three times of
+    which the first only wakes its threads and is not judged, then one thread), then the budget is used
     only while the median of its last few runs beats one thread's by ``MARGIN`` (its gain
     is at most the thread count, its loss unbounded); two runs in a row with the budget over
     ``STALL`` times one thread's median switch to one thread at once. The other count is tried
@@ -105,13 +106,16 @@ class BlasTuner:
     runs has a fast best and a slow typical run.
 
     >>> tuner = BlasTuner(2)
-    >>> for seconds in (0.9, 0.1, 0.8, 0.2, 0.7, 0.2):  # 2 threads slow, 1 thread fast
+    >>> [tuner.probe(i) for i in range(tuner.PROBES)]
+    [1, 2, 2, 2, 1, 1, 1]
+    >>> for seconds in (0.2, 2.0, 0.9, 0.8, 0.1, 0.2, 0.2):  # 2 threads slow, 1 thread fast
     ...     tuner.record(tuner.next(), seconds)
     >>> tuner.next()
     1
     """
 
-    PROBES = 6
+    PROBES = 7
+    WARM_UP = 1  # the probe run that wakes the budget's threads after a one-thread run: not judged
     RETRY = 50
     MAX_RETRY = 800
     MARGIN = 0.9
@@ -127,10 +131,17 @@ class BlasTuner:
         self.stalls = 0  # budget runs in a row over STALL times one thread's median
         self.warmed = False  # a retry's first (warm-up) run is done
 
+    def probe(self, run: int) -> int:
+        """The thread count of probe run ``run`` (0 to PROBES - 1): the budget's runs come
+        together, as a budget run straight after a one-thread run is slowed by threads that
+        went to sleep (up to 1.4x on a Dask worker)."""
+        budget, one = self.candidates
+        return budget if 1 <= run <= 3 else one
+
     def next(self) -> int:
         """The BLAS thread count for the next run."""
         if self.runs < self.PROBES:
-            return self.candidates[self.runs % 2]
+            return self.probe(self.runs)
         if self.runs >= self.retry_at:
             return self.candidates[1] if self.choice == self.candidates[0] else self.candidates[0]
         return self.choice
@@ -144,6 +155,9 @@ class BlasTuner:
         """Note how long a run with ``count`` BLAS threads took."""
         budget, one = self.candidates
         retried = self.runs >= self.PROBES and count != self.choice
+        if self.runs == self.WARM_UP and count != one:
+            self.runs += 1
+            return
         self.runs += 1
         if retried and not self.warmed:
             # the first run after switching wakes threads that slept through the other setting's

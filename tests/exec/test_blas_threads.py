@@ -84,7 +84,7 @@ def test_threads_1_gives_the_same_bits_on_any_thread() -> None:
 
 
 def _probed(tuner: Any, budget_seconds: float, single_seconds: float) -> None:
-    for _ in range(tuner.PROBES):
+    for _ in range(tuner.PROBES):  # the warm-up probe's time is not recorded, whatever it is
         count = tuner.next()
         tuner.record(count, budget_seconds if count != 1 else single_seconds)
 
@@ -147,7 +147,8 @@ def test_blas_tuner_does_not_return_to_the_budget_on_its_old_runs() -> None:
 
 
 def test_a_plans_first_run_uses_one_blas_thread_untimed() -> None:
-    """threads=None runs a new plan's first run with one BLAS thread and keeps no timing of it; probes follow."""
+    """threads=None runs a new plan's first run with one BLAS thread and keeps no timing of it; probes follow,
+    the budget's first probe only waking its threads."""
     seen: list[int] = []
 
     @kernel("BlasThreadsSeen", family="amanda/test-tuner", heavy=True)
@@ -165,8 +166,9 @@ def test_a_plans_first_run_uses_one_blas_thread_untimed() -> None:
         for _ in range(3):
             session.run(["y"], {"x": x})
         tuner = session.plan(["y"], {"x": x}).tuner
-    assert seen[0] == 1
-    assert tuner.runs == 3 and sum(len(d) for d in tuner.recent.values()) == 2
+    assert seen[:3] == [1, 2, 2] or not LIBS
+    # the untimed first run and the budget's wake-up run are not recorded
+    assert tuner.runs == 3 and sum(len(d) for d in tuner.recent.values()) == 1
 
 
 def test_a_retry_is_judged_on_its_second_run_not_the_wake_up() -> None:
@@ -181,3 +183,14 @@ def test_a_retry_is_judged_on_its_second_run_not_the_wake_up() -> None:
     assert tuner.next() == 2, "the retry goes on for its judged run"
     tuner.record(2, 0.5)
     assert tuner.next() == 2 and list(tuner.recent[2]) == [0.5]
+
+
+def test_the_budgets_wake_up_probe_is_not_judged() -> None:
+    """The first budget probe follows a one-thread run and wakes sleeping threads: however slow it is, it does
+    not count against the budget."""
+    tuner = BlasTuner(2)
+    for _ in range(tuner.PROBES):
+        count = tuner.next()
+        first_budget = count == 2 and tuner.runs == tuner.WARM_UP
+        tuner.record(count, 50.0 if first_budget else (0.5 if count == 2 else 1.0))
+    assert list(tuner.recent[2]) == [0.5, 0.5] and tuner.next() == 2

@@ -253,14 +253,15 @@ def test_blas_threads_are_set_for_the_block_and_restored() -> None:
 
 
 def test_blas_tuner_probes_then_follows_the_faster_count() -> None:
-    """The tuner alternates for its first runs, keeps the faster count, and retries the
+    """The tuner probes both counts in its first runs, keeps the faster count, and retries the
     other every RETRY runs, switching when that one became faster."""
     from amanda.exec.runner import BlasTuner
 
     tuner = BlasTuner(4)
-    assert [tuner.candidates[i % 2] for i in range(4)] == [4, 1, 4, 1]
-    for seconds in (1.0, 2.0, 1.0, 2.0):
-        tuner.record(tuner.next(), seconds)
+    assert [tuner.probe(i) for i in range(tuner.PROBES)] == [1, 4, 4, 4, 1, 1, 1]
+    for _ in range(tuner.PROBES):
+        count = tuner.next()
+        tuner.record(count, 1.0 if count == 4 else 2.0)
     assert tuner.next() == 4
     while tuner.runs % tuner.RETRY:
         tuner.record(tuner.next(), 1.0)
