@@ -125,3 +125,66 @@ def test_int_list_attributes_read_alike_from_tuples_lists_and_arrays() -> None:
         assert got == expected and all(type(v) is int for v in got)
     assert ints(None, 2, 7) == [7, 7]
     assert ints([[1, 2], [3, 4]], 4, 0) == [1, 2, 3, 4]
+
+
+def _spy_on_shifted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A list that gets one item per call of the shifted-rows layout."""
+    from amanda.exec.kernels import conv as conv_module
+
+    calls: list[int] = []
+    real = conv_module._shifted
+    monkeypatch.setattr(conv_module, "_shifted", lambda *a: calls.append(1) or real(*a))
+    return calls
+
+
+@pytest.mark.parametrize(("x_shape", "w_shape", "dilations", "pads"), [
+    ((1, 8, 30, 30), (16, 8, 3, 3), [1, 1], [1, 1, 1, 1]),  # widening, batch 1
+    ((2, 32, 28, 28), (32, 32, 3, 3), [1, 1], [1, 1, 1, 1]),  # ResNet's 28x28 block
+    ((2, 8, 45, 47), (6, 8, 3, 3), [2, 1], [2, 1, 2, 1]),  # dilation, odd sizes
+    ((17, 8, 24, 24), (5, 8, 3, 3), [1, 1], [1, 0, 1, 2]),  # many images, uneven pads
+    ((2, 16, 300), (8, 16, 5), [1], [2, 2]),  # 1-D
+    ((1, 8, 40, 40), (1, 8, 3, 3), [1, 1], [1, 1, 1, 1]),  # one output channel
+])
+def test_shifted_rows_conv_matches_onnxruntime(monkeypatch: pytest.MonkeyPatch, x_shape: tuple, w_shape: tuple,
+                                               dilations: list[int], pads: list[int]) -> None:
+    """The shifted-rows layout, chosen for its small pad share (accumulating GEMMs), agrees with onnxruntime."""
+    calls = _spy_on_shifted(monkeypatch)
+    _check(x_shape, w_shape, 1, [1] * len(dilations), dilations, pads)
+    _check(x_shape, w_shape, 1, [1] * len(dilations), dilations, pads, bias=False)
+    assert len(calls) == 2  # the layout this test means
+
+
+def test_shifted_rows_without_cblas_falls_back_to_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no cblas GEMM found, the shifted-rows layout adds numpy's products and still agrees with onnxruntime."""
+    from amanda.exec.kernels import shifted
+
+    monkeypatch.setattr(shifted, "_GEMM", {"f": None, "d": None})
+    calls = _spy_on_shifted(monkeypatch)
+    _check((2, 8, 30, 30), (16, 8, 3, 3), 1, [1, 1], [1, 1], [1, 1, 1, 1])
+    _check((1, 32, 40, 40), (16, 32, 3, 3), 1, [1, 1], [1, 1], [1, 1, 1, 1])
+    assert len(calls) == 2
+
+
+def test_shifted_rows_in_float64_matches_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A float64 conv through the shifted-rows layout (dgemm) equals a sum of shifted products in numpy."""
+    from amanda.exec.kernels.conv import conv_nd
+
+    calls = _spy_on_shifted(monkeypatch)
+    x = RNG.standard_normal((2, 8, 24, 24))
+    w = RNG.standard_normal((4, 8, 3, 3))
+    padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    expected = sum(np.einsum("nchw,mc->nmhw", padded[:, :, i:i + 24, j:j + 24], w[:, :, i, j])
+                   for i in range(3) for j in range(3))
+    y = conv_nd(x, w, None, [1, 1], [1, 1], [1, 1, 1, 1], 1)
+    assert y.dtype == np.float64 and calls == [1]
+    np.testing.assert_allclose(y, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_numpy_openblas_offers_an_accumulating_gemm() -> None:
+    """When numpy's BLAS is OpenBLAS, the shifted-rows layout finds its cblas GEMM (the fast path is live)."""
+    from amanda.exec.blas import _blas_libraries
+    from amanda.exec.kernels.shifted import cblas_gemm
+
+    if not any(getattr(lib, "internal_api", "") == "openblas" for lib in _blas_libraries()):
+        pytest.skip("numpy's BLAS is not OpenBLAS")
+    assert cblas_gemm(np.dtype(np.float32)) is not None and cblas_gemm(np.dtype(np.float64)) is not None
