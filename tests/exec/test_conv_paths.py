@@ -154,15 +154,17 @@ def test_shifted_rows_conv_matches_onnxruntime(monkeypatch: pytest.MonkeyPatch, 
     assert len(calls) == 2  # the layout this test means
 
 
-def test_shifted_rows_without_cblas_falls_back_to_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
-    """With no cblas GEMM found, the shifted-rows layout adds numpy's products and still agrees with onnxruntime."""
-    from amanda.exec.kernels import shifted
+def test_conv_without_cblas_gemm_falls_back_to_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no cblas GEMM found, numpy adds the shifted products, and the layouts still agree with onnxruntime."""
+    from amanda.exec.kernels import cblas
 
-    monkeypatch.setattr(shifted, "_GEMM", {"f": None, "d": None})
+    monkeypatch.setattr(cblas, "_FOUND", dict.fromkeys(["sgemm", "dgemm"]))
     calls = _spy_on_shifted(monkeypatch)
     _check((2, 8, 30, 30), (16, 8, 3, 3), 1, [1, 1], [1, 1], [1, 1, 1, 1])
     _check((1, 32, 40, 40), (16, 32, 3, 3), 1, [1, 1], [1, 1], [1, 1, 1, 1])
     assert len(calls) == 2
+    _check((2, 16, 9, 8), (40, 16, 3, 3), 1, [2, 1], [1, 1], [1, 1, 0, 1])  # channels-last
+    _check((2, 48, 12, 11), (48, 1, 3, 3), 48, [1, 1], [1, 1], [1, 1, 1, 1])  # depthwise
 
 
 def test_shifted_rows_in_float64_matches_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -181,10 +183,11 @@ def test_shifted_rows_in_float64_matches_numpy(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_numpy_openblas_offers_an_accumulating_gemm() -> None:
-    """When numpy's BLAS is OpenBLAS, the shifted-rows layout finds its cblas GEMM (the fast path is live)."""
+    """When numpy's BLAS is OpenBLAS, its cblas GEMM is found (the fast path is live)."""
     from amanda.exec.blas import _blas_libraries
-    from amanda.exec.kernels.shifted import cblas_gemm
+    from amanda.exec.kernels.cblas import cblas_gemm
 
     if not any(getattr(lib, "internal_api", "") == "openblas" for lib in _blas_libraries()):
         pytest.skip("numpy's BLAS is not OpenBLAS")
     assert cblas_gemm(np.dtype(np.float32)) is not None and cblas_gemm(np.dtype(np.float64)) is not None
+

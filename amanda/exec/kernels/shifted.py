@@ -6,79 +6,19 @@ at padded width is ``sum_k rows[offset(k):][:R] @ W_k`` over views of the input 
 overhang is cropped. Each product is added into the output by BLAS itself (``beta = 1``), so
 there is neither the ``K``-fold column copy of im2col nor a pass per offset to add the products.
 
-numpy's matmul cannot accumulate, so the products call ``cblas_?gemm`` of the BLAS numpy loaded
-(the library :mod:`amanda.exec.blas` sets the threads of, found through threadpoolctl). scipy's
-GEMM would load a second OpenBLAS whose idle threads spin against the first one's (ResNet at two
-threads: 8 -> 16 ms). Where that symbol cannot be found, numpy's matmul adds each product.
+The products go through ``cblas_?gemm`` of numpy's own BLAS (see ``cblas.py``); where it
+cannot be found, numpy's matmul adds each product.
 """
 
 from __future__ import annotations
 
-import ctypes
-import threading
-from typing import Any
-
 import numpy as np
 
+from amanda.exec.kernels.cblas import accumulate, cblas_gemm
 from amanda.exec.kernels.scratch import scratch
 from amanda.exec.kernels.spatial import pad_spatial
 
-__all__ = ["cblas_gemm", "shifted_rows"]
-
-_ROW_MAJOR, _NO_TRANS = 101, 111
-_GEMM: dict[str, Any] = {}  # dtype char -> cblas gemm function (or None), found on first use
-_LOCK = threading.Lock()
-
-
-def _find(char: str) -> Any:
-    from amanda.exec.blas import _blas_libraries
-
-    real = ctypes.c_float if char == "f" else ctypes.c_double
-    for lib in _blas_libraries():
-        get = getattr(lib, "_get_symbol", None)
-        fn = get(f"cblas_{'s' if char == 'f' else 'd'}gemm") if get is not None else None
-        if fn is None:
-            continue
-        size = ctypes.c_int64 if getattr(lib, "_symbol_suffix", "") in ("64_", "_64") else ctypes.c_int
-        fn.restype = None
-        fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, size, size, size, real, ctypes.c_void_p,
-                       size, ctypes.c_void_p, size, real, ctypes.c_void_p, size]
-        return fn
-    return None
-
-
-def cblas_gemm(dtype: np.dtype) -> Any:
-    """The ``cblas_?gemm`` of numpy's BLAS for ``dtype`` (float32 or float64), or None.
-
-    >>> gemm = cblas_gemm(np.dtype(np.float32))
-    >>> c = np.ones((2, 2), np.float32)
-    >>> a = np.ones((2, 3), np.float32)
-    >>> gemm is None or accumulate(gemm, a, np.ones((3, 2), np.float32), c, 1.0) is None
-    True
-    >>> gemm is None or c.tolist() == [[4.0, 4.0], [4.0, 4.0]]
-    True
-    """
-    char = np.dtype(dtype).char
-    if char not in _GEMM:
-        with _LOCK:
-            if char not in _GEMM:
-                try:
-                    _GEMM[char] = _find(char)
-                except Exception:  # noqa: BLE001 - an unusual BLAS: numpy's matmul does the work
-                    _GEMM[char] = None
-    return _GEMM[char]
-
-
-def accumulate(gemm: Any, a: np.ndarray, b: np.ndarray, c: np.ndarray, beta: float) -> None:
-    """``c = a @ b + beta * c`` through ``gemm``; ``a``, ``b`` and ``c`` are row-major matrices
-    whose rows are contiguous (``c`` writable, of the same dtype)."""
-    m, k = a.shape
-    n = b.shape[1]
-    item = a.itemsize
-    assert a.dtype == b.dtype == c.dtype and a.strides[1] == b.strides[1] == c.strides[1] == item
-    gemm(_ROW_MAJOR, _NO_TRANS, _NO_TRANS, m, n, k, 1.0, a.__array_interface__["data"][0],
-         a.strides[0] // item, b.__array_interface__["data"][0], b.strides[0] // item, beta,
-         c.__array_interface__["data"][0], c.strides[0] // item)
+__all__ = ["shifted_rows"]
 
 
 def shifted_rows(
