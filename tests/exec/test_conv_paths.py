@@ -138,12 +138,12 @@ def _spy_on_shifted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 @pytest.mark.parametrize(("x_shape", "w_shape", "dilations", "pads"), [
-    ((1, 8, 30, 30), (16, 8, 3, 3), [1, 1], [1, 1, 1, 1]),  # widening, batch 1
+    ((1, 16, 30, 30), (24, 16, 3, 3), [1, 1], [1, 1, 1, 1]),  # widening, batch 1
     ((2, 32, 28, 28), (32, 32, 3, 3), [1, 1], [1, 1, 1, 1]),  # ResNet's 28x28 block
-    ((2, 8, 45, 47), (6, 8, 3, 3), [2, 1], [2, 1, 2, 1]),  # dilation, odd sizes
-    ((17, 8, 24, 24), (5, 8, 3, 3), [1, 1], [1, 0, 1, 2]),  # many images, uneven pads
+    ((2, 16, 45, 47), (6, 16, 3, 3), [2, 1], [2, 1, 2, 1]),  # dilation, odd sizes
+    ((17, 16, 24, 24), (5, 16, 3, 3), [1, 1], [1, 0, 1, 2]),  # many images, uneven pads
     ((2, 16, 300), (8, 16, 5), [1], [2, 2]),  # 1-D
-    ((1, 8, 40, 40), (1, 8, 3, 3), [1, 1], [1, 1, 1, 1]),  # one output channel
+    ((1, 16, 40, 40), (1, 16, 3, 3), [1, 1], [1, 1, 1, 1]),  # one output channel
 ])
 def test_shifted_rows_conv_matches_onnxruntime(monkeypatch: pytest.MonkeyPatch, x_shape: tuple, w_shape: tuple,
                                                dilations: list[int], pads: list[int]) -> None:
@@ -160,7 +160,7 @@ def test_conv_without_cblas_gemm_falls_back_to_numpy(monkeypatch: pytest.MonkeyP
 
     monkeypatch.setattr(cblas, "_FOUND", dict.fromkeys(["sgemm", "dgemm"]))
     calls = _spy_on_shifted(monkeypatch)
-    _check((2, 8, 30, 30), (16, 8, 3, 3), 1, [1, 1], [1, 1], [1, 1, 1, 1])
+    _check((2, 16, 30, 30), (24, 16, 3, 3), 1, [1, 1], [1, 1], [1, 1, 1, 1])
     _check((1, 32, 40, 40), (16, 32, 3, 3), 1, [1, 1], [1, 1], [1, 1, 1, 1])
     assert len(calls) == 2
     _check((2, 16, 9, 8), (40, 16, 3, 3), 1, [2, 1], [1, 1], [1, 1, 0, 1])  # channels-last
@@ -172,8 +172,8 @@ def test_shifted_rows_in_float64_matches_numpy(monkeypatch: pytest.MonkeyPatch) 
     from amanda.exec.kernels.conv import conv_nd
 
     calls = _spy_on_shifted(monkeypatch)
-    x = RNG.standard_normal((2, 8, 24, 24))
-    w = RNG.standard_normal((4, 8, 3, 3))
+    x = RNG.standard_normal((2, 16, 24, 24))
+    w = RNG.standard_normal((4, 16, 3, 3))
     padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
     expected = sum(np.einsum("nchw,mc->nmhw", padded[:, :, i:i + 24, j:j + 24], w[:, :, i, j])
                    for i in range(3) for j in range(3))
@@ -191,3 +191,24 @@ def test_numpy_openblas_offers_an_accumulating_gemm() -> None:
         pytest.skip("numpy's BLAS is not OpenBLAS")
     assert cblas_gemm(np.dtype(np.float32)) is not None and cblas_gemm(np.dtype(np.float64)) is not None
 
+
+
+@pytest.mark.parametrize(("x_shape", "w_shape", "strides", "pads"), [
+    ((2, 3, 30, 29), (8, 3, 7, 7), [2, 2], [3, 3, 3, 3]),  # a ResNet-style stem
+    ((1, 2, 20, 20), (4, 2, 7, 7), [1, 1], [3, 2, 1, 0]),  # unit stride, uneven pads
+    ((3, 12, 9, 11), (5, 12, 3, 3), [1, 2], [1, 1, 1, 1]),  # just under the channel bound
+])
+@pytest.mark.parametrize("bias", [True, False])
+def test_few_input_channels_take_the_batched_layout(monkeypatch: pytest.MonkeyPatch, x_shape: tuple,
+                                                    w_shape: tuple, strides: list[int], pads: list[int],
+                                                    bias: bool) -> None:
+    """A conv with fewer than 16 input channels but many column rows (C*K > 64) uses the batched
+    layout and agrees with onnxruntime."""
+    from amanda.exec.kernels import conv as conv_module
+
+    assert w_shape[1] * np.prod(w_shape[2:]) > conv_module.GEMM_ROWS
+    calls: list[int] = []
+    real = conv_module._batched
+    monkeypatch.setattr(conv_module, "_batched", lambda *a: calls.append(1) or real(*a))
+    _check(x_shape, w_shape, 1, strides, [1, 1], pads, bias)
+    assert calls == [1]

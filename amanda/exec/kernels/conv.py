@@ -4,13 +4,14 @@ Conv builds the column matrix from a strided window view in one copy and
 multiplies it by the weights in a single (group-batched) GEMM. Layouts:
 
 - *batched*: columns ``(N, G, C/G*K, L)``; ``W @ cols`` lands directly in
-  ``(N, M, L)``; best when ``C/G*K`` is small (the output is large next to the work);
-  a row of ones in the columns lets the GEMM add the bias;
+  ``(N, M, L)``; best when ``C/G*K`` is small (the output is large next to the work)
+  or there are few input channels; a row of ones in the columns lets the GEMM add the bias;
 - *channels-last* (one group, ``C*K`` large): columns ``(N*L, K*C)`` from a
   channels-last copy of the input; ``cols @ W'`` is one GEMM over ``N*L`` rows
   whose ``(N, L, M)`` result is transposed once;
-- *shifted* (one group, unit strides, ``M <= C/2``): no columns; one GEMM per
-  kernel offset over row-shifted views of the channels-last input, summed;
+- *shifted* (one group, unit strides, ``M <= C/2`` or pads adding few positions): no
+  columns; one accumulating GEMM per kernel offset over row-shifted views of the
+  channels-last input (``shifted.py``);
 - *gemm* (several groups, ``C/G*K`` large): columns ``(G, C/G*K, N*L)``; one large
   GEMM per group whose ``(M, N, L)`` result is transposed once; with unit strides
   the columns are copied as long contiguous runs (*flat*);
@@ -43,8 +44,11 @@ from amanda.exec.kernels.spatial import (
     windows,
 )
 
-# Above this many column rows per group, one large GEMM beats per-image GEMMs.
+# Above this many column rows per group, one large GEMM beats per-image GEMMs...
 GEMM_ROWS = 64
+# ...given this many input channels: with fewer, channels-last copies move runs too short and
+# the shifted rows' products are too thin (ResNet's 3-channel 7x7 stem: 1.10 -> 0.99 ms)
+WIDE_CHANNELS = 16
 # Largest share of wasted columns the flat unit-stride layout may compute.
 FLAT_WASTE = 1.3
 # An expanding pointwise conv folds its bias into the GEMM from this many positions.
@@ -364,7 +368,8 @@ def conv_nd(
         y = np.matmul(wg, xc.reshape(n, group, cg, length)).reshape(n, m, length)
         if bias is not None:
             y += bias.reshape(m, 1)
-    elif pointwise or (wg.shape[2] <= GEMM_ROWS and not (cg == 1 and group > 1)):
+    elif pointwise or (wg.shape[2] <= GEMM_ROWS and not (cg == 1 and group > 1)) or (
+            group == 1 and cg < WIDE_CHANNELS):
         # an expanding pointwise conv copies its (smaller) input to let the GEMM add the bias
         y = _batched(xc, wg, kernel, strides, dilations, pads, out, bias)
     elif cg == 1 and group > 1:
