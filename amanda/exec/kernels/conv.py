@@ -316,12 +316,9 @@ def _depthwise(
                           (st[0], *(st[1 + i] * strides[i] for i in range(nd)),
                            *(st[1 + i] * dilations[i] for i in range(nd)), st[-1]), writeable=False)
         y = np.einsum(f"n{axes}{kernel_axes}z,{kernel_axes}z->n{axes}z", view, weights)
-    result = np.empty((n, m, *out), y.dtype)
-    if bias is None:
-        np.copyto(result, np.moveaxis(y, -1, 1))
-    else:  # added in the copy back to channels-first: one pass instead of two
-        np.add(np.moveaxis(y, -1, 1), bias.reshape(-1, *([1] * nd)), out=result)
-    return result
+    if bias is not None:
+        y += bias
+    return np.ascontiguousarray(np.moveaxis(y, -1, 1))
 
 
 def conv_nd(
