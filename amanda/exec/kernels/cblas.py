@@ -30,6 +30,9 @@ def _find(name: str) -> Any:
 
     real = ctypes.c_float if name[0] == "s" else ctypes.c_double
     for lib in _blas_libraries():
+        # OpenBLAS only: its symbol suffix tells the integer width (other BLAS may build either)
+        if getattr(lib, "internal_api", None) != "openblas":
+            continue
         get = getattr(lib, "_get_symbol", None)
         fn = get(f"cblas_{name}") if get is not None else None
         if fn is None:
