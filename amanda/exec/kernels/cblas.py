@@ -30,14 +30,15 @@ def _find(name: str) -> Any:
 
     real = ctypes.c_float if name[0] == "s" else ctypes.c_double
     for lib in _blas_libraries():
-        # OpenBLAS only: its symbol suffix tells the integer width (other BLAS may build either)
-        if getattr(lib, "internal_api", None) != "openblas":
-            continue
+        # OpenBLAS only: its build configuration tells the integer width (other BLAS may build either)
         get = getattr(lib, "_get_symbol", None)
-        fn = get(f"cblas_{name}") if get is not None else None
-        if fn is None:
+        if getattr(lib, "internal_api", None) != "openblas" or get is None:
             continue
-        size = ctypes.c_int64 if getattr(lib, "_symbol_suffix", "") in ("64_", "_64") else ctypes.c_int
+        fn, config = get(f"cblas_{name}"), get("openblas_get_config")
+        if fn is None or config is None:
+            continue
+        config.restype = ctypes.c_char_p
+        size = ctypes.c_int64 if b"USE64BITINT" in (config() or b"") else ctypes.c_int
         pointer, flag = ctypes.c_void_p, ctypes.c_int
         fn.restype = None
         # order, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc
