@@ -47,8 +47,10 @@ from amanda.exec.kernels.spatial import (
 # Above this many column rows per group, one large GEMM beats per-image GEMMs...
 GEMM_ROWS = 64
 # ...given this many input channels: with fewer, channels-last copies move runs too short and
-# the shifted rows' products are too thin (ResNet's 3-channel 7x7 stem: 1.10 -> 0.99 ms)
+# the shifted rows' products are too thin (ResNet's 3-channel 7x7 stem: 1.10 -> 0.99 ms), if
+# each image has this many output positions (ViT's 7x7 patches: per-image GEMMs too short)
 WIDE_CHANNELS = 16
+NARROW_LENGTH = 256
 # Largest share of wasted columns the flat unit-stride layout may compute.
 FLAT_WASTE = 1.3
 # An expanding pointwise conv folds its bias into the GEMM from this many positions.
@@ -366,7 +368,7 @@ def conv_nd(
         if bias is not None:
             y += bias.reshape(m, 1)
     elif pointwise or (wg.shape[2] <= GEMM_ROWS and not (cg == 1 and group > 1)) or (
-            group == 1 and cg < WIDE_CHANNELS):
+            group == 1 and cg < WIDE_CHANNELS and math.prod(out) >= NARROW_LENGTH):
         # an expanding pointwise conv copies its (smaller) input to let the GEMM add the bias
         y = _batched(xc, wg, kernel, strides, dilations, pads, out, bias)
     elif cg == 1 and group > 1:
