@@ -224,3 +224,31 @@ def test_few_input_channels_and_few_positions_stay_channels_last(monkeypatch: py
     monkeypatch.setattr(conv_module, "_gemm_channels_last", lambda *a: calls.append(1) or real(*a))
     _check((2, 3, 112, 112), (24, 3, 16, 16), 1, [16, 16], [1, 1], [0, 0, 0, 0])
     assert calls == [1]
+
+
+def test_shifted_rows_on_two_worker_threads_match_onnxruntime(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two independent branches of shifted-rows convs run side by side on the threaded scheduler (the
+    cblas GEMM called from two threads at once) agree with onnxruntime, run after run."""
+    import amanda
+    from amanda.io.onnx_import import from_onnx
+    from tests.exec.onnx_oracle import onnxruntime_outputs
+
+    inits = [onnx.numpy_helper.from_array(RNG.standard_normal((32, 32, 3, 3)).astype(np.float32), f"w{i}")
+             for i in range(4)]
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["a"], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["a", "w1"], ["y0"], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["x", "w2"], ["b"], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["b", "w3"], ["y1"], pads=[1, 1, 1, 1])]
+    value = onnx.helper.make_tensor_value_info
+    graph = helper.make_graph(nodes, "branches", [value("x", onnx.TensorProto.FLOAT, (2, 32, 40, 40))],
+                              [value("y0", onnx.TensorProto.FLOAT, None), value("y1", onnx.TensorProto.FLOAT, None)],
+                              inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    feeds = {"x": RNG.standard_normal((2, 32, 40, 40)).astype(np.float32)}
+    expected = onnxruntime_outputs(model, feeds)
+    calls = _spy_on_shifted(monkeypatch)
+    with amanda.Session(from_onnx(model), threads=2) as session:
+        for _ in range(5):
+            for ours, theirs in zip(session.run(["y0", "y1"], feeds), expected):
+                np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-3)
+    assert len(calls) == 20
