@@ -252,3 +252,25 @@ def test_shifted_rows_on_two_worker_threads_match_onnxruntime(monkeypatch: pytes
             for ours, theirs in zip(session.run(["y0", "y1"], feeds), expected):
                 np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-3)
     assert len(calls) == 20
+
+
+def test_accumulate_refuses_operands_blas_would_misread() -> None:
+    """The raw BLAS call checks shapes, dtypes and writability first (always, not as an assert), so a mismatch is
+    an ExecutionError instead of memory read or written out of bounds."""
+    from amanda.errors import ExecutionError
+    from amanda.exec.kernels.cblas import accumulate, cblas_gemm
+
+    gemm = cblas_gemm(np.dtype(np.float32))
+    if gemm is None:
+        pytest.skip("numpy's BLAS offers no cblas_sgemm here")
+    a, b = np.ones((3, 4), np.float32), np.ones((4, 2), np.float32)
+    frozen = np.zeros((3, 2), np.float32)
+    frozen.flags.writeable = False
+    for bad in [(a, b.astype(np.float64), np.zeros((3, 2), np.float32)), (a, b, np.zeros((2, 2), np.float32)),
+                (a, np.ones((3, 2), np.float32), np.zeros((3, 2), np.float32)), (a, b, frozen),
+                (a[:, ::2], b[:2], np.zeros((3, 2), np.float32))]:
+        with pytest.raises(ExecutionError, match="accumulate"):
+            accumulate(gemm, *bad, 0.0)
+    c = np.zeros((3, 2), np.float32)
+    accumulate(gemm, a, b, c, 0.0)
+    np.testing.assert_array_equal(c, a @ b)

@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from amanda.errors import ExecutionError
+
 __all__ = ["accumulate", "cblas_gemm"]
 
 _ROW_MAJOR, _NO_TRANS = 101, 111
@@ -87,6 +89,12 @@ def accumulate(gemm: Any, a: np.ndarray, b: np.ndarray, c: np.ndarray, beta: flo
     m, k = a.shape
     n = b.shape[1]
     item = a.itemsize
-    assert a.dtype == b.dtype == c.dtype and a.strides[1] == b.strides[1] == c.strides[1] == item
+    # BLAS reads and writes raw memory: a wrong shape or dtype would crash the process, so this
+    # is checked always (an assert would vanish under -O)
+    if not (a.dtype == b.dtype == c.dtype and b.shape[0] == k and c.shape == (m, n) and c.flags.writeable
+            and a.strides[1] == b.strides[1] == c.strides[1] == item
+            and min(a.strides[0], b.strides[0], c.strides[0]) >= item):
+        raise ExecutionError.at("accumulate", f"row-major {a.dtype} matrices (m, k) @ (k, n) -> writable (m, n)",
+                                f"{a.dtype}{a.shape} @ {b.dtype}{b.shape} -> {c.dtype}{c.shape}")
     gemm(_ROW_MAJOR, _NO_TRANS, _NO_TRANS, m, n, k, 1.0, _address(a), a.strides[0] // item, _address(b),
          b.strides[0] // item, beta, _address(c), c.strides[0] // item)

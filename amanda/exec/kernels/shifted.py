@@ -47,7 +47,7 @@ def shifted_rows(
     weights = packed.reshape(len(offsets), c, m)
     y = scratch((rows.shape[0], m), x.dtype, "conv.gemm")
     head = y[:count]
-    gemm = cblas_gemm(x.dtype)
+    gemm = cblas_gemm(x.dtype) if packed.dtype == x.dtype else None
     if gemm is not None:
         for k, offset in enumerate(offsets):
             accumulate(gemm, rows[offset : offset + count], weights[k], head, float(k > 0))
