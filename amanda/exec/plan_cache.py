@@ -96,11 +96,12 @@ def signature(model: Container, fetches: Sequence[Any], feeds: Any) -> Signature
 def optimized_for(model: Container, types: Signature) -> Container:
     """``model`` specialised to ``types`` and optimised with the default passes, GELU (below
     opset 20) and SiLU (below 24) fused into amanda's own ops (the plan runs them; nothing
-    exports them)."""
+    exports them), and max pools moved before the ReLUs that fed them."""
     # the passes sit above the executor they run constants with
     from amanda.passes import DEFAULT_PASSES, optimize
     from amanda.passes.fuse import fuse_gelu_internal, fuse_swish_internal
 
     passes = [fuse_gelu_internal if name == "fuse_gelu" else name for name in DEFAULT_PASSES]
     passes.insert(passes.index(fuse_gelu_internal) + 1, fuse_swish_internal)
+    passes.insert(passes.index(fuse_swish_internal) + 1, "pool_before_relu")
     return optimize(model, passes, inputs={name: (dtype, shape) for name, dtype, shape in types}, quiet=True).model

@@ -9,6 +9,7 @@ from amanda.passes.cleanup import eliminate_common_subexpressions, eliminate_dea
 from amanda.passes.fold import fold_constants, specialize
 from amanda.passes.fuse import fuse_conv_batchnorm, fuse_gelu, fuse_matmul_add
 from amanda.passes.optimize import DEFAULT_PASSES, PASSES, optimize
+from amanda.passes.reorder import pool_before_relu
 from amanda.passes.report import OptimizeResult, PassReport, PassResult
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "fuse_gelu",
     "fuse_matmul_add",
     "optimize",
+    "pool_before_relu",
     "remove_identities",
     "specialize",
 ]

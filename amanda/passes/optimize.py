@@ -10,6 +10,7 @@ from amanda.errors import ArgumentError
 from amanda.passes.cleanup import eliminate_common_subexpressions, eliminate_dead_code, remove_identities
 from amanda.passes.fold import fold_constants, specialize
 from amanda.passes.fuse import fuse_conv_batchnorm, fuse_gelu, fuse_matmul_add
+from amanda.passes.reorder import pool_before_relu
 from amanda.passes.report import OptimizeResult, PassResult
 from amanda.progress import progress
 
@@ -23,6 +24,7 @@ PASSES: Mapping[str, Callable[[Container], PassResult]] = {
     "fuse_conv_batchnorm": fuse_conv_batchnorm,
     "fuse_matmul_add": fuse_matmul_add,
     "fuse_gelu": fuse_gelu,
+    "pool_before_relu": pool_before_relu,
 }
 # identities first (they hide constants from folding); dead code last (folding leaves it).
 # fuse_matmul_add is not a default: it infers types a second time to save one dispatch per layer

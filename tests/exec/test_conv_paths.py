@@ -125,3 +125,152 @@ def test_int_list_attributes_read_alike_from_tuples_lists_and_arrays() -> None:
         assert got == expected and all(type(v) is int for v in got)
     assert ints(None, 2, 7) == [7, 7]
     assert ints([[1, 2], [3, 4]], 4, 0) == [1, 2, 3, 4]
+
+
+def _spy_on_shifted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A list that gets one item per call of the shifted-rows layout."""
+    from amanda.exec.kernels import conv as conv_module
+
+    calls: list[int] = []
+    real = conv_module._shifted
+    monkeypatch.setattr(conv_module, "_shifted", lambda *a: calls.append(1) or real(*a))
+    return calls
+
+
+@pytest.mark.parametrize(("x_shape", "w_shape", "dilations", "pads"), [
+    ((1, 16, 30, 30), (24, 16, 3, 3), [1, 1], [1, 1, 1, 1]),  # widening, batch 1
+    ((2, 32, 28, 28), (32, 32, 3, 3), [1, 1], [1, 1, 1, 1]),  # ResNet's 28x28 block
+    ((2, 16, 45, 47), (6, 16, 3, 3), [2, 1], [2, 1, 2, 1]),  # dilation, odd sizes
+    ((17, 16, 24, 24), (5, 16, 3, 3), [1, 1], [1, 0, 1, 2]),  # many images, uneven pads
+    ((2, 16, 300), (8, 16, 5), [1], [2, 2]),  # 1-D
+    ((1, 16, 40, 40), (1, 16, 3, 3), [1, 1], [1, 1, 1, 1]),  # one output channel
+])
+def test_shifted_rows_conv_matches_onnxruntime(monkeypatch: pytest.MonkeyPatch, x_shape: tuple, w_shape: tuple,
+                                               dilations: list[int], pads: list[int]) -> None:
+    """The shifted-rows layout, chosen for its small pad share (accumulating GEMMs), agrees with onnxruntime."""
+    calls = _spy_on_shifted(monkeypatch)
+    _check(x_shape, w_shape, 1, [1] * len(dilations), dilations, pads)
+    _check(x_shape, w_shape, 1, [1] * len(dilations), dilations, pads, bias=False)
+    assert len(calls) == 2  # the layout this test means
+
+
+def test_conv_without_cblas_gemm_falls_back_to_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no cblas GEMM found, numpy adds the shifted products, and the layouts still agree with onnxruntime."""
+    from amanda.exec.kernels import cblas
+
+    monkeypatch.setattr(cblas, "_FOUND", dict.fromkeys(["sgemm", "dgemm"]))
+    calls = _spy_on_shifted(monkeypatch)
+    _check((2, 16, 30, 30), (24, 16, 3, 3), 1, [1, 1], [1, 1], [1, 1, 1, 1])
+    _check((1, 32, 40, 40), (16, 32, 3, 3), 1, [1, 1], [1, 1], [1, 1, 1, 1])
+    assert len(calls) == 2
+    _check((2, 16, 9, 8), (40, 16, 3, 3), 1, [2, 1], [1, 1], [1, 1, 0, 1])  # channels-last
+    _check((2, 48, 12, 11), (48, 1, 3, 3), 48, [1, 1], [1, 1], [1, 1, 1, 1])  # depthwise
+
+
+def test_shifted_rows_in_float64_matches_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A float64 conv through the shifted-rows layout (dgemm) equals a sum of shifted products in numpy."""
+    from amanda.exec.kernels.conv import conv_nd
+
+    calls = _spy_on_shifted(monkeypatch)
+    x = RNG.standard_normal((2, 16, 24, 24))
+    w = RNG.standard_normal((4, 16, 3, 3))
+    padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    expected = sum(np.einsum("nchw,mc->nmhw", padded[:, :, i:i + 24, j:j + 24], w[:, :, i, j])
+                   for i in range(3) for j in range(3))
+    y = conv_nd(x, w, None, [1, 1], [1, 1], [1, 1, 1, 1], 1)
+    assert y.dtype == np.float64 and calls == [1]
+    np.testing.assert_allclose(y, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_numpy_openblas_offers_an_accumulating_gemm() -> None:
+    """When numpy's BLAS is OpenBLAS, its cblas GEMM is found (the fast path is live)."""
+    from amanda.exec.blas import _blas_libraries
+    from amanda.exec.kernels.cblas import cblas_gemm
+
+    if not any(getattr(lib, "internal_api", "") == "openblas" for lib in _blas_libraries()):
+        pytest.skip("numpy's BLAS is not OpenBLAS")
+    assert cblas_gemm(np.dtype(np.float32)) is not None and cblas_gemm(np.dtype(np.float64)) is not None
+
+
+
+@pytest.mark.parametrize(("x_shape", "w_shape", "strides", "pads"), [
+    ((2, 3, 40, 39), (8, 3, 7, 7), [2, 2], [3, 3, 3, 3]),  # a ResNet-style stem
+    ((1, 2, 20, 20), (4, 2, 7, 7), [1, 1], [3, 2, 1, 0]),  # unit stride, uneven pads
+    ((3, 12, 24, 27), (5, 12, 3, 3), [1, 2], [1, 1, 1, 1]),  # just under the channel bound
+])
+@pytest.mark.parametrize("bias", [True, False])
+def test_few_input_channels_take_the_batched_layout(monkeypatch: pytest.MonkeyPatch, x_shape: tuple,
+                                                    w_shape: tuple, strides: list[int], pads: list[int],
+                                                    bias: bool) -> None:
+    """A conv with fewer than 16 input channels but many column rows (C*K > 64), and 256 output
+    positions per image or more, uses the batched layout and agrees with onnxruntime."""
+    from amanda.exec.kernels import conv as conv_module
+
+    assert w_shape[1] * np.prod(w_shape[2:]) > conv_module.GEMM_ROWS
+    calls: list[int] = []
+    real = conv_module._batched
+    monkeypatch.setattr(conv_module, "_batched", lambda *a: calls.append(1) or real(*a))
+    _check(x_shape, w_shape, 1, strides, [1, 1], pads, bias)
+    assert calls == [1]
+
+
+def test_few_input_channels_and_few_positions_stay_channels_last(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ViT's patch embedding (3 channels, 16x16 patches, 7x7 positions) keeps the channels-last layout
+    and agrees with onnxruntime."""
+    from amanda.exec.kernels import conv as conv_module
+
+    calls: list[int] = []
+    real = conv_module._gemm_channels_last
+    monkeypatch.setattr(conv_module, "_gemm_channels_last", lambda *a: calls.append(1) or real(*a))
+    _check((2, 3, 112, 112), (24, 3, 16, 16), 1, [16, 16], [1, 1], [0, 0, 0, 0])
+    assert calls == [1]
+
+
+def test_shifted_rows_on_two_worker_threads_match_onnxruntime(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two independent branches of shifted-rows convs run side by side on the threaded scheduler (the
+    cblas GEMM called from two threads at once) agree with onnxruntime, run after run."""
+    import amanda
+    from amanda.io.onnx_import import from_onnx
+    from tests.exec.onnx_oracle import onnxruntime_outputs
+
+    inits = [onnx.numpy_helper.from_array(RNG.standard_normal((32, 32, 3, 3)).astype(np.float32), f"w{i}")
+             for i in range(4)]
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["a"], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["a", "w1"], ["y0"], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["x", "w2"], ["b"], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["b", "w3"], ["y1"], pads=[1, 1, 1, 1])]
+    value = onnx.helper.make_tensor_value_info
+    graph = helper.make_graph(nodes, "branches", [value("x", onnx.TensorProto.FLOAT, (2, 32, 40, 40))],
+                              [value("y0", onnx.TensorProto.FLOAT, None), value("y1", onnx.TensorProto.FLOAT, None)],
+                              inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    feeds = {"x": RNG.standard_normal((2, 32, 40, 40)).astype(np.float32)}
+    expected = onnxruntime_outputs(model, feeds)
+    calls = _spy_on_shifted(monkeypatch)
+    with amanda.Session(from_onnx(model), threads=2) as session:
+        for _ in range(5):
+            for ours, theirs in zip(session.run(["y0", "y1"], feeds), expected):
+                np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-3)
+    assert len(calls) == 20
+
+
+def test_accumulate_refuses_operands_blas_would_misread() -> None:
+    """The raw BLAS call checks shapes, dtypes and writability first (always, not as an assert), so a mismatch is
+    an ExecutionError instead of memory read or written out of bounds."""
+    from amanda.errors import ExecutionError
+    from amanda.exec.kernels.cblas import accumulate, cblas_gemm
+
+    gemm = cblas_gemm(np.dtype(np.float32))
+    if gemm is None:
+        pytest.skip("numpy's BLAS offers no cblas_sgemm here")
+    a, b = np.ones((3, 4), np.float32), np.ones((4, 2), np.float32)
+    frozen = np.zeros((3, 2), np.float32)
+    frozen.flags.writeable = False
+    for bad in [(a, b.astype(np.float64), np.zeros((3, 2), np.float32)), (a, b, np.zeros((2, 2), np.float32)),
+                (a, np.ones((3, 2), np.float32), np.zeros((3, 2), np.float32)), (a, b, frozen),
+                (a[:, ::2], b[:2], np.zeros((3, 2), np.float32))]:
+        with pytest.raises(ExecutionError, match="accumulate"):
+            accumulate(gemm, *bad, 0.0)
+    c = np.zeros((3, 2), np.float32)
+    accumulate(gemm, a, b, c, 0.0)
+    np.testing.assert_array_equal(c, a @ b)

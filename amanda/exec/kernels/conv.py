@@ -4,13 +4,14 @@ Conv builds the column matrix from a strided window view in one copy and
 multiplies it by the weights in a single (group-batched) GEMM. Layouts:
 
 - *batched*: columns ``(N, G, C/G*K, L)``; ``W @ cols`` lands directly in
-  ``(N, M, L)``; best when ``C/G*K`` is small (the output is large next to the work);
-  a row of ones in the columns lets the GEMM add the bias;
+  ``(N, M, L)``; best when ``C/G*K`` is small (the output is large next to the work)
+  or there are few input channels; a row of ones in the columns lets the GEMM add the bias;
 - *channels-last* (one group, ``C*K`` large): columns ``(N*L, K*C)`` from a
   channels-last copy of the input; ``cols @ W'`` is one GEMM over ``N*L`` rows
   whose ``(N, L, M)`` result is transposed once;
-- *shifted* (one group, unit strides, ``M <= C/2``): no columns; one GEMM per
-  kernel offset over row-shifted views of the channels-last input, summed;
+- *shifted* (one group, unit strides, ``M <= C/2`` or pads adding few positions): no
+  columns; one accumulating GEMM per kernel offset over row-shifted views of the
+  channels-last input (``shifted.py``);
 - *gemm* (several groups, ``C/G*K`` large): columns ``(G, C/G*K, N*L)``; one large
   GEMM per group whose ``(M, N, L)`` result is transposed once; with unit strides
   the columns are copied as long contiguous runs (*flat*);
@@ -34,6 +35,7 @@ from numpy.lib.stride_tricks import as_strided
 from amanda.errors import ExecutionError
 from amanda.exec.kernels.registry import kernel
 from amanda.exec.kernels.scratch import scratch
+from amanda.exec.kernels.shifted import shifted_rows
 from amanda.exec.kernels.spatial import (
     ints,
     output_size,
@@ -42,14 +44,21 @@ from amanda.exec.kernels.spatial import (
     windows,
 )
 
-# Above this many column rows per group, one large GEMM beats per-image GEMMs.
+# Above this many column rows per group, one large GEMM beats per-image GEMMs...
 GEMM_ROWS = 64
+# ...given this many input channels: with fewer, channels-last copies move runs too short and
+# the shifted rows' products are too thin (ResNet's 3-channel 7x7 stem: 1.10 -> 0.99 ms), if
+# each image has this many output positions (ViT's 7x7 patches: per-image GEMMs too short)
+WIDE_CHANNELS = 16
+NARROW_LENGTH = 256
 # Largest share of wasted columns the flat unit-stride layout may compute.
 FLAT_WASTE = 1.3
 # An expanding pointwise conv folds its bias into the GEMM from this many positions.
 BIAS_ROW_LENGTH = 512
-# Narrowing unit-stride convs skip the columns from this many output positions.
+# Unit-stride convs skip the columns when narrowing from this many output positions, or when
+# the pads add at most this share of positions (the products run at padded size).
 SHIFTED_LENGTH = 1024
+SHIFTED_WASTE = 1.2
 # Depthwise: merge the last axis with the channels up to this many channels x stride².
 MERGE_CHANNELS = 256
 
@@ -137,6 +146,11 @@ def _emit(view: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
     else:
         np.add(view, bias.reshape(-1, *([1] * (view.ndim - 2))), out=result)
     return result
+
+
+def _padded_size(size: tuple[int, ...], pads: list[int]) -> list[int]:
+    nd = len(size)
+    return [size[i] + pads[i] + pads[nd + i] for i in range(nd)]
 
 
 def _flat_waste(size: tuple[int, ...], pads: list[int], out: list[int]) -> float:
@@ -249,36 +263,11 @@ def _shifted(
     out: list[int],
     bias: np.ndarray | None,
 ) -> np.ndarray:
-    """Unit strides, one group, few output channels: one GEMM per kernel offset, no columns.
-
-    In the flattened channels-last padded input ``(N * prod(P), C)``, kernel offset ``k``
-    of every output position is the row ``offset(k)`` further on, so offset ``k``'s
-    contribution is ``rows[offset(k):][:R] @ W_k`` over a view of the input itself;
-    the products are summed at padded width and the overhang cropped. With ``M <= C / 2``
-    its ``K`` sums over ``M``-wide rows cost less than the ``K``-fold column copy
-    (UNet's 32->16 conv at 96x96: 1.45 -> 1.11 ms with two BLAS threads).
-    """
-    nd = len(dilations)
-    n, c = x.shape[:2]
-    m = w.shape[0]
-    kernel = w.shape[2:]
-    memory = scratch(
-        (n, *(x.shape[2 + i] + pads[i] + pads[nd + i] for i in range(nd)), c), x.dtype, "conv.nhwc"
-    )
-    pad_spatial(x, pads[:nd], pads[nd:], 0, into=np.moveaxis(memory, -1, 1))
-    rows = memory.reshape(-1, c)
-    steps = [s // memory.strides[-2] for s in memory.strides[1:-1]]  # rows per step of each axis
-    offsets = [sum(o * d * t for o, d, t in zip(k, dilations, steps)) for k in np.ndindex(*kernel)]
-    count = rows.shape[0] - offsets[-1]  # the last valid position plus the last offset fits
-    weights = _packed(w).reshape(len(offsets), c, m)
-    y = scratch((rows.shape[0], m), x.dtype, "conv.gemm")
-    head = y[:count]
-    np.matmul(rows[:count], weights[0], out=head)
-    part = scratch((count, m), x.dtype, "conv.part")
-    for k in range(1, len(offsets)):
-        np.matmul(rows[offsets[k] : offsets[k] + count], weights[k], out=part)
-        head += part
-    grid = y.reshape(*memory.shape[:-1], m)[(slice(None), *(slice(0, o) for o in out))]
+    """Unit strides, one group: one accumulating GEMM per kernel offset, no columns (see
+    ``shifted.py``). Its products cover the padded width, so it is chosen where the pads add
+    few positions, or few output channels make the column copy the larger cost (UNet's 32->32
+    conv at 48x48: 0.62 -> 0.35 ms, ResNet's 64->64 at 28x28: 1.04 -> 0.76 ms, two BLAS threads)."""
+    grid = shifted_rows(x, _packed(w), list(w.shape[2:]), dilations, pads, out)
     return _emit(np.moveaxis(grid, -1, 1), bias)
 
 
@@ -378,7 +367,8 @@ def conv_nd(
         y = np.matmul(wg, xc.reshape(n, group, cg, length)).reshape(n, m, length)
         if bias is not None:
             y += bias.reshape(m, 1)
-    elif pointwise or (wg.shape[2] <= GEMM_ROWS and not (cg == 1 and group > 1)):
+    elif pointwise or (wg.shape[2] <= GEMM_ROWS and not (cg == 1 and group > 1)) or (
+            group == 1 and cg < WIDE_CHANNELS and math.prod(out) >= NARROW_LENGTH):
         # an expanding pointwise conv copies its (smaller) input to let the GEMM add the bias
         y = _batched(xc, wg, kernel, strides, dilations, pads, out, bias)
     elif cg == 1 and group > 1:
@@ -402,7 +392,9 @@ def _wide(
     nd = len(strides)
     group, m = wg.shape[0], w.shape[0]
     unit = strides.count(1) == nd
-    if group == 1 and 2 * m <= x.shape[1] and unit and math.prod(out) >= SHIFTED_LENGTH:
+    if group == 1 and unit and (
+            math.prod(_padded_size(x.shape[2:], pads)) <= SHIFTED_WASTE * math.prod(out)
+            or (2 * m <= x.shape[1] and math.prod(out) >= SHIFTED_LENGTH)):
         return _shifted(x, w, dilations, pads, out, bias)
     if group == 1:
         return _gemm_channels_last(x, w, strides, dilations, pads, out, bias)
