@@ -135,6 +135,13 @@ def _generators(needs: _Needs) -> frozenset[Path]:
                      and not needs.controls[p] and p not in ordering and p not in fetched)
 
 
+def _copied_into(needs: _Needs, copied: frozenset[Path], source: Path, there: str, here: str) -> bool:
+    """Whether ``source`` (on device ``there``) is copied into a part on device ``here`` rather
+    than read across parts: a copied Constant, or a Variable of the same device (the same uid,
+    so the same state key)."""
+    return source in copied or (needs.flat.ops[source].type == "Variable" and there == here)
+
+
 def _stages(needs: _Needs, devices: Mapping[Path, str], copied: frozenset[Path]) -> dict[Path, int]:
     """A stage per op: a value crossing to another device raises the stage by one."""
     stage: dict[Path, int] = {}
@@ -247,8 +254,7 @@ def partition(model: Container, fetches: Sequence[Any], feeds: Sequence[Any] = (
                 here.edge((SELF, here.feed_port(source)), ((name(path),), port))
                 continue
             there_key = (devices[source[0]], stage[source[0]])
-            if source[0] in copied or (needs.flat.ops[source[0]].type == "Variable" and there_key[0] == here.device):
-                # the same variable (same uid, so the same state key), or the constant, in this part too
+            if _copied_into(needs, copied, source[0], there_key[0], here.device):
                 here.add_op(name(source[0]), copy(source[0], here.device))
                 there_key = (here.device, here.stage)
             if there_key == (here.device, here.stage):
