@@ -98,7 +98,8 @@ class BlasTuner:
     only while the median of its last few runs beats one thread's by ``MARGIN`` (its gain
     is at most the thread count, its loss unbounded); two runs in a row with the budget over
     ``STALL`` times one thread's median switch to one thread at once. The other count is tried
-    again after ``RETRY`` runs so the choice follows the machine's load: a retry is two runs,
+    again after ``RETRY`` runs (after ``FIRST_RETRY`` when the budget lost its probes: a stall
+    is transient, one thread's time is not), so the choice follows the machine's load: a retry is two runs,
     the first only waking the threads the other setting let sleep, the second judged; a retry
     that wins switches at once, and each one that loses doubles the wait (up to
     ``MAX_RETRY``), as a losing retry of a stalling budget costs many runs' time. The
@@ -116,6 +117,7 @@ class BlasTuner:
 
     PROBES = 7
     WARM_UP = 1  # the probe run that wakes the budget's threads after a one-thread run: not judged
+    FIRST_RETRY = 8  # runs after probes the budget lost before it is retried: stalls are transient
     RETRY = 50
     MAX_RETRY = 800
     MARGIN = 0.9
@@ -190,3 +192,5 @@ class BlasTuner:
         if retried:
             self.wait = self.RETRY if self.choice == count else min(2 * self.wait, self.MAX_RETRY)
             self.retry_at = self.runs + self.wait
+        elif self.runs == self.PROBES and self.choice == one != budget:
+            self.retry_at = self.runs + self.FIRST_RETRY

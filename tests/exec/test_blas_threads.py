@@ -194,3 +194,20 @@ def test_the_budgets_wake_up_probe_is_not_judged() -> None:
         first_budget = count == 2 and tuner.runs == tuner.WARM_UP
         tuner.record(count, 50.0 if first_budget else (0.5 if count == 2 else 1.0))
     assert list(tuner.recent[2]) == [0.5, 0.5] and tuner.next() == 2
+
+
+def test_a_budget_whose_probes_stalled_is_retried_soon() -> None:
+    """Two stalled budget probes choose one thread, but the budget is tried again FIRST_RETRY runs later (not
+    RETRY), and a winning retry takes it; a budget that won its probes waits the full RETRY for its retry."""
+    tuner = BlasTuner(2)
+    _probed(tuner, 3.0, 1.0)
+    assert tuner.next() == 1
+    while tuner.next() == 1:
+        tuner.record(1, 1.0)
+    assert tuner.runs == tuner.PROBES + tuner.FIRST_RETRY < tuner.RETRY
+    tuner.record(2, 4.0)  # the retry's warm-up run
+    tuner.record(2, 0.5)
+    assert tuner.next() == 2
+    tuner = BlasTuner(2)
+    _probed(tuner, 0.5, 1.0)
+    assert tuner.retry_at == tuner.RETRY

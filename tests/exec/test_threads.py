@@ -263,9 +263,9 @@ def test_blas_tuner_probes_then_follows_the_faster_count() -> None:
         count = tuner.next()
         tuner.record(count, 1.0 if count == 4 else 2.0)
     assert tuner.next() == 4
-    while tuner.runs % tuner.RETRY:
-        tuner.record(tuner.next(), 1.0)
-    assert tuner.next() == 1  # the retry of the other count
+    while tuner.next() == 4:
+        tuner.record(4, 1.0)
+    assert tuner.runs == tuner.RETRY  # the retry of the other count
     for _ in range(20):  # the machine got busy: 4 threads now slow, 1 thread fast
         count = tuner.next()
         tuner.record(count, 0.5 if count == 1 else 3.0)
