@@ -14,7 +14,8 @@ Three figures (issue 18):
   recommends: a block should take tens of milliseconds) and 512 rows.
 
 The cluster is ``LocalCluster(n_workers=2, processes=True, threads_per_worker=1)`` started with
-the worker setting docs/distribution.md recommends (glibc's own malloc thresholds). Each
+the worker settings docs/distribution.md recommends (glibc's own malloc thresholds, OpenBLAS
+threads that stop spinning sooner). Each
 contender is warmed up (plans compiled, parts shipped), then their runs alternate and the
 medians are compared.
 
@@ -156,8 +157,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     load_before = os.getloadavg()[0]
     rows: list[tuple] = []
-    # the allocator setting docs/distribution.md recommends (see "Worker processes" there)
-    with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}), \
+    # the worker settings docs/distribution.md recommends (see "Worker processes" there)
+    with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
+                          "distributed.nanny.pre-spawn-environ.OPENBLAS_THREAD_TIMEOUT": 20}), \
             LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None,
                          silence_logs=50) as cluster, Client(cluster) as client:
         for key in args.only.split(","):
