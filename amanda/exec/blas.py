@@ -155,19 +155,35 @@ class BlasTuner:
 
     def record(self, count: int, seconds: float) -> None:
         """Note how long a run with ``count`` BLAS threads took."""
-        budget, one = self.candidates
         retried = self.runs >= self.PROBES and count != self.choice
-        if self.runs == self.WARM_UP and count != one:
-            self.runs += 1
+        if self._unjudged(count, retried):
             return
+        self.recent[count].append(seconds)
+        self._choose(count, seconds, retried)
+        budget, one = self.candidates
+        if retried:
+            self.wait = self.RETRY if self.choice == count else min(2 * self.wait, self.MAX_RETRY)
+            self.retry_at = self.runs + self.wait
+        elif self.runs == self.PROBES and self.choice == one != budget:
+            self.retry_at = self.runs + self.FIRST_RETRY
+
+    def _unjudged(self, count: int, retried: bool) -> bool:
+        """Count the run; whether it only woke threads (the budget's first probe, or a retry's
+        first run) and is not judged."""
+        first_probe = self.runs == self.WARM_UP and count != self.candidates[1]
         self.runs += 1
+        if first_probe:
+            return True
         if retried and not self.warmed:
             # the first run after switching wakes threads that slept through the other setting's
             # runs: a poor sample, so the retry runs once more and is judged on that run
             self.warmed = True
-            return
+            return True
         self.warmed = False
-        self.recent[count].append(seconds)
+        return False
+
+    def _choose(self, count: int, seconds: float, retried: bool) -> None:
+        budget, one = self.candidates
         single = _median(self.recent[one]) if self.recent[one] else None
         if count == budget and (single is None or seconds <= self.STALL * single):
             self.stalls = 0
@@ -189,8 +205,3 @@ class BlasTuner:
             # only a fresh budget run (or the current choice) can make the budget the choice:
             # its older runs may predate the load that slowed this one-thread run
             self.choice = budget if _median(self.recent[budget]) < self.MARGIN * single else one
-        if retried:
-            self.wait = self.RETRY if self.choice == count else min(2 * self.wait, self.MAX_RETRY)
-            self.retry_at = self.runs + self.wait
-        elif self.runs == self.PROBES and self.choice == one != budget:
-            self.retry_at = self.runs + self.FIRST_RETRY
