@@ -40,6 +40,8 @@ from amanda.exec.kernels.spatial import (
     ints,
     output_size,
     pad_spatial,
+    padded_channels_last,
+    padded_size,
     window_pads,
     windows,
 )
@@ -148,11 +150,6 @@ def _emit(view: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
     return result
 
 
-def _padded_size(size: tuple[int, ...], pads: list[int]) -> list[int]:
-    nd = len(size)
-    return [size[i] + pads[i] + pads[nd + i] for i in range(nd)]
-
-
 def _flat_waste(size: tuple[int, ...], pads: list[int], out: list[int]) -> float:
     # extra GEMM columns of the flat layout: trailing axes are computed at padded width
     nd = len(size)
@@ -238,12 +235,8 @@ def _gemm_channels_last(
     n, c = x.shape[:2]
     m = w.shape[0]
     kernel = list(w.shape[2:])
-    size = x.shape[2:]
-    memory = scratch(
-        (n, *(size[i] + pads[i] + pads[nd + i] for i in range(nd)), c), x.dtype, "conv.nhwc"
-    )
-    # padded in (N, C, *S) order, stored channels-last: always a copy, even without pads
-    padded = pad_spatial(x, pads[:nd], pads[nd:], 0, into=np.moveaxis(memory, -1, 1))
+    # padded in (N, C, *S) order, stored channels-last
+    padded = np.moveaxis(padded_channels_last(x, pads), -1, 1)
     view = windows(padded, kernel, strides, dilations, out)  # (N, C, *out, *K)
     cols = scratch((n, *out, *kernel, c), x.dtype, "conv.cols")
     np.copyto(cols, view.transpose(0, *range(2, 2 + 2 * nd), 1))
@@ -296,10 +289,8 @@ def _depthwise(
     m = w.shape[0]
     if m != c:
         x = np.repeat(x, m // c, axis=1)
-    size = x.shape[2:]
     kernel = w.shape[2:]
-    memory = scratch((n, *(size[i] + pads[i] + pads[nd + i] for i in range(nd)), m), x.dtype, "conv.nhwc")
-    pad_spatial(x, pads[:nd], pads[nd:], 0, into=np.moveaxis(memory, -1, 1))
+    memory = padded_channels_last(x, pads)
     st = memory.strides
     axes = "abcdefg"[:nd]
     kernel_axes = "ijklmop"[:nd]
@@ -393,7 +384,7 @@ def _wide(
     group, m = wg.shape[0], w.shape[0]
     unit = strides.count(1) == nd
     if group == 1 and unit and (
-            math.prod(_padded_size(x.shape[2:], pads)) <= SHIFTED_WASTE * math.prod(out)
+            math.prod(padded_size(x.shape[2:], pads)) <= SHIFTED_WASTE * math.prod(out)
             or (2 * m <= x.shape[1] and math.prod(out) >= SHIFTED_LENGTH)):
         return _shifted(x, w, dilations, pads, out, bias)
     if group == 1:

@@ -16,7 +16,7 @@ import numpy as np
 
 from amanda.exec.kernels.cblas import accumulate, cblas_gemm
 from amanda.exec.kernels.scratch import scratch
-from amanda.exec.kernels.spatial import pad_spatial
+from amanda.exec.kernels.spatial import padded_channels_last
 
 __all__ = ["shifted_rows"]
 
@@ -33,13 +33,8 @@ def shifted_rows(
     >>> shifted_rows(x, np.ones((2, 1), np.float32), [2], [1], [0, 0], [3])[..., 0].tolist()
     [[1.0, 3.0, 5.0]]
     """
-    nd = len(dilations)
-    n, c = x.shape[:2]
-    m = packed.shape[1]
-    memory = scratch(
-        (n, *(x.shape[2 + i] + pads[i] + pads[nd + i] for i in range(nd)), c), x.dtype, "conv.nhwc"
-    )
-    pad_spatial(x, pads[:nd], pads[nd:], 0, into=np.moveaxis(memory, -1, 1))
+    c, m = x.shape[1], packed.shape[1]
+    memory = padded_channels_last(x, pads)
     rows = memory.reshape(-1, c)
     steps = [s // memory.strides[-2] for s in memory.strides[1:-1]]  # rows per step of each axis
     offsets = [sum(o * d * t for o, d, t in zip(k, dilations, steps)) for k in np.ndindex(*kernel)]

@@ -15,6 +15,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from amanda.errors import ExecutionError
+from amanda.exec.kernels.scratch import scratch
 
 
 def ints(value: Any, n: int, default: int) -> list[int]:
@@ -88,6 +89,29 @@ def output_size(
     if (out - 1) * stride >= size + pad_begin:
         out -= 1
     return out
+
+
+def padded_size(size: Sequence[int], pads: Sequence[int]) -> list[int]:
+    """Each spatial size plus its begin and end pads (``pads`` in ONNX order).
+
+    >>> padded_size((4, 5), [1, 0, 1, 2])
+    [6, 7]
+    """
+    nd = len(size)
+    return [size[i] + pads[i] + pads[nd + i] for i in range(nd)]
+
+
+def padded_channels_last(x: np.ndarray, pads: Sequence[int]) -> np.ndarray:
+    """``x`` ``(N, C, *S)`` zero-padded by ``pads`` and copied channels-last, ``(N, *P, C)``,
+    into this thread's conv scratch buffer (always a copy, even without pads).
+
+    >>> padded_channels_last(np.ones((1, 2, 1), np.float32), [1, 0])[0].tolist()
+    [[0.0, 0.0], [1.0, 1.0]]
+    """
+    nd = x.ndim - 2
+    memory = scratch((x.shape[0], *padded_size(x.shape[2:], pads), x.shape[1]), x.dtype, "conv.nhwc")
+    pad_spatial(x, pads[:nd], pads[nd:], 0, into=np.moveaxis(memory, -1, 1))
+    return memory
 
 
 def pad_spatial(
