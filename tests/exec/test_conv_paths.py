@@ -132,8 +132,8 @@ def _spy_on_shifted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     from amanda.exec.kernels import conv as conv_module
 
     calls: list[int] = []
-    real = conv_module._shifted
-    monkeypatch.setattr(conv_module, "_shifted", lambda *a: calls.append(1) or real(*a))
+    real = conv_module.shifted
+    monkeypatch.setattr(conv_module, "shifted", lambda *a: calls.append(1) or real(*a))
     return calls
 
 
@@ -220,8 +220,8 @@ def test_few_input_channels_and_few_positions_stay_channels_last(monkeypatch: py
     from amanda.exec.kernels import conv as conv_module
 
     calls: list[int] = []
-    real = conv_module._gemm_channels_last
-    monkeypatch.setattr(conv_module, "_gemm_channels_last", lambda *a: calls.append(1) or real(*a))
+    real = conv_module.gemm_channels_last
+    monkeypatch.setattr(conv_module, "gemm_channels_last", lambda *a: calls.append(1) or real(*a))
     _check((2, 3, 112, 112), (24, 3, 16, 16), 1, [16, 16], [1, 1], [0, 0, 0, 0])
     assert calls == [1]
 

@@ -1,31 +1,27 @@
 """Conv as im2col plus one batched matmul, or without columns where a layout allows.
 
 Conv builds the column matrix from a strided window view in one copy and
-multiplies it by the weights in a single (group-batched) GEMM. Layouts:
+multiplies it by the weights in a single (group-batched) GEMM. Layouts here compute
+channels-first ``(N, M, *out)``:
 
 - *batched*: columns ``(N, G, C/G*K, L)``; ``W @ cols`` lands directly in
   ``(N, M, L)``; best when ``C/G*K`` is small (the output is large next to the work)
   or there are few input channels; a row of ones in the columns lets the GEMM add the bias;
-- *channels-last* (one group, ``C*K`` large): columns ``(N*L, K*C)`` from a
-  channels-last copy of the input; ``cols @ W'`` is one GEMM over ``N*L`` rows
-  whose ``(N, L, M)`` result is transposed once;
-- *shifted* (one group, unit strides, ``M <= C/2`` or pads adding few positions): no
-  columns; one accumulating GEMM per kernel offset over row-shifted views of the
-  channels-last input (``shifted.py``);
 - *gemm* (several groups, ``C/G*K`` large): columns ``(G, C/G*K, N*L)``; one large
   GEMM per group whose ``(M, N, L)`` result is transposed once; with unit strides
-  the columns are copied as long contiguous runs (*flat*);
-- *depthwise*: one einsum over a channels-last window view.
+  the columns are copied as long contiguous runs (*flat*).
 
-A pointwise conv (1x1 kernel, unit stride, no pads) needs no columns at all.
-Temporaries live in per-thread scratch buffers (see ``scratch.py``). ConvTranspose
+The layouts of ``conv_last.py`` compute channels-last and hand their result on so: the
+*channels-last GEMM* (one group, ``C*K`` large), *shifted* rows (one group, unit strides,
+``M <= C/2`` or pads adding few positions), *depthwise*, and a pointwise conv of a
+channels-last input. A pointwise conv (1x1 kernel, unit stride, no pads) needs no columns
+at all. Temporaries live in per-thread scratch buffers (see ``scratch.py``). ConvTranspose
 and Col2Im live in ``conv_transpose.py``.
 """
 
 from __future__ import annotations
 
 import math
-import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -33,14 +29,15 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from amanda.errors import ExecutionError
+from amanda.exec.kernels.conv_last import depthwise, gemm_channels_last, packed, rows_times, shifted
 from amanda.exec.kernels.registry import kernel
 from amanda.exec.kernels.scratch import scratch
-from amanda.exec.kernels.shifted import shifted_rows
 from amanda.exec.kernels.spatial import (
+    channels_first,
+    channels_last,
     ints,
     output_size,
     pad_spatial,
-    padded_channels_last,
     padded_size,
     window_pads,
     windows,
@@ -61,8 +58,6 @@ BIAS_ROW_LENGTH = 512
 # the pads add at most this share of positions (the products run at padded size).
 SHIFTED_LENGTH = 1024
 SHIFTED_WASTE = 1.2
-# Depthwise: merge the last axis with the channels up to this many channels x stride².
-MERGE_CHANNELS = 256
 
 
 def _compute_dtype(dtype: np.dtype) -> np.dtype:
@@ -194,124 +189,26 @@ def _gemm_flat(
     return _emit(y.swapaxes(0, 1), bias)
 
 
-# channels-last weight copies of read-only (constant) weights, made once per array
-_PACKED: dict[int, tuple[Any, np.ndarray]] = {}
-
-
-def _packed(w: np.ndarray) -> np.ndarray:
-    """``w`` ``(M, C, *K)`` as the ``(*K * C, M)`` matrix the channels-last GEMM reads.
-
-    A model's weights are read-only constants that every run passes again, so their copy
-    is kept (until the array is freed) instead of being made on each run.
-    """
-    key = id(w)
-    hit = _PACKED.get(key)
-    if hit is not None and hit[0]() is w:
-        return hit[1]
-    packed = np.ascontiguousarray(np.moveaxis(w, (0, 1), (-1, -2)).reshape(-1, w.shape[0]))
-    if not w.flags.writeable:
-        _PACKED[key] = (weakref.ref(w), packed)
-        weakref.finalize(w, _PACKED.pop, key, None)
-    return packed
-
-
-def _gemm_channels_last(
-    x: np.ndarray,
-    w: np.ndarray,
-    strides: list[int],
-    dilations: list[int],
-    pads: list[int],
-    out: list[int],
-    bias: np.ndarray | None,
+def _pointwise(
+    x: np.ndarray, w: np.ndarray, wg: np.ndarray, bias: np.ndarray | None, out: list[int]
 ) -> np.ndarray:
-    """One group: columns ``(N * L, K * C)`` from a channels-last copy of the padded input.
+    """A 1x1 conv with unit strides and no pads: the input already is the column matrix.
 
-    With channels innermost, each window's ``(kernel offset, channel)`` row is read in
-    runs of ``C`` contiguous values (an NCHW window reads single values), and the
-    product ``cols @ W'`` streams the long ``N * L`` axis through BLAS as rows, which
-    OpenBLAS runs ~20% faster than the transposed ``W @ cols`` here.
-    """
-    nd = len(strides)
+    A channels-last input (one group) is one GEMM over its rows with a channels-last result;
+    a channels-first one is ``W @ x`` per image and group, channels-first."""
     n, c = x.shape[:2]
-    m = w.shape[0]
-    kernel = list(w.shape[2:])
-    # padded in (N, C, *S) order, stored channels-last
-    padded = np.moveaxis(padded_channels_last(x, pads), -1, 1)
-    view = windows(padded, kernel, strides, dilations, out)  # (N, C, *out, *K)
-    cols = scratch((n, *out, *kernel, c), x.dtype, "conv.cols")
-    np.copyto(cols, view.transpose(0, *range(2, 2 + 2 * nd), 1))
-    length = int(np.prod(out))
-    weights = _packed(w)  # (*K, C, M)
-    y = np.matmul(
-        cols.reshape(n * length, -1), weights, out=scratch((n * length, m), x.dtype, "conv.gemm")
-    )
-    return _emit(y.reshape(n, length, m).swapaxes(1, 2), bias)
-
-
-def _shifted(
-    x: np.ndarray,
-    w: np.ndarray,
-    dilations: list[int],
-    pads: list[int],
-    out: list[int],
-    bias: np.ndarray | None,
-) -> np.ndarray:
-    """Unit strides, one group: one accumulating GEMM per kernel offset, no columns (see
-    ``shifted.py``). Its products cover the padded width, so it is chosen where the pads add
-    few positions, or few output channels make the column copy the larger cost (UNet's 32->32
-    conv at 48x48: 0.62 -> 0.35 ms, ResNet's 64->64 at 28x28: 1.04 -> 0.76 ms, two BLAS threads)."""
-    grid = shifted_rows(x, _packed(w), list(w.shape[2:]), dilations, pads, out)
-    return _emit(np.moveaxis(grid, -1, 1), bias)
-
-
-def _depthwise(
-    x: np.ndarray,
-    w: np.ndarray,
-    strides: list[int],
-    dilations: list[int],
-    pads: list[int],
-    out: list[int],
-    bias: np.ndarray | None,
-) -> np.ndarray:
-    """One input channel per group (depthwise, with a channel multiplier ``M / C``).
-
-    The input is copied channels-last, where one output row's positions and channels
-    are a single contiguous run for every kernel offset: a strided view
-    ``(N, *out[:-1], *K, W * M)`` of it times the weights tiled ``W`` times along that
-    run is one einsum whose inner loop runs ``W * M`` long (about 5x faster than
-    looping over ``M`` alone when ``M`` is 32, as in EfficientNet's first stages). A
-    stride along the last axis is computed at unit stride and subsampled in the final
-    copy (twice the products, still faster than short loops). Per-offset multiply-adds
-    make two passes per offset and measured 2-4x slower; FFT convolution is slower still.
-    """
-    nd = len(strides)
-    n, c = x.shape[:2]
-    m = w.shape[0]
-    if m != c:
-        x = np.repeat(x, m // c, axis=1)
-    kernel = w.shape[2:]
-    memory = padded_channels_last(x, pads)
-    st = memory.strides
-    axes = "abcdefg"[:nd]
-    kernel_axes = "ijklmop"[:nd]
-    weights = np.ascontiguousarray(np.moveaxis(w.reshape(m, *kernel), 0, -1))  # (*K, M)
-    if m * strides[-1] ** 2 <= MERGE_CHANNELS:
-        # the last axis at unit stride, merged with the channels into one run
-        width = (out[-1] - 1) * strides[-1] + 1
-        view = as_strided(memory, (n, *out[:-1], *kernel, width * m),
-                          (st[0], *(st[1 + i] * strides[i] for i in range(nd - 1)),
-                           *(st[1 + i] * dilations[i] for i in range(nd)), st[-1]), writeable=False)
-        spec = f"n{axes[:-1]}{kernel_axes}q,{kernel_axes}q->n{axes[:-1]}q"
-        y = np.einsum(spec, view, np.tile(weights, width)).reshape(n, *out[:-1], width, m)
-        y = y[..., :: strides[-1], :]
-    else:
-        view = as_strided(memory, (n, *out, *kernel, m),
-                          (st[0], *(st[1 + i] * strides[i] for i in range(nd)),
-                           *(st[1 + i] * dilations[i] for i in range(nd)), st[-1]), writeable=False)
-        y = np.einsum(f"n{axes}{kernel_axes}z,{kernel_axes}z->n{axes}z", view, weights)
+    group, mg, cg = wg.shape
+    rows = channels_last(x) if group == 1 else None
+    if rows is not None:
+        return channels_first(rows_times(rows.reshape(-1, c), packed(w), bias).reshape(n, *out, -1))
+    if bias is not None and cg < mg and math.prod(out) >= BIAS_ROW_LENGTH:
+        # expanding: copying the (smaller) input lets the GEMM add the bias
+        return _batched(x, wg, [1] * len(out), [1] * len(out), [1] * len(out), [0] * 2 * len(out), out, bias)
+    length = math.prod(out)
+    y = np.matmul(wg, x.reshape(n, group, cg, length)).reshape(n, group * mg, length)
     if bias is not None:
-        y += bias
-    return np.ascontiguousarray(np.moveaxis(y, -1, 1))
+        y += bias.reshape(-1, 1)
+    return y
 
 
 def conv_nd(
@@ -353,17 +250,13 @@ def conv_nd(
     wg = wc.reshape(group, m // group, cg * math.prod(kernel))
     bias = None if b is None else b.astype(dtype, copy=False)
     pointwise = kernel.count(1) == nd and strides.count(1) == nd and not any(pads)
-    if pointwise and (bias is None or cg >= m // group or math.prod(out) < BIAS_ROW_LENGTH):
-        length = math.prod(out)  # the input already is the column matrix
-        y = np.matmul(wg, xc.reshape(n, group, cg, length)).reshape(n, m, length)
-        if bias is not None:
-            y += bias.reshape(m, 1)
-    elif pointwise or (wg.shape[2] <= GEMM_ROWS and not (cg == 1 and group > 1)) or (
+    if pointwise:
+        y = _pointwise(xc, wc, wg, bias, out)
+    elif (wg.shape[2] <= GEMM_ROWS and not (cg == 1 and group > 1)) or (
             group == 1 and cg < WIDE_CHANNELS and math.prod(out) >= NARROW_LENGTH):
-        # an expanding pointwise conv copies its (smaller) input to let the GEMM add the bias
         y = _batched(xc, wg, kernel, strides, dilations, pads, out, bias)
     elif cg == 1 and group > 1:
-        y = _depthwise(xc, wc, strides, dilations, pads, out, bias)
+        y = depthwise(xc, wc, strides, dilations, pads, out, bias)
     else:
         y = _wide(xc, wc, wg, bias, strides, dilations, pads, out)
     return y.reshape(n, m, *out).astype(x.dtype, copy=False)
@@ -386,9 +279,9 @@ def _wide(
     if group == 1 and unit and (
             math.prod(padded_size(x.shape[2:], pads)) <= SHIFTED_WASTE * math.prod(out)
             or (2 * m <= x.shape[1] and math.prod(out) >= SHIFTED_LENGTH)):
-        return _shifted(x, w, dilations, pads, out, bias)
+        return shifted(x, w, dilations, pads, out, bias)
     if group == 1:
-        return _gemm_channels_last(x, w, strides, dilations, pads, out, bias)
+        return gemm_channels_last(x, w, strides, dilations, pads, out, bias)
     if unit and _flat_waste(x.shape[2:], pads, out) <= FLAT_WASTE:
         return _gemm_flat(x, wg, list(w.shape[2:]), dilations, pads, out, bias)
     return _gemm(x, wg, list(w.shape[2:]), strides, dilations, pads, out, bias)

@@ -16,8 +16,14 @@ import numpy as np
 
 from amanda.exec.kernels.arity import output_count
 from amanda.exec.kernels.registry import kernel
-from amanda.exec.kernels.scratch import scratch
-from amanda.exec.kernels.spatial import extent, ints, output_size, pad_spatial, window_pads
+from amanda.exec.kernels.spatial import (
+    extent,
+    ints,
+    output_size,
+    pad_spatial,
+    scratch_as,
+    window_pads,
+)
 
 
 class _Geometry:
@@ -64,7 +70,7 @@ class _Geometry:
             n + b + e for n, b, e in zip(self.size, self.pads[:nd], self.ends)
         )
         return pad_spatial(
-            x, self.pads[:nd], self.ends, fill, into=scratch(shape, x.dtype, "pool.pad")
+            x, self.pads[:nd], self.ends, fill, into=scratch_as(x, shape, x.dtype, "pool.pad")
         )
 
     def taps(self, y: np.ndarray, i: int) -> list[np.ndarray]:
@@ -117,7 +123,7 @@ def _reduce(
             continue
         # stages before the last are temporaries: reuse this thread's scratch for them
         last = all(k == 1 for k in geometry.kernel[i + 1 :])
-        out = None if last else scratch(parts[0].shape, dtype, f"pool.stage{stages % 2}")
+        out = None if last else scratch_as(parts[0], parts[0].shape, dtype, f"pool.stage{stages % 2}")
         stages += 1
         acc = combine(parts[0], parts[1], dtype=dtype, out=out)
         for part in parts[2:]:

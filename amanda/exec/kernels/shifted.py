@@ -26,7 +26,7 @@ def shifted_rows(
     out: list[int],
 ) -> np.ndarray:
     """The ``(N, *out, M)`` channels-last conv of ``x`` ``(N, C, *S)`` by ``packed`` ``(*K * C, M)``
-    (the weights as :func:`amanda.exec.kernels.conv._packed` lays them out), a view of a scratch
+    (the weights as :func:`amanda.exec.kernels.conv_last.packed` lays them out), a view of a scratch
     buffer, without bias; unit strides only.
 
     >>> x = np.arange(4, dtype=np.float32).reshape(1, 1, 4)
