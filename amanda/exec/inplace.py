@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from amanda.exec.kernels import registry
+from amanda.exec.kernels.activations import FUSED
 from amanda.exec.kernels.registry import ONNX, InPlace, declare
 
 if TYPE_CHECKING:
@@ -34,6 +35,8 @@ for _op in ("Add", "Sub", "Mul", "Div", "MatMul", "Gemm", "Conv", "ConvTranspose
             "Tanh", "Exp", "Sqrt", "Neg", "Softmax", "LayerNormalization", "BatchNormalization",
             "MaxPool", "AveragePool", "Erf", "Pow", "LeakyRelu", "Gelu"):
     declare(_op, fresh=True)
+for _op in ("Gelu", "Swish", "MatMulAdd"):  # amanda's own fused ops (amanda/fused)
+    declare(_op, family=FUSED, fresh=True)
 
 Body = Callable[..., tuple]
 
@@ -116,20 +119,22 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _fresh(op_type: Any) -> bool:
-    found = registry.entry(ONNX, op_type)
+def _fresh(family: str | None, op_type: Any) -> bool:
+    found = None if family is None else registry.entry(family, op_type)
     return found is not None and found.fresh
 
 
-def donate(steps: list[Step], op_types: list[Any], onnx: list[bool], writer: dict[int, int],
+def donate(steps: list[Step], op_types: list[Any], families: list[str | None], writer: dict[int, int],
            uses: list[int], keep: frozenset[int]) -> list[Step]:
-    """Steps where an elementwise op may overwrite a dead input get its in-place variant."""
+    """Steps where an elementwise op may overwrite a dead input get its in-place variant;
+    ``families`` holds each step's kernel family (None for steps run inline, such as session
+    kernels): the in-place variants are ONNX kernels, the writers may be of any family."""
     from functools import partial
 
     out = list(steps)
     for i, step in enumerate(steps):
         ins = step.ins
-        found = registry.entry(ONNX, op_types[i]) if onnx[i] else None
+        found = registry.entry(ONNX, op_types[i]) if families[i] == ONNX else None
         if found is None or found.inplace is None:
             continue
         positions, make = found.inplace
@@ -140,8 +145,7 @@ def donate(steps: list[Step], op_types: list[Any], onnx: list[bool], writer: dic
             source = writer.get(slot)
             if (
                 source is not None
-                and onnx[source]
-                and _fresh(op_types[source])
+                and _fresh(families[source], op_types[source])
                 and uses[slot] == 1
                 and ins.count(slot) == 1
                 and slot not in keep

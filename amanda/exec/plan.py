@@ -299,7 +299,7 @@ def _compile(
     steps = _with_frees(steps, keep)
     preds, succs, reads, uses = _graph(steps, paths, writer, step_of, pruned.controls)
     steps = donate(steps, [info.op_type for info in infos],
-                   [info.placement != INLINE and _is_onnx(info.namespace) for info in infos],
+                   [_family(info) for info in infos],
                    writer, uses, keep)
     return Plan(
         steps=steps, infos=infos, template=template, feed_slots=feed_slots, fetch_slots=fetch_slots,
@@ -309,9 +309,10 @@ def _compile(
     )
 
 
-def _is_onnx(namespace: Any) -> bool:
-    """Whether a step runs a plain kernel of the ONNX family (which ``FRESH`` describes)."""
-    return bool(namespace) and parse_namespace(namespace)[0] == ONNX
+def _family(info: StepInfo) -> str | None:
+    """The kernel family of a step run by a plain kernel (whose registry entry says whether
+    it is ``fresh``), None for one run inline (session kernels)."""
+    return parse_namespace(info.namespace)[0] if info.namespace and info.placement != INLINE else None
 
 
 def _fold(fn: Callable, attrs: Any, outs: tuple, template: list, where: str, namespace: Any) -> None:

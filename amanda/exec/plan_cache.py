@@ -95,13 +95,14 @@ def signature(model: Container, fetches: Sequence[Any], feeds: Any) -> Signature
 
 def optimized_for(model: Container, types: Signature) -> Container:
     """``model`` specialised to ``types`` and optimised with the default passes, GELU (below
-    opset 20) and SiLU (below 24) fused into amanda's own ops (the plan runs them; nothing
-    exports them), and max pools moved before the ReLUs that fed them."""
+    opset 20), SiLU (below 24) and Linear layers (MatMul+Add) fused into amanda's own ops (the
+    plan runs them; nothing exports them), and max pools moved before the ReLUs that fed them."""
     # the passes sit above the executor they run constants with
     from amanda.passes import DEFAULT_PASSES, optimize
-    from amanda.passes.fuse import fuse_gelu_internal, fuse_swish_internal
+    from amanda.passes.fuse import fuse_gelu_internal, fuse_matmul_add_internal, fuse_swish_internal
 
     passes = [fuse_gelu_internal if name == "fuse_gelu" else name for name in DEFAULT_PASSES]
     passes.insert(passes.index(fuse_gelu_internal) + 1, fuse_swish_internal)
     passes.insert(passes.index(fuse_swish_internal) + 1, "pool_before_relu")
+    passes.insert(passes.index("pool_before_relu") + 1, fuse_matmul_add_internal)
     return optimize(model, passes, inputs={name: (dtype, shape) for name, dtype, shape in types}, quiet=True).model

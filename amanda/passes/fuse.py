@@ -21,7 +21,8 @@ from amanda.passes.level import Level, constant_value, level_namespaces, new_con
 from amanda.passes.report import PassReport, PassResult
 from amanda.types import TensorType, infer_types
 
-__all__ = ["fuse_conv_batchnorm", "fuse_gelu", "fuse_gelu_internal", "fuse_matmul_add", "fuse_swish_internal"]
+__all__ = ["fuse_conv_batchnorm", "fuse_gelu", "fuse_gelu_internal", "fuse_matmul_add", "fuse_matmul_add_internal",
+           "fuse_swish_internal"]
 
 
 @dataclass
@@ -94,10 +95,11 @@ def conv_batchnorm(name: str, level: Level, context: Any) -> Match | None:
 
 
 def matmul_add(name: str, level: Level, context: Any) -> Match | None:
-    """A 2-D MatMul by a constant matrix read only by an Add of a constant row -> one Gemm."""
+    """A 2-D MatMul by a constant matrix read only by an Add of a constant row -> one Gemm;
+    internally (no types: ``types`` None), a MatMul of any rank -> amanda's own MatMulAdd."""
     mm = level.ops[name]
-    types, path = context
-    if mm.type != "MatMul" or types is None or len(mm.inputs) != 2 or len(mm.outputs) != 1:
+    types, path, internal = context
+    if mm.type != "MatMul" or (types is None and not internal) or len(mm.inputs) != 2 or len(mm.outputs) != 1:
         return None
     a, b_src = level.inputs(name)
     b = _const(level, b_src)
@@ -107,12 +109,23 @@ def matmul_add(name: str, level: Level, context: Any) -> Match | None:
         return None
     others = [s for s in level.inputs(add_name) if s != level.output(name)]
     c = _const(level, others[0]) if len(others) == 1 else None
+    if internal:
+        return _linear(level, name, str(add_name), (a, b_src, others[0]), b, c)
     a_type = types.input(path + (name,), mm.inputs[0].name)
     if c is None or c.ndim > 1 or not isinstance(a_type, TensorType) or a_type.shape is None or len(a_type.shape) != 2:
         return None
     gemm = op("Gemm", add_name, ["A", "B", "C"], ["Y"], {"amanda_fused_from": (name, add_name)})
     edges = [Edge(s, Endpoint((add_name,), p)) for s, p in ((a, "A"), (b_src, "B"), (others[0], "C")) if s is not None]
     return Match([name, str(add_name)], [gemm], {level.output(add_name): Endpoint((add_name,), "Y")}, edges)
+
+
+def _linear(level: Level, name: str, add_name: str, sources: tuple, b: np.ndarray, c: np.ndarray | None) -> Match | None:
+    """MatMul ``name`` and the Add reading it -> amanda's own MatMulAdd, when ``c`` is a bias row."""
+    if c is None or c.ndim > 1 or c.size not in (1, b.shape[1]) or sources[0] is None:
+        return None
+    fused = op("MatMulAdd", add_name, ["A", "B", "C"], ["Y"], {"namespace": FUSED, "amanda_fused_from": (name, add_name)})
+    edges = [Edge(s, Endpoint((add_name,), p)) for s, p in zip(sources, ("A", "B", "C"))]
+    return Match([name, add_name], [fused], {level.output(add_name): Endpoint((add_name,), "Y")}, edges)
 
 
 def _scalar(level: Level, source: Endpoint | None, value: float) -> bool:
@@ -233,7 +246,28 @@ def fuse_matmul_add(model: Container) -> PassResult:
         types = infer_types(model)
     except Exception:  # noqa: BLE001 - without types no MatMul is known to be 2-D
         types = None
-    return _run("fuse_matmul_add", model, matmul_add, lambda m, p: (types, p))
+    return _run("fuse_matmul_add", model, matmul_add, lambda m, p: (types, p, False))
+
+
+def fuse_matmul_add_internal(model: Container) -> PassResult:
+    """A MatMul of any rank by a constant matrix, read only by an Add of a constant row (a
+    dense or Linear layer) -> amanda's own MatMulAdd (namespace ``amanda/fused``, run only by
+    amanda), which writes the bias first and lets BLAS add the product to it: no types needed,
+    so it costs a Session's plan nothing like :func:`fuse_matmul_add`'s second inference.
+
+    >>> import amanda, numpy as np
+    >>> c = lambda n, v: amanda.op("Constant", n, [], ["output"], {"value": np.asarray(v, np.float32)})
+    >>> g = amanda.Container(None, "g", inputs=["x"], outputs=["y"], children=[c("w", [[1, 2], [3, 4]]),
+    ...     c("b", [10, 20]), amanda.op("MatMul", "m", ["A", "B"], ["Y"]), amanda.op("Add", "a", ["A", "B"], ["C"])],
+    ...     edges=[("g:x", "m:A"), ("w:output", "m:B"), ("m:Y", "a:A"), ("b:output", "a:B"), ("a:C", "g:y")],
+    ...     attrs={"namespace": "amanda/onnx/17"})
+    >>> out, report = fuse_matmul_add_internal(g)
+    >>> out.child("a").type, report.replaced
+    ('MatMulAdd', ('m', 'a'))
+    >>> amanda.Session(out).run(["y"], {"x": np.ones((1, 1, 2), np.float32)})[0].tolist()
+    [[[14.0, 26.0]]]
+    """
+    return _run("fuse_matmul_add_internal", model, matmul_add, lambda m, p: (None, p, True))
 
 
 def fuse_gelu(model: Container) -> PassResult:

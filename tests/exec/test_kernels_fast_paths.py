@@ -115,22 +115,22 @@ def test_depthwise_conv_1d_without_bias_is_a_sum_of_shifted_products() -> None:
 
 def test_channels_last_weights_are_packed_once_per_read_only_array() -> None:
     """A read-only weight's packed copy is reused across calls and results stay equal to onnxruntime's; a writeable one is repacked."""
-    from amanda.exec.kernels import conv_last
+    from amanda.exec.kernels import relaid
 
     x = RNG.standard_normal((1, 16, 9, 9)).astype(np.float32)
     w = RNG.standard_normal((8, 16, 3, 3)).astype(np.float32)
     w.setflags(write=False)
     first = conv_nd(x, w, None, [1, 1], [1, 1], [1] * 4, 1)
-    packed = conv_last.RELAID[id(w), "packed"][1]
+    packed = relaid.RELAID[id(w), "packed"][1]
     again = conv_nd(x, w, None, [1, 1], [1, 1], [1] * 4, 1)
-    assert conv_last.RELAID[id(w), "packed"][1] is packed
+    assert relaid.RELAID[id(w), "packed"][1] is packed
     np.testing.assert_array_equal(first, again)
     node = helper.make_node("Conv", ["x", "w"], ["y"], pads=[1] * 4)
     theirs, _ = both(node, {"x": x, "w": np.array(w)}, 17)
     np.testing.assert_allclose(first, theirs[0], rtol=1e-4, atol=1e-4)
     writeable = np.array(w)
     conv_nd(x, writeable, None, [1, 1], [1, 1], [1] * 4, 1)
-    assert (id(writeable), "packed") not in conv_last.RELAID
+    assert (id(writeable), "packed") not in relaid.RELAID
 
 
 @pytest.mark.parametrize("op_type", ["Sigmoid", "HardSwish"])

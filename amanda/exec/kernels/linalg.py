@@ -7,8 +7,11 @@ from typing import Any
 
 import numpy as np
 
+from amanda.exec.kernels.activations import FUSED
+from amanda.exec.kernels.cblas import rows_times
 from amanda.exec.kernels.math_util import as_array, attr_str, wide
 from amanda.exec.kernels.registry import kernel
+from amanda.exec.kernels.relaid import relaid
 
 Attrs = Mapping[str, Any]
 
@@ -31,16 +34,64 @@ def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.matmul(a, b)
 
 
+def _dense(a: np.ndarray, b: np.ndarray, c: np.ndarray | None) -> np.ndarray | None:
+    """``a @ b + c`` for a float dense layer (2-D ``a`` and ``b``, a row ``c``) with fewer rows than
+    outputs, computed as ``(b.T @ a.T).T``: the result is the transposed view of an
+    ``(N, M)`` array, which the next such layer reads as its ``a.T`` without a copy.
+
+    OpenBLAS runs the MLP's (64, 784) @ (784, 512) about 10% faster in that orientation
+    (two threads: 483 -> 435 µs for the three layers), as onnxruntime's MLAS-sized gap asks.
+    None where the layer does not fit (the caller computes it as usual)."""
+    m, n = a.shape[0], b.shape[1]
+    if (m >= n or a.dtype != b.dtype or a.dtype.char not in "fd"
+            or (c is not None and (c.dtype != a.dtype or c.shape not in ((n,), (1, n))))):
+        return None
+    bt = relaid(b, "T", lambda w: np.ascontiguousarray(w.T)) if b.flags.c_contiguous else b.T
+    out = np.matmul(bt, a.T)
+    if c is not None:
+        out += c.reshape(n, 1)
+    return out.T
+
+
 @kernel("MatMul", since=1, heavy=True)
 def matmul_kernel(attrs: Attrs, a: np.ndarray, b: np.ndarray) -> tuple:
     """ONNX MatMul: numpy ``matmul`` semantics, batch dimensions broadcast."""
-    return (_product(_matmul, a, b),)
+    dense = _dense(a, b, None) if a.ndim == b.ndim == 2 else None
+    return (_product(_matmul, a, b) if dense is None else dense,)
+
+
+@kernel("MatMulAdd", family=FUSED, heavy=True)
+def matmul_add_kernel(attrs: Attrs, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> tuple:
+    """amanda's fused ``Add(MatMul(a, b), c)`` (a Linear layer: ``b`` a constant matrix, ``c`` a
+    bias row), made by :func:`amanda.passes.fuse.fuse_matmul_add_internal` for a Session's plans.
+
+    The bias is written first and BLAS adds the product into it, so the Add costs neither a
+    dispatch nor a pass of its own; a 2-D product with fewer rows than outputs runs transposed
+    (see ``_dense``). Anything else computes exactly what the two ops would."""
+    n = b.shape[-1]
+    if (b.ndim == 2 and a.ndim >= 2 and c.ndim <= 1 and c.size in (1, n) and a.dtype == b.dtype == c.dtype
+            and a.dtype.char in "fd"):
+        row = c.reshape(-1)
+        if a.ndim > 2:
+            rows = np.ascontiguousarray(a).reshape(-1, a.shape[-1])
+            return (rows_times(rows, b, row).reshape(*a.shape[:-1], n),)
+        dense = _dense(a, b, row)
+        if dense is None:  # BLAS reads a transposed (F-ordered) ``a`` as it is: no copy
+            dense = np.matmul(a, b)
+            dense += row
+        return (dense,)
+    y = _product(_matmul, a, b)
+    return (as_array(np.add(y, c.astype(y.dtype, copy=False))),)
 
 
 @kernel("Gemm", since=1, heavy=True)
 def gemm_kernel(attrs: Attrs, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None) -> tuple:
     """ONNX Gemm: ``alpha * A' @ B' + beta * C`` with optional transposes; C broadcasts."""
     alpha, beta = float(attrs.get("alpha", 1.0)), float(attrs.get("beta", 1.0))
+    if alpha == beta == 1.0 and a.ndim == b.ndim == 2 and not int(attrs.get("transA", 0)):
+        dense = _dense(a, b.T if int(attrs.get("transB", 0)) else b, c)
+        if dense is not None:
+            return (dense,)
     wa = a.astype(wide(a.dtype), copy=False)
     wb = b.astype(wide(a.dtype), copy=False)
     if int(attrs.get("transA", 0)):

@@ -1,0 +1,39 @@
+"""Copies of a model's weights in the layout a kernel reads, made once per read-only array.
+
+A model's weights are read-only constants that every run passes again, so a kernel that wants
+them transposed or packed (the conv layouts of ``conv_last.py``, Gemm's transposed product) keeps
+its copy instead of making it on each run. The copy lives as long as the weight array does.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+__all__ = ["RELAID", "relaid"]
+
+# (id(weight), layout) -> (weak reference to the weight, its relaid copy)
+RELAID: dict[tuple[int, Any], tuple[Any, np.ndarray]] = {}
+
+
+def relaid(w: np.ndarray, layout: Any, make: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """``make(w)``, kept for a read-only ``w`` (until it is freed) under ``(id(w), layout)``;
+    a writeable ``w`` may change between calls, so its copy is made afresh each time.
+
+    >>> w = np.arange(6.0).reshape(2, 3)
+    >>> w.flags.writeable = False
+    >>> relaid(w, "T", lambda w: np.ascontiguousarray(w.T)) is relaid(w, "T", lambda w: w.T.copy())
+    True
+    """
+    key = (id(w), layout)
+    hit = RELAID.get(key)
+    if hit is not None and hit[0]() is w:
+        return hit[1]
+    copy = make(w)
+    if not w.flags.writeable:
+        RELAID[key] = (weakref.ref(w), copy)
+        weakref.finalize(w, RELAID.pop, key, None)
+    return copy
