@@ -39,6 +39,7 @@ from amanda.exec.resolve import normalize
 from amanda.exec.runner import DEFAULT_OFFLOAD_ELEMENTS, SEQUENTIAL, Runner, timed_out
 from amanda.exec.tensorflow import executable_form, needs_conversion
 from amanda.exec.value_cache import DEFAULT_BUDGET, ValueCache
+from amanda.parse_guards import gc_paused
 
 __all__ = ["DEFAULT_MAX_LOOP_ITERATIONS", "Session"]
 
@@ -282,11 +283,15 @@ class Session:
             with self._lock:
                 plan = self._plans.get(key)
                 if plan is None:
-                    model = self._model_for(phase)
-                    _warn_skipped_updates(model, key[0], phase)
-                    if types is not None:
-                        model = optimized_for(model, types)
-                    plan = compile_plan(model, key[0], tuple(names), phase, context=self._context)
+                    # planning builds many small containers and little garbage: a collector pass
+                    # over the heap in the middle of it cost a 1,057-node model's first run up to
+                    # 180 ms (194-375 ms, 194-197 ms paused)
+                    with gc_paused():
+                        model = self._model_for(phase)
+                        _warn_skipped_updates(model, key[0], phase)
+                        if types is not None:
+                            model = optimized_for(model, types)
+                        plan = compile_plan(model, key[0], tuple(names), phase, context=self._context)
                     self._plans[key] = plan
         return plan, types is not None
 
