@@ -131,3 +131,19 @@ def test_scratch_as_follows_the_layout_of_its_model() -> None:
     assert scratch_as(first, (2, 4, 6, 6), np.dtype(np.float32), "t").flags.c_contiguous
     single = _stored_channels_last(np.zeros((2, 1, 6, 6), np.float32))
     assert scratch_as(single, (2, 1, 6, 6), np.dtype(np.float32), "t").flags.c_contiguous
+
+
+@pytest.mark.parametrize("shape", [(2, 12, 9, 10), (3, 5, 7), (1, 4, 3, 2, 5)])
+@pytest.mark.parametrize("stored_last", [True, False])
+def test_global_average_pool_of_either_layout_matches_onnxruntime(shape: tuple, stored_last: bool) -> None:
+    """GlobalAveragePool as one matrix-vector product, over inputs stored channels-last or not."""
+    from amanda.exec.kernels.pool import global_average_pool
+
+    x = RNG.standard_normal(shape).astype(np.float32)
+    node = helper.make_node("GlobalAveragePool", ["x"], ["y"])
+    expected = onnxruntime_outputs(one_node(node, {"x": x}, 17), {"x": x})[0]
+    ours = global_average_pool({}, _stored_channels_last(x) if stored_last else x)[0]
+    assert ours.shape == expected.shape and ours.dtype == np.float32
+    np.testing.assert_allclose(ours, expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(global_average_pool({}, x.astype(np.float64))[0], x.astype(np.float64).mean(
+        axis=tuple(range(2, x.ndim)), keepdims=True), rtol=1e-12)

