@@ -195,21 +195,23 @@ def test_numpy_openblas_offers_an_accumulating_gemm() -> None:
 
 @pytest.mark.parametrize(("x_shape", "w_shape", "strides", "pads"), [
     ((2, 3, 40, 39), (8, 3, 7, 7), [2, 2], [3, 3, 3, 3]),  # a ResNet-style stem
-    ((1, 2, 20, 20), (4, 2, 7, 7), [1, 1], [3, 2, 1, 0]),  # unit stride, uneven pads
-    ((3, 12, 24, 27), (5, 12, 3, 3), [1, 2], [1, 1, 1, 1]),  # just under the channel bound
+    ((1, 2, 20, 20), (4, 2, 7, 7), [1, 1], [3, 2, 1, 0]),  # unit stride, uneven pads: not shifted rows
+    ((3, 12, 24, 27), (5, 12, 3, 3), [1, 1], [1, 1, 1, 1]),  # just under the channel bound
 ])
 @pytest.mark.parametrize("bias", [True, False])
-def test_few_input_channels_take_the_batched_layout(monkeypatch: pytest.MonkeyPatch, x_shape: tuple,
-                                                    w_shape: tuple, strides: list[int], pads: list[int],
-                                                    bias: bool) -> None:
-    """A conv with fewer than 16 input channels but many column rows (C*K > 64), and 256 output
-    positions per image or more, uses the batched layout and agrees with onnxruntime."""
+def test_few_input_channels_take_the_channels_last_gemm(monkeypatch: pytest.MonkeyPatch, x_shape: tuple,
+                                                         w_shape: tuple, strides: list[int], pads: list[int],
+                                                         bias: bool) -> None:
+    """A conv with fewer than 16 input channels but many column rows (C*K > 64) uses the
+    channels-last GEMM, never shifted rows (whose per-offset products would be too thin), and
+    agrees with onnxruntime."""
     from amanda.exec.kernels import conv as conv_module
 
     assert w_shape[1] * np.prod(w_shape[2:]) > conv_module.GEMM_ROWS
+    assert w_shape[1] < conv_module.WIDE_CHANNELS
     calls: list[int] = []
-    real = conv_module._batched
-    monkeypatch.setattr(conv_module, "_batched", lambda *a: calls.append(1) or real(*a))
+    real = conv_module.gemm_channels_last
+    monkeypatch.setattr(conv_module, "gemm_channels_last", lambda *a: calls.append(1) or real(*a))
     _check(x_shape, w_shape, 1, strides, [1, 1], pads, bias)
     assert calls == [1]
 

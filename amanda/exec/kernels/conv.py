@@ -5,8 +5,8 @@ multiplies it by the weights in a single (group-batched) GEMM. Layouts here comp
 channels-first ``(N, M, *out)``:
 
 - *batched*: columns ``(N, G, C/G*K, L)``; ``W @ cols`` lands directly in
-  ``(N, M, L)``; best when ``C/G*K`` is small (the output is large next to the work)
-  or there are few input channels; a row of ones in the columns lets the GEMM add the bias;
+  ``(N, M, L)``; best when ``C/G*K`` is small (the output is large next to the work);
+  a row of ones in the columns lets the GEMM add the bias;
 - *gemm* (several groups, ``C/G*K`` large): columns ``(G, C/G*K, N*L)``; one large
   GEMM per group whose ``(M, N, L)`` result is transposed once; with unit strides
   the columns are copied as long contiguous runs (*flat*).
@@ -43,13 +43,13 @@ from amanda.exec.kernels.spatial import (
     windows,
 )
 
-# Above this many column rows per group, one large GEMM beats per-image GEMMs...
+# Above this many column rows per group, one large GEMM beats per-image GEMMs. Fewer input
+# channels than that no longer mean the batched layout: since the channels-last GEMM hands its
+# result on channels-last, it is as fast for ResNet's 3-channel 7x7 stem (841 against 861 µs)
+# and spares the next ops a transposing copy (ResNet 6.53 -> 6.34 ms in a same-process A/B).
 GEMM_ROWS = 64
-# ...given this many input channels: with fewer, channels-last copies move runs too short and
-# the shifted rows' products are too thin (ResNet's 3-channel 7x7 stem: 1.10 -> 0.99 ms), if
-# each image has this many output positions (ViT's 7x7 patches: per-image GEMMs too short)
+# Shifted rows need this many input channels: with fewer, each offset's product is too thin.
 WIDE_CHANNELS = 16
-NARROW_LENGTH = 256
 # Largest share of wasted columns the flat unit-stride layout may compute.
 FLAT_WASTE = 1.3
 # An expanding pointwise conv folds its bias into the GEMM from this many positions.
@@ -252,8 +252,7 @@ def conv_nd(
     pointwise = kernel.count(1) == nd and strides.count(1) == nd and not any(pads)
     if pointwise:
         y = _pointwise(xc, wc, wg, bias, out)
-    elif (wg.shape[2] <= GEMM_ROWS and not (cg == 1 and group > 1)) or (
-            group == 1 and cg < WIDE_CHANNELS and math.prod(out) >= NARROW_LENGTH):
+    elif wg.shape[2] <= GEMM_ROWS and not (cg == 1 and group > 1):
         y = _batched(xc, wg, kernel, strides, dilations, pads, out, bias)
     elif cg == 1 and group > 1:
         y = depthwise(xc, wc, strides, dilations, pads, out, bias)
@@ -276,7 +275,7 @@ def _wide(
     nd = len(strides)
     group, m = wg.shape[0], w.shape[0]
     unit = strides.count(1) == nd
-    if group == 1 and unit and (
+    if group == 1 and unit and x.shape[1] >= WIDE_CHANNELS and (
             math.prod(padded_size(x.shape[2:], pads)) <= SHIFTED_WASTE * math.prod(out)
             or (2 * m <= x.shape[1] and math.prod(out) >= SHIFTED_LENGTH)):
         return shifted(x, w, dilations, pads, out, bias)
