@@ -122,3 +122,16 @@ def test_relu_after_a_fused_layer_reuses_its_buffer() -> None:
     types = [info.op_type for info in plan.infos]
     relu = plan.steps[types.index("Relu")]
     assert getattr(relu.fn, "func", None) is not None  # the in-place variant wraps the kernel
+
+
+def test_a_writeable_weight_is_read_transposed_without_a_kept_copy() -> None:
+    """A variable (writeable) weight may change between runs: its transpose is not kept, and a
+    changed weight gives the changed product."""
+    from amanda.exec.kernels.relaid import RELAID
+
+    a = RNG.standard_normal((4, 8)).astype(np.float32)
+    w = RNG.standard_normal((8, 16)).astype(np.float32)
+    np.testing.assert_allclose(matmul_kernel({}, a, w)[0], a @ w, rtol=1e-5, atol=1e-5)
+    assert (id(w), "T") not in RELAID
+    w *= 2
+    np.testing.assert_allclose(matmul_kernel({}, a, w)[0], a @ w, rtol=1e-5, atol=1e-5)

@@ -46,7 +46,10 @@ def _dense(a: np.ndarray, b: np.ndarray, c: np.ndarray | None) -> np.ndarray | N
     if (m >= n or a.dtype != b.dtype or a.dtype.char not in "fd"
             or (c is not None and (c.dtype != a.dtype or c.shape not in ((n,), (1, n))))):
         return None
-    bt = relaid(b, "T", lambda w: np.ascontiguousarray(w.T)) if b.flags.c_contiguous else b.T
+    # a constant weight's transpose is kept; a writeable one (a variable) is read transposed by
+    # BLAS as it is, since copying it on every call would cost more than the orientation saves
+    kept = b.flags.c_contiguous and not b.flags.writeable
+    bt = relaid(b, "T", lambda w: np.ascontiguousarray(w.T)) if kept else b.T
     out = np.matmul(bt, a.T)
     if c is not None:
         out += c.reshape(n, 1)
