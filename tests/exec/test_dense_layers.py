@@ -78,13 +78,19 @@ def test_matmul_add_kernel_equals_matmul_then_add(a_shape: tuple, c_shape: tuple
 
 
 def test_a_product_with_fewer_rows_than_outputs_is_handed_on_transposed() -> None:
-    """(64, 96) @ (96, 128) is computed as (128, 64) and returned as its transposed view; the next
-    product reads it without a copy, and both equal numpy's."""
+    """(64, 96) @ (96, 128) by a constant weight is computed, from the weight's second product on,
+    as (128, 64) and returned as its transposed view; the next product reads it without a copy,
+    and both equal numpy's."""
     a = RNG.standard_normal((64, 96)).astype(np.float32)
     w1 = RNG.standard_normal((96, 128)).astype(np.float32)
     w2 = RNG.standard_normal((128, 256)).astype(np.float32)
+    w1.flags.writeable = w2.flags.writeable = False  # constants, as a model's weights are
+    (first,) = matmul_kernel({}, a, w1)
+    assert first.flags.c_contiguous  # a weight met once may be a variable's value: no copy yet
     (h,) = matmul_kernel({}, a, w1)
     assert h.flags.f_contiguous and not h.flags.c_contiguous
+    np.testing.assert_array_equal(h, first)
+    matmul_kernel({}, h, w2)
     (y,) = matmul_kernel({}, h, w2)
     np.testing.assert_allclose(y, (a @ w1) @ w2, rtol=1e-4, atol=1e-3)
 
@@ -98,8 +104,11 @@ def test_gemm_of_a_dense_layer_matches_onnxruntime(trans_b: int, c_shape: tuple 
     node = helper.make_node("Gemm", list(feeds), ["y"], transB=trans_b)
     theirs, ours = both(node, feeds, 17)
     np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-4, atol=1e-4)
-    direct = gemm_kernel({"transB": trans_b}, *feeds.values())[0]
-    np.testing.assert_allclose(direct, theirs[0], rtol=1e-4, atol=1e-4)
+    b.flags.writeable = False  # a constant weight: the transposed product
+    for _ in range(2):  # the second call has the kept transposed weight
+        direct = gemm_kernel({"transB": trans_b}, *feeds.values())[0]
+        np.testing.assert_allclose(direct, theirs[0], rtol=1e-4, atol=1e-4)
+    assert direct.flags.f_contiguous == (c_shape is None or c_shape[0] == 1 or len(c_shape) == 1)
 
 
 @pytest.mark.parametrize("rows", [4, BIAS_IN_GEMM // 16 + 1])
@@ -124,14 +133,16 @@ def test_relu_after_a_fused_layer_reuses_its_buffer() -> None:
     assert getattr(relu.fn, "func", None) is not None  # the in-place variant wraps the kernel
 
 
-def test_a_writeable_weight_is_read_transposed_without_a_kept_copy() -> None:
-    """A variable (writeable) weight may change between runs: its transpose is not kept, and a
+def test_a_writeable_weight_keeps_the_usual_orientation() -> None:
+    """A variable (writeable) weight may change between runs, and its products in a training step
+    share their layout with the backward pass: no kept transpose, a C-ordered result, and a
     changed weight gives the changed product."""
     from amanda.exec.kernels.relaid import RELAID
 
     a = RNG.standard_normal((4, 8)).astype(np.float32)
     w = RNG.standard_normal((8, 16)).astype(np.float32)
-    np.testing.assert_allclose(matmul_kernel({}, a, w)[0], a @ w, rtol=1e-5, atol=1e-5)
-    assert (id(w), "T") not in RELAID
+    (y,) = matmul_kernel({}, a, w)
+    np.testing.assert_allclose(y, a @ w, rtol=1e-5, atol=1e-5)
+    assert y.flags.c_contiguous and (id(w), "T") not in RELAID
     w *= 2
     np.testing.assert_allclose(matmul_kernel({}, a, w)[0], a @ w, rtol=1e-5, atol=1e-5)
