@@ -146,3 +146,21 @@ def test_a_writeable_weight_keeps_the_usual_orientation() -> None:
     assert y.flags.c_contiguous and (id(w), "T") not in RELAID
     w *= 2
     np.testing.assert_allclose(matmul_kernel({}, a, w)[0], a @ w, rtol=1e-5, atol=1e-5)
+
+
+def test_one_weight_shared_by_branches_on_two_threads() -> None:
+    """Two MatMuls reading one constant weight run side by side on the threaded scheduler, run
+    after run (the weight's kept transpose is made while both may meet it), equal to numpy."""
+    w = RNG.standard_normal((32, 96)).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["p"]), helper.make_node("MatMul", ["z", "w"], ["q"]),
+             helper.make_node("Add", ["p", "q"], ["y"])]
+    graph = helper.make_graph(nodes, "shared", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (8, 32)),
+                                                helper.make_tensor_value_info("z", TensorProto.FLOAT, (8, 32))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(w, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    with amanda.Session(from_onnx(model), threads=2, offload_elements=0) as session:
+        for _ in range(4):
+            x, z = (RNG.standard_normal((8, 32)).astype(np.float32) for _ in range(2))
+            (y,) = session.run(["y"], {"x": x, "z": z})
+            np.testing.assert_allclose(y, x @ w + z @ w, rtol=1e-4, atol=1e-4)

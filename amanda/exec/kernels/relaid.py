@@ -71,5 +71,5 @@ def relaid_if_seen(w: np.ndarray, layout: Any, make: Callable[[np.ndarray], np.n
     if seen is None or seen() is not w:
         _SEEN[key] = weakref.ref(w, partial(_forget, key))
         return None
-    del _SEEN[key]
+    _SEEN.pop(key, None)  # not del: another thread may have met it at the same time
     return relaid(w, layout, make)
