@@ -101,7 +101,8 @@ def depthwise(
 ) -> np.ndarray:
     """One input channel per group (depthwise, with a channel multiplier ``M / C``).
 
-    The input is copied channels-last, where one output row's positions and channels
+    The input is read channels-last (as it is when stored so and unpadded, else as a padded
+    copy), where one output row's positions and channels
     are a single contiguous run for every kernel offset: a strided view
     ``(N, *out[:-1], *K, W * M)`` of it times the weights tiled ``W`` times along that
     run is one einsum whose inner loop runs ``W * M`` long (about 5x faster than

@@ -211,9 +211,9 @@ def global_average_pool(attrs: Mapping[str, Any], x: np.ndarray) -> tuple:
     row of ``1 / length`` (BLAS's matrix-vector kernel): 3-10x faster than numpy's mean over
     axes, which on a channels-last input walks them one value at a time (EfficientNet's
     (2, 32, 56, 56): 112 -> 10 µs)."""
-    n, c = x.shape[:2]
     length = math.prod(x.shape[2:])
     if x.dtype in (np.float32, np.float64) and x.ndim > 2 and length > 0 and x.size > 0:
+        n, c = x.shape[:2]
         weights = np.full(length, 1.0 / length, x.dtype)
         rows = channels_last(x)
         if rows is not None:
