@@ -342,6 +342,8 @@ def load_mapping(source: str | bytes | os.PathLike[str]) -> MappingTable:
     try:
         data, lines = parse_yaml(text)
     except SchemaError as exc:
-        raise MappingError(str(exc), path=exc.path, expected=exc.expected, found=exc.found) from None
+        error = MappingError(str(exc), path=exc.path, expected=exc.expected, found=exc.found)
+        error.line = getattr(exc, "line", None)  # type: ignore[attr-defined]
+        raise error from None
     return table_from_data(data, lines)
 
