@@ -34,6 +34,7 @@ from amanda.containers import CONTROL, SELF, Container, Edge, Endpoint, Port, bi
 from amanda.containers.phases import phases
 from amanda.containers.refs import resolve_references
 from amanda.containers.update import target_paths
+from amanda.containers.validate import resolve_path
 from amanda.errors import ArgumentError, PathError, SchemaError, format_path
 from amanda.types import infer_types, to_attrs
 
@@ -114,12 +115,12 @@ def _wrt_endpoints(model: Container, wrt: Any) -> list[tuple[str, Endpoint]]:
     for item in items:
         if hasattr(item, "paths"):
             found += [(f"grad/{'/'.join(p)}", Endpoint(p, model.descendant(p).outputs[0].name)) for p in item.paths]
-        elif isinstance(item, Endpoint) or (isinstance(item, str) and ":" in item):
+        elif isinstance(item, str) and item in model.input_names:  # wins over 'op:port' ("input:0")
+            found.append((f"grad/{item}", Endpoint(SELF, item)))
+        elif isinstance(item, Endpoint) or (isinstance(item, str) and ":" in item and not _names_op(model, item)):
             end = item if isinstance(item, Endpoint) else Endpoint(*_split(model, item))
             label = end.port if end.op is SELF else f"{'/'.join(end.op)}.{end.port}"
             found.append((f"grad/{label}", end))
-        elif isinstance(item, str) and item in model.input_names:
-            found.append((f"grad/{item}", Endpoint(SELF, item)))
         elif isinstance(item, (str, tuple)):
             for p in target_paths(model, item):
                 node = model.descendant(p)
@@ -129,6 +130,12 @@ def _wrt_endpoints(model: Container, wrt: Any) -> list[tuple[str, Endpoint]]:
         else:
             raise ArgumentError.at("wrt", "paths, endpoints or a Selection", repr(item))
     return found
+
+
+def _names_op(model: Container, text: str) -> bool:
+    """Whether ``text`` is the path of an op whose name holds ``:`` (``onnx::MatMul_1``)."""
+    path = resolve_path(model, text)
+    return path is not None and path is not SELF
 
 
 def _split(model: Container, text: str) -> tuple:

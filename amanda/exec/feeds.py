@@ -93,9 +93,9 @@ def declared_type(port: Port, where: str) -> PortType | None:
 
 def _port(model: Container, name: Any) -> tuple[Port | None, str]:
     """The port a feed name refers to, and how messages call it."""
-    from amanda.exec.resolve import _endpoint
+    from amanda.exec.resolve import _endpoint, is_top_name
 
-    if isinstance(name, str) and ":" not in name:
+    if is_top_name(model, name):
         path, node, port_name = SELF, model, name
     else:
         path, node, port_name = _endpoint(model, name)

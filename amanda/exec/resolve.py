@@ -41,7 +41,8 @@ from amanda.errors import ExecutionError, format_path
 if TYPE_CHECKING:
     from amanda.containers import Container
 
-__all__ = ["FeedSpec", "FetchSpec", "Into", "control_sources", "data_source", "live", "resolve_feed", "resolve_fetch"]
+__all__ = ["FeedSpec", "FetchSpec", "Into", "control_sources", "data_source", "is_top_name", "live", "resolve_feed",
+           "resolve_fetch"]
 
 
 class FetchSpec(NamedTuple):
@@ -208,13 +209,30 @@ def _named_control_sources(model: Container, path: Path, port: str) -> tuple[Pat
     return tuple(paths)
 
 
+def is_top_name(model: Container, item: Any) -> bool:
+    """Whether a fetch or feed ``item`` is read as a name rather than as an ``"op:port"``
+    endpoint: a string without ``:``, or the whole name of a top input, output or control port
+    (``"input:0"``, ``"grad/onnx::MatMul_1"``), which wins over the endpoint it also spells.
+
+    >>> from amanda.containers import Container
+    >>> g = Container("G", "g", inputs=["input:0"], outputs=["y"])
+    >>> is_top_name(g, "input:0"), is_top_name(g, "y"), is_top_name(g, "r:Y")
+    (True, True, False)
+    """
+    if not isinstance(item, str):
+        return False
+    return ":" not in item or item in model.input_names or item in model.output_names or item in model.control_names
+
+
 def resolve_fetch(model: Container, flat: FlatGraph, item: Any, phase: Any) -> FetchSpec:
     """``FetchSpec("value", key)`` or ``FetchSpec("effect", leaf paths)`` for one fetch."""
-    if isinstance(item, str) and ":" not in item:
+    if is_top_name(model, item):
         if item in model.output_names:
             return FetchSpec("value", _top_output(model, flat, item, phase))
         if item in model.control_names:
             return FetchSpec("effect", _named_control_sources(model, (), item))
+        if item in model.input_names:
+            return FetchSpec("value", Endpoint(SELF, item))
         path = resolve_path(model, item)
         if path is None or path is SELF:
             raise ExecutionError.at(
@@ -262,9 +280,11 @@ def _top_output(model: Container, flat: FlatGraph, name: str, phase: Any) -> End
 
 def resolve_feed(model: Container, flat: FlatGraph, item: Any, phase: Any) -> FeedSpec:
     """``FeedSpec("value", key)`` for a fed value, or ``FeedSpec("into", Into keys)`` for fed op inputs."""
-    if isinstance(item, str) and ":" not in item:
+    if is_top_name(model, item):
         if item in model.input_names:
             return FeedSpec("value", Endpoint(SELF, item))
+        if item in model.output_names:
+            return FeedSpec("value", _top_output(model, flat, item, phase))
         raise ExecutionError.at(
             model.name, f"a top input ({', '.join(model.input_names) or 'none'}) or an endpoint 'op:port'",
             repr(item))

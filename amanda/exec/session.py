@@ -35,7 +35,7 @@ from amanda.exec.dispatch import OpContext
 from amanda.exec.feeds import check_feeds
 from amanda.exec.plan import Plan, bind_phase, compile_plan
 from amanda.exec.plan_cache import optimized_for, signature
-from amanda.exec.resolve import normalize
+from amanda.exec.resolve import is_top_name, normalize
 from amanda.exec.runner import DEFAULT_OFFLOAD_ELEMENTS, SEQUENTIAL, Runner, timed_out
 from amanda.exec.tensorflow import executable_form, needs_conversion
 from amanda.exec.value_cache import DEFAULT_BUDGET, ValueCache
@@ -264,7 +264,7 @@ class Session:
 
     def _translated(self, name: Any) -> Any:
         """A fetch or feed name of the user's model, in the executable model's terms."""
-        if isinstance(name, Endpoint) or (isinstance(name, str) and ":" in name):
+        if isinstance(name, Endpoint) or (isinstance(name, str) and not is_top_name(self.model, name)):
             return self._names.resolve(name)  # type: ignore[union-attr]
         return name
 
