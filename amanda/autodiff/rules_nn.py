@@ -150,7 +150,8 @@ def batchnorm_vjp(n: Node) -> list:
         gx = _through_norm(ops.Mul(g, gamma), x_hat, inv, axes)
     else:
         mean, var = n.given(3, 4)
-        inv = ops.Reshape(ops.Reciprocal(ops.Sqrt(ops.Add(var, const(eps, var)))), per_channel)
+        typed = var if var.type is not None else x  # a running variance read from a Variable is untyped
+        inv = ops.Reshape(ops.Reciprocal(ops.Sqrt(ops.Add(var, const(eps, typed)))), per_channel)
         x_hat = ops.Mul(ops.Sub(x, ops.Reshape(mean, per_channel)), inv)
         gx = ops.Mul(g, ops.Mul(gamma, inv))
     sum_axes = _i64(axes)

@@ -31,7 +31,7 @@ from amanda.build import ops
 from amanda.build.model import calls_in_order
 from amanda.build.values import Value
 from amanda.containers import CONTROL, SELF, Container, Edge, Endpoint, Port, bind, flatten
-from amanda.containers.phases import phases
+from amanda.containers.phases import check_phase, computations
 from amanda.containers.refs import resolve_references
 from amanda.containers.update import target_paths
 from amanda.containers.validate import resolve_path
@@ -245,7 +245,8 @@ def grad(model: Container, loss: str, wrt: Any, *, phase: Any = "auto", name: st
     if loss not in model.output_names:
         raise PathError.at(f"{model.name}:{loss}", f"an output among {list(model.output_names)}", repr(loss))
     if phase == "auto":
-        phase = "train" if "train" in phases(model) else None
+        phase = "train" if "train" in computations(model) else None
+    check_phase(model, phase, ArgumentError)
     p = _Pass(model, phase)
     targets = [(label, _leaf_endpoint(p.flat, model, end)) for label, end in _wrt_endpoints(model, wrt)]
     loss_end = p.flat.outputs[loss]

@@ -21,9 +21,11 @@ from typing import Any
 
 from amanda.containers.checks import expect_container, expect_str
 from amanda.containers.container import Container
+from amanda.containers.edge import CONTROL, SELF
 from amanda.containers.frames import live_tombstones
+from amanda.errors import AmandaError, ArgumentError, suggest
 
-__all__ = ["bind", "phases"]
+__all__ = ["bind", "check_phase", "computations", "phases"]
 
 
 def phases(model: Container) -> frozenset:
@@ -36,6 +38,78 @@ def phases(model: Container) -> frozenset:
         found.update(e.phase for e in node.edges if e.phase is not None)
         stack.extend(node.children)
     return frozenset(found)
+
+
+def computations(model: Container) -> frozenset:
+    """Every name ``model`` knows as a phase or a computation (cached per model): the phases
+    its edges are tagged with, and each named control port, at any level, that some op is
+    linked to (directly, or through the named control ports of the containers inside). A port
+    nothing is linked to any more (the ``train`` port of a frozen model) names no computation.
+
+    >>> from amanda.containers.container import Container, op
+    >>> g = Container("G", "g", children=[op("Update", "u")], edges=[("u:-1", "g:train")],
+    ...               controls=["train", "unused"])
+    >>> sorted(computations(g))
+    ['train']
+    """
+    expect_container(model, "model")
+    return model._cached("containers.phases.computations", _computations)  # type: ignore[no-any-return]
+
+
+def _computations(model: Container) -> frozenset:
+    order: list[Container] = []
+    stack = [model]
+    while stack:  # pre-order without recursion; reversed, every node comes after its descendants
+        node = stack.pop()
+        order.append(node)
+        stack.extend(node.children)
+    found: set = set()
+    linked: dict[int, set] = {}  # id(container) -> its named control ports some op is linked to
+    for node in reversed(order):
+        if id(node) in linked:
+            continue
+        found.update(e.phase for e in node.edges if e.phase is not None)
+        ports = set()
+        for edge in node.edges if node.controls else ():
+            src, dst = edge.src, edge.dst
+            if dst.op is SELF and dst.port in node.control_names and src.op is not SELF:
+                source = node.descendant(src.op)
+                if src.port == CONTROL or src.port in linked.get(id(source), ()):
+                    ports.add(dst.port)
+        linked[id(node)] = ports
+        found.update(ports)
+    return frozenset(found)
+
+
+def check_phase(model: Container, phase: Any, error: type[AmandaError] = ArgumentError,
+                argument: str = "phase") -> None:
+    """Raise ``error`` unless ``phase`` is None or a phase or computation ``model`` knows
+    (:func:`computations`); the message lists them, with a did-you-mean, and says when the
+    model has no ``train`` phase (a frozen model keeps only the phase it was bound to).
+
+    >>> from amanda.containers.container import Container, op
+    >>> g = Container("G", "g", children=[op("Update", "u")], edges=[("u:-1", "g:train")], controls=["train"])
+    >>> check_phase(g, "trian")
+    Traceback (most recent call last):
+    ...
+    amanda.errors.ArgumentError: at phase: expected a phase or computation of `g` ('train'), found 'trian' (did you mean 'train'?)
+    """
+    if phase is None:
+        return
+    known = computations(model)
+    if isinstance(phase, str) and phase in known:
+        return
+    name = model.name or "<root>"
+    if known:
+        expected = f"a phase or computation of `{name}` ({', '.join(map(repr, sorted(known)))})"
+        hint = suggest(phase, sorted(known)) if isinstance(phase, str) else ""
+    else:
+        expected = f"no phase: `{name}` has no phases or computations (no phase-tagged edge, no named control port)"
+        hint = "leave phase out (None)"
+    if phase == "train":  # the usual cause: a frozen model, or one without updates, run as if training
+        hint = (f"`{name}` has no train phase; a frozen model (layers.freeze, optim.freeze) keeps only the phase "
+                f"it was bound to" + ("" if known else "; leave phase out (None)"))
+    raise error.at(argument, expected, repr(phase), hint)
 
 
 def bind(model: Container, phase: Any) -> Container:

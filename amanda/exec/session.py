@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from amanda.containers import CONTROL, SELF, Container, Endpoint
+from amanda.containers.phases import check_phase
 from amanda.containers.records import Path
 from amanda.deprecation import moved_to_keywords
 from amanda.errors import ExecutionError, format_path
@@ -229,6 +230,7 @@ class Session:
         items = _fetch_list(fetches)
         given = _feed_map(feeds)
         _check_phase(phase)
+        check_phase(self.model, phase, ExecutionError)
         values = dict(zip(_names(given, "feed"), map(_as_value, given.values())))
         if self._names is not None:
             items = tuple(self._translated(item) for item in items)
@@ -271,6 +273,7 @@ class Session:
     def plan(self, fetches: Sequence[Any], feeds: Mapping[Any, Any] | Sequence[Any] = (), phase: Any = None) -> Plan:
         """The compiled plan for these fetches, fed names and phase (cached)."""
         _check_phase(phase)
+        check_phase(self.model, phase, ExecutionError)
         return self._plan(_fetch_list(fetches), frozenset(_names(feeds, "feed")), phase, feeds)[0]
 
     def _plan(self, items: tuple, names: frozenset, phase: Any, feeds: Any) -> tuple[Plan, bool]:

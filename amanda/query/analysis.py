@@ -6,12 +6,12 @@ queried root, or for a node inside a graph-valued attribute, that held graph.
 >>> from amanda.containers import Container, op
 >>> a = op("Const", "a", outputs=["y"])
 >>> b = op("Relu", "b", inputs=["x"], outputs=["y"])
->>> g = Container("G", "g", outputs=["out"], children=[a, b, op("Print", "p")],
-...               edges=[("a:y", "b:x"), ("b:y", "g:out")])
+>>> g = Container("G", "g", outputs=["out"], children=[a, b, op("Print", "p"), op("Log", "q")],
+...               edges=[("a:y", "b:x"), ("b:y", "g:out"), ("p:-1", "g:debug")], controls=["debug"])
 >>> from amanda.query.indexes import table
 >>> t = table(g)
->>> sorted(t.paths[p] for p in computation(t, "inference"))
-[(), ('a',), ('b',)]
+>>> sorted(t.paths[p] for p in computation(t, "debug"))
+[(), ('a',), ('b',), ('p',)]
 >>> neighbour_types(t, 2, "producers")
 ['Const']
 """
@@ -24,7 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from amanda.containers.edge import CONTROL, SELF
 from amanda.containers.flatten import flatten
+from amanda.containers.phases import check_phase
 from amanda.containers.records import Path
+from amanda.errors import QueryError
 
 if TYPE_CHECKING:
     from amanda.containers.container import Container
@@ -42,6 +44,7 @@ def computation(t: NodeTable, name: str) -> frozenset:
     edges, ignoring edges whose ``phase`` is another computation), if it contains such
     an op, or if it lies in a graph held by such an op.
     """
+    check_phase(t.root, name, QueryError, "in_computation")
     flat = flatten(t.root)
     outputs = set(t.root.output_names)
     preds: dict[tuple, list[tuple]] = {}

@@ -117,6 +117,8 @@ class Selector:
 
     def run(self, t: NodeTable, contexts: Sequence[int]) -> Hits:
         """Apply every step, starting from ``contexts`` (sorted positions)."""
+        for predicate in self.predicates.values():
+            predicate.check_names(t)
         hits = Hits(list(contexts))
         for k, step in enumerate(self.steps):
             current = hits.positions

@@ -25,6 +25,8 @@ from jmespath import exceptions as jmes_errors
 from jmespath.lexer import Lexer
 from jmespath.visitor import Options, TreeInterpreter
 
+from amanda.containers.phases import check_phase
+from amanda.errors import QueryError
 from amanda.query.filters import FIELDS, ORDER, Compiler, Env, field_chain, truth
 from amanda.query.functions import FUNCTION_NAMES, QueryFunctions, arity
 from amanda.query.parse import Step, compile_filter, query_error
@@ -121,6 +123,20 @@ def _check_functions(selector: str, step: Step, node: dict) -> None:
             _check_functions(selector, step, child)
 
 
+def _named_computations(node: dict) -> tuple[str, ...]:
+    """The literal names given to ``in_computation`` anywhere in a parsed filter."""
+    found: list[str] = []
+    stack = [node]
+    while stack:
+        here = stack.pop()
+        args = here.get("children", ())
+        if here["type"] == "function_expression" and here["value"] == "in_computation" and len(args) == 1 \
+                and args[0]["type"] == "literal" and isinstance(args[0]["value"], str):
+            found.append(args[0]["value"])
+        stack.extend(c for c in args if isinstance(c, dict))
+    return tuple(dict.fromkeys(found))
+
+
 def _token_position(text: str, what: str, name: str = "") -> int:
     """Column (within the filter) of a function's name or of the first ordering operator."""
     try:
@@ -152,6 +168,7 @@ class Predicate:
         self.engine = engine
         self.parsed = compile_filter(selector, step)
         _check_functions(selector, step, self.parsed)
+        self.computations = _named_computations(self.parsed)
         conjuncts = _conjuncts(self.parsed)
         found: list[tuple[tuple, bool]] = []
         for conjunct in conjuncts:
@@ -168,6 +185,16 @@ class Predicate:
         self.specs = compiler.specs
         self.fallbacks = compiler.fallbacks  # nodes left to the jmespath library
         self.calls = tuple(compiler.calls)
+
+    def check_names(self, t: NodeTable) -> None:
+        """Refuse an ``in_computation('c')`` whose ``c`` the queried model does not know, with
+        a caret under the call (:func:`amanda.containers.phases.check_phase`)."""
+        for name in self.computations:
+            try:
+                check_phase(t.root, name, QueryError, "in_computation")
+            except QueryError as exc:
+                where = self.step.offset + _token_position(self.step.arg, "function", "in_computation")
+                raise query_error(self.selector, where, str(exc), expected=exc.expected, found=exc.found) from None
 
     def run(self, t: NodeTable, candidates: Iterable[int], expected: int) -> list[int]:
         """The candidates (positions, in order) on which the filter is true."""

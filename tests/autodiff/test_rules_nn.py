@@ -183,3 +183,21 @@ def test_dropout_without_a_mask_port_reads_the_mask_from_the_output():
         gx, ys = s.run(["grad/x", ("net", "y")], {"x": xs}, phase="train")
     np.testing.assert_allclose(gx, np.where(ys != 0, 2.0, 0.0))
     assert 0 < np.count_nonzero(ys) < ys.size
+
+
+def test_batchnorm_gradient_in_the_inference_phase_reads_its_running_statistics() -> None:
+    """grad of a BatchNorm model in the inference phase (running statistics read from
+    Variables, whose reads are untyped) gives numpy's gradient of the affine map it is."""
+    from amanda import layers
+
+    x = Input("x", "float32", ("batch", 4))
+    net = layers.seeded(amanda.model([x], {"loss": ops.ReduceSum(layers.Dense(4, 2)(layers.BatchNorm(4)(x)),
+                                                                  keepdims=0)}, name="net"), 0)
+    g = amanda.grad(net, "loss", ["x"], phase="inference")
+    xs = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
+    with amanda.Session(g) as s:
+        (gx,) = s.run(["grad/x"], {"x": xs}, phase="inference")
+    kernel = np.asarray(net.descendant(("dense", "kernel")).attrs["value"], np.float64)
+    # running mean 0 and variance 1, scale 1: d/dx sum((x / sqrt(1 + eps)) @ W + b) = W.sum(1) / sqrt(1 + eps)
+    expected = np.broadcast_to(kernel.sum(axis=1) / np.sqrt(1 + 1e-5), (3, 4))
+    np.testing.assert_allclose(gx, expected, rtol=1e-5)

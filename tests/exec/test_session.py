@@ -168,7 +168,9 @@ def test_plans_are_cached_per_fetches_feeds_and_phase() -> None:
     p1 = s.plan(["y"], ["x"])
     assert s.plan(("y",), ("x",)) is p1
     assert s.plan(["z"], ["x"]) is not p1
-    assert s.plan(["y"], ["x"], phase="train") is not p1
+    phased = Session(phase_model())  # a phase must be one the model has
+    train = phased.plan(["y"], ["x"], phase="train")
+    assert phased.plan(("y",), ("x",), phase="train") is train and phased.plan(["y"], ["x"], phase="eval") is not train
     typed = s.plan(["y"], {"x": X})  # values: the plan is specialised to their types
     assert typed is not p1 and s.plan(("y",), {"x": X.copy()}) is typed
     s.run(["y"], {"x": X})

@@ -16,6 +16,7 @@ import numpy as np
 
 import amanda
 from amanda import Container, Endpoint
+from amanda.containers.phases import computations
 from tests.fuzz import seeds
 from tests.fuzz.harness import (
     InvalidResult,
@@ -247,7 +248,7 @@ def generate_session(src: Source) -> tuple[str, dict, Any, Any, Any]:
         fetches = src.choice([*model.output_names, "nosuch", 3, None, ()])
     elif src.boolean(0.7):
         fetches.insert(0, model.output_names[0])
-    return name, feeds, fetches, src.choice([None, 1, 2]), src.choice([None, None, "train", 3])
+    return name, feeds, fetches, src.choice([None, 1, 2]), src.choice([None, None, "train", "trian", 3])
 
 
 def run_session(case: tuple[str, dict, Any, Any, Any]) -> None:
@@ -258,6 +259,8 @@ def run_session(case: tuple[str, dict, Any, Any, Any]) -> None:
     copies = {k: v.copy() for k, v in feeds.items() if isinstance(v, np.ndarray)}
     with amanda.Session(model, threads=threads) as session:
         result = session.run(fetches, feeds, phase=phase)
+    if phase is not None and phase not in computations(model):
+        raise InvalidResult(f"run accepted phase {phase!r}, which the model does not have")
     for key, old in copies.items():
         new = feeds[key]
         if new.dtype != old.dtype or new.shape != old.shape or not np.array_equal(

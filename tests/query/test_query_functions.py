@@ -15,12 +15,13 @@ def names(container, selector):
 
 
 def test_outputs_and_their_ancestors_are_in_every_computation():
-    """Producers of the root's outputs and everything upstream run in any computation;
-    containers holding such ops are in it too."""
+    """Producers of the root's outputs and everything upstream run in every computation;
+    containers holding such ops are in it too; an op linked to no computation is in none."""
     model = four_queries_model()
-    found = names(model, "$..[?in_computation('anything')]")
-    assert "softmax" in found and "dense/MatMul" in found and "rnn1/x_proj" in found and "rnn1" in found
-    assert "print_logits" not in found and "update" not in found and "rnn1/probe" not in found
+    for name in ("train", "inference"):
+        found = names(model, f"$..[?in_computation('{name}')]")
+        assert "softmax" in found and "dense/MatMul" in found and "rnn1/x_proj" in found and "rnn1" in found
+        assert "rnn1/probe" not in found
 
 
 def test_named_control_ports_pull_their_sources_in():
@@ -59,6 +60,8 @@ def test_control_sources_may_be_containers_or_other_control_ports():
 def test_held_graphs_follow_their_op():
     """Nodes inside a graph held by an op in the computation are in it too."""
     g = bodies_model()
+    g = g.evolve(controls=["inference"], children=[*g.children, op("Print", "show")],
+                  edges=[*g.edges, ("show:-1", (SELF, "inference"))])
     found = names(g, "$..[?in_computation('inference')]")
     assert "block/if_1/then_branch/inner" in found and "block/loop/bodies[1]" in found
 
@@ -86,7 +89,14 @@ def test_producer_types_inside_held_graphs():
 @given(query_models())
 def test_computation_matches_a_reverse_search(model):
     """The ops of a computation are the ancestors of the root's outputs in the effective
-    view, found here by a plain reverse search (these models have no control ports)."""
+    view, found here by a plain reverse search (these models have no control ports), plus the
+    op linked to the computation's control port (a model has to name a computation to be asked
+    about it)."""
+    model = Container("Wrap", "wrap", inputs=model.input_names, outputs=model.output_names, controls=["any"],
+                      children=[model, op("Print", "linked")],
+                      edges=[*((f"wrap:{x}", f"{model.name}:{x}") for x in model.input_names),
+                             *((f"{model.name}:{y}", f"wrap:{y}") for y in model.output_names),
+                             ("linked:-1", (SELF, "any"))])
     flat = flatten(model)
     wanted = {e.src.op for e in flat.edges if e.dst.op is SELF and e.src.op is not SELF}
     frontier = list(wanted)
@@ -97,7 +107,7 @@ def test_computation_matches_a_reverse_search(model):
                 wanted.add(e.src.op)
                 frontier.append(e.src.op)
     found = {p for p in select(model, "$..[?is_op && in_computation('any')]").paths if p in flat.ops}
-    assert found == wanted
+    assert found == wanted | {("linked",)}
 
 
 def test_analysis_functions_directly():
