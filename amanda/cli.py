@@ -1,8 +1,8 @@
-"""The ``amanda`` command: look at, check, query and convert model files.
+"""The amanda command: look at, check, query and convert model files.
 
     amanda info model.onnx
     amanda validate model.yaml
-    amanda select model.onnx '$..[?type==`MatMul`]'
+    amanda select model.onnx "$..[?type=='MatMul']"
     amanda convert graph.yaml graph.onnx --namespace amanda/onnx/17 --outputs dense/Relu:activations
     amanda render model.onnx model.svg --depth 2
     amanda summary model.onnx
@@ -10,10 +10,11 @@
     amanda diff before.yaml after.yaml
     amanda optimize model.onnx -o fast.onnx [--passes fold_constants eliminate_dead_code]
 
-Files are read and written by suffix (``.yaml``/``.yml``, ``.json``, ``.onnx``). ``validate``
-exits with 1 when it finds problems, ``diff`` when the models differ. Any error (a file that cannot be read or written, a
-malformed document, a bad selector, a model ONNX would reject) and bad usage print one line
-``amanda: error: ...`` on stderr and exit with 2.
+Files are read and written by suffix (.yaml or .yml, .json, .onnx). validate exits with 1 when
+it finds problems, diff when the models differ. Any error (a file that cannot be read or
+written, a malformed document, a bad selector, a model ONNX would reject) and bad usage print
+one line "amanda: error: ..." on stderr and exit with 2. "python -m amanda" runs the same
+command. This text is the command's --help, so it stays plain text, without markup.
 """
 
 from __future__ import annotations
@@ -172,23 +173,39 @@ def _outputs(given: Sequence[str]) -> dict[str, str]:
     return found
 
 
+class _Commands:
+    """Subcommands whose --help starts with the line the command list shows for them."""
+
+    def __init__(self, actions: Any) -> None:
+        self.actions = actions
+
+    def add_parser(self, name: str, *, help: str) -> argparse.ArgumentParser:
+        command = self.actions.add_parser(name, help=help, description=help[:1].upper() + help[1:] + ".")
+        return cast(argparse.ArgumentParser, command)
+
+
+_MODEL = "a model file: .yaml or .yml, .json or .onnx (read by its suffix)"
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="amanda", description=__doc__.split("\n\n")[0])
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(prog="amanda", description=__doc__.split("\n\n", 1)[0],
+                                     epilog=__doc__.split("\n\n", 1)[1].rsplit(" This text", 1)[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = _Commands(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"))
     info = commands.add_parser("info", help="summarise a model file")
-    info.add_argument("path")
+    info.add_argument("path", help=_MODEL)
     info.add_argument("--top", type=int, default=10, help="how many op types to list")
     info.set_defaults(run=_info)
     validate = commands.add_parser("validate", help="check every op against its namespace")
-    validate.add_argument("path")
+    validate.add_argument("path", help=_MODEL)
     validate.set_defaults(run=_validate)
     select = commands.add_parser("select", help="print the paths a selector selects")
-    select.add_argument("path")
-    select.add_argument("selector")
+    select.add_argument("path", help=_MODEL)
+    select.add_argument("selector", help="a selector such as \"$..[?type=='MatMul']\" (docs/query.md)")
     select.set_defaults(run=_select)
     convert = commands.add_parser("convert", help="rewrite a model in another format or namespace")
-    convert.add_argument("source")
-    convert.add_argument("target")
+    convert.add_argument("source", help=_MODEL)
+    convert.add_argument("target", help="the file to write; its suffix picks the format")
     convert.add_argument("--namespace", help="convert the ops to this namespace first")
     convert.add_argument(
         "--outputs",
@@ -199,28 +216,28 @@ def _parser() -> argparse.ArgumentParser:
     )
     convert.set_defaults(run=_convert)
     render = commands.add_parser("render", help="draw a model to SVG, PNG or PDF (needs Graphviz's dot)")
-    render.add_argument("path")
+    render.add_argument("path", help=_MODEL)
     render.add_argument("target", help="the picture to write; its suffix picks the format")
     render.add_argument("--depth", type=int, default=None, help="show containers as boxes below this depth")
     render.add_argument("--highlight", metavar="SELECTOR", help="colour what this selector selects")
     render.set_defaults(run=_render)
     summary = commands.add_parser("summary", help="layers with output types and parameter counts")
-    summary.add_argument("path")
+    summary.add_argument("path", help=_MODEL)
     summary.add_argument("--depth", type=int, default=1, help="how many levels below the top to list")
     summary.set_defaults(run=_summary)
     run = commands.add_parser("run", help="run a model on .npy inputs and time it")
-    run.add_argument("path")
+    run.add_argument("path", help=_MODEL)
     run.add_argument("--input", nargs="+", metavar="NAME=FILE.npy", help="one feed per model input")
     run.add_argument("--fetch", nargs="+", metavar="NAME", help="what to compute (default: the outputs)")
     run.add_argument("--output", metavar="FILE.npz", help="save the fetched arrays here")
     run.add_argument("--repeat", type=int, default=1, help="run this many times and report the median")
     run.set_defaults(run=_run)
     diff = commands.add_parser("diff", help="structural differences by path; exit 1 if any")
-    diff.add_argument("before")
-    diff.add_argument("after")
+    diff.add_argument("before", help=_MODEL)
+    diff.add_argument("after", help="the model to compare it with")
     diff.set_defaults(run=_diff)
     optimize = commands.add_parser("optimize", help="fold constants, remove dead code, fuse ops; outputs unchanged")
-    optimize.add_argument("path")
+    optimize.add_argument("path", help=_MODEL)
     optimize.add_argument("-o", "--output", required=True, metavar="FILE", help="where to write the optimised model")
     optimize.add_argument("--passes", nargs="+", metavar="PASS", help="passes to run, in order (default: all but "
                           "fuse_matmul_add; see docs/optimize.md)")
