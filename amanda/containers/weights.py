@@ -40,6 +40,7 @@ import numpy as np
 from amanda.containers.checks import expect_container, expect_type, shown
 from amanda.containers.container import Container
 from amanda.containers.traverse import walk
+from amanda.containers.uids import refuse_uid_clashes
 from amanda.containers.update import replace
 from amanda.errors import ArgumentError, FormatError, format_path
 
@@ -80,9 +81,12 @@ def save_weights(container: Container, path: str | Path) -> list[str]:
     """Write every array attribute to one ``.npz`` keyed by uid and attribute; the keys written.
 
     A container reused in several places (same uid) is written once; the file also records
-    every path each array was found at, for :func:`load_weights` ``by="path"``.
+    every path each array was found at, for :func:`load_weights` ``by="path"``. A model in which
+    two nodes of other content share a uid (:mod:`amanda.containers.uids`) is refused with an
+    ``InvariantError`` naming both paths, as one of their arrays would be lost.
     """
     expect_container(container, "container")
+    refuse_uid_clashes(container, "save_weights")  # one array per uid: a clash would lose one
     target = _file(path)
     found = _arrays(container)
     arrays: dict[str, Any] = {key: value for key, (_, value) in found.items()}

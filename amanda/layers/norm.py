@@ -42,7 +42,7 @@ _core = Ops(CORE)
 
 
 def BatchNorm(channels: int, *, momentum: float = 0.9, epsilon: float = 1e-5,  # noqa: N802
-              name: str = "batchnorm", seed: int = 0) -> Container:
+              name: str = "batchnorm", seed: int | None = None) -> Container:
     """Batch normalisation over axis 1 (``[batch, channels, ...]``), with a learnt ``scale``
     (ones) and ``bias`` (zeros); running mean and variance start at zeros and ones."""
     c = positive("BatchNorm", "channels", channels)
@@ -66,7 +66,7 @@ def BatchNorm(channels: int, *, momentum: float = 0.9, epsilon: float = 1e-5,  #
     return assemble_phased("BatchNorm", name, x, {"train": train, "inference": infer}, updates, attrs, seed)
 
 
-def LayerNorm(features: int, *, epsilon: float = 1e-5, name: str = "layernorm", seed: int = 0) -> Container:  # noqa: N802
+def LayerNorm(features: int, *, epsilon: float = 1e-5, name: str = "layernorm", seed: int | None = None) -> Container:  # noqa: N802
     """Normalisation over the last axis (of size ``features``) with a learnt ``scale`` and ``bias``."""
     f = positive("LayerNorm", "features", features)
     if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not epsilon > 0:

@@ -26,6 +26,7 @@ from amanda.autodiff import grad
 from amanda.build import Input
 from amanda.build.values import Call, Value
 from amanda.containers import CONTROL, SELF, Container, Edge, Endpoint, Port
+from amanda.containers.uids import refuse_uid_clashes
 from amanda.containers.update import target_paths
 from amanda.errors import ArgumentError, PathError
 from amanda.optim.optimizers import Optimizer, Slot
@@ -75,11 +76,13 @@ def minimize(model: Container, loss: str, optimizer: Optimizer, weights: Any = N
              name: str | None = None) -> Container:
     """The training container of ``model``: one step is ``session.run([loss, "train"], feeds,
     phase="train")``. ``weights``: paths or a Selection (default: the layer library's weights).
-    :func:`amanda.optim.freeze` gives the trained inference model back."""
+    :func:`amanda.optim.freeze` gives the trained inference model back. A model in which two
+    nodes of other content share a uid is refused (``InvariantError`` naming both paths)."""
     if not isinstance(optimizer, Optimizer):
         raise ArgumentError.at("optimizer", "an optimiser such as amanda.optim.Adam(lr=1e-3)", type(optimizer).__name__)
     if not isinstance(model, Container):
         raise ArgumentError.at("model", "a Container", type(model).__name__)
+    refuse_uid_clashes(model, "minimize")  # weights train by uid: a clash would train two as one
     paths = default_weights(model) if weights is None else target_paths(model, weights)
     held = trainable(model, paths)
     if not paths:

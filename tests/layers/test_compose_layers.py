@@ -76,7 +76,7 @@ def test_compositions_expose_one_train_port_that_runs_every_update() -> None:
         assert net.control_names == ("train",)
         with amanda.Session(net, threads=1) as session:
             session.run(["train"], {feed: x}, phase="train")
-            moved = [session.state[uid] for uid in session.state if uid.endswith("moving_mean")]
+            moved = [session.state[bn.child("moving_mean").uid] for bn in (bn1, bn2)]
         assert len(moved) == 2 and all(np.abs(m).max() > 0 for m in moved)
 
 
