@@ -39,7 +39,7 @@ from amanda.errors import AmandaError, ArgumentError, PathError, SchemaError, fo
 from amanda.namespaces.mapping import convert
 from amanda.types import infer_types, to_attrs
 
-__all__ = ["grad"]
+__all__ = ["grad", "namespace_of"]
 
 
 class _Pass:
@@ -277,7 +277,7 @@ def _assemble(p: _Pass, loss: str, loss_end: Endpoint, outputs: list[tuple[str, 
                      attrs={"loss": loss})
 
 
-def _opset_of(model: Container) -> str:
+def namespace_of(model: Container) -> str:
     """The namespace the backward ops are built in: the model's own ONNX namespace (its
     ``namespace`` attribute, else the one its ONNX ops share), else the builder's default."""
     own = model.attrs.get("namespace")
@@ -296,7 +296,7 @@ def _backward_ops(p: _Pass, outputs: list[tuple[str, Value]]) -> tuple[list[Cont
     The rules build their ops in the builder's namespace (``amanda/onnx/17``); for a model of
     another opset the ops are moved there by the shipped opset tables (:func:`convert`), so the
     answer uses one opset and exports to ONNX."""
-    target = _opset_of(p.model)
+    target = namespace_of(p.model)
     calls = calls_in_order(outputs)
     placeholders: dict[str, None] = {}
     kids: list[Container] = []
