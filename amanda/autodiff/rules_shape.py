@@ -78,11 +78,12 @@ def scatter_back(g: Value, x: Value, positions: Value, n: Node | None = None, un
     ``unique`` are written as they are, and repeated ones are an error naming the op."""
     flat = np.array([-1], np.int64)
     zeros = ops.Reshape(zeros_like(x), flat)
-    old = n is not None and n.opset is not None and n.opset < SCATTER_ADD_SINCE
-    if old and not unique:
-        raise n.fail(f"opset {SCATTER_ADD_SINCE} or later (ScatterElements adding at repeated positions), or "
-                     "positions that cannot repeat", f"opset {n.opset}")
-    reduction = {} if old else {"reduction": "add"}
+    reduction = {"reduction": "add"}
+    if n is not None and n.opset is not None and n.opset < SCATTER_ADD_SINCE:
+        if not unique:
+            raise n.fail(f"opset {SCATTER_ADD_SINCE} or later (ScatterElements adding at repeated positions), or "
+                         "positions that cannot repeat", f"opset {n.opset}")
+        reduction = {}
     summed = ops.ScatterElements(zeros, ops.Reshape(positions, flat), ops.Reshape(g, flat), axis=0, **reduction)
     return ops.Reshape(summed, shape_of(x))
 

@@ -28,8 +28,8 @@ from typing import Any
 from amanda.autodiff.node import Node, const, zeros_like
 from amanda.autodiff.rules import RULES, family, rule_for
 from amanda.build import ops
-from amanda.build.model import calls_in_order
 from amanda.build.builder import DEFAULT_NAMESPACE
+from amanda.build.model import calls_in_order
 from amanda.build.values import Value
 from amanda.containers import CONTROL, SELF, Container, Edge, Endpoint, Port, bind, flatten, walk
 from amanda.containers.phases import phases

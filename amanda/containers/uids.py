@@ -19,8 +19,9 @@ keep one of the two. (Other nodes may share a uid freely: nothing is keyed by it
 >>> twice = Container("M", "m", children=[w, w.with_name("w2")])
 >>> uid_clashes(twice), uid_places(twice)["k"]
 ([], (('w',), ('w2',)))
->>> print(uid_clashes(Container("M", "m", children=[w, other]))[0])  # doctest: +ELLIPSIS
-at v: expected a uid of its own, or the content of `w`, which has uid 'k' ..., found uid 'k' on `w` and `v`, which differ in shape (2,) and (3,) (...)
+>>> clash = uid_clashes(Container("M", "m", children=[w, other]))[0]
+>>> clash.path, clash.found
+(('v',), "uid 'k' on `w` and `v`, which differ in shape (2,) and (3,)")
 """
 
 from __future__ import annotations

@@ -127,7 +127,7 @@ def _paths(archive: Archive) -> dict[str, list[tuple[str, ...]]] | None:
 
 def _entries(archive: Archive, by: str) -> list[tuple[Any, str, str, str]]:
     """``(label, attribute, shown key, member key)`` for each array of the file and each place it goes."""
-    out = []
+    out: list[tuple[Any, str, str, str]] = []
     paths = _paths(archive) if by == "path" else None
     for key in archive.members:
         if key == _PATHS:

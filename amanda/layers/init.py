@@ -212,7 +212,7 @@ def seeded(model: Container, seed: int = 0, *, prefix: Sequence[str] = ()) -> Co
         group = done.setdefault(node.uid, [])
         for met, keyed in group:
             if met is node or same_content(met, node):  # one weight in several places
-                return keyed if keyed.name == node.name else keyed.with_name(node.name)
+                return keyed if keyed.name == node.name else keyed.with_name(str(node.name))
         target = key(seed, path)
         where = "/".join(path)
         keyed = node if node.uid == target else _drawn(node, spec, _words(seed, where), where, target)

@@ -34,9 +34,9 @@ from amanda.containers.phases import bind
 from amanda.containers.traverse import walk
 from amanda.containers.uids import key_of
 from amanda.errors import ArgumentError
-from amanda.namespaces.schema import suggest
 from amanda.layers.base import assemble, assemble_phased, first, float_input, positive, probability
 from amanda.layers.init import Weights
+from amanda.namespaces.schema import suggest
 
 __all__ = ["BatchNorm", "LayerNorm", "freeze", "variable_keys"]
 

@@ -72,7 +72,7 @@ def tie(model: Container, source: Any, *targets: Any) -> Container:
             raise ArgumentError.at(format_path(path), f"a weight like `{format_path(src_path)}` "
                                    f"({src.type} {value.dtype}{list(value.shape)})",
                                    f"{node.type} {theirs.dtype}{list(theirs.shape)}")
-    return replace(model, paths, lambda node: src.with_name(node.name)) if paths else model
+    return replace(model, paths, lambda node: src.with_name(str(node.name))) if paths else model
 
 
 def shared(model: Container) -> dict[str, tuple[Path, ...]]:

@@ -105,9 +105,8 @@ def validate(
             problems += _check(path, node, ns, cache, unknown_namespace, ignore)
         for label, body in reversed(_bodies(node)):
             stack.append(((*path, label), body, body.attrs.get("namespace", ns), True))
-    from amanda.types.checking import check  # types sit above namespaces: imported when used
-
     from amanda.containers.uids import uid_clashes
+    from amanda.types.checking import check  # types sit above namespaces: imported when used
 
     return problems + check(container) + uid_clashes(original)
 

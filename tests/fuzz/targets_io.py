@@ -325,9 +325,9 @@ def _bomb(src: Source, name: str) -> bytes:
     keys = [f"{c.uid}::value" for c in model.children if "value" in c.attrs] + ["nobody::value", "x"]
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        for _ in range(src.integer(1, 3)):
+        for key in dict.fromkeys(src.choice(keys) for _ in range(src.integer(1, 3))):  # each name once
             count = src.integer(1, BOMB_BYTES // 4)
-            with archive.open(f"{src.choice(keys)}.npy", "w", force_zip64=True) as member:
+            with archive.open(f"{key}.npy", "w", force_zip64=True) as member:
                 np.lib.format.write_array_header_1_0(member, {"descr": "<f4", "fortran_order": False,
                                                               "shape": (count,)})
                 left, chunk = count * 4, bytes(1 << 20)
