@@ -97,7 +97,9 @@ def maxpool_vjp(n: Node) -> list:
     x = n.given(0)
     attrs = {k: v for k, v in n.op.attrs.items() if k not in ("namespace", "metadata", "storage_order")}
     _, indices = ops.MaxPool(x, **attrs)
-    return [scatter_back(n.grad(), x, indices)]
+    win = _Window(n, n.attr("kernel_shape"))
+    apart = all(win.strides[i] >= win.extent(i) for i in range(win.nd))  # each element in one window at most
+    return [scatter_back(n.grad(), x, indices, n, unique=apart)]
 
 
 def avgpool_vjp(n: Node) -> list:

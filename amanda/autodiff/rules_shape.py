@@ -3,7 +3,8 @@ splits, slicing and gathering, Where, Cast, Dropout.
 
 Ops that pick elements (Slice, Gather) share one rule: the same op applied to a tensor of
 flat positions says where each output element came from, and ``ScatterElements`` with
-``reduction="add"`` sends the gradient back there.
+``reduction="add"`` sends the gradient back there (before opset 16, which cannot add, only
+where the positions cannot repeat: a Slice's, a MaxPool's whose windows do not overlap).
 """
 
 from __future__ import annotations
@@ -66,11 +67,24 @@ def split_vjp(n: Node) -> list:
     return _rest(n, ops.Concat(*parts, axis=int(n.attr("axis", 0))))
 
 
-def scatter_back(g: Value, x: Value, positions: Value) -> Value:
-    """``g`` added into zeros shaped like ``x`` at the flat ``positions`` (shaped like ``g``)."""
+#: the first opset whose ScatterElements adds the updates of repeated positions
+SCATTER_ADD_SINCE = 16
+
+
+def scatter_back(g: Value, x: Value, positions: Value, n: Node | None = None, unique: bool = False) -> Value:
+    """``g`` added into zeros shaped like ``x`` at the flat ``positions`` (shaped like ``g``).
+
+    Before opset 16 (the forward op ``n``'s), ScatterElements cannot add: positions known to be
+    ``unique`` are written as they are, and repeated ones are an error naming the op."""
     flat = np.array([-1], np.int64)
     zeros = ops.Reshape(zeros_like(x), flat)
-    summed = ops.ScatterElements(zeros, ops.Reshape(positions, flat), ops.Reshape(g, flat), axis=0, reduction="add")
+    reduction = {"reduction": "add"}
+    if n is not None and n.opset is not None and n.opset < SCATTER_ADD_SINCE:
+        if not unique:
+            raise n.fail(f"opset {SCATTER_ADD_SINCE} or later (ScatterElements adding at repeated positions), or "
+                         "positions that cannot repeat", f"opset {n.opset}")
+        reduction = {}
+    summed = ops.ScatterElements(zeros, ops.Reshape(positions, flat), ops.Reshape(g, flat), axis=0, **reduction)
     return ops.Reshape(summed, shape_of(x))
 
 
@@ -88,7 +102,16 @@ def select_vjp(n: Node) -> list:
 
     builder = getattr(Ops(), n.op.type)
     picked = builder(_positions(x), *n.inputs[1:], **attrs)
-    return _rest(n, scatter_back(n.grad(), x, picked))
+    return _rest(n, scatter_back(n.grad(), x, picked, n, unique=_apart(n)))
+
+
+def _apart(n: Node) -> bool:
+    """Whether the op picks no element twice: a Slice, or a Gather of distinct constant indices."""
+    if n.op.type == "Slice":
+        return True
+    index = n.inputs[1] if len(n.inputs) > 1 else None
+    known = None if index is None or index.constant is None else np.asarray(index.constant).reshape(-1)
+    return known is not None and bool((known >= 0).all()) and np.unique(known).size == known.size
 
 
 def where_vjp(n: Node) -> list:

@@ -26,19 +26,21 @@ from collections.abc import Sequence
 from typing import Any
 
 from amanda.autodiff.node import Node, const, zeros_like
-from amanda.autodiff.rules import RULES, rule_for
+from amanda.autodiff.rules import RULES, family, rule_for
 from amanda.build import ops
+from amanda.build.builder import DEFAULT_NAMESPACE
 from amanda.build.model import calls_in_order
 from amanda.build.values import Value
-from amanda.containers import CONTROL, SELF, Container, Edge, Endpoint, Port, bind, flatten
+from amanda.containers import CONTROL, SELF, Container, Edge, Endpoint, Port, bind, flatten, walk
 from amanda.containers.phases import check_phase, computations
 from amanda.containers.refs import resolve_references
 from amanda.containers.update import target_paths
 from amanda.containers.validate import resolve_path
-from amanda.errors import ArgumentError, PathError, SchemaError, format_path
+from amanda.errors import AmandaError, ArgumentError, PathError, SchemaError, format_path
+from amanda.namespaces.mapping import convert
 from amanda.types import infer_types, to_attrs
 
-__all__ = ["grad"]
+__all__ = ["grad", "namespace_of"]
 
 
 class _Pass:
@@ -269,21 +271,69 @@ def _assemble(p: _Pass, loss: str, loss_end: Endpoint, outputs: list[tuple[str, 
     if len(set(labels)) != len(labels) or loss in labels:
         raise ArgumentError.at("wrt", "distinct entries", repr(labels))
 
-    def src_of(v: Value) -> Endpoint:
-        return p.edges_of[v.name] if v.producer is None else Endpoint((v.producer.op.name,), v.port)
-
     forward = p.forward
     children: list[Container] = [model]
     edges = [Edge(Endpoint(SELF, i.name), Endpoint((forward,), i.name)) for i in model.inputs]
     edges.append(Edge(Endpoint((forward,), loss), Endpoint(SELF, loss)))
-    for call in calls_in_order(outputs):
-        op = call.op
-        attrs = {**op.attrs, "metadata": {"grad_of": p.grad_of.get(id(call), "?")}}
-        children.append(Container(op.type, op.name, inputs=op.inputs, outputs=op.outputs, attrs=attrs))
-        edges += [Edge(src_of(v), Endpoint((op.name,), port)) for port, v in call.inputs]
-    edges += [Edge(src_of(v), Endpoint(SELF, label)) for label, v in outputs]
+    ops_, inner = _backward_ops(p, outputs)
+    children += ops_
+    edges += [Edge(p.edges_of[e.src.port] if e.src.op is SELF else e.src, e.dst) for e in inner]
     loss_port = next(o for o in model.outputs if o.name == loss)
     out_ports = [loss_port] + [Port(label, attrs=to_attrs(v.type)) for label, v in outputs]
     return Container("Gradients", name or f"{model.name}_grad", inputs=model.inputs, outputs=out_ports, children=children,
                      edges=edges,
                      attrs={"loss": loss})
+
+
+def namespace_of(model: Container) -> str:
+    """The namespace the backward ops are built in: the model's own ONNX namespace (its
+    ``namespace`` attribute, else the one its ONNX ops share), else the builder's default."""
+    own = model.attrs.get("namespace")
+    if isinstance(own, str) and family(own) == "onnx":
+        return own
+    found = {str(node.attrs["namespace"]) for _, node, _ in walk(model)
+             if node.is_op and family(str(node.attrs.get("namespace", ""))) == "onnx"}
+    return found.pop() if len(found) == 1 else DEFAULT_NAMESPACE
+
+
+def _backward_ops(p: _Pass, outputs: list[tuple[str, Value]]) -> tuple[list[Container], list[Edge]]:
+    """The backward ops, each tagged ``grad_of`` and in the model's namespace, and the edges
+    that wire them: from ``SELF`` placeholder ports (the forward values, named as in
+    ``p.edges_of``) and to the answer's output ports.
+
+    The rules build their ops in the builder's namespace (``amanda/onnx/17``); for a model of
+    another opset the ops are moved there by the shipped opset tables (:func:`convert`), so the
+    answer uses one opset and exports to ONNX."""
+    target = namespace_of(p.model)
+    calls = calls_in_order(outputs)
+    placeholders: dict[str, None] = {}
+    kids: list[Container] = []
+    edges: list[Edge] = []
+
+    def src_of(v: Value) -> Endpoint:
+        if v.producer is None:
+            placeholders[v.name] = None
+            return Endpoint(SELF, v.name)
+        return Endpoint((v.producer.op.name,), v.port)
+
+    for call in calls:
+        op = call.op
+        attrs = {**op.attrs, "metadata": {"grad_of": p.grad_of.get(id(call), "?")}}
+        kids.append(Container(op.type, op.name, inputs=op.inputs, outputs=op.outputs, attrs=attrs))
+        edges += [Edge(src_of(v), Endpoint((op.name,), port)) for port, v in call.inputs]
+    edges += [Edge(src_of(v), Endpoint(SELF, label)) for label, v in outputs]
+    if target == DEFAULT_NAMESPACE:
+        return kids, edges
+    part = Container("Backward", "backward", inputs=list(placeholders), outputs=[label for label, _ in outputs],
+                     children=kids, edges=edges, attrs={"namespace": DEFAULT_NAMESPACE})
+    try:
+        moved = convert(part, target)
+    except AmandaError as exc:
+        unmatched = getattr(exc, "ops", None)  # UnmatchedOpsError: (path, type, reasons) per op
+        why = "; ".join(f"{t} ({', '.join(r)})" for _, t, r in unmatched) if unmatched else str(exc)
+        raise SchemaError(f"the backward ops cannot be written at {target}, the namespace of `{p.model.name}`: {why}",
+                          path=p.model.name, expected=f"backward ops expressible at {target}",
+                          found=why) from None
+    assert isinstance(moved, Container)
+    kids = [c if c.attrs.get("namespace") == target else c.with_attrs(namespace=target) for c in moved.children]
+    return kids, list(moved.edges)

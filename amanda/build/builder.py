@@ -112,7 +112,8 @@ class OpBuilder:
             raise ArgumentError.at((label,), f"at most {len(fixed)} inputs ({', '.join(p.name for p in fixed)})",
                                    f"{len(args)} inputs")
         names = port_names(self.schema.inputs, len(args), "input")
-        return names, [_as_value(a, f"{label}/{n}") for a, n in zip(args, names)]
+        space = self.namespace if "Constant" in lookup_namespace(self.namespace).op_types else DEFAULT_NAMESPACE
+        return names, [_as_value(a, f"{label}/{n}", space) for a, n in zip(args, names)]
 
 
 def _attributes(schema: Any, attrs: dict[str, Any], values: list[Value | None], where: tuple,
@@ -153,8 +154,9 @@ def _attr(value: Any) -> Any:
     return value
 
 
-def _as_value(arg: Any, label: str) -> Value | None:
-    """A Value for one positional input: Values pass, arrays and numbers become constants."""
+def _as_value(arg: Any, label: str, namespace: str = DEFAULT_NAMESPACE) -> Value | None:
+    """A Value for one positional input: Values pass, arrays and numbers become constants (of
+    ``namespace``: the op's own where it has a ``Constant``, so a model keeps one opset)."""
     if arg is None or isinstance(arg, Value):
         return arg
     if isinstance(arg, (np.ndarray, np.generic, int, float, bool, list, tuple)):
@@ -165,7 +167,7 @@ def _as_value(arg: Any, label: str) -> Value | None:
             raise ArgumentError.at(label, "a Value, an array or a number", type(arg).__name__)
         const_name = f"{label}_const_{next(_counter)}"
         const = Container("Constant", const_name, outputs=["output"],
-                          attrs={"value": array, "namespace": DEFAULT_NAMESPACE, "initializer": True})
+                          attrs={"value": array, "namespace": namespace, "initializer": True})
         return Value(Call(const, ()), "output", TensorType(dtype_name(array.dtype), array.shape), const_name, array)
     raise ArgumentError.at(label, "a Value (from Input or an op), an array or a number", type(arg).__name__)
 

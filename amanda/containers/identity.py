@@ -13,7 +13,7 @@ from amanda.containers.values import attrs_equal, attrs_hash
 if TYPE_CHECKING:
     from amanda.containers.container import Container
 
-__all__ = ["structural_hash", "structurally_equal"]
+__all__ = ["same_content", "structural_hash", "structurally_equal"]
 
 _set = object.__setattr__
 
@@ -58,17 +58,32 @@ def structurally_equal(a: Container, b: Container) -> bool:
         x, y = pairs.pop()
         if x is y:
             continue
-        if (
-            x.type != y.type
-            or x.name != y.name
-            or x.inputs != y.inputs
-            or x.outputs != y.outputs
-            or x.controls != y.controls
-            or len(x.children) != len(y.children)
-            or list(x.edges) != list(y.edges)
-            or list(x.tombstones) != list(y.tombstones)
-            or not attrs_equal(x._attrs, y._attrs)
-        ):
+        if x.name != y.name or not _own_fields_equal(x, y):
             return False
         pairs.extend(zip(x.children, y.children))
     return True
+
+
+def _own_fields_equal(x: Container, y: Container) -> bool:
+    """Every own field but the name equal (children compared by count only)."""
+    return not (
+        x.type != y.type
+        or x.inputs != y.inputs
+        or x.outputs != y.outputs
+        or x.controls != y.controls
+        or len(x.children) != len(y.children)
+        or list(x.edges) != list(y.edges)
+        or list(x.tombstones) != list(y.tombstones)
+        or not attrs_equal(x._attrs, y._attrs)
+    )
+
+
+def same_content(a: Container, b: Container) -> bool:
+    """Whether ``a`` and ``b`` are structurally equal apart from their own names: one container
+    placed twice (a layer applied twice is renamed ``dense_1``), or a weight tied under another
+    name. Like structural equality, it ignores uids."""
+    if a is b:
+        return True
+    if a.name == b.name:
+        return structurally_equal(a, b)
+    return _own_fields_equal(a, b) and all(structurally_equal(x, y) for x, y in zip(a.children, b.children))

@@ -7,7 +7,13 @@ same path below the top: it serves a model built again, and fails once the model
 wrapped (its paths gain a prefix).
 
 The file's keys are ``"<uid>::<attribute>"``; the entry ``__amanda_paths__`` lists each key
-with the paths it was saved from (as JSON). It is read with ``allow_pickle=False``.
+with the paths it was saved from (as JSON). No pickle is ever read. Loading is bounded: the
+headers of all arrays are read first (:mod:`amanda.containers.npz`), and an array is
+decompressed only when it is loaded: when its dtype and shape are those of the array it replaces
+(so a load costs what the model's own arrays do, however compressed the file), or, added with
+``add_missing=True``, when it holds at most :data:`MAX_ADDED_BYTES`. The paths index is read
+only to pair by path, up to :data:`MAX_INDEX_BYTES`. Past a limit, or where a header does not
+match its member's size, ``load_weights`` raises a ``FormatError``.
 
 >>> import os, tempfile, numpy as np
 >>> from amanda.containers.compose import chain
@@ -29,9 +35,6 @@ from __future__ import annotations
 
 import json
 import os
-import tokenize
-import zipfile
-import zlib
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -39,7 +42,9 @@ import numpy as np
 
 from amanda.containers.checks import expect_container, expect_type, shown
 from amanda.containers.container import Container
+from amanda.containers.npz import Archive
 from amanda.containers.traverse import walk
+from amanda.containers.uids import refuse_uid_clashes
 from amanda.containers.update import replace
 from amanda.errors import ArgumentError, FormatError, format_path
 
@@ -47,6 +52,10 @@ __all__ = ["LoadedWeights", "load_weights", "save_weights"]
 
 _SEP = "::"
 _PATHS = "__amanda_paths__"
+#: the most bytes an array added with ``add_missing=True`` may decompress to
+MAX_ADDED_BYTES = 1 << 30
+#: the most bytes the paths index (``__amanda_paths__``) may decompress to
+MAX_INDEX_BYTES = 1 << 28
 _BY = ("uid", "path")
 
 
@@ -80,9 +89,12 @@ def save_weights(container: Container, path: str | Path) -> list[str]:
     """Write every array attribute to one ``.npz`` keyed by uid and attribute; the keys written.
 
     A container reused in several places (same uid) is written once; the file also records
-    every path each array was found at, for :func:`load_weights` ``by="path"``.
+    every path each array was found at, for :func:`load_weights` ``by="path"``. A model in which
+    two nodes of other content share a uid (:mod:`amanda.containers.uids`) is refused with an
+    ``InvariantError`` naming both paths, as one of their arrays would be lost.
     """
     expect_container(container, "container")
+    refuse_uid_clashes(container, "save_weights")  # one array per uid: a clash would lose one
     target = _file(path)
     found = _arrays(container)
     arrays: dict[str, Any] = {key: value for key, (_, value) in found.items()}
@@ -93,29 +105,14 @@ def save_weights(container: Container, path: str | Path) -> list[str]:
     return sorted(found)
 
 
-def _read(path: str) -> tuple[dict[str, np.ndarray], dict[str, list[tuple[str, ...]]] | None]:
-    """The file's arrays, and each key's saved paths (None for a file without them)."""
+def _paths(archive: Archive) -> dict[str, list[tuple[str, ...]]] | None:
+    """Each key's saved paths (None for a file without them)."""
+    if _PATHS not in archive.members:
+        return None
+    index = archive.read(_PATHS, MAX_INDEX_BYTES)
     try:
-        archive = np.load(path, allow_pickle=False)
-        if not isinstance(archive, np.lib.npyio.NpzFile):  # a .npy file loads as one array
-            raise ValueError("a .npy array, not an .npz archive")
-        with archive:
-            stored = {key: archive[key] for key in archive.files}
-    except (OSError, ValueError, EOFError, KeyError, SyntaxError, NotImplementedError, tokenize.TokenError,
-            zipfile.BadZipFile, zlib.error) as exc:  # numpy parses headers with Python's tokenizer; zip
-        # refuses compression methods it lacks with NotImplementedError
-        raise FormatError(f"cannot read weights from {path!r}: {exc or type(exc).__name__}",
-                          path=path, expected="an .npz archive written by save_weights",
-                          found=type(exc).__name__) from None
-    for key, value in stored.items():
-        if not isinstance(value, np.ndarray):  # a member not stored as .npy reads as raw bytes
-            raise FormatError(f"cannot read weights from {path!r}: member {key!r} is not a .npy array",
-                              path=path, expected="an .npz archive written by save_weights",
-                              found=type(value).__name__)
-    index = stored.pop(_PATHS, None)
-    if index is None:
-        return stored, None
-    try:
+        if index.dtype.kind != "U":
+            raise ValueError(f"strings, not {index.dtype}")
         paths: dict[str, list[tuple[str, ...]]] = {}
         for key, text in index.reshape(-1, 2).tolist():
             entry = json.loads(text)
@@ -123,25 +120,28 @@ def _read(path: str) -> tuple[dict[str, np.ndarray], dict[str, list[tuple[str, .
                 raise ValueError(text)
             paths.setdefault(key, []).append(tuple(entry))
     except (ValueError, TypeError) as exc:
-        raise FormatError(f"cannot read weights from {path!r}: a malformed {_PATHS} entry ({exc})",
-                          path=path, expected="rows of (key, JSON list of names)", found=str(exc)) from None
-    return stored, paths
+        raise FormatError(f"cannot read weights from {archive.shown!r}: a malformed {_PATHS} entry ({exc})",
+                          path=archive.shown, expected="rows of (key, JSON list of names)", found=str(exc)) from None
+    return paths
 
 
-def _entries(stored: dict, paths: dict | None, by: str, source: str) -> list[tuple[Any, str, str, np.ndarray]]:
-    """``(label, attribute, shown key, array)`` for each array of the file and each place it goes."""
-    out = []
-    for key, array in stored.items():
+def _entries(archive: Archive, by: str) -> list[tuple[Any, str, str, str]]:
+    """``(label, attribute, shown key, member key)`` for each array of the file and each place it goes."""
+    out: list[tuple[Any, str, str, str]] = []
+    paths = _paths(archive) if by == "path" else None
+    for key in archive.members:
+        if key == _PATHS:
+            continue
         uid, _, attr = key.rpartition(_SEP)
         if by == "uid":
-            out.append((uid, attr, key, array))
+            out.append((uid, attr, key, key))
             continue
         if paths is None:
-            raise FormatError(f"cannot pair weights from {source!r} by path: the file records no paths",
-                              path=source, expected=f"an {_PATHS} entry", found="none",
+            raise FormatError(f"cannot pair weights from {archive.shown!r} by path: the file records no paths",
+                              path=archive.shown, expected=f"an {_PATHS} entry", found="none",
                               ) from None
         for place in paths.get(key, ()):
-            out.append((place, attr, f"{format_path(place)}{_SEP}{attr}", array))
+            out.append((place, attr, f"{format_path(place)}{_SEP}{attr}", key))
     return out
 
 
@@ -152,14 +152,15 @@ def load_weights(container: Container, path: str | Path, *, by: str = "uid", add
     gets it in each place), ``by="path"`` with the node at the same path. Only attributes
     that already hold an array are replaced, unless ``add_missing=True`` lets arrays be added
     as attributes a node lacks; a value that is not an array is never replaced. Nothing is
-    loaded where dtype or shape differ. Loaded arrays are read-only.
+    loaded where dtype or shape differ. Loaded arrays are read-only. Only the arrays loaded are
+    decompressed (see the module's doc for the bounds); a file that is no ``.npz`` archive, a
+    corrupt or truncated array, an object array, or an array past a bound is a ``FormatError``.
     """
     expect_container(container, "container")
     source = _file(path)
     if by not in _BY:
         raise ArgumentError.at("by", f"one of {list(_BY)}", shown(by))
     expect_type(add_missing, bool, "add_missing", "True or False")
-    stored, paths = _read(source)
     targets: dict[Any, list[tuple[tuple[str, ...], Container]]] = {}
     current: dict[str, str] = {}  # the model's array attributes: shown key -> shown key
     for node_path, node, _ in walk(container):
@@ -171,18 +172,23 @@ def load_weights(container: Container, path: str | Path, *, by: str = "uid", add
                 current[f"{shown_label}{_SEP}{key}"] = key
     updates: dict[tuple[str, ...], dict[str, Any]] = {}
     unmatched, mismatched, loaded = set(), set(), set()
-    for label, attr, key, array in _entries(stored, paths, by, source):
-        for node_path, node in targets.get(label, ()):
-            old = node.attrs.get(attr)
-            if not isinstance(old, np.ndarray) and (old is not None or not add_missing):
+    with Archive(source) as archive:
+        read: dict[str, np.ndarray] = {}
+        for label, attr, key, member in _entries(archive, by):
+            header = archive.members[member]
+            for node_path, node in targets.get(label, ()):
+                old = node.attrs.get(attr)
+                if not isinstance(old, np.ndarray) and (old is not None or not add_missing):
+                    unmatched.add(key)
+                elif old is not None and (old.dtype != header.dtype or old.shape != header.shape):
+                    mismatched.add(key)
+                else:
+                    if member not in read:  # decompressed once, and only now
+                        read[member] = archive.read(member, None if old is not None else MAX_ADDED_BYTES)
+                    updates.setdefault(node_path, {})[attr] = read[member]
+                    loaded.add(key)
+            if label not in targets:
                 unmatched.add(key)
-            elif old is not None and (old.dtype != array.dtype or old.shape != array.shape):
-                mismatched.add(key)
-            else:
-                updates.setdefault(node_path, {})[attr] = array
-                loaded.add(key)
-        if label not in targets:
-            unmatched.add(key)
     result = container
     for node_path, attrs in sorted(updates.items(), key=lambda item: -len(item[0])):
         result = replace(result, [node_path] if node_path else (), _setter(attrs))

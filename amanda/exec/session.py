@@ -25,6 +25,7 @@ import numpy as np
 from amanda.containers import CONTROL, SELF, Container, Endpoint
 from amanda.containers.phases import check_phase
 from amanda.containers.records import Path
+from amanda.containers.uids import refuse_uid_clashes
 from amanda.deprecation import moved_to_keywords
 from amanda.errors import ExecutionError, format_path
 from amanda.exec import (
@@ -137,6 +138,8 @@ class Session:
     (``devices`` maps device names to workers; see ``docs/distribution.md``).
     ``optimize``: plan each feed type signature with the model specialised to it and run
     through ``amanda.optimize`` (``docs/optimize.md``); False runs the model as given.
+    A model in which two nodes of other content share a uid is refused with an
+    ``InvariantError`` naming both paths (:mod:`amanda.containers.uids`).
     """
 
     def __init__(
@@ -156,6 +159,7 @@ class Session:
             (threads,) = moved_to_keywords("Session", ("threads",), positional, (threads,), (None,))
         if not isinstance(model, Container):
             raise _bad("model", "a Container", model)
+        refuse_uid_clashes(model, "Session")  # state is kept by uid: two nodes of one uid would share it
         if max_loop_iterations is not None and (
                 isinstance(max_loop_iterations, bool) or not isinstance(max_loop_iterations, (int, np.integer))
                 or max_loop_iterations < 0):

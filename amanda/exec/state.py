@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from amanda.containers.uids import key_of
 from amanda.errors import ExecutionError
 from amanda.exec.dispatch import OpContext, session_kernel
 
@@ -57,8 +58,7 @@ def stateful_kernel(op_type: str, family: str = CORE, since: int = 1, domain: st
 
 def state_key(op: Any) -> str:
     """The default state key of an op: its ``shared_name`` attribute, else its uid."""
-    shared = op.attrs.get("shared_name")
-    return str(shared) if shared else op.uid
+    return key_of(op)
 
 
 class VariableRef:

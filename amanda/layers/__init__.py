@@ -1,6 +1,8 @@
 """Layers as functions returning containers (docs/layers.md): each container's ``type`` is the
 layer's name, its attributes hold the hyper-parameters, and its weights are ``Constant``
-initializers drawn from a seeded numpy Generator and keyed by their path (:func:`seeded`).
+initializers drawn from a numpy Generator. Every layer instance has weights (uids) of its own;
+:func:`seeded` keys a whole model's weights by their paths, and weights are shared only on
+purpose (one layer applied twice, :func:`tie`; listed by :func:`shared`).
 
 Layers compose with ``chain``, ``named_merge``, ``a >> b`` and ``b(a)``, and apply to the op
 builder's symbolic values (``Dense(784, 64)(x)`` is a Value).
@@ -36,6 +38,7 @@ from amanda.layers.core import (
 )
 from amanda.layers.init import RULES, seeded
 from amanda.layers.norm import BatchNorm, LayerNorm, freeze
+from amanda.layers.sharing import shared, tie
 
 __all__ = [
     "ACTIVATIONS",
@@ -65,9 +68,11 @@ __all__ = [
     "relu",
     "seeded",
     "selu",
+    "shared",
     "sigmoid",
     "silu",
     "softmax",
     "softplus",
     "tanh",
+    "tie",
 ]

@@ -31,7 +31,7 @@ def _projection(w: Weights, x: Value, d: int, label: str, init: str) -> Value:
 
 
 def MultiHeadAttention(d_model: int, num_heads: int, *, init: str = "glorot_uniform",  # noqa: N802
-                       name: str = "attention", seed: int = 0) -> Container:
+                       name: str = "attention", seed: int | None = None) -> Container:
     """Scaled dot-product self-attention with ``num_heads`` heads of ``d_model / num_heads``
     features: ``softmax(q kᵀ / sqrt(d_head)) v`` per head, heads concatenated and projected."""
     d, h = positive("MultiHeadAttention", "d_model", d_model), positive("MultiHeadAttention", "num_heads", num_heads)
@@ -57,7 +57,7 @@ def MultiHeadAttention(d_model: int, num_heads: int, *, init: str = "glorot_unif
 
 
 def TransformerEncoder(d_model: int, num_heads: int, d_ff: int, *, activation: str = "relu",  # noqa: N802
-                       epsilon: float = 1e-5, name: str = "encoder", seed: int = 0) -> Container:
+                       epsilon: float = 1e-5, name: str = "encoder", seed: int | None = None) -> Container:
     """A post-norm encoder block: ``y = norm1(x + attention(x))``, then
     ``norm2(y + ffn2(activation(ffn1(y))))``."""
     d, f = positive("TransformerEncoder", "d_model", d_model), positive("TransformerEncoder", "d_ff", d_ff)

@@ -2,7 +2,7 @@
 container from the builder's values (one computation, or one per phase).
 
 A layer's ops are named inside it (``matmul``, ``kernel`` …), so the same code builds the same
-paths; its weights are then keyed and drawn by :func:`amanda.layers.init.seeded`.
+paths; its weights have uids of their own, until :func:`amanda.layers.init.seeded` keys them by path.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from amanda.build.builder import DEFAULT_NAMESPACE
 from amanda.containers.container import Container
 from amanda.containers.edge import CONTROL, SELF, Edge, Endpoint, Port
 from amanda.errors import ArgumentError
-from amanda.layers.init import seeded, weight_value
+from amanda.layers.init import drawn, layer_seed, weight_value
 
 __all__ = ["ACTIVATIONS", "activate", "assemble", "assemble_phased", "const", "first", "float_input",
            "positive", "sizes"]
@@ -109,18 +109,20 @@ def activate(layer: str, x: Value, activation: str | None, name: str = "activati
 
 
 def assemble(type_: str, name: str, inputs: list[Value], outputs: Value | Mapping[str, Value],
-             attrs: Mapping[str, Any], seed: int) -> Container:
+             attrs: Mapping[str, Any], seed: int | None) -> Container:
     """The layer container: the ops between ``inputs`` and ``outputs`` (one Value is output
-    ``y``), hyper-parameters in its attributes, weights keyed and drawn from ``seed``."""
+    ``y``), hyper-parameters in its attributes, weights with uids of their own, drawn from
+    ``seed`` (None: from this layer instance) and their paths (:func:`~amanda.layers.init.drawn`)."""
     if not isinstance(name, str) or not name or "/" in name:
         raise ArgumentError.at((type_, "name"), "a non-empty layer name without '/'", repr(name))
     outs = {"y": outputs} if isinstance(outputs, Value) else outputs
+    seed = layer_seed(type_, seed)
     built = model(inputs, outs, name=name, type=type_, attrs=dict(attrs))
-    return seeded(built, seed, prefix=(name,))
+    return drawn(built, seed, prefix=(name,))
 
 
 def assemble_phased(type_: str, name: str, x: Value, by_phase: Mapping[str, Value], updates: Sequence[Value],
-                    attrs: Mapping[str, Any], seed: int) -> Container:
+                    attrs: Mapping[str, Any], seed: int | None) -> Container:
     """A layer with one output ``y`` per phase (edges tagged with the phase) and a ``train``
     control port that the ``updates`` (ops run for their effects in training) link to."""
     outs = {f"y_{phase}": value for phase, value in by_phase.items()}

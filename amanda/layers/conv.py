@@ -62,7 +62,7 @@ def _shown(padding: Any) -> Any:
 def Conv(in_channels: int, out_channels: int, kernel_size: int | Sequence[int], *,  # noqa: N802
          stride: int | Sequence[int] = 1, padding: Any = "valid", dilation: int | Sequence[int] = 1,
          groups: int = 1, dims: int | None = None, activation: str | None = None, use_bias: bool = True,
-         init: str = "he_normal", name: str = "conv", seed: int = 0) -> Container:
+         init: str = "he_normal", name: str = "conv", seed: int | None = None) -> Container:
     """A convolution with a ``[out_channels, in_channels / groups, *kernel_size]`` kernel
     (He-normal unless ``init`` says otherwise) and a zero bias, then ``activation``."""
     n = _dims("Conv", kernel_size, dims)

@@ -39,7 +39,7 @@ __all__ = ["Activation", "Dense", "Dropout", "Embedding", "Flatten", "Reshape", 
 
 
 def Dense(in_features: int, units: int, *, activation: str | None = None, use_bias: bool = True,  # noqa: N802
-          init: str = "glorot_uniform", name: str = "dense", seed: int = 0) -> Container:
+          init: str = "glorot_uniform", name: str = "dense", seed: int | None = None) -> Container:
     """``y = activation(x @ kernel + bias)`` over the last axis; ``kernel`` is
     ``[in_features, units]`` (Glorot-uniform unless ``init`` says otherwise), ``bias`` zeros."""
     fan_in, units = positive("Dense", "in_features", in_features), positive("Dense", "units", units)
@@ -54,7 +54,7 @@ def Dense(in_features: int, units: int, *, activation: str | None = None, use_bi
 
 
 def Embedding(num_embeddings: int, dim: int, *, init: str = "normal", name: str = "embedding",  # noqa: N802
-              seed: int = 0) -> Container:
+              seed: int | None = None) -> Container:
     """Rows of a ``[num_embeddings, dim]`` table picked by the int64 input ``ids``."""
     rows, dim = positive("Embedding", "num_embeddings", num_embeddings), positive("Embedding", "dim", dim)
     ids = Input("ids", "int64")

@@ -1,11 +1,15 @@
-"""Layer weights: initialisation rules, and uids derived from a weight's path and a model seed.
+"""Layer weights: initialisation rules, draws, and uids derived from a weight's path and a seed.
 
 A weight is a ``Constant`` initializer child of a layer whose ``weights`` attribute maps its name
 to its rule and fans, ``[rule, fan_in, fan_out]`` (rules: ``glorot_uniform``, ``he_normal``,
 ``zeros``, ``ones`` …). Running statistics are ``amanda/core`` ``Variable`` children listed there too.
-:func:`seeded` gives every weight of a model the uid ``<seed>:<path>`` and, where its uid was not
-that already, draws it again from a numpy Generator seeded by (seed, path): the same
-code builds the same weights and uids in any process, so saved weights pair by uid.
+
+Every layer instance has an identity of its own: its weights get fresh uids when it is built
+(:func:`drawn`), drawn from the layer's ``seed`` and the weight's path, or without a seed from
+the instance's number in the process (so two layers built apart start from different weights,
+and the same script draws the same ones). :func:`seeded` then gives every weight of a whole
+model the uid ``<seed>:<path>`` and draws it again from a numpy Generator seeded by (seed, path):
+the same code builds the same weights and uids in any process, so saved weights pair by uid.
 
 >>> import numpy as np
 >>> w = Weights()
@@ -19,6 +23,7 @@ code builds the same weights and uids in any process, so saved weights pair by u
 
 from __future__ import annotations
 
+import itertools
 import zlib
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -28,10 +33,11 @@ import numpy as np
 from amanda.build.builder import DEFAULT_NAMESPACE
 from amanda.build.values import Call, Value
 from amanda.containers.container import Container
+from amanda.containers.identity import same_content
 from amanda.errors import ArgumentError
 from amanda.types.tensor_type import TensorType
 
-__all__ = ["RULES", "Weights", "key", "seeded", "weight_value"]
+__all__ = ["RULES", "Weights", "drawn", "key", "layer_seed", "seeded", "weight_value"]
 
 
 def _fan_scale(fans: tuple[int, int], mode: str) -> float:
@@ -116,43 +122,43 @@ def key(seed: int, path: Sequence[str]) -> str:
     return f"{seed}:{'/'.join(path)}"
 
 
-def _drawn(node: Container, spec: Any, seed: int, path: tuple[str, ...]) -> Container:
+_instances = itertools.count()  # layer instances built in this process without a seed
+
+
+def layer_seed(layer: str, seed: Any) -> int | None:
+    """A layer's ``seed`` argument checked: None or a non-negative int."""
+    if seed is None:
+        return None
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ArgumentError.at((layer, "seed"), "None or a non-negative int", repr(seed))
+    return int(seed)
+
+
+def _words(seed: int, where: str, instance: bool = False) -> list[int]:
+    """The Generator's seed words for a weight at ``where``: from a seed, or (``instance``) from a
+    layer instance's number, which draws apart from every seed."""
+    words = [seed & 0xFFFFFFFF, seed >> 32 & 0xFFFFFFFF, zlib.crc32(where.encode())]
+    return [*words, 1] if instance else words
+
+
+def _drawn(node: Container, spec: Any, words: list[int], where: str, uid: str) -> Container:
     attrs = node.attrs
     old = attrs["value"]
-    where = "/".join(path)
     if not isinstance(spec, (list, tuple)) or len(spec) != 3:
         raise ArgumentError.at(where, "a weight rule [rule, fan_in, fan_out]", repr(spec))
     init, fans = spec[0], (int(spec[1]), int(spec[2]))
     if init in _CONSTANT_RULES:
         value = np.full(old.shape, 1 if init == "ones" else 0, old.dtype)
     else:
-        words = [seed & 0xFFFFFFFF, seed >> 32 & 0xFFFFFFFF, zlib.crc32(where.encode())]
         value = np.asarray(_rule(init, where)(np.random.default_rng(words), old.shape, fans), old.dtype)
     return Container(node.type, node.name, inputs=node.inputs, outputs=node.outputs, children=(), edges=(), tombstones=(),
                      attrs={**attrs, "value": value},
-                     uid=key(seed, path), controls=node.controls)
+                     uid=uid, controls=node.controls)
 
 
-def seeded(model: Container, seed: int = 0, *, prefix: Sequence[str] = ()) -> Container:
-    """``model`` with each weight keyed ``<seed>:<path>`` (its path from ``model``, after
-    ``prefix``) and drawn from a Generator seeded by ``seed`` and that path, unless it already
-    had that uid (it was drawn so, or loaded into). A weight object in several places (a layer
-    applied twice) stays one weight, keyed by its first path; two equal weights built apart (two
-    layers of one default name) are keyed and drawn apart. ``model`` itself if nothing changes."""
-    if not isinstance(model, Container):
-        raise ArgumentError.at("model", "a Container", type(model).__name__)
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ArgumentError.at("seed", "a non-negative int", repr(seed))
-    seed = int(seed)
-    done: dict[int, Container] = {}
-
-    def leaf(node: Container, spec: Any, path: tuple[str, ...]) -> Container:
-        if not isinstance(node.attrs.get("value"), np.ndarray):
-            return node
-        if id(node) not in done:  # one object in several places is one weight (a reused layer)
-            target = key(seed, path)
-            done[id(node)] = node if node.uid == target else _drawn(node, spec, seed, path)
-        return done[id(node)]
+def _rebuilt(model: Container, leaf: Callable[[Container, Any, tuple[str, ...]], Container],
+             prefix: tuple[str, ...]) -> Container:
+    """``model`` with each weight a layer lists replaced by ``leaf(node, spec, path)``."""
 
     def visit(node: Container, path: tuple[str, ...]) -> Container:
         specs = node.attrs.get("weights") or {}
@@ -162,4 +168,55 @@ def seeded(model: Container, seed: int = 0, *, prefix: Sequence[str] = ()) -> Co
             return node
         return node.evolve(children=children)
 
-    return visit(model, tuple(prefix))
+    return visit(model, prefix)
+
+
+def drawn(model: Container, seed: int | None, *, prefix: Sequence[str] = ()) -> Container:
+    """A newly built layer with each weight drawn from ``seed`` and its path (after ``prefix``),
+    or, with ``seed=None``, from the number of this layer instance in the process; every weight
+    keeps the uid of its own it was built with. A weight object in several places stays one."""
+    instance = seed is None
+    base = next(_instances) if seed is None else seed
+    done: dict[int, Container] = {}
+
+    def leaf(node: Container, spec: Any, path: tuple[str, ...]) -> Container:
+        if not isinstance(node.attrs.get("value"), np.ndarray):
+            return node
+        if id(node) not in done:
+            where = "/".join(path)
+            done[id(node)] = _drawn(node, spec, _words(base, where, instance), where, node.uid)
+        return done[id(node)]
+
+    return _rebuilt(model, leaf, tuple(prefix))
+
+
+def seeded(model: Container, seed: int = 0, *, prefix: Sequence[str] = ()) -> Container:
+    """``model`` with each weight keyed ``<seed>:<path>`` (its path from ``model``, after
+    ``prefix``) and drawn from a Generator seeded by ``seed`` and that path, unless it already
+    had that uid (it was drawn so, or loaded into). A shared weight (one uid in several places
+    with the same content: a layer applied twice, a tie) stays one weight, keyed by its first
+    path; weights of one uid whose content differs (a clash) are keyed and drawn apart, each by
+    its own path. The keys are relative to ``model``: seed the whole model, not parts of it (two
+    parts seeded apart hold the same keys where their paths agree). ``model`` itself if nothing
+    changes."""
+    if not isinstance(model, Container):
+        raise ArgumentError.at("model", "a Container", type(model).__name__)
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ArgumentError.at("seed", "a non-negative int", repr(seed))
+    seed = int(seed)
+    done: dict[str, list[tuple[Container, Container]]] = {}  # uid -> (node met, its keyed weight)
+
+    def leaf(node: Container, spec: Any, path: tuple[str, ...]) -> Container:
+        if not isinstance(node.attrs.get("value"), np.ndarray):
+            return node
+        group = done.setdefault(node.uid, [])
+        for met, keyed in group:
+            if met is node or same_content(met, node):  # one weight in several places
+                return keyed if keyed.name == node.name else keyed.with_name(str(node.name))
+        target = key(seed, path)
+        where = "/".join(path)
+        keyed = node if node.uid == target else _drawn(node, spec, _words(seed, where), where, target)
+        group.append((node, keyed))
+        return keyed
+
+    return _rebuilt(model, leaf, tuple(prefix))

@@ -31,18 +31,21 @@ from amanda.build.builder import DEFAULT_NAMESPACE
 from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Edge, Endpoint
 from amanda.containers.phases import bind
+from amanda.containers.traverse import walk
+from amanda.containers.uids import key_of
 from amanda.errors import ArgumentError
 from amanda.layers.base import assemble, assemble_phased, first, float_input, positive, probability
 from amanda.layers.init import Weights
+from amanda.namespaces.schema import suggest
 
-__all__ = ["BatchNorm", "LayerNorm", "freeze"]
+__all__ = ["BatchNorm", "LayerNorm", "freeze", "variable_keys"]
 
 CORE = "amanda/core"
 _core = Ops(CORE)
 
 
 def BatchNorm(channels: int, *, momentum: float = 0.9, epsilon: float = 1e-5,  # noqa: N802
-              name: str = "batchnorm", seed: int = 0) -> Container:
+              name: str = "batchnorm", seed: int | None = None) -> Container:
     """Batch normalisation over axis 1 (``[batch, channels, ...]``), with a learnt ``scale``
     (ones) and ``bias`` (zeros); running mean and variance start at zeros and ones."""
     c = positive("BatchNorm", "channels", channels)
@@ -66,7 +69,7 @@ def BatchNorm(channels: int, *, momentum: float = 0.9, epsilon: float = 1e-5,  #
     return assemble_phased("BatchNorm", name, x, {"train": train, "inference": infer}, updates, attrs, seed)
 
 
-def LayerNorm(features: int, *, epsilon: float = 1e-5, name: str = "layernorm", seed: int = 0) -> Container:  # noqa: N802
+def LayerNorm(features: int, *, epsilon: float = 1e-5, name: str = "layernorm", seed: int | None = None) -> Container:  # noqa: N802
     """Normalisation over the last axis (of size ``features``) with a learnt ``scale`` and ``bias``."""
     f = positive("LayerNorm", "features", features)
     if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not epsilon > 0:
@@ -82,10 +85,19 @@ def LayerNorm(features: int, *, epsilon: float = 1e-5, name: str = "layernorm", 
 _PORTS = {("Variable", "ref"): "output", ("Read", "ref"): "input", ("Read", "value"): "output"}
 
 
+def _is_core(node: Container, types: tuple[str, ...] = ("Variable", "Read")) -> bool:
+    return node.is_op and node.attrs.get("namespace") == CORE and node.type in types
+
+
+def variable_keys(model: Container) -> set[str]:
+    """The state keys of the ``amanda/core`` variables in ``model`` (``shared_name``, else uid)."""
+    return {key_of(node) for _, node, _ in walk(model) if _is_core(node, ("Variable",))}
+
+
 def _frozen_op(op: Container, state: Mapping[str, Any]) -> Container:
     attrs = dict(op.attrs)
     if op.type == "Variable":
-        key = str(attrs.get("shared_name") or op.uid)
+        key = key_of(op)
         value = np.asarray(state[key]) if key in state else attrs["value"]
         attrs.update(value=value, namespace=DEFAULT_NAMESPACE, initializer=True)
         return Container("Constant", op.name, inputs=(), outputs=["output"], attrs=attrs, uid=op.uid)
@@ -120,8 +132,7 @@ def _live(node: Container, updates: bool = True) -> set[str]:
 
 
 def _freeze_level(node: Container, children: list[Container], state: Mapping[str, Any], updates: bool) -> Container:
-    kinds = {str(c.name): str(c.type) for c in children if c.is_op and c.attrs.get("namespace") == CORE
-             and c.type in ("Variable", "Read")}
+    kinds = {str(c.name): str(c.type) for c in children if _is_core(c)}
     if node.controls:  # a phased layer: drop what only the other phases (or, without updates, its controls) used
         live = _live(node, updates)
         children = [c for c in children if c.name in live]
@@ -137,8 +148,10 @@ def _freeze_level(node: Container, children: list[Container], state: Mapping[str
 def freeze(model: Container, state: Mapping[str, Any] | None = None, phase: str = "inference", *,
            updates: bool = True) -> Container:
     """``model`` bound to ``phase``, with each ``Variable`` an initializer holding its value in
-    ``state`` (a session's ``state``; without it, the initial value) and each ``Read`` an
-    ``Identity``; inside layers with control ports, ops only other phases used are dropped.
+    ``state`` (a session's ``state``; a variable it has no value for keeps its initial value)
+    and each ``Read`` an ``Identity``; inside layers with control ports, ops only other phases
+    used are dropped. A key of ``state`` that is no variable's key (``shared_name``, else uid) of
+    ``model`` is an ArgumentError naming it: a state from a session of another model.
     ``updates=False`` also drops the ops only a named control port runs (BatchNorm's running
     statistics updates in the train phase), so that a training computation such as a gradient
     container exports to ONNX, which has no variables to assign. The inference result exports
@@ -152,6 +165,8 @@ def freeze(model: Container, state: Mapping[str, Any] | None = None, phase: str 
         raise ArgumentError.at("model", "a Container", type(model).__name__)
     if state is not None and not isinstance(state, Mapping):
         raise ArgumentError.at("state", "a mapping (a session's state) or None", type(state).__name__)
+    if state:
+        _check_keys(model, state)
     bound = bind(model, phase)
     memo: dict[int, Container] = {}
 
@@ -163,3 +178,17 @@ def freeze(model: Container, state: Mapping[str, Any] | None = None, phase: str 
         return memo[id(node)]
 
     return visit(bound)
+
+
+def _check_keys(model: Container, state: Mapping[str, Any]) -> None:
+    """An ArgumentError naming the keys of ``state`` no variable of ``model`` has."""
+    known = variable_keys(model)
+    unknown = [str(k) for k in state if k not in known]
+    if not unknown:
+        return
+    shown = ", ".join(repr(k) for k in unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
+    listed = sorted(known)
+    expected = (f"keys of the model's {len(listed)} variables ({', '.join(repr(k) for k in listed[:5])}"
+                f"{', …' if len(listed) > 5 else ''})" if listed else "no keys: the model has no variables")
+    raise ArgumentError.at("state", expected, f"keys that match no variable: {shown}",
+                           suggest(unknown[0], listed) or "a state of a session of another model?")

@@ -69,7 +69,8 @@ def validate(
     Each ``Problem`` has the op's ``path`` (a tuple of names from the top) and says what was
     expected and found. An op type its namespace does not define, unknown or missing ports,
     missing required attributes and attributes of the wrong type are reported, and so are the
-    type errors ``amanda.types.check`` finds (dtypes, shapes, ranks, symbols). A namespace
+    type errors ``amanda.types.check`` finds (dtypes, shapes, ranks, symbols), and every two nodes
+    of other content that share a uid (``amanda.containers.uids``). A namespace
     name the registry does not know raises ``SchemaError`` (``unknown_namespace="raise"``), or
     is reported once per op (``"report"``), or its ops are skipped (``"skip"``).
     """
@@ -83,6 +84,7 @@ def validate(
     ):
         raise ArgumentError.at("ignore", "a collection of attribute names", shown(ignore))
     problems: list[Problem] = []
+    original = container
     try:  # ops are checked with the attribute values each call gives its body
         container = resolve_references(container)
     except InvariantError as exc:
@@ -103,9 +105,10 @@ def validate(
             problems += _check(path, node, ns, cache, unknown_namespace, ignore)
         for label, body in reversed(_bodies(node)):
             stack.append(((*path, label), body, body.attrs.get("namespace", ns), True))
+    from amanda.containers.uids import uid_clashes
     from amanda.types.checking import check  # types sit above namespaces: imported when used
 
-    return problems + check(container)
+    return problems + check(container) + uid_clashes(original)
 
 
 def _namespace(name: Any, cache: dict, mode: str) -> Namespace | SchemaError:

@@ -26,9 +26,11 @@ import numpy as np
 
 from amanda.build.builder import DEFAULT_NAMESPACE
 from amanda.containers import SELF, Container, Edge, Endpoint, Port, replace, walk
+from amanda.containers.uids import key_of
 from amanda.containers.update import target_paths
 from amanda.errors import ArgumentError, PathError, format_path
 from amanda.layers import freeze as freeze_layers
+from amanda.layers.norm import variable_keys
 from amanda.types import TensorType, to_attrs
 
 __all__ = ["CORE", "default_weights", "freeze", "trainable"]
@@ -76,9 +78,14 @@ def trainable(model: Container, weights: Any = None) -> Container:
     return replace(model, todo, _weight) if todo else model
 
 
+def _key(node: Container) -> str:
+    """The state key of a ``Weight``'s variable."""
+    return key_of(node.child("variable"))
+
+
 def _constant(node: Container, state: Mapping[str, Any]) -> Container:
     variable = node.child("variable")
-    key = str(variable.attrs.get("shared_name") or variable.uid)
+    key = _key(node)
     value = np.asarray(state[key]) if key in state else variable.attrs["value"]
     attrs = {**node.attrs, "value": value, "namespace": DEFAULT_NAMESPACE, "initializer": True}
     return Container("Constant", node.name, inputs=(), outputs=[node.outputs[0].name], attrs=attrs, uid=node.uid)
@@ -88,7 +95,11 @@ def freeze(model: Container, session: Any = None, phase: str = "inference") -> C
     """The model for inference: each ``Weight`` a ``Constant`` holding its value in ``session``
     (a Session, its ``state``, or None for the initial values), BatchNorm's statistics constants
     too (:func:`amanda.layers.freeze`), bound to ``phase``. Given a training container (from
-    :func:`amanda.optim.minimize`), its forward model. The result exports to ONNX."""
+    :func:`amanda.optim.minimize`), its forward model. The result exports to ONNX.
+
+    A session (or state) that holds no value for some weight never ran this model (a new
+    session, or one of another model): that is an ArgumentError naming the weights, not the
+    untrained values; pass ``session=None`` for the initial weights."""
     if not isinstance(model, Container):
         raise ArgumentError.at("model", "a Container", type(model).__name__)
     state = getattr(session, "state", session) or {}
@@ -99,8 +110,22 @@ def freeze(model: Container, session: Any = None, phase: str = "inference") -> C
         if not forward:
             raise PathError.at(model.name, "a training container naming its forward model", "none")
         model = model.descendant(tuple(forward))
-    paths = [p for p, node, _ in walk(model) if node.type == "Weight" and p]
-    frozen = replace(model, paths, lambda node: _constant(node, state)) if paths else model
     if model.type == "Weight":
         raise PathError.at(format_path(()), "a model holding weights", "a Weight itself")
-    return freeze_layers(frozen, state, phase)
+    paths = [p for p, node, _ in walk(model) if node.type == "Weight" and p]
+    if session is not None:
+        _check_ran(model, paths, state)
+    frozen = replace(model, paths, lambda node: _constant(node, state)) if paths else model
+    kept = variable_keys(frozen)  # the optimiser's variables and the weights' are not the model's
+    return freeze_layers(frozen, {k: v for k, v in state.items() if k in kept}, phase)
+
+
+def _check_ran(model: Container, paths: list[tuple[str, ...]], state: Mapping[str, Any]) -> None:
+    """An ArgumentError naming the weights ``state`` holds no value for."""
+    missing = [format_path(p) for p in paths if _key(model.descendant(p)) not in state]
+    if missing:
+        shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+        raise ArgumentError.at("session", f"a session that ran this model (a value for each of its {len(paths)} "
+                               "weights)", f"no value for {shown}",
+                               "run a training step first (session.run([loss, 'train'], feeds, phase='train')), "
+                               "or pass session=None for the initial weights")

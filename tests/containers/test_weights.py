@@ -206,3 +206,81 @@ def test_malformed_archive_members_raise_format_error(tmp_path, member, content)
         archive.writestr(member, content)
     with pytest.raises(FormatError, match="members.npz"):
         load_weights(model(), bad)
+
+
+def _compressed(path, entries):
+    """An .npz of members ``key -> (dtype, shape)`` all zeros, deflated and written in chunks (a
+    small file that decompresses to their full size)."""
+    import zipfile
+
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for key, (dtype, shape) in entries.items():
+            with archive.open(f"{key}.npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array_header_1_0(member, {"descr": np.dtype(dtype).str, "fortran_order": False,
+                                                              "shape": shape})
+                left = int(np.prod(shape)) * np.dtype(dtype).itemsize
+                chunk = bytes(1 << 20)
+                while left:
+                    member.write(chunk[:min(left, len(chunk))])
+                    left -= min(left, len(chunk))
+
+
+def _peak(call):
+    """What ``call()`` returns and the peak of the memory Python and numpy allocated meanwhile."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        result = call()
+        return result, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_loading_decompresses_only_the_arrays_it_loads(tmp_path):
+    """A small file holding a 64 MB array that pairs with nothing, or pairs with an array of
+    another shape, costs a few MB to load (its header is read, not its data); an array that
+    does pair is read, and only it."""
+    m = model()
+    uid = m.child("d1").uid
+    path = tmp_path / "bomb.npz"
+    _compressed(path, {"nobody::kernel": ("float32", (1 << 24,)), f"{uid}::kernel": ("float32", (1 << 24,)),
+                       f"{uid}::bias": ("float32", (3,))})
+    assert path.stat().st_size < 1 << 20
+    result, peak = _peak(lambda: load_weights(m, path))
+    assert peak < 8 << 20, peak
+    assert result.unmatched == ("nobody::kernel",) and result.mismatched == (f"{uid}::kernel",)
+    assert result.container.child("d1").attrs["bias"].tolist() == [0, 0, 0]
+
+
+def test_arrays_past_a_bound_or_larger_than_their_member_are_format_errors(tmp_path, monkeypatch):
+    """An array added with add_missing past MAX_ADDED_BYTES, a paths index past
+    MAX_INDEX_BYTES, and a header that promises more data than its member holds are
+    FormatErrors naming the file, raised before the data is read."""
+    from amanda.containers import weights
+
+    m = model()
+    uid = m.child("d1").uid
+    path = tmp_path / "big.npz"
+    _compressed(path, {f"{uid}::extra": ("float64", (1 << 20,))})
+    monkeypatch.setattr(weights, "MAX_ADDED_BYTES", 1 << 20)
+    (result, peak) = _peak(lambda: load_weights(m, path))  # not added: not read
+    assert result.unmatched == (f"{uid}::extra",) and peak < 4 << 20
+    with pytest.raises(FormatError, match=r"big.npz.*8388608 bytes, more than the limit of 1048576"):
+        load_weights(m, path, add_missing=True)
+    saved = tmp_path / "w.npz"
+    save_weights(m, saved)
+    monkeypatch.setattr(weights, "MAX_INDEX_BYTES", 16)
+    assert load_weights(m, saved).unmatched == ()  # pairing by uid does not read the index
+    with pytest.raises(FormatError, match="w.npz.*__amanda_paths__"):
+        load_weights(m, saved, by="path")
+    import zipfile
+
+    lying = tmp_path / "lying.npz"
+    with zipfile.ZipFile(lying, "w") as archive:
+        with archive.open(f"{uid}::kernel.npy", "w") as member:
+            np.lib.format.write_array_header_1_0(member, {"descr": "<f4", "fortran_order": False,
+                                                          "shape": (1 << 40,)})
+            member.write(bytes(48))
+    with pytest.raises(FormatError, match=r"lying.npz.*takes"):
+        load_weights(m, lying)

@@ -317,11 +317,34 @@ def _zip(src: Source, name: str) -> bytes:
     return out.getvalue()
 
 
+BOMB_BYTES = 1 << 26  # what a compressed member of the bomb kind decompresses to, at most
+MEMORY_BOUND = 16 << 20  # what a load of these small models may allocate at its peak
+
+
+def _bomb(src: Source, name: str) -> bytes:
+    """A small archive whose deflated members of zeros decompress to up to 64 MB each, keyed to
+    pair with nothing, with a weight of the model (another shape), or under a bare name."""
+    model = seeds.onnx_containers()[name]
+    keys = [f"{c.uid}::value" for c in model.children if "value" in c.attrs] + ["nobody::value", "x"]
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for key in dict.fromkeys(src.choice(keys) for _ in range(src.integer(1, 3))):  # each name once
+            count = src.integer(1, BOMB_BYTES // 4)
+            with archive.open(f"{key}.npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array_header_1_0(member, {"descr": "<f4", "fortran_order": False,
+                                                              "shape": (count,)})
+                left, chunk = count * 4, bytes(1 << 20)
+                while left:
+                    member.write(chunk[:min(left, len(chunk))])
+                    left -= min(left, len(chunk))
+    return out.getvalue()
+
+
 def generate_weights(src: Source) -> tuple[str, bytes]:
     """A model name and the bytes of a (broken) weights file for it."""
     name = src.choice(WEIGHT_MODELS)
     good = _weights(name)
-    kind = src.integer(0, 5)
+    kind = src.integer(0, 6)
     if kind == 0:
         data = good[: src.integer(0, len(good))]
     elif kind == 1:
@@ -332,17 +355,30 @@ def generate_weights(src: Source) -> tuple[str, bytes]:
         data = _npy(src, np.zeros((8, 16), np.float32))
     elif kind == 4:
         data = _zip(src, name)
+    elif kind == 5:
+        data = _bomb(src, name)
     else:
         data = good
     return name, data
 
 
 def run_weights(case: tuple[str, bytes]) -> None:
-    """``load_weights``: the model is unchanged and every array loaded is read-only."""
+    """``load_weights``: the model is unchanged, every array loaded is read-only, and the load
+    allocates at most a bound of its own however much the file's members decompress to."""
+    import tracemalloc
+
     name, data = case
     model = seeds.onnx_containers()[name]
     before = snapshot(model)
-    loaded = amanda.load_weights(model, _file(data, ".npz"))
+    path = _file(data, ".npz")
+    tracemalloc.start()
+    try:
+        loaded = amanda.load_weights(model, path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    if peak > MEMORY_BOUND:
+        raise InvalidResult(f"loading a {len(data)}-byte file allocated {peak} bytes")
     check_unchanged(model, before, "the model loaded into")
     for _, node, _ in amanda.walk(loaded.container):
         for key, value in node.attrs.items():

@@ -1,5 +1,5 @@
-"""Cases the long fuzz campaign found, kept as regressions: each now ends in a valid result or
-an AmandaError (they raised bare exceptions)."""
+"""Cases the long fuzz campaigns found, kept as regressions: each now ends in a valid result or
+an AmandaError (they raised bare exceptions, or broke a property of their target)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,9 @@ FOUND = [
     ("mapping", 1, 6530),  # ... a bool
     ("mapping", 1, 1244),  # ... None among the ports
     ("weights", 1, 581),  # a zip member in a compression zipfile lacks: NotImplementedError
+    ("weights", 0, 6),  # a 119 KB file cost 122 MB of memory though no key paired
+    ("layer_stack", 0, 0),  # two Dense layers built apart held one uid: 6 weight uids for 14
+    ("grad_opset", 0, 0),  # an opset-20 model's backward ops were built at opset 17
 ]
 
 

@@ -76,7 +76,7 @@ def test_compositions_expose_one_train_port_that_runs_every_update() -> None:
         assert net.control_names == ("train",)
         with amanda.Session(net, threads=1) as session:
             session.run(["train"], {feed: x}, phase="train")
-            moved = [session.state[uid] for uid in session.state if uid.endswith("moving_mean")]
+            moved = [session.state[bn.child("moving_mean").uid] for bn in (bn1, bn2)]
         assert len(moved) == 2 and all(np.abs(m).max() > 0 for m in moved)
 
 
@@ -132,6 +132,22 @@ def test_freeze_rejects_what_is_not_a_model() -> None:
         layers.freeze("net")  # type: ignore[arg-type]
     with pytest.raises(amanda.ArgumentError, match="state"):
         layers.freeze(layers.BatchNorm(2), state=[1])  # type: ignore[arg-type]
+
+
+def test_freeze_names_state_keys_that_match_no_variable() -> None:
+    """A state key that is no variable of the model (a misspelt key, a state of another model)
+    is an ArgumentError naming it with a did-you-mean; the model's own keys freeze to their values."""
+    bn = layers.BatchNorm(2)
+    key = bn.child("moving_mean").uid
+    value = np.array([1.0, 2.0], np.float32)
+    frozen = layers.freeze(bn, {key: value})
+    np.testing.assert_array_equal(frozen.child("moving_mean").attrs["value"], value)
+    with pytest.raises(amanda.ArgumentError, match=rf"state.*{key[:-1]}X.*did you mean.*'{key}'"):
+        layers.freeze(bn, {key[:-1] + "X": value})
+    with amanda.Session(layers.BatchNorm(2)) as other:
+        other.run(["train"], {"x": np.ones((3, 2), np.float32)}, phase="train")
+        with pytest.raises(amanda.ArgumentError, match="match no variable"):
+            layers.freeze(bn, other.state)
 
 
 def test_chain_exposes_each_control_name_once_and_leaves_clashing_names_alone() -> None:

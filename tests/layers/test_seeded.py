@@ -99,3 +99,19 @@ def test_weights_saved_here_pair_by_uid_in_a_new_process(tmp_path: Path) -> None
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "paired"
+
+
+def test_seeded_keeps_a_tie_and_a_layer_rejects_a_bad_seed() -> None:
+    """A tie made by layers.tie stays one weight (one uid, one value) through seeded; a layer's
+    own seed must be None or a non-negative int; layers built apart draw apart, one seed draws alike."""
+    tied = layers.seeded(layers.tie(layers.Dense(3, 3) >> layers.Dense(3, 3), "dense/kernel", "dense_1/kernel"), 4)
+    a, b = (tied.child(n).child("kernel") for n in ("dense", "dense_1"))
+    assert a.uid == b.uid == "4:dense/kernel" and np.array_equal(a.attrs["value"], b.attrs["value"])
+    with pytest.raises(amanda.ArgumentError, match="Dense/seed"):
+        layers.Dense(2, 2, seed=-1)
+    with pytest.raises(amanda.ArgumentError, match="BatchNorm/seed"):
+        layers.BatchNorm(2, seed="0")  # type: ignore[arg-type]
+    apart = [layers.Dense(3, 3).child("kernel") for _ in range(2)]
+    assert apart[0].uid != apart[1].uid and not np.array_equal(apart[0].attrs["value"], apart[1].attrs["value"])
+    alike = [layers.Dense(3, 3, seed=5).child("kernel") for _ in range(2)]
+    assert alike[0].uid != alike[1].uid and np.array_equal(alike[0].attrs["value"], alike[1].attrs["value"])

@@ -20,7 +20,8 @@ def mlp() -> amanda.Container:
     x, labels = Input("x", "float32", ("batch", 5)), Input("labels", "int64", ("batch",))
     h = layers.Dense(5, 7, activation="tanh", name="fc1")(x)
     logits = layers.Dense(7, 3, name="fc2", init="glorot_normal")(h)
-    return model([x, labels], {"loss": ops.SoftmaxCrossEntropyLoss(logits, labels)[0], "logits": logits}, name="mlp")
+    built = model([x, labels], {"loss": ops.SoftmaxCrossEntropyLoss(logits, labels)[0], "logits": logits}, name="mlp")
+    return layers.seeded(built, 0)  # the same weights each time it is built
 
 
 def trained(optimizer, steps: int = 3) -> tuple[dict, list[float]]:
@@ -108,8 +109,8 @@ def test_a_step_also_updates_batchnorm_statistics_and_freezes_for_onnxruntime(tm
     net = cnn()
     trainer = minimize(net, "loss", SGD(lr=0.1))
     feeds = {"x": RNG.standard_normal((4, 1, 6, 6)).astype(np.float32), "labels": np.array([0, 1, 2, 1])}
+    before = freeze(trainer)  # the initial weights
     with amanda.Session(trainer) as s:
-        before = freeze(trainer, s)
         s.run(["loss", "train"], feeds, phase="train")
         after = freeze(trainer, s)
         logits = s.run(["logits"], feeds, phase="inference")[0]
@@ -155,4 +156,22 @@ def test_trainable_and_freeze_check_their_arguments():
     held = amanda.optim.trainable(net)
     assert held.descendant(("fc1", "kernel")).type == "Weight"
     np.testing.assert_array_equal(freeze(held).descendant(("fc1", "kernel")).attrs["value"],
+                                  net.descendant(("fc1", "kernel")).attrs["value"])
+
+
+def test_freeze_refuses_a_session_that_never_ran_the_model():
+    """A session that never ran the trainer (or one of another model) holds no trained values:
+    freeze names the weights it lacks instead of returning the untrained ones; session=None
+    gives the initial weights on purpose."""
+    net = mlp()
+    trainer = minimize(net, "loss", SGD(lr=0.1))
+    with amanda.Session(trainer) as fresh, pytest.raises(amanda.ArgumentError, match=r"session.*fc1/kernel.*None"):
+        freeze(trainer, fresh)
+    with pytest.raises(amanda.ArgumentError, match="no value for"):
+        freeze(trainer, {})
+    with amanda.Session(net) as other:
+        other.run(["loss"], FEEDS[0])
+        with pytest.raises(amanda.ArgumentError, match="fc1/kernel"):
+            freeze(trainer, other)
+    np.testing.assert_array_equal(freeze(trainer).descendant(("fc1", "kernel")).attrs["value"],
                                   net.descendant(("fc1", "kernel")).attrs["value"])

@@ -9,6 +9,7 @@ handled by the generic rule in ``onnx_opsets`` (a relabel when its schema is com
   LogSoftmax and Hardmax stopped coercing the input to 2-D (``axis`` now names one axis, default
   -1, instead of where the 2-D split falls, default 1); Resize's ``roi`` and ``scales`` became
   optional and ``tf_half_pixel_for_nn`` was dropped.
+- 15: Shape gained ``start`` and ``end``; before 15 the whole shape is taken and sliced.
 - 18: ``axes`` of the other reductions became an input; Split gained ``num_outputs`` (needed
   when ``split`` is not given).
 """
@@ -201,6 +202,26 @@ def _split_up_18(m: Match) -> Any:
     return Replacement({"op": NewOp(attrs={"num_outputs": len(m["op"].outputs)})})
 
 
+def _shape_up_15(m: Match) -> Any:
+    """Shape-14 takes the whole shape, as Shape-15 does without ``start`` and ``end``."""
+    return RELABEL
+
+
+def _shape_down_15(m: Match) -> Any:
+    """Shape-15's ``start`` and ``end``: before 15, the whole shape and a Slice of it."""
+    op = m["op"]
+    start, end = op.attrs.get("start"), op.attrs.get("end")
+    if start in (None, 0) and end is None:
+        return Replacement({"op": NewOp(drop_attrs=["start"])})
+    bound = np.iinfo(np.int64).max if end is None else int(end)
+    ops = {"op": NewOp(drop_attrs=["start", "end"]),
+           "starts": NewOp("Constant", attrs={"value": np.array([int(start or 0)], np.int64)}),
+           "ends": NewOp("Constant", attrs={"value": np.array([bound], np.int64)}),
+           "part": NewOp("Slice")}
+    edges = ["op.shape -> part.data", "starts.output -> part.starts", "ends.output -> part.ends"]
+    return Replacement(ops, edges, {"op.shape": "part.output"})
+
+
 def _one(pattern_types: Sequence[str], function: Callable[[Match], Any], name: str) -> list[Rule]:
     return [(Pattern({"op": tuple(pattern_types)}), _named(function, name))]
 
@@ -225,6 +246,8 @@ CHANGES: dict[int, list[tuple[tuple[str, ...], list[Rule], list[Rule]]]] = {
         (("Resize",), _one(("Resize",), _resize_up, "resize_up"),
          _one(("Resize",), _resize_down, "resize_roi_scales")),
     ],
+    15: [(("Shape",), _one(("Shape",), _shape_up_15, "shape_up"),
+          _one(("Shape",), _shape_down_15, "shape_start_end_to_slice"))],
     18: [
         (_REDUCE_18, attr_to_input(_REDUCE_18, "axes", "axes", "int64"),
          input_to_attr(_REDUCE_18, "axes", "axes", _ints, noop_attr=True)),
