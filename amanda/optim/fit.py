@@ -188,7 +188,8 @@ class Loop:
             self.set_lr(float(meta["lr"]))
 
 
-def _trainer(model: Container, optimizer: Any, loss: str, clip: tuple[Any, Any]) -> tuple[Container, Any, Any]:
+def _trainer(model: Container, optimizer: Any, loss: str, clip: tuple[Any, Any], weights: Any,
+             ) -> tuple[Container, Any, Any]:
     """The training container, a function rebuilding it at another rate (or None), the rate."""
     if not isinstance(model, Container):
         raise ArgumentError.at("model", "a model (Container) or a training container", type(model).__name__)
@@ -200,7 +201,8 @@ def _trainer(model: Container, optimizer: Any, loss: str, clip: tuple[Any, Any])
         raise ArgumentError.at("optimizer", "an optimiser such as amanda.optim.Adam(lr=1e-3)", type(optimizer).__name__)
 
     def build(lr: float) -> Container:
-        return clip_gradients(minimize(model, loss, dataclasses.replace(optimizer, lr=lr)), *clip)  # type: ignore[type-var]
+        rated = dataclasses.replace(optimizer, lr=lr)  # type: ignore[type-var]
+        return clip_gradients(minimize(model, loss, rated, weights), *clip)
 
     lr = float(getattr(optimizer, "lr", 0.0))
     return build(lr), build, lr
@@ -236,19 +238,20 @@ def fit(model: Container, x: Any, y: Any = None, *, optimizer: Optimizer | None 
         output: str | None = None, target: str | None = None, epochs: int = 1, batch_size: int = 32,
         shuffle: bool = True, seed: int = 0, validation_data: Any = None, validation_split: float = 0.0,
         metrics: Any = None, callbacks: Any = None, clip_value: float | None = None, clip_norm: float | None = None,
-        resume: Any = None, verbose: bool = True) -> _callbacks.History:
+        weights: Any = None, resume: Any = None, verbose: bool = True) -> _callbacks.History:
     """Train ``model`` with ``optimizer`` (or a training container from
     :func:`~amanda.optim.minimize`) on ``x``/``y`` for ``epochs`` epochs; its History.
 
     ``validation_data`` (``(x, y)`` or feeds) or ``validation_split`` (the last fraction of
     the rows) are scored after each epoch in the ``inference`` phase; ``metrics`` compare the
     ``output`` (default: the only output besides ``loss``) with the ``target`` input (default:
-    the second input); ``resume`` is a checkpoint to continue from; ``verbose`` shows a
-    progress bar (only on a terminal, see :mod:`amanda.progress`)."""
+    the second input); ``weights`` chooses what to train (as for ``minimize``); ``resume`` is a
+    checkpoint to continue from; ``verbose`` shows a progress bar (only on a terminal, see
+    :mod:`amanda.progress`)."""
     epochs, batch_size = _positive("epochs", epochs), _positive("batch_size", batch_size)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ArgumentError.at("seed", "a non-negative int", repr(seed))
-    trainer, rebuild, lr = _trainer(model, optimizer, loss, (clip_value, clip_norm))
+    trainer, rebuild, lr = _trainer(model, optimizer, loss, (clip_value, clip_norm), weights)
     spec = _Spec(trainer, loss, _output(trainer, loss, output), target, _metrics.resolve(metrics))
     data = feeds_of(trainer, x, y)
     held = None if validation_data is None else feeds_of(
