@@ -153,11 +153,12 @@ def save_checkpoint(path: str | Path, model: Container, session: Any = None,
         text = json.dumps({"format": FORMAT, "variables": index, "meta": dict(meta or {})})
     except (TypeError, ValueError) as exc:
         raise ArgumentError.at("meta", "JSON-serialisable values", str(exc)) from None
-    arrays = {f"v{i}": e.value for i, e in enumerate(entries)}
+    arrays: dict[str, Any] = {f"v{i}": e.value for i, e in enumerate(entries)}
+    arrays[_META] = np.array(text)
     target = os.fspath(path)
     partial = f"{target}.partial"
     with open(partial, "wb") as handle:
-        np.savez(handle, **arrays, **{_META: np.array(text)})
+        np.savez(handle, **arrays)
     os.replace(partial, target)
     return [e.key for e in entries]
 

@@ -105,11 +105,11 @@ class _Spec:
         """Run one batch; its loss (when the spec has one) and metrics."""
         fetches = ([self.loss] if self.loss else []) + (["train"] if train else [])
         if self.metrics:
-            fetches.append(self.output)
+            fetches.append(str(self.output))
         got = session.run(fetches, feeds, phase=phase)
         logs = {"loss": float(got[0])} if self.loss else {}
         for name, fn in self.metrics:
-            logs[name] = float(fn(np.asarray(feeds[self.target]), got[-1]))
+            logs[name] = float(fn(np.asarray(feeds[str(self.target)]), got[-1]))
         return logs
 
 
@@ -137,7 +137,7 @@ class Loop:
         self.trainer, self.rebuild, self.lr = trainer, rebuild, lr
         self.session = Session(trainer)
         self.rng = np.random.default_rng(seed)
-        self.epoch_rng: dict[str, Any] = self.rng.bit_generator.state
+        self.epoch_rng: dict[str, Any] = dict(self.rng.bit_generator.state)
         self.epoch = self.batch = self.step = 0
         self.stop, self.epoch_done = False, False
         self.stats = _Stats()
@@ -210,7 +210,7 @@ def _trainer(model: Container, optimizer: Any, loss: str, clip: tuple[Any, Any],
 
 def _epoch(loop: Loop, spec: _Spec, data: Any, size: int, shuffle: bool, hooks: list[Any], bar: Any) -> bool:
     """Train one epoch from ``loop.batch`` on; whether it ran to its end."""
-    loop.epoch_rng = loop.rng.bit_generator.state
+    loop.epoch_rng = dict(loop.rng.bit_generator.state)
     order = None
     if isinstance(data, dict):
         order = loop.rng.permutation(rows(data)) if shuffle else np.arange(rows(data))
@@ -254,9 +254,11 @@ def fit(model: Container, x: Any, y: Any = None, *, optimizer: Optimizer | None 
     trainer, rebuild, lr = _trainer(model, optimizer, loss, (clip_value, clip_norm), weights)
     spec = _Spec(trainer, loss, _output(trainer, loss, output), target, _metrics.resolve(metrics))
     data = feeds_of(trainer, x, y)
-    held = None if validation_data is None else feeds_of(
-        trainer, *(validation_data if isinstance(validation_data, tuple) else (validation_data, None)),
-        where="validation_data")
+    held = None
+    if validation_data is not None:
+        pair = isinstance(validation_data, tuple) and len(validation_data) == 2
+        vx, vy = validation_data if pair else (validation_data, None)
+        held = feeds_of(trainer, vx, vy, where="validation_data")
     if validation_split:
         if held is not None or not isinstance(data, dict):
             raise ArgumentError.at("validation_split", "0 with validation_data or an iterable x", repr(validation_split))
