@@ -194,3 +194,13 @@ def test_bad_arguments_say_what_and_suggest():
         fit(minimize(mlp(), "loss", SGD()), X, Y, callbacks=[LearningRateScheduler(lambda e, lr: 0.5)], verbose=False)
     with pytest.raises(amanda.ArgumentError, match="used-up generator"):
         fit(minimize(mlp(), "loss", SGD()), ((X, Y) for _ in range(1)), epochs=2, verbose=False)
+
+
+def test_the_progress_bar_shows_the_loss(monkeypatch, capsys):
+    monkeypatch.setenv("AMANDA_PROGRESS", "1")
+    fit(mlp(), X, Y, optimizer=SGD(lr=0.1), epochs=2, batch_size=10, metrics=["accuracy"])
+    shown = capsys.readouterr().err
+    assert "fit" in shown and "epoch 1 loss" in shown and "accuracy" in shown
+    monkeypatch.setenv("AMANDA_PROGRESS", "1")
+    fit(mlp(), X, Y, optimizer=SGD(lr=0.1), epochs=1, verbose=False)
+    assert "loss" not in capsys.readouterr().err
