@@ -204,3 +204,22 @@ def test_the_progress_bar_shows_the_loss(monkeypatch, capsys):
     monkeypatch.setenv("AMANDA_PROGRESS", "1")
     fit(mlp(), X, Y, optimizer=SGD(lr=0.1), epochs=1, verbose=False)
     assert "loss" not in capsys.readouterr().err
+
+
+def test_validation_data_and_evaluate_with_a_session(tmp_path):
+    from amanda.optim import Checkpoint
+
+    saver = Checkpoint(tmp_path / "e{epoch}-s{step}.npz")
+    history = fit(mlp(), {"x": X[:25], "labels": Y[:25]}, optimizer=SGD(lr=0.1), epochs=2, batch_size=10,
+                  validation_data=[(X[25:], Y[25:])], metrics=["accuracy"], callbacks=[saver], verbose=False)
+    assert [p.rsplit("/", 1)[-1] for p in saver.written] == ["e0-s3.npz", "e1-s6.npz"]
+    assert all((tmp_path / p.rsplit("/", 1)[-1]).exists() for p in saver.written)
+    with amanda.Session(history.trainer) as session:
+        cold = evaluate(history.trainer, X[25:], Y[25:], session=session)  # the initial weights
+    frozen = history.model()
+    with amanda.Session(frozen) as session:
+        logits = session.run(["logits"], {"x": X[25:], "labels": Y[25:]})[0]
+    warm = evaluate(frozen, {"x": X[25:], "labels": Y[25:]}, metrics=["accuracy"])
+    assert warm["accuracy"] == pytest.approx(np.mean(logits.argmax(axis=1) == Y[25:]))
+    assert history.history["val_accuracy"][-1] == pytest.approx(warm["accuracy"])
+    assert history.history["val_loss"][-1] == pytest.approx(warm["loss"], rel=1e-6) and cold["loss"] != warm["loss"]
