@@ -201,7 +201,8 @@ def _trainer(model: Container, optimizer: Any, loss: str, clip: tuple[Any, Any],
         raise ArgumentError.at("optimizer", "an optimiser such as amanda.optim.Adam(lr=1e-3)", type(optimizer).__name__)
 
     def build(lr: float) -> Container:
-        rated = dataclasses.replace(optimizer, lr=lr)  # type: ignore[type-var]
+        with_lr = getattr(optimizer, "with_lr", None)  # a Scheduled optimiser: its base rate
+        rated = with_lr(lr) if with_lr else dataclasses.replace(optimizer, lr=lr)  # type: ignore[type-var]
         return clip_gradients(minimize(model, loss, rated, weights), *clip)
 
     lr = float(getattr(optimizer, "lr", 0.0))
