@@ -1,9 +1,9 @@
 """Train a small CNN on scikit-learn's 8x8 digits (1,797 images shipped with the package).
 
 The CNN is built from layers, gets a skip connection added non-destructively with `edit`, and
-is trained with Adam through `amanda.optim.minimize`: one step is one session run of the loss
-and the `train` control port (the optimiser's updates and BatchNorm's statistics). The trained
-inference model is frozen, exported to ONNX, and onnxruntime gives the same predictions.
+is trained with Adam by `amanda.optim.fit` (seeded shuffling, held-out accuracy after each
+epoch, a progress bar on a terminal). The trained inference model (`history.model()`) is
+exported to ONNX, and onnxruntime gives the same predictions.
 Needs the `examples` extra (scikit-learn).
 """
 
@@ -11,12 +11,11 @@ import time
 
 import numpy as np
 from sklearn.datasets import load_digits
-from tqdm import tqdm
 
 import amanda
 from amanda import layers, ops
 from amanda.io.onnx import to_onnx
-from amanda.optim import Adam, freeze, minimize
+from amanda.optim import Adam, fit, predict
 
 EPOCHS, BATCH = 15, 32
 
@@ -49,21 +48,12 @@ def main() -> None:
     images = (digits.images / 16.0).astype(np.float32)[:, None]
     labels = digits.target.astype(np.int64)
     order = np.random.default_rng(0).permutation(len(labels))
-    held = order[: len(order) // 4]
-    train = order[len(order) // 4:]
-    trainer = minimize(network(), "loss", Adam(lr=0.005))
-    rng = np.random.default_rng(1)
-    with amanda.Session(trainer) as session:
-        bar = tqdm(range(EPOCHS), desc="training", unit="epoch")
-        for _ in bar:
-            losses = []
-            for batch in np.array_split(rng.permutation(train), len(train) // BATCH):
-                feeds = {"image": images[batch], "labels": labels[batch]}
-                losses.append(float(session.run(["loss", "train"], feeds, phase="train")[0]))
-            logits = session.run(["logits"], {"image": images[held], "labels": labels[held]}, phase="inference")[0]
-            accuracy = float(np.mean(logits.argmax(axis=1) == labels[held]))
-            bar.set_postfix(loss=f"{np.mean(losses):.3f}", accuracy=f"{accuracy:.3f}")
-        inference = freeze(trainer, session)
+    held, train = order[: len(order) // 4], order[len(order) // 4:]
+    history = fit(network(), images[train], labels[train], optimizer=Adam(lr=0.005), epochs=EPOCHS,
+                  batch_size=BATCH, seed=1, validation_data=(images[held], labels[held]), metrics=["accuracy"])
+    accuracy = history.history["val_accuracy"][-1]
+    inference = history.model()
+    logits = predict(inference, images[held])
     print(f"held-out accuracy {accuracy:.4f} on {len(held)} images after {time.perf_counter() - start:.1f} s")
     assert accuracy >= 0.97, accuracy
 

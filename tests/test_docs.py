@@ -197,7 +197,7 @@ LAYERS = {
     "build": BASE | {"containers", "namespaces", "io", "types"},
     "layers": BASE | {"containers", "namespaces", "io", "types", "build"},
     "autodiff": BASE | {"containers", "namespaces", "io", "types", "build", "layers", "exec"},
-    "optim": BASE | {"containers", "namespaces", "io", "exec", "types", "build", "layers", "autodiff"},
+    "optim": BASE | {"containers", "namespaces", "io", "exec", "types", "build", "layers", "autodiff", "progress"},
     "dask": BASE | {"containers", "exec", "io"},
     "passes": BASE | {"containers", "namespaces", "io", "types", "exec", "progress"},
 }

@@ -38,8 +38,13 @@ class Slot:
     """One weight as an optimiser sees it: its variable's reference, its value this step, its
     gradient, and a label for the state variables it gets."""
 
-    def __init__(self, label: str, ref: Value, weight: Value, grad: Value) -> None:
+    def __init__(self, label: str, ref: Value, weight: Value, grad: Value, rate: Value | None = None) -> None:
         self.label, self.ref, self.weight, self.grad = label, ref, weight, grad
+        self.rate = rate  # the learning rate as a graph value (a schedule's), else the optimiser's number
+
+    def lr(self, value: float) -> Any:
+        """The learning rate of this step: the slot's ``rate`` value, else the number ``value``."""
+        return self.const(value) if self.rate is None else self.rate
 
     def const(self, value: float) -> np.ndarray:
         return np.asarray(value, np.dtype(self.weight.type.dtype or "float32"))
@@ -102,7 +107,7 @@ class SGD(Optimizer):
                 buf_new = assign(ref, ops.Add(ops.Mul(buf, s.const(self.momentum)), g), f"{s.label}/update_momentum")
                 out.append(buf_new)
                 g = ops.Add(g, ops.Mul(buf_new, s.const(self.momentum))) if self.nesterov else buf_new
-            out.append(assign(s.ref, ops.Sub(s.weight, ops.Mul(g, s.const(self.lr))), f"{s.label}/update"))
+            out.append(assign(s.ref, ops.Sub(s.weight, ops.Mul(g, s.lr(self.lr))), f"{s.label}/update"))
         return out
 
 

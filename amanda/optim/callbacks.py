@@ -1,0 +1,205 @@
+"""Callbacks of :func:`amanda.optim.fit` and the :class:`History` it returns.
+
+A callback's hooks get the running loop (``loop``: its ``epoch``, ``batch``, ``history``,
+``session``, ``trainer``, ``lr``; ``loop.stop = True`` ends training after the current batch;
+``loop.save(path)`` writes a checkpoint) and the logs (``{"loss": ..., "<metric>": ...,
+"val_loss": ...}``). Names usable in place of a callback: ``"early_stopping"``,
+``"terminate_on_nan"``.
+
+>>> EarlyStopping(monitor="val_loss", patience=2)
+EarlyStopping(monitor='val_loss', patience=2, min_delta=0.0, mode='min')
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from amanda.errors import ArgumentError, suggest
+
+__all__ = ["CALLBACKS", "Callback", "Checkpoint", "EarlyStopping", "History", "LambdaCallback",
+           "LearningRateScheduler", "TerminateOnNaN", "resolve"]
+
+
+class Callback:
+    """Hooks called by ``fit``; each does nothing unless overridden."""
+
+    def on_train_begin(self, loop: Any) -> None:
+        """Before the first epoch (after a checkpoint was resumed)."""
+
+    def on_epoch_begin(self, loop: Any) -> None:
+        """Before an epoch's first batch (``loop.epoch`` is its index)."""
+
+    def on_batch_end(self, loop: Any, logs: Mapping[str, float]) -> None:
+        """After each training step (``logs``: that batch's loss and metrics)."""
+
+    def on_epoch_end(self, loop: Any, logs: Mapping[str, float]) -> None:
+        """After an epoch and its validation (``logs``: the epoch's means)."""
+
+    def on_train_end(self, loop: Any) -> None:
+        """After the last epoch, or after a callback stopped training."""
+
+
+class History(Callback):
+    """What ``fit`` returns: ``history`` (each log name -> one value per epoch), ``epoch`` (the
+    epochs' indices), ``steps`` (the loss of every training step), ``stopped_epoch``,
+    ``trainer`` and ``state`` (its session variables at the end), ``resumed`` (the
+    :class:`~amanda.optim.checkpoint.Restored` report of a resumed checkpoint, else None), and
+    :meth:`model`: the trained model for inference."""
+
+    def __init__(self) -> None:
+        self.history: dict[str, list[float]] = {}
+        self.epoch: list[int] = []
+        self.steps: list[float] = []
+        self.stopped_epoch: int | None = None
+        self.trainer: Any = None
+        self.state: dict[str, Any] = {}
+        self.resumed: Any = None
+
+    def on_batch_end(self, loop: Any, logs: Mapping[str, float]) -> None:
+        self.steps.append(float(logs["loss"]))
+
+    def on_epoch_end(self, loop: Any, logs: Mapping[str, float]) -> None:
+        self.epoch.append(loop.epoch)
+        for key, value in logs.items():
+            self.history.setdefault(key, []).append(float(value))
+
+    def model(self, phase: str = "inference") -> Any:
+        """The trained model: :func:`amanda.optim.freeze` of the trainer with the final state."""
+        from amanda.optim.variables import freeze
+
+        return freeze(self.trainer, self.state, phase)
+
+    def __repr__(self) -> str:
+        return f"History(epochs={len(self.epoch)}, {sorted(self.history)})"
+
+
+class EarlyStopping(Callback):
+    """Stop when ``monitor`` has not improved by more than ``min_delta`` for ``patience``
+    epochs in a row (Keras's rule): after epoch ``e`` with no improvement since epoch
+    ``b``, training stops when ``e - b >= patience``. ``mode``: "min", "max" or "auto" (max for
+    names holding "acc", else min)."""
+
+    def __init__(self, monitor: str = "val_loss", patience: int = 0, min_delta: float = 0.0, mode: str = "auto") -> None:
+        if isinstance(patience, bool) or not isinstance(patience, int) or patience < 0:
+            raise ArgumentError.at(("EarlyStopping", "patience"), "a non-negative int", repr(patience))
+        if mode not in ("auto", "min", "max"):
+            raise ArgumentError.at(("EarlyStopping", "mode"), "'auto', 'min' or 'max'", repr(mode),
+                                   suggest(str(mode), ["auto", "min", "max"]))
+        self.monitor, self.patience, self.min_delta = monitor, patience, abs(float(min_delta))
+        self.mode = mode if mode != "auto" else ("max" if "acc" in monitor else "min")
+        self.best: float | None = None
+        self.wait = 0
+        self.stopped_epoch: int | None = None
+
+    def on_train_begin(self, loop: Any) -> None:
+        self.best, self.wait, self.stopped_epoch = None, 0, None
+
+    def on_epoch_end(self, loop: Any, logs: Mapping[str, float]) -> None:
+        if self.monitor not in logs:
+            raise ArgumentError.at(("EarlyStopping", "monitor"), f"one of the logs {sorted(logs)}", repr(self.monitor),
+                                   suggest(self.monitor, logs))
+        value = float(logs[self.monitor])
+        sign = 1.0 if self.mode == "min" else -1.0
+        if self.best is None or sign * (self.best - value) > self.min_delta:
+            self.best, self.wait = value, 0
+            return
+        self.wait += 1
+        if self.wait >= self.patience:
+            self.stopped_epoch = loop.epoch
+            loop.stop = True
+
+    def __repr__(self) -> str:
+        return (f"EarlyStopping(monitor={self.monitor!r}, patience={self.patience}, min_delta={self.min_delta}, "
+                f"mode={self.mode!r})")
+
+
+class TerminateOnNaN(Callback):
+    """Stop as soon as a batch's loss is NaN or infinite."""
+
+    def on_batch_end(self, loop: Any, logs: Mapping[str, float]) -> None:
+        if not math.isfinite(float(logs["loss"])):
+            loop.stop = True
+
+
+class Checkpoint(Callback):
+    """Write a checkpoint (:func:`amanda.optim.save_checkpoint`, with the loop's position) to
+    ``path`` after every epoch, and also every ``every`` training steps when given; ``path``
+    may hold ``{epoch}`` and ``{step}``. ``fit(..., resume=path)`` continues from it."""
+
+    def __init__(self, path: Any, every: int | None = None) -> None:
+        if every is not None and (isinstance(every, bool) or not isinstance(every, int) or every < 1):
+            raise ArgumentError.at(("Checkpoint", "every"), "a positive int or None", repr(every))
+        self.path, self.every = path, every
+        self.written: list[str] = []
+
+    def _write(self, loop: Any) -> None:
+        target = str(self.path).format(epoch=loop.epoch, step=loop.step)
+        loop.save(target)
+        self.written.append(target)
+
+    def on_batch_end(self, loop: Any, logs: Mapping[str, float]) -> None:
+        if self.every and loop.step % self.every == 0:
+            self._write(loop)
+
+    def on_epoch_end(self, loop: Any, logs: Mapping[str, float]) -> None:
+        self._write(loop)
+
+
+class LearningRateScheduler(Callback):
+    """Set the learning rate to ``schedule(epoch, lr)`` before each epoch. The rate is an
+    attribute of the optimiser's ops, so a new rate rebuilds the training container (the
+    model and its optimiser given to ``fit``) and carries every variable over by key and path;
+    the new rate is in ``loop.lr`` and the logs' ``lr``."""
+
+    def __init__(self, schedule: Callable[[int, float], float]) -> None:
+        if not callable(schedule):
+            raise ArgumentError.at(("LearningRateScheduler", "schedule"), "a function (epoch, lr) -> lr",
+                                   type(schedule).__name__)
+        self.schedule = schedule
+
+    def on_epoch_begin(self, loop: Any) -> None:
+        lr = self.schedule(loop.epoch, loop.lr)
+        if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr >= 0:
+            raise ArgumentError.at(("LearningRateScheduler", "schedule"), "a non-negative number", repr(lr))
+        loop.set_lr(float(lr))
+
+
+class LambdaCallback(Callback):
+    """A callback of plain functions: ``on_epoch_end(loop, logs)``, ``on_batch_end(loop,
+    logs)``, ``on_epoch_begin(loop)``, ``on_train_begin(loop)``, ``on_train_end(loop)``."""
+
+    _HOOKS = ("on_train_begin", "on_epoch_begin", "on_batch_end", "on_epoch_end", "on_train_end")
+
+    def __init__(self, **hooks: Callable[..., Any]) -> None:
+        for name, fn in hooks.items():
+            if name not in self._HOOKS:
+                raise ArgumentError.at(("LambdaCallback", name), f"one of {list(self._HOOKS)}", repr(name),
+                                       suggest(name, self._HOOKS))
+            if not callable(fn):
+                raise ArgumentError.at(("LambdaCallback", name), "a function", type(fn).__name__)
+            setattr(self, name, fn)
+
+
+CALLBACKS: dict[str, Callable[[], Callback]] = {"early_stopping": EarlyStopping, "terminate_on_nan": TerminateOnNaN}
+
+
+def resolve(callbacks: Any) -> list[Callback]:
+    """Each callback: a :class:`Callback` or a name of :data:`CALLBACKS`."""
+    if callbacks is None:
+        return []
+    if isinstance(callbacks, (str, Callback)) or not isinstance(callbacks, Sequence):
+        callbacks = [callbacks]
+    out = []
+    for i, item in enumerate(callbacks):
+        if isinstance(item, str):
+            if item not in CALLBACKS:
+                raise ArgumentError.at(("callbacks", i), f"a Callback or one of {sorted(CALLBACKS)}", repr(item),
+                                       suggest(item, CALLBACKS))
+            out.append(CALLBACKS[item]())
+        elif isinstance(item, Callback):
+            out.append(item)
+        else:
+            raise ArgumentError.at(("callbacks", i), "a Callback (amanda.optim.callbacks)", type(item).__name__)
+    return out

@@ -1,0 +1,167 @@
+"""Learning-rate schedules as ops: ``Scheduled(optimizer, schedule)`` is an optimiser whose rate
+is computed, each step, by ops in its container from a step counter of its own (``lr/step``):
+``lr/rate = optimizer.lr * schedule(t)``, ``t`` the steps done before this one. The rate is
+visible in the training container (the op ``lr/rate`` and the ops before it), found by a
+query like any op, and saved in checkpoints with the counter.
+
+Schedules (factors of the base rate): ``StepDecay(every, gamma)`` (``gamma ** floor(t /
+every)``), ``CosineDecay(steps, final)`` (from 1 to ``final`` over ``steps`` steps, half a
+cosine, then ``final``), ``Warmup(steps, then)`` (``min(1, (t + 1) / steps)`` times ``then``).
+AdamW's decoupled decay is applied at the scheduled rate, as ``torch.optim``'s schedulers do.
+
+>>> from amanda.optim import Adam
+>>> Scheduled(Adam(lr=0.01), Warmup(100, CosineDecay(1000)))
+Scheduled(optimizer=Adam(lr=0.01, betas=(0.9, 0.999), eps=1e-08, weight_decay=0.0), \
+schedule=Warmup(steps=100, then=CosineDecay(steps=1000, final=0.0)))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from amanda.build import ops
+from amanda.build.values import Call, Value
+from amanda.containers import Container
+from amanda.errors import ArgumentError
+from amanda.optim.optimizers import SGD, Adam, Optimizer, Slot, assign, variable
+from amanda.types import TensorType
+
+__all__ = ["CosineDecay", "Schedule", "Scheduled", "StepDecay", "Warmup"]
+
+F32 = np.float32
+
+
+def _count(owner: str, field: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ArgumentError.at((owner, field), "a positive int", repr(value))
+
+
+def _fraction(owner: str, field: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+        raise ArgumentError.at((owner, field), "a number in [0, 1]", repr(value))
+
+
+class Schedule:
+    """A factor of the base rate as ops of ``t`` (a float32 scalar: steps done before)."""
+
+    def factor(self, t: Value) -> Value:  # pragma: no cover - each subclass has its own
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class StepDecay(Schedule):
+    """``gamma ** floor(t / every)``: the rate times ``gamma`` every ``every`` steps."""
+
+    every: int
+    gamma: float = 0.1
+
+    def __post_init__(self) -> None:
+        _count("StepDecay", "every", self.every)
+        _fraction("StepDecay", "gamma", self.gamma)
+
+    def factor(self, t: Value) -> Value:
+        return ops.Pow(F32(self.gamma), ops.Floor(ops.Div(t, F32(self.every))))
+
+
+@dataclass(frozen=True)
+class CosineDecay(Schedule):
+    """``final + (1 - final) * (1 + cos(pi * min(t, steps) / steps)) / 2``."""
+
+    steps: int
+    final: float = 0.0
+
+    def __post_init__(self) -> None:
+        _count("CosineDecay", "steps", self.steps)
+        _fraction("CosineDecay", "final", self.final)
+
+    def factor(self, t: Value) -> Value:
+        angle = ops.Mul(ops.Div(ops.Min(t, F32(self.steps)), F32(self.steps)), F32(math.pi))
+        half = ops.Mul(ops.Add(ops.Cos(angle), F32(1.0)), F32(0.5 * (1.0 - self.final)))
+        return ops.Add(half, F32(self.final))
+
+
+@dataclass(frozen=True)
+class Warmup(Schedule):
+    """``min(1, (t + 1) / steps)``, times ``then``'s factor when given."""
+
+    steps: int
+    then: Schedule | None = None
+
+    def __post_init__(self) -> None:
+        _count("Warmup", "steps", self.steps)
+        if self.then is not None and not isinstance(self.then, Schedule):
+            raise ArgumentError.at(("Warmup", "then"), "a Schedule or None", type(self.then).__name__)
+
+    def factor(self, t: Value) -> Value:
+        ramp = ops.Min(ops.Div(ops.Add(t, F32(1.0)), F32(self.steps)), F32(1.0))
+        return ramp if self.then is None else ops.Mul(ramp, self.then.factor(t))
+
+
+@dataclass(frozen=True)
+class Scheduled(Optimizer):
+    """``optimizer`` (SGD, Adam or AdamW) at the rate ``optimizer.lr * schedule(t)``. SGD uses
+    the rate directly; Adam's fused step runs at rate 1 and the scheduled rate scales its
+    change (the step is linear in the rate, decoupled decay included)."""
+
+    optimizer: Optimizer
+    schedule: Schedule
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.optimizer, (SGD, Adam)):
+            raise ArgumentError.at(("Scheduled", "optimizer"), "SGD, Adam or AdamW", type(self.optimizer).__name__)
+        if not isinstance(self.schedule, Schedule):
+            raise ArgumentError.at(("Scheduled", "schedule"), "a Schedule such as CosineDecay(1000)",
+                                   type(self.schedule).__name__)
+
+    @property
+    def kind(self) -> str:
+        return self.optimizer.kind
+
+    @property
+    def lr(self) -> float:
+        """The base rate (fit's learning-rate callback rebuilds with another)."""
+        return float(self.optimizer.lr)  # type: ignore[attr-defined]
+
+    def with_lr(self, lr: float) -> Scheduled:
+        """This schedule over another base rate."""
+        return dataclasses.replace(self, optimizer=dataclasses.replace(self.optimizer, lr=lr))  # type: ignore[type-var]
+
+    def updates(self, slots: list[Slot]) -> list[Value]:
+        if not slots:
+            return []
+        ref, _ = variable("lr/step", np.array(0, F32))
+        op = Container("AssignAdd", "lr/count_step", inputs=["ref", "delta"], outputs=["value"],
+                       attrs={"namespace": "amanda/core"})
+        count = Value(Call(op, (("ref", ref), ("delta", ops.Constant(value=F32(1))))), "value",
+                      TensorType("float32", ()), "lr/count_step.value")
+        rate = ops.Mul(self.schedule.factor(ops.Sub(count, F32(1))), F32(self.lr), name="lr/rate")
+        rated = [Slot(s.label, s.ref, s.weight, s.grad, rate) for s in slots]
+        if isinstance(self.optimizer, SGD):
+            return [count, *self.optimizer.updates(rated)]
+        return [count, *self._adam(rated, rate)]
+
+    def _adam(self, slots: list[Slot], rate: Value) -> list[Value]:
+        adam = self.optimizer
+        decay, decoupled = float(adam.weight_decay), bool(adam.decoupled)  # type: ignore[attr-defined]
+        if decay and not decoupled:  # L2: added to the gradient, as the fused step does
+            slots = [Slot(s.label, s.ref, s.weight, ops.Add(s.grad, ops.Mul(s.weight, s.const(decay))), s.rate)
+                     for s in slots]
+        unit = dataclasses.replace(adam, lr=1.0, weight_decay=0.0)  # type: ignore[type-var]
+        weights = {id(s.ref): s for s in slots}
+        out = []
+        for u in unit.updates(slots):
+            inputs = dict(u.producer.inputs) if u.producer is not None else {}
+            s = weights.get(id(inputs.get("ref")))
+            if s is None:
+                out.append(u)
+                continue
+            change = ops.Sub(s.weight, inputs["value"])  # the step at rate 1
+            if decay and decoupled:
+                change = ops.Add(change, ops.Mul(s.weight, s.const(decay)))
+            out.append(assign(s.ref, ops.Sub(s.weight, ops.Mul(change, rate)), f"{s.label}/update"))
+        return out
