@@ -56,9 +56,11 @@ class History(Callback):
         self.trainer: Any = None
         self.state: dict[str, Any] = {}
         self.resumed: Any = None
+        self.steps_run = 0  # steps this fit call ran (steps may hold a resumed run's earlier ones)
 
     def on_batch_end(self, loop: Any, logs: Mapping[str, float]) -> None:
         self.steps.append(float(logs["loss"]))
+        self.steps_run += 1
 
     def on_epoch_end(self, loop: Any, logs: Mapping[str, float]) -> None:
         self.epoch.append(loop.epoch)
@@ -66,10 +68,12 @@ class History(Callback):
             self.history.setdefault(key, []).append(float(value))
 
     def model(self, phase: str = "inference") -> Any:
-        """The trained model: :func:`amanda.optim.freeze` of the trainer with the final state."""
+        """The trained model: :func:`amanda.optim.freeze` of the trainer with the final state
+        (with no step run, as when resuming a finished run, the trainer's own initial values,
+        which a resume set to the checkpoint's)."""
         from amanda.optim.variables import freeze
 
-        return freeze(self.trainer, self.state, phase)
+        return freeze(self.trainer, self.state if self.steps_run else None, phase)
 
     def __repr__(self) -> str:
         return f"History(epochs={len(self.epoch)}, {sorted(self.history)})"
