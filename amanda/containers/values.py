@@ -140,6 +140,9 @@ def freeze(value: Any, depth: int = 0) -> Any:
             return value
         return pmap({_key(k): freeze(v, depth + 1) for k, v in value.items()})
     if isinstance(value, Mapping):
+        if type(value) is dict and all(type(v) in _SCALAR_TYPES and type(k) is str and k.isascii()
+                                       for k, v in value.items()):
+            return pmap(value)  # a flat mapping of plain values (an imported node's metadata)
         return pmap({_key(k): freeze(v, depth + 1) for k, v in value.items()})
     if isinstance(value, np.dtype):
         dtype_text(value)

@@ -86,7 +86,7 @@ class ExternalReader:
     def __init__(self, folder: str | os.PathLike, source: str, *, lazy: bool = True) -> None:
         self.folder = os.path.realpath(folder)
         self.source, self.lazy = source, lazy
-        self.stamps: dict[str, FileStamp] = {}
+        self.stamps: dict[str, FileStamp] = {}  # location -> the stamp of the file it names
 
     def fail(self, tensor: Any, location: str, why: str, found: str = "") -> FormatError:
         return FormatError(
@@ -97,20 +97,23 @@ class ExternalReader:
         )
 
     def _file(self, tensor: Any, location: str) -> FileStamp:
+        stamp = self.stamps.get(location)
+        if stamp is None:
+            stamp = self.stamps[location] = self._resolve(tensor, location)
+        return stamp
+
+    def _resolve(self, tensor: Any, location: str) -> FileStamp:
         if not location or os.path.isabs(location) or location.startswith(("/", "\\")) or ":" in location[:3]:
             raise self.fail(tensor, location, "which is an absolute path; a location is relative to the model's folder")
         real = os.path.realpath(os.path.join(self.folder, location))
         if os.path.commonpath([real, self.folder]) != self.folder:
             raise self.fail(tensor, location, f"which lies outside the model's folder ({real})")
-        stamp = self.stamps.get(real)
-        if stamp is None:
-            try:
-                stamp = stamp_of(real)
-            except OSError as exc:
-                raise self.fail(tensor, location, f"which cannot be read: {exc.strerror}") from None
-            if not os.path.isfile(real):
-                raise self.fail(tensor, location, "which is not a regular file")
-            self.stamps[real] = stamp
+        try:
+            stamp = stamp_of(real)
+        except OSError as exc:
+            raise self.fail(tensor, location, f"which cannot be read: {exc.strerror}") from None
+        if not os.path.isfile(real):
+            raise self.fail(tensor, location, "which is not a regular file")
         return stamp
 
     def _range(self, tensor: Any, location: str, entries: dict[str, str], stamp: FileStamp) -> tuple[int, int | None]:
