@@ -2,7 +2,7 @@
 
 Writes the Llama-shaped decoder of ``llama_onnx.py`` (``--size 7b``: 32 blocks of width 4096 in
 float16, about 13.5 GB of external data) unless ``--model`` names one, then measures, each in a
-fresh Python process so that peak RSS (``ru_maxrss``, from the OS) is that step's alone:
+fresh Python process so that peak RSS (``VmHWM`` of /proc, from the OS) is that step's alone:
 
 - load to a queryable container: ``amanda.load`` against onnx-ir's ``load`` (lazy too), same run;
 - a cold query over every op, ``$..[?type=='MatMul']``, on a freshly loaded model;
@@ -97,18 +97,22 @@ def block_output(model: Container, block: int = 0) -> str:
     return f"{'/'.join(found[-1])}:C"
 
 
-def _rss_mb() -> float:
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def _current_rss_mb() -> float:
+def _memory() -> dict[str, float]:
+    """This process's resident memory from the OS, in MiB: ``peak`` (VmHWM, the high-water mark
+    of this process image: ru_maxrss would carry the parent's over exec), ``now`` (VmRSS), and
+    of it ``mapped`` (RssFile: file pages, the weights' maps) and ``anonymous`` (RssAnon)."""
+    keys = {"VmHWM": "peak", "VmRSS": "now", "RssFile": "mapped", "RssAnon": "anonymous"}
+    found: dict[str, float] = {}
     with open("/proc/self/status") as status:
         for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
+            key, _, value = line.partition(":")
+            if key in keys:
+                found[keys[key]] = int(value.split()[0]) / 1024
+    return found
+
+
+def _rss_mb() -> float:
+    return _memory()["peak"]
 
 
 # -- the steps, each run in a fresh process ----------------------------------------------------
@@ -199,12 +203,14 @@ def step_block(path: str, tokens: int) -> dict:
     vocab = model.child("model.embed_tokens.weight").attrs["value"].shape[0]
     ids = (np.arange(tokens, dtype=np.int64)[None] * 7919) % vocab
     feeds = {"input_ids": ids, "position_ids": np.arange(tokens, dtype=np.int64)[None]}
-    before, current = _rss_mb(), _current_rss_mb()
+    before = _memory()
     start = time.perf_counter()
     (hidden,) = session.run([fetch], feeds)
     seconds = time.perf_counter() - start
-    return {"seconds": seconds, "peak_mb": _rss_mb(), "before_peak_mb": before, "before_mb": current,
-            "block_weight_mb": weights / 2**20, "activation_mb": hidden.nbytes / 2**20,
+    after = _memory()
+    return {"seconds": seconds, "before": before, "after": after, "peak_growth_mb": after["peak"] - before["peak"],
+            "mapped_growth_mb": after["mapped"] - before["mapped"],
+            "block_weight_mb": weights / 2**20, "output_mb": hidden.nbytes / 2**20,
             "finite": bool(np.isfinite(hidden.astype(np.float32)).all())}
 
 

@@ -29,6 +29,7 @@ how each data file was reached is returned as a :class:`DumpReport`.
 from __future__ import annotations
 
 import os
+import uuid
 import warnings
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple
@@ -90,12 +91,18 @@ def _inside(path: str, folder: str) -> bool:
     return os.path.commonpath([path, folder]) == folder
 
 
+def _temporary(name: str) -> str:
+    """A fresh hidden name beside ``name`` (a relative path) to write it under first."""
+    head, tail = os.path.split(name)
+    return os.path.join(head, f".{tail}.{uuid.uuid4().hex[:12]}.partial")
+
+
 class _Data:
     """The new data file, written under a temporary name, opened on first use."""
 
     def __init__(self, folder: str, name: str) -> None:
         self.folder, self.name = folder, name
-        self.temporary = f".{name}.{os.getpid()}.partial"
+        self.temporary = _temporary(name)
         self.file: BinaryIO | None = None
         self.size = 0
 
@@ -305,7 +312,7 @@ def write_external(model: Any, target: str | Path, references: References, *, lo
     plan = _Plan(folder, references.files, data_name, link)
     data = _Data(folder, data_name)
     tensors = _tensors(model)
-    partial = os.path.join(folder, f".{target.name}.{os.getpid()}.partial")
+    partial = os.path.join(folder, _temporary(target.name))
     kept = False
     try:
         _place(tensors, plan, data, size_threshold)
@@ -321,7 +328,11 @@ def write_external(model: Any, target: str | Path, references: References, *, lo
             plan.undo()
             if os.path.exists(partial):
                 os.unlink(partial)
-    os.replace(partial, target)
+    try:
+        os.replace(partial, target)
+    except OSError as exc:
+        os.unlink(partial)
+        raise FormatError(f"cannot write {str(target)!r}: {exc.strerror or exc}", path=str(target)) from None
     how = "hard-linked" if link else "cloned"
     for source, size in plan.copies.items():
         warnings.warn(f"{source} could not be {how} into {folder} ({plan.reason}); the {size:,} bytes of it "

@@ -37,6 +37,8 @@ def test_a_mapped_weight_is_read_in_place_and_never_relaid(weight):
     session = Session(_dense(lazy))
     for _ in range(3):
         np.testing.assert_allclose(session.run(["y"], {"x": x})[0], x @ values, rtol=1e-5, atol=1e-5)
+    (fetched,) = session.run(["w:output"])
+    assert is_mapped(fetched)  # the Constant hands on the weight it holds, not a copy
     mapped = lazy.array()
     for _ in range(3):
         assert relaid_if_seen(mapped, "T", lambda w: np.ascontiguousarray(w.T)) is None
