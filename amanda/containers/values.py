@@ -135,15 +135,8 @@ def freeze(value: Any, depth: int = 0) -> Any:
         return freeze_array(np.asarray(value))
     if isinstance(value, (list, tuple)):
         return tuple(freeze(v, depth + 1) for v in value)
-    if isinstance(value, PMap):
-        if all(type(v) in _SCALAR_TYPES and type(k) is str and k.isascii() for k, v in value.items()):
-            return value
-        return pmap({_key(k): freeze(v, depth + 1) for k, v in value.items()})
     if isinstance(value, Mapping):
-        if type(value) is dict and all(type(v) in _SCALAR_TYPES and type(k) is str and k.isascii()
-                                       for k, v in value.items()):
-            return pmap(value)  # a flat mapping of plain values (an imported node's metadata)
-        return pmap({_key(k): freeze(v, depth + 1) for k, v in value.items()})
+        return _freeze_mapping(value, depth)
     if isinstance(value, np.dtype):
         dtype_text(value)
         return value
@@ -154,6 +147,13 @@ def freeze(value: Any, depth: int = 0) -> Any:
         if isinstance(value, base):
             return base(value)  # type: ignore[arg-type]
     raise TypeError(f"cannot store a {type(value).__name__} as an attribute value")
+
+
+def _freeze_mapping(value: Mapping, depth: int) -> PMap:
+    if all(type(v) in _SCALAR_TYPES and type(k) is str and k.isascii() for k, v in value.items()):
+        # a flat mapping of plain values (an imported node's metadata) needs no walk
+        return value if isinstance(value, PMap) else pmap(value)
+    return pmap({_key(k): freeze(v, depth + 1) for k, v in value.items()})
 
 
 def _key(key: Any) -> Any:

@@ -339,5 +339,5 @@ def write_external(model: Any, target: str | Path, references: References, *, lo
                       f"the model uses were copied into {data.name}"
                       + ("" if link else " (dump_onnx(..., link=True) makes hard links instead)"), stacklevel=3)
     return DumpReport(
-        str(target), os.path.join(folder, data.name) if data.file is not None else None, written + data.size,
+        str(target), str(target.parent / data.name) if data.file is not None else None, written + data.size,
         tuple(plan.referenced), tuple(plan.linked), tuple(plan.copies.items()))
