@@ -10,7 +10,8 @@ is described in ``docs/onnx.md``.
 ...     outputs=[amanda.Port("y", attrs={"dtype": "float32", "shape": (2,)})], children=[relu],
 ...     edges=[("g:x", "relu:X"), ("relu:Y", "g:y")], attrs={"namespace": "amanda/onnx/17"})
 >>> path = os.path.join(tempfile.mkdtemp(), "relu.onnx")
->>> dump_onnx(g, path)
+>>> dump_onnx(g, path).data is None  # a small model: one file, no external data
+True
 >>> back = load_onnx(path)
 >>> back.child("relu").uid == relu.uid, back.child("relu").outputs[0].attrs["onnx_name"]
 (True, 'y')
