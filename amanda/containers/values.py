@@ -11,6 +11,10 @@ cannot change the container.
 Equality is structural: floats are equal when they have the same value and sign (NaN
 equals NaN, ``-0.0`` differs from ``0.0``), values of different types differ (``1`` is not
 ``1.0`` nor ``True``), arrays are equal when they have the same dtype, shape and bytes.
+
+A weight kept in its file (a :class:`~amanda.containers.lazy.LazyTensor`) is stored as it is
+and handed to readers as a read-only array over the file's memory map; it is compared by where
+it lies, never by reading it (see ``amanda.containers.lazy``).
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from typing import Any
 
 import numpy as np
 from pyrsistent import PMap, pmap
+
+from amanda.containers.lazy import LazyTensor, lazy_of
 
 EMPTY: PMap = pmap()
 
@@ -120,18 +126,17 @@ def freeze(value: Any, depth: int = 0) -> Any:
     if depth > MAX_VALUE_DEPTH:
         raise TypeError(f"attribute values may nest at most {MAX_VALUE_DEPTH} levels of lists and mappings")
     if isinstance(value, np.ndarray):
-        return freeze_array(value)
+        # an array over a lazy tensor's map (what attrs handed out) stays that tensor, uncopied
+        return (None if value.flags.writeable else lazy_of(value)) or freeze_array(value)
+    if type(value) is LazyTensor:
+        return value
     if isinstance(value, np.generic):
         # a 0-d array keeps the scalar's dtype through YAML and JSON
         return freeze_array(np.asarray(value))
     if isinstance(value, (list, tuple)):
         return tuple(freeze(v, depth + 1) for v in value)
-    if isinstance(value, PMap):
-        if all(type(v) in _SCALAR_TYPES and type(k) is str and k.isascii() for k, v in value.items()):
-            return value
-        return pmap({_key(k): freeze(v, depth + 1) for k, v in value.items()})
     if isinstance(value, Mapping):
-        return pmap({_key(k): freeze(v, depth + 1) for k, v in value.items()})
+        return _freeze_mapping(value, depth)
     if isinstance(value, np.dtype):
         dtype_text(value)
         return value
@@ -142,6 +147,13 @@ def freeze(value: Any, depth: int = 0) -> Any:
         if isinstance(value, base):
             return base(value)  # type: ignore[arg-type]
     raise TypeError(f"cannot store a {type(value).__name__} as an attribute value")
+
+
+def _freeze_mapping(value: Mapping, depth: int) -> PMap:
+    if all(type(v) in _SCALAR_TYPES and type(k) is str and k.isascii() for k, v in value.items()):
+        # a flat mapping of plain values (an imported node's metadata) needs no walk
+        return value if isinstance(value, PMap) else pmap(value)
+    return pmap({_key(k): freeze(v, depth + 1) for k, v in value.items()})
 
 
 def _key(key: Any) -> Any:
@@ -265,7 +277,7 @@ def holds_arrays(value: Any) -> bool:
     """Whether a frozen value holds an array anywhere (not counting nested containers)."""
     if type(value) in _SCALAR_TYPES:
         return False
-    if isinstance(value, np.ndarray):
+    if isinstance(value, (np.ndarray, LazyTensor)):
         return True
     if isinstance(value, tuple):
         return any(type(v) not in _SCALAR_TYPES and holds_arrays(v) for v in value)
@@ -281,6 +293,8 @@ def expose(value: Any) -> Any:
         return value
     if isinstance(value, np.ndarray):
         return value.view()
+    if type(value) is LazyTensor:
+        return value.array()  # over the file's memory map: nothing is read until values are
     if isinstance(value, tuple) and holds_arrays(value):
         return tuple(expose(v) for v in value)
     if isinstance(value, PMap) and holds_arrays(value):
@@ -288,15 +302,23 @@ def expose(value: Any) -> Any:
     return value
 
 
+_TENSORS = (np.ndarray, LazyTensor)
+
+
 def values_equal(a: Any, b: Any) -> bool:
     """Structural equality: arrays by dtype, shape and bytes, floats by value and sign with
-    NaN equal to NaN, and values of different types unequal.
+    NaN equal to NaN, and values of different types unequal. A lazy tensor (or an array over
+    its map) equals only a lazy tensor naming the same bytes of the same file.
 
     >>> values_equal(float("nan"), float("nan")), values_equal(0.0, -0.0), values_equal(1, 1.0)
     (True, False, False)
     """
     if a is b:
         return True
+    if isinstance(a, _TENSORS) or isinstance(b, _TENSORS):
+        lazy_a, lazy_b = lazy_of(a), lazy_of(b)
+        if lazy_a is not None or lazy_b is not None:  # by where they lie, never by reading
+            return lazy_a == lazy_b
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
         if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)):
             return False
@@ -334,7 +356,7 @@ _NAN_HASH = hash("nan")
 
 def value_hash(value: Any) -> int:
     """A hash consistent with :func:`values_equal`."""
-    if isinstance(value, np.ndarray):
+    if isinstance(value, _TENSORS):
         # dtype and shape only: hashing the bytes of every weight would cost a pass over them
         return hash((value.dtype.str, value.shape))
     if isinstance(value, tuple):

@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from amanda.containers.lazy import is_mapped
 from amanda.containers.uids import key_of
 from amanda.errors import ExecutionError
 from amanda.exec.dispatch import OpContext, session_kernel
@@ -80,6 +81,8 @@ class VariableRef:
 
 
 def _frozen(value: Any) -> np.ndarray:
+    if is_mapped(value):
+        return value  # type: ignore[no-any-return]  # a lazy weight: read-only, copied by its first update
     array = np.array(value, copy=True)
     array.setflags(write=False)
     return array

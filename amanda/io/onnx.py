@@ -10,7 +10,8 @@ is described in ``docs/onnx.md``.
 ...     outputs=[amanda.Port("y", attrs={"dtype": "float32", "shape": (2,)})], children=[relu],
 ...     edges=[("g:x", "relu:X"), ("relu:Y", "g:y")], attrs={"namespace": "amanda/onnx/17"})
 >>> path = os.path.join(tempfile.mkdtemp(), "relu.onnx")
->>> dump_onnx(g, path)
+>>> dump_onnx(g, path).data is None  # a small model: one file, no external data
+True
 >>> back = load_onnx(path)
 >>> back.child("relu").uid == relu.uid, back.child("relu").outputs[0].attrs["onnx_name"]
 (True, 'y')
@@ -23,12 +24,15 @@ from typing import Any
 
 from amanda.containers.container import Container
 from amanda.errors import FormatError
+from amanda.io.onnx_dump import DumpReport, write_external
 from amanda.io.onnx_export import DEFAULT_OPSET, MAX_IR_VERSION, PROTO_LIMIT, to_onnx
+from amanda.io.onnx_external import reading_external, writing_external
 from amanda.io.onnx_import import MIN_IR_VERSION, check_model_header, from_onnx
 from amanda.io.onnx_values import require_onnx
 
 __all__ = [
     "DEFAULT_OPSET",
+    "DumpReport",
     "MAX_IR_VERSION",
     "MIN_IR_VERSION",
     "dump_onnx",
@@ -55,28 +59,6 @@ def _parse(data: bytes, source: str) -> Any:
     return model
 
 
-def _load_external(model: Any, base: Path, source: str) -> None:
-    from onnx.external_data_helper import load_external_data_for_model
-
-    try:
-        load_external_data_for_model(model, str(base))
-    except Exception as exc:  # noqa: BLE001 - onnx raises OSError, ValidationError, ValueError …
-        failed = _first_external(model)
-        name = repr(failed.name) if failed is not None else "a tensor"
-        location = (
-            next((e.value for e in failed.external_data if e.key == "location"), "?")
-            if failed
-            else "?"
-        )
-        raise FormatError(
-            f"{source}: tensor {name} keeps its data in external file {location!r}, which cannot be "
-            f"read: {exc}",
-            path=source,
-            expected=f"readable external data in {base}",
-            found=str(exc),
-        ) from None
-
-
 def _tensors(model: Any) -> Any:
     from onnx.external_data_helper import _get_all_tensors
 
@@ -89,11 +71,15 @@ def _first_external(model: Any) -> Any:
     return next((t for t in _tensors(model) if t.data_location == TensorProto.EXTERNAL), None)
 
 
-def load_onnx(path: str | Path, *, load_external_data: bool = True) -> Container:
+def load_onnx(path: str | Path, *, load_external_data: bool = True, lazy: bool = True) -> Container:
     """Read an ONNX file (and the external data files it names) into a container.
 
+    Tensors kept in external data files stay there (``lazy``, the default): only their
+    locations are read, and their values are memory-mapped when something reads them (see
+    "Large models" in ``docs/onnx.md``); ``lazy=False`` reads them into memory at once.
     Raises ``FormatError`` naming the file for an unreadable, corrupt or truncated file, an
-    unsupported IR version, missing external data, or a graph that reads an undefined value.
+    unsupported IR version, missing external data or data outside the model's folder, or a
+    graph that reads an undefined value.
     """
     require_onnx()
     source = str(path)
@@ -103,7 +89,8 @@ def load_onnx(path: str | Path, *, load_external_data: bool = True) -> Container
         raise FormatError(f"cannot read {source!r}: {exc.strerror}", path=source) from None
     model = _parse(data, source)
     if load_external_data and _first_external(model) is not None:
-        _load_external(model, Path(path).resolve().parent, source)
+        with reading_external(Path(path).resolve().parent, source, lazy=lazy):
+            return from_onnx(model, source=source)
     return from_onnx(model, source=source)
 
 
@@ -114,54 +101,53 @@ def dump_onnx(
     external_data: bool | None = None,
     location: str | None = None,
     size_threshold: int = 1024,
-) -> None:
-    """Write ``container``'s effective view as an ONNX file the ONNX checker accepts.
+    link: bool = False,
+) -> DumpReport:
+    """Write ``container``'s effective view as an ONNX file the ONNX checker accepts, and
+    return a :class:`~amanda.io.onnx_dump.DumpReport` of what was written.
 
-    ``external_data``: True writes tensors of ``size_threshold`` bytes or more to the file
-    ``location`` (default ``<file name>.data``, replaced if it exists) next to the model;
-    None (the default) does so only when the model would pass protobuf's 2 GiB limit. A model
-    the checker rejects raises ``FormatError`` naming the offending op, and no file is written.
+    ``external_data``: True writes tensors of ``size_threshold`` bytes or more to a data file
+    next to the model (``location``, default ``<file name>.data``); None (the default) does so
+    when the model holds weights still kept in data files (a model loaded with external data)
+    or would pass protobuf's 2 GiB limit; False writes every tensor into the model file, reading
+    such weights. Weights still in their files are not written again: a data file in the
+    model's folder is referred to where it is; one elsewhere is cloned (where the file system
+    shares blocks), hard-linked (``link=True``) or else copied, with a warning (see "Large
+    models" in ``docs/onnx.md`` and ``amanda.io.onnx_dump``). Existing files are never written
+    into. A model the checker rejects raises ``FormatError``, and no file is written.
     """
-    onnx = require_onnx()
-    model = to_onnx(container)
+    require_onnx()
     target = Path(path)
-    checked = model.ByteSize() <= PROTO_LIMIT  # to_onnx checked it in memory
-    if external_data is None:
-        external_data = not checked
-    # a model too big to check in memory is checked as a file before it takes the target's name
-    written = target if checked else target.with_name(target.name + ".partial")
-    data_file = None
+    if external_data is False:
+        model = to_onnx(container)
+        references = None
+    else:
+        with writing_external() as references:
+            model = to_onnx(container)
+    big = model.ByteSize() > PROTO_LIMIT  # to_onnx checked smaller ones in memory
+    if references is not None and (external_data or references.files or big):
+        return write_external(model, target, references, location=location, size_threshold=size_threshold,
+                              link=link, infer=big)
+    written = target.with_name(target.name + ".partial") if big else target
     try:
-        if external_data:
-            location = location or f"{target.name}.data"
-            data_file = target.resolve().parent / location
-            if data_file.exists():
-                data_file.unlink()  # onnx appends to an existing data file
-            onnx.save_model(
-                model,
-                str(written),
-                save_as_external_data=True,
-                all_tensors_to_one_file=True,
-                location=location,
-                size_threshold=size_threshold,
-            )
-        else:
-            onnx.save_model(model, str(written))
+        data = model.SerializeToString()
+        written.write_bytes(data)
     except (OSError, ValueError) as exc:
         raise FormatError(f"cannot write {str(path)!r}: {exc}", path=str(path)) from None
-    if not checked:
-        _check_file(written, data_file, str(path))
+    if big:
+        _check_file(written, str(path))
         written.replace(target)
+    return DumpReport(str(target), None, len(data))
 
 
-def _check_file(written: Path, data_file: Path | None, shown: str) -> None:
+def _check_file(written: Path, shown: str) -> None:
+    """Run ONNX's full check on a written model too big to check in memory; FormatError, with
+    the file removed, if it is refused."""
     onnx = require_onnx()
     try:
         onnx.checker.check_model(str(written), full_check=True)
     except Exception as exc:  # noqa: BLE001 - ValidationError, InferenceError
         written.unlink(missing_ok=True)
-        if data_file is not None:
-            data_file.unlink(missing_ok=True)
         message = " ".join(str(exc).split())
         raise FormatError(
             f"{shown}: the model is rejected by the ONNX checker, so it is not written: {message}",

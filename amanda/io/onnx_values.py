@@ -128,22 +128,19 @@ def _frozen(array: np.ndarray) -> np.ndarray:
     return freeze_array(array)
 
 
-def tensor_to_array(tensor: Any, where: str = "") -> np.ndarray:
+def tensor_to_array(tensor: Any, where: str = "") -> Any:
     """A read-only array with the tensor's dtype, shape and values.
 
     String tensors give ``bytes_`` arrays (numpy drops trailing NUL bytes of each string).
-    A tensor whose data lies in an external file that was not loaded raises FormatError.
+    A tensor whose data lies in an external file gives a lazy tensor while a model is loaded
+    from its file (``amanda.io.onnx_external``), and raises FormatError otherwise.
     """
     number = tensor.data_type
     dims = tuple(tensor.dims)
     if tensor.data_location == _EXTERNAL:
-        raise FormatError(
-            f"{where}tensor {tensor.name!r} keeps its data in an external file that was not "
-            "loaded; load the model from its file (amanda.load) so the data is read",
-            path=tensor.name,
-            expected="loaded tensor data",
-            found="external data",
-        )
+        from amanda.io.onnx_external import external_tensor
+
+        return external_tensor(tensor, where)
     dtype = _RAW_DTYPES.get(number)
     try:
         if dtype is not None and tensor.raw_data:
@@ -169,6 +166,12 @@ def array_to_tensor(array: Any, name: str = "") -> Any:
     """A ``TensorProto`` holding ``array`` (raw little-endian bytes where ONNX allows)."""
     onnx = require_onnx()
     array = np.asarray(array)
+    if not array.flags.writeable:  # a weight still in its file is written where it lies, in a dump
+        from amanda.io.onnx_external import external_reference
+
+        reference = external_reference(array, name)
+        if reference is not None:
+            return reference
     tensor = onnx.TensorProto()
     tensor.name = name
     tensor.dims.extend(array.shape)

@@ -218,12 +218,13 @@ def load(path: str | Path, format: str | None = None) -> Any:
         ) from exc
 
 
-def dump(item: Container, path: str | Path, format: str | None = None) -> None:
-    """Write a container to a file, by suffix: ``.yaml``/``.yml``, ``.json``, ``.onnx``."""
+def dump(item: Container, path: str | Path, format: str | None = None) -> Any:
+    """Write a container to a file, by suffix: ``.yaml``/``.yml``, ``.json``, ``.onnx``; for ONNX,
+    return ``dump_onnx``'s report of what was written (None for the text formats)."""
     kind = _format_of(path, format)
     if kind == "onnx":
         from amanda.io.onnx import dump_onnx
 
-        dump_onnx(item, path)
-        return
+        return dump_onnx(item, path)
     Path(path).write_text(dumps(item, kind), encoding="utf-8")
+    return None

@@ -385,7 +385,8 @@ def test_functions_are_kept_for_export():
 
 
 def test_load_reads_external_data(tmp_path):
-    """``amanda.load`` reads tensors kept in external data files next to the model."""
+    """``amanda.load`` reads tensors kept in external data files next to the model (lazily: equal
+    only to a model naming the same bytes; ``lazy=False`` reads them into memory)."""
     m = models.mlp()
     path = tmp_path / "mlp.onnx"
     onnx.save_model(
@@ -400,7 +401,8 @@ def test_load_reads_external_data(tmp_path):
     c = amanda.load(path)
     expected = numpy_helper.to_array(models.mlp().graph.initializer[0])
     assert np.array_equal(c.child("W0").attrs["value"], expected)
-    assert c == from_onnx(models.mlp())
+    assert c == amanda.load(path) and c != from_onnx(models.mlp())
+    assert load_onnx(path, lazy=False) == from_onnx(models.mlp())
 
 
 def test_load_onnx_matches_from_onnx(tmp_path):

@@ -42,8 +42,11 @@ def _dense(sparse: Any) -> np.ndarray:
 @kernel("Constant", since=1)
 def constant(attrs: Mapping[str, Any]) -> tuple:
     """ONNX Constant from whichever ``value*`` attribute is set."""
-    if attrs.get("value") is not None:
-        return (np.array(attrs["value"]),)
+    value = attrs.get("value")
+    if isinstance(value, np.ndarray) and not value.flags.writeable:
+        return (value,)  # a stored weight is read where it lies (a lazy one: through its file's map), never copied
+    if value is not None:
+        return (np.array(value),)
     if attrs.get("sparse_value") is not None:
         return (_dense(attrs["sparse_value"]),)
     if attrs.get("value_float") is not None:

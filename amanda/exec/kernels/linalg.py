@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from amanda.exec.kernels.activations import FUSED
-from amanda.exec.kernels.cblas import rows_times
+from amanda.exec.kernels.cblas import accumulate, cblas_gemm, rows_times
 from amanda.exec.kernels.math_util import as_array, attr_str, wide
 from amanda.exec.kernels.registry import kernel
 from amanda.exec.kernels.relaid import relaid_if_seen
@@ -21,6 +21,36 @@ def _product(fn: Any, *xs: np.ndarray) -> np.ndarray:
     dtype = xs[0].dtype
     work = [x.astype(wide(dtype), copy=False) for x in xs]
     return as_array(fn(*work)).astype(dtype, copy=False)
+
+
+#: A narrow-float weight (float16, bfloat16 ...) widens to float32 this many bytes at a time
+SLAB_BYTES = 1 << 24
+
+
+def _slabbed(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+    """``a @ b`` for a large narrow-float matrix ``b`` (``a`` of its dtype), widened to float32 one
+    slab of ``SLAB_BYTES`` rows at a time and accumulated by BLAS: widening it whole would copy a
+    weight twice its size on every call, and a model mapped from its file would hold that copy
+    beside the pages it maps. None where that does not apply.
+
+    >>> b = np.arange(12, dtype=np.float16).reshape(4, 3)
+    >>> _slabbed(np.ones((2, 4), np.float16), b) is None  # a small weight is widened whole
+    True
+    """
+    if b.ndim != 2 or a.dtype != b.dtype or wide(b.dtype) == b.dtype or 2 * b.nbytes <= SLAB_BYTES:
+        return None
+    k, n = b.shape
+    gemm = cblas_gemm(np.dtype(np.float32))
+    rows = a.reshape(-1, k).astype(np.float32)
+    out = np.zeros((rows.shape[0], n), np.float32)
+    step = max(1, SLAB_BYTES // (4 * n))
+    for i in range(0, k, step):
+        slab = b[i:i + step].astype(np.float32)
+        if gemm is not None:
+            accumulate(gemm, rows[:, i:i + step], slab, out, 1.0)
+        else:  # pragma: no cover - a BLAS amanda cannot call
+            out += rows[:, i:i + step] @ slab
+    return out.astype(b.dtype).reshape(*a.shape[:-1], n)
 
 
 def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -63,6 +93,8 @@ def _dense(a: np.ndarray, b: np.ndarray, c: np.ndarray | None) -> np.ndarray | N
 def matmul_kernel(attrs: Attrs, a: np.ndarray, b: np.ndarray) -> tuple:
     """ONNX MatMul: numpy ``matmul`` semantics, batch dimensions broadcast."""
     dense = _dense(a, b, None) if a.ndim == b.ndim == 2 else None
+    if dense is None:
+        dense = _slabbed(a, b)
     return (_product(_matmul, a, b) if dense is None else dense,)
 
 

@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from amanda.containers.lazy import is_mapped
+
 __all__ = ["RELAID", "relaid", "relaid_if_seen"]
 
 # (id(weight), layout) -> (weak reference to the weight, its relaid copy)
@@ -52,7 +54,8 @@ def relaid_if_seen(w: np.ndarray, layout: Any, make: Callable[[np.ndarray], np.n
 
     A model's constant weights come back on every run and get their copy from the second run;
     a variable's value is a new array after each update (a training step), which a copy per
-    call would cost more than it saves, so it never gets one.
+    call would cost more than it saves, so it never gets one; nor does a weight read through
+    the memory map of its file (a lazy weight), which the OS can page out as a copy could not.
 
     >>> w = np.arange(6.0).reshape(2, 3)
     >>> w.flags.writeable = False
@@ -65,8 +68,8 @@ def relaid_if_seen(w: np.ndarray, layout: Any, make: Callable[[np.ndarray], np.n
     hit = RELAID.get(key)
     if hit is not None and hit[0]() is w:
         return hit[1]
-    if w.flags.writeable:
-        return None
+    if w.flags.writeable or is_mapped(w):
+        return None  # a weight mapped from its file: a kept copy would pin what the OS can page out
     seen = _SEEN.get(key)
     if seen is None or seen() is not w:
         _SEEN[key] = weakref.ref(w, partial(_forget, key))
