@@ -101,7 +101,7 @@ def validate(
     ]
     while stack:
         path, node, ns, root = stack.pop()
-        if node.children:
+        if not node.is_op:
             for child in reversed(node.children):
                 stack.append(((*path, child.name), child, child.attrs.get("namespace", ns), False))
             continue
