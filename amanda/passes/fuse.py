@@ -18,7 +18,13 @@ from amanda.containers import Container, Edge, Endpoint, Port, op
 from amanda.exec.dispatch import parse_namespace
 from amanda.exec.kernels.activations import FUSED
 from amanda.passes.level import (
-    Level, constant_value, level_namespaces, new_constant, on_levels, own_namespace, producer_name,
+    Level,
+    constant_value,
+    level_namespaces,
+    new_constant,
+    on_levels,
+    own_namespace,
+    producer_name,
 )
 from amanda.passes.report import PassReport, PassResult
 from amanda.types import TensorType, infer_types
