@@ -146,6 +146,7 @@ class BlasTuner:
         self.cores = cores if cores is not None else (os.cpu_count() or budget)
         self.samples: deque[int] = deque(maxlen=self.LOAD_SAMPLES)
         self.probing = True  # False once the probes were cut short by the load
+        self.budget_runs = 0  # runs made with the budget (what the benchmarks report)
         self.recent: dict[int, deque] = {c: deque(maxlen=5) for c in self.candidates}
         self.choice = budget
         self.runs = 0
@@ -202,6 +203,7 @@ class BlasTuner:
 
     def record(self, count: int, seconds: float) -> None:
         """Note how long a run with ``count`` BLAS threads took."""
+        self.budget_runs += count != self.candidates[1]
         retried = not self._probing() and count != self.choice
         if self._unjudged(count, retried):
             return
