@@ -172,8 +172,9 @@ class Container(Displayed):
 
     @property
     def is_op(self) -> bool:
-        """Whether this container is a leaf op (it has no children)."""
-        return not self.children
+        """Whether this container is a leaf op: it has no children and no edges (a container whose
+        only edges join its own ports, an input passed straight to an output, is a graph)."""
+        return not self.children and not self.edges
 
     @property
     def attrs(self) -> PMap:

@@ -115,7 +115,7 @@ def _build(root: Container) -> FlatGraph:
     stack: list[tuple[Path, Container]] = [((), root)]
     while stack:
         path, node = stack.pop()
-        if not node.children:
+        if node.is_op:
             ops[path] = node
             continue
         nodes[path] = node
@@ -175,7 +175,7 @@ def _node(owner: Container, path: Path, op: Any, port: Any, side: str) -> Endpoi
     for name in op:
         target = target.children[target._index[name]]
     full = path + op
-    if not target.children:
+    if target.is_op:
         return _new(Endpoint, (full, port))
     if side == "src" and any(p[0] == port for p in target.controls):
         return _new(Junction, (full, port, "ctl"))
@@ -204,7 +204,7 @@ class _Resolver:
             stack = [(path, self.nodes[path])]
             while stack:
                 here, node = stack.pop()
-                if not node.children:
+                if node.is_op:
                     found.append(here)
                 else:
                     stack.extend((here + (c.name,), c) for c in reversed(node.children))

@@ -29,7 +29,7 @@ def _leaves(container: Container) -> Iterator[Container]:
     stack = [container]
     while stack:
         node = stack.pop()
-        if not node.children:
+        if node.is_op:
             yield node
         else:
             stack.extend(reversed(node.children))
@@ -107,7 +107,7 @@ def sorted_ops(
         owner = unit_of.get(path[:-1])
         if owner is not None:
             unit_of[path] = owner
-        elif node.children and skip(node) or not node.children:
+        elif node.is_op or skip(node):
             unit_of[path] = path
             units[path] = node
     pairs = (

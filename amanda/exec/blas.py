@@ -11,9 +11,13 @@ thread change it; a run takes that control on whichever thread it runs (see
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import deque
+from collections.abc import Callable
 from typing import Any
+
+from amanda.exec.load import runnable_tasks, spare_cores
 
 __all__ = ["BlasTuner", "blas_threads"]
 
@@ -106,13 +110,24 @@ class BlasTuner:
     median, not the best run: a setting whose best run is fast but which stalls every few
     runs has a fast best and a slow typical run.
 
-    >>> tuner = BlasTuner(2)
+    A try of the budget (a probe or a retry) is not made while the machine has no core to spare
+    for the budget's extra threads (:mod:`amanda.exec.load`: the least busy of the runnable
+    counts sampled at the start of recent one-thread runs, every ``LOAD_EVERY``-th): such a try
+    can only lose, and a stall costs ten to thirty runs. The run is made on one thread instead,
+    the probes end there, and the budget is tried again after ``FIRST_RETRY`` runs, when the
+    load is looked at again (a skipped try costs nothing, so the wait does not grow). ``load``
+    gives the runnable count (None where unknown: then timing alone decides).
+
+    >>> tuner = BlasTuner(2, load=lambda: 1)  # an idle machine: only this thread runnable
     >>> [tuner.probe(i) for i in range(tuner.PROBES)]
     [1, 2, 2, 2, 1, 1, 1]
     >>> for seconds in (0.2, 2.0, 0.9, 0.8, 0.1, 0.2, 0.2):  # 2 threads slow, 1 thread fast
     ...     tuner.record(tuner.next(), seconds)
     >>> tuner.next()
     1
+    >>> busy = BlasTuner(2, load=lambda: 2, cores=2)  # another task holds the other core
+    >>> busy.skip(); [busy.next() for _ in range(3)], busy.probing
+    ([1, 1, 1], False)
     """
 
     PROBES = 7
@@ -122,9 +137,16 @@ class BlasTuner:
     MAX_RETRY = 800
     MARGIN = 0.9
     STALL = 2.0
+    LOAD_EVERY = 4  # one-thread runs from one load sample to the next
+    LOAD_SAMPLES = 3
 
-    def __init__(self, budget: int) -> None:
+    def __init__(self, budget: int, load: Callable[[], int | None] | None = None, cores: int | None = None) -> None:
         self.candidates = (budget, 1)
+        self.load = load if load is not None else runnable_tasks
+        self.cores = cores if cores is not None else (os.cpu_count() or budget)
+        self.samples: deque[int] = deque(maxlen=self.LOAD_SAMPLES)
+        self.probing = True  # False once the probes were cut short by the load
+        self.budget_runs = 0  # runs made with the budget (what the benchmarks report)
         self.recent: dict[int, deque] = {c: deque(maxlen=5) for c in self.candidates}
         self.choice = budget
         self.runs = 0
@@ -142,20 +164,47 @@ class BlasTuner:
 
     def next(self) -> int:
         """The BLAS thread count for the next run."""
-        if self.runs < self.PROBES:
-            return self.probe(self.runs)
-        if self.runs >= self.retry_at:
-            return self.candidates[1] if self.choice == self.candidates[0] else self.candidates[0]
-        return self.choice
+        budget, one = self.candidates
+        if self._probing():
+            count = self.probe(self.runs)
+        elif self.runs >= self.retry_at:
+            count = one if self.choice == budget else budget
+        else:
+            count = self.choice
+        trying = count == budget != one and (self._probing() or self.choice != budget)
+        if trying and self._crowded():
+            # no core to spare: a try of the budget could only stall; look again later
+            self.probing = self.warmed = False
+            self.choice, self.retry_at = one, self.runs + self.FIRST_RETRY
+            count = one
+        if count == one != budget and self.runs % self.LOAD_EVERY == 0:
+            self._sample()
+        return count
 
     def skip(self) -> None:
         """Count a run made at one thread without timing it: a plan's first run, whose cold
         caches make it a poor sample and which a stalling budget would make slow."""
+        if self.candidates[0] != 1:
+            self._sample()
         self.runs += 1
+
+    def _probing(self) -> bool:
+        return self.probing and self.runs < self.PROBES
+
+    def _sample(self) -> None:
+        found = self.load()
+        if found is not None:
+            self.samples.append(found)
+
+    def _crowded(self) -> bool:
+        """Whether the machine lacks the cores the budget's extra threads need (recent samples)."""
+        spare = spare_cores(self.samples, self.cores)
+        return spare is not None and spare < self.candidates[0] - 1
 
     def record(self, count: int, seconds: float) -> None:
         """Note how long a run with ``count`` BLAS threads took."""
-        retried = self.runs >= self.PROBES and count != self.choice
+        self.budget_runs += count != self.candidates[1]
+        retried = not self._probing() and count != self.choice
         if self._unjudged(count, retried):
             return
         self.recent[count].append(seconds)
@@ -170,7 +219,7 @@ class BlasTuner:
     def _unjudged(self, count: int, retried: bool) -> bool:
         """Count the run; whether it only woke threads (the budget's first probe, or a retry's
         first run) and is not judged."""
-        first_probe = self.runs == self.WARM_UP and count != self.candidates[1]
+        first_probe = self._probing() and self.runs == self.WARM_UP and count != self.candidates[1]
         self.runs += 1
         if first_probe:
             return True

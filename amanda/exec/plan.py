@@ -43,6 +43,7 @@ from amanda.exec.dispatch import (
 )
 from amanda.exec.feeds import PortType, feed_types
 from amanda.exec.inplace import donate
+from amanda.exec.kernels.relaid import mark_constant
 from amanda.exec.resolve import FetchSpec, Into, control_sources, data_source, resolve_feed, resolve_fetch
 
 if TYPE_CHECKING:
@@ -326,6 +327,7 @@ def _fold(fn: Callable, attrs: Any, outs: tuple, template: list, where: str, nam
         if isinstance(value, np.ndarray) and value.flags.writeable:
             value = value.view()
             value.setflags(write=False)
+        mark_constant(value)  # the same array on every run: kernels may keep a relaid copy
         template[s] = value
 
 

@@ -108,7 +108,7 @@ def _node(model: Container, path: Path) -> Container:
 
 def _leaves(model: Container, path: Path) -> tuple[Path, ...]:
     node = _node(model, path)
-    if not node.children:
+    if node.is_op:
         return (path,)
     out: list[Path] = []
     for child in node.children:
@@ -136,7 +136,7 @@ def _buried(model: Container, owner: Path, edge: Any) -> bool:
 
 def _source_of_output(model: Container, path: Path, port: str, phase: Any) -> Endpoint:
     node = _node(model, path)
-    if not node.children:
+    if node.is_op:
         return Endpoint(path, port)
     edges = [e for e in node.edges if e[1][0] is SELF and e[1][1] == port
              and live(e, phase) and not _buried(model, path, e)]
@@ -255,7 +255,7 @@ def resolve_fetch(model: Container, flat: FlatGraph, item: Any, phase: Any) -> F
     if port in node.output_names:
         return FetchSpec("value", _source_of_output(model, path, port, phase))
     if port in node.input_names:
-        if not node.children:
+        if node.is_op:
             source = data_source(flat, path, port, phase)
             if source is None:
                 raise ExecutionError.at(path, f"a value flowing into `{port}`", "no producer")
@@ -298,7 +298,7 @@ def resolve_feed(model: Container, flat: FlatGraph, item: Any, phase: Any) -> Fe
     if port in node.output_names:
         return FeedSpec("value", _source_of_output(model, path, port, phase))
     if port in node.input_names:
-        if not node.children:
+        if node.is_op:
             return FeedSpec("into", (Into(path, port),))
         return FeedSpec("into", _inputs_inside(model, path, port))
     raise ExecutionError.at(path, f"a data port of `{format_path(path)}` ({_ports(node)})", repr(port))

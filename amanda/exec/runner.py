@@ -253,7 +253,8 @@ class Runner:
     ``threads=None`` chooses per plan: the threaded scheduler on ``os.cpu_count()``
     workers when at least half of the plan's heavy steps can run beside another one,
     otherwise the sequential interpreter with BLAS on every core or on one, whichever
-    :class:`BlasTuner` measures faster. ``threads=1`` is the sequential interpreter with
+    :class:`BlasTuner` measures faster (trying every core only while the machine has a core to
+    spare, :mod:`amanda.exec.load`). ``threads=1`` is the sequential interpreter with
     single-threaded BLAS; ``threads=n > 1`` always the threaded scheduler on ``n`` workers
     with single-threaded BLAS.
     """

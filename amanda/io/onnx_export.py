@@ -56,7 +56,7 @@ def _leaves(container: Container, inherited: str | None) -> dict[tuple, Leaf]:
     stack: list[tuple[tuple, Container, str | None]] = [((), container, inherited)]
     while stack:
         path, node, ns = stack.pop()
-        if not node.children or FUNCTION_ATTR in node._attrs:  # a call is one node
+        if node.is_op or FUNCTION_ATTR in node._attrs:  # a call is one node
             own = dict(node.attrs.items()) if node.attrs else {}
             found[path] = (own.get("namespace", ns), node, own)
             continue
@@ -86,9 +86,13 @@ class _Exporter(GraphWriter):
             for definition in self.definitions:
                 self._collect(definition.body, definition.namespace, (definition.name,))
         version = self.opsets.get("", (DEFAULT_OPSET, ()))[0]
+        if "" not in self.opsets and not any(self.spaces.values()):  # no op (inputs passed to outputs)
+            own = domain_of_namespace(root.attrs.get("namespace") or "")
+            version = own[1] if own is not None and own[0] == "" else version
         self.fallback = namespace_of_domain("", version)
-        if any(leaf[0] is None for spaces in self.spaces.values() for leaf in spaces.values()):
-            self.opsets.setdefault("", (version, ()))
+        if not any(self.spaces.values()) or any(
+                leaf[0] is None for spaces in self.spaces.values() for leaf in spaces.values()):
+            self.opsets.setdefault("", (version, ()))  # ONNX asks every model for its default opset
 
     # -- namespaces and opsets -------------------------------------------------------------
 

@@ -3,9 +3,12 @@
 Each leaf op is checked against the schema of its type in its *effective* namespace (its own
 ``namespace`` attribute or the nearest ancestor's) with :func:`validate_op`. What is checked are
 the op's *own* attributes (the ones a kernel reads), less the keys that describe an encoding
-rather than the op (``namespace``, ``initializer``, ``metadata``, ``onnx``, ``onnx_node``).
+rather than the op (``namespace``, ``initializer``, ``metadata``, ``onnx``, ``onnx_node``) and
+the passes' bookkeeping (``amanda_folded_from`` and every other ``amanda_`` key).
 Input ports marked ``captured: true`` (outer values an If/Loop body reads) are not schema ports
-and are skipped. Ops whose effective namespace is None make no claim and are skipped. Subgraphs
+and are skipped. Ops whose effective namespace is None make no claim and are skipped, unless
+other ops of the model have one: then no kernel can be found for them, and each is reported
+(an optimisation pass that dropped an op's own namespace made such models). Subgraphs
 held in attributes (ONNX If/Loop/Scan bodies) are checked too; their problems have paths
 ``(*op_path, attribute, *inner_path)``.
 
@@ -39,6 +42,9 @@ __all__ = ["IGNORED_ATTRS", "validate"]
 
 IGNORED_ATTRS: frozenset[str] = RESERVED_ATTRS | {"initializer", "metadata", "onnx", "onnx_node"}
 """Own attributes no schema describes: the namespace override and ONNX encoding details."""
+
+BOOKKEEPING_PREFIX = "amanda_"
+"""Own attributes amanda's passes write to say where an op came from; never checked."""
 
 _UNKNOWN = ("raise", "report", "skip")
 
@@ -85,6 +91,8 @@ def validate(
         raise ArgumentError.at("ignore", "a collection of attribute names", shown(ignore))
     problems: list[Problem] = []
     original = container
+    unclaimed: list[Path] = []  # leaf ops without a namespace
+    claimed = False
     try:  # ops are checked with the attribute values each call gives its body
         container = resolve_references(container)
     except InvariantError as exc:
@@ -95,19 +103,25 @@ def validate(
     ]
     while stack:
         path, node, ns, root = stack.pop()
-        if node.children:
+        if not node.is_op:
             for child in reversed(node.children):
                 stack.append(((*path, child.name), child, child.attrs.get("namespace", ns), False))
             continue
         if root and node.type is None:
             continue  # a graph (or body) without ops, not an op without a type
         if ns is not None:
+            claimed = True
             problems += _check(path, node, ns, cache, unknown_namespace, ignore)
+        elif node.type is not None:
+            unclaimed.append(path)
         for label, body in reversed(_bodies(node)):
             stack.append(((*path, label), body, body.attrs.get("namespace", ns), True))
     from amanda.containers.uids import uid_clashes
     from amanda.types.checking import check  # types sit above namespaces: imported when used
 
+    if claimed:
+        problems += [Problem(path, "a namespace (set attrs.namespace on the op or an enclosing container), "
+                             "as the model's other ops have", "none") for path in unclaimed]
     return problems + check(container) + uid_clashes(original)
 
 
@@ -152,7 +166,8 @@ def _check(
             )
         ]
     inputs = [p.name for p in op.inputs if not p.attrs.get("captured")]
-    attrs: Mapping[str, Any] = op.attrs
+    # ``amanda_*`` keys are the passes' bookkeeping (amanda_folded_from ...): no kernel reads them
+    attrs: Mapping[str, Any] = {k: v for k, v in op.attrs.items() if not k.startswith(BOOKKEEPING_PREFIX)}
     return validate_op(schema, path, op.type, inputs, op.output_names, attrs, ignore)
 
 

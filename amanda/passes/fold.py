@@ -81,7 +81,8 @@ class _Folder:
 
     def shape_of(self, name: str) -> np.ndarray | None:
         node = self.level.ops[name]
-        if node.type not in ("Shape", "Size") or not node.is_op or name in self.level.pinned:
+        if (node.type not in ("Shape", "Size") or not node.is_op or name in self.level.pinned
+                or not _onnx_family(node.attrs.get("namespace", self.namespace))):
             return None
         shape = _static_shape(self.types, self.path, self.level.inputs(name)[0] if node.inputs else None)
         return None if shape is None else _shape_value(node, shape)
@@ -136,7 +137,7 @@ class _Folder:
                 while new in taken:
                     new += "_"
                 taken.add(new)
-                added.append(new_constant(new, self.values[level.output(name, i)], amanda_folded_from=name))
+                added.append(new_constant(new, self.values[level.output(name, i)], node, amanda_folded_from=name))
                 rewire[level.output(name, i)] = Endpoint((new,), "output")
         model = level.rebuild(drop=self.folded, add=added, rewire=rewire)
         return model, {"replaced": list(self.folded), "added": [c.name for c in added]}

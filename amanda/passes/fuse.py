@@ -17,7 +17,15 @@ import numpy as np
 from amanda.containers import Container, Edge, Endpoint, Port, op
 from amanda.exec.dispatch import parse_namespace
 from amanda.exec.kernels.activations import FUSED
-from amanda.passes.level import Level, constant_value, level_namespaces, new_constant, on_levels, producer_name
+from amanda.passes.level import (
+    Level,
+    constant_value,
+    level_namespaces,
+    new_constant,
+    on_levels,
+    own_namespace,
+    producer_name,
+)
 from amanda.passes.report import PassReport, PassResult
 from amanda.types import TensorType, infer_types
 
@@ -89,8 +97,8 @@ def conv_batchnorm(name: str, level: Level, context: Any) -> Match | None:
     edges = [Edge(Endpoint((wn,), "output"), Endpoint((name,), fused.inputs[1].name)),
              Edge(Endpoint((bn2,), "output"), Endpoint((name,), bias_port))]
     edges += [Edge(sources[0], Endpoint((name,), fused.inputs[0].name))] if sources[0] is not None else []
-    return Match([str(bn_name), name], [fused, new_constant(wn, w2, amanda_fused_into=name),
-                                   new_constant(bn2, b2.astype(w.dtype), amanda_fused_into=name)],
+    return Match([str(bn_name), name], [fused, new_constant(wn, w2, conv, amanda_fused_into=name),
+                                   new_constant(bn2, b2.astype(w.dtype), conv, amanda_fused_into=name)],
                  {level.output(bn_name): level.output(name)}, edges)
 
 
@@ -114,7 +122,7 @@ def matmul_add(name: str, level: Level, context: Any) -> Match | None:
     a_type = types.input(path + (name,), mm.inputs[0].name)
     if c is None or c.ndim > 1 or not isinstance(a_type, TensorType) or a_type.shape is None or len(a_type.shape) != 2:
         return None
-    gemm = op("Gemm", add_name, ["A", "B", "C"], ["Y"], {"amanda_fused_from": (name, add_name)})
+    gemm = op("Gemm", add_name, ["A", "B", "C"], ["Y"], {**own_namespace(mm), "amanda_fused_from": (name, add_name)})
     edges = [Edge(s, Endpoint((add_name,), p)) for s, p in ((a, "A"), (b_src, "B"), (others[0], "C")) if s is not None]
     return Match([name, str(add_name)], [gemm], {level.output(add_name): Endpoint((add_name,), "Y")}, edges)
 
@@ -149,9 +157,12 @@ def gelu(name: str, level: Level, context: Any) -> Match | None:
     """``Mul(Mul(x, Add(Erf(Div(x, sqrt 2)), 1)), 0.5)`` (as torch exports it) -> one Gelu:
     ONNX's where the level's opset has it, else amanda's own when the context asks for it."""
     namespace, internal = context
-    if level.ops[name].type != "Erf" or len(level.ops[name].outputs) != 1:
+    erf = level.ops[name]
+    if erf.type != "Erf" or len(erf.outputs) != 1:
         return None
-    attrs: dict[str, Any] | None = {} if _opset(namespace) >= 20 else {"namespace": FUSED} if internal else None
+    own = own_namespace(erf)  # an op may set its own namespace: the fused op takes it
+    attrs: dict[str, Any] | None = (own if _opset(own.get("namespace", namespace)) >= 20
+                                    else {"namespace": FUSED} if internal else None)
     if attrs is None:
         return None
     div = producer_name(level.inputs(name, 1)[0])
@@ -182,7 +193,9 @@ def swish(name: str, level: Level, context: Any) -> Match | None:
     sig = level.ops[name]
     if sig.type != "Sigmoid" or len(sig.inputs) != 1 or len(sig.outputs) != 1:
         return None
-    attrs: dict[str, Any] | None = {} if _opset(namespace) >= 24 else {"namespace": FUSED} if internal else None
+    own = own_namespace(sig)
+    attrs: dict[str, Any] | None = (own if _opset(own.get("namespace", namespace)) >= 24
+                                    else {"namespace": FUSED} if internal else None)
     mul = _reader_of(level, name, "Mul")
     x = level.inputs(name, 1)[0]
     if attrs is None or mul is None or x is None or set(level.inputs(mul)) != {x, level.output(name)}:

@@ -17,7 +17,7 @@ import numpy as np
 
 from amanda.containers import SELF, Container, Edge, Endpoint, op
 
-__all__ = ["Level", "constant_value", "level_namespaces", "new_constant", "on_levels", "producer_name"]
+__all__ = ["Level", "constant_value", "level_namespaces", "new_constant", "on_levels", "own_namespace", "producer_name"]
 
 Source = Endpoint
 
@@ -141,11 +141,24 @@ def constant_value(node: Container | None) -> np.ndarray | None:
     return value if isinstance(value, np.ndarray) else None
 
 
-def new_constant(name: str, value: np.ndarray, **meta: Any) -> Container:
-    """A new read-only ``Constant`` op holding ``value`` (``meta`` keys are bookkeeping)."""
+def own_namespace(node: Container) -> dict[str, Any]:
+    """The ``namespace`` attribute ``node`` sets on itself, as attributes for an op that takes
+    its place (empty when it inherits its level's): an op a pass puts in place of another must
+    live in the same namespace, or it would have none where only the op had one.
+
+    >>> own_namespace(op("Relu", "r", ["X"], ["Y"], {"namespace": "amanda/onnx/17"}))
+    {'namespace': 'amanda/onnx/17'}
+    """
+    found = node.attrs.get("namespace")
+    return {} if found is None else {"namespace": found}
+
+
+def new_constant(name: str, value: np.ndarray, like: Container | None = None, **meta: Any) -> Container:
+    """A new read-only ``Constant`` op holding ``value`` (``meta`` keys are bookkeeping), in the
+    namespace the op ``like`` sets on itself (see :func:`own_namespace`)."""
     value = np.array(value)
     value.setflags(write=False)
-    return op("Constant", name, [], ["output"], {"value": value, **meta})
+    return op("Constant", name, [], ["output"], {"value": value, **(own_namespace(like) if like else {}), **meta})
 
 
 LevelFn = Callable[[Container, tuple, Any], "tuple[Container, dict[str, list[str]]]"]

@@ -161,7 +161,7 @@ class Columns:
         if kind == "segment":
             return self.segment(p)
         if kind == "is_op":
-            return not node.children
+            return node.is_op
         if kind == "depth":
             return len(self.path(p))
         if kind == "uid":

@@ -217,7 +217,7 @@ def _per_level(c: Any, inputs: Mapping, ns: str | None, depth: int) -> Level:
         child = c.children[c._index[name]]
         ns_child = child.attrs.get("namespace", ns) if child.attrs else ns
         here = (name,)
-        if not child.children:
+        if child.is_op:
             result = _leaf(child, here, ns_child, lambda p, h=here: lookup((h, p)), level)
             for j, port in enumerate(child.outputs):
                 env[(name, port.name)] = (result.outputs[j], result.values.get(j))
@@ -274,7 +274,7 @@ def _flat(c: Any, inputs: Mapping, ns: str | None, depth: int, open_all: bool) -
     problems: list[Problem] = []
     for path in view.order():
         node, ns_unit = view.units[path]
-        if not node.children:
+        if node.is_op:
             result = _leaf(node, path, ns_unit, lambda p, h=path: value_of(view.source(h, p)), level)
             for j, port in enumerate(node.outputs):
                 env[(path, port.name)] = (result.outputs[j], result.values.get(j))

@@ -3,7 +3,11 @@ sees inside a run is the session's, from the main thread and from any other thre
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -11,9 +15,10 @@ import numpy as np
 import pytest
 
 from amanda import Container, op
-from amanda.exec import Session
+from amanda.exec import Session, blas
 from amanda.exec.blas import BlasTuner
 from amanda.exec.kernels.registry import kernel
+from amanda.exec.load import runnable_tasks, spare_cores
 from amanda.exec.runner import _blas_libraries, blas_threads
 
 LIBS = _blas_libraries()
@@ -83,6 +88,11 @@ def test_threads_1_gives_the_same_bits_on_any_thread() -> None:
     np.testing.assert_allclose(main, expected, rtol=1e-4, atol=1e-6)
 
 
+def unknown_load() -> None:
+    """No load figure (as off Linux): the tuner judges by timing alone."""
+    return None
+
+
 def _probed(tuner: Any, budget_seconds: float, single_seconds: float) -> None:
     for _ in range(tuner.PROBES):  # the warm-up probe's time is not recorded, whatever it is
         count = tuner.next()
@@ -92,10 +102,10 @@ def _probed(tuner: Any, budget_seconds: float, single_seconds: float) -> None:
 def test_blas_tuner_keeps_the_budget_only_when_clearly_faster() -> None:
     """Multi-threaded BLAS is chosen only when its median beats one thread's by the margin (its gain is bounded,
     its stalls are not)."""
-    tuner = BlasTuner(2)
+    tuner = BlasTuner(2, load=unknown_load)
     _probed(tuner, 0.95, 1.0)
     assert tuner.next() == 1
-    tuner = BlasTuner(2)
+    tuner = BlasTuner(2, load=unknown_load)
     _probed(tuner, 0.5, 1.0)
     assert tuner.next() == 2
 
@@ -103,7 +113,7 @@ def test_blas_tuner_keeps_the_budget_only_when_clearly_faster() -> None:
 def test_blas_tuner_leaves_a_stalling_budget_after_two_runs() -> None:
     """Two runs in a row with the budget over STALL times one thread's median switch to one thread at once; a
     single slow run (threads waking after an idle spell) does not."""
-    tuner = BlasTuner(2)
+    tuner = BlasTuner(2, load=unknown_load)
     _probed(tuner, 0.5, 1.0)
     tuner.record(tuner.next(), 30.0)
     assert tuner.next() == 2
@@ -117,7 +127,7 @@ def test_blas_tuner_leaves_a_stalling_budget_after_two_runs() -> None:
 def test_blas_tuner_backs_off_retries_that_lose_and_resets_when_one_wins() -> None:
     """Each losing retry of the other count doubles the wait before the next (up to MAX_RETRY); a winning retry
     switches and restores the short wait."""
-    tuner = BlasTuner(2)
+    tuner = BlasTuner(2, load=unknown_load)
     _probed(tuner, 0.5, 1.0)
     waits = []
     for _ in range(6):
@@ -138,7 +148,7 @@ def test_blas_tuner_backs_off_retries_that_lose_and_resets_when_one_wins() -> No
 def test_blas_tuner_does_not_return_to_the_budget_on_its_old_runs() -> None:
     """Slower one-thread runs (a busier machine) do not bring back the budget on its runs from before the load:
     only a retry of the budget can."""
-    tuner = BlasTuner(2)
+    tuner = BlasTuner(2, load=unknown_load)
     _probed(tuner, 0.95, 1.0)
     assert tuner.next() == 1
     for _ in range(5):
@@ -146,9 +156,10 @@ def test_blas_tuner_does_not_return_to_the_budget_on_its_old_runs() -> None:
     assert tuner.next() == 1
 
 
-def test_a_plans_first_run_uses_one_blas_thread_untimed() -> None:
+def test_a_plans_first_run_uses_one_blas_thread_untimed(monkeypatch: pytest.MonkeyPatch) -> None:
     """threads=None runs a new plan's first run with one BLAS thread and keeps no timing of it; probes follow,
     the budget's first probe only waking its threads."""
+    monkeypatch.setattr(blas, "runnable_tasks", unknown_load)  # whatever else this machine runs
     seen: list[int] = []
 
     @kernel("BlasThreadsSeen", family="amanda/test-tuner", heavy=True)
@@ -174,7 +185,7 @@ def test_a_plans_first_run_uses_one_blas_thread_untimed() -> None:
 def test_a_retry_is_judged_on_its_second_run_not_the_wake_up() -> None:
     """A retry of the budget whose first run stalls (threads waking) but whose second run wins switches to the
     budget, dropping the budget's older stalled runs; the stalled first run is not recorded."""
-    tuner = BlasTuner(2)
+    tuner = BlasTuner(2, load=unknown_load)
     _probed(tuner, 3.0, 1.0)  # the budget stalled while probing
     assert tuner.next() == 1
     while tuner.next() == 1:
@@ -188,7 +199,7 @@ def test_a_retry_is_judged_on_its_second_run_not_the_wake_up() -> None:
 def test_the_budgets_wake_up_probe_is_not_judged() -> None:
     """The first budget probe follows a one-thread run and wakes sleeping threads: however slow it is, it does
     not count against the budget."""
-    tuner = BlasTuner(2)
+    tuner = BlasTuner(2, load=unknown_load)
     for _ in range(tuner.PROBES):
         count = tuner.next()
         first_budget = count == 2 and tuner.runs == tuner.WARM_UP
@@ -199,7 +210,7 @@ def test_the_budgets_wake_up_probe_is_not_judged() -> None:
 def test_a_budget_whose_probes_stalled_is_retried_soon() -> None:
     """Two stalled budget probes choose one thread, but the budget is tried again FIRST_RETRY runs later (not
     RETRY), and a winning retry takes it; a budget that won its probes waits the full RETRY for its retry."""
-    tuner = BlasTuner(2)
+    tuner = BlasTuner(2, load=unknown_load)
     _probed(tuner, 3.0, 1.0)
     assert tuner.next() == 1
     while tuner.next() == 1:
@@ -208,6 +219,66 @@ def test_a_budget_whose_probes_stalled_is_retried_soon() -> None:
     tuner.record(2, 4.0)  # the retry's warm-up run
     tuner.record(2, 0.5)
     assert tuner.next() == 2
-    tuner = BlasTuner(2)
+    tuner = BlasTuner(2, load=unknown_load)
     _probed(tuner, 0.5, 1.0)
     assert tuner.retry_at == tuner.RETRY
+
+
+def _run_tuner(tuner: BlasTuner, runs: int, single: float = 1.0, budget: float = 0.5) -> list[int]:
+    counts = []
+    for _ in range(runs):
+        count = tuner.next()
+        counts.append(count)
+        tuner.record(count, budget if count != 1 else single)
+    return counts
+
+
+def test_the_budget_is_never_tried_while_no_core_is_spare() -> None:
+    """On a machine whose other core another task holds, the tuner makes no run with the budget (not even a
+    probe: each would stall), however fast the budget would be; once the core is free again it tries the
+    budget within FIRST_RETRY plus a few load samples' runs and keeps it when it wins."""
+    load = [2]  # this thread and one other task runnable, on two cores
+    tuner = BlasTuner(2, load=lambda: load[0], cores=2)
+    tuner.skip()
+    assert _run_tuner(tuner, 500) == [1] * 500
+    assert not tuner.probing and tuner.wait == tuner.RETRY  # skipped tries cost nothing: no back-off
+    load[0] = 1
+    counts = _run_tuner(tuner, tuner.FIRST_RETRY + tuner.LOAD_EVERY * tuner.LOAD_SAMPLES + 2)
+    assert counts[-1] == 2 and tuner.choice == 2
+    tuner = BlasTuner(2, load=lambda: 3, cores=4)  # two spare cores on four: the budget may run
+    tuner.skip()
+    assert 2 in _run_tuner(tuner, tuner.PROBES)
+
+
+def test_a_crowded_session_runs_every_product_on_one_blas_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """threads=None on a machine without a spare core sets one BLAS thread for every run, the probes
+    included (the kernel reads the limit), and its results are bit-identical run after run."""
+    monkeypatch.setattr(blas, "runnable_tasks", lambda: 1 + (os.cpu_count() or 1))
+    _SEEN.clear()
+    with Session(probed_products(), threads=None) as s:
+        if s._runner.budget == 1:
+            pytest.skip("one core: no BLAS tuning")
+        results = [s.run(["y"], feeds())[0] for _ in range(12)]
+    assert _SEEN == [[1] * len(LIBS)] * 12
+    for r in results[1:]:
+        np.testing.assert_array_equal(r, results[0])
+
+
+@pytest.mark.skipif(runnable_tasks() is None or not hasattr(os, "sched_setaffinity"),
+                    reason="the system gives no runnable-task count")
+def test_a_task_spinning_on_every_other_core_leaves_none_spare() -> None:
+    """The runnable count the tuner reads sees tasks that hold cores: with one spinning process pinned to each
+    core but one, no core is spare (bounded: at most 8 cores, a few tenths of a second)."""
+    cores = sorted(os.sched_getaffinity(0))
+    if not 2 <= len(cores) <= 8:
+        pytest.skip("a spinner per core is for small machines")
+    spin = "import os, sys\nos.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True:\n    pass\n"
+    spinners = [subprocess.Popen([sys.executable, "-c", spin, str(core)]) for core in cores[1:]]
+    try:
+        time.sleep(0.5)
+        samples = [runnable_tasks() for _ in range(5)]
+        assert spare_cores([s for s in samples if s is not None], len(cores)) == 0
+    finally:
+        for p in spinners:
+            p.kill()
+            p.wait()

@@ -5,6 +5,7 @@ survive a worker that dies; a kernel error on a worker arrives with the op's pat
 from __future__ import annotations
 
 import importlib
+import time
 
 import numpy as np
 import pytest
@@ -195,6 +196,37 @@ def test_a_run_past_its_timeout_raises_and_rolls_its_variables_back(client) -> N
         with pytest.raises(ExecutionError, match="timeout"):
             session.run(["v", "late"], {"x": one}, timeout=0.2)
         assert float(session.run(["v"], {"x": one})[0]) == 5.0
+
+
+def slow_chain(steps: int, seconds: float) -> amanda.Container:
+    """``y = 2x`` on worker-1, and ``late``: ``y`` through ``steps`` Sleep ops of ``seconds`` each, there too."""
+    onnx = {"namespace": "amanda/onnx/17", "device": "worker-1"}
+    children = [amanda.op("Add", "double", inputs=["A", "B"], outputs=["C"], attrs=onnx)]
+    edges = [("g:x", "double:A"), ("g:x", "double:B"), ("double:C", "g:y")]
+    previous = "double:C"
+    for i in range(steps):
+        children.append(amanda.op("Sleep", f"s{i}", inputs=["x"], outputs=["y"],
+                                  attrs={"namespace": FAULTS, "device": "worker-1", "seconds": seconds}))
+        edges.append((previous, f"s{i}:x"))
+        previous = f"s{i}:y"
+    edges.append((previous, "g:late"))
+    return amanda.Container("G", "g", inputs=["x"], outputs=["y", "late"], children=children, edges=edges)
+
+
+def test_a_timed_out_part_stops_on_its_worker_and_the_next_run_does_not_wait(client) -> None:
+    """A part of forty 0.1 s ops timed out after 0.3 s starts no op after the deadline on its worker (one
+    thread), so the next run on that worker ends in well under the 3.7 s the part had left."""
+    client.run(importlib.import_module, "tests.exec.dist_faults")
+    one = np.ones(2, np.float32)
+    with Session(slow_chain(40, 0.1), client=client) as session:
+        session.run(["y"], {"x": one})
+        started = time.perf_counter()
+        with pytest.raises(ExecutionError, match="timeout"):
+            session.run(["y", "late"], {"x": one}, timeout=0.3)
+        assert time.perf_counter() - started < 2.0
+        started = time.perf_counter()
+        np.testing.assert_array_equal(session.run(["y"], {"x": one})[0], 2 * one)
+        assert time.perf_counter() - started < 2.5  # the orphan would hold the worker 3.7 s
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

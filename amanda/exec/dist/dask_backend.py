@@ -22,6 +22,7 @@ keeps each part's compiled Session.
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -93,15 +94,23 @@ def _device(session_id: str, device: str, epoch: str, seed: Mapping | None, expe
 
 
 def run_part_task(session_id: str, device: str, epoch: str, seed: Mapping | None, token: str, text: str | None,
-                  part: str, expected: str, threads: int | None, inputs: dict, receives: dict,
-                  scattered: tuple, sources: tuple, *values: Any) -> tuple[dict, dict]:
+                  part: str, expected: str, threads: int | None, deadline: float | None, inputs: dict,
+                  receives: dict, scattered: tuple, sources: tuple, *values: Any) -> tuple[dict, dict]:
     """Run one part on this worker: its output values by port, and the variables it changed.
 
     ``values`` are the fed arrays of the ``scattered`` ports, then the results of the parts
-    numbered in ``sources`` (what each part sent), in that order.
+    numbered in ``sources`` (what each part sent), in that order. ``deadline`` (a ``time.time()``
+    value: the run's timeout, set on the client) bounds the part as ``Session.run(timeout=...)``
+    does: no step starts after it, so a run that timed out does not leave its parts running on
+    the workers (and the next run waiting behind them) for longer than the step under way.
     """
+    from amanda.exec.runner import timed_out
     from amanda.exec.session import Session
     from amanda.io.text import loads
+
+    remaining = None if deadline is None else deadline - time.time()
+    if remaining is not None and remaining <= 0:
+        raise timed_out(part)  # the run is over: start nothing
 
     entry = _device(session_id, device, epoch, seed, expected, part)
     session = entry.parts.get(token)
@@ -117,7 +126,7 @@ def run_part_task(session_id: str, device: str, epoch: str, seed: Mapping | None
     feeds.update({port: sent[i][0][out] for port, (i, out) in receives.items()})
     outputs = list(session.model.output_names)
     before = dict(entry.state)
-    results = session.run([*outputs, DONE], feeds)
+    results = session.run([*outputs, DONE], feeds, timeout=remaining)
     changes = {k: v for k, v in entry.state.items() if before.get(k) is not v}
     return dict(zip(outputs, results)), changes
 
@@ -225,6 +234,7 @@ class DaskRunner:
         ship = key not in self.shipped
         parts = compiled.partitioning.parts
         self.runs += 1
+        deadline = None if timeout is None else time.time() + timeout  # wall clock: workers share it
         # one graph, one layer per part: a layer's annotations restrict its task to the
         # device's worker (loosely, so a dead worker's part moves and raises PartMoved)
         keys: list[str] = []
@@ -242,7 +252,7 @@ class DaskRunner:
             sources = tuple(sorted({i for i, _ in part.receives.values()}))
             refs = [TaskRef(f.key) for f in scattered.values()] + [TaskRef(keys[i]) for i in sources]
             task = Task(name, run_part_task, self.id, part.device, self.epoch, seeds.get(part.device), token,
-                        text if ship else None, part.name, address, self.threads, inputs, dict(part.receives),
+                        text if ship else None, part.name, address, self.threads, deadline, inputs, dict(part.receives),
                         tuple(scattered), sources, *refs)
             layers[name] = MaterializedLayer({name: task}, annotations={"workers": [address],
                                                                         "allow_other_workers": True})

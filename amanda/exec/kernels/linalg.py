@@ -11,7 +11,7 @@ from amanda.exec.kernels.activations import FUSED
 from amanda.exec.kernels.cblas import accumulate, cblas_gemm, rows_times
 from amanda.exec.kernels.math_util import as_array, attr_str, wide
 from amanda.exec.kernels.registry import kernel
-from amanda.exec.kernels.relaid import relaid_if_seen
+from amanda.exec.kernels.relaid import relaid_if_constant
 
 Attrs = Mapping[str, Any]
 
@@ -76,11 +76,12 @@ def _dense(a: np.ndarray, b: np.ndarray, c: np.ndarray | None) -> np.ndarray | N
     if (m >= n or a.dtype != b.dtype or a.dtype.char not in "fd"
             or (c is not None and (c.dtype != a.dtype or c.shape not in ((n,), (1, n))))):
         return None
-    # constant weights only, from their second product on (a transposed weight, Gemm's transB,
-    # needs no copy): a variable's value is new after each training step, and copying it per call
-    # cost the MLP's training step 0.8 ms
+    # a plan's constant weights only (a transposed weight, Gemm's transB, needs no copy): a
+    # variable's value is new after each training step, and copying it per call cost the MLP's
+    # training step 0.8 ms; whether a product runs transposed never depends on earlier calls,
+    # as the two orientations differ in the last bits
     bt = b.T if b.flags.f_contiguous and not b.flags.writeable else (
-        relaid_if_seen(b, "T", lambda w: np.ascontiguousarray(w.T)) if b.flags.c_contiguous else None)
+        relaid_if_constant(b, "T", lambda w: np.ascontiguousarray(w.T)) if b.flags.c_contiguous else None)
     if bt is None:
         return None
     out = np.matmul(bt, a.T)

@@ -16,12 +16,12 @@ import numpy as np
 
 from amanda.containers.lazy import is_mapped
 
-__all__ = ["RELAID", "relaid", "relaid_if_seen"]
+__all__ = ["RELAID", "mark_constant", "relaid", "relaid_if_constant"]
 
 # (id(weight), layout) -> (weak reference to the weight, its relaid copy)
 RELAID: dict[tuple[int, Any], tuple[Any, np.ndarray]] = {}
-# (id(array), layout) -> weak reference: read-only arrays relaid_if_seen has met once
-_SEEN: dict[tuple[int, Any], Any] = {}
+# id(array) -> weak reference: read-only arrays plans hold as constants (mark_constant)
+_CONSTANT: dict[int, Any] = {}
 
 
 def relaid(w: np.ndarray, layout: Any, make: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
@@ -44,35 +44,39 @@ def relaid(w: np.ndarray, layout: Any, make: Callable[[np.ndarray], np.ndarray])
     return copy
 
 
-def _forget(key: tuple[int, Any], _: Any) -> None:
-    _SEEN.pop(key, None)
+def _forget(key: int, _: Any) -> None:
+    _CONSTANT.pop(key, None)
 
 
-def relaid_if_seen(w: np.ndarray, layout: Any, make: Callable[[np.ndarray], np.ndarray]) -> np.ndarray | None:
-    """Like :func:`relaid` for a copy a kernel can do without: None the first time a read-only
-    ``w`` is met (and for a writeable one), the kept copy from the second time on.
+def mark_constant(w: Any) -> None:
+    """Note that a plan holds the read-only array ``w`` as a constant (a folded ``Constant``'s
+    value, passed again on every run): :func:`relaid_if_constant` keeps its copies from its
+    first product on. A writeable array (or anything else) is not marked."""
+    if isinstance(w, np.ndarray) and not w.flags.writeable and not is_mapped(w):
+        key = id(w)
+        _CONSTANT[key] = weakref.ref(w, partial(_forget, key))
 
-    A model's constant weights come back on every run and get their copy from the second run;
-    a variable's value is a new array after each update (a training step), which a copy per
-    call would cost more than it saves, so it never gets one; nor does a weight read through
-    the memory map of its file (a lazy weight), which the OS can page out as a copy could not.
+
+def relaid_if_constant(w: np.ndarray, layout: Any, make: Callable[[np.ndarray], np.ndarray]) -> np.ndarray | None:
+    """:func:`relaid` for an array a plan holds as a constant (:func:`mark_constant`), None for
+    any other: a copy a kernel can do without.
+
+    Which path a product takes depends only on its arguments, never on the calls before it, so
+    a run gives the same bits as the run before (a copy made from an array's second meeting on
+    gave its first product other last bits). A variable's value is a new array after each
+    update (a training step), which a copy per call would cost more than it saves, so it
+    never gets one; nor does a weight read through the memory map of its file (a lazy
+    weight), which the OS can page out as a copy could not.
 
     >>> w = np.arange(6.0).reshape(2, 3)
     >>> w.flags.writeable = False
-    >>> relaid_if_seen(w, "doc", lambda w: w.T.copy()) is None
+    >>> relaid_if_constant(w, "doc", lambda w: w.T.copy()) is None
     True
-    >>> relaid_if_seen(w, "doc", lambda w: w.T.copy()).shape
+    >>> mark_constant(w)
+    >>> relaid_if_constant(w, "doc", lambda w: w.T.copy()).shape
     (3, 2)
     """
-    key = (id(w), layout)
-    hit = RELAID.get(key)
-    if hit is not None and hit[0]() is w:
-        return hit[1]
-    if w.flags.writeable or is_mapped(w):
-        return None  # a weight mapped from its file: a kept copy would pin what the OS can page out
-    seen = _SEEN.get(key)
-    if seen is None or seen() is not w:
-        _SEEN[key] = weakref.ref(w, partial(_forget, key))
+    known = _CONSTANT.get(id(w))
+    if known is None or known() is not w:
         return None
-    _SEEN.pop(key, None)  # not del: another thread may have met it at the same time
     return relaid(w, layout, make)
