@@ -309,13 +309,19 @@ def _flat(c: Any, inputs: Mapping, ns: str | None, depth: int, open_all: bool) -
     return level
 
 
-def top_inputs(model: Any, given: Mapping[str, Any] | None) -> tuple[tuple, tuple]:
-    """Input types of ``model``: declared in port attributes, overridden by ``given``."""
+def top_inputs(model: Any, given: Mapping[str, Any] | None, problems: list[Problem]) -> tuple[tuple, tuple]:
+    """Input types of ``model``: declared in port attributes, overridden by ``given``. A
+    malformed declared type is appended to ``problems`` (the port's type is then unknown); a
+    malformed given one raises."""
     given = dict(given or {})
     types = []
     for port in model.inputs:
+        t = given.pop(port.name, None)
+        if t is None:
+            types.append(declared_type(port.attrs, problems, (), f"input port {port.name!r}"))
+            continue
         try:
-            types.append(_given_type(port, given.pop(port.name, None)))
+            types.append(_given_type(port, t))
         except TypeMismatch as exc:
             raise TypeMismatch(f"input port {port.name!r} of the model: {exc}", path=(),
                                expected=exc.expected, found=exc.found) from None

@@ -133,6 +133,33 @@ def _foldable(values: list, types: list) -> bool:
     return True
 
 
+def _declared_inputs(op: Any, path: Path, types: list, problems: list[Problem]) -> list:
+    """``types`` refined by the types the op's input ports declare; a malformed declared type,
+    or one the value arriving cannot have, is a problem."""
+    refined = None
+    ports = [p for p in op.inputs if not (p.attrs and p.attrs.get("captured"))]
+    for j, port in enumerate(ports):
+        if not port.attrs or j >= len(types):
+            continue
+        try:
+            declared = _declared(port.attrs)
+        except TypeMismatch as exc:
+            problems.append(Problem(path, f"input port {port.name!r} with a valid type ({exc.expected})", str(exc.found)))
+            continue
+        if declared is None or types[j] is ABSENT:
+            continue
+        try:
+            t = refine(types[j], declared)
+        except TypeMismatch:
+            problems.append(Problem(path, f"input port {port.name!r} of type {declared!r} (declared)",
+                                    f"{types[j]!r} arriving"))
+            continue
+        if t != types[j]:
+            refined = refined or list(types)
+            refined[j] = t
+    return types if refined is None else refined
+
+
 def infer_op(
     op: Any,
     path: Path,
@@ -143,6 +170,7 @@ def infer_op(
 ) -> OpResult:
     """Output types (and known values) of ``op`` given its input types and values."""
     result = OpResult()
+    types = _declared_inputs(op, path, types, result.problems)
     result.inputs = types
     n_out = len(op.outputs)
     declared = []
