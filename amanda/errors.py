@@ -6,7 +6,8 @@ message can point at the offending node, port or field.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import difflib
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +24,23 @@ __all__ = [
     "QueryError",
     "RenderError",
     "SchemaError",
+    "suggest",
 ]
+
+
+def suggest(name: str, choices: Iterable[str]) -> str:
+    """A 'did you mean …?' hint for ``name`` among ``choices``, or ''.
+
+    >>> suggest("Matmul", ["MatMul", "Add"])
+    "did you mean 'MatMul'?"
+    """
+    choices = list(choices)
+    by_case = [c for c in choices if c.lower() == name.lower()]
+    close = by_case + [c for c in difflib.get_close_matches(name, choices, n=3, cutoff=0.6)
+                       if c not in by_case]
+    if not close:
+        return ""
+    return "did you mean " + " or ".join(repr(c) for c in close[:3]) + "?"
 
 
 def format_path(path: Any) -> str:

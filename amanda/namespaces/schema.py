@@ -7,7 +7,6 @@ the whole op: ordered ports, attributes, type constraints and the version that i
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, TypeVar
@@ -15,7 +14,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from amanda.deprecation import keyword_only_after
-from amanda.errors import Problem, SchemaError
+from amanda.errors import Problem, SchemaError, suggest
 from amanda.namespaces.attr_types import ATTR_TYPES, attr_value_problem, coerce_default, value_key
 
 __all__ = ["AttrSchema", "FrozenMap", "OpSchema", "PortSchema", "freeze", "suggest"]
@@ -81,21 +80,6 @@ def freeze(value: Any) -> Any:
     if isinstance(value, np.generic):
         return value.item()
     return value
-
-
-def suggest(name: str, choices: Iterable[str]) -> str:
-    """A 'did you mean …?' hint for ``name`` among ``choices``, or ''.
-
-    >>> suggest("Matmul", ["MatMul", "Add"])
-    "did you mean 'MatMul'?"
-    """
-    choices = list(choices)
-    by_case = [c for c in choices if c.lower() == name.lower()]
-    close = by_case + [c for c in difflib.get_close_matches(name, choices, n=3, cutoff=0.6)
-                       if c not in by_case]
-    if not close:
-        return ""
-    return "did you mean " + " or ".join(repr(c) for c in close[:3]) + "?"
 
 
 def _fail(problems: list[Problem], context: str) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from amanda.errors import AmandaError
+from amanda.errors import AmandaError, suggest
 
 __all__ = [
     "DTYPE_NAMES",
@@ -128,8 +128,6 @@ def dtype_problem(dtype: Any) -> tuple[str, str, str] | None:
             spelled = None
         if spelled in _NAMES:
             return expected, repr(dtype), f"write {spelled!r}"
-        from amanda.namespaces.schema import suggest  # types sit above namespaces
-
         return expected, repr(dtype)[:80], suggest(dtype, DTYPE_NAMES)
     if dtype is float or dtype is int or dtype is complex:
         name = dtype.__name__
