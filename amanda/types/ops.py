@@ -16,6 +16,7 @@ from amanda.containers.records import Path
 from amanda.errors import AmandaError, Problem
 from amanda.types.node import ABSENT, Node
 from amanda.types.rules import lookup
+from amanda.types.schema_dtypes import dtype_problems
 from amanda.types.tensor_type import (
     SequenceType,
     TensorType,
@@ -185,7 +186,10 @@ def infer_op(
     parsed = parse(namespace)
     rule = None if parsed is None or op.type is None else lookup(parsed[0], parsed[1], op.type)
     outs: list = [None] * n_out
-    if rule is None:
+    refused = dtype_problems(op, path, namespace, types) if parsed is not None else []
+    if refused:
+        result.problems += refused  # the rule would type what the schema does not allow
+    elif rule is None:
         result.unknown = True
     else:
         node = Node(op, attrs, types, values, parsed[2], body)  # type: ignore[index]

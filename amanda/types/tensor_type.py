@@ -27,7 +27,7 @@ import numpy as np
 from amanda.errors import AmandaError, suggest
 
 __all__ = [
-    "DTYPE_NAMES",
+    "VALID_DTYPES",
     "ONNX_DTYPES",
     "Dim",
     "OptionalType",
@@ -90,7 +90,7 @@ ONNX_DTYPES: dict[int, str] = dict(enumerate([
 """ONNX ``TensorProto.DataType`` numbers -> the dtype names port attributes use."""
 del ONNX_DTYPES[0]
 _NAMES = frozenset(ONNX_DTYPES.values())
-DTYPE_NAMES: tuple[str, ...] = tuple(sorted(_NAMES))
+VALID_DTYPES: tuple[str, ...] = tuple(sorted(_NAMES))
 """Every dtype name a port, ``Input`` or a document may give, sorted."""
 
 # names that numpy reads as one width and other frameworks as another: refused, never guessed
@@ -105,7 +105,7 @@ _AMBIGUOUS = {
 def dtype_problem(dtype: Any) -> tuple[str, str, str] | None:
     """Why ``dtype`` is not a dtype amanda accepts, as ``(expected, found, hint)``; None if it is.
 
-    A name must be one of :data:`DTYPE_NAMES` exactly; numpy dtypes and scalar types are read by
+    A name must be one of :data:`VALID_DTYPES` exactly; numpy dtypes and scalar types are read by
     their name. ``'float'`` and ``'int'`` (and Python's ``float`` and ``int``) are refused as
     ambiguous: numpy reads them as 64 bits, torch and ONNX users mean 32.
 
@@ -116,7 +116,7 @@ def dtype_problem(dtype: Any) -> tuple[str, str, str] | None:
     >>> dtype_problem("boolean")[2]
     "did you mean 'bool'?"
     """
-    expected = f"a dtype name ({', '.join(DTYPE_NAMES)})"
+    expected = f"a dtype name ({', '.join(VALID_DTYPES)})"
     if isinstance(dtype, str):
         if dtype in _NAMES:
             return None
@@ -128,7 +128,7 @@ def dtype_problem(dtype: Any) -> tuple[str, str, str] | None:
             spelled = None
         if spelled in _NAMES:
             return expected, repr(dtype), f"write {spelled!r}"
-        return expected, repr(dtype)[:80], suggest(dtype, DTYPE_NAMES)
+        return expected, repr(dtype)[:80], suggest(dtype, VALID_DTYPES)
     if dtype is float or dtype is int or dtype is complex:
         name = dtype.__name__
         return expected, name, f"Python's {name} is ambiguous: {_AMBIGUOUS[name]}"

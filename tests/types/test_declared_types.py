@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import amanda
 from amanda.errors import ArgumentError
-from amanda.types.tensor_type import DTYPE_NAMES, dtype_problem
+from amanda.types.tensor_type import VALID_DTYPES, dtype_problem
 
 NS = {"namespace": "amanda/onnx/17"}
 
@@ -34,11 +34,11 @@ def test_input_names_the_spelling_amanda_uses(name, fix):
         amanda.Input("x", name)
 
 
-@pytest.mark.parametrize("dtype", [*DTYPE_NAMES[:6], np.float32, np.dtype("int64"), bool])
+@pytest.mark.parametrize("dtype", [*VALID_DTYPES[:6], np.float32, np.dtype("int64"), bool])
 def test_exact_names_and_numpy_dtypes_are_accepted(dtype):
     """Every listed name, numpy dtypes and scalar types are dtypes."""
     assert dtype_problem(dtype) is None
-    assert amanda.Input("x", dtype, ()).type.dtype in DTYPE_NAMES
+    assert amanda.Input("x", dtype, ()).type.dtype in VALID_DTYPES
 
 
 def _relu(where: str, attrs: dict) -> amanda.Container:
