@@ -93,7 +93,7 @@ class Edit:
             where = ("edit", str(end))
             path = resolve_path(self._probe, end.op)
             if path is None:
-                problems.append(_missing_op(self._probe, self.model.name, end, label, where))
+                problems.append(_missing_op(self._probe, str(self.model.name), end, label, where))
                 continue
             target = descend(self._probe, path)
             if buried and any(resolve_port(target, end.port, s, i) for s in ("src", "dst") for i in (True, False)):
