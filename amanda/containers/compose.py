@@ -43,7 +43,8 @@ def _unique_children(containers: Iterable[Container]) -> list[Container]:
             raise CompositionError.at(f"[{position}]", "a Container", type(item).__name__)
         base = item.name or f"{item.type or 'op'}_{position}"
         name, count = base, 1
-        while name in taken:
+        # a child may not be named like one of its own children (a >> b >> c nests unnamed chains)
+        while name in taken or (name != item.name and item.has_child(name)):
             name = f"{base}_{count}"
             count += 1
         taken.add(name)
@@ -104,6 +105,20 @@ def _pairing(a: Container, b: Container) -> list[tuple[str, str]]:
     )
 
 
+def _check_link(a: Container, b: Container, pairs: list[tuple[str, str]], position: int) -> None:
+    """Refuse ``a`` chained into ``b`` when their declared types show it can never run (layers
+    whose widths differ); containers without declared input types pass unchecked."""
+    if not a.inputs or not all(p.attrs.get("dtype") is not None for p in a.inputs):
+        return  # nothing to type it with: the check would cost without telling anything
+    from amanda.types.links import link_problem  # types sit above containers: imported when used
+
+    problem = link_problem(a, b, pairs)
+    if problem is not None:
+        raise CompositionError(f"cannot chain {a.name!r} into {b.name!r} (children {position + 1} and {position + 2} "
+                               f"of the chain): {problem}", path=(b.name,), expected=f"inputs {b.name!r} can take",
+                               found=problem)
+
+
 def _renamed(ports: Sequence[Port], names: Sequence[str] | Mapping[str, str] | None, what: str) -> list[Port]:
     if names is None:
         return list(ports)
@@ -152,8 +167,9 @@ def chain(
         Edge((SELF, new.name), ((first.name,), old.name)) for new, old in zip(parent_inputs, first.inputs)
     ]
     side: list[Port] = []
-    for a, b in zip(kids, kids[1:]):
+    for position, (a, b) in enumerate(zip(kids, kids[1:])):
         pairs = _pairing(a, b)
+        _check_link(a, b, pairs, position)
         used = {out for out, _ in pairs}
         edges.extend(Edge(((a.name,), out), ((b.name,), into)) for out, into in pairs)
         for port in a.outputs:

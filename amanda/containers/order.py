@@ -13,7 +13,7 @@ from typing import TypeVar
 
 from amanda.errors import CycleError
 
-__all__ = ["cyclic_components", "find_cycle", "topological"]
+__all__ = ["cyclic_components", "find_cycle", "ordered", "topological"]
 
 K = TypeVar("K", bound=Hashable)
 
@@ -53,6 +53,20 @@ def topological(nodes: Sequence[K], edges: Iterable[tuple[K, K]], *, cycles: str
             return order + [nodes[i] for i in sorted(left)]
         raise CycleError([nodes[i] for i in find_cycle(successors, left)])  # type: ignore[misc]
     return order
+
+
+def ordered(nodes: Sequence[K], edges: Iterable[tuple[K, K]], looped: bool = False) -> tuple[list[K], bool]:
+    """:func:`topological` order with ``cycles="append"``, and whether the edges hold a cycle
+    (or ``looped`` says a node already feeds itself).
+
+    >>> ordered(["a", "b"], [("b", "a")]), ordered(["a", "b"], [("a", "b"), ("b", "a")])
+    ((['b', 'a'], False), (['a', 'b'], True))
+    """
+    edges = list(edges)
+    try:
+        return topological(nodes, edges), looped
+    except CycleError:
+        return topological(nodes, edges, cycles="append"), True
 
 
 def find_cycle(successors: Sequence[Sequence[int]], remaining: set[int]) -> list[int]:

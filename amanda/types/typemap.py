@@ -33,7 +33,7 @@ from amanda.containers.cycles import cycle_problems
 from amanda.containers.records import Path
 from amanda.containers.refs import resolve_references
 from amanda.errors import Problem
-from amanda.types.infer import Level, infer_level, top_inputs
+from amanda.types.infer import Level, infer_level, summary, top_inputs
 from amanda.types.node import ABSENT
 from amanda.types.tensor_type import Type
 
@@ -158,8 +158,13 @@ class TypeMap(Mapping):
         """Every type error found, with the path of its node: malformed declared types of the
         model's inputs, then every op on a cycle (whose types cannot be inferred; see
         :func:`amanda.containers.cycles.cycle_problems`), then what the rules found."""
+        found, looped = summary(self._level)
         if self._cycles is None:
-            self._cycles = cycle_problems(self._model) if self._model is not None else []
+            # a cycle of the effective view loops some level's children (or a child into
+            # itself), so the whole view is computed only when inference met such a loop
+            self._cycles = cycle_problems(self._model) if looped and self._model is not None else []
+        if not found:
+            return [*self._declared, *self._cycles]
         return [*self._declared, *self._cycles, *(p for p, _ in _problems(self._level, ()))]
 
     @property
