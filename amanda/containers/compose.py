@@ -105,18 +105,20 @@ def _pairing(a: Container, b: Container) -> list[tuple[str, str]]:
     )
 
 
-def _check_link(a: Container, b: Container, pairs: list[tuple[str, str]], position: int) -> None:
-    """Refuse ``a`` chained into ``b`` when their declared types show it can never run (layers
-    whose widths differ); containers without declared input types pass unchecked."""
-    if not a.inputs or not all(p.attrs.get("dtype") is not None for p in a.inputs):
+def _check_types(kids: list[Container], pairs: list[list[tuple[str, str]]]) -> None:
+    """Refuse a chain whose declared types show it can never run (layers whose widths differ);
+    a chain whose first child declares no input types passes unchecked."""
+    first = kids[0]
+    if len(kids) < 2 or not first.inputs or not all(p.attrs.get("dtype") is not None for p in first.inputs):
         return  # nothing to type it with: the check would cost without telling anything
-    from amanda.types.links import link_problem  # types sit above containers: imported when used
+    from amanda.types.links import chain_problem  # types sit above containers: imported when used
 
-    problem = link_problem(a, b, pairs)
-    if problem is not None:
-        raise CompositionError(f"cannot chain {a.name!r} into {b.name!r} (children {position + 1} and {position + 2} "
-                               f"of the chain): {problem}", path=(b.name,), expected=f"inputs {b.name!r} can take",
-                               found=problem)
+    found = chain_problem(kids, pairs)
+    if found is not None:
+        k, problem = found
+        a, b = kids[k - 1], kids[k]
+        raise CompositionError(f"cannot chain {a.name!r} into {b.name!r} (children {k} and {k + 1} of the chain): "
+                               f"{problem}", path=(b.name,), expected=f"inputs {b.name!r} can take", found=problem)
 
 
 def _renamed(ports: Sequence[Port], names: Sequence[str] | Mapping[str, str] | None, what: str) -> list[Port]:
@@ -167,9 +169,9 @@ def chain(
         Edge((SELF, new.name), ((first.name,), old.name)) for new, old in zip(parent_inputs, first.inputs)
     ]
     side: list[Port] = []
-    for position, (a, b) in enumerate(zip(kids, kids[1:])):
-        pairs = _pairing(a, b)
-        _check_link(a, b, pairs, position)
+    links = [_pairing(a, b) for a, b in zip(kids, kids[1:])]
+    _check_types(kids, links)
+    for (a, b), pairs in zip(zip(kids, kids[1:]), links):
         used = {out for out, _ in pairs}
         edges.extend(Edge(((a.name,), out), ((b.name,), into)) for out, into in pairs)
         for port in a.outputs:

@@ -46,8 +46,8 @@ def _oracles(op_type: str, dtypes: list[str], shapes: list[tuple]) -> tuple[bool
 
 
 def _array(dtype: str, shape: tuple) -> np.ndarray:
-    if dtype == "int64" and shape == (2,):
-        return np.array([2, 2], np.int64)
+    if dtype == "int64" and shape in ((2,), (2, 1), (1, 2)):
+        return np.full(shape, 2, np.int64)
     return np.ones(shape, dtype=np.dtype(dtype))
 
 
@@ -65,6 +65,7 @@ CASES += [(op, [d, d], [(2, 2), (2, 2)]) for op in BINARY for d in DTYPES]
 CASES += [("Add", ["float32", "float64"], [(2, 2), (2, 2)]), ("Where", ["bool", "float32", "float32"], [(2, 2)] * 3),
           ("Where", ["int64", "float32", "float32"], [(2, 2)] * 3)]
 CASES += [("Reshape", ["float32", d], [(2, 2), (2,)]) for d in ("int64", "int32", "float32")]
+CASES += [("Reshape", ["float32", "int64"], [(2, 2), (2, 1)]), ("Expand", ["float32", "int64"], [(2, 2), (1, 2)])]
 
 
 @pytest.mark.parametrize("op_type, dtypes, shapes", CASES, ids=[f"{c[0]}-{'-'.join(c[1])}" for c in CASES])

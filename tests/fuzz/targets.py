@@ -1,9 +1,10 @@
 """Every fuzz target by name: documents, selectors and mapping tables (``targets_text``),
-ONNX protos and bytes, Session feeds and fetches, and weight files (``targets_io``)."""
+ONNX protos and bytes, Session feeds and fetches, and weight files (``targets_io``), models
+checked, ops built and layers chained against oracles (``targets_graphs``)."""
 
 from __future__ import annotations
 
-from tests.fuzz import targets_io, targets_text
+from tests.fuzz import targets_graphs, targets_io, targets_text
 from tests.fuzz.harness import Target
 
-TARGETS: dict[str, Target] = {t.name: t for t in (*targets_text.TARGETS, *targets_io.TARGETS)}
+TARGETS: dict[str, Target] = {t.name: t for t in (*targets_text.TARGETS, *targets_io.TARGETS, *targets_graphs.TARGETS)}
