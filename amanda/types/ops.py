@@ -161,6 +161,19 @@ def _declared_inputs(op: Any, path: Path, types: list, problems: list[Problem]) 
     return types if refined is None else refined
 
 
+def _declared_outputs(op: Any, path: Path, problems: list[Problem]) -> list:
+    """The type each output port declares (None where it declares none, or a malformed one,
+    which is a problem)."""
+    declared = []
+    for p in op.outputs:
+        try:
+            declared.append(_declared(p.attrs))
+        except TypeMismatch as exc:
+            declared.append(None)
+            problems.append(Problem(path, f"output port {p.name!r} with a valid type ({exc.expected})", str(exc.found)))
+    return declared
+
+
 def infer_op(
     op: Any,
     path: Path,
@@ -174,14 +187,7 @@ def infer_op(
     types = _declared_inputs(op, path, types, result.problems)
     result.inputs = types
     n_out = len(op.outputs)
-    declared = []
-    for p in op.outputs:
-        try:
-            declared.append(_declared(p.attrs))
-        except TypeMismatch as exc:
-            declared.append(None)
-            result.problems.append(Problem(path, f"output port {p.name!r} with a valid type ({exc.expected})",
-                                           str(exc.found)))
+    declared = _declared_outputs(op, path, result.problems)
     attrs = dict(op.attrs.items()) if op.attrs else {}
     parsed = parse(namespace)
     rule = None if parsed is None or op.type is None else lookup(parsed[0], parsed[1], op.type)
