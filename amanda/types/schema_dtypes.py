@@ -90,7 +90,9 @@ def dtype_problems(op: Any, path: Path, namespace: str | None, types: list) -> l
     fixed, variadic = found
     problems: list[Problem] = []
     bound: dict[str, tuple[str, str]] = {}  # type parameter -> (dtype, first port)
-    ports = [p for p in op.inputs if not (p.attrs and p.attrs.get("captured"))]
+    ports = op.inputs
+    if any(p.attrs for p in ports):  # rare: outer values a body captures are no schema ports
+        ports = [p for p in ports if not p.attrs.get("captured")]
     for port, t in zip(ports, types):
         if type(t) is not TensorType or t.dtype is None:
             continue
