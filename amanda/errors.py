@@ -28,15 +28,6 @@ __all__ = [
 ]
 
 
-def format_path(path: Any) -> str:
-    """Render a path (tuple of names, string, or None) for a message."""
-    if path is None:
-        return "<root>"
-    if isinstance(path, tuple):
-        return "/".join(str(p) for p in path) if path else "<root>"
-    return str(path)
-
-
 def suggest(name: str, choices: Iterable[str]) -> str:
     """A 'did you mean …?' hint for ``name`` among ``choices``, or ''.
 
@@ -50,6 +41,15 @@ def suggest(name: str, choices: Iterable[str]) -> str:
     if not close:
         return ""
     return "did you mean " + " or ".join(repr(c) for c in close[:3]) + "?"
+
+
+def format_path(path: Any) -> str:
+    """Render a path (tuple of names, string, or None) for a message."""
+    if path is None:
+        return "<root>"
+    if isinstance(path, tuple):
+        return "/".join(str(p) for p in path) if path else "<root>"
+    return str(path)
 
 
 @dataclass(frozen=True, slots=True, repr=False)

@@ -12,12 +12,18 @@ times) per level of an expression, so ``!!!!…x``, ``((((…))))``, ``a[*][*]�
 - :func:`tree_too_deep` bounds the parsed tree to ``MAX_TREE_DEPTH`` (200) levels; a chain
   ``a || b || c`` parses as ``or(or(a, b), c)``, one level per operator.
 
+The lexer itself decodes JSON literals (`` `[[1]]` ``) with Python's recursive ``json`` module,
+so :func:`too_deep` first scans the text for a literal whose arrays and objects nest deeper
+than ``MAX_NESTING`` levels, without lexing it: ``json`` would end in ``RecursionError``.
+
 Selector filters and mapping expressions refuse text past either limit with an error naming
 the column.
 
 >>> too_deep("a || b && !c")
 >>> too_deep("!" * 150 + "x")
 (100, 101)
+>>> too_deep("type == `" + "[" * 150 + "]" * 150 + "`")
+(109, 101)
 """
 
 from __future__ import annotations
@@ -47,6 +53,9 @@ def too_deep(text: str, limit: int = MAX_NESTING) -> tuple[int, int] | None:
     >>> too_deep("(" * 3 + "a" + ")" * 3, limit=2)
     (2, 3)
     """
+    deep = _literal_too_deep(text, limit)
+    if deep is not None:
+        return deep
     frames = [0]  # prefix operators and projections seen so far in each open bracket
     level = 0
     try:
@@ -65,6 +74,40 @@ def too_deep(text: str, limit: int = MAX_NESTING) -> tuple[int, int] | None:
                 return token["start"], level
     except jmes_errors.JMESPathError:
         return None
+    return None
+
+
+def _literal_too_deep(text: str, limit: int) -> tuple[int, int] | None:
+    """``(column, level)`` where a JSON literal's arrays and objects nest past ``limit``.
+
+    Raw strings and quoted identifiers are skipped as jmespath's lexer skips them; inside a
+    literal, JSON strings are skipped, and a backslash escapes the next character throughout.
+    """
+    closing = {"'": "'", '"': '"', "`": "`"}
+    i, n = 0, len(text)
+    while i < n:
+        quote = closing.get(text[i])
+        i += 1
+        if quote is None:
+            continue
+        level = 0
+        in_string = False
+        while i < n and text[i] != quote:
+            ch = text[i]
+            if ch == "\\":
+                i += 2
+                continue
+            if quote == "`":
+                if ch == '"':
+                    in_string = not in_string
+                elif not in_string and ch in "[{":
+                    level += 1
+                    if level > limit:
+                        return i, level
+                elif not in_string and ch in "]}":
+                    level -= 1
+            i += 1
+        i += 1
     return None
 
 

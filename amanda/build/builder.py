@@ -25,8 +25,8 @@ from amanda.containers.container import Container
 from amanda.containers.edge import Port
 from amanda.errors import ArgumentError, SchemaError
 from amanda.io.onnx_ports import port_names
+from amanda.namespaces.history import extra_input_names, moved_hint
 from amanda.namespaces.namespace import namespace as lookup_namespace
-from amanda.namespaces.schema import suggest
 from amanda.namespaces.validate import validate_op
 from amanda.types.node import ABSENT
 from amanda.types.ops import infer_op
@@ -109,8 +109,9 @@ class OpBuilder:
         """Port names for the positional inputs, and each as a Value (None: left out)."""
         fixed = [p for p in self.schema.inputs if not p.variadic]
         if len(args) > len(fixed) and len(fixed) == len(self.schema.inputs):
+            moved = [moved_hint(self.schema, n, "input") for n in extra_input_names(self.schema, len(args))]
             raise ArgumentError.at((label,), f"at most {len(fixed)} inputs ({', '.join(p.name for p in fixed)})",
-                                   f"{len(args)} inputs")
+                                   f"{len(args)} inputs", "; ".join(m for m in moved if m))
         names = port_names(self.schema.inputs, len(args), "input")
         space = self.namespace if "Constant" in lookup_namespace(self.namespace).op_types else DEFAULT_NAMESPACE
         return names, [_as_value(a, f"{label}/{n}", space) for a, n in zip(args, names)]
@@ -127,9 +128,8 @@ def _attributes(schema: Any, attrs: dict[str, Any], values: list[Value | None], 
                 attrs[key] = dtypes[0]
     problems = validate_op(schema, where, schema.type, given, outputs, attrs)
     if problems:
-        first = problems[0]
-        hint = suggest(first.found.strip("'"), schema.attrs) if "attribute" in first.expected else ""
-        raise ArgumentError.at(first.path, first.expected, first.found, hint)
+        first = problems[0]  # its hint: a close name, or where the name moved between opsets
+        raise ArgumentError.at(first.path, first.expected, first.found, first.hint)
     for key, attr in schema.attrs.items():
         if key not in attrs and attr.default is not None:
             attrs[key] = attr.default

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from amanda.errors import ArgumentError
-from amanda.types.tensor_type import ONNX_DTYPES, TensorType, dtype_name
+from amanda.types.tensor_type import TensorType, dtype_name, dtype_problem
 
 if TYPE_CHECKING:
     from amanda.containers.container import Container
@@ -53,12 +53,20 @@ class Value:
 
 def Input(name: str, dtype: Any, shape: Sequence[Any] | None = None) -> Value:  # noqa: N802 - Keras's spelling
     """A model input of the given dtype and shape (ints, symbolic names such as ``"batch"``, or
-    None for unknown dims; a shape of None leaves the rank unknown)."""
+    None for unknown dims; a shape of None leaves the rank unknown).
+
+    The dtype is a name such as ``'float32'`` (or a numpy dtype); the ambiguous ``'float'``
+    and ``'int'`` are refused with the list of names, since numpy would read them as 64 bits.
+
+    >>> Input("x", "float32", ("batch", 4)).type
+    float32[batch,4]
+    """
     if not isinstance(name, str) or not name:
         raise ArgumentError.at("name", "an input name (a non-empty string)", repr(name))
+    problem = dtype_problem(dtype)
+    if problem is not None:  # 'float' and 'int' are refused: numpy would read 64 bits
+        raise ArgumentError.at((name, "dtype"), *problem)
     dtype_text = dtype_name(dtype)
-    if dtype_text is None or dtype_text not in ONNX_DTYPES.values():
-        raise ArgumentError.at(name, "a dtype such as 'float32'", repr(dtype))
     if shape is not None and (isinstance(shape, (str, bytes)) or not isinstance(shape, Sequence) or not all(
             d is None or isinstance(d, str) or (isinstance(d, int) and not isinstance(d, bool) and d >= 0)
             for d in shape)):

@@ -43,7 +43,8 @@ def _unique_children(containers: Iterable[Container]) -> list[Container]:
             raise CompositionError.at(f"[{position}]", "a Container", type(item).__name__)
         base = item.name or f"{item.type or 'op'}_{position}"
         name, count = base, 1
-        while name in taken:
+        # a child may not be named like one of its own children (a >> b >> c nests unnamed chains)
+        while name in taken or (name != item.name and item.has_child(name)):
             name = f"{base}_{count}"
             count += 1
         taken.add(name)
@@ -104,6 +105,22 @@ def _pairing(a: Container, b: Container) -> list[tuple[str, str]]:
     )
 
 
+def _check_types(kids: list[Container], pairs: list[list[tuple[str, str]]]) -> None:
+    """Refuse a chain whose declared types show it can never run (layers whose widths differ);
+    a chain whose first child declares no input types passes unchecked."""
+    first = kids[0]
+    if len(kids) < 2 or not first.inputs or not all(p.attrs.get("dtype") is not None for p in first.inputs):
+        return  # nothing to type it with: the check would cost without telling anything
+    from amanda.types.links import chain_problem  # types sit above containers: imported when used
+
+    found = chain_problem(kids, pairs)
+    if found is not None:
+        k, problem = found
+        a, b = kids[k - 1], kids[k]
+        raise CompositionError(f"cannot chain {a.name!r} into {b.name!r} (children {k} and {k + 1} of the chain): "
+                               f"{problem}", path=(b.name,), expected=f"inputs {b.name!r} can take", found=problem)
+
+
 def _renamed(ports: Sequence[Port], names: Sequence[str] | Mapping[str, str] | None, what: str) -> list[Port]:
     if names is None:
         return list(ports)
@@ -152,8 +169,9 @@ def chain(
         Edge((SELF, new.name), ((first.name,), old.name)) for new, old in zip(parent_inputs, first.inputs)
     ]
     side: list[Port] = []
-    for a, b in zip(kids, kids[1:]):
-        pairs = _pairing(a, b)
+    links = [_pairing(a, b) for a, b in zip(kids, kids[1:])]
+    _check_types(kids, links)
+    for (a, b), pairs in zip(zip(kids, kids[1:]), links):
         used = {out for out, _ in pairs}
         edges.extend(Edge(((a.name,), out), ((b.name,), into)) for out, into in pairs)
         for port in a.outputs:

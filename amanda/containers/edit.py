@@ -22,8 +22,15 @@ from amanda.containers.compose import wrapped_namespace
 from amanda.containers.container import Container
 from amanda.containers.edge import CONTROL, SELF, Edge
 from amanda.containers.frames import find_buried, lift
-from amanda.containers.validate import live_producers, normalise_edge
-from amanda.errors import ArgumentError, InvariantError, Problem
+from amanda.containers.validate import (
+    descend,
+    describe_ports,
+    live_producers,
+    normalise_edge,
+    resolve_path,
+    resolve_port,
+)
+from amanda.errors import ArgumentError, InvariantError, Problem, suggest
 
 __all__ = ["EDIT_TYPE", "Edit", "edit"]
 
@@ -69,10 +76,31 @@ class Edit:
 
     def _normal(self, src: Any, dst: Any, attrs: Any = None) -> Edge:
         problems: list[Problem] = []
-        edge = normalise_edge(self._probe, Edge(src, dst, attrs=attrs), ("edit",), problems)
+        wanted = Edge(src, dst, attrs=attrs)
+        edge = normalise_edge(self._probe, wanted, ("edit",), problems)
         if edge is None:
-            raise InvariantError(problems, "editing")
+            raise InvariantError(self._missing(wanted) or problems, "editing")
         return edge
+
+    def _missing(self, wanted: Edge, buried: bool = False) -> list[Problem]:
+        """Why an end of ``wanted`` names no op or port in the wrapper, with the fix: the missing
+        name, a close one, or the endpoint prefixed with the model's name (``body/L2:y``). An
+        edge to remove (``buried``) lies inside a container, where that container's own inputs
+        are sources: there any port of the op will do."""
+        problems = []
+        for end, side in ((wanted.src, "src"), (wanted.dst, "dst")):
+            label = "source" if side == "src" else "destination"
+            where = ("edit", str(end))
+            path = resolve_path(self._probe, end.op)
+            if path is None:
+                problems.append(_missing_op(self._probe, str(self.model.name), end, label, where))
+                continue
+            target = descend(self._probe, path)
+            if buried and any(resolve_port(target, end.port, s, i) for s in ("src", "dst") for i in (True, False)):
+                continue
+            if resolve_port(target, end.port, side, path is SELF) is None:
+                problems.append(_missing_port(target, end.port, side, path is SELF, label, where))
+        return problems
 
     def remove_edge(self, src: Any, dst: Any) -> Edit:
         """Delete the edge ``src -> dst``: one added by this edit, or one inside the model (a tombstone)."""
@@ -81,13 +109,35 @@ class Edit:
             if self._same(edge, wanted):
                 del self._edges[position]
                 return self
+        missing = self._missing(wanted, buried=True)
+        if missing:
+            raise InvariantError(missing, "editing")
         buried = find_buried(self._probe, wanted)
         if buried is None or any(t.key == buried.key for t in self._tombstones):
-            state = "is already removed" if buried is not None else "does not exist below the wrapper"
             where = ("edit", f"{wanted.src} -> {wanted.dst}")
-            raise InvariantError([Problem(where, "an existing edge to remove", f"the edge {state}")])
+            if buried is not None:
+                raise InvariantError([Problem(where, "an existing edge to remove", "the edge is already removed")])
+            raise InvariantError([Problem(where, "an existing edge to remove", "no such edge below the wrapper",
+                                          self._fed_by(wanted))])
         self._tombstones.append(buried)
         return self
+
+    def _fed_by(self, wanted: Edge) -> str:
+        """What does feed the destination of an edge that does not exist, as a hint."""
+        path = resolve_path(self._probe, wanted.dst.op)
+        if path is None or path is SELF:
+            return ""
+        resolved = resolve_port(descend(self._probe, path), wanted.dst.port, "dst", False)
+        if resolved is None or resolved[0] == CONTROL:
+            return ""
+        port = resolved[0]
+        feeding = [e for e in self._edges if e.dst.op == path and e.dst.port == port]
+        child = self._probe.child(path[0])
+        if len(path) >= 2 and not child.is_op:
+            feeding += [lift(e, (path[0],)) for e in live_producers(child, path[1:], port)]
+        if not feeding:
+            return f"nothing feeds {_shown(path, port)}"
+        return f"{_shown(path, port)} is fed by {', '.join(_shown(e.src.op, e.src.port) for e in feeding)}"
 
     def _same(self, edge: Edge, wanted: Edge) -> bool:
         try:
@@ -129,6 +179,40 @@ class Edit:
             edges=self._edges, tombstones=self._tombstones, attrs={**wrapped_namespace([self.model]), **(attrs or {})}, uid=None,
             controls=self.model.controls,
         )
+
+
+def _shown(path: Any, port: Any) -> str:
+    return f"{'/'.join(path) if isinstance(path, tuple) else path}:{port}"
+
+
+def _missing_op(probe: Container, model_name: str, end: Any, label: str, where: tuple) -> Problem:
+    """The first name along ``end``'s op path that no child has, with the fix."""
+    op = end.op
+    segments = list(op) if isinstance(op, tuple) else str(op).split("/")
+    expected = f"a {label} op that exists (a path from the wrapper, whose child {model_name!r} is the model)"
+    prefixed = (model_name, *segments)
+    if segments[0] != model_name and resolve_path(probe, prefixed) is not None:
+        fix = f"endpoints are relative to the wrapper: write {_shown(prefixed, end.port)}"
+        return Problem(where, expected, f"no op {'/'.join(segments)!r} beside the model", fix)
+    node, parent = probe, "the wrapper"
+    for i, name in enumerate(segments):
+        if node.has_child(name):
+            node, parent = node.child(name), "/".join(segments[: i + 1])
+            continue
+        names = [c.name for c in node.children]
+        hint = suggest(name, names) or f"{parent} has {', '.join(names[:12]) or 'no children'}"
+        return Problem(where, expected, f"no op {name!r} in {parent}", hint)
+    return Problem(where, expected, repr(op))
+
+
+def _missing_port(target: Container, port: Any, side: str, is_self: bool, label: str, where: tuple) -> Problem:
+    reads_inputs = is_self == (side == "src")
+    kind, other = ("input", "output") if reads_inputs else ("output", "input")
+    names = [p.name for p in (target.inputs if reads_inputs else (*target.outputs, *target.controls))]
+    wrong_side = [p.name for p in (target.outputs if reads_inputs else target.inputs)]
+    hint = (f"{port!r} is an {other} port of {target.name!r}, and the {label} of this edge is an {kind} port"
+            if port in wrong_side else suggest(str(port), names))
+    return Problem(where, describe_ports(target, side, is_self), f"port {port!r}", hint)
 
 
 def _free_name(model: Container) -> str:

@@ -29,7 +29,7 @@ from amanda.errors import CycleError
 if TYPE_CHECKING:
     from amanda.containers.container import Container
 
-__all__ = ["FlatGraph", "flatten"]
+__all__ = ["FlatGraph", "effective_edges", "flatten"]
 
 _new = tuple.__new__
 
@@ -108,6 +108,14 @@ def flatten(container: Container) -> FlatGraph:
 
 
 def _build(root: Container) -> FlatGraph:
+    ops, edges = effective_edges(root)
+    return FlatGraph(root, ops, edges, _topological(ops, edges))
+
+
+def effective_edges(root: Container) -> tuple[dict[Path, Container], tuple[Edge, ...]]:
+    """The leaf ops (by path, in document order) and edges of the effective view, before they
+    are ordered: what :func:`flatten` builds, also for a graph with a cycle among its ops (a
+    ``CycleError`` here means a cycle through container boundary ports alone)."""
     ops: dict[Path, Container] = {}
     nodes: dict[Path, Container] = {}
     lifted: list[tuple[LiftedKey, Endpoint | Junction, Endpoint | Junction, Any, int]] = []
@@ -149,9 +157,7 @@ def _build(root: Container) -> FlatGraph:
             for leaf in resolver.leaves(junction.path):
                 for source, merged in resolver.sources(junction, EMPTY):
                     _emit(seen, source, _new(Endpoint, (leaf, CONTROL)), merged)
-    edges = tuple(seen.values())
-    order = _topological(ops, edges)
-    return FlatGraph(root, ops, edges, order)
+    return ops, tuple(seen.values())
 
 
 def _lift(node: Container, path: Path, depth: int, edge: Edge) -> tuple:

@@ -13,7 +13,7 @@ from typing import TypeVar
 
 from amanda.errors import CycleError
 
-__all__ = ["find_cycle", "topological"]
+__all__ = ["cyclic_components", "find_cycle", "ordered", "topological"]
 
 K = TypeVar("K", bound=Hashable)
 
@@ -55,6 +55,20 @@ def topological(nodes: Sequence[K], edges: Iterable[tuple[K, K]], *, cycles: str
     return order
 
 
+def ordered(nodes: Sequence[K], edges: Iterable[tuple[K, K]], looped: bool = False) -> tuple[list[K], bool]:
+    """:func:`topological` order with ``cycles="append"``, and whether the edges hold a cycle
+    (or ``looped`` says a node already feeds itself).
+
+    >>> ordered(["a", "b"], [("b", "a")]), ordered(["a", "b"], [("a", "b"), ("b", "a")])
+    ((['b', 'a'], False), (['a', 'b'], True))
+    """
+    edges = list(edges)
+    try:
+        return topological(nodes, edges), looped
+    except CycleError:
+        return topological(nodes, edges, cycles="append"), True
+
+
 def find_cycle(successors: Sequence[Sequence[int]], remaining: set[int]) -> list[int]:
     """One cycle among the ``remaining`` node numbers Kahn's algorithm left over, in edge order.
 
@@ -76,3 +90,65 @@ def find_cycle(successors: Sequence[Sequence[int]], remaining: set[int]) -> list
     cycle = list(reversed(trail[where[node]:]))
     start = cycle.index(min(cycle))  # begin at the earliest node, as Kahn's order would meet it
     return cycle[start:] + cycle[:start]
+
+
+def cyclic_components(nodes: Sequence[K], edges: Iterable[tuple[K, K]]) -> list[list[K]]:
+    """Every strongly connected component that holds a cycle (two or more nodes, or one node
+    with an edge to itself), each in the order of ``nodes``, ordered by their first node.
+
+    Iterative (Tarjan's algorithm with an explicit stack), so a long cycle cannot exhaust
+    Python's recursion limit.
+
+    >>> cyclic_components(["a", "b", "c", "d"], [("a", "b"), ("b", "a"), ("c", "d"), ("d", "d")])
+    [['a', 'b'], ['d']]
+    """
+    rank = {node: position for position, node in enumerate(nodes)}
+    successors: list[list[int]] = [[] for _ in nodes]
+    looped: set[int] = set()
+    for a, b in edges:
+        i, j = rank.get(a), rank.get(b)
+        if i is None or j is None:
+            continue
+        successors[i].append(j)
+        if i == j:
+            looped.add(i)
+    index = [-1] * len(nodes)
+    low = [0] * len(nodes)
+    on_stack = [False] * len(nodes)
+    stack: list[int] = []
+    found: list[list[int]] = []
+    counter = 0
+    for root in range(len(nodes)):
+        if index[root] >= 0:
+            continue
+        work = [(root, 0)]
+        while work:
+            v, child = work.pop()
+            if child == 0:
+                index[v] = low[v] = counter
+                counter += 1
+                stack.append(v)
+                on_stack[v] = True
+            if child < len(successors[v]):
+                work.append((v, child + 1))
+                w = successors[v][child]
+                if index[w] < 0:
+                    work.append((w, 0))
+                elif on_stack[w]:
+                    low[v] = min(low[v], index[w])
+                continue
+            if work:  # v is finished: its parent learns its low link
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[v])
+            if low[v] == index[v]:
+                component = []
+                while True:
+                    w = stack.pop()
+                    on_stack[w] = False
+                    component.append(w)
+                    if w == v:
+                        break
+                if len(component) > 1 or v in looped:
+                    found.append(sorted(component))
+    found.sort()
+    return [[nodes[i] for i in component] for component in found]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, ClassVar
 
 from amanda.containers.container import Container
@@ -87,6 +88,13 @@ def _bodies(value: Any) -> bool:
         isinstance(value, tuple) and bool(value) and all(isinstance(v, Container) for v in value))
 
 
+_HOLDS = "holds_references"
+
+
+def _same(value: bool, _node: Container) -> bool:
+    return value
+
+
 class _Resolver:
     def __init__(self) -> None:
         self.seen: dict[int, tuple[Container, bool]] = {}  # id -> (node, holds): bodies are shared
@@ -99,6 +107,10 @@ class _Resolver:
             item, expanded = stack.pop()
             if id(item) in seen:
                 continue
+            known = item._cache.get(_HOLDS) if item._cache else None
+            if known is not None:  # cached on the (immutable) node: an edited model walks only what changed
+                seen[id(item)] = (item, known)
+                continue
             parts = _parts(item)
             if not expanded:
                 stack.append((item, True))
@@ -106,6 +118,7 @@ class _Resolver:
                 continue
             result = any(isinstance(v, AttrRef) for v in item._attrs.values()) or any(seen[id(p)][1] for p in parts)
             seen[id(item)] = (item, result)
+            item._cached(_HOLDS, partial(_same, result))
         return seen[id(node)][1]
 
     def node(self, node: Container, binding: Mapping | None, path: tuple) -> Container:

@@ -128,7 +128,8 @@ def resolve_port(target: Container, port: Any, side: str, is_self: bool) -> tupl
     return None
 
 
-def _describe_ports(target: Container, side: str, is_self: bool) -> str:
+def describe_ports(target: Container, side: str, is_self: bool) -> str:
+    """What a port at one end (``side`` ``"src"`` or ``"dst"``) of an edge on ``target`` may be."""
     reads_inputs = is_self == (side == "src")
     kind = "input" if reads_inputs else "output"
     names = [p.name for p in (target.inputs if reads_inputs else target.outputs)]
@@ -288,9 +289,9 @@ def normalise_edge(self: Container, edge: Edge, where: tuple, problems: list[Pro
     dst_port = resolve_port(dst_target, dst[1], "dst", dst_self)
     if src_port is None or dst_port is None:
         if src_port is None:
-            problems.append(Problem(where, _describe_ports(src_target, "src", src_self), repr(src[1])))
+            problems.append(Problem(where, describe_ports(src_target, "src", src_self), repr(src[1])))
         if dst_port is None:
-            problems.append(Problem(where, _describe_ports(dst_target, "dst", dst_self), repr(dst[1])))
+            problems.append(Problem(where, describe_ports(dst_target, "dst", dst_self), repr(dst[1])))
         return None
     if src_port[1] != dst_port[1]:
         problems.append(Problem(where, "both ends data ports or both control ports", f"{src} -> {dst}"))

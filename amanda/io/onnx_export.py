@@ -29,6 +29,7 @@ from amanda.io.onnx_write_graph import (
     is_initializer,
     where_of,
 )
+from amanda.namespaces.core_vocab import CORE
 from amanda.version import __version__
 
 __all__ = [
@@ -64,6 +65,20 @@ def _leaves(container: Container, inherited: str | None) -> dict[tuple, Leaf]:
         for child in reversed(node.children):
             stack.append((path + (child.name,), child, ns))
     return found
+
+
+def _not_onnx(ns: str, path: Path) -> str:
+    """Why an op of namespace ``ns`` cannot be exported, and the fix: session state
+    (``amanda/core`` variables, which no namespace conversion removes) is frozen into
+    initializers by ``layers.freeze``; any other vocabulary is converted to an ONNX opset."""
+    if ns == CORE:
+        return (f"op {where_of(path)} is session state ({CORE}: a variable, its reads and updates, "
+                "such as BatchNorm's running statistics or an optimiser's slots), which ONNX has no op for; "
+                "freeze it first: amanda.layers.freeze(model, session.state) turns each Variable into an "
+                "initializer holding its trained value and drops the updates (updates=False for a training "
+                "computation)")
+    return (f"op {where_of(path)} is in namespace {ns!r}, which is not an ONNX opset; "
+            "convert the model to amanda/onnx/<opset> first (amanda.convert)")
 
 
 class _Exporter(GraphWriter):
@@ -119,11 +134,7 @@ class _Exporter(GraphWriter):
         if found is None:
             found = self.domains[ns] = domain_of_namespace(ns)  # type: ignore[assignment]
         if found is None:
-            raise self.fail(
-                f"op {where_of(path)} is in namespace {ns!r}, which is not an ONNX opset; "
-                "convert the model to amanda/onnx/<opset> first",
-                path,
-            )
+            raise self.fail(_not_onnx(ns, path), path)
         self._domain(*found, path)
         return found
 

@@ -15,6 +15,7 @@ from typing import Any
 from amanda.containers.records import Path
 from amanda.errors import Problem
 from amanda.namespaces.attr_types import attr_value_problem
+from amanda.namespaces.history import moved_hint
 from amanda.namespaces.schema import OpSchema, PortSchema, suggest
 
 __all__ = ["RESERVED_ATTRS", "validate_op"]
@@ -44,7 +45,8 @@ def _port_problems(schema: OpSchema, path: Path, side: str,
             continue
         problems.append(Problem(
             path, f"an {kind} port of {schema.type} ({', '.join(schema_names) or 'none'})",
-            f"{kind} port {name!r}", suggest(name, schema_names)))
+            f"{kind} port {name!r}", suggest(name, schema_names) or (
+                moved_hint(schema, name, "input") if kind == "input" else "")))
     declared = set(names)
     for port in fixed.values():
         if not port.optional and port.name not in declared:
@@ -73,8 +75,9 @@ def validate_op(schema: OpSchema, path: Path, op_type: str,
     >>> validate_op(schema, ("m", "sum"), "ReduceSum", ["data"], ["reduced"], {"keepdims": 1})
     []
     >>> [str(p) for p in validate_op(schema, ("sum",), "ReduceSum", ["data"], ["reduced"],
-    ...                              {"axes": [1]})]
-    ["at sum: expected an attribute of ReduceSum (keepdims, noop_with_empty_axes), found 'axes'"]
+    ...                              {"axes": [1]})]  # doctest: +NORMALIZE_WHITESPACE
+    ["at sum: expected an attribute of ReduceSum (keepdims, noop_with_empty_axes), found 'axes'
+    (axes is an input of ReduceSum from opset 13 (an attribute before): pass it as an input)"]
     """
     problems: list[Problem] = []
     if op_type != schema.type:
@@ -93,7 +96,7 @@ def validate_op(schema: OpSchema, path: Path, op_type: str,
         if found is None:
             known = ", ".join(schema.attrs) or "none"
             problems.append(Problem(path, f"an attribute of {schema.type} ({known})",
-                                    repr(name), suggest(name, schema.attrs)))
+                                    repr(name), suggest(name, schema.attrs) or moved_hint(schema, name, "attribute")))
             continue
         wanted = attr_value_problem(found.type, value)
         if wanted is not None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
+from amanda.containers.cycles import held_graphs
 from amanda.containers.records import Path
 from amanda.containers.refs import resolve_references
 from amanda.errors import ArgumentError, InvariantError, Problem, SchemaError
@@ -49,21 +50,6 @@ BOOKKEEPING_PREFIX = "amanda_"
 _UNKNOWN = ("raise", "report", "skip")
 
 
-def _is_container(value: Any) -> bool:
-    return getattr(value, "_amanda_frozen", False) and hasattr(value, "children")
-
-
-def _bodies(op: Container) -> list[tuple[str, Container]]:
-    found = []
-    for key in sorted(op.attrs):
-        value = op.attrs[key]
-        if _is_container(value):
-            found.append((key, value))
-        elif isinstance(value, tuple):
-            found += [(f"{key}[{i}]", v) for i, v in enumerate(value) if _is_container(v)]
-    return found
-
-
 def validate(
     container: Container,
     *,
@@ -75,8 +61,9 @@ def validate(
     Each ``Problem`` has the op's ``path`` (a tuple of names from the top) and says what was
     expected and found. An op type its namespace does not define, unknown or missing ports,
     missing required attributes and attributes of the wrong type are reported, and so are the
-    type errors ``amanda.types.check`` finds (dtypes, shapes, ranks, symbols), and every two nodes
-    of other content that share a uid (``amanda.containers.uids``). A namespace
+    type errors ``amanda.types.check`` finds (dtypes, shapes, ranks, symbols, malformed
+    declared types), every op on a cycle of the effective view, and every two nodes of other
+    content that share a uid (``amanda.containers.uids``). A namespace
     name the registry does not know raises ``SchemaError`` (``unknown_namespace="raise"``), or
     is reported once per op (``"report"``), or its ops are skipped (``"skip"``).
     """
@@ -114,7 +101,7 @@ def validate(
             problems += _check(path, node, ns, cache, unknown_namespace, ignore)
         elif node.type is not None:
             unclaimed.append(path)
-        for label, body in reversed(_bodies(node)):
+        for label, body in reversed(held_graphs(node)):
             stack.append(((*path, label), body, body.attrs.get("namespace", ns), True))
     from amanda.containers.uids import uid_clashes
     from amanda.types.checking import check  # types sit above namespaces: imported when used

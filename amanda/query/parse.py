@@ -250,7 +250,11 @@ def compile_filter(selector: str, step: Step) -> Any:
     except jmes_errors.ParseError as exc:
         found = exc.token_value if exc.token_value is not None else exc.token_type
         position = step.offset + (exc.lex_position or 0)
-        raise query_error(selector, position, f"invalid filter: unexpected {found!r}", found=str(found)) from None
+        from amanda.query.traps import number_hint
+
+        hint = number_hint(exc.token_type, step.arg[exc.lex_position or 0:])
+        raise query_error(selector, position, f"invalid filter: unexpected {found!r}" + (f" ({hint})" if hint else ""),
+                          found=str(found)) from None
     except jmes_errors.JMESPathError as exc:
         raise query_error(selector, step.offset, f"invalid filter: {exc}") from None
     depth = tree_too_deep(parsed)

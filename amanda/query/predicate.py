@@ -30,6 +30,7 @@ from amanda.errors import QueryError
 from amanda.query.filters import FIELDS, ORDER, Compiler, Env, field_chain, truth
 from amanda.query.functions import FUNCTION_NAMES, QueryFunctions, arity
 from amanda.query.parse import Step, compile_filter, query_error
+from amanda.query.traps import check_fields
 
 if TYPE_CHECKING:
     from amanda.query.indexes import NodeTable
@@ -169,6 +170,7 @@ class Predicate:
         self.parsed = compile_filter(selector, step)
         _check_functions(selector, step, self.parsed)
         self.computations = _named_computations(self.parsed)
+        check_fields(selector, step, self.parsed)
         conjuncts = _conjuncts(self.parsed)
         found: list[tuple[tuple, bool]] = []
         for conjunct in conjuncts:

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from amanda.containers.edge import CONTROL, SELF
-from amanda.containers.order import topological
+from amanda.containers.order import ordered
 from amanda.containers.records import Path
 from amanda.errors import Problem
 from amanda.types.node import ABSENT, Partial
@@ -31,13 +31,13 @@ from amanda.types.tensor_type import (
     refine,
 )
 
-__all__ = ["Level", "infer_level"]
+__all__ = ["Level", "infer_level", "inner_levels", "summary"]
 
 
 class Level:
     """Inference of one container given its input types (paths inside are relative to it)."""
 
-    __slots__ = ("bodies", "deep", "inputs", "ops", "outputs", "ports", "subs", "values")
+    __slots__ = ("bodies", "deep", "inputs", "looped", "ops", "outputs", "ports", "subs", "summary", "values")
 
     def __init__(self) -> None:
         self.inputs: dict[str, Any] = {}
@@ -48,6 +48,37 @@ class Level:
         self.subs: dict[str, Level] = {}  # child name -> its level (per-level inference)
         self.deep: dict[tuple, Level] = {}  # path -> level of a container kept whole (opened levels)
         self.bodies: dict[tuple, Level] = {}  # (*op path, attribute) -> the body's level
+        self.looped = False  # the level's units feed each other in a loop: its effective view may have a cycle
+        self.summary: tuple[bool, bool] | None = None  # (any problem, any loop) here or below: see summary()
+
+
+def inner_levels(level: Level) -> list[Level]:
+    """The levels directly below ``level``: nested containers' and the bodies its ops hold."""
+    found = [body for _, result in level.ops.values() for body in result.bodies.values()]
+    return found + list(level.subs.values()) + list(level.deep.values())
+
+
+def summary(level: Level) -> tuple[bool, bool]:
+    """Whether ``level`` or any level below it has a problem, and whether any loops; memoised on
+    the (cached, never changed) levels, so after an edit only the new levels are walked."""
+    stack = [(level, False)]
+    while stack:  # post-order without recursion: bodies may nest deeply
+        here, expanded = stack.pop()
+        if here.summary is not None:
+            continue
+        below = inner_levels(here)
+        if not expanded:
+            stack.append((here, True))
+            stack.extend((b, False) for b in below if b.summary is None)
+            continue
+        problems = any(result.problems for _, result in here.ops.values())
+        looped = here.looped
+        for b in below:
+            assert b.summary is not None  # computed before its parent
+            problems, looped = problems or b.summary[0], looped or b.summary[1]
+        here.summary = (problems, looped)
+    assert level.summary is not None
+    return level.summary
 
 
 def _value_key(value: Any) -> Any:
@@ -187,11 +218,12 @@ def _leaf(op: Any, path: Path, ns: str | None, source: Any, level: Level) -> OpR
 _BODIES = frozenset({"If", "Loop", "Scan", "SequenceMap"})
 
 
-def _order(c: Any) -> list:
-    """Children such that producers come first (those a cycle holds up last, inputs unknown)."""
-    pairs = ((e[0][0][0], e[1][0][0]) for e in c.edges
-             if e[0][0] is not SELF and e[1][0] is not SELF and e[0][0][0] != e[1][0][0])
-    return topological([child.name for child in c.children], pairs, cycles="append")
+def _order(c: Any) -> tuple[list, bool]:
+    """Children such that producers come first (those a cycle holds up last, inputs unknown),
+    and whether the children's edges loop (a child feeding itself, or a cycle among them)."""
+    pairs = [(e[0][0][0], e[1][0][0]) for e in c.edges if e[0][0] is not SELF and e[1][0] is not SELF]
+    looped = any(a == b for a, b in pairs)
+    return ordered([child.name for child in c.children], [(a, b) for a, b in pairs if a != b], looped)
 
 
 def _per_level(c: Any, inputs: Mapping, ns: str | None, depth: int) -> Level:
@@ -213,7 +245,8 @@ def _per_level(c: Any, inputs: Mapping, ns: str | None, depth: int) -> Level:
         return env.get((src[0][0], src[1]), (None, None))
 
     problems: list[Problem] = []
-    for name in _order(c):
+    names, level.looped = _order(c)
+    for name in names:
         child = c.children[c._index[name]]
         ns_child = child.attrs.get("namespace", ns) if child.attrs else ns
         here = (name,)
@@ -272,7 +305,8 @@ def _flat(c: Any, inputs: Mapping, ns: str | None, depth: int, open_all: bool) -
         return env.get(src, (None, None))
 
     problems: list[Problem] = []
-    for path in view.order():
+    paths, level.looped = view.order()
+    for path in paths:
         node, ns_unit = view.units[path]
         if node.is_op:
             result = _leaf(node, path, ns_unit, lambda p, h=path: value_of(view.source(h, p)), level)
@@ -309,13 +343,19 @@ def _flat(c: Any, inputs: Mapping, ns: str | None, depth: int, open_all: bool) -
     return level
 
 
-def top_inputs(model: Any, given: Mapping[str, Any] | None) -> tuple[tuple, tuple]:
-    """Input types of ``model``: declared in port attributes, overridden by ``given``."""
+def top_inputs(model: Any, given: Mapping[str, Any] | None, problems: list[Problem]) -> tuple[tuple, tuple]:
+    """Input types of ``model``: declared in port attributes, overridden by ``given``. A
+    malformed declared type is appended to ``problems`` (the port's type is then unknown); a
+    malformed given one raises."""
     given = dict(given or {})
     types = []
     for port in model.inputs:
+        t = given.pop(port.name, None)
+        if t is None:
+            types.append(declared_type(port.attrs, problems, (), f"input port {port.name!r}"))
+            continue
         try:
-            types.append(_given_type(port, given.pop(port.name, None)))
+            types.append(_given_type(port, t))
         except TypeMismatch as exc:
             raise TypeMismatch(f"input port {port.name!r} of the model: {exc}", path=(),
                                expected=exc.expected, found=exc.found) from None

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from amanda.containers.edge import CONTROL, SELF
-from amanda.containers.order import topological
+from amanda.containers.order import ordered
 from amanda.containers.records import Junction, Path, PortRef
 
 __all__ = ["OpenedView", "TopPort", "UnitPort"]
@@ -66,9 +66,11 @@ class OpenedView:
             lifted.extend((path, edge) for edge in node.edges)
             for child in reversed(node.children):
                 stack.append((path + (child.name,), child, child.attrs.get("namespace", ns)))
+        self.maybe_looped = False  # control edges order the units, or boundary ports loop: order() cannot see them
         for path, edge in lifted:
             src, dst = edge[0], edge[1]
             if src[1] == CONTROL or dst[1] == CONTROL:
+                self.maybe_looped = True
                 continue  # control edges order execution; types do not flow along them
             s_path = path if src[0] is SELF else path + src[0]
             d_path = path if dst[0] is SELF else path + dst[0]
@@ -107,6 +109,7 @@ class OpenedView:
                 found = (SELF, node.port)
                 break
             if node in seen:  # a cycle through boundary ports feeds nothing
+                self.maybe_looped = True  # ... and is a cycle order() reports as a loop
                 found = None
                 break
             seen.append(node)
@@ -124,15 +127,22 @@ class OpenedView:
         src = self._into.get(UnitPort(path, port))
         return None if src is None else self._resolve(src)
 
-    def order(self) -> list[Path]:
-        """Units such that every unit comes after the units feeding it (document order else)."""
+    def order(self) -> tuple[list[Path], bool]:
+        """Units such that every unit comes after the units feeding it (document order else),
+        and whether a unit feeds itself or units feed each other in a loop (a cycle of the
+        effective view may then pass through them; with control edges, which this view does
+        not follow, a loop is assumed possible)."""
         pairs = []
+        looped = self.maybe_looped
         for key, src in self._into.items():
             if type(key) is UnitPort:
                 found = self._resolve(src)
-                if found is not None and found[0] is not SELF and found[0] != key.path:
-                    pairs.append((found[0], key.path))
-        return topological(list(self.units), pairs, cycles="append")
+                if found is not None and found[0] is not SELF:
+                    if found[0] == key.path:
+                        looped = True
+                    else:
+                        pairs.append((found[0], key.path))
+        return ordered(list(self.units), pairs, looped)
 
 
 def _opened(root: Any, open_all: bool) -> set[tuple]:

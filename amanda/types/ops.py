@@ -16,6 +16,7 @@ from amanda.containers.records import Path
 from amanda.errors import AmandaError, Problem
 from amanda.types.node import ABSENT, Node
 from amanda.types.rules import lookup
+from amanda.types.schema_dtypes import dtype_problems
 from amanda.types.tensor_type import (
     SequenceType,
     TensorType,
@@ -133,6 +134,46 @@ def _foldable(values: list, types: list) -> bool:
     return True
 
 
+def _declared_inputs(op: Any, path: Path, types: list, problems: list[Problem]) -> list:
+    """``types`` refined by the types the op's input ports declare; a malformed declared type,
+    or one the value arriving cannot have, is a problem."""
+    refined = None
+    ports = [p for p in op.inputs if not (p.attrs and p.attrs.get("captured"))]
+    for j, port in enumerate(ports):
+        if not port.attrs or j >= len(types):
+            continue
+        try:
+            declared = _declared(port.attrs)
+        except TypeMismatch as exc:
+            problems.append(Problem(path, f"input port {port.name!r} with a valid type ({exc.expected})", str(exc.found)))
+            continue
+        if declared is None or types[j] is ABSENT:
+            continue
+        try:
+            t = refine(types[j], declared)
+        except TypeMismatch:
+            problems.append(Problem(path, f"input port {port.name!r} of type {declared!r} (declared)",
+                                    f"{types[j]!r} arriving"))
+            continue
+        if t != types[j]:
+            refined = refined or list(types)
+            refined[j] = t
+    return types if refined is None else refined
+
+
+def _declared_outputs(op: Any, path: Path, problems: list[Problem]) -> list:
+    """The type each output port declares (None where it declares none, or a malformed one,
+    which is a problem)."""
+    declared = []
+    for p in op.outputs:
+        try:
+            declared.append(_declared(p.attrs))
+        except TypeMismatch as exc:
+            declared.append(None)
+            problems.append(Problem(path, f"output port {p.name!r} with a valid type ({exc.expected})", str(exc.found)))
+    return declared
+
+
 def infer_op(
     op: Any,
     path: Path,
@@ -143,21 +184,18 @@ def infer_op(
 ) -> OpResult:
     """Output types (and known values) of ``op`` given its input types and values."""
     result = OpResult()
+    types = _declared_inputs(op, path, types, result.problems)
     result.inputs = types
     n_out = len(op.outputs)
-    declared = []
-    for p in op.outputs:
-        try:
-            declared.append(_declared(p.attrs))
-        except TypeMismatch as exc:
-            declared.append(None)
-            result.problems.append(Problem(path, f"output port {p.name!r} with a valid type ({exc.expected})",
-                                           str(exc.found)))
+    declared = _declared_outputs(op, path, result.problems)
     attrs = dict(op.attrs.items()) if op.attrs else {}
     parsed = parse(namespace)
     rule = None if parsed is None or op.type is None else lookup(parsed[0], parsed[1], op.type)
     outs: list = [None] * n_out
-    if rule is None:
+    refused = dtype_problems(op, path, namespace, types) if parsed is not None else []
+    if refused:
+        result.problems += refused  # the rule would type what the schema does not allow
+    elif rule is None:
         result.unknown = True
     else:
         node = Node(op, attrs, types, values, parsed[2], body)  # type: ignore[index]

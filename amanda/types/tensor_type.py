@@ -24,9 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from amanda.errors import AmandaError
+from amanda.errors import AmandaError, suggest
 
 __all__ = [
+    "VALID_DTYPES",
     "ONNX_DTYPES",
     "Dim",
     "OptionalType",
@@ -37,6 +38,7 @@ __all__ = [
     "TypeMismatch",
     "broadcast_shapes",
     "dtype_name",
+    "dtype_problem",
     "fits",
     "from_attrs",
     "merge",
@@ -88,6 +90,51 @@ ONNX_DTYPES: dict[int, str] = dict(enumerate([
 """ONNX ``TensorProto.DataType`` numbers -> the dtype names port attributes use."""
 del ONNX_DTYPES[0]
 _NAMES = frozenset(ONNX_DTYPES.values())
+VALID_DTYPES: tuple[str, ...] = tuple(sorted(_NAMES))
+"""Every dtype name a port, ``Input`` or a document may give, sorted."""
+
+# names that numpy reads as one width and other frameworks as another: refused, never guessed
+_AMBIGUOUS = {
+    "float": "float32 (torch.float, tf.float32, ONNX FLOAT) or float64 (numpy's float)",
+    "int": "int32 (ONNX INT32, C's int) or int64 (numpy's and torch's default int)",
+    "uint": "uint32 or uint64",
+    "complex": "complex64 or complex128",
+}
+
+
+def dtype_problem(dtype: Any) -> tuple[str, str, str] | None:
+    """Why ``dtype`` is not a dtype amanda accepts, as ``(expected, found, hint)``; None if it is.
+
+    A name must be one of :data:`VALID_DTYPES` exactly; numpy dtypes and scalar types are read by
+    their name. ``'float'`` and ``'int'`` (and Python's ``float`` and ``int``) are refused as
+    ambiguous: numpy reads them as 64 bits, torch and ONNX users mean 32.
+
+    >>> dtype_problem("float32") is None, dtype_problem(np.float16) is None
+    (True, True)
+    >>> dtype_problem("float")[2]
+    "'float' is ambiguous: float32 (torch.float, tf.float32, ONNX FLOAT) or float64 (numpy's float)"
+    >>> dtype_problem("boolean")[2]
+    "did you mean 'bool'?"
+    """
+    expected = f"a dtype name ({', '.join(VALID_DTYPES)})"
+    if isinstance(dtype, str):
+        if dtype in _NAMES:
+            return None
+        if dtype in _AMBIGUOUS:
+            return expected, repr(dtype), f"{dtype!r} is ambiguous: {_AMBIGUOUS[dtype]}"
+        try:  # numpy's other spellings ('double', 'f4'): name the one amanda uses
+            spelled = dtype_name(np.dtype(dtype))
+        except (TypeError, ValueError):
+            spelled = None
+        if spelled in _NAMES:
+            return expected, repr(dtype), f"write {spelled!r}"
+        return expected, repr(dtype)[:80], suggest(dtype, VALID_DTYPES)
+    if dtype is float or dtype is int or dtype is complex:
+        name = dtype.__name__
+        return expected, name, f"Python's {name} is ambiguous: {_AMBIGUOUS[name]}"
+    if isinstance(dtype, (np.dtype, type)):
+        return None if dtype_name(dtype) in _NAMES else (expected, repr(dtype)[:80], "")
+    return expected, repr(dtype)[:80], ""
 
 
 _set = object.__setattr__
@@ -213,10 +260,16 @@ def _tensor(dtype: Any, shape: Any) -> TensorType:
     if shape is not None and not isinstance(shape, (list, tuple)):
         raise TypeMismatch(f"a shape is a list of dims, found {shape!r}",
                            expected="a list of ints, symbols or nulls", found=repr(shape)[:80])
-    if dtype is not None and not isinstance(dtype, str) and not hasattr(dtype, "itemsize") \
-            and not isinstance(dtype, type):
-        raise TypeMismatch(f"a dtype is a name such as 'float32', found {dtype!r}",
-                           expected="a dtype name", found=repr(dtype)[:80])
+    if dtype is not None:
+        problem = dtype_problem(dtype)
+        if problem is not None:
+            expected, found, hint = problem
+            raise TypeMismatch(f"expected {expected}, found {found}" + (f" ({hint})" if hint else ""),
+                               expected=expected, found=f"{found} ({hint})" if hint else found)
+    for d in shape or ():
+        if type(d) is int and d < 0:
+            raise TypeMismatch(f"a dimension is a size >= 0, a symbol or None, found {d}",
+                               expected="dims >= 0, symbols or nulls", found=repr(list(shape or ()))[:80])
     return TensorType(dtype, shape)
 
 

@@ -26,13 +26,14 @@ float16[2,4]
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from amanda.containers.cycles import cycle_problems
 from amanda.containers.records import Path
 from amanda.containers.refs import resolve_references
 from amanda.errors import Problem
-from amanda.types.infer import Level, infer_level, top_inputs
+from amanda.types.infer import Level, infer_level, summary, top_inputs
 from amanda.types.node import ABSENT
 from amanda.types.tensor_type import Type
 
@@ -50,14 +51,15 @@ def infer_types(model: Any, inputs: Mapping[str, Any] | None = None) -> TypeMap:
     ``unknown_ops``; type errors are in ``problems`` (nothing raises for a user's mistake).
     """
     model = resolve_references(model)  # a call's body is typed with the call's attribute values
-    types, values = top_inputs(model, inputs)
+    declared: list[Problem] = []
+    types, values = top_inputs(model, inputs, declared)
     collecting = gc.isenabled()
     if collecting:
         # inference allocates many small objects and frees few: full collections over a large
         # model's heap would cost more than the inference itself
         gc.disable()
     try:
-        return TypeMap(infer_level(model, types, values, model.attrs.get("namespace")))
+        return TypeMap(infer_level(model, types, values, model.attrs.get("namespace")), model, declared)
     finally:
         if collecting:
             gc.enable()
@@ -66,8 +68,11 @@ def infer_types(model: Any, inputs: Mapping[str, Any] | None = None) -> TypeMap:
 class TypeMap(Mapping):
     """Read-only ``(path, port) -> type`` for every port of a model (see the module doc)."""
 
-    def __init__(self, level: Level) -> None:
+    def __init__(self, level: Level, model: Any = None, problems: Sequence[Problem] = ()) -> None:
         self._level = level
+        self._model = model
+        self._declared = list(problems)
+        self._cycles: list[Problem] | None = None
         self._all: dict[tuple, Any] | None = None
 
     # -- lookup ----------------------------------------------------------------------------
@@ -150,8 +155,17 @@ class TypeMap(Mapping):
 
     @property
     def problems(self) -> list[Problem]:
-        """Every type error found, with the path of its node."""
-        return [p for p, _ in _problems(self._level, ())]
+        """Every type error found, with the path of its node: malformed declared types of the
+        model's inputs, then every op on a cycle (whose types cannot be inferred; see
+        :func:`amanda.containers.cycles.cycle_problems`), then what the rules found."""
+        found, looped = summary(self._level)
+        if self._cycles is None:
+            # a cycle of the effective view loops some level's children (or a child into
+            # itself), so the whole view is computed only when inference met such a loop
+            self._cycles = cycle_problems(self._model) if looped and self._model is not None else []
+        if not found:
+            return [*self._declared, *self._cycles]
+        return [*self._declared, *self._cycles, *(p for p, _ in _problems(self._level, ()))]
 
     @property
     def unknown_ops(self) -> list[tuple[tuple, str | None]]:

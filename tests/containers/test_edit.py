@@ -178,3 +178,35 @@ def test_consolidate_keeps_dataflow_and_effective_attributes(plan, data):
     check_invariants(folded)
     assert dataflow(folded) == dataflow(stacked)
     assert same_leaf_attrs(folded, stacked)
+
+
+def _message(build) -> str:
+    with pytest.raises(AmandaError) as info:
+        build()
+    return str(info.value)
+
+
+def test_an_endpoint_without_the_model_prefix_names_the_op_and_the_prefixed_endpoint():
+    """remove_edge and connect with 'L2:y' (the model's op, unprefixed) name L2 and suggest
+    'body/L2:y'; following the suggestion builds the skip connection."""
+    body = three_layers()
+    message = _message(lambda: edit(body).remove_edge("L2:y", "L3:x"))
+    assert "'L2'" in message and "body/L2:y" in message and "body/L3:x" in message
+    message = _message(lambda: edit(body).add(op("Add", "add", ["a", "b"], ["y"])).connect("L1:y", "add:a"))
+    assert "'L1'" in message and "body/L1:y" in message
+    assert flatten(skip_connection(body)).ops  # the suggested form is the documented one
+
+
+def test_a_missing_op_port_or_edge_is_named_with_what_exists():
+    """A missing op inside the model is named with its container's children (or a close name),
+    a missing port with a close one or the side it is on, and an edge between existing ports
+    that does not exist says what feeds the destination."""
+    body = three_layers()
+    message = _message(lambda: edit(body).remove_edge("body/L2:y", "body/L9:x"))
+    assert "'L9'" in message and "L1, L2, L3" in message
+    assert "did you mean 'body'" in _message(lambda: edit(body).remove_edge("bdy/L2:y", "body/L3:x"))
+    assert "did you mean 'y'" in _message(lambda: edit(body).remove_edge("body/L2:yy", "body/L3:x"))
+    message = _message(lambda: edit(body).add(op("Log", "log", ["x"], [])).connect("log:x", "body/L3:x"))
+    assert "'x' is an input port of 'log'" in message
+    message = _message(lambda: edit(body).remove_edge("body/L1:y", "body/L3:x"))
+    assert "body/L3:x is fed by body/L2:y" in message

@@ -4,6 +4,7 @@ import warnings
 
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 
 from amanda import SELF, Container, CycleError, flatten, op
 from amanda.containers.order import topological
@@ -77,3 +78,25 @@ def test_a_cycle_with_ops_downstream_of_it_is_named() -> None:
     with pytest.raises(CycleError) as info:
         flatten(g)
     assert set(info.value.cycle) == {("a",), ("b",)}
+
+
+@given(st.integers(1, 9).flatmap(lambda n: st.tuples(
+    st.just(n), st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=15))))
+def test_cyclic_components_are_the_nodes_that_reach_themselves(graph):
+    """cyclic_components groups exactly the nodes on a cycle, by mutual reachability (checked
+    against a transitive closure), and ordered says whether there is one."""
+    from amanda.containers.order import cyclic_components, ordered
+
+    n, edges = graph
+    reach = [[False] * n for _ in range(n)]
+    for a, b in edges:
+        reach[a][b] = True
+    for k in range(n):
+        for i in range(n):
+            for j in range(n):
+                reach[i][j] = reach[i][j] or (reach[i][k] and reach[k][j])
+    expected = sorted({tuple(j for j in range(n) if j == i or (reach[i][j] and reach[j][i]))
+                       for i in range(n) if reach[i][i]})
+    assert [tuple(c) for c in cyclic_components(list(range(n)), edges)] == expected
+    assert ordered(list(range(n)), [(a, b) for a, b in edges if a != b],
+                   looped=any(a == b for a, b in edges))[1] == bool(expected)

@@ -85,7 +85,10 @@ FIELDS = ["name", "type", "path", "depth", "attrs", "own_attrs", "inputs", "outp
           "namespace", "attrs.debug", "attrs.rnn_cell", "attrs.initializer", "own_attrs.k",
           "inputs[0]", "attrs.*", "nosuch", "@", "path[-1]", "attrs.value"]
 LITERALS = ["'Dot'", "'Relu'", "`1`", "`null`", "`[1, 2]`", "`true`", "'x'", "`\"s\"`", "`{}`",
-            "`1e400`", "`-0`", "''", "'\\''"]
+            "`1e400`", "`-0`", "''", "'\\''",
+            # JMESPath's traps: a double-quoted or bare word is a field, so are true and null; a
+            # bare number does not parse
+            '"Dot"', '"Conv"', "Dot", "Conv", "true", "null", "4", "-2.5", "name", "type"]
 FUNCTIONS = ["in_computation('inference')", "in_computation('nosuch')", "producer_types()",
              "consumer_types()", "length(inputs)", "contains(producer_types(), 'Dot')",
              "length(@)", "keys(attrs)", "max(`[]`)", "to_number(name)", "abs(name)",
@@ -93,12 +96,22 @@ FUNCTIONS = ["in_computation('inference')", "in_computation('nosuch')", "produce
              "join(',', inputs)", "starts_with(type, 'D')", "sum(`[1e308, 1e308]`)"]
 
 
+def _json_literal(src: Source) -> str:
+    """A JSON literal nested a few or thousands of levels deep (Python's json decoder recurses)."""
+    depth = src.choice([2, 50, 99, 100, 101, 1000, 20000])
+    if src.boolean():
+        return "`" + "[" * depth + "]" * depth + "`"
+    return "`" + '{"a": ' * depth + "1" + "}" * depth + "`"
+
+
 def _filter(src: Source, depth: int = 0) -> str:
-    kind = src.integer(0, 6 if depth < 3 else 2)
+    kind = src.integer(0, 7 if depth < 3 else 2)
     if kind == 0:
         return src.choice(FIELDS)
     if kind == 1:
         return f"{src.choice(FIELDS)} {src.choice(['==', '!=', '<', '>=', '=~'])} {src.choice(LITERALS)}"
+    if kind == 7:
+        return f"{src.choice(FIELDS)} == {_json_literal(src)}"
     if kind == 2:
         return src.choice(FUNCTIONS)
     if kind == 3:
@@ -160,7 +173,8 @@ def generate_selector(src: Source) -> tuple[int, str]:
 
 
 def run_selector(case: tuple[int, str]) -> None:
-    """``select`` leaves the model unchanged and agrees with the plain JMESPath engine."""
+    """``select`` leaves the model unchanged, agrees with the plain JMESPath engine, and never
+    answers a filter that reads a field no node's view has (always null: a trap) without a word."""
     model = selector_models()[case[0]]
     before = snapshot(model)
     paths = amanda.select(model, case[1]).paths
@@ -168,6 +182,46 @@ def run_selector(case: tuple[int, str]) -> None:
     if paths != check:
         raise InvalidResult(f"compiled engine found {paths[:4]}, jmespath engine {check[:4]}")
     check_unchanged(model, before, "the model queried")
+    missing = _fields_missing_from_views(model, case[1])
+    if missing:
+        raise InvalidResult(f"the filter reads {sorted(missing)}, which no view has, and the selector "
+                            f"answered {len(paths)} nodes without a word")
+
+
+class _RecordingView(dict):
+    """A node's view that notes every key a filter looks up and the view lacks (jmespath reads
+    a field with ``get``)."""
+
+    def __init__(self, view: dict, missing: set) -> None:
+        super().__init__(view)
+        self.missing = missing
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        if key not in self:
+            self.missing.add(key)
+        return super().get(key, default)
+
+
+def _fields_missing_from_views(model: Container, selector: str) -> set:
+    """Keys the selector's filters read from some node's documented view and it lacks, found by
+    running each filter with plain jmespath on views built by the tests' own brute force."""
+    import jmespath
+
+    from amanda.query.parse import parse_selector
+    from tests.query.models import _entries, brute_view
+
+    missing: set = set()
+    filters = [step.arg for step in parse_selector(selector) if step.test == "filter"]
+    if not filters:
+        return missing
+    views = [brute_view(path, node, attrs) for path, node, attrs in _entries(model)]
+    for text in filters:
+        for view in views:
+            try:
+                jmespath.search(text, _RecordingView(view, missing))
+            except Exception:  # noqa: BLE001 - unknown functions and type errors: the keys read before count
+                pass
+    return missing
 
 
 # -- mapping tables -------------------------------------------------------------------------

@@ -113,3 +113,32 @@ def test_outputs_that_name_no_value_are_refused():
         amanda.convert(graph, "amanda/onnx/17", outputs=[3])
     with pytest.raises(amanda.MappingError, match="outputs"):
         amanda.convert(graph, "amanda/onnx/17", outputs="dense/Relu:activations")
+
+
+def test_an_unfrozen_batchnorm_names_layers_freeze_and_following_it_exports():
+    """Exporting a model with BatchNorm's running statistics (session variables) points to
+    layers.freeze, not to a conversion (converting changes nothing and fails the same way), and
+    the model frozen as the message says exports and runs in onnxruntime like the session."""
+    from amanda import layers
+
+    value = amanda.Input("x", "float32", ("batch", 4))
+    model = amanda.model([value], {"y": (layers.Dense(4, 4, name="fc") >> layers.BatchNorm(4, name="bn"))(value)})
+    with pytest.raises(FormatError, match=r"layers\.freeze") as info:
+        to_onnx(model)
+    assert "bn/moving_mean" in str(info.value) and "convert" not in str(info.value)
+    with pytest.raises(FormatError, match=r"layers\.freeze"):
+        to_onnx(amanda.convert(model, "amanda/onnx/17"))
+    x = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
+    with amanda.Session(model, threads=1) as session:
+        session.run(["y", "train"], {"x": x}, phase="train")
+        want = session.run(["y"], {"x": x}, phase="inference")[0]
+        frozen = layers.freeze(model, session.state)
+    runtime = ort.InferenceSession(to_onnx(frozen).SerializeToString(), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(runtime.run(None, {"x": x})[0], want, rtol=1e-4, atol=1e-5)
+
+
+def test_another_vocabulary_is_told_to_convert():
+    """An op of a namespace that is not an ONNX opset (TensorFlow's) still gets the conversion hint."""
+    graph = amanda.load(TF_GRAPH)
+    with pytest.raises(FormatError, match=r"convert the model to amanda/onnx/<opset>"):
+        to_onnx(graph)

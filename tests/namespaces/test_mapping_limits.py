@@ -39,6 +39,7 @@ GRAPH = Container(None, "g", attrs={"namespace": "user/a"}, children=[op("Relu",
     "not_null(" * 190 + "$m" + ")" * 190,
     "$m.attrs.k" + "[*]" * 600,
     "sort_by(@, &" * 150 + "@" + ")" * 150,
+    "`" + "[" * 900 + "]" * 900 + "`",  # a JSON literal: Python's json decoder recurses
 ])
 def test_deep_expressions_are_refused_when_compiled(text):
     """An expression nested hundreds deep (within the 2000-character limit) is a MappingError at compile time naming a column."""

@@ -32,7 +32,7 @@ EXPRESSIONS = [
     "max_by(`[{\"a\": 1}]`, &a).a == `1`", "own_attrs.v == attrs.v", "attrs.top == `1`", "`true`", "`0`", "''",
     "attrs.n > `0`", "attrs.n >= `0.0`", "`1` < attrs.n", "attrs.n <= attrs.n", "attrs.n < `2.5` && attrs.n",
     "attrs.s < 'c'", "attrs.s >= 'abc'", "attrs.s > attrs.s", "!(attrs.n > `0`)", "attrs.n > `0` || attrs.s",
-    "depth", "!depth", "name", "missing_field", "missing_field.deeper", "attrs.v == attrs.v", "is_op || attrs.v",
+    "depth", "!depth", "name", "attrs.v == attrs.v", "is_op || attrs.v", "name == type", "inputs == outputs",
 ]
 
 
@@ -52,6 +52,15 @@ def test_compiled_filters_agree_with_jmespath(expression):
     except (jmespath.exceptions.JMESPathError, TypeError, ValueError):
         brute = "error"
     assert results[0] == results[1] == brute
+
+
+@pytest.mark.parametrize("expression", ["missing_field", "missing_field.deeper", "!missing_field",
+                                        "attrs.v == missing_field"])
+def test_a_field_no_view_has_is_refused_by_both_engines(expression):
+    """A field no node's view has (always null in JMESPath) is a QueryError in either engine."""
+    for engine in ("compiled", "jmespath"):
+        with pytest.raises(QueryError, match="missing_field"):
+            compile_selector(f"$[?{expression}]", engine=engine)
 
 
 def predicate(text: str) -> Predicate:

@@ -33,6 +33,10 @@ SHAPES = {
     "nested_filters": lambda n: "attrs[?" * n + "@" + "]" * n,
     "star_chains": lambda n: "attrs" + ".*" * n,
     "indexes": lambda n: "attrs.k" + "[0]" * n,
+    # JSON literals are decoded by Python's recursive json module while the filter is lexed
+    "json_arrays": lambda n: "`" + "[" * n + "]" * n + "`",
+    "json_objects": lambda n: "`" + '{"a": ' * n + "1" + "}" * n + "`",
+    "json_in_a_comparison": lambda n: "type == `" + "[" * n + '"]"' + "]" * n + "`",
 }
 
 

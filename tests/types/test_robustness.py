@@ -46,7 +46,7 @@ def test_any_op_with_any_inputs_is_checked_without_raising(op_type, inputs, attr
 @given(st.sampled_from([{"shape": "abc"}, {"shape": 5}, {"dtype": 3.5}, {"type": [1]},
                         {"type": {"tensor": "x"}}, {"dtype": "float32", "shape": [1.5]}]))
 def test_malformed_port_types_are_problems(attrs):
-    """A port attribute that is not a type is reported by check, and infer_types raises an AmandaError."""
+    """A port attribute that is not a type is reported by check, and by infer_types the same way."""
     relu = amanda.op("Relu", "r", inputs=["X"], outputs=[amanda.Port("Y", attrs)])
     g = amanda.Container(None, "g", inputs=[amanda.Port("x", {"dtype": "float32"})], outputs=["y"], children=[relu],
                          attrs=NS, edges=[("g:x", "r:X"), ("r:Y", "g:y")])
@@ -55,9 +55,6 @@ def test_malformed_port_types_are_problems(attrs):
                                  children=[amanda.op("Relu", "r", inputs=["X"], outputs=["Y"])], attrs=NS,
                                  edges=[("g:x", "r:X"), ("r:Y", "g:y")])
     assert len(check(bad_input)) == 1
-    try:
-        infer_types(bad_input)
-    except amanda.AmandaError as exc:
-        assert "input port 'x'" in str(exc)
-    else:
-        raise AssertionError("a malformed input type was accepted")
+    reported = infer_types(bad_input).problems
+    assert [str(p) for p in reported] == [str(p) for p in check(bad_input)]
+    assert "input port 'x'" in str(reported[0])

@@ -158,14 +158,26 @@ def batch_norm(node: Node) -> list:
 
 @rule("LayerNormalization")
 def layer_norm(node: Node) -> list:
-    """Y like X; Mean and InvStdDev keep X's leading dims and have 1 from ``axis`` on."""
+    """Y like X, whose normalized dims (from ``axis`` on) Scale and B broadcast to, so each of
+    their dims other than 1 is X's; Mean and InvStdDev keep X's leading dims and have 1 from
+    ``axis`` on."""
     shape = node.shape(0)
     stash = ONNX_DTYPES.get(int(node.attr("stash_type", 1)), "float32")
     if shape is None:
         return [node.type(0), TensorType(stash, None), TensorType(stash, None)]
     axis = node.axis(int(node.attr("axis", -1)), len(shape))
-    stat = TensorType(stash, tuple(d if i < axis else 1 for i, d in enumerate(shape)))  # type: ignore[operator]
-    return [node.type(0), stat, stat]
+    dims = list(shape)
+    for i in (1, 2):  # Scale and B
+        weight = node.shape(i)
+        if weight is None:
+            continue
+        if len(weight) > len(dims) - axis:
+            raise node.fail(f"input {i} of rank at most {len(dims) - axis} (the normalized dims)", f"rank {len(weight)}")
+        for k in range(1, len(weight) + 1):
+            if type(weight[-k]) is int and weight[-k] != 1:
+                dims[-k] = node.same(dims[-k], weight[-k], "the normalized dims")
+    stat = TensorType(stash, tuple(d if i < axis else 1 for i, d in enumerate(dims)))
+    return [TensorType(node.dtype(0), tuple(dims)), stat, stat]
 
 
 # -- partial values ------------------------------------------------------------------------

@@ -73,10 +73,19 @@ def size_of(node: Node) -> list:
     return [_int64(())]
 
 
+def _vector(node: Node, i: int, what: str) -> None:
+    """Input ``i`` (a shape or repeat counts) is 1-D, as ONNX requires."""
+    rank = node.rank(i)
+    if rank is not None and rank != 1:
+        raise node.fail(f"{what} (input {i}) of rank 1", f"rank {rank}")
+
+
 @rule("Reshape")
 def reshape(node: Node) -> list:
     """Dims from the target shape: 0 copies the input dim, -1 is what is left."""
     dtype, shape = node.dtype(0), node.shape(0)
+    if node.opset >= 5:
+        _vector(node, 1, "the target shape")
     target = node.dims(1) if node.opset >= 5 else tuple(node.attr("shape", ()))
     if target is None:
         n = node.shape(1)
@@ -269,6 +278,7 @@ def slice_(node: Node) -> list:
 @rule("Expand")
 def expand(node: Node) -> list:
     """The input broadcast with the target shape."""
+    _vector(node, 1, "the target shape")
     target = node.dims(1)
     shape = node.shape(0)
     if target is None:
@@ -285,6 +295,7 @@ def expand(node: Node) -> list:
 @rule("Tile")
 def tile(node: Node) -> list:
     """Each dim times its repeat count."""
+    _vector(node, 1, "the repeat counts")
     shape, reps = node.shape(0), node.dims(1)
     if shape is None or reps is None:
         return [TensorType(node.dtype(0), None if shape is None else (None,) * len(shape))]
