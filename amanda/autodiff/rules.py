@@ -28,7 +28,7 @@ from amanda.autodiff.rules_math import (
     reduce_vjp,
     softmax_vjp,
     sub_vjp,
-    unary_vjp,
+    variadic_vjp,
 )
 from amanda.autodiff.rules_nn import avgpool_vjp, batchnorm_vjp, conv_vjp, layernorm_vjp, maxpool_vjp, softmax_xent_vjp
 from amanda.autodiff.rules_shape import (
@@ -42,6 +42,7 @@ from amanda.autodiff.rules_shape import (
     transpose_vjp,
     where_vjp,
 )
+from amanda.autodiff.rules_unary import SLOPES, clip_vjp, prelu_vjp, unary_vjp
 from amanda.exec.kernels.registry import ONNX, fact, register_fact
 
 __all__ = ["RULES", "VJP", "family", "rule_for"]
@@ -49,10 +50,10 @@ __all__ = ["RULES", "VJP", "family", "rule_for"]
 Rule = Callable[[Any], list]
 
 _ONNX: dict[str, Rule] = {
-    "Add": add_vjp, "Sub": sub_vjp, "Mul": mul_vjp, "Div": div_vjp, "Pow": pow_vjp,
+    "Add": add_vjp, "Sum": add_vjp, "Sub": sub_vjp, "Mul": mul_vjp, "Div": div_vjp, "Pow": pow_vjp,
     "MatMul": matmul_vjp, "Gemm": gemm_vjp,
-    **dict.fromkeys(["Neg", "Sqrt", "Exp", "Log", "Abs", "Tanh", "Sigmoid", "Relu", "LeakyRelu", "Elu", "Erf",
-                     "Gelu", "Identity"], unary_vjp),
+    **dict.fromkeys(SLOPES, unary_vjp),
+    **dict.fromkeys(["Mean", "Max", "Min"], variadic_vjp), "Clip": clip_vjp, "PRelu": prelu_vjp,
     "Softmax": softmax_vjp, "LogSoftmax": log_softmax_vjp,
     **dict.fromkeys(["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "GlobalAveragePool"], reduce_vjp),
     **dict.fromkeys(["Reshape", "Flatten", "Squeeze", "Unsqueeze"], reshape_vjp),

@@ -6,8 +6,6 @@ input port, built from ``amanda.ops``; see :mod:`amanda.autodiff.rules` for the 
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from amanda.autodiff.node import Node, axes_of, const, rank, shape_of, size_of, unbroadcast
@@ -16,14 +14,32 @@ from amanda.build.values import Value
 
 __all__ = [
     "add_vjp", "div_vjp", "gemm_vjp", "log_softmax_vjp", "matmul_vjp", "mul_vjp", "pow_vjp", "reduce_vjp",
-    "softmax_vjp", "sub_vjp", "unary_vjp",
+    "softmax_vjp", "sub_vjp", "variadic_vjp",
 ]
 
 
 def add_vjp(n: Node) -> list:
-    """Add: the gradient passes to both inputs, summed over broadcast axes."""
+    """Add (and Sum, of any number of inputs): the gradient passes to every input, summed over
+    broadcast axes."""
     g = n.grad()
     return [unbroadcast(g, x) if n.need(i) else None for i, x in enumerate(n.inputs)]
+
+
+def variadic_vjp(n: Node) -> list:
+    """Mean: the gradient divided by the input count; Max, Min: to the inputs equal to the
+    output (shared evenly between ties), each summed over its broadcast axes."""
+    g = n.grad()
+    if n.op.type == "Mean":
+        share = ops.Div(g, const(len(n.inputs), g))
+        return [unbroadcast(share, x) if n.need(i) else None for i, x in enumerate(n.inputs)]
+    if n.op.type not in ("Max", "Min"):
+        raise n.fail("Mean, Max or Min", str(n.op.type))
+    y = n.outputs[0]
+    hits = [ops.Cast(ops.Equal(x, y), to=np.dtype(g.type.dtype)) for x in [n.given(i) for i in range(len(n.inputs))]]
+    ties = hits[0] if len(hits) == 1 else ops.Sum(*hits)
+    share = ops.Div(g, ties)
+    return [unbroadcast(ops.Mul(share, hit), x) if n.need(i) else None
+            for i, (x, hit) in enumerate(zip(n.inputs, hits))]
 
 
 def sub_vjp(n: Node) -> list:
@@ -61,54 +77,6 @@ def pow_vjp(n: Node) -> list:
     if n.need(1):
         out[1] = unbroadcast(ops.Mul(ops.Mul(g, n.outputs[0]), ops.Log(a)), b)
     return out
-
-
-def _unary(n: Node, x: Value, y: Value, g: Value) -> Value:
-    """dL/dx of one elementwise op from its input, output and output gradient."""
-    kind = n.op.type
-    if kind in ("Identity", "Neg"):
-        return g if kind == "Identity" else ops.Neg(g)
-    if kind == "Exp":
-        return ops.Mul(g, y)
-    if kind == "Log":
-        return ops.Div(g, x)
-    if kind == "Sqrt":
-        return ops.Div(g, ops.Mul(y, const(2, y)))
-    if kind == "Abs":
-        return ops.Mul(g, ops.Sign(x))
-    if kind == "Tanh":
-        return ops.Mul(g, ops.Sub(const(1, y), ops.Mul(y, y)))
-    if kind == "Sigmoid":
-        return ops.Mul(g, ops.Mul(y, ops.Sub(const(1, y), y)))
-    positive = ops.Greater(x, const(0, x))
-    if kind == "Relu":
-        return ops.Where(positive, g, const(0, g))
-    if kind == "LeakyRelu":
-        return ops.Where(positive, g, ops.Mul(g, const(n.attr("alpha", 0.01), g)))
-    if kind == "Elu":
-        return ops.Where(positive, g, ops.Mul(g, ops.Add(y, const(n.attr("alpha", 1.0), y))))
-    if kind == "Erf":
-        return ops.Mul(g, ops.Mul(const(2 / math.sqrt(math.pi), x), ops.Exp(ops.Neg(ops.Mul(x, x)))))
-    return ops.Mul(g, _gelu_slope(n, x))
-
-
-def _gelu_slope(n: Node, x: Value) -> Value:
-    """d gelu(x) / dx, exact (erf) or with the tanh approximation."""
-    if n.attr("approximate", "none") == "tanh":
-        c = math.sqrt(2 / math.pi)
-        x2 = ops.Mul(x, x)
-        t = ops.Tanh(ops.Mul(const(c, x), ops.Add(x, ops.Mul(const(0.044715, x), ops.Mul(x2, x)))))
-        du = ops.Mul(const(c, x), ops.Add(const(1, x), ops.Mul(const(3 * 0.044715, x), x2)))
-        left = ops.Mul(const(0.5, x), ops.Add(const(1, x), t))
-        return ops.Add(left, ops.Mul(ops.Mul(const(0.5, x), x), ops.Mul(ops.Sub(const(1, x), ops.Mul(t, t)), du)))
-    cdf = ops.Mul(const(0.5, x), ops.Add(const(1, x), ops.Erf(ops.Mul(x, const(1 / math.sqrt(2), x)))))
-    pdf = ops.Mul(const(1 / math.sqrt(2 * math.pi), x), ops.Exp(ops.Mul(ops.Mul(x, x), const(-0.5, x))))
-    return ops.Add(cdf, ops.Mul(x, pdf))
-
-
-def unary_vjp(n: Node) -> list:
-    """Elementwise ops of one input (Neg, Exp, Log, Sqrt, Abs, Tanh, Sigmoid, Relu, ...)."""
-    return [_unary(n, n.inputs[0], n.outputs[0], n.grad())] + [None] * (len(n.inputs) - 1)  # type: ignore[arg-type]
 
 
 def _swap_last(v: Value, r: int) -> Value:
