@@ -32,10 +32,12 @@ from amanda.autodiff.rules_math import (
 )
 from amanda.autodiff.rules_nn import avgpool_vjp, batchnorm_vjp, conv_vjp, layernorm_vjp, maxpool_vjp, softmax_xent_vjp
 from amanda.autodiff.rules_shape import (
+    NO_GRADIENT,
     cast_vjp,
     concat_vjp,
     dropout_vjp,
     expand_vjp,
+    no_gradient_vjp,
     reshape_vjp,
     select_vjp,
     split_vjp,
@@ -63,6 +65,7 @@ _ONNX: dict[str, Rule] = {
     "Conv": conv_vjp, "MaxPool": maxpool_vjp, "AveragePool": avgpool_vjp,
     "BatchNormalization": batchnorm_vjp, "LayerNormalization": layernorm_vjp,
     "SoftmaxCrossEntropyLoss": softmax_xent_vjp,
+    **dict.fromkeys(NO_GRADIENT, no_gradient_vjp),
 }
 
 #: the registry fact holding an op type's vector-Jacobian rule

@@ -16,7 +16,8 @@ from amanda.build import ops
 from amanda.build.values import Value
 
 __all__ = [
-    "cast_vjp", "concat_vjp", "dropout_vjp", "expand_vjp", "reshape_vjp", "scatter_back", "select_vjp",
+    "NO_GRADIENT", "cast_vjp", "concat_vjp", "dropout_vjp", "expand_vjp", "no_gradient_vjp", "reshape_vjp", "scatter_back",
+    "select_vjp",
     "split_vjp", "transpose_vjp", "where_vjp",
 ]
 
@@ -151,3 +152,23 @@ def dropout_vjp(n: Node) -> list:
     if training.constant is None:  # decided at run time: outside training the mask is all ones
         factor = ops.Where(training, factor, const(1, g))
     return _rest(n, kept if ratio == 0 else ops.Mul(kept, factor))
+
+
+#: op types whose outputs do not vary smoothly with any input, and why: no input gets a
+#: gradient through them (their outputs are integers, booleans, shapes, or values the inputs
+#: give only the shape of)
+NO_GRADIENT: dict[str, str] = {
+    **dict.fromkeys(["Shape", "Size"], "a shape query"),
+    **dict.fromkeys(["ConstantOfShape", "EyeLike", "RandomNormalLike", "RandomUniformLike"],
+                    "its values do not depend on its input's values"),
+    **dict.fromkeys(["Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual", "IsNaN", "IsInf"],
+                    "a comparison (boolean output)"),
+    **dict.fromkeys(["Not", "And", "Or", "Xor"], "a logical op (boolean output)"),
+    **dict.fromkeys(["ArgMax", "ArgMin", "NonZero"], "integer output (positions)"),
+    **dict.fromkeys(["Bernoulli", "Multinomial"], "a random draw"),
+}
+
+
+def no_gradient_vjp(n: Node) -> list:
+    """The ops of ``NO_GRADIENT``: no input gets a gradient through them."""
+    return [None] * len(n.inputs)
