@@ -30,7 +30,16 @@ from amanda.autodiff.rules_math import (
     sub_vjp,
     variadic_vjp,
 )
-from amanda.autodiff.rules_nn import avgpool_vjp, batchnorm_vjp, conv_vjp, layernorm_vjp, maxpool_vjp, softmax_xent_vjp
+from amanda.autodiff.rules_nn import (
+    avgpool_vjp,
+    batchnorm_vjp,
+    conv_transpose_vjp,
+    conv_vjp,
+    instancenorm_vjp,
+    layernorm_vjp,
+    maxpool_vjp,
+    softmax_xent_vjp,
+)
 from amanda.autodiff.rules_shape import (
     NO_GRADIENT,
     cast_vjp,
@@ -63,6 +72,7 @@ _ONNX: dict[str, Rule] = {
     **dict.fromkeys(["Slice", "Gather"], select_vjp),
     "Where": where_vjp, "Cast": cast_vjp, "Dropout": dropout_vjp,
     "Conv": conv_vjp, "MaxPool": maxpool_vjp, "AveragePool": avgpool_vjp,
+    "ConvTranspose": conv_transpose_vjp, "InstanceNormalization": instancenorm_vjp,
     "BatchNormalization": batchnorm_vjp, "LayerNormalization": layernorm_vjp,
     "SoftmaxCrossEntropyLoss": softmax_xent_vjp,
     **dict.fromkeys(NO_GRADIENT, no_gradient_vjp),
