@@ -40,6 +40,7 @@ from amanda.autodiff.rules_nn import (
     maxpool_vjp,
     softmax_xent_vjp,
 )
+from amanda.autodiff.rules_resize import resize_vjp
 from amanda.autodiff.rules_shape import (
     NO_GRADIENT,
     cast_vjp,
@@ -72,7 +73,7 @@ _ONNX: dict[str, Rule] = {
     **dict.fromkeys(["Slice", "Gather"], select_vjp),
     "Where": where_vjp, "Cast": cast_vjp, "Dropout": dropout_vjp,
     "Conv": conv_vjp, "MaxPool": maxpool_vjp, "AveragePool": avgpool_vjp,
-    "ConvTranspose": conv_transpose_vjp, "InstanceNormalization": instancenorm_vjp,
+    "Resize": resize_vjp, "Upsample": resize_vjp, "ConvTranspose": conv_transpose_vjp, "InstanceNormalization": instancenorm_vjp,
     "BatchNormalization": batchnorm_vjp, "LayerNormalization": layernorm_vjp,
     "SoftmaxCrossEntropyLoss": softmax_xent_vjp,
     **dict.fromkeys(NO_GRADIENT, no_gradient_vjp),

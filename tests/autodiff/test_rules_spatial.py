@@ -53,3 +53,58 @@ def test_instance_normalization(shape, epsilon):
     """InstanceNormalization over 1-D to 3-D spatial axes: input, scale and bias gradients."""
     feeds = {"x": arr(0, shape), "s": arr(1, (shape[1],)), "b": arr(2, (shape[1],))}
     check(lambda x, s, b: ops.InstanceNormalization(x, s, b, epsilon=epsilon), feeds, rtol=1e-4, atol=1e-6)
+
+
+RESIZE = [
+    ({"mode": "nearest"}, [1, 1, 2, 1.5], None),
+    ({"mode": "nearest", "nearest_mode": "floor", "coordinate_transformation_mode": "asymmetric"}, [1, 1, 0.6, 2], None),
+    ({"mode": "linear"}, [1, 1, 2, 1.5], None),
+    ({"mode": "linear", "coordinate_transformation_mode": "align_corners"}, None, [2, 3, 5, 3]),
+    ({"mode": "linear", "coordinate_transformation_mode": "pytorch_half_pixel", "antialias": 1}, [1, 1, 0.5, 0.75], None),
+    ({"mode": "cubic", "cubic_coeff_a": -0.5, "exclude_outside": 1}, [1, 1, 1.5, 2], None),
+    ({"mode": "linear", "axes": [3, 2]}, None, [7, 2]),
+]
+
+
+@pytest.mark.parametrize(("attrs", "scales", "sizes"), RESIZE)
+def test_resize(attrs, scales, sizes):
+    """Resize in nearest, linear (antialiased too) and cubic modes, under several coordinate
+    transformations, by scales or sizes, on all axes or some."""
+    scales_in = None if scales is None else np.array(scales, np.float32)
+    sizes_in = None if sizes is None else np.array(sizes, np.int64)
+    from amanda.build import Ops
+
+    resize = Ops("amanda/onnx/18").Resize if {"antialias", "axes"} & set(attrs) else ops.Resize  # opset 18 attributes
+    check(lambda x: resize(x, None, scales_in, sizes_in, **attrs), {"x": arr(0, (2, 3, 4, 5))})
+
+
+def test_resize_crop_and_resize_with_extrapolation():
+    """tf_crop_and_resize with a roi reaching outside the input: the extrapolated positions get
+    no gradient, the rest do."""
+    roi = np.array([0, 0, -0.2, 0.1, 1, 1, 1.1, 0.8], np.float32)
+    check(lambda x: ops.Resize(x, roi, np.array([1, 1, 1.5, 1.2], np.float32), mode="linear",
+                               coordinate_transformation_mode="tf_crop_and_resize", extrapolation_value=3.0),
+          {"x": arr(0, (1, 2, 4, 5))})
+
+
+def test_resize_at_opset_10_and_upsample():
+    """Resize-10 and Upsample-9 (asymmetric coordinates, scales input) differentiate too."""
+    from amanda.build import Ops
+
+    for opset, kind in ((10, "Resize"), (9, "Upsample")):
+        for mode in ("nearest", "linear"):
+            build = getattr(Ops(f"amanda/onnx/{opset}"), kind)
+            check(lambda x, build=build, mode=mode: build(x, np.array([1, 1, 2, 1.5], np.float32), mode=mode),
+                  {"x": arr(1, (1, 2, 3, 4))})
+
+
+def test_resize_in_an_unknown_mode_is_named():
+    """A Resize in a mode it is not differentiable for is a SchemaError naming the op and mode."""
+    import amanda
+    from amanda import Input, model
+
+    x = Input("x", "float64", (1, 1, 2, 2))
+    y = ops.Resize(x, None, np.array([1, 1, 2, 2], np.float32), mode="area", name="up")
+    net = model([x], {"loss": ops.ReduceSum(y, keepdims=0)}, name="net", )
+    with pytest.raises(amanda.SchemaError, match=r"`up` \(Resize\).*'area'"):
+        amanda.grad(net, "loss", ["x"])
