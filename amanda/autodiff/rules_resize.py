@@ -43,11 +43,11 @@ def _geometry(n: Node, shape: list[int]) -> tuple[list[int], list[float], list[f
         scales = n.attr("scales") if len(n.inputs) < 2 else n.known(1, "scales input")
         factors = [float(v) for v in np.asarray(scales).reshape(-1)]
         out = [math.floor(d * s) for d, s in zip(shape, factors)]
-        attrs = {"mode": "linear" if mode in ("linear", "bilinear") else mode}
+        attrs: dict[str, Any] = {"mode": "linear" if mode in ("linear", "bilinear") else mode}
         return out, factors, None, attrs, {"coordinate_mode": "asymmetric", "nearest_rule": _legacy_rule(factors)}
     roi, scales, sizes = _given(n, 1, "roi"), _given(n, 2, "scales"), _given(n, 3, "sizes")
     out, factors, full_roi = _plan(np.broadcast_to(np.zeros(()), shape), scales, sizes, roi, n.op.attrs)
-    attrs: dict[str, Any] = {k: v for k, v in n.op.attrs.items() if k not in ("namespace", "metadata")}
+    attrs = {k: v for k, v in n.op.attrs.items() if k not in ("namespace", "metadata")}
     attrs["extrapolation_value"] = 0.0  # a constant fill: no gradient reaches the input from there
     return out, factors, full_roi, attrs, {}
 
