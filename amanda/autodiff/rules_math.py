@@ -14,7 +14,7 @@ from amanda.build.values import Value
 
 __all__ = [
     "add_vjp", "div_vjp", "gemm_vjp", "log_softmax_vjp", "matmul_vjp", "mul_vjp", "pow_vjp", "reduce_vjp",
-    "softmax_vjp", "sub_vjp", "variadic_vjp",
+    "cumsum_vjp", "mod_vjp", "norm_reduce_vjp", "softmax_vjp", "sub_vjp", "variadic_vjp",
 ]
 
 
@@ -77,6 +77,23 @@ def pow_vjp(n: Node) -> list:
     if n.need(1):
         out[1] = unbroadcast(ops.Mul(ops.Mul(g, n.outputs[0]), ops.Log(a)), b)
     return out
+
+
+def mod_vjp(n: Node) -> list:
+    """Mod of floats (``fmod`` or numpy's): ``y = a - b * q`` with ``q = (a - y) / b`` constant
+    almost everywhere: ``g`` and ``-g * q``."""
+    a, b = n.given(0, 1)
+    g = n.grad()
+    q = ops.Div(ops.Sub(a, n.outputs[0]), b)
+    return [unbroadcast(g, a) if n.need(0) else None, unbroadcast(ops.Neg(ops.Mul(g, q)), b) if n.need(1) else None]
+
+
+def cumsum_vjp(n: Node) -> list:
+    """CumSum: the cumulative sum of the gradient in the other direction."""
+    n.given(0)
+    axis = n.given(1)
+    return [ops.CumSum(n.grad(), axis, exclusive=int(n.attr("exclusive", 0)), reverse=1 - int(n.attr("reverse", 0))),
+            None]
 
 
 def _swap_last(v: Value, r: int) -> Value:
@@ -146,7 +163,7 @@ def reduce_vjp(n: Node) -> list:
     """ReduceSum, ReduceMean, ReduceMax, ReduceMin, GlobalAveragePool: the gradient spread back over
     the reduced axes (divided by their size for a mean, onto the extreme elements for max/min)."""
     x = n.given(0)
-    if n.op.type == "GlobalAveragePool":
+    if n.op.type in ("GlobalAveragePool", "GlobalMaxPool"):
         axes: list[int] | None = list(range(2, rank(x, n)))
         g = n.grad()
     else:
@@ -158,8 +175,8 @@ def reduce_vjp(n: Node) -> list:
     if n.op.type in ("ReduceMean", "GlobalAveragePool"):
         count = ops.Cast(ops.Div(size_of(x), size_of(n.outputs[0])), to=np.dtype(x.type.dtype))
         return [ops.Div(spread, count)] + [None] * (len(n.inputs) - 1)
-    if n.op.type in ("ReduceMax", "ReduceMin"):
-        y = _kept(n, n.outputs[0], axes)
+    if n.op.type in ("ReduceMax", "ReduceMin", "GlobalMaxPool"):
+        y = n.outputs[0] if n.op.type == "GlobalMaxPool" else _kept(n, n.outputs[0], axes)
         hit = ops.Cast(ops.Equal(x, y), to=np.dtype(x.type.dtype))
         kw = {} if axes is None else {"axes": np.array(axes, np.int64)}
         ties = ops.ReduceSum(hit, kw.get("axes"), keepdims=1)
@@ -190,3 +207,28 @@ def log_softmax_vjp(n: Node) -> list:
     y, g = n.outputs[0], n.grad()
     axis = _softmax_axis(n)
     return [ops.Sub(g, ops.Mul(ops.Exp(y), ops.ReduceSum(g, axis, keepdims=1)))]
+
+
+def norm_reduce_vjp(n: Node) -> list:
+    """ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum, ReduceLogSumExp: the output gradient
+    spread back over the reduced axes times each element's local slope."""
+    x = n.given(0)
+    axes = _reduced_axes(n)
+    if axes == []:  # noop_with_empty_axes: the kernel passes the input through
+        return [n.grad()] + [None] * (len(n.inputs) - 1)
+    spread = ops.Expand(_kept(n, n.grad(), axes), shape_of(x))
+    y = ops.Expand(_kept(n, n.outputs[0], axes), shape_of(x))
+    kind = n.op.type
+    if kind == "ReduceL1":
+        slope = ops.Sign(x)
+    elif kind == "ReduceL2":
+        slope = ops.Div(x, y)
+    elif kind == "ReduceSumSquare":
+        slope = ops.Mul(x, const(2, x))
+    elif kind == "ReduceLogSum":
+        slope = ops.Exp(ops.Neg(y))
+    elif kind == "ReduceLogSumExp":
+        slope = ops.Exp(ops.Sub(x, y))
+    else:
+        raise n.fail("ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum or ReduceLogSumExp", str(kind))
+    return [ops.Mul(spread, slope)] + [None] * (len(n.inputs) - 1)

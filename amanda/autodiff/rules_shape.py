@@ -17,7 +17,7 @@ from amanda.build.values import Value
 
 __all__ = [
     "NO_GRADIENT", "cast_vjp", "concat_vjp", "dropout_vjp", "expand_vjp", "no_gradient_vjp", "reshape_vjp", "scatter_back",
-    "select_vjp",
+    "pad_vjp", "select_vjp", "topk_vjp", "trilu_vjp",
     "split_vjp", "transpose_vjp", "where_vjp",
 ]
 
@@ -96,7 +96,9 @@ def _positions(x: Value) -> Value:
 
 
 def select_vjp(n: Node) -> list:
-    """Slice, Gather: the forward op replayed on positions, the gradient scattered back there."""
+    """Ops that copy elements (Slice, Gather, GatherElements, GatherND, Compress, Tile,
+    DepthToSpace, SpaceToDepth, ReverseSequence, Pad's edge/reflect/wrap modes): the forward op
+    replayed on positions, the gradient scattered back there."""
     x = n.given(0)
     attrs = {k: v for k, v in n.op.attrs.items() if k not in ("namespace", "metadata")}
     from amanda.build.builder import Ops
@@ -106,9 +108,50 @@ def select_vjp(n: Node) -> list:
     return _rest(n, scatter_back(n.grad(), x, picked, n, unique=_apart(n)))
 
 
+def pad_vjp(n: Node) -> list:
+    """Pad. Constant mode: the gradient padded by the negated pads (a crop where the op padded,
+    zeros where it cropped); the pad value gets the rest of the gradient. Edge, reflect and
+    wrap modes copy elements: the forward op replayed on positions, as Slice."""
+    n.given(0)
+    if n.attr("mode", "constant") != "constant":
+        return select_vjp(n)
+    old = n.opset is not None and n.opset < 11
+    pads = np.asarray(n.attr("pads") if old else n.known(1, "pads input"), np.int64).reshape(-1)
+    g = n.grad()
+    if len(n.inputs) > 3 and n.inputs[3] is not None:  # pads of some axes (opset 18): made full
+        r = rank(n.inputs[0], n)  # type: ignore[arg-type]
+        axes = [int(a) % r for a in n.known(3, "axes input").reshape(-1)]
+        full = np.zeros(2 * r, np.int64)
+        for i, a in enumerate(axes):
+            full[a], full[r + a] = pads[i], pads[len(axes) + i]
+        pads = full
+    gx = ops.Pad(g, -pads)
+    out: list = [gx] + [None] * (len(n.inputs) - 1)
+    if n.need(2):  # the pad value fills what the input did not
+        out[2] = ops.Reshape(ops.Sub(ops.ReduceSum(g, keepdims=0), ops.ReduceSum(gx, keepdims=0)),
+                             shape_of(n.inputs[2]))  # type: ignore[arg-type]
+    return out
+
+
+def topk_vjp(n: Node) -> list:
+    """TopK: the values' gradient back to the positions its ``Indices`` output names."""
+    x = n.given(0)
+    axis = int(n.attr("axis", -1))
+    picked = ops.GatherElements(_positions(x), n.outputs[1], axis=axis)
+    return _rest(n, scatter_back(n.grad(0), x, picked, n, unique=True))
+
+
+def trilu_vjp(n: Node) -> list:
+    """Trilu: the same triangle of the gradient (the op is a mask)."""
+    n.given(0)
+    k = n.inputs[1] if len(n.inputs) > 1 else None
+    return _rest(n, ops.Trilu(n.grad(), k, upper=int(n.attr("upper", 1))))
+
+
 def _apart(n: Node) -> bool:
-    """Whether the op picks no element twice: a Slice, or a Gather of distinct constant indices."""
-    if n.op.type == "Slice":
+    """Whether the op picks no element twice: a Slice or a permutation, or a Gather of distinct
+    constant indices."""
+    if n.op.type in ("Slice", "DepthToSpace", "SpaceToDepth", "ReverseSequence", "Compress"):
         return True
     index = n.inputs[1] if len(n.inputs) > 1 else None
     known = None if index is None or index.constant is None else np.asarray(index.constant).reshape(-1)
@@ -125,11 +168,11 @@ def where_vjp(n: Node) -> list:
 
 
 def cast_vjp(n: Node) -> list:
-    """Cast: the gradient cast back to the input's dtype (none for non-float inputs)."""
+    """Cast, CastLike: the gradient cast back to the input's dtype (none for non-float inputs)."""
     x = n.given(0)
     if x.type.dtype not in ("float16", "float32", "float64", "bfloat16"):
-        return [None]
-    return [ops.Cast(n.grad(), to=np.dtype(x.type.dtype))]
+        return _rest(n, None)
+    return _rest(n, ops.Cast(n.grad(), to=np.dtype(x.type.dtype)))
 
 
 def dropout_vjp(n: Node) -> list:
