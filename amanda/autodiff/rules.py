@@ -43,6 +43,7 @@ from amanda.autodiff.rules_nn import (
     maxpool_vjp,
     softmax_xent_vjp,
 )
+from amanda.autodiff.rules_norm import lpnorm_vjp, mvn_vjp, rms_vjp
 from amanda.autodiff.rules_resize import resize_vjp
 from amanda.autodiff.rules_shape import (
     NO_GRADIENT,
@@ -85,6 +86,7 @@ _ONNX: dict[str, Rule] = {
     "Where": where_vjp, "Cast": cast_vjp, "Dropout": dropout_vjp,
     "Conv": conv_vjp, "MaxPool": maxpool_vjp, "AveragePool": avgpool_vjp,
     "Resize": resize_vjp, "Upsample": resize_vjp, "ConvTranspose": conv_transpose_vjp, "InstanceNormalization": instancenorm_vjp,
+    "LpNormalization": lpnorm_vjp, "MeanVarianceNormalization": mvn_vjp, "RMSNormalization": rms_vjp,
     "BatchNormalization": batchnorm_vjp, "LayerNormalization": layernorm_vjp,
     "SoftmaxCrossEntropyLoss": softmax_xent_vjp,
     **dict.fromkeys(NO_GRADIENT, no_gradient_vjp),

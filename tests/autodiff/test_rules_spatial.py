@@ -108,3 +108,38 @@ def test_resize_in_an_unknown_mode_is_named():
     net = model([x], {"loss": ops.ReduceSum(y, keepdims=0)}, name="net", )
     with pytest.raises(amanda.SchemaError, match=r"`up` \(Resize\).*'area'"):
         amanda.grad(net, "loss", ["x"])
+
+
+@pytest.mark.parametrize(("p", "axis"), [(1, -1), (2, -1), (2, 0), (1, 1)])
+def test_lp_normalization(p, axis):
+    """LpNormalization with p 1 and 2 along several axes."""
+    check(lambda x: ops.LpNormalization(x, p=p, axis=axis), {"x": arr(0, (3, 4, 2)) + 0.1})
+
+
+def test_lp_normalization_of_a_zero_row_gives_a_zero_gradient():
+    """Where the norm is zero (the output is zeros, as the kernel gives), the gradient is zero too."""
+    import amanda
+    from amanda import Input, model
+
+    x = Input("x", "float64", (2, 3))
+    net = model([x], {"loss": ops.ReduceSum(ops.LpNormalization(x), keepdims=0)}, name="net")
+    with amanda.Session(amanda.grad(net, "loss", ["x"]), threads=1) as s:
+        (gx,) = s.run(["grad/x"], {"x": np.array([[0.0, 0.0, 0.0], [1.0, 2.0, 2.0]])})
+    np.testing.assert_array_equal(gx[0], 0.0)
+    assert np.isfinite(gx).all()
+
+
+@pytest.mark.parametrize("axes", [None, [0, 2, 3], [1], [2, 3]])
+def test_mean_variance_normalization(axes):
+    """MeanVarianceNormalization over its default axes and others."""
+    kw = {} if axes is None else {"axes": axes}
+    check(lambda x: ops.MeanVarianceNormalization(x, **kw), {"x": arr(0, (2, 3, 2, 3))}, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize(("axis", "scale_shape"), [(-1, (4,)), (1, (3, 4)), (1, (1, 4))])
+def test_rms_normalization(axis, scale_shape):
+    """RMSNormalization (opset 23) from several axes on, with a full or broadcast scale."""
+    from amanda.build import Ops
+
+    rms = Ops("amanda/onnx/23").RMSNormalization
+    check(lambda x, s: rms(x, s, axis=axis), {"x": arr(0, (2, 3, 4)), "s": arr(1, scale_shape)}, rtol=1e-4, atol=1e-6)
