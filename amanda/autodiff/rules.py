@@ -41,6 +41,7 @@ from amanda.autodiff.rules_nn import (
     instancenorm_vjp,
     layernorm_vjp,
     maxpool_vjp,
+    nll_vjp,
     softmax_xent_vjp,
 )
 from amanda.autodiff.rules_norm import lpnorm_vjp, mvn_vjp, rms_vjp
@@ -88,7 +89,7 @@ _ONNX: dict[str, Rule] = {
     "Resize": resize_vjp, "Upsample": resize_vjp, "ConvTranspose": conv_transpose_vjp, "InstanceNormalization": instancenorm_vjp,
     "LpNormalization": lpnorm_vjp, "MeanVarianceNormalization": mvn_vjp, "RMSNormalization": rms_vjp,
     "BatchNormalization": batchnorm_vjp, "LayerNormalization": layernorm_vjp,
-    "SoftmaxCrossEntropyLoss": softmax_xent_vjp,
+    "SoftmaxCrossEntropyLoss": softmax_xent_vjp, "NegativeLogLikelihoodLoss": nll_vjp,
     **dict.fromkeys(NO_GRADIENT, no_gradient_vjp),
 }
 

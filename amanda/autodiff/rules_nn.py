@@ -23,7 +23,7 @@ from amanda.exec.kernels.spatial import ints
 
 __all__ = [
     "avgpool_vjp", "batchnorm_vjp", "conv_transpose_vjp", "conv_vjp", "instancenorm_vjp", "layernorm_vjp",
-    "maxpool_vjp", "softmax_xent_vjp",
+    "maxpool_vjp", "nll_vjp", "softmax_xent_vjp",
 ]
 
 
@@ -245,10 +245,10 @@ def layernorm_vjp(n: Node) -> list:
     return out
 
 
-def softmax_xent_vjp(n: Node) -> list:
-    """SoftmaxCrossEntropyLoss (reductions none/sum/mean, class weights, ignore_index):
-    ``(softmax(scores) - onehot(labels)) * weight``, divided as the mean divided."""
-    scores, labels = n.given(0, 1)
+def _label_coefficients(n: Node, scores: Value, labels: Value) -> tuple[Value, Value]:
+    """The labels with ``ignore_index`` made safe to one-hot, and each label's coefficient of
+    the output gradient (class weight, zero where ignored, divided as the mean divides), shaped
+    to multiply ``[N, C, ...]``; shared by SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss."""
     weights = n.inputs[2] if len(n.inputs) > 2 else None
     g = n.grad()
     ignore = n.attr("ignore_index")
@@ -261,14 +261,35 @@ def softmax_xent_vjp(n: Node) -> list:
     if weights is not None:
         picked = ops.Gather(weights, safe)
         w = picked if w is None else ops.Mul(picked, w)
-    depth = shape_of(scores, 1, 2)
-    onehot = ops.OneHot(safe, depth, const([0, 1], scores), axis=1)
-    diff = ops.Sub(ops.Softmax(scores, axis=1), onehot)
-    reduction = n.attr("reduction", "mean")
     coef = g if w is None else ops.Mul(g, w)
-    if reduction == "mean":
+    if n.attr("reduction", "mean") == "mean":
         count = ops.Cast(size_of(labels), to=np.dtype(scores.type.dtype)) if w is None else ops.ReduceSum(w, keepdims=0)
         coef = ops.Div(coef, count)
     if rank(coef) > 0:
         coef = ops.Unsqueeze(coef, _i64([1]))
-    return [ops.Mul(diff, coef)] + [None] * (len(n.inputs) - 1)
+    return safe, coef
+
+
+def _onehot(safe: Value, scores: Value) -> Value:
+    return ops.OneHot(safe, shape_of(scores, 1, 2), const([0, 1], scores), axis=1)
+
+
+def softmax_xent_vjp(n: Node) -> list:
+    """SoftmaxCrossEntropyLoss (reductions none/sum/mean, class weights, ignore_index):
+    ``(softmax(scores) - onehot(labels)) * weight``, divided as the mean divided; a gradient
+    of the ``log_prob`` output goes back through its log-softmax."""
+    scores, labels = n.given(0, 1)
+    safe, coef = _label_coefficients(n, scores, labels)
+    gx = ops.Mul(ops.Sub(ops.Softmax(scores, axis=1), _onehot(safe, scores)), coef)
+    if len(n.grads) > 1 and n.grads[1] is not None:
+        g1, axis = n.grads[1], _i64([1])
+        gx = ops.Add(gx, ops.Sub(g1, ops.Mul(ops.Exp(n.outputs[1]), ops.ReduceSum(g1, axis, keepdims=1))))
+    return [gx] + [None] * (len(n.inputs) - 1)
+
+
+def nll_vjp(n: Node) -> list:
+    """NegativeLogLikelihoodLoss (reductions, class weights, ignore_index): ``-onehot(labels)``
+    times each label's coefficient."""
+    scores, labels = n.given(0, 1)
+    safe, coef = _label_coefficients(n, scores, labels)
+    return [ops.Neg(ops.Mul(_onehot(safe, scores), coef))] + [None] * (len(n.inputs) - 1)
