@@ -184,6 +184,13 @@ def _normalised(x: Value, axes: list[int], eps: float) -> tuple[Value, Value]:
     return ops.Mul(centred, inv), inv
 
 
+def _only_first_output(n: Node) -> None:
+    """An error naming the op when the loss reads a statistics output (mean, variance): the
+    rules differentiate the normalised output only."""
+    if any(g is not None for g in n.grads[1:]):
+        raise n.fail("a loss that reads only the normalised output", "a gradient of a statistics output")
+
+
 def _through_norm(gx_hat: Value, x_hat: Value, inv: Value, axes: list[int]) -> Value:
     """The input gradient of a normalisation from the gradient of its normalised value."""
     mean_g = ops.ReduceMean(gx_hat, axes=axes, keepdims=1)
@@ -194,6 +201,7 @@ def _through_norm(gx_hat: Value, x_hat: Value, inv: Value, axes: list[int]) -> V
 def batchnorm_vjp(n: Node) -> list:
     """BatchNormalization, with batch statistics (``training_mode=1``) or running ones."""
     x, scale = n.given(0, 1)
+    _only_first_output(n)
     r = rank(x, n)
     axes = [0, *range(2, r)]
     eps = float(n.attr("epsilon", 1e-5))
@@ -233,6 +241,7 @@ def instancenorm_vjp(n: Node) -> list:
 def layernorm_vjp(n: Node) -> list:
     """LayerNormalization over the axes from ``axis`` on."""
     x, scale = n.given(0, 1)
+    _only_first_output(n)
     r = rank(x, n)
     axes = list(range(int(n.attr("axis", -1)) % r, r))
     x_hat, inv = _normalised(x, axes, float(n.attr("epsilon", 1e-5)))

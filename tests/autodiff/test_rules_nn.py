@@ -221,3 +221,13 @@ def test_softmax_cross_entropy_log_prob_output():
     labels = np.array([0, 2, 1], I64)
     check(lambda x: ops.Mul(ops.SoftmaxCrossEntropyLoss(x, labels, reduction="none")[1], np.float64(1.0)),
           {"x": arr(0, (3, 4))})
+
+
+def test_a_loss_reading_layernorm_statistics_is_named():
+    """A loss that reads LayerNormalization's Mean output (which the rule does not
+    differentiate) is a SchemaError naming the op, not a silently missing term."""
+    x = Input("x", "float64", (2, 3))
+    _, mean, _ = ops.LayerNormalization(x, np.ones(3), np.zeros(3), name="ln")
+    net = model([x], {"loss": ops.ReduceSum(mean, keepdims=0)}, name="net")
+    with pytest.raises(amanda.SchemaError, match=r"`ln` \(LayerNormalization\).*statistics"):
+        amanda.grad(net, "loss", ["x"])
