@@ -17,7 +17,7 @@ from amanda.build.values import Value
 
 __all__ = [
     "NO_GRADIENT", "cast_vjp", "concat_vjp", "dropout_vjp", "expand_vjp", "no_gradient_vjp", "reshape_vjp", "scatter_back",
-    "pad_vjp", "select_vjp", "topk_vjp", "trilu_vjp",
+    "pad_vjp", "scatter_vjp", "select_vjp", "topk_vjp", "trilu_vjp",
     "split_vjp", "transpose_vjp", "where_vjp",
 ]
 
@@ -139,6 +139,23 @@ def topk_vjp(n: Node) -> list:
     axis = int(n.attr("axis", -1))
     picked = ops.GatherElements(_positions(x), n.outputs[1], axis=axis)
     return _rest(n, scatter_back(n.grad(0), x, picked, n, unique=True))
+
+
+def scatter_vjp(n: Node) -> list:
+    """ScatterElements, ScatterND (reduction none or add): the updates get the gradient at the
+    positions they were written to; the data gets the gradient, zeroed where it was overwritten
+    (kept where the updates were added)."""
+    data, indices, updates = n.given(0, 1, 2)
+    reduction = n.attr("reduction", "none")
+    if reduction not in ("none", "add"):
+        raise n.fail("reduction none or add", f"reduction {reduction!r}")
+    g = n.grad()
+    nd = n.op.type == "ScatterND"
+    attrs = {} if nd else {"axis": int(n.attr("axis", 0))}
+    gather = ops.GatherND if nd else ops.GatherElements
+    scatter = ops.ScatterND if nd else ops.ScatterElements
+    gd = g if reduction == "add" else scatter(g, indices, zeros_like(updates), **attrs)
+    return [gd if n.need(0) else None, None, gather(g, indices, **attrs) if n.need(2) else None]
 
 
 def trilu_vjp(n: Node) -> list:

@@ -91,3 +91,26 @@ def test_norm_reductions(kind: str, axes: list | None, keepdims: int) -> None:
     axes_in = None if axes is None else np.array(axes, I64)
     o = Ops("amanda/onnx/18")
     check(lambda x: getattr(o, kind)(x, axes_in, keepdims=keepdims, **extra), {"x": x})
+
+
+@pytest.mark.parametrize("reduction", ["none", "add"])
+def test_scatter_elements_and_nd(reduction: str) -> None:
+    """ScatterElements and ScatterND (reduction none, distinct positions; and add, repeated
+    ones): data and updates gradients."""
+    index = np.array([[1, 0, 2], [0, 2, 1]], I64) if reduction == "none" else np.array([[1, 1, 2], [0, 0, 1]], I64)
+    check(lambda d, u: ops.ScatterElements(d, index, u, axis=1, reduction=reduction),
+          {"d": arr(0, (2, 4)), "u": arr(1, (2, 3))})
+    rows = np.array([[2], [0]], I64) if reduction == "none" else np.array([[2], [2]], I64)
+    check(lambda d, u: ops.ScatterND(d, rows, u, reduction=reduction), {"d": arr(2, (3, 4)), "u": arr(3, (2, 4))})
+
+
+def test_scatter_with_a_multiplying_reduction_is_named() -> None:
+    """ScatterElements with reduction mul is a SchemaError naming the op and the reduction."""
+    import amanda
+    from amanda import Input, model
+
+    d = Input("d", "float64", (2, 3))
+    y = ops.ScatterElements(d, np.array([[0], [1]], I64), np.ones((2, 1)), axis=1, reduction="mul", name="sc")
+    net = model([d], {"loss": ops.ReduceSum(y, keepdims=0)}, name="net")
+    with pytest.raises(amanda.SchemaError, match=r"`sc` \(ScatterElements\).*'mul'"):
+        amanda.grad(net, "loss", ["d"])
