@@ -9,6 +9,8 @@ where the positions cannot repeat: a Slice's, a MaxPool's whose windows do not o
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from amanda.autodiff.node import Node, const, rank, shape_of, size_of, unbroadcast, zeros_like
@@ -151,7 +153,7 @@ def scatter_vjp(n: Node) -> list:
         raise n.fail("reduction none or add", f"reduction {reduction!r}")
     g = n.grad()
     nd = n.op.type == "ScatterND"
-    attrs = {} if nd else {"axis": int(n.attr("axis", 0))}
+    attrs: dict[str, Any] = {} if nd else {"axis": int(n.attr("axis", 0))}
     gather = ops.GatherND if nd else ops.GatherElements
     scatter = ops.ScatterND if nd else ops.ScatterElements
     gd = g if reduction == "add" else scatter(g, indices, zeros_like(updates), **attrs)
