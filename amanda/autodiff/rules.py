@@ -19,29 +19,51 @@ from typing import Any
 
 from amanda.autodiff.rules_math import (
     add_vjp,
+    cumsum_vjp,
     div_vjp,
     gemm_vjp,
     log_softmax_vjp,
     matmul_vjp,
+    mod_vjp,
     mul_vjp,
+    norm_reduce_vjp,
     pow_vjp,
     reduce_vjp,
     softmax_vjp,
     sub_vjp,
-    unary_vjp,
+    variadic_vjp,
 )
-from amanda.autodiff.rules_nn import avgpool_vjp, batchnorm_vjp, conv_vjp, layernorm_vjp, maxpool_vjp, softmax_xent_vjp
+from amanda.autodiff.rules_nn import (
+    avgpool_vjp,
+    batchnorm_vjp,
+    conv_transpose_vjp,
+    conv_vjp,
+    instancenorm_vjp,
+    layernorm_vjp,
+    maxpool_vjp,
+    nll_vjp,
+    softmax_xent_vjp,
+)
+from amanda.autodiff.rules_norm import lpnorm_vjp, mvn_vjp, rms_vjp
+from amanda.autodiff.rules_resize import resize_vjp
 from amanda.autodiff.rules_shape import (
+    NO_GRADIENT,
     cast_vjp,
     concat_vjp,
     dropout_vjp,
     expand_vjp,
+    no_gradient_vjp,
+    pad_vjp,
     reshape_vjp,
+    scatter_vjp,
     select_vjp,
     split_vjp,
+    topk_vjp,
     transpose_vjp,
+    trilu_vjp,
     where_vjp,
 )
+from amanda.autodiff.rules_unary import SLOPES, clip_vjp, prelu_vjp, unary_vjp
 from amanda.exec.kernels.registry import ONNX, fact, register_fact
 
 __all__ = ["RULES", "VJP", "family", "rule_for"]
@@ -49,19 +71,28 @@ __all__ = ["RULES", "VJP", "family", "rule_for"]
 Rule = Callable[[Any], list]
 
 _ONNX: dict[str, Rule] = {
-    "Add": add_vjp, "Sub": sub_vjp, "Mul": mul_vjp, "Div": div_vjp, "Pow": pow_vjp,
+    "Add": add_vjp, "Sum": add_vjp, "Sub": sub_vjp, "Mul": mul_vjp, "Div": div_vjp, "Pow": pow_vjp,
     "MatMul": matmul_vjp, "Gemm": gemm_vjp,
-    **dict.fromkeys(["Neg", "Sqrt", "Exp", "Log", "Abs", "Tanh", "Sigmoid", "Relu", "LeakyRelu", "Elu", "Erf",
-                     "Gelu", "Identity"], unary_vjp),
+    **dict.fromkeys(SLOPES, unary_vjp),
+    **dict.fromkeys(["Mean", "Max", "Min"], variadic_vjp), "Clip": clip_vjp, "PRelu": prelu_vjp,
     "Softmax": softmax_vjp, "LogSoftmax": log_softmax_vjp,
-    **dict.fromkeys(["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "GlobalAveragePool"], reduce_vjp),
+    **dict.fromkeys(["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "GlobalAveragePool", "GlobalMaxPool"],
+                    reduce_vjp),
+    **dict.fromkeys(["ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"], norm_reduce_vjp),
+    "Mod": mod_vjp, "CumSum": cumsum_vjp,
     **dict.fromkeys(["Reshape", "Flatten", "Squeeze", "Unsqueeze"], reshape_vjp),
     "Expand": expand_vjp, "Transpose": transpose_vjp, "Concat": concat_vjp, "Split": split_vjp,
-    **dict.fromkeys(["Slice", "Gather"], select_vjp),
+    **dict.fromkeys(["Slice", "Gather", "GatherElements", "GatherND", "Compress", "Tile", "DepthToSpace",
+                     "SpaceToDepth", "ReverseSequence"], select_vjp),
+    "ScatterElements": scatter_vjp, "ScatterND": scatter_vjp,
+    "Pad": pad_vjp, "TopK": topk_vjp, "Trilu": trilu_vjp, "CastLike": cast_vjp,
     "Where": where_vjp, "Cast": cast_vjp, "Dropout": dropout_vjp,
     "Conv": conv_vjp, "MaxPool": maxpool_vjp, "AveragePool": avgpool_vjp,
+    "Resize": resize_vjp, "Upsample": resize_vjp, "ConvTranspose": conv_transpose_vjp, "InstanceNormalization": instancenorm_vjp,
+    "LpNormalization": lpnorm_vjp, "MeanVarianceNormalization": mvn_vjp, "RMSNormalization": rms_vjp,
     "BatchNormalization": batchnorm_vjp, "LayerNormalization": layernorm_vjp,
-    "SoftmaxCrossEntropyLoss": softmax_xent_vjp,
+    "SoftmaxCrossEntropyLoss": softmax_xent_vjp, "NegativeLogLikelihoodLoss": nll_vjp,
+    **dict.fromkeys(NO_GRADIENT, no_gradient_vjp),
 }
 
 #: the registry fact holding an op type's vector-Jacobian rule

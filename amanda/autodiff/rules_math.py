@@ -6,8 +6,6 @@ input port, built from ``amanda.ops``; see :mod:`amanda.autodiff.rules` for the 
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from amanda.autodiff.node import Node, axes_of, const, rank, shape_of, size_of, unbroadcast
@@ -16,14 +14,32 @@ from amanda.build.values import Value
 
 __all__ = [
     "add_vjp", "div_vjp", "gemm_vjp", "log_softmax_vjp", "matmul_vjp", "mul_vjp", "pow_vjp", "reduce_vjp",
-    "softmax_vjp", "sub_vjp", "unary_vjp",
+    "cumsum_vjp", "mod_vjp", "norm_reduce_vjp", "softmax_vjp", "sub_vjp", "variadic_vjp",
 ]
 
 
 def add_vjp(n: Node) -> list:
-    """Add: the gradient passes to both inputs, summed over broadcast axes."""
+    """Add (and Sum, of any number of inputs): the gradient passes to every input, summed over
+    broadcast axes."""
     g = n.grad()
     return [unbroadcast(g, x) if n.need(i) else None for i, x in enumerate(n.inputs)]
+
+
+def variadic_vjp(n: Node) -> list:
+    """Mean: the gradient divided by the input count; Max, Min: to the inputs equal to the
+    output (shared evenly between ties), each summed over its broadcast axes."""
+    g = n.grad()
+    if n.op.type == "Mean":
+        share = ops.Div(g, const(len(n.inputs), g))
+        return [unbroadcast(share, x) if n.need(i) else None for i, x in enumerate(n.inputs)]
+    if n.op.type not in ("Max", "Min"):
+        raise n.fail("Mean, Max or Min", str(n.op.type))
+    y = n.outputs[0]
+    hits = [ops.Cast(ops.Equal(x, y), to=np.dtype(g.type.dtype)) for x in [n.given(i) for i in range(len(n.inputs))]]
+    ties = hits[0] if len(hits) == 1 else ops.Sum(*hits)
+    share = ops.Div(g, ties)
+    return [unbroadcast(ops.Mul(share, hit), x) if n.need(i) else None
+            for i, (x, hit) in enumerate(zip(n.inputs, hits))]
 
 
 def sub_vjp(n: Node) -> list:
@@ -63,52 +79,21 @@ def pow_vjp(n: Node) -> list:
     return out
 
 
-def _unary(n: Node, x: Value, y: Value, g: Value) -> Value:
-    """dL/dx of one elementwise op from its input, output and output gradient."""
-    kind = n.op.type
-    if kind in ("Identity", "Neg"):
-        return g if kind == "Identity" else ops.Neg(g)
-    if kind == "Exp":
-        return ops.Mul(g, y)
-    if kind == "Log":
-        return ops.Div(g, x)
-    if kind == "Sqrt":
-        return ops.Div(g, ops.Mul(y, const(2, y)))
-    if kind == "Abs":
-        return ops.Mul(g, ops.Sign(x))
-    if kind == "Tanh":
-        return ops.Mul(g, ops.Sub(const(1, y), ops.Mul(y, y)))
-    if kind == "Sigmoid":
-        return ops.Mul(g, ops.Mul(y, ops.Sub(const(1, y), y)))
-    positive = ops.Greater(x, const(0, x))
-    if kind == "Relu":
-        return ops.Where(positive, g, const(0, g))
-    if kind == "LeakyRelu":
-        return ops.Where(positive, g, ops.Mul(g, const(n.attr("alpha", 0.01), g)))
-    if kind == "Elu":
-        return ops.Where(positive, g, ops.Mul(g, ops.Add(y, const(n.attr("alpha", 1.0), y))))
-    if kind == "Erf":
-        return ops.Mul(g, ops.Mul(const(2 / math.sqrt(math.pi), x), ops.Exp(ops.Neg(ops.Mul(x, x)))))
-    return ops.Mul(g, _gelu_slope(n, x))
+def mod_vjp(n: Node) -> list:
+    """Mod of floats (``fmod`` or numpy's): ``y = a - b * q`` with ``q = (a - y) / b`` constant
+    almost everywhere: ``g`` and ``-g * q``."""
+    a, b = n.given(0, 1)
+    g = n.grad()
+    q = ops.Div(ops.Sub(a, n.outputs[0]), b)
+    return [unbroadcast(g, a) if n.need(0) else None, unbroadcast(ops.Neg(ops.Mul(g, q)), b) if n.need(1) else None]
 
 
-def _gelu_slope(n: Node, x: Value) -> Value:
-    """d gelu(x) / dx, exact (erf) or with the tanh approximation."""
-    if n.attr("approximate", "none") == "tanh":
-        c = math.sqrt(2 / math.pi)
-        x2 = ops.Mul(x, x)
-        t = ops.Tanh(ops.Mul(const(c, x), ops.Add(x, ops.Mul(const(0.044715, x), ops.Mul(x2, x)))))
-        du = ops.Mul(const(c, x), ops.Add(const(1, x), ops.Mul(const(3 * 0.044715, x), x2)))
-        left = ops.Mul(const(0.5, x), ops.Add(const(1, x), t))
-        return ops.Add(left, ops.Mul(ops.Mul(const(0.5, x), x), ops.Mul(ops.Sub(const(1, x), ops.Mul(t, t)), du)))
-    cdf = ops.Mul(const(0.5, x), ops.Add(const(1, x), ops.Erf(ops.Mul(x, const(1 / math.sqrt(2), x)))))
-    pdf = ops.Mul(const(1 / math.sqrt(2 * math.pi), x), ops.Exp(ops.Mul(ops.Mul(x, x), const(-0.5, x))))
-    return ops.Add(cdf, ops.Mul(x, pdf))
-
-
-def unary_vjp(n: Node) -> list:
-    """Elementwise ops of one input (Neg, Exp, Log, Sqrt, Abs, Tanh, Sigmoid, Relu, ...)."""
-    return [_unary(n, n.inputs[0], n.outputs[0], n.grad())] + [None] * (len(n.inputs) - 1)  # type: ignore[arg-type]
+def cumsum_vjp(n: Node) -> list:
+    """CumSum: the cumulative sum of the gradient in the other direction."""
+    n.given(0)
+    axis = n.given(1)
+    return [ops.CumSum(n.grad(), axis, exclusive=int(n.attr("exclusive", 0)), reverse=1 - int(n.attr("reverse", 0))),
+            None]
 
 
 def _swap_last(v: Value, r: int) -> Value:
@@ -178,7 +163,7 @@ def reduce_vjp(n: Node) -> list:
     """ReduceSum, ReduceMean, ReduceMax, ReduceMin, GlobalAveragePool: the gradient spread back over
     the reduced axes (divided by their size for a mean, onto the extreme elements for max/min)."""
     x = n.given(0)
-    if n.op.type == "GlobalAveragePool":
+    if n.op.type in ("GlobalAveragePool", "GlobalMaxPool"):
         axes: list[int] | None = list(range(2, rank(x, n)))
         g = n.grad()
     else:
@@ -190,8 +175,8 @@ def reduce_vjp(n: Node) -> list:
     if n.op.type in ("ReduceMean", "GlobalAveragePool"):
         count = ops.Cast(ops.Div(size_of(x), size_of(n.outputs[0])), to=np.dtype(x.type.dtype))
         return [ops.Div(spread, count)] + [None] * (len(n.inputs) - 1)
-    if n.op.type in ("ReduceMax", "ReduceMin"):
-        y = _kept(n, n.outputs[0], axes)
+    if n.op.type in ("ReduceMax", "ReduceMin", "GlobalMaxPool"):
+        y = n.outputs[0] if n.op.type == "GlobalMaxPool" else _kept(n, n.outputs[0], axes)
         hit = ops.Cast(ops.Equal(x, y), to=np.dtype(x.type.dtype))
         kw = {} if axes is None else {"axes": np.array(axes, np.int64)}
         ties = ops.ReduceSum(hit, kw.get("axes"), keepdims=1)
@@ -222,3 +207,28 @@ def log_softmax_vjp(n: Node) -> list:
     y, g = n.outputs[0], n.grad()
     axis = _softmax_axis(n)
     return [ops.Sub(g, ops.Mul(ops.Exp(y), ops.ReduceSum(g, axis, keepdims=1)))]
+
+
+def norm_reduce_vjp(n: Node) -> list:
+    """ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum, ReduceLogSumExp: the output gradient
+    spread back over the reduced axes times each element's local slope."""
+    x = n.given(0)
+    axes = _reduced_axes(n)
+    if axes == []:  # noop_with_empty_axes: the kernel passes the input through
+        return [n.grad()] + [None] * (len(n.inputs) - 1)
+    spread = ops.Expand(_kept(n, n.grad(), axes), shape_of(x))
+    y = ops.Expand(_kept(n, n.outputs[0], axes), shape_of(x))
+    kind = n.op.type
+    if kind == "ReduceL1":
+        slope = ops.Sign(x)
+    elif kind == "ReduceL2":
+        slope = ops.Div(x, y)
+    elif kind == "ReduceSumSquare":
+        slope = ops.Mul(x, const(2, x))
+    elif kind == "ReduceLogSum":
+        slope = ops.Exp(ops.Neg(y))
+    elif kind == "ReduceLogSumExp":
+        slope = ops.Exp(ops.Sub(x, y))
+    else:
+        raise n.fail("ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum or ReduceLogSumExp", str(kind))
+    return [ops.Mul(spread, slope)] + [None] * (len(n.inputs) - 1)

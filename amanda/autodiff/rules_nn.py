@@ -18,8 +18,13 @@ from amanda.autodiff.node import Node, const, rank, shape_of, size_of, unbroadca
 from amanda.autodiff.rules_shape import scatter_back
 from amanda.build import ops
 from amanda.build.values import Value
+from amanda.exec.kernels.conv_transpose import _transpose_pads
+from amanda.exec.kernels.spatial import ints
 
-__all__ = ["avgpool_vjp", "batchnorm_vjp", "conv_vjp", "layernorm_vjp", "maxpool_vjp", "softmax_xent_vjp"]
+__all__ = [
+    "avgpool_vjp", "batchnorm_vjp", "conv_transpose_vjp", "conv_vjp", "instancenorm_vjp", "layernorm_vjp",
+    "maxpool_vjp", "nll_vjp", "softmax_xent_vjp",
+]
 
 
 def _i64(values: Sequence[int]) -> np.ndarray:
@@ -66,12 +71,33 @@ class _Window:
                                  output_padding=self.output_padding())
 
 
+def _weight_grad(x: Value, g: Value, group: int, cg: int, size: list[int], kernel: list[int], strides: list[int],
+                 dilations: list[int], pads: list[int]) -> Value:
+    """The weight gradient of ``Conv(x, w) = y`` given ``g = dL/dy``: a convolution of ``x``
+    by ``g`` with strides and dilations swapped (batch and channels exchanged, per group),
+    cut to the kernel's extent; ``cg`` input channels per group, ``size`` ``x``'s spatial dims."""
+    nd = len(size)
+    spatial = list(range(2, 2 + nd))
+    xr = ops.Reshape(x, _i64([-1, group, cg, *size]))
+    xt = ops.Reshape(ops.Transpose(xr, perm=[2, 1, 0, *range(3, 3 + nd)]), _i64([cg, -1, *size]))
+    gt = ops.Transpose(g, perm=[1, 0, *spatial])
+    r = ops.Conv(xt, gt, group=group, strides=dilations, dilations=strides, pads=pads)
+    r = ops.Slice(r, _i64([0] * nd), _i64(kernel), _i64(spatial))
+    return ops.Transpose(r, perm=[1, 0, *spatial])
+
+
+def _known_shape(n: Node, v: Value, what: str) -> list[int]:
+    """The static shape of ``v``: an error naming the op when a dim is unknown."""
+    dims = v.type.shape
+    if dims is None or not all(type(d) is int for d in dims):
+        raise n.fail(f"{what} of known shape", repr(v.type))
+    return [int(d) for d in dims]
+
+
 def conv_vjp(n: Node) -> list:
     """Conv (groups, strides, padding, dilation)."""
     x, w = n.given(0, 1)
-    ws = w.type.shape
-    if ws is None or not all(type(d) is int for d in ws):
-        raise n.fail("weights of known shape", repr(w.type))
+    ws = _known_shape(n, w, "weights")
     group = int(n.attr("group", 1))
     win = _Window(n, ws[2:])
     g = n.grad()
@@ -79,16 +105,43 @@ def conv_vjp(n: Node) -> list:
     if n.need(0):
         out[0] = win.transpose(g, w, group)
     if n.need(1):
-        cg, nd = int(ws[1]), win.nd
-        spatial = list(range(2, 2 + nd))
-        xr = ops.Reshape(x, _i64([-1, group, cg, *win.size]))
-        xt = ops.Reshape(ops.Transpose(xr, perm=[2, 1, 0, *range(3, 3 + nd)]), _i64([cg, -1, *win.size]))
-        gt = ops.Transpose(g, perm=[1, 0, *spatial])
-        r = ops.Conv(xt, gt, group=group, strides=win.dilations, dilations=win.strides, pads=win.pads)
-        r = ops.Slice(r, _i64([0] * nd), _i64(win.kernel), _i64(spatial))
-        out[1] = ops.Transpose(r, perm=[1, 0, *spatial])
+        out[1] = _weight_grad(x, g, group, int(ws[1]), win.size, win.kernel, win.strides, win.dilations, win.pads)
     if len(n.inputs) > 2 and n.need(2):
         out[2] = ops.ReduceSum(g, _i64([0, *range(2, rank(g))]), keepdims=0)
+    return out
+
+
+def conv_transpose_vjp(n: Node) -> list:
+    """ConvTranspose (groups, strides, pads or ``output_shape``/auto_pad, dilations,
+    output_padding): the input gradient is a ``Conv`` of the output gradient with the same
+    weights and geometry; the weight gradient the convolution's, with the input and output
+    gradient exchanged."""
+    x, w = n.given(0, 1)
+    xs, ws, ys = _known_shape(n, x, "an input"), _known_shape(n, w, "weights"), _known_shape(n, n.outputs[0], "an output")
+    nd, group = len(xs) - 2, int(n.attr("group", 1))
+    kernel = ws[2:]
+    strides, dilations = ints(n.attr("strides"), nd, 1), ints(n.attr("dilations"), nd, 1)
+    padding = ints(n.attr("output_padding"), nd, 0)[-nd:]
+    pads = _transpose_pads(n.op.attrs, tuple(xs[2:]), kernel, strides, dilations, padding)  # as the kernel pads
+    g = gy = n.grad()
+    size = ys[2:]
+    if any(p < 0 for p in pads):  # an output larger than the op fills (output_shape): its edges get nothing
+        begins = [max(0, -p) for p in pads[:nd]]
+        size = [size[i] - begins[i] - max(0, -pads[nd + i]) for i in range(nd)]
+        g = ops.Slice(gy, _i64(begins), _i64([b + e for b, e in zip(begins, size)]), _i64(range(2, 2 + nd)))
+        pads = [max(0, p) for p in pads]
+    out: list = [None] * len(n.inputs)
+    if n.need(0):
+        gx = ops.Conv(g, w, group=group, strides=strides, dilations=dilations, pads=pads)
+        reach = [(size[i] + pads[i] + pads[nd + i] - (kernel[i] - 1) * dilations[i] - 1) // strides[i] + 1
+                 for i in range(nd)]
+        if reach != xs[2:]:  # output_padding past the last stride: rows no input reaches
+            gx = ops.Slice(gx, _i64([0] * nd), _i64(xs[2:]), _i64(range(2, 2 + nd)))
+        out[0] = gx
+    if n.need(1):
+        out[1] = _weight_grad(g, x, group, ws[1], size, kernel, strides, dilations, pads)
+    if len(n.inputs) > 2 and n.need(2):
+        out[2] = ops.ReduceSum(gy, _i64([0, *range(2, rank(gy))]), keepdims=0)
     return out
 
 
@@ -131,6 +184,13 @@ def _normalised(x: Value, axes: list[int], eps: float) -> tuple[Value, Value]:
     return ops.Mul(centred, inv), inv
 
 
+def _only_first_output(n: Node) -> None:
+    """An error naming the op when the loss reads a statistics output (mean, variance): the
+    rules differentiate the normalised output only."""
+    if any(g is not None for g in n.grads[1:]):
+        raise n.fail("a loss that reads only the normalised output", "a gradient of a statistics output")
+
+
 def _through_norm(gx_hat: Value, x_hat: Value, inv: Value, axes: list[int]) -> Value:
     """The input gradient of a normalisation from the gradient of its normalised value."""
     mean_g = ops.ReduceMean(gx_hat, axes=axes, keepdims=1)
@@ -141,6 +201,7 @@ def _through_norm(gx_hat: Value, x_hat: Value, inv: Value, axes: list[int]) -> V
 def batchnorm_vjp(n: Node) -> list:
     """BatchNormalization, with batch statistics (``training_mode=1``) or running ones."""
     x, scale = n.given(0, 1)
+    _only_first_output(n)
     r = rank(x, n)
     axes = [0, *range(2, r)]
     eps = float(n.attr("epsilon", 1e-5))
@@ -162,9 +223,25 @@ def batchnorm_vjp(n: Node) -> list:
             ops.ReduceSum(g, sum_axes, keepdims=0) if n.need(2) else None, None, None][:len(n.inputs)]
 
 
+def instancenorm_vjp(n: Node) -> list:
+    """InstanceNormalization: normalised over each sample's and channel's spatial axes; scale
+    and bias per channel."""
+    x, scale = n.given(0, 1)
+    r = rank(x, n)
+    axes = list(range(2, r))
+    x_hat, inv = _normalised(x, axes, float(n.attr("epsilon", 1e-5)))
+    g = n.grad()
+    per_channel = _i64([-1, *([1] * (r - 2))])
+    sum_axes = _i64([0, *axes])
+    return [_through_norm(ops.Mul(g, ops.Reshape(scale, per_channel)), x_hat, inv, axes) if n.need(0) else None,
+            ops.ReduceSum(ops.Mul(g, x_hat), sum_axes, keepdims=0) if n.need(1) else None,
+            ops.ReduceSum(g, sum_axes, keepdims=0) if n.need(2) else None][:len(n.inputs)]
+
+
 def layernorm_vjp(n: Node) -> list:
     """LayerNormalization over the axes from ``axis`` on."""
     x, scale = n.given(0, 1)
+    _only_first_output(n)
     r = rank(x, n)
     axes = list(range(int(n.attr("axis", -1)) % r, r))
     x_hat, inv = _normalised(x, axes, float(n.attr("epsilon", 1e-5)))
@@ -177,10 +254,10 @@ def layernorm_vjp(n: Node) -> list:
     return out
 
 
-def softmax_xent_vjp(n: Node) -> list:
-    """SoftmaxCrossEntropyLoss (reductions none/sum/mean, class weights, ignore_index):
-    ``(softmax(scores) - onehot(labels)) * weight``, divided as the mean divided."""
-    scores, labels = n.given(0, 1)
+def _label_coefficients(n: Node, scores: Value, labels: Value) -> tuple[Value, Value]:
+    """The labels with ``ignore_index`` made safe to one-hot, and each label's coefficient of
+    the output gradient (class weight, zero where ignored, divided as the mean divides), shaped
+    to multiply ``[N, C, ...]``; shared by SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss."""
     weights = n.inputs[2] if len(n.inputs) > 2 else None
     g = n.grad()
     ignore = n.attr("ignore_index")
@@ -193,14 +270,35 @@ def softmax_xent_vjp(n: Node) -> list:
     if weights is not None:
         picked = ops.Gather(weights, safe)
         w = picked if w is None else ops.Mul(picked, w)
-    depth = shape_of(scores, 1, 2)
-    onehot = ops.OneHot(safe, depth, const([0, 1], scores), axis=1)
-    diff = ops.Sub(ops.Softmax(scores, axis=1), onehot)
-    reduction = n.attr("reduction", "mean")
     coef = g if w is None else ops.Mul(g, w)
-    if reduction == "mean":
+    if n.attr("reduction", "mean") == "mean":
         count = ops.Cast(size_of(labels), to=np.dtype(scores.type.dtype)) if w is None else ops.ReduceSum(w, keepdims=0)
         coef = ops.Div(coef, count)
     if rank(coef) > 0:
         coef = ops.Unsqueeze(coef, _i64([1]))
-    return [ops.Mul(diff, coef)] + [None] * (len(n.inputs) - 1)
+    return safe, coef
+
+
+def _onehot(safe: Value, scores: Value) -> Value:
+    return ops.OneHot(safe, shape_of(scores, 1, 2), const([0, 1], scores), axis=1)
+
+
+def softmax_xent_vjp(n: Node) -> list:
+    """SoftmaxCrossEntropyLoss (reductions none/sum/mean, class weights, ignore_index):
+    ``(softmax(scores) - onehot(labels)) * weight``, divided as the mean divided; a gradient
+    of the ``log_prob`` output goes back through its log-softmax."""
+    scores, labels = n.given(0, 1)
+    safe, coef = _label_coefficients(n, scores, labels)
+    gx = ops.Mul(ops.Sub(ops.Softmax(scores, axis=1), _onehot(safe, scores)), coef)
+    if len(n.grads) > 1 and n.grads[1] is not None:
+        g1, axis = n.grads[1], _i64([1])
+        gx = ops.Add(gx, ops.Sub(g1, ops.Mul(ops.Exp(n.outputs[1]), ops.ReduceSum(g1, axis, keepdims=1))))
+    return [gx] + [None] * (len(n.inputs) - 1)
+
+
+def nll_vjp(n: Node) -> list:
+    """NegativeLogLikelihoodLoss (reductions, class weights, ignore_index): ``-onehot(labels)``
+    times each label's coefficient."""
+    scores, labels = n.given(0, 1)
+    safe, coef = _label_coefficients(n, scores, labels)
+    return [ops.Neg(ops.Mul(_onehot(safe, scores), coef))] + [None] * (len(n.inputs) - 1)

@@ -9,6 +9,8 @@ where the positions cannot repeat: a Slice's, a MaxPool's whose windows do not o
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from amanda.autodiff.node import Node, const, rank, shape_of, size_of, unbroadcast, zeros_like
@@ -16,7 +18,8 @@ from amanda.build import ops
 from amanda.build.values import Value
 
 __all__ = [
-    "cast_vjp", "concat_vjp", "dropout_vjp", "expand_vjp", "reshape_vjp", "scatter_back", "select_vjp",
+    "NO_GRADIENT", "cast_vjp", "concat_vjp", "dropout_vjp", "expand_vjp", "no_gradient_vjp", "reshape_vjp", "scatter_back",
+    "pad_vjp", "scatter_vjp", "select_vjp", "topk_vjp", "trilu_vjp",
     "split_vjp", "transpose_vjp", "where_vjp",
 ]
 
@@ -95,7 +98,9 @@ def _positions(x: Value) -> Value:
 
 
 def select_vjp(n: Node) -> list:
-    """Slice, Gather: the forward op replayed on positions, the gradient scattered back there."""
+    """Ops that copy elements (Slice, Gather, GatherElements, GatherND, Compress, Tile,
+    DepthToSpace, SpaceToDepth, ReverseSequence, Pad's edge/reflect/wrap modes): the forward op
+    replayed on positions, the gradient scattered back there."""
     x = n.given(0)
     attrs = {k: v for k, v in n.op.attrs.items() if k not in ("namespace", "metadata")}
     from amanda.build.builder import Ops
@@ -105,9 +110,67 @@ def select_vjp(n: Node) -> list:
     return _rest(n, scatter_back(n.grad(), x, picked, n, unique=_apart(n)))
 
 
+def pad_vjp(n: Node) -> list:
+    """Pad. Constant mode: the gradient padded by the negated pads (a crop where the op padded,
+    zeros where it cropped); the pad value gets the rest of the gradient. Edge, reflect and
+    wrap modes copy elements: the forward op replayed on positions, as Slice."""
+    n.given(0)
+    if n.attr("mode", "constant") != "constant":
+        return select_vjp(n)
+    old = n.opset is not None and n.opset < 11
+    pads = np.asarray(n.attr("pads") if old else n.known(1, "pads input"), np.int64).reshape(-1)
+    g = n.grad()
+    if len(n.inputs) > 3 and n.inputs[3] is not None:  # pads of some axes (opset 18): made full
+        r = rank(n.inputs[0], n)  # type: ignore[arg-type]
+        axes = [int(a) % r for a in n.known(3, "axes input").reshape(-1)]
+        full = np.zeros(2 * r, np.int64)
+        for i, a in enumerate(axes):
+            full[a], full[r + a] = pads[i], pads[len(axes) + i]
+        pads = full
+    gx = ops.Pad(g, -pads)
+    out: list = [gx] + [None] * (len(n.inputs) - 1)
+    if n.need(2):  # the pad value fills what the input did not
+        out[2] = ops.Reshape(ops.Sub(ops.ReduceSum(g, keepdims=0), ops.ReduceSum(gx, keepdims=0)),
+                             shape_of(n.inputs[2]))  # type: ignore[arg-type]
+    return out
+
+
+def topk_vjp(n: Node) -> list:
+    """TopK: the values' gradient back to the positions its ``Indices`` output names."""
+    x = n.given(0)
+    axis = int(n.attr("axis", -1))
+    picked = ops.GatherElements(_positions(x), n.outputs[1], axis=axis)
+    return _rest(n, scatter_back(n.grad(0), x, picked, n, unique=True))
+
+
+def scatter_vjp(n: Node) -> list:
+    """ScatterElements, ScatterND (reduction none or add): the updates get the gradient at the
+    positions they were written to; the data gets the gradient, zeroed where it was overwritten
+    (kept where the updates were added)."""
+    data, indices, updates = n.given(0, 1, 2)
+    reduction = n.attr("reduction", "none")
+    if reduction not in ("none", "add"):
+        raise n.fail("reduction none or add", f"reduction {reduction!r}")
+    g = n.grad()
+    nd = n.op.type == "ScatterND"
+    attrs: dict[str, Any] = {} if nd else {"axis": int(n.attr("axis", 0))}
+    gather = ops.GatherND if nd else ops.GatherElements
+    scatter = ops.ScatterND if nd else ops.ScatterElements
+    gd = g if reduction == "add" else scatter(g, indices, zeros_like(updates), **attrs)
+    return [gd if n.need(0) else None, None, gather(g, indices, **attrs) if n.need(2) else None]
+
+
+def trilu_vjp(n: Node) -> list:
+    """Trilu: the same triangle of the gradient (the op is a mask)."""
+    n.given(0)
+    k = n.inputs[1] if len(n.inputs) > 1 else None
+    return _rest(n, ops.Trilu(n.grad(), k, upper=int(n.attr("upper", 1))))
+
+
 def _apart(n: Node) -> bool:
-    """Whether the op picks no element twice: a Slice, or a Gather of distinct constant indices."""
-    if n.op.type == "Slice":
+    """Whether the op picks no element twice: a Slice or a permutation, or a Gather of distinct
+    constant indices."""
+    if n.op.type in ("Slice", "DepthToSpace", "SpaceToDepth", "ReverseSequence", "Compress"):
         return True
     index = n.inputs[1] if len(n.inputs) > 1 else None
     known = None if index is None or index.constant is None else np.asarray(index.constant).reshape(-1)
@@ -124,11 +187,11 @@ def where_vjp(n: Node) -> list:
 
 
 def cast_vjp(n: Node) -> list:
-    """Cast: the gradient cast back to the input's dtype (none for non-float inputs)."""
+    """Cast, CastLike: the gradient cast back to the input's dtype (none for non-float inputs)."""
     x = n.given(0)
     if x.type.dtype not in ("float16", "float32", "float64", "bfloat16"):
-        return [None]
-    return [ops.Cast(n.grad(), to=np.dtype(x.type.dtype))]
+        return _rest(n, None)
+    return _rest(n, ops.Cast(n.grad(), to=np.dtype(x.type.dtype)))
 
 
 def dropout_vjp(n: Node) -> list:
@@ -151,3 +214,23 @@ def dropout_vjp(n: Node) -> list:
     if training.constant is None:  # decided at run time: outside training the mask is all ones
         factor = ops.Where(training, factor, const(1, g))
     return _rest(n, kept if ratio == 0 else ops.Mul(kept, factor))
+
+
+#: op types whose outputs do not vary smoothly with any input, and why: no input gets a
+#: gradient through them (their outputs are integers, booleans, shapes, or values the inputs
+#: give only the shape of)
+NO_GRADIENT: dict[str, str] = {
+    **dict.fromkeys(["Shape", "Size"], "a shape query"),
+    **dict.fromkeys(["ConstantOfShape", "EyeLike", "RandomNormalLike", "RandomUniformLike"],
+                    "its values do not depend on its input's values"),
+    **dict.fromkeys(["Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual", "IsNaN", "IsInf"],
+                    "a comparison (boolean output)"),
+    **dict.fromkeys(["Not", "And", "Or", "Xor"], "a logical op (boolean output)"),
+    **dict.fromkeys(["ArgMax", "ArgMin", "NonZero"], "integer output (positions)"),
+    **dict.fromkeys(["Bernoulli", "Multinomial"], "a random draw"),
+}
+
+
+def no_gradient_vjp(n: Node) -> list:
+    """The ops of ``NO_GRADIENT``: no input gets a gradient through them."""
+    return [None] * len(n.inputs)

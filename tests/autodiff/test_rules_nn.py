@@ -201,3 +201,33 @@ def test_batchnorm_gradient_in_the_inference_phase_reads_its_running_statistics(
     # running mean 0 and variance 1, scale 1: d/dx sum((x / sqrt(1 + eps)) @ W + b) = W.sum(1) / sqrt(1 + eps)
     expected = np.broadcast_to(kernel.sum(axis=1) / np.sqrt(1 + 1e-5), (3, 4))
     np.testing.assert_allclose(gx, expected, rtol=1e-5)
+
+
+@SETTINGS
+@given(st.sampled_from(["mean", "sum", "none"]), st.booleans(), st.booleans(), st.integers(0, 99))
+def test_negative_log_likelihood(reduction, weighted, ignore, seed):
+    """NegativeLogLikelihoodLoss with each reduction, class weights and ignore_index, on
+    [N, C] and [N, C, d] scores."""
+    weights = np.abs(arr(seed + 1, (4,))) + 0.5 if weighted else None
+    attrs = {"reduction": reduction, **({"ignore_index": 1} if ignore else {})}
+    labels3 = np.array([[0, 2], [1, 1], [3, 0]], I64)
+    check(lambda x: ops.NegativeLogLikelihoodLoss(x, labels3, weights, **attrs), {"x": arr(seed, (3, 4, 2))})
+    labels2 = np.array([3, 1, 0], I64)
+    check(lambda x: ops.NegativeLogLikelihoodLoss(x, labels2, weights, **attrs), {"x": arr(seed, (3, 4))})
+
+
+def test_softmax_cross_entropy_log_prob_output():
+    """A loss read through SoftmaxCrossEntropyLoss's log_prob output differentiates too."""
+    labels = np.array([0, 2, 1], I64)
+    check(lambda x: ops.Mul(ops.SoftmaxCrossEntropyLoss(x, labels, reduction="none")[1], np.float64(1.0)),
+          {"x": arr(0, (3, 4))})
+
+
+def test_a_loss_reading_layernorm_statistics_is_named():
+    """A loss that reads LayerNormalization's Mean output (which the rule does not
+    differentiate) is a SchemaError naming the op, not a silently missing term."""
+    x = Input("x", "float64", (2, 3))
+    _, mean, _ = ops.LayerNormalization(x, np.ones(3), np.zeros(3), name="ln")
+    net = model([x], {"loss": ops.ReduceSum(mean, keepdims=0)}, name="net")
+    with pytest.raises(amanda.SchemaError, match=r"`ln` \(LayerNormalization\).*statistics"):
+        amanda.grad(net, "loss", ["x"])

@@ -150,7 +150,8 @@ def _save_and_load(model: amanda.Container, listed: set[str]) -> None:
 # -- gradients at opsets -----------------------------------------------------------------------
 
 UNARY = ("Relu", "Tanh", "Sigmoid", "Softmax", "Exp", "Neg", "Transpose", "MatMul", "Add", "Mul", "ReduceMean",
-         "ReduceSum", "Concat", "Slice", "Relu", "Tanh", "Mish")  # Mish has no gradient rule: an error
+         "ReduceSum", "Concat", "Slice", "Relu", "Tanh", "Mish",  # Mish: an op from opset 18 on
+         "Hardmax")  # Hardmax has no gradient rule: an error
 
 
 def generate_grad_opset(src: Source) -> tuple[int, tuple[str, ...], int]:
