@@ -162,9 +162,14 @@ def _class_path(module: torch.nn.Module) -> str:
     return f"{kind.__module__}.{kind.__qualname__}"
 
 
-def _randomize_norms(model: torch.nn.Module, generator: torch.Generator) -> None:
-    """Give every BatchNorm running statistics and an affine transform that are not the identity,
-    so that folding a BatchNorm into its Conv changes the numbers."""
+def _randomize(model: torch.nn.Module, generator: torch.Generator) -> None:
+    """Make the weights look trained: every parameter gets a little noise (a fresh model's norms
+    are all ones and zeros, and the dynamo exporter's optimizer would merge those equal tensors
+    into one shared initializer), and every BatchNorm running statistics that are not the
+    identity, so that folding a BatchNorm into its Conv changes the numbers."""
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(torch.randn(parameter.shape, generator=generator) * 0.02)
     for module in model.modules():
         if isinstance(module, torch.nn.modules.batchnorm._BatchNorm):
             n = module.num_features
@@ -294,7 +299,7 @@ def export(name: str) -> None:
     builder, make_inputs, outputs = MODELS[name]
     torch.manual_seed(sum(map(ord, name)))
     model = builder().eval()
-    _randomize_norms(model, torch.Generator().manual_seed(11))
+    _randomize(model, torch.Generator().manual_seed(11))
     inputs = make_inputs()
     args = tuple(inputs.values())
     input_names = list(inputs)
