@@ -89,11 +89,13 @@ def _first_external(model: Any) -> Any:
     return next((t for t in _tensors(model) if t.data_location == TensorProto.EXTERNAL), None)
 
 
-def load_onnx(path: str | Path, *, load_external_data: bool = True) -> Container:
+def load_onnx(path: str | Path, *, load_external_data: bool = True, hierarchy: Any = "auto") -> Container:
     """Read an ONNX file (and the external data files it names) into a container.
 
-    Raises ``FormatError`` naming the file for an unreadable, corrupt or truncated file, an
-    unsupported IR version, missing external data, or a graph that reads an undefined value.
+    ``hierarchy``: whether an exported model's module tree is rebuilt as nested containers
+    (see :func:`from_onnx`). Raises ``FormatError`` naming the file for an unreadable, corrupt
+    or truncated file, an unsupported IR version, missing external data, or a graph that reads
+    an undefined value.
     """
     require_onnx()
     source = str(path)
@@ -104,7 +106,7 @@ def load_onnx(path: str | Path, *, load_external_data: bool = True) -> Container
     model = _parse(data, source)
     if load_external_data and _first_external(model) is not None:
         _load_external(model, Path(path).resolve().parent, source)
-    return from_onnx(model, source=source)
+    return from_onnx(model, source=source, hierarchy=hierarchy)
 
 
 def dump_onnx(

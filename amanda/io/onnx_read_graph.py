@@ -381,7 +381,7 @@ class GraphReader:
     def _container(self, fields: dict, inputs: list, attrs: dict, where: tuple) -> Container:
         try:
             return Container(
-                None,
+                fields.get("type"),
                 fields["name"],
                 inputs=inputs,
                 outputs=fields["outputs"],

@@ -1,0 +1,202 @@
+"""Nesting a flat graph: leaf ops placed in a tree of groups become nested containers whose
+ports carry the values that cross their boundaries.
+
+An importer that knows which scope produced each op (from names or metadata) builds a
+:class:`Group` tree and calls :func:`nest` with the flat children and edges of the graph. A
+value used outside the group that produces it leaves through an output port of every group it
+crosses, and enters each group on the way down through an input port; both ports are named by
+the value (its ``onnx_name``, or the graph input's name), so the same value has the same port
+name everywhere, and two blocks chain by name. The effective view (``flatten``) of the result
+is the flat graph's.
+
+>>> import amanda
+>>> a = amanda.op("Relu", "a", ["X"], ["Y"]); b = amanda.op("Neg", "b", ["X"], ["Y"])
+>>> root = Group(None, "g"); block = root.child("block")
+>>> children, edges = nest([a, b], [(("g", "x"), ("a", "X")), (("a", "Y"), ("b", "X")),
+...     (("b", "Y"), ("g", "y"))], {"a": block}, root, graph="g")
+>>> [c.name for c in children], children[0].input_names, children[0].output_names
+(['block', 'b'], ('x',), ('a:Y',))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from amanda.containers.checks import check_names
+from amanda.containers.container import Container
+from amanda.containers.edge import SELF, Edge, Endpoint, Port
+from amanda.io.onnx_scope import fresh_name
+
+__all__ = ["Group", "lowest_common", "nest", "renamed"]
+
+_endpoint = tuple.__new__  # endpoints of names already known to be well-formed
+
+
+class Group:
+    """A container to build: its name, type, attributes and uid, its parent, and what it
+    holds (ops by name and sub-groups, in the order they appear)."""
+
+    __slots__ = ("attrs", "depth", "edges", "groups", "inputs", "items", "key", "name",
+                 "outputs", "parent", "type", "uid", "weights")
+
+    def __init__(self, parent: Group | None, name: str, *, key: str | None = None,
+                 type: str | None = None, attrs: Mapping[str, Any] | None = None) -> None:
+        self.parent, self.name, self.key = parent, name, key if key is not None else name
+        self.type, self.attrs, self.uid = type, dict(attrs or {}), None
+        self.depth = 0 if parent is None else parent.depth + 1
+        self.groups: dict[str, Group] = {}  # by key (the scope's own name)
+        self.items: list[Any] = []  # op names and groups, in order of appearance
+        self.weights: list[str] = []  # weights (initializers) come first, as in a flat import
+        self.inputs: dict[Any, str] = {}  # value -> port name
+        self.outputs: dict[Any, str] = {}
+        self.edges: list[Edge] = []
+
+    def child(self, key: str, **fields: Any) -> Group:
+        """The sub-group of this key, made (with ``fields``) the first time."""
+        found = self.groups.get(key)
+        if found is None:
+            found = self.groups[key] = Group(self, key, key=key, **fields)
+        return found
+
+    def path(self) -> tuple[str, ...]:
+        """Names from the root's child down to this group."""
+        names: list[str] = []
+        group: Group | None = self
+        while group is not None and group.parent is not None:
+            names.append(group.name)
+            group = group.parent
+        return tuple(reversed(names))
+
+
+def lowest_common(groups: Iterable[Group], default: Group) -> Group:
+    """The deepest group that holds every one of ``groups`` (``default`` if there are none)."""
+    found: Group | None = None
+    for group in groups:
+        if found is None:
+            found = group
+            continue
+        a, b = found, group
+        while a.depth > b.depth:
+            a = a.parent  # type: ignore[assignment]
+        while b.depth > a.depth:
+            b = b.parent  # type: ignore[assignment]
+        while a is not b:
+            a, b = a.parent, b.parent  # type: ignore[assignment]
+        found = a
+    return found if found is not None else default
+
+
+def renamed(op: Container, name: str) -> Container:
+    """``op`` (a leaf) under another name, sharing everything else; only the name is new, so
+    only the name is checked."""
+    if name == op.name:
+        return op
+    check_names(None, name, None)
+    return Container._trusted(op.type, name, op.inputs, op.outputs, op.controls, op.children,
+                              op.edges, op.tombstones, op._attrs, op.uid, op._index)
+
+
+def _register(group: Group, registered: set[int]) -> None:
+    """Put ``group`` (and its parents) in their parents' items, once, where first needed."""
+    while group.parent is not None and id(group) not in registered:
+        registered.add(id(group))
+        group.parent.items.append(group)
+        group = group.parent
+
+
+def _names(group: Group, ops: Mapping[str, Container], leaf_names: Mapping[str, str],
+           final: dict[str, str]) -> None:
+    """Unique child names in every group: sub-groups keep theirs where they can (they name
+    modules), ops take the rest; a name equal to the group's own is renamed too."""
+    taken = {group.name} if group.name else set()
+    for item in group.items:
+        if isinstance(item, Group):
+            item.name = fresh_name(item.name, taken)
+            taken.add(item.name)
+            _names(item, ops, leaf_names, final)
+    for name in [*group.weights, *(i for i in group.items if not isinstance(i, Group))]:
+        wanted = fresh_name(leaf_names.get(name, name), taken)
+        taken.add(wanted)
+        final[name] = wanted
+
+
+def _route(edge: Any, place: Mapping[str, Group], root: Group, final: Mapping[str, str],
+           value_names: Mapping[tuple, str], graph: str) -> None:
+    """Add the edges (and ports) that carry one flat edge's value through the tree."""
+    src, dst = edge[0], edge[1]
+    src_op = None if src[0] is SELF or src[0] == graph else src[0][0] if type(src[0]) is tuple else src[0]
+    dst_op = None if dst[0] is SELF or dst[0] == graph else dst[0][0] if type(dst[0]) is tuple else dst[0]
+    source = root if src_op is None else place.get(src_op, root)
+    target = root if dst_op is None else place.get(dst_op, root)
+    value = (src_op, src[1])
+    name = value_names.get(value) or (src[1] if src_op is None else f"{src_op}:{src[1]}")
+    here = _endpoint(Endpoint, (SELF if src_op is None else (final[src_op],), src[1]))
+    meet = lowest_common((source, target), root)
+    group = source
+    while group is not meet:  # up: out through an output port of each group left
+        port = group.outputs.get(value)
+        if port is None:
+            port = group.outputs[value] = name
+            group.edges.append(Edge(here, Endpoint(SELF, port)))
+        here = _endpoint(Endpoint, ((group.name,), port))
+        group = group.parent  # type: ignore[assignment]
+    down: list[Group] = []
+    group = target
+    while group is not meet:
+        down.append(group)
+        group = group.parent  # type: ignore[assignment]
+    for inner in reversed(down):  # down: in through an input port of each group entered
+        port = inner.inputs.get(value)
+        if port is None:
+            port = inner.inputs[value] = name
+            group.edges.append(Edge(here, Endpoint((inner.name,), port)))
+        group = inner
+        here = _endpoint(Endpoint, (SELF, port))
+    end = _endpoint(Endpoint, (SELF if dst_op is None else (final[dst_op],), dst[1]))
+    group.edges.append(Edge(here, end, edge[2]) if len(edge) > 2 and edge[2] else Edge(here, end))
+
+
+def _build(group: Group, ops: Mapping[str, Container], final: Mapping[str, str]) -> list[Container]:
+    children = [renamed(ops[n], final[n]) for n in group.weights]
+    for item in group.items:
+        if isinstance(item, Group):
+            children.append(Container(
+                item.type, item.name,
+                inputs=[Port(p) for p in item.inputs.values()],
+                outputs=[Port(p) for p in item.outputs.values()],
+                children=_build(item, ops, final), edges=item.edges, attrs=item.attrs,
+                uid=item.uid))
+        else:
+            children.append(renamed(ops[item], final[item]))
+    return children
+
+
+def nest(children: list[Container], edges: Iterable[Any], place: Mapping[str, Group],
+         root: Group, *, graph: str | None = None, weights: Iterable[str] = (),
+         leaf_names: Mapping[str, str] | None = None) -> tuple[list[Container], list[Edge]]:
+    """The root's children and edges once the ops of a flat graph are moved into the groups
+    ``place`` names (op name -> group; an op it leaves out stays in the root).
+
+    ``edges`` are the flat graph's, between its ops (one-element paths) and its own ports
+    (``SELF``, or the graph's name ``graph``). ``weights`` lists the ops that go first in their
+    group; ``leaf_names`` the names ops take inside their group (made unique there).
+    """
+    ops = {op.name: op for op in children}
+    first = set(weights)
+    registered: set[int] = set()
+    # groups appear where their first op does (weights go first in their group, so they are
+    # placed after the ops, which say where each group is used first)
+    for op in [*(op for op in children if op.name not in first), *(op for op in children if op.name in first)]:
+        group = place.get(op.name, root)
+        _register(group, registered)
+        (group.weights if op.name in first else group.items).append(op.name)
+    final: dict[str, str] = {}
+    _names(root, ops, leaf_names or {}, final)
+    value_names: dict[tuple, str] = {}
+    for op in children:
+        for port in op.outputs:
+            value_names[(op.name, port[0])] = port[1].get("onnx_name") or f"{op.name}:{port[0]}"
+    for edge in edges:
+        _route(edge, place, root, final, value_names, graph or "")
+    return _build(root, ops, final), root.edges
