@@ -157,6 +157,17 @@ def _route(edge: Any, place: Mapping[str, Group], root: Group, final: Mapping[st
     group.edges.append(Edge(here, end, edge[2]) if len(edge) > 2 and edge[2] else Edge(here, end))
 
 
+def _number(group: Group, order: dict[str, int]) -> None:
+    """Number the ops in document order (depth first, weights first in each group)."""
+    for name in group.weights:
+        order[name] = len(order)
+    for item in group.items:
+        if isinstance(item, Group):
+            _number(item, order)
+        else:
+            order[item] = len(order)
+
+
 def _build(group: Group, ops: Mapping[str, Container], final: Mapping[str, str]) -> list[Container]:
     children = [renamed(ops[n], final[n]) for n in group.weights]
     for item in group.items:
@@ -197,6 +208,16 @@ def nest(children: list[Container], edges: Iterable[Any], place: Mapping[str, Gr
     for op in children:
         for port in op.outputs:
             value_names[(op.name, port[0])] = port[1].get("onnx_name") or f"{op.name}:{port[0]}"
-    for edge in edges:
+    # routed in the tree's document order of their readers, so that the edges of every
+    # container come out the same whatever order the file listed its nodes in
+    order: dict[str, int] = {}
+    _number(root, order)
+    last = len(order)
+
+    def reader(edge: Any) -> int:
+        dst = edge[1][0]
+        return order.get(dst[0] if type(dst) is tuple else dst, last)
+
+    for edge in sorted(edges, key=reader):
         _route(edge, place, root, final, value_names, graph or "")
     return _build(root, ops, final), root.edges

@@ -18,6 +18,8 @@ from amanda.containers.flatten import flatten
 from amanda.containers.records import Path
 from amanda.errors import FormatError
 from amanda.io.onnx_calls import FUNCTION_ATTR, Definition, collapse_calls, function_domain, write_function
+from amanda.io.onnx_hierarchy import CONTAINERS_KEY
+from amanda.io.onnx_hierarchy_export import scope_table
 from amanda.io.onnx_metadata import write_metadata
 from amanda.io.onnx_ports import Schemas, domain_of_namespace, namespace_of_domain
 from amanda.io.onnx_values import DTYPE_NAMES, require_onnx
@@ -84,6 +86,8 @@ class _Exporter(GraphWriter):
             self._collect(self.root, None, ())
             for definition in self.definitions:
                 self._collect(definition.body, definition.namespace, (definition.name,))
+        self.tree = scope_table(self.root)
+        self.scopes = self.tree.leaves if self.tree is not None else {}
         version = self.opsets.get("", (DEFAULT_OPSET, ()))[0]
         self.fallback = namespace_of_domain("", version)
         if any(leaf[0] is None for spaces in self.spaces.values() for leaf in spaces.values()):
@@ -139,6 +143,11 @@ class _Exporter(GraphWriter):
         onnx = self.onnx
         model = onnx.ModelProto()
         self.graph(self.root, Names(), {}, (root.name or "graph",), True, model.graph)
+        if self.tree is not None:
+            kept = [e for e in model.graph.metadata_props if e.key != CONTAINERS_KEY]
+            del model.graph.metadata_props[:]
+            model.graph.metadata_props.extend(kept)
+            model.graph.metadata_props.add(key=CONTAINERS_KEY, value=self.tree.containers)
         for definition in self.definitions:
             write_function(self, model.functions.add(), definition)
         from amanda.types.onnx_info import add_value_info  # types sit above io: imported when used

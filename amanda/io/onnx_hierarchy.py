@@ -38,10 +38,10 @@ def check_hierarchy(hierarchy: Any) -> Any:
 
     >>> check_hierarchy("names")
     'names'
-    >>> check_hierarchy("name")
+    >>> check_hierarchy("name")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    amanda.errors.ArgumentError: at hierarchy: expected one of 'auto', True, False, 'metadata', 'names' (did you mean 'names'?), found 'name'
+    amanda.errors.ArgumentError: at hierarchy: expected one of 'auto', True, ... (did you mean 'names'?), found 'name'
     """
     if any(hierarchy is mode or (type(hierarchy) is str and hierarchy == mode) for mode in HIERARCHY_MODES):
         return hierarchy
@@ -123,7 +123,7 @@ class _Names:
         return any(w.startswith(prefix) for w in self.weights)
 
 
-def _group(root: Group, chain: Chain, separator: str) -> Group:
+def _group(root: Group, chain: Chain) -> Group:
     group = root
     for qualified, cls in chain:
         found = group.groups.get(qualified)
@@ -136,9 +136,23 @@ def _group(root: Group, chain: Chain, separator: str) -> Group:
                     attrs["scope_class"] = cls
             parent_scope = group.attrs.get("scope", "")
             found = group.child(qualified, type=short, attrs=attrs)
-            found.name = relative_name(parent_scope, qualified, separator)
+            found.name = relative_name(parent_scope, qualified)
         group = found
     return group
+
+
+_SCOPE_KEYS = (NAME_SCOPES, CLASS_HIERARCHY, "namespace")
+
+
+def _without_scope(op: Container) -> Container:
+    """``op`` without the scope entries of its metadata: the tree holds them now, and the
+    export writes them again from the tree (so a model loads, dumps and loads equal)."""
+    attrs = op._attrs
+    meta = attrs["metadata"]
+    kept = {k: v for k, v in meta.items() if k not in _SCOPE_KEYS}
+    attrs = attrs.set("metadata", kept) if kept else attrs.remove("metadata")
+    return Container._trusted(op.type, op.name, op.inputs, op.outputs, op.controls, op.children,
+                              op.edges, op.tombstones, attrs, op.uid, op._index)
 
 
 def _weight_names(children: list[Container]) -> list[str]:
@@ -234,14 +248,19 @@ def nest_graph(fields: dict[str, Any], hierarchy: Any = "auto", prefix: str = ""
     place: dict[str, Group] = {}
     leaf_names: dict[str, str] = {}
     unscoped: list[str] = []
+    stripped: dict[str, Container] = {}
     root_class = None
     for op in [*ops, *(op for op in children if op.name in weight_set)]:
         weight = op.name in weight_set
         if names is not None:
             found = names.chain(op)
             if found is None:
-                if not weight:
+                # TorchScript names every op of a module "/..."; one without is exporter-made.
+                # In a TensorFlow-style graph, a name without "/" is an op of the root.
+                if not weight and torch_style:
                     unscoped.append(op.name)
+                elif not weight:
+                    place[op.name] = root
                 continue
             chain, leaf_names[op.name] = found
         else:
@@ -252,12 +271,15 @@ def nest_graph(fields: dict[str, Any], hierarchy: Any = "auto", prefix: str = ""
                 continue
             chain, cls, last = meta
             root_class = root_class or cls
-            split = split_node_name(op.name)
-            leaf_names[op.name] = last if weight else split[1] if split is not None else op.name
-        place[op.name] = _group(root, chain, separator)
+            # amanda writes the leaf's own name last; torch writes its fx node's ("linear" for
+            # node "node_linear"), which names the op only when the node name ends with it
+            leaf_names[op.name] = last if weight or op.name.endswith("/" + last) else op.name
+            stripped[op.name] = _without_scope(op)
+        place[op.name] = _group(root, chain)
     _place_unscoped(unscoped, fields["edges"], place, root)
     _place_weights(weights, fields["edges"], place, leaf_names, root, separator)
     _apply_saved(root, fields["info"], prefix)
+    children = [stripped.get(op.name, op) for op in children]
     kids, edges = nest(children, fields["edges"], place, root, graph=fields["name"],
                        weights=weights, leaf_names=leaf_names)
     out = dict(fields, children=kids, edges=edges)

@@ -68,16 +68,21 @@ def scope_list_text(items: list[str]) -> str:
     return repr(list(items))
 
 
-def relative_name(parent: str, qualified: str, separator: str = ".") -> str:
-    """``qualified`` relative to its calling scope ``parent``: the parent's prefix stripped
-    where it has one (a module reached through a ``ModuleList`` keeps ``h.0``), else the whole
-    qualified name (a module called from outside its owner).
+def relative_name(parent: str, qualified: str, separator: str | None = None) -> str:
+    """``qualified`` relative to its calling scope ``parent``: the parent's prefix (and a
+    ``separator``, by default ``.`` or ``/``) stripped where it has one (a module reached
+    through a ``ModuleList`` keeps ``h.0``), else the whole qualified name (a module called from
+    outside its owner).
 
     >>> relative_name("", "transformer"), relative_name("seq", "seq.0.0"), relative_name("a", "b.c")
     ('transformer', '0.0', 'b.c')
+    >>> relative_name("encoder", "encoder/layer_0")
+    'layer_0'
     """
-    if parent and qualified.startswith(parent + separator) and len(qualified) > len(parent) + 1:
-        return qualified[len(parent) + 1 :]
+    size = len(parent)
+    if parent and len(qualified) > size + 1 and qualified.startswith(parent) and (
+            qualified[size] == separator if separator else qualified[size] in "./"):
+        return qualified[size + 1 :]
     return qualified
 
 
