@@ -26,11 +26,14 @@ from typing import Any
 from amanda.containers.checks import check_names
 from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Edge, Endpoint, Port
+from amanda.containers.values import EMPTY
 from amanda.io.onnx_scope import fresh_name
 
 __all__ = ["Group", "lowest_common", "nest", "renamed"]
 
-_endpoint = tuple.__new__  # endpoints of names already known to be well-formed
+# edges and endpoints built from names already known to be well-formed skip the coercing
+# constructors; each container's own checks still resolve and validate every edge
+_edge = _endpoint = tuple.__new__
 
 
 class Group:
@@ -44,7 +47,7 @@ class Group:
                  type: str | None = None, attrs: Mapping[str, Any] | None = None) -> None:
         self.parent, self.name, self.key = parent, name, key if key is not None else name
         self.type, self.attrs, self.uid = type, dict(attrs or {}), None
-        self.depth = 0 if parent is None else parent.depth + 1
+        self.depth: int = 0 if parent is None else parent.depth + 1
         self.groups: dict[str, Group] = {}  # by key (the scope's own name)
         self.items: list[Any] = []  # op names and groups, in order of appearance
         self.weights: list[str] = []  # weights (initializers) come first, as in a flat import
@@ -87,14 +90,30 @@ def lowest_common(groups: Iterable[Group], default: Group) -> Group:
     return found if found is not None else default
 
 
+_SLOTS = tuple(s for s in Container.__slots__ if s not in ("name", "_hash", "_cache"))
+_set = object.__setattr__
+
+
 def renamed(op: Container, name: str) -> Container:
-    """``op`` (a leaf) under another name, sharing everything else; only the name is new, so
-    only the name is checked."""
+    """``op`` (a leaf) under another name, sharing every other field; only the name is new, so
+    only the name is checked (a leaf's name appears nowhere inside it).
+
+    >>> import amanda
+    >>> relu = amanda.op("Relu", "/a/Relu", ["X"], ["Y"])
+    >>> again = renamed(relu, "Relu")
+    >>> (again.name, again.uid == relu.uid, again.inputs is relu.inputs)
+    ('Relu', True, True)
+    """
     if name == op.name:
         return op
     check_names(None, name, None)
-    return Container._trusted(op.type, name, op.inputs, op.outputs, op.controls, op.children,
-                              op.edges, op.tombstones, op._attrs, op.uid, op._index)
+    copy = object.__new__(Container)
+    for slot in _SLOTS:
+        _set(copy, slot, getattr(op, slot))
+    _set(copy, "name", name)
+    _set(copy, "_hash", None)
+    _set(copy, "_cache", None)
+    return copy
 
 
 def _register(group: Group, registered: set[int]) -> None:
@@ -132,13 +151,18 @@ def _route(edge: Any, place: Mapping[str, Group], root: Group, final: Mapping[st
     value = (src_op, src[1])
     name = value_names.get(value) or (src[1] if src_op is None else f"{src_op}:{src[1]}")
     here = _endpoint(Endpoint, (SELF if src_op is None else (final[src_op],), src[1]))
+    end = _endpoint(Endpoint, (SELF if dst_op is None else (final[dst_op],), dst[1]))
+    attrs = edge[2] if len(edge) > 2 and edge[2] else EMPTY
+    if source is target:  # the common case: both ends in one container
+        source.edges.append(_edge(Edge, (here, end, attrs)))
+        return
     meet = lowest_common((source, target), root)
     group = source
     while group is not meet:  # up: out through an output port of each group left
         port = group.outputs.get(value)
         if port is None:
             port = group.outputs[value] = name
-            group.edges.append(Edge(here, Endpoint(SELF, port)))
+            group.edges.append(_edge(Edge, (here, _endpoint(Endpoint, (SELF, port)), EMPTY)))
         here = _endpoint(Endpoint, ((group.name,), port))
         group = group.parent  # type: ignore[assignment]
     down: list[Group] = []
@@ -150,11 +174,10 @@ def _route(edge: Any, place: Mapping[str, Group], root: Group, final: Mapping[st
         port = inner.inputs.get(value)
         if port is None:
             port = inner.inputs[value] = name
-            group.edges.append(Edge(here, Endpoint((inner.name,), port)))
+            group.edges.append(_edge(Edge, (here, _endpoint(Endpoint, ((inner.name,), port)), EMPTY)))
         group = inner
         here = _endpoint(Endpoint, (SELF, port))
-    end = _endpoint(Endpoint, (SELF if dst_op is None else (final[dst_op],), dst[1]))
-    group.edges.append(Edge(here, end, edge[2]) if len(edge) > 2 and edge[2] else Edge(here, end))
+    group.edges.append(_edge(Edge, (here, end, attrs)))
 
 
 def _number(group: Group, order: dict[str, int]) -> None:
@@ -193,15 +216,15 @@ def nest(children: list[Container], edges: Iterable[Any], place: Mapping[str, Gr
     (``SELF``, or the graph's name ``graph``). ``weights`` lists the ops that go first in their
     group; ``leaf_names`` the names ops take inside their group (made unique there).
     """
-    ops = {op.name: op for op in children}
+    ops = {op.name or "": op for op in children}
     first = set(weights)
     registered: set[int] = set()
     # groups appear where their first op does (weights go first in their group, so they are
     # placed after the ops, which say where each group is used first)
-    for op in [*(op for op in children if op.name not in first), *(op for op in children if op.name in first)]:
-        group = place.get(op.name, root)
+    for name in [*(n for n in ops if n not in first), *(n for n in ops if n in first)]:
+        group = place.get(name, root)
         _register(group, registered)
-        (group.weights if op.name in first else group.items).append(op.name)
+        (group.weights if name in first else group.items).append(name)
     final: dict[str, str] = {}
     _names(root, ops, leaf_names or {}, final)
     value_names: dict[tuple, str] = {}

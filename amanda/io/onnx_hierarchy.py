@@ -9,6 +9,9 @@ container named by its name relative to its caller, typed by its class's short n
 export records it, with ``scope`` (the qualified name) and ``scope_class`` (the full class path)
 in its attributes. Ops sit in the container of the innermost scope that produced them, weights
 in their owner's (see :func:`place_weights`), ops without a scope with their neighbours.
+
+The reader hands over the scope metadata it took out of the nodes (:func:`take_scope`): the
+tree holds it now, and the export writes it again from the tree.
 """
 
 from __future__ import annotations
@@ -23,14 +26,16 @@ from amanda.io.nest import Group, lowest_common, nest
 from amanda.io.scope_names import parse_scope_list, qualify, relative_name, repeat_base, split_node_name
 
 __all__ = ["CLASS_HIERARCHY", "CONTAINERS_KEY", "HIERARCHY_MODES", "NAME_SCOPES", "check_hierarchy",
-           "nest_graph"]
+           "nest_graph", "place_weights", "takes_scopes", "take_scope"]
 
 NAME_SCOPES = "pkg.torch.onnx.name_scopes"
 CLASS_HIERARCHY = "pkg.torch.onnx.class_hierarchy"
+NAMESPACE = "namespace"  # torch's one-line form of both, dropped with them
 CONTAINERS_KEY = "amanda.containers"  # graph metadata: uids, types and attrs of the containers
 HIERARCHY_MODES = ("auto", True, False, "metadata", "names")
 
-Chain = list  # [(qualified name, class path or None), ...] from the root's child down
+Chain = tuple  # ((qualified name, class path or None), ...) from the root's child down
+ScopeTexts = dict  # op name -> (name_scopes text, class_hierarchy text or None)
 
 
 def check_hierarchy(hierarchy: Any) -> Any:
@@ -51,59 +56,117 @@ def check_hierarchy(hierarchy: Any) -> Any:
     raise ArgumentError.at("hierarchy", "one of " + ", ".join(map(repr, HIERARCHY_MODES)) + hint, repr(hierarchy))
 
 
-def _metadata(op: Container) -> Any:
-    return op._attrs.get("metadata")
+def takes_scopes(hierarchy: Any) -> bool:
+    """Whether the reader takes torch's scope metadata out of the nodes for ``hierarchy``."""
+    return hierarchy is True or hierarchy in ("auto", "metadata")
 
 
-def _scan(ops: list[Container]) -> tuple[bool, bool]:
-    """Whether any op carries torch's scope metadata, and whether any is scope-path named."""
-    meta = names = False
-    for op in ops:
-        found = _metadata(op)
-        if found is not None and NAME_SCOPES in found:
-            meta = True
-            break
-        names = names or "/" in op.name
-    return meta, names
+def take_scope(meta: dict[str, str], name: str, into: ScopeTexts) -> None:
+    """Move torch's scope entries out of one node's plain metadata into ``into[name]``.
+
+    >>> meta, found = {NAME_SCOPES: "['', 'a', 'r']", "k": "v"}, {}
+    >>> take_scope(meta, "r", found); meta, found
+    ({'k': 'v'}, {'r': ("['', 'a', 'r']", None)})
+    """
+    text = meta.pop(NAME_SCOPES, None)
+    if text is not None:
+        into[name] = (text, meta.pop(CLASS_HIERARCHY, None))
+        meta.pop(NAMESPACE, None)
 
 
-def _from_metadata(op: Container) -> tuple[Chain, str | None, str] | None:
-    """The scope chain torch's metadata gives an op, the root's class and the op's own last
-    entry, or None."""
-    found = _metadata(op)
-    text = found.get(NAME_SCOPES) if found is not None else None
-    names = parse_scope_list(text) if text is not None else None
-    if not names or len(names) < 2 or names[0] != "":
-        return None  # torch writes [node name] alone where it knew no module
-    text = found.get(CLASS_HIERARCHY)
-    classes = parse_scope_list(text) if text is not None else None
-    if classes is None or len(classes) != len(names):
-        classes = [None] * len(names)
-    return list(zip(names[1:-1], classes[1:-1])), classes[0] or None, names[-1]
+class _Placer:
+    """Where each op of one graph goes, and the name it takes there."""
+
+    def __init__(self, fields: dict[str, Any], texts: ScopeTexts) -> None:
+        self.root = Group(None, fields["name"] or "")
+        self.texts = texts
+        self.place: dict[str, Group] = {}
+        self.leaf_names: dict[str, str] = {}
+        self.unscoped: list[str] = []
+        self.root_class: str | None = None
+        self.chains: dict[Any, Group] = {}  # cache: a scope's key -> its group
+
+    def group(self, chain: Chain) -> Group:
+        """The group of ``chain``, made (with its parents) the first time."""
+        group = self.root
+        for qualified, cls in chain:
+            found = group.groups.get(qualified)
+            if found is None:
+                attrs: dict[str, Any] = {"scope": qualified}
+                short = None
+                if cls:
+                    short = cls.rsplit(".", 1)[-1] or None
+                    if "." in cls:
+                        attrs["scope_class"] = cls
+                found = group.child(qualified, type=short, attrs=attrs)
+                found.name = relative_name(group.attrs.get("scope", ""), qualified)
+            group = found
+        return group
+
+    def by_metadata(self, name: str, weight: bool) -> bool:
+        """Place one op by torch's metadata; False if it has none that names a module."""
+        found = self.texts.get(name)
+        if found is None:
+            return False
+        text, classes_text = found
+        cut = text.rfind("', ")  # the op's own entry comes last: the rest is shared
+        key = (text[:cut], (classes_text or "")[: (classes_text or "").rfind("', ")])
+        names = parse_scope_list(text)
+        if not names or len(names) < 2 or names[0] != "":
+            return False  # torch writes [node name] alone where it knew no module
+        group = self.chains.get(key)
+        if group is None:
+            classes = parse_scope_list(classes_text) if classes_text else None
+            if classes is None or len(classes) != len(names):
+                classes = [""] * len(names)
+            self.root_class = self.root_class or classes[0] or None
+            group = self.chains[key] = self.group(tuple(zip(names[1:-1], classes[1:-1])))
+        last = names[-1]
+        self.place[name] = group
+        # amanda writes the leaf's own name last; torch writes its fx node's ("linear" for
+        # node "node_linear"), which names the op only when the node name ends with it
+        self.leaf_names[name] = last if weight or name.endswith("/" + last) else name
+        return True
 
 
 class _Names:
     """Scope chains from scope-path node names (TorchScript's ``/a/b.0/Op``, TensorFlow's
     ``a/b/op``), with TorchScript's repeated calls (``act_1``) merged into their module."""
 
-    def __init__(self, ops: list[Container], weights: set[str]) -> None:
-        self.split: dict[str, tuple[tuple[str, ...], str, bool]] = {}
+    def __init__(self, names: list[str], weights: set[str]) -> None:
+        self.split: dict[str, tuple[str, str]] = {}  # name -> (scope path, leaf)
+        self.scopes: dict[str, tuple[str, ...] | None] = {}  # scope path -> components
         paths: set[tuple[str, ...]] = set()
-        for op in ops:
-            found = split_node_name(op.name)
-            if found is not None:
-                self.split[op.name] = (*found, op.name.startswith("/"))
-                for i in range(1, len(found[0]) + 1):
-                    paths.add(found[0][:i])
+        for name in names:
+            prefix, slash, leaf = name.rpartition("/")
+            if not slash or not leaf:
+                continue
+            if prefix not in self.scopes:  # ops of one scope share the work
+                found = split_node_name(name)
+                self.scopes[prefix] = found[0] if found is not None else None
+                if found is not None:
+                    paths.update(found[0][:i] for i in range(1, len(found[0]) + 1))
+            if self.scopes[prefix] is not None:
+                self.split[name] = (prefix, leaf)
+        self.torch_style = any(prefix.startswith("/") or prefix == "" for prefix in self.scopes)
         self.paths, self.weights = paths, weights
+        self.chains: dict[str, Chain] = {}
 
-    def chain(self, op: Container) -> tuple[Chain, str] | None:
-        found = self.split.get(op.name)
+    def chain(self, name: str) -> tuple[Chain, str] | None:
+        found = self.split.get(name)
         if found is None:
             return None
-        components, leaf, torch_style = found
-        chain: Chain = []
-        parent, raw = "", ()
+        prefix, leaf = found
+        chain = self.chains.get(prefix)
+        if chain is None:
+            components = self.scopes[prefix] or ()
+            chain = self.chains[prefix] = self._chain(components, name.startswith("/"))
+        return chain, leaf
+
+    def _chain(self, components: tuple[str, ...], torch_style: bool) -> Chain:
+        chain = []
+        parent = ""
+        raw: tuple[str, ...] = ()
         for component in components:
             if torch_style:
                 base = repeat_base(component)
@@ -114,7 +177,7 @@ class _Names:
             else:
                 parent = f"{parent}/{component}" if parent else component
             chain.append((parent, None))
-        return chain, leaf
+        return tuple(chain)
 
     def _genuine(self, parent: str, component: str) -> bool:
         """Whether a weight names ``component`` as a module (``conv_1.weight``): then it is one,
@@ -123,49 +186,19 @@ class _Names:
         return any(w.startswith(prefix) for w in self.weights)
 
 
-def _group(root: Group, chain: Chain) -> Group:
-    group = root
-    for qualified, cls in chain:
-        found = group.groups.get(qualified)
-        if found is None:
-            attrs: dict[str, Any] = {"scope": qualified}
-            short = None
-            if cls:
-                short = cls.rsplit(".", 1)[-1] or None
-                if "." in cls:
-                    attrs["scope_class"] = cls
-            parent_scope = group.attrs.get("scope", "")
-            found = group.child(qualified, type=short, attrs=attrs)
-            found.name = relative_name(parent_scope, qualified)
-        group = found
-    return group
-
-
-_SCOPE_KEYS = (NAME_SCOPES, CLASS_HIERARCHY, "namespace")
-
-
-def _without_scope(op: Container) -> Container:
-    """``op`` without the scope entries of its metadata: the tree holds them now, and the
-    export writes them again from the tree (so a model loads, dumps and loads equal)."""
-    attrs = op._attrs
-    meta = attrs["metadata"]
-    kept = {k: v for k, v in meta.items() if k not in _SCOPE_KEYS}
-    attrs = attrs.set("metadata", kept) if kept else attrs.remove("metadata")
-    return Container._trusted(op.type, op.name, op.inputs, op.outputs, op.controls, op.children,
-                              op.edges, op.tombstones, attrs, op.uid, op._index)
-
-
-def _weight_names(children: list[Container]) -> list[str]:
-    return [op.name for op in children if op.type == "Constant" and op._attrs.get("initializer") is True]
-
-
 def place_weights(weights: list[str], users: Mapping[str, list[Group]], root: Group,
                   by_scope: Mapping[str, Group], separator: str) -> dict[str, Group]:
     """Where each weight goes: the container of the module its name says owns it
     (``transformer.h.0.ln_1.weight`` -> ``transformer.h.0.ln_1``) when every op that reads it
     lies inside that container; otherwise (a tied, shared or folded weight, or a name that names
     no module: ``val_3``, ``onnx::MatMul_5``) the lowest container that holds all its readers;
-    a weight no op reads stays with its owner, or in the root."""
+    a weight no op reads stays with its owner, or in the root.
+
+    >>> root = Group(None, "g"); a = root.child("a"); b = root.child("b")
+    >>> found = place_weights(["a.w", "a.t", "v"], {"a.w": [a], "a.t": [a, b], "v": [b]}, root, {"a": a}, ".")
+    >>> {name: group.name for name, group in found.items()}
+    {'a.w': 'a', 'a.t': 'g', 'v': 'b'}
+    """
     placed: dict[str, Group] = {}
     for name in weights:
         owner = by_scope.get(name.rsplit(separator, 1)[0]) if separator in name else None
@@ -180,16 +213,16 @@ def place_weights(weights: list[str], users: Mapping[str, list[Group]], root: Gr
 def _apply_saved(root: Group, info: dict, prefix: str) -> None:
     """Types, attributes and uids amanda saved for its containers (graph metadata
     ``amanda.containers``), over what the scopes say."""
-    text = (info.get("metadata_props") or {}).pop(CONTAINERS_KEY, None)
-    if not info.get("metadata_props"):
+    props = info.get("metadata_props") or {}
+    text = props.pop(CONTAINERS_KEY, None)
+    if not props:
         info.pop("metadata_props", None)
     if text is None:
         return
     from amanda.io.document import decode_value
 
     try:
-        entries = json.loads(text)
-        for keys, uid, kind, attrs in entries:
+        for keys, uid, kind, attrs in json.loads(text):
             group: Group | None = root
             for key in keys:
                 group = group.groups.get(key) if group is not None else None
@@ -201,108 +234,101 @@ def _apply_saved(root: Group, info: dict, prefix: str) -> None:
                           path=CONTAINERS_KEY, expected="JSON written by amanda", found=text[:60]) from None
 
 
-def _neighbours(edges: list, wanted: set[str]) -> dict[str, list[str]]:
-    """The ops each op of ``wanted`` reads from or feeds (by flat edges between ops)."""
-    found: dict[str, list[str]] = {}
-    for edge in edges:
-        src, dst = edge[0][0], edge[1][0]
-        if type(src) is tuple and type(dst) is tuple:
-            if src[0] in wanted:
-                found.setdefault(src[0], []).append(dst[0])
-            if dst[0] in wanted:
-                found.setdefault(dst[0], []).append(src[0])
-    return found
-
-
-def _mode(hierarchy: Any, ops: list[Container], prefix: str) -> str | None:
-    meta, names = _scan(ops)
+def _mode(hierarchy: Any, texts: ScopeTexts, names: list[str], prefix: str) -> str | None:
+    meta = bool(texts)
+    scoped = any("/" in name for name in names)
     if hierarchy == "metadata" and not meta:
         raise FormatError(f"{prefix}hierarchy='metadata' but no node carries {NAME_SCOPES!r}",
                           path="graph", expected=f"nodes with {NAME_SCOPES} metadata", found="none")
-    if hierarchy == "names" and not names:
+    if hierarchy == "names" and not scoped:
         raise FormatError(f"{prefix}hierarchy='names' but no node has a scope-path name (a/b/op)",
                           path="graph", expected="scope-path node names", found="none")
     if hierarchy in ("metadata", "names"):
         return hierarchy
-    return "metadata" if meta else "names" if names else None
+    return "metadata" if meta else "names" if scoped else None
 
 
-def nest_graph(fields: dict[str, Any], hierarchy: Any = "auto", prefix: str = "") -> dict[str, Any]:
+def nest_graph(fields: dict[str, Any], hierarchy: Any = "auto", prefix: str = "",
+               texts: ScopeTexts | None = None) -> dict[str, Any]:
     """The main graph's container fields (as the ONNX reader makes them) with its ops moved
     into the containers of the scopes that produced them; unchanged for ``hierarchy=False`` or
-    a graph without scope information."""
+    a graph without scope information. ``texts`` holds the scope metadata the reader took out
+    of the nodes (:func:`take_scope`)."""
     check_hierarchy(hierarchy)
     if hierarchy is False:
         return fields
+    texts = texts or {}
     children: list[Container] = fields["children"]
-    weights = _weight_names(children)
+    all_names = [op.name or "" for op in children]
+    weights = [n for n, op in zip(all_names, children) if op.type == "Constant" and op._attrs.get("initializer") is True]
     weight_set = set(weights)
-    ops = [op for op in children if op.name not in weight_set]
-    mode = _mode(hierarchy, ops, prefix)
+    ops = [n for n in all_names if n not in weight_set]
+    mode = _mode(hierarchy, texts, ops, prefix)
     if mode is None:
         return fields
-    root = Group(None, fields["name"] or "")
-    names = _Names(children, weight_set) if mode == "names" else None
-    torch_style = mode == "metadata" or any(style for _, _, style in (names.split.values() if names else ()))
-    separator = "." if torch_style else "/"
-    place: dict[str, Group] = {}
-    leaf_names: dict[str, str] = {}
-    unscoped: list[str] = []
-    stripped: dict[str, Container] = {}
-    root_class = None
-    for op in [*ops, *(op for op in children if op.name in weight_set)]:
-        weight = op.name in weight_set
-        if names is not None:
-            found = names.chain(op)
-            if found is None:
-                # TorchScript names every op of a module "/..."; one without is exporter-made.
-                # In a TensorFlow-style graph, a name without "/" is an op of the root.
-                if not weight and torch_style:
-                    unscoped.append(op.name)
-                elif not weight:
-                    place[op.name] = root
-                continue
-            chain, leaf_names[op.name] = found
-        else:
-            meta = _from_metadata(op)
-            if meta is None:
-                if not weight:
-                    unscoped.append(op.name)
-                continue
-            chain, cls, last = meta
-            root_class = root_class or cls
-            # amanda writes the leaf's own name last; torch writes its fx node's ("linear" for
-            # node "node_linear"), which names the op only when the node name ends with it
-            leaf_names[op.name] = last if weight or op.name.endswith("/" + last) else op.name
-            stripped[op.name] = _without_scope(op)
-        place[op.name] = _group(root, chain)
-    _place_unscoped(unscoped, fields["edges"], place, root)
-    _place_weights(weights, fields["edges"], place, leaf_names, root, separator)
-    _apply_saved(root, fields["info"], prefix)
-    children = [stripped.get(op.name, op) for op in children]
-    kids, edges = nest(children, fields["edges"], place, root, graph=fields["name"],
-                       weights=weights, leaf_names=leaf_names)
+    placer = _Placer(fields, texts)
+    if mode == "metadata":
+        separator = "."
+        for name in ops:
+            if not placer.by_metadata(name, False):
+                placer.unscoped.append(name)
+        for name in weights:
+            placer.by_metadata(name, True)
+    else:
+        separator = _by_names(placer, all_names, ops, weights, weight_set)
+    _place_unscoped(placer, fields["edges"])
+    _place_weights(placer, weights, fields["edges"], separator)
+    _apply_saved(placer.root, fields["info"], prefix)
+    kids, edges = nest(children, fields["edges"], placer.place, placer.root, graph=fields["name"],
+                       weights=weights, leaf_names=placer.leaf_names)
     out = dict(fields, children=kids, edges=edges)
-    if root_class:
-        out["type"] = root_class.rsplit(".", 1)[-1] or None
-        if "." in root_class:
-            out["extra"] = {"scope_class": root_class, **fields["extra"]}
+    cls = placer.root_class
+    if cls:
+        out["type"] = cls.rsplit(".", 1)[-1] or None
+        if "." in cls:
+            out["extra"] = {"scope_class": cls, **fields["extra"]}
     return out
 
 
-def _place_unscoped(unscoped: list[str], edges: list, place: dict[str, Group], root: Group) -> None:
+def _by_names(placer: _Placer, all_names: list[str], ops: list[str], weights: list[str],
+              weight_set: set[str]) -> str:
+    """Place the ops by their scope-path names; the separator of qualified names."""
+    names = _Names(all_names, weight_set)
+    for name in [*ops, *weights]:
+        found = names.chain(name)
+        if found is not None:
+            placer.place[name] = placer.group(found[0])
+            placer.leaf_names[name] = found[1]
+        elif name in weight_set:
+            continue
+        elif names.torch_style:  # TorchScript names every op of a module "/..."; this one
+            placer.unscoped.append(name)  # is exporter-made (Constant_29, Identity_3)
+        else:  # in a TensorFlow-style graph, a name without "/" is an op of the root
+            placer.place[name] = placer.root
+    return "." if names.torch_style else "/"
+
+
+def _place_unscoped(placer: _Placer, edges: list) -> None:
     """An op without a scope (exporter-made: ``Constant_29``, a Split the optimizer added)
     goes to the lowest container holding the ops it reads from and feeds."""
-    if not unscoped:
+    if not placer.unscoped:
         return
-    neighbours = _neighbours(edges, set(unscoped))
-    for name in unscoped:
-        near = [place[n] for n in neighbours.get(name, ()) if n in place]
-        place[name] = lowest_common(near, root)
+    wanted = set(placer.unscoped)
+    neighbours: dict[str, list[str]] = {}
+    for edge in edges:
+        src, dst = edge[0][0], edge[1][0]
+        if type(src) is tuple and type(dst) is tuple:
+            if src[0] in wanted:
+                neighbours.setdefault(src[0], []).append(dst[0])
+            if dst[0] in wanted:
+                neighbours.setdefault(dst[0], []).append(src[0])
+    place = placer.place
+    for name in placer.unscoped:
+        place[name] = lowest_common([place[n] for n in neighbours.get(name, ()) if n in place], placer.root)
 
 
-def _place_weights(weights: list[str], edges: list, place: dict[str, Group],
-                   leaf_names: dict[str, str], root: Group, separator: str) -> None:
+def _place_weights(placer: _Placer, weights: list[str], edges: list, separator: str) -> None:
+    place, root = placer.place, placer.root
     todo = [w for w in weights if w not in place]
     if not todo:
         return
@@ -322,4 +348,4 @@ def _place_weights(weights: list[str], edges: list, place: dict[str, Group],
     for name, group in place_weights(todo, users, root, by_scope, separator).items():
         place[name] = group
         scope = group.attrs.get("scope")
-        leaf_names[name] = relative_name(scope, name, separator) if scope else name
+        placer.leaf_names[name] = relative_name(scope, name, separator) if scope else name

@@ -15,7 +15,7 @@ from amanda.containers.container import Container
 from amanda.containers.edge import Port
 from amanda.errors import FormatError
 from amanda.io.onnx_functions import FunctionReader
-from amanda.io.onnx_hierarchy import check_hierarchy, nest_graph
+from amanda.io.onnx_hierarchy import check_hierarchy, nest_graph, takes_scopes
 from amanda.io.onnx_metadata import read_metadata
 from amanda.io.onnx_ports import Schemas, namespace_of_domain
 from amanda.io.onnx_text import check_text, check_text_outside_nodes
@@ -70,8 +70,9 @@ class _Importer(FunctionReader):
         return opsets
 
     def model(self, model: Any, hierarchy: Any = "auto") -> Container:
+        self.scope_texts = {} if takes_scopes(hierarchy) else None
         fields, _ = self.graph(model.graph, None, (model.graph.name or "graph",))
-        fields = nest_graph(fields, hierarchy, self.prefix)
+        fields = nest_graph(fields, hierarchy, self.prefix, self.scope_texts)
         meta, extra, uid = read_metadata(model.metadata_props, self.prefix)
         info: dict[str, Any] = {"ir_version": int(model.ir_version)}
         for field in ("producer_name", "producer_version", "domain", "doc_string"):

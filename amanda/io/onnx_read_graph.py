@@ -16,6 +16,7 @@ from amanda.containers.refs import AttrRef
 from amanda.containers.values import EMPTY
 from amanda.errors import FormatError, InvariantError
 from amanda.io.onnx_attrs import ATTR_TYPE_NAMES, attr_to_value
+from amanda.io.onnx_hierarchy import take_scope
 from amanda.io.onnx_metadata import read_metadata
 from amanda.io.onnx_ports import Schemas, port_names
 from amanda.io.onnx_scope import Scope, capture_ports, fresh_name
@@ -47,6 +48,7 @@ class GraphReader:
     proto: Any  # the ModelProto being read
     source: str | None
     in_function: bool = False  # reading a function body: attribute references are kept
+    scope_texts: dict | None = None  # where the main graph's torch scope metadata is taken to
     function_of: Callable[[str, str, str], Any]  # a model-local function, or None
     call: Callable[..., Container]  # the container of a call of one (FunctionReader)
 
@@ -106,6 +108,7 @@ class GraphReader:
                 )
             inputs.append(Port(vi.name, attrs=type_to_attrs(vi)))
             values[vi.name] = Endpoint(SELF, vi.name)
+        taking = self.scope_texts if parent is None and not self.in_function else None
         for tensor in g.initializer:
             children.append(
                 self._initializer(
@@ -116,6 +119,7 @@ class GraphReader:
                     taken,
                     overridable,
                     here,
+                    taking,
                 )
             )
         for sparse in g.sparse_initializer:
@@ -186,6 +190,7 @@ class GraphReader:
         taken: set[str],
         overridable: set[str],
         here: str,
+        taking: dict | None = None,
     ) -> Container:
         if not name or name in values:
             raise self.fail(
@@ -198,6 +203,8 @@ class GraphReader:
         taken.add(op_name)
         attrs: dict[str, Any] = {**value, "initializer": True}
         meta, extra, uid = read_metadata(tensor.metadata_props, self.prefix)
+        if meta and taking is not None:
+            take_scope(meta, op_name, taking)
         attrs.update(extra)
         if meta:
             attrs["metadata"] = meta
@@ -306,6 +313,8 @@ class GraphReader:
         if own_ns is not None and not fn:
             attrs["namespace"] = own_ns
         meta, extra, uid = read_metadata(props, self.prefix)
+        if meta and self.scope_texts is not None and len(where) == 1 and not self.in_function:
+            take_scope(meta, name, self.scope_texts)  # the module tree holds it from now on
         if extra:
             attrs.update(extra)
         if meta:
