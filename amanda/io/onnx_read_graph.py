@@ -63,6 +63,20 @@ class GraphReader:
         check_text(self.proto, self.source)
         return self.fail("a text field is not UTF-8 text", expected="UTF-8 text")
 
+    def _scope_texts_of(self, parent: Scope | None, depth: int) -> dict | None:
+        """Where torch's scope metadata of a node of this graph goes: the main graph's (depth
+        1, no parent, not a function body) to ``scope_texts``; a body's stays on its ops."""
+        if parent is None and depth == 1 and not self.in_function:
+            return self.scope_texts
+        return None
+
+    def _take_scope(self, meta: dict[str, str], name: str, depth: int) -> None:
+        """Move torch's scope entries of a node's metadata to ``scope_texts``: the module tree
+        holds them from now on (main graph only)."""
+        taking = self._scope_texts_of(None, depth)
+        if meta and taking is not None:
+            take_scope(meta, name, taking)
+
     def _port_names(self, schema: Any, side: str, count: int) -> tuple[str, ...]:
         key = (id(schema), side, count)
         names = self.names.get(key)
@@ -108,7 +122,7 @@ class GraphReader:
                 )
             inputs.append(Port(vi.name, attrs=type_to_attrs(vi)))
             values[vi.name] = Endpoint(SELF, vi.name)
-        taking = self.scope_texts if parent is None and not self.in_function else None
+        taking = self._scope_texts_of(parent, 1)
         for tensor in g.initializer:
             children.append(
                 self._initializer(
@@ -313,8 +327,7 @@ class GraphReader:
         if own_ns is not None and not fn:
             attrs["namespace"] = own_ns
         meta, extra, uid = read_metadata(props, self.prefix)
-        if meta and self.scope_texts is not None and len(where) == 1 and not self.in_function:
-            take_scope(meta, name, self.scope_texts)  # the module tree holds it from now on
+        self._take_scope(meta, name, len(where))
         if extra:
             attrs.update(extra)
         if meta:
