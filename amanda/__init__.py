@@ -54,6 +54,7 @@ from amanda.errors import (
 )
 from amanda.exec import Session
 from amanda.io import dump, dumps, load, loads
+from amanda.io.torch_capture import from_torch
 from amanda.namespaces import namespace
 from amanda.namespaces.mapping import MappingTable, NameMap, convert, load_mapping, register_table
 from amanda.namespaces.validation import validate
@@ -106,6 +107,7 @@ __all__ = [
     "edit",
     "effective_attrs",
     "flatten",
+    "from_torch",
     "fuse",
     "infer_types",
     "load",
