@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 from amanda.containers.container import Container
 from amanda.io.onnx_calls import FUNCTION_ATTR
 from amanda.io.onnx_hierarchy import CLASS_HIERARCHY, NAME_SCOPES
-from amanda.io.scope_names import parse_scope_list, scope_list_text, unqualified
+from amanda.io.scope_names import parse_scope_list, relative_name, scope_list_text, unqualified
 
 __all__ = ["LeafScope", "ScopeTable", "is_hierarchical", "scope_table"]
 
@@ -63,12 +63,22 @@ class _Level(NamedTuple):
     component: str  # this level's part of a scope-path node name
 
 
+def _fits(parent: str, scope: Any, name: str) -> bool:
+    """Whether ``scope`` is the qualified name of a container called ``name`` in the scope
+    ``parent`` (its exporter name, or that name renamed with ``_``)."""
+    if not isinstance(scope, str) or not scope:
+        return False
+    return name.rstrip("_") == relative_name(parent, scope).rstrip("_")
+
+
 def _level(parent: _Level | None, node: Container) -> _Level:
     own = node._attrs
     scope = own.get("scope")
-    if not isinstance(scope, str) or not scope:
-        name = node.name or ""
-        scope = f"{parent.qualified}.{name}" if parent is not None and parent.qualified else name
+    name = node.name or ""
+    outer = parent.qualified if parent is not None else ""
+    if not _fits(outer, scope, name):  # a container made or moved by an edit: named by its path
+        separator = "/" if "/" in outer else "."
+        scope = f"{outer}{separator}{name}" if outer else name
     cls = own.get("scope_class")
     if not isinstance(cls, str):
         cls = node.type or ""
