@@ -49,8 +49,8 @@ def _constant_ports(model: Container, path: tuple[str, ...], block: Container) -
     sources: dict[str, set] = {}
     for edge in flatten(block).edges:
         if edge.src.op is SELF and edge.dst.op is not SELF:
-            src = entering.get((edge.dst.op, edge.dst.port))
-            key = None if src is None or src.op is SELF or not _is_constant(flat.ops[src.op]) else src.op
+            source = entering.get((edge.dst.op, edge.dst.port))
+            key = None if source is None or source.op is SELF or not _is_constant(flat.ops[source.op]) else source.op
             sources.setdefault(edge.src.port, set()).add(key)
     return {port: next(iter(found)) for port, found in sources.items() if len(found) == 1 and None not in found}
 

@@ -73,10 +73,12 @@ def _fits(parent: str, scope: Any, name: str) -> bool:
 
 def _level(parent: _Level | None, node: Container) -> _Level:
     own = node._attrs
-    scope = own.get("scope")
+    stored = own.get("scope")
     name = node.name or ""
     outer = parent.qualified if parent is not None else ""
-    if not _fits(outer, scope, name):  # a container made or moved by an edit: named by its path
+    if isinstance(stored, str) and _fits(outer, stored, name):
+        scope = stored
+    else:  # a container made or moved by an edit: named by its path
         separator = "/" if "/" in outer else "."
         scope = f"{outer}{separator}{name}" if outer else name
     cls = own.get("scope_class")
