@@ -23,17 +23,22 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from amanda.containers.checks import check_names
-from amanda.containers.container import Container
+from pyrsistent import pvector
+
+from amanda.containers.checks import INTERPRETED_ATTRS, attr_problems, check_names
+from amanda.containers.container import Container, new_uid
 from amanda.containers.edge import SELF, Edge, Endpoint, Port
-from amanda.containers.values import EMPTY
+from amanda.containers.values import EMPTY, freeze_attrs
+from amanda.errors import InvariantError
 from amanda.io.onnx_scope import fresh_name
 
-__all__ = ["Group", "lowest_common", "nest", "renamed"]
+__all__ = ["Group", "assemble", "lowest_common", "nest", "renamed"]
 
 # edges and endpoints built from names already known to be well-formed skip the coercing
 # constructors; each container's own checks still resolve and validate every edge
 _edge = _endpoint = tuple.__new__
+_NO_EDGES: Any = pvector()
+_INTERPRETED = frozenset(INTERPRETED_ATTRS)
 
 
 class Group:
@@ -124,38 +129,56 @@ def _register(group: Group, registered: set[int]) -> None:
         group = group.parent
 
 
-def _names(group: Group, ops: Mapping[str, Container], leaf_names: Mapping[str, str],
-           final: dict[str, str]) -> None:
+def _names(group: Group, leaf_names: Mapping[str, str], final: dict[str, str], order: dict[str, int]) -> None:
     """Unique child names in every group: sub-groups keep theirs where they can (they name
-    modules), ops take the rest; a name equal to the group's own is renamed too."""
+    modules), ops take the rest; a name equal to the group's own is renamed too. ``order``
+    numbers the ops in document order (depth first, weights first in each group)."""
     taken = {group.name} if group.name else set()
     for item in group.items:
         if isinstance(item, Group):
             item.name = fresh_name(item.name, taken)
             taken.add(item.name)
-            _names(item, ops, leaf_names, final)
-    for name in [*group.weights, *(i for i in group.items if not isinstance(i, Group))]:
-        wanted = fresh_name(leaf_names.get(name, name), taken)
+    for name in group.weights:
+        order[name] = len(order)
+    for item in [*group.weights, *group.items]:
+        if isinstance(item, Group):
+            _names(item, leaf_names, final, order)
+            continue
+        wanted = leaf_names.get(item, item)
+        if wanted in taken:
+            wanted = fresh_name(wanted, taken)
         taken.add(wanted)
-        final[name] = wanted
+        final[item] = wanted
+        if item not in order:
+            order[item] = len(order)
+
+
+def _value_name(ops: Mapping[str, Container], op: str | None, port: str) -> str:
+    """The name of the value an op's output port (or the graph's input port) carries."""
+    if op is None:
+        return port
+    for found in ops[op].outputs:
+        if found[0] == port:
+            return found[1].get("onnx_name") or f"{op}:{port}"
+    return f"{op}:{port}"
 
 
 def _route(edge: Any, place: Mapping[str, Group], root: Group, final: Mapping[str, str],
-           value_names: Mapping[tuple, str], graph: str) -> None:
+           ops: Mapping[str, Container], graph: str) -> None:
     """Add the edges (and ports) that carry one flat edge's value through the tree."""
     src, dst = edge[0], edge[1]
     src_op = None if src[0] is SELF or src[0] == graph else src[0][0] if type(src[0]) is tuple else src[0]
     dst_op = None if dst[0] is SELF or dst[0] == graph else dst[0][0] if type(dst[0]) is tuple else dst[0]
     source = root if src_op is None else place.get(src_op, root)
     target = root if dst_op is None else place.get(dst_op, root)
-    value = (src_op, src[1])
-    name = value_names.get(value) or (src[1] if src_op is None else f"{src_op}:{src[1]}")
     here = _endpoint(Endpoint, (SELF if src_op is None else (final[src_op],), src[1]))
     end = _endpoint(Endpoint, (SELF if dst_op is None else (final[dst_op],), dst[1]))
     attrs = edge[2] if len(edge) > 2 and edge[2] else EMPTY
     if source is target:  # the common case: both ends in one container
         source.edges.append(_edge(Edge, (here, end, attrs)))
         return
+    value = (src_op, src[1])
+    name = _value_name(ops, src_op, src[1])
     meet = lowest_common((source, target), root)
     group = source
     while group is not meet:  # up: out through an output port of each group left
@@ -180,27 +203,36 @@ def _route(edge: Any, place: Mapping[str, Group], root: Group, final: Mapping[st
     group.edges.append(_edge(Edge, (here, end, attrs)))
 
 
-def _number(group: Group, order: dict[str, int]) -> None:
-    """Number the ops in document order (depth first, weights first in each group)."""
-    for name in group.weights:
-        order[name] = len(order)
-    for item in group.items:
-        if isinstance(item, Group):
-            _number(item, order)
-        else:
-            order[item] = len(order)
+def assemble(group: Group, children: list[Container], ports: dict[str, Port]) -> Container:
+    """The container of ``group``, assembled from fields that are valid by construction (each
+    child's name unique and not the group's, every edge between existing ports, one edge into
+    each input): what ``Container(...)`` would build, without checking it all again. Only what
+    came from outside (names, uid, attributes amanda interprets) is checked."""
+    check_names(group.type, group.name, group.uid)
+    frozen = freeze_attrs(group.attrs)
+    if not _INTERPRETED.isdisjoint(group.attrs):
+        problems = attr_problems(frozen, group.path())
+        if problems:
+            raise InvariantError(problems, f"building {group.type or 'container'} {group.name!r}")
+
+    def port(name: str) -> Port:
+        found = ports.get(name)
+        if found is None:
+            found = ports[name] = Port(name)
+        return found
+
+    return Container._trusted(
+        group.type, group.name, tuple(map(port, group.inputs.values())), tuple(map(port, group.outputs.values())),
+        (), pvector(children), pvector(group.edges), _NO_EDGES, frozen, group.uid or new_uid(),
+        {child.name or "": i for i, child in enumerate(children)})
 
 
-def _build(group: Group, ops: Mapping[str, Container], final: Mapping[str, str]) -> list[Container]:
+def _build(group: Group, ops: Mapping[str, Container], final: Mapping[str, str],
+           ports: dict[str, Port]) -> list[Container]:
     children = [renamed(ops[n], final[n]) for n in group.weights]
     for item in group.items:
         if isinstance(item, Group):
-            children.append(Container(
-                item.type, item.name,
-                inputs=[Port(p) for p in item.inputs.values()],
-                outputs=[Port(p) for p in item.outputs.values()],
-                children=_build(item, ops, final), edges=item.edges, attrs=item.attrs,
-                uid=item.uid))
+            children.append(assemble(item, _build(item, ops, final, ports), ports))
         else:
             children.append(renamed(ops[item], final[item]))
     return children
@@ -226,15 +258,10 @@ def nest(children: list[Container], edges: Iterable[Any], place: Mapping[str, Gr
         _register(group, registered)
         (group.weights if name in first else group.items).append(name)
     final: dict[str, str] = {}
-    _names(root, ops, leaf_names or {}, final)
-    value_names: dict[tuple, str] = {}
-    for op in children:
-        for port in op.outputs:
-            value_names[(op.name, port[0])] = port[1].get("onnx_name") or f"{op.name}:{port[0]}"
+    order: dict[str, int] = {}
+    _names(root, leaf_names or {}, final, order)
     # routed in the tree's document order of their readers, so that the edges of every
     # container come out the same whatever order the file listed its nodes in
-    order: dict[str, int] = {}
-    _number(root, order)
     last = len(order)
 
     def reader(edge: Any) -> int:
@@ -242,5 +269,5 @@ def nest(children: list[Container], edges: Iterable[Any], place: Mapping[str, Gr
         return order.get(dst[0] if type(dst) is tuple else dst, last)
 
     for edge in sorted(edges, key=reader):
-        _route(edge, place, root, final, value_names, graph or "")
-    return _build(root, ops, final), root.edges
+        _route(edge, place, root, final, ops, graph or "")
+    return _build(root, ops, final, {}), root.edges

@@ -109,19 +109,22 @@ class _Placer:
         if found is None:
             return False
         text, classes_text = found
-        cut = text.rfind("', ")  # the op's own entry comes last: the rest is shared
-        key = (text[:cut], (classes_text or "")[: (classes_text or "").rfind("', ")])
-        names = parse_scope_list(text)
-        if not names or len(names) < 2 or names[0] != "":
-            return False  # torch writes [node name] alone where it knew no module
-        group = self.chains.get(key)
-        if group is None:
+        cut = text.rfind("', '")  # the op's own entry comes last: the rest is shared
+        key = (text[:cut], (classes_text or "")[: (classes_text or "").rfind("', '")])
+        group = self.chains.get(key) if cut > 0 else None
+        tail = text[cut + 4 : -2]
+        if group is not None and "'" not in tail and "\\" not in tail and text.endswith("']"):
+            last = tail  # a chain seen before: only the op's own entry is new
+        else:
+            names = parse_scope_list(text)
+            if not names or len(names) < 2 or names[0] != "":
+                return False  # torch writes [node name] alone where it knew no module
             classes = parse_scope_list(classes_text) if classes_text else None
             if classes is None or len(classes) != len(names):
                 classes = [""] * len(names)
             self.root_class = self.root_class or classes[0] or None
             group = self.chains[key] = self.group(tuple(zip(names[1:-1], classes[1:-1])))
-        last = names[-1]
+            last = names[-1]
         self.place[name] = group
         # amanda writes the leaf's own name last; torch writes its fx node's ("linear" for
         # node "node_linear"), which names the op only when the node name ends with it
@@ -294,10 +297,14 @@ def _by_names(placer: _Placer, all_names: list[str], ops: list[str], weights: li
               weight_set: set[str]) -> str:
     """Place the ops by their scope-path names; the separator of qualified names."""
     names = _Names(all_names, weight_set)
+    groups: dict[int, Group] = {}  # by the chain object, which _Names shares per scope path
     for name in [*ops, *weights]:
         found = names.chain(name)
         if found is not None:
-            placer.place[name] = placer.group(found[0])
+            group = groups.get(id(found[0]))
+            if group is None:
+                group = groups[id(found[0])] = placer.group(found[0])
+            placer.place[name] = group
             placer.leaf_names[name] = found[1]
         elif name in weight_set:
             continue

@@ -16,19 +16,6 @@ from amanda.containers.container import Container  # noqa: E402
 from tests.fixtures.onnx import hierarchy_models as fx  # noqa: E402
 
 
-def _containers(root: Container) -> dict[tuple, Container]:
-    """Every module container (not a call of an ONNX function) by path."""
-    found: dict[tuple, Container] = {}
-    stack = [((), root)]
-    while stack:
-        path, node = stack.pop()
-        for child in node.children:
-            if child.children and "onnx_function" not in child.attrs:
-                found[(*path, child.name)] = child
-                stack.append(((*path, child.name), child))
-    return found
-
-
 def _load(model: str, kind: str, **options: object) -> Container:
     return amanda.load(fx.path(model, kind), **options)
 
@@ -40,25 +27,8 @@ def test_each_module_that_ran_has_its_container(model: str, kind: str) -> None:
     name or, where amanda's naming rules forbid it, that name with ``_`` appended; the
     container's ``scope`` is the qualified name, and for the dynamo export its type is the
     class's short name and ``scope_class`` the full class path."""
-    tree = _load(model, kind)
-    containers = _containers(tree)
-    by_scope = {c.attrs["scope"]: path for path, c in containers.items()}
-    classes = fx.classes(model)
-    owning = fx.modules_owning_ops(model, kind)
-    assert owning, "the fixture has modules that produced nodes"
-    for module in sorted(owning):
-        found = by_scope.get(module)
-        assert found is not None, f"{module} has no container"
-        wanted = fx.relative_names(model, module)
-        assert len(found) == len(wanted), (module, found)
-        for name, exporter_name in zip(found, wanted):
-            assert name == exporter_name or name.rstrip("_") == exporter_name, (module, found)
-        container = containers[found]
-        if kind == "dynamo":
-            assert container.type == classes[module].rsplit(".", 1)[-1], module
-            assert container.attrs["scope_class"] == classes[module], module
-        else:
-            assert container.type is None  # TorchScript records no classes
+    checked, problems = fx.module_problems(model, kind, _load(model, kind))
+    assert checked > 0 and problems == []
 
 
 @pytest.mark.parametrize(("model", "kind"), fx.CASES)
@@ -66,59 +36,8 @@ def test_weights_sit_in_their_owner(model: str, kind: str) -> None:
     """A weight sits in the container of the module that owns it when every op reading it is
     inside that container; otherwise (tied, shared or folded) in the lowest container holding
     all its readers. Readers are found in the flat import, owners from torch's tensor names."""
-    tree = _load(model, kind)
-    flat = _load(model, kind, hierarchy=False)
-    value_path = {}  # value name -> path of the op that produces it in the tree
-    weight_path = {}
-    for path, op in _leaves(tree):
-        for port in op.outputs:
-            value_path[port.attrs.get("onnx_name")] = path
-        if op.attrs.get("initializer"):
-            weight_path[op.outputs[0].attrs["onnx_name"]] = path
-    readers: dict[str, list[tuple]] = {}
-    for edge in amanda.flatten(flat).edges:
-        src, dst = edge.src, edge.dst
-        if src.op is not amanda.SELF and flat.child(src.op[0]).attrs.get("initializer"):
-            name = flat.child(src.op[0]).outputs[0].attrs["onnx_name"]
-            target = dst.op
-            readers.setdefault(name, []).append(() if target is amanda.SELF else _op_path(flat, target, value_path))
-    module_paths = {c.attrs["scope"]: p for p, c in _containers(tree).items()}
-    assert weight_path
-    for name, path in weight_path.items():
-        homes = [r[:-1] for r in readers.get(name, [])]
-        owner = module_paths.get(name.rsplit(".", 1)[0]) if "." in name else None
-        if owner is not None and all(h[: len(owner)] == owner for h in homes):
-            wanted = owner
-        else:
-            wanted = _common(homes) if homes else owner or ()
-        assert path[:-1] == wanted, (name, path, wanted)
-
-
-def _leaves(root: Container) -> list[tuple[tuple, Container]]:
-    found = []
-    stack = [((), root)]
-    while stack:
-        path, node = stack.pop()
-        for child in node.children:
-            if child.children and "onnx_function" not in child.attrs:
-                stack.append(((*path, child.name), child))
-            else:
-                found.append(((*path, child.name), child))
-    return found
-
-
-def _op_path(flat: Container, op: tuple, value_path: dict) -> tuple:
-    """The tree path of a flat op, found through the name of its first output value."""
-    node = flat.child(op[0])
-    return value_path[node.outputs[0].attrs.get("onnx_name")]
-
-
-def _common(paths: list[tuple]) -> tuple:
-    first = paths[0]
-    size = 0
-    while size < len(first) and all(len(p) > size and p[size] == first[size] for p in paths):
-        size += 1
-    return first[:size]
+    checked, problems = fx.weight_problems(_load(model, kind), _load(model, kind, hierarchy=False))
+    assert checked > 0 and problems == []
 
 
 @pytest.mark.parametrize(("model", "kind"), fx.CASES)
@@ -140,7 +59,7 @@ def test_load_dump_load_gives_the_same_tree(model: str, kind: str, tmp_path) -> 
     amanda.dump(tree, target)
     again = amanda.load(target)
     assert again == tree
-    assert [c.uid for c in _containers(again).values()] == [c.uid for c in _containers(tree).values()]
+    assert [c.uid for c in fx.containers(again).values()] == [c.uid for c in fx.containers(tree).values()]
     session = ort.InferenceSession(str(target), providers=["CPUExecutionProvider"])
     for ours, theirs in zip(session.run(fx.info(model)["outputs"], fx.feeds(model)), fx.expected(model), strict=True):
         np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-5)
