@@ -4,6 +4,7 @@ same way through the ports nest() adds, computing the same values."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -61,8 +62,29 @@ def test_nesting_keeps_the_computation(graph: tuple) -> None:
         assert found == (*place[op.name].path(), op.name)
         assert [name.rstrip("_") for name in found[:-1]] == list(path)
     for group in _groups(nested):
+        assert _checked(group) == group
         for port in (*group.inputs, *group.outputs):
             assert port.name == "x" or port.name.startswith("v")
+
+
+def _checked(group: amanda.Container) -> amanda.Container:
+    """The container the checked constructor builds from the same fields."""
+    return amanda.Container(group.type, group.name, inputs=group.inputs, outputs=group.outputs,
+                            children=list(group.children), edges=list(group.edges), attrs=dict(group.attrs),
+                            uid=group.uid)
+
+
+@pytest.mark.parametrize(("model", "kind"), [("mobilenet", "torchscript"), ("gpt2", "dynamo"), ("bert", "torchscript")])
+def test_groups_are_what_the_checked_constructor_builds(model: str, kind: str) -> None:
+    """nest() assembles containers without re-running every check; each one equals what
+    ``Container(...)`` builds (and accepts) from the same fields, on real models."""
+    pytest.importorskip("onnx")
+    from tests.fixtures.onnx import hierarchy_models as fx
+
+    tree = amanda.load(fx.path(model, kind))
+    for group in _groups(tree):
+        rebuilt = _checked(group)
+        assert rebuilt == group and hash(rebuilt) == hash(group) and rebuilt._index == group._index
 
 
 def _groups(root: amanda.Container) -> list[amanda.Container]:
