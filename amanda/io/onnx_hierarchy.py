@@ -154,6 +154,7 @@ class _Names:
         self.torch_style = any(prefix.startswith("/") or prefix == "" for prefix in self.scopes)
         self.paths, self.weights = paths, weights
         self.chains: dict[str, Chain] = {}
+        self.by_path: dict[tuple, tuple[Chain, tuple[str, ...]]] = {}  # (components, style) -> chain, raw
 
     def chain(self, name: str) -> tuple[Chain, str] | None:
         found = self.split.get(name)
@@ -167,20 +168,30 @@ class _Names:
         return chain, leaf
 
     def _chain(self, components: tuple[str, ...], torch_style: bool) -> Chain:
-        chain = []
-        parent = ""
-        raw: tuple[str, ...] = ()
-        for component in components:
+        """The chain of a scope path, built on its parent's (each scope is worked out once)."""
+        key = (components, torch_style)
+        found = self.by_path.get(key)
+        if found is not None:
+            return found[0]
+        if not components:
+            chain: Chain = ()
+            raw: tuple[str, ...] = ()
+        else:
+            outer = self._chain(components[:-1], torch_style)
+            raw = self.by_path[(components[:-1], torch_style)][1]
+            parent = outer[-1][0] if outer else ""
+            component = components[-1]
             if torch_style:
                 base = repeat_base(component)
                 if base is not None and (*raw, base) in self.paths and not self._genuine(parent, component):
                     component = base
                 raw = (*raw, component)
-                parent = qualify(parent, component)
+                qualified = qualify(parent, component)
             else:
-                parent = f"{parent}/{component}" if parent else component
-            chain.append((parent, None))
-        return tuple(chain)
+                qualified = f"{parent}/{component}" if parent else component
+            chain = (*outer, (qualified, None))
+        self.by_path[key] = (chain, raw)
+        return chain
 
     def _genuine(self, parent: str, component: str) -> bool:
         """Whether a weight names ``component`` as a module (``conv_1.weight``): then it is one,
