@@ -178,12 +178,13 @@ def _route(edge: Any, place: Mapping[str, Group], root: Group, final: Mapping[st
         source.edges.append(_edge(Edge, (here, end, attrs)))
         return
     value = (src_op, src[1])
-    name = _value_name(ops, src_op, src[1])
+    name = ""  # the value's name, looked up when a first port needs it
     meet = lowest_common((source, target), root)
     group = source
     while group is not meet:  # up: out through an output port of each group left
         port = group.outputs.get(value)
         if port is None:
+            name = name or _value_name(ops, src_op, src[1])
             port = group.outputs[value] = name
             group.edges.append(_edge(Edge, (here, _endpoint(Endpoint, (SELF, port)), EMPTY)))
         here = _endpoint(Endpoint, ((group.name,), port))
@@ -196,6 +197,7 @@ def _route(edge: Any, place: Mapping[str, Group], root: Group, final: Mapping[st
     for inner in reversed(down):  # down: in through an input port of each group entered
         port = inner.inputs.get(value)
         if port is None:
+            name = name or _value_name(ops, src_op, src[1])
             port = inner.inputs[value] = name
             group.edges.append(_edge(Edge, (here, _endpoint(Endpoint, ((inner.name,), port)), EMPTY)))
         group = inner
