@@ -46,14 +46,14 @@ def check_hierarchy(hierarchy: Any) -> Any:
     >>> check_hierarchy("name")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    amanda.errors.ArgumentError: at hierarchy: expected one of 'auto', True, ... (did you mean 'names'?), found 'name'
+    amanda.errors.ArgumentError: at hierarchy: expected one of 'auto', True, False, 'metadata', 'names', found 'name' ...did you mean 'names'?...
     """
     if any(hierarchy is mode or (type(hierarchy) is str and hierarchy == mode) for mode in HIERARCHY_MODES):
         return hierarchy
     from amanda.namespaces.schema import suggest
 
     hint = suggest(hierarchy, [m for m in HIERARCHY_MODES if isinstance(m, str)]) if isinstance(hierarchy, str) else ""
-    raise ArgumentError.at("hierarchy", "one of " + ", ".join(map(repr, HIERARCHY_MODES)) + hint, repr(hierarchy))
+    raise ArgumentError.at("hierarchy", "one of " + ", ".join(map(repr, HIERARCHY_MODES)), repr(hierarchy), hint)
 
 
 def takes_scopes(hierarchy: Any) -> bool:
