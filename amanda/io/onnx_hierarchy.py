@@ -46,7 +46,7 @@ def check_hierarchy(hierarchy: Any) -> Any:
     >>> check_hierarchy("name")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    amanda.errors.ArgumentError: at hierarchy: expected one of 'auto', True, False, 'metadata', 'names', found 'name' ...did you mean 'names'?...
+    amanda.errors.ArgumentError: at hierarchy: expected one of 'auto', ... found 'name' (did you mean 'names'?)
     """
     if any(hierarchy is mode or (type(hierarchy) is str and hierarchy == mode) for mode in HIERARCHY_MODES):
         return hierarchy
