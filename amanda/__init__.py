@@ -28,6 +28,7 @@ from amanda.containers import (
     diff,
     edit,
     effective_attrs,
+    extract,
     flatten,
     fuse,
     load_weights,
@@ -54,6 +55,7 @@ from amanda.errors import (
 )
 from amanda.exec import Session
 from amanda.io import dump, dumps, load, loads
+from amanda.io.torch_capture import from_torch
 from amanda.namespaces import namespace
 from amanda.namespaces.mapping import MappingTable, NameMap, convert, load_mapping, register_table
 from amanda.namespaces.validation import validate
@@ -105,7 +107,9 @@ __all__ = [
     "dumps",
     "edit",
     "effective_attrs",
+    "extract",
     "flatten",
+    "from_torch",
     "fuse",
     "infer_types",
     "load",

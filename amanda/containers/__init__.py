@@ -7,6 +7,7 @@ from amanda.containers.container import Container, new_uid, op
 from amanda.containers.diff import Change, Diff, diff
 from amanda.containers.edge import CONTROL, SELF, Edge, Endpoint, Port
 from amanda.containers.edit import Edit, edit
+from amanda.containers.extract import extract
 from amanda.containers.flatten import FlatGraph, flatten
 from amanda.containers.fusion import fuse, unfuse
 from amanda.containers.phases import bind, phases
@@ -32,6 +33,7 @@ __all__ = [
     "consolidate",
     "diff",
     "edit",
+    "extract",
     "effective_attrs",
     "flatten",
     "fuse",

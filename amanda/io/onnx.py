@@ -71,15 +71,17 @@ def _first_external(model: Any) -> Any:
     return next((t for t in _tensors(model) if t.data_location == TensorProto.EXTERNAL), None)
 
 
-def load_onnx(path: str | Path, *, load_external_data: bool = True, lazy: bool = True) -> Container:
+def load_onnx(path: str | Path, *, load_external_data: bool = True, lazy: bool = True,
+              hierarchy: Any = "auto") -> Container:
     """Read an ONNX file (and the external data files it names) into a container.
 
     Tensors kept in external data files stay there (``lazy``, the default): only their
     locations are read, and their values are memory-mapped when something reads them (see
     "Large models" in ``docs/onnx.md``); ``lazy=False`` reads them into memory at once.
-    Raises ``FormatError`` naming the file for an unreadable, corrupt or truncated file, an
-    unsupported IR version, missing external data or data outside the model's folder, or a
-    graph that reads an undefined value.
+    ``hierarchy``: whether an exported model's module tree is rebuilt as nested containers
+    (see :func:`from_onnx`). Raises ``FormatError`` naming the file for an unreadable, corrupt
+    or truncated file, an unsupported IR version, missing external data or data outside the
+    model's folder, or a graph that reads an undefined value.
     """
     require_onnx()
     source = str(path)
@@ -90,8 +92,8 @@ def load_onnx(path: str | Path, *, load_external_data: bool = True, lazy: bool =
     model = _parse(data, source)
     if load_external_data and _first_external(model) is not None:
         with reading_external(Path(path).resolve().parent, source, lazy=lazy):
-            return from_onnx(model, source=source)
-    return from_onnx(model, source=source)
+            return from_onnx(model, source=source, hierarchy=hierarchy)
+    return from_onnx(model, source=source, hierarchy=hierarchy)
 
 
 def dump_onnx(

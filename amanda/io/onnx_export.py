@@ -19,6 +19,8 @@ from amanda.containers.records import Path
 from amanda.errors import FormatError
 from amanda.io.onnx_calls import FUNCTION_ATTR, Definition, collapse_calls, function_domain, write_function
 from amanda.io.onnx_external import referencing
+from amanda.io.onnx_hierarchy import CONTAINERS_KEY
+from amanda.io.onnx_hierarchy_export import scope_table
 from amanda.io.onnx_metadata import write_metadata
 from amanda.io.onnx_ports import Schemas, domain_of_namespace, namespace_of_domain
 from amanda.io.onnx_values import DTYPE_NAMES, require_onnx
@@ -100,6 +102,8 @@ class _Exporter(GraphWriter):
             self._collect(self.root, None, ())
             for definition in self.definitions:
                 self._collect(definition.body, definition.namespace, (definition.name,))
+        self.tree = scope_table(self.root)
+        self.scopes = self.tree.leaves if self.tree is not None else {}
         version = self.opsets.get("", (DEFAULT_OPSET, ()))[0]
         if "" not in self.opsets and not any(self.spaces.values()):  # no op (inputs passed to outputs)
             own = domain_of_namespace(root.attrs.get("namespace") or "")
@@ -155,6 +159,11 @@ class _Exporter(GraphWriter):
         onnx = self.onnx
         model = onnx.ModelProto()
         self.graph(self.root, Names(), {}, (root.name or "graph",), True, model.graph)
+        if self.tree is not None:
+            kept = [e for e in model.graph.metadata_props if e.key != CONTAINERS_KEY]
+            del model.graph.metadata_props[:]
+            model.graph.metadata_props.extend(kept)
+            model.graph.metadata_props.add(key=CONTAINERS_KEY, value=self.tree.containers)
         for definition in self.definitions:
             write_function(self, model.functions.add(), definition)
         from amanda.types.onnx_info import add_value_info  # types sit above io: imported when used

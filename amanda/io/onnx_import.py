@@ -15,6 +15,7 @@ from amanda.containers.container import Container
 from amanda.containers.edge import Port
 from amanda.errors import FormatError
 from amanda.io.onnx_functions import FunctionReader
+from amanda.io.onnx_hierarchy import check_hierarchy, nest_graph, takes_scopes
 from amanda.io.onnx_metadata import read_metadata
 from amanda.io.onnx_ports import Schemas, namespace_of_domain
 from amanda.io.onnx_text import check_text, check_text_outside_nodes
@@ -68,8 +69,10 @@ class _Importer(FunctionReader):
             opsets[domain] = namespace_of_domain(domain, entry.version)
         return opsets
 
-    def model(self, model: Any) -> Container:
+    def model(self, model: Any, hierarchy: Any = "auto") -> Container:
+        self.scope_texts = {} if takes_scopes(hierarchy) else None
         fields, _ = self.graph(model.graph, None, (model.graph.name or "graph",))
+        fields = nest_graph(fields, hierarchy, self.prefix, self.scope_texts)
         meta, extra, uid = read_metadata(model.metadata_props, self.prefix)
         info: dict[str, Any] = {"ir_version": int(model.ir_version)}
         for field in ("producer_name", "producer_version", "domain", "doc_string"):
@@ -136,11 +139,15 @@ def check_model_header(model: Any, source: str | None = None) -> None:
         )
 
 
-def from_onnx(model: Any, *, source: str | None = None) -> Container:
+def from_onnx(model: Any, *, source: str | None = None, hierarchy: Any = "auto") -> Container:
     """The container for an ``onnx.ModelProto`` (which is left unchanged).
 
     ``source`` (a file name) prefixes error messages. Raises ``FormatError`` for an
     unsupported IR version, a missing graph or opset import, or a value no one defines.
+    ``hierarchy`` says whether the exporter's module tree is rebuilt as nested containers
+    (``docs/onnx.md``, "Module hierarchy"): ``"auto"`` (from torch's scope metadata, else from
+    scope-path node names, else flat), ``True`` (the same), ``False`` (flat), ``"metadata"`` or
+    ``"names"`` (from that source only).
 
     >>> from onnx import TensorProto, helper
     >>> graph = helper.make_graph(
@@ -151,7 +158,8 @@ def from_onnx(model: Any, *, source: str | None = None) -> Container:
     >>> c.namespace, c.input_names, c.inputs[0].attrs["shape"], c.child("relu").input_names
     ('amanda/onnx/17', ('x',), ('n', 4), ('X',))
     """
+    check_hierarchy(hierarchy)
     check_model_header(model, source)
     check_text_outside_nodes(model, source)  # the nodes' text is checked as they are read
     with gc_paused():  # one container per node and nothing cyclic: the collector's passes are waste
-        return _Importer(model, source).model(model)
+        return _Importer(model, source).model(model, hierarchy)

@@ -16,6 +16,7 @@ from amanda.containers.refs import AttrRef
 from amanda.containers.values import EMPTY
 from amanda.errors import FormatError, InvariantError
 from amanda.io.onnx_attrs import ATTR_TYPE_NAMES, attr_to_value
+from amanda.io.onnx_hierarchy import take_scope
 from amanda.io.onnx_metadata import read_metadata
 from amanda.io.onnx_ports import Schemas, port_names
 from amanda.io.onnx_scope import Scope, capture_ports, fresh_name
@@ -47,6 +48,7 @@ class GraphReader:
     proto: Any  # the ModelProto being read
     source: str | None
     in_function: bool = False  # reading a function body: attribute references are kept
+    scope_texts: dict | None = None  # where the main graph's torch scope metadata is taken to
     function_of: Callable[[str, str, str], Any]  # a model-local function, or None
     call: Callable[..., Container]  # the container of a call of one (FunctionReader)
 
@@ -60,6 +62,20 @@ class GraphReader:
         full walk, once a node's fast check has failed)."""
         check_text(self.proto, self.source)
         return self.fail("a text field is not UTF-8 text", expected="UTF-8 text")
+
+    def _scope_texts_of(self, parent: Scope | None, depth: int) -> dict | None:
+        """Where torch's scope metadata of a node of this graph goes: the main graph's (depth
+        1, no parent, not a function body) to ``scope_texts``; a body's stays on its ops."""
+        if parent is None and depth == 1 and not self.in_function:
+            return self.scope_texts
+        return None
+
+    def _take_scope(self, meta: dict[str, str], name: str, depth: int) -> None:
+        """Move torch's scope entries of a node's metadata to ``scope_texts``: the module tree
+        holds them from now on (main graph only)."""
+        taking = self._scope_texts_of(None, depth)
+        if meta and taking is not None:
+            take_scope(meta, name, taking)
 
     def _port_names(self, schema: Any, side: str, count: int) -> tuple[str, ...]:
         key = (id(schema), side, count)
@@ -106,6 +122,7 @@ class GraphReader:
                 )
             inputs.append(Port(vi.name, attrs=type_to_attrs(vi)))
             values[vi.name] = Endpoint(SELF, vi.name)
+        taking = self._scope_texts_of(parent, 1)
         for tensor in g.initializer:
             children.append(
                 self._initializer(
@@ -116,6 +133,7 @@ class GraphReader:
                     taken,
                     overridable,
                     here,
+                    taking,
                 )
             )
         for sparse in g.sparse_initializer:
@@ -186,6 +204,7 @@ class GraphReader:
         taken: set[str],
         overridable: set[str],
         here: str,
+        taking: dict | None = None,
     ) -> Container:
         if not name or name in values:
             raise self.fail(
@@ -198,6 +217,8 @@ class GraphReader:
         taken.add(op_name)
         attrs: dict[str, Any] = {**value, "initializer": True}
         meta, extra, uid = read_metadata(tensor.metadata_props, self.prefix)
+        if meta and taking is not None:
+            take_scope(meta, op_name, taking)
         attrs.update(extra)
         if meta:
             attrs["metadata"] = meta
@@ -306,6 +327,7 @@ class GraphReader:
         if own_ns is not None and not fn:
             attrs["namespace"] = own_ns
         meta, extra, uid = read_metadata(props, self.prefix)
+        self._take_scope(meta, name, len(where))
         if extra:
             attrs.update(extra)
         if meta:
@@ -381,7 +403,7 @@ class GraphReader:
     def _container(self, fields: dict, inputs: list, attrs: dict, where: tuple) -> Container:
         try:
             return Container(
-                None,
+                fields.get("type"),
                 fields["name"],
                 inputs=inputs,
                 outputs=fields["outputs"],

@@ -18,6 +18,7 @@ from amanda.containers.records import Path
 from amanda.containers.refs import AttrRef
 from amanda.errors import AmandaError, FormatError
 from amanda.io.onnx_attrs import fill_attr, infer_attr_type
+from amanda.io.onnx_hierarchy_export import LeafScope, scoped_metadata
 from amanda.io.onnx_metadata import write_metadata
 from amanda.io.onnx_ports import port_positions
 from amanda.io.onnx_values import array_to_tensor, attrs_to_type, value_to_sparse
@@ -82,12 +83,17 @@ class GraphWriter:
     node_paths: dict
     positions: dict  # (schema id, side, port names) -> ONNX positions
     in_function = False  # writing a function body: attribute references stay references
+    scopes: Mapping[tuple, LeafScope] = {}  # the main graph's leaves in module containers
 
     def fail(self, message: str, path: Any = None) -> FormatError:
         return FormatError(message, path=path)
 
     def _opset(self, ns: str, path: Path) -> tuple[str, int]:
         raise NotImplementedError
+
+    def _scope(self, path: Path, where: tuple) -> LeafScope | None:
+        """Where the leaf at ``path`` of the main graph sits in the module tree, if it does."""
+        return self.scopes.get(path) if self.scopes and not self.in_function and len(where) == 1 else None
 
     def graph(
         self,
@@ -126,7 +132,8 @@ class GraphWriter:
             op = ops[path]
             if path in inits:
                 self._initializer(
-                    g, op, value_of[(path, op.outputs[0].name)] if op.outputs else where_of(path)
+                    g, op, value_of[(path, op.outputs[0].name)] if op.outputs else where_of(path),
+                    self._scope(path, where),
                 )
             else:
                 entry = spaces.get(path)
@@ -242,7 +249,7 @@ class GraphWriter:
             )
         return names.claim(name)
 
-    def _initializer(self, g: Any, op: Container, name: str) -> None:
+    def _initializer(self, g: Any, op: Container, name: str, scope: LeafScope | None = None) -> None:
         attrs = op.attrs
         try:
             if "sparse_value" in attrs:
@@ -258,7 +265,7 @@ class GraphWriter:
         if info.get("doc_string"):
             tensor.doc_string = info["doc_string"]
         extra = {k: v for k, v in attrs.items() if k not in _TENSOR_KEYS}
-        write_metadata(tensor.metadata_props, attrs.get("metadata"), op.uid, extra)
+        write_metadata(tensor.metadata_props, scoped_metadata(attrs.get("metadata"), scope), op.uid, extra)
         if info.get("graph_input"):
             vi = g.input.add(name=name)
             vi.type.tensor_type.elem_type = tensor.data_type
@@ -285,7 +292,11 @@ class GraphWriter:
         domain = function["domain"] if function is not None else self._opset(ns, where + path)[0]
         schema = self.schemas.get(ns, op.type) if function is None else None
         info = own.get("onnx_node") or {}
-        node = g.node.add(op_type=op.type, name=self._node_name(info.get("name"), path))
+        scope = self._scope(path, where)
+        if scope is not None and scope.name is not None:  # a scope-path name, as TorchScript's
+            node = g.node.add(op_type=op.type, name=self._node_name(None, path, scope.name))
+        else:
+            node = g.node.add(op_type=op.type, name=self._node_name(info.get("name"), path))
         self.node_paths.setdefault(node.name, (where + path)[1:])
         if domain:
             node.domain = domain
@@ -316,12 +327,13 @@ class GraphWriter:
         node.output.extend(self._positional(schema, "output", outs) if function is None else [v for _, v in outs])
         self._attributes(node, op, own, path, schema, info, captured, names, where)
 
-    def _node_name(self, original: str | None, path: Path) -> str:
-        """The name the op had in its ONNX file, else its path, made unique."""
+    def _node_name(self, original: str | None, path: Path, scoped: str | None = None) -> str:
+        """The name the op had in its ONNX file, else its scope-path name or its path, made
+        unique."""
         if original is not None:
             self.node_names.add(original)
             return original
-        name = candidate = where_of(path)
+        name = candidate = scoped or where_of(path)
         n = 0
         while candidate in self.node_names:
             n += 1
@@ -394,7 +406,8 @@ class GraphWriter:
                     f"written as ONNX {kind or 'attribute'}: {exc}",
                     where + path,
                 ) from None
-        write_metadata(node.metadata_props, own.get("metadata"), op.uid, extra)
+        write_metadata(node.metadata_props, scoped_metadata(own.get("metadata"), self._scope(path, where)),
+                       op.uid, extra)
 
     def _value_info(
         self, g: Any, op: Container, path: Path, value_of: dict, initializer: bool

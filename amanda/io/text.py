@@ -15,7 +15,7 @@ import yaml
 
 from amanda.containers.container import Container
 from amanda.containers.edge import Edge, Port
-from amanda.errors import FormatError
+from amanda.errors import ArgumentError, FormatError
 from amanda.io.document import DocPath, from_document, to_document
 from amanda.safe_load import compose_yaml, gc_paused, load_text
 
@@ -193,13 +193,20 @@ def _format_of(path: str | Path, format: str | None) -> str:
     )
 
 
-def load(path: str | Path, format: str | None = None) -> Any:
-    """Read a container from a file, by suffix: ``.yaml``/``.yml``, ``.json``, ``.onnx``."""
+def load(path: str | Path, format: str | None = None, *, hierarchy: Any = "auto") -> Any:
+    """Read a container from a file, by suffix: ``.yaml``/``.yml``, ``.json``, ``.onnx``.
+
+    ``hierarchy`` (ONNX only): ``"auto"`` rebuilds an exported model's module tree as nested
+    containers where the file records it, ``False`` reads the flat graph (``docs/onnx.md``).
+    """
     kind = _format_of(path, format)
     if kind == "onnx":
         from amanda.io.onnx import load_onnx
 
-        return load_onnx(path)
+        return load_onnx(path, hierarchy=hierarchy)
+    if hierarchy != "auto":
+        raise ArgumentError.at("hierarchy", "'auto' for a YAML or JSON document (its nesting is written in it)",
+                               repr(hierarchy))
     try:
         data = Path(path).read_bytes()
     except OSError as exc:

@@ -136,9 +136,10 @@ def _nested() -> Container:
 
 
 def test_nested_containers_are_exported_flat():
-    """Nested ops are named by their paths; control edges vanish; the model computes the same thing."""
+    """Nested ops are named by their scope paths (as TorchScript names nodes); control edges
+    vanish; the model computes the same thing and imports as the same tree."""
     exported = _check(to_onnx(_nested()))
-    assert [n.name for n in exported.graph.node] == ["block/mm", "block/relu", "add"]
+    assert [n.name for n in exported.graph.node] == ["/block/mm", "/block/relu", "add"]
     assert [t.name for t in exported.graph.initializer] == ["block/w:output"]
     x = np.arange(6, dtype=np.float32).reshape(2, 3) - 2
     (y,) = models.run(exported, {"x": x})
@@ -359,7 +360,7 @@ def test_the_effective_view_of_an_edited_wrapper_is_exported():
     by_hand.graph.node[2].input[0] = "h0"  # dense1 reads dense0's output, skipping relu0
     feeds = models.feeds("mlp")
     assert np.array_equal(models.run(exported, feeds)[0], models.run(by_hand, feeds)[0])
-    dense0 = next(n for n in exported.graph.node if n.name == "mlp/dense0")  # nested: named by path
+    dense0 = next(n for n in exported.graph.node if n.name == "/mlp/dense0")  # nested: named by scope path
     assert {p.key: p.value for p in dense0.metadata_props}["layer"] == "first"
     assert {p.key: p.value for p in exported.metadata_props}["amanda.uid"] == wrapper.uid
 

@@ -25,7 +25,7 @@ FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "onnx" / "from_t
 
 def torch_calls() -> tuple[onnx.ModelProto, amanda.Container, list[amanda.Container]]:
     proto = onnx.load(FIXTURE)
-    model = from_onnx(proto)
+    model = from_onnx(proto, hierarchy=False)  # the calls at the top, not in module containers
     return proto, model, [node for node in model.children if node.children]
 
 

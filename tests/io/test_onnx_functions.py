@@ -256,9 +256,11 @@ def test_nested_calls_are_containers_inside_containers() -> None:
 def test_query_finds_ops_inside_calls() -> None:
     """``$..[?type=='Gemm']`` finds the op inside each call of the torch model, and the
     If inside a function body is found with its branch ops."""
-    c = from_onnx(fixture())
+    c = from_onnx(fixture(), hierarchy=False)
     assert [p[-1] for p in c.select("$..[?type=='Gemm']").paths] == ["Gemm_0", "Gemm_0"]
     assert len(c.select("$[?type=='Block']").paths) == 2
+    tree = from_onnx(fixture())  # each call sits in the container of its module
+    assert [p[:-1] for p in tree.select("$..[?type=='Block']").paths] == [("first",), ("second",)]
     p = from_onnx(picks())
     assert list(p.select("$..[?type=='Neg']").paths) == [("p1", "choose", "then_branch", "Neg_0"),
                                                   ("p2", "choose", "then_branch", "Neg_0")]
@@ -318,7 +320,7 @@ def test_torch_function_attributes_share_one_body() -> None:
     whose LeakyRelu refers to the function attribute; the query finds that op in every call,
     the resolved view gives each call its slope, and the exported function refers to the
     attribute again."""
-    c = from_onnx(torch_attributes())
+    c = from_onnx(torch_attributes(), hierarchy=False)
     a, b, c3 = (node for node in c.children if node.children)
     assert a.children is b.children is c3.children
     (relu,) = (op for op in a.children if op.type == "LeakyRelu")

@@ -1,0 +1,275 @@
+"""Nesting a flat graph: leaf ops placed in a tree of groups become nested containers whose
+ports carry the values that cross their boundaries.
+
+An importer that knows which scope produced each op (from names or metadata) builds a
+:class:`Group` tree and calls :func:`nest` with the flat children and edges of the graph. A
+value used outside the group that produces it leaves through an output port of every group it
+crosses, and enters each group on the way down through an input port; both ports are named by
+the value (its ``onnx_name``, or the graph input's name), so the same value has the same port
+name everywhere, and two blocks chain by name. The effective view (``flatten``) of the result
+is the flat graph's.
+
+>>> import amanda
+>>> a = amanda.op("Relu", "a", ["X"], ["Y"]); b = amanda.op("Neg", "b", ["X"], ["Y"])
+>>> root = Group(None, "g"); block = root.child("block")
+>>> children, edges = nest([a, b], [(("g", "x"), ("a", "X")), (("a", "Y"), ("b", "X")),
+...     (("b", "Y"), ("g", "y"))], {"a": block}, root, graph="g")
+>>> [c.name for c in children], children[0].input_names, children[0].output_names
+(['block', 'b'], ('x',), ('a:Y',))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pyrsistent import pvector
+
+from amanda.containers.checks import INTERPRETED_ATTRS, attr_problems, check_names
+from amanda.containers.container import Container, new_uid
+from amanda.containers.edge import SELF, Edge, Endpoint, Port
+from amanda.containers.values import EMPTY, freeze_attrs
+from amanda.errors import InvariantError
+from amanda.io.onnx_scope import fresh_name
+
+__all__ = ["Group", "assemble", "lowest_common", "nest", "renamed"]
+
+# edges and endpoints built from names already known to be well-formed skip the coercing
+# constructors; each container's own checks still resolve and validate every edge
+_edge = _endpoint = tuple.__new__
+_NO_EDGES: Any = pvector()
+_INTERPRETED = frozenset(INTERPRETED_ATTRS)
+
+
+class Group:
+    """A container to build: its name, type, attributes and uid, its parent, and what it
+    holds (ops by name and sub-groups, in the order they appear)."""
+
+    __slots__ = ("attrs", "depth", "edges", "groups", "inputs", "items", "key", "name",
+                 "outputs", "parent", "type", "uid", "weights")
+
+    def __init__(self, parent: Group | None, name: str, *, key: str | None = None,
+                 type: str | None = None, attrs: Mapping[str, Any] | None = None) -> None:
+        self.parent, self.name, self.key = parent, name, key if key is not None else name
+        self.type, self.attrs, self.uid = type, dict(attrs or {}), None
+        self.depth: int = 0 if parent is None else parent.depth + 1
+        self.groups: dict[str, Group] = {}  # by key (the scope's own name)
+        self.items: list[Any] = []  # op names and groups, in order of appearance
+        self.weights: list[str] = []  # weights (initializers) come first, as in a flat import
+        self.inputs: dict[Any, str] = {}  # value -> port name
+        self.outputs: dict[Any, str] = {}
+        self.edges: list[Edge] = []
+
+    def child(self, key: str, **fields: Any) -> Group:
+        """The sub-group of this key, made (with ``fields``) the first time."""
+        found = self.groups.get(key)
+        if found is None:
+            found = self.groups[key] = Group(self, key, key=key, **fields)
+        return found
+
+    def path(self) -> tuple[str, ...]:
+        """Names from the root's child down to this group."""
+        names: list[str] = []
+        group: Group | None = self
+        while group is not None and group.parent is not None:
+            names.append(group.name)
+            group = group.parent
+        return tuple(reversed(names))
+
+
+def lowest_common(groups: Iterable[Group], default: Group) -> Group:
+    """The deepest group that holds every one of ``groups`` (``default`` if there are none)."""
+    found: Group | None = None
+    for group in groups:
+        if found is None:
+            found = group
+            continue
+        a, b = found, group
+        while a.depth > b.depth:
+            a = a.parent  # type: ignore[assignment]
+        while b.depth > a.depth:
+            b = b.parent  # type: ignore[assignment]
+        while a is not b:
+            a, b = a.parent, b.parent  # type: ignore[assignment]
+        found = a
+    return found if found is not None else default
+
+
+_SLOTS = tuple(s for s in Container.__slots__ if s not in ("name", "_hash", "_cache"))
+_set = object.__setattr__
+
+
+def renamed(op: Container, name: str) -> Container:
+    """``op`` (a leaf) under another name, sharing every other field; only the name is new, so
+    only the name is checked (a leaf's name appears nowhere inside it).
+
+    >>> import amanda
+    >>> relu = amanda.op("Relu", "/a/Relu", ["X"], ["Y"])
+    >>> again = renamed(relu, "Relu")
+    >>> (again.name, again.uid == relu.uid, again.inputs is relu.inputs)
+    ('Relu', True, True)
+    """
+    if name == op.name:
+        return op
+    check_names(None, name, None)
+    copy = object.__new__(Container)
+    for slot in _SLOTS:
+        _set(copy, slot, getattr(op, slot))
+    _set(copy, "name", name)
+    _set(copy, "_hash", None)
+    _set(copy, "_cache", None)
+    return copy
+
+
+def _register(group: Group, registered: set[int]) -> None:
+    """Put ``group`` (and its parents) in their parents' items, once, where first needed."""
+    while group.parent is not None and id(group) not in registered:
+        registered.add(id(group))
+        group.parent.items.append(group)
+        group = group.parent
+
+
+def _names(group: Group, leaf_names: Mapping[str, str], final: dict[str, str], order: dict[str, int]) -> None:
+    """Unique child names in every group: sub-groups keep theirs where they can (they name
+    modules), ops take the rest; a name equal to the group's own is renamed too. ``order``
+    numbers the ops in document order (depth first, weights first in each group)."""
+    taken = {group.name} if group.name else set()
+    for item in group.items:
+        if isinstance(item, Group):
+            item.name = fresh_name(item.name, taken)
+            taken.add(item.name)
+    for name in group.weights:
+        order[name] = len(order)
+    for item in [*group.weights, *group.items]:
+        if isinstance(item, Group):
+            _names(item, leaf_names, final, order)
+            continue
+        wanted = leaf_names.get(item, item)
+        if wanted in taken:
+            wanted = fresh_name(wanted, taken)
+        taken.add(wanted)
+        final[item] = wanted
+        if item not in order:
+            order[item] = len(order)
+
+
+def _value_name(ops: Mapping[str, Container], op: str | None, port: str) -> str:
+    """The name of the value an op's output port (or the graph's input port) carries."""
+    if op is None:
+        return port
+    for found in ops[op].outputs:
+        if found[0] == port:
+            return found[1].get("onnx_name") or f"{op}:{port}"
+    return f"{op}:{port}"
+
+
+def _route(edge: Any, place: Mapping[str, Group], root: Group, final: Mapping[str, str],
+           ops: Mapping[str, Container], graph: str) -> None:
+    """Add the edges (and ports) that carry one flat edge's value through the tree."""
+    src, dst = edge[0], edge[1]
+    src_op = None if src[0] is SELF or src[0] == graph else src[0][0] if type(src[0]) is tuple else src[0]
+    dst_op = None if dst[0] is SELF or dst[0] == graph else dst[0][0] if type(dst[0]) is tuple else dst[0]
+    source = root if src_op is None else place.get(src_op, root)
+    target = root if dst_op is None else place.get(dst_op, root)
+    here = _endpoint(Endpoint, (SELF if src_op is None else (final[src_op],), src[1]))
+    end = _endpoint(Endpoint, (SELF if dst_op is None else (final[dst_op],), dst[1]))
+    attrs = edge[2] if len(edge) > 2 and edge[2] else EMPTY
+    if source is target:  # the common case: both ends in one container
+        source.edges.append(_edge(Edge, (here, end, attrs)))
+        return
+    value = (src_op, src[1])
+    name = ""  # the value's name, looked up when a first port needs it
+    meet = lowest_common((source, target), root)
+    group = source
+    while group is not meet:  # up: out through an output port of each group left
+        port = group.outputs.get(value)
+        if port is None:
+            name = name or _value_name(ops, src_op, src[1])
+            port = group.outputs[value] = name
+            group.edges.append(_edge(Edge, (here, _endpoint(Endpoint, (SELF, port)), EMPTY)))
+        here = _endpoint(Endpoint, ((group.name,), port))
+        group = group.parent  # type: ignore[assignment]
+    down: list[Group] = []
+    group = target
+    while group is not meet:
+        down.append(group)
+        group = group.parent  # type: ignore[assignment]
+    for inner in reversed(down):  # down: in through an input port of each group entered
+        port = inner.inputs.get(value)
+        if port is None:
+            name = name or _value_name(ops, src_op, src[1])
+            port = inner.inputs[value] = name
+            group.edges.append(_edge(Edge, (here, _endpoint(Endpoint, ((inner.name,), port)), EMPTY)))
+        group = inner
+        here = _endpoint(Endpoint, (SELF, port))
+    group.edges.append(_edge(Edge, (here, end, attrs)))
+
+
+def assemble(group: Group, children: list[Container], ports: dict[str, Port]) -> Container:
+    """The container of ``group``, assembled from fields that are valid by construction (each
+    child's name unique and not the group's, every edge between existing ports, one edge into
+    each input): what ``Container(...)`` would build, without checking it all again. Only what
+    came from outside (names, uid, attributes amanda interprets) is checked."""
+    check_names(group.type, group.name, group.uid)
+    frozen = freeze_attrs(group.attrs)
+    if not _INTERPRETED.isdisjoint(group.attrs):
+        problems = attr_problems(frozen, group.path())
+        if problems:
+            raise InvariantError(problems, f"building {group.type or 'container'} {group.name!r}")
+
+    def port(name: str) -> Port:
+        found = ports.get(name)
+        if found is None:
+            found = ports[name] = Port(name)
+        return found
+
+    return Container._trusted(
+        group.type, group.name, tuple(map(port, group.inputs.values())), tuple(map(port, group.outputs.values())),
+        (), pvector(children), pvector(group.edges), _NO_EDGES, frozen, group.uid or new_uid(),
+        {child.name or "": i for i, child in enumerate(children)})
+
+
+def _build(group: Group, ops: Mapping[str, Container], final: Mapping[str, str],
+           ports: dict[str, Port]) -> list[Container]:
+    children = [renamed(ops[n], final[n]) for n in group.weights]
+    for item in group.items:
+        if isinstance(item, Group):
+            children.append(assemble(item, _build(item, ops, final, ports), ports))
+        else:
+            children.append(renamed(ops[item], final[item]))
+    return children
+
+
+def nest(children: list[Container], edges: Iterable[Any], place: Mapping[str, Group],
+         root: Group, *, graph: str | None = None, weights: Iterable[str] = (),
+         leaf_names: Mapping[str, str] | None = None) -> tuple[list[Container], list[Edge]]:
+    """The root's children and edges once the ops of a flat graph are moved into the groups
+    ``place`` names (op name -> group; an op it leaves out stays in the root).
+
+    ``edges`` are the flat graph's, between its ops (one-element paths) and its own ports
+    (``SELF``, or the graph's name ``graph``). ``weights`` lists the ops that go first in their
+    group; ``leaf_names`` the names ops take inside their group (made unique there).
+    """
+    ops = {op.name or "": op for op in children}
+    first = set(weights)
+    registered: set[int] = set()
+    # groups appear where their first op does (weights go first in their group, so they are
+    # placed after the ops, which say where each group is used first)
+    for name in [*(n for n in ops if n not in first), *(n for n in ops if n in first)]:
+        group = place.get(name, root)
+        _register(group, registered)
+        (group.weights if name in first else group.items).append(name)
+    final: dict[str, str] = {}
+    order: dict[str, int] = {}
+    _names(root, leaf_names or {}, final, order)
+    # routed in the tree's document order of their readers, so that the edges of every
+    # container come out the same whatever order the file listed its nodes in
+    last = len(order)
+
+    def reader(edge: Any) -> int:
+        dst = edge[1][0]
+        return order.get(dst[0] if type(dst) is tuple else dst, last)
+
+    for edge in sorted(edges, key=reader):
+        _route(edge, place, root, final, ops, graph or "")
+    return _build(root, ops, final, {}), root.edges

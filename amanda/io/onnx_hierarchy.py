@@ -1,0 +1,369 @@
+"""The module tree of an exported model, rebuilt on ONNX import (``docs/onnx.md``, "Module
+hierarchy").
+
+Exporters record which module produced each node: torch's torch.export-based exporter in node
+metadata (``pkg.torch.onnx.name_scopes``, the qualified names from the root down, and
+``pkg.torch.onnx.class_hierarchy``, their classes), TorchScript's exporter and TensorFlow in
+scope-path node names (``/transformer/h.0/attn/Gemm``, ``dense/MatMul``). Each scope becomes a
+container named by its name relative to its caller, typed by its class's short name where the
+export records it, with ``scope`` (the qualified name) and ``scope_class`` (the full class path)
+in its attributes. Ops sit in the container of the innermost scope that produced them, weights
+in their owner's (see :func:`place_weights`), ops without a scope with their neighbours.
+
+The reader hands over the scope metadata it took out of the nodes (:func:`take_scope`): the
+tree holds it now, and the export writes it again from the tree.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from amanda.containers.container import Container
+from amanda.errors import ArgumentError, FormatError
+from amanda.io.nest import Group, lowest_common, nest
+from amanda.io.scope_names import parse_scope_list, qualify, relative_name, repeat_base, split_node_name
+
+__all__ = ["CLASS_HIERARCHY", "CONTAINERS_KEY", "HIERARCHY_MODES", "NAME_SCOPES", "check_hierarchy",
+           "nest_graph", "place_weights", "takes_scopes", "take_scope"]
+
+NAME_SCOPES = "pkg.torch.onnx.name_scopes"
+CLASS_HIERARCHY = "pkg.torch.onnx.class_hierarchy"
+NAMESPACE = "namespace"  # torch's one-line form of both, dropped with them
+CONTAINERS_KEY = "amanda.containers"  # graph metadata: uids, types and attrs of the containers
+HIERARCHY_MODES = ("auto", True, False, "metadata", "names")
+
+Chain = tuple  # ((qualified name, class path or None), ...) from the root's child down
+ScopeTexts = dict  # op name -> (name_scopes text, class_hierarchy text or None)
+
+
+def check_hierarchy(hierarchy: Any) -> Any:
+    """``hierarchy`` if it is one of :data:`HIERARCHY_MODES`, else ArgumentError.
+
+    >>> check_hierarchy("names")
+    'names'
+    >>> check_hierarchy("name")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    amanda.errors.ArgumentError: at hierarchy: expected one of 'auto', ... found 'name' (did you mean 'names'?)
+    """
+    if any(hierarchy is mode or (type(hierarchy) is str and hierarchy == mode) for mode in HIERARCHY_MODES):
+        return hierarchy
+    from amanda.namespaces.schema import suggest
+
+    hint = suggest(hierarchy, [m for m in HIERARCHY_MODES if isinstance(m, str)]) if isinstance(hierarchy, str) else ""
+    raise ArgumentError.at("hierarchy", "one of " + ", ".join(map(repr, HIERARCHY_MODES)), repr(hierarchy), hint)
+
+
+def takes_scopes(hierarchy: Any) -> bool:
+    """Whether the reader takes torch's scope metadata out of the nodes for ``hierarchy``."""
+    return hierarchy is True or hierarchy in ("auto", "metadata")
+
+
+def take_scope(meta: dict[str, str], name: str, into: ScopeTexts) -> None:
+    """Move torch's scope entries out of one node's plain metadata into ``into[name]``.
+
+    >>> meta, found = {NAME_SCOPES: "['', 'a', 'r']", "k": "v"}, {}
+    >>> take_scope(meta, "r", found); meta, found
+    ({'k': 'v'}, {'r': ("['', 'a', 'r']", None)})
+    """
+    text = meta.pop(NAME_SCOPES, None)
+    if text is not None:
+        into[name] = (text, meta.pop(CLASS_HIERARCHY, None))
+        meta.pop(NAMESPACE, None)
+
+
+class _Placer:
+    """Where each op of one graph goes, and the name it takes there."""
+
+    def __init__(self, fields: dict[str, Any], texts: ScopeTexts) -> None:
+        self.root = Group(None, fields["name"] or "")
+        self.texts = texts
+        self.place: dict[str, Group] = {}
+        self.leaf_names: dict[str, str] = {}
+        self.unscoped: list[str] = []
+        self.root_class: str | None = None
+        self.chains: dict[Any, Group] = {}  # cache: a scope's key -> its group
+
+    def group(self, chain: Chain) -> Group:
+        """The group of ``chain``, made (with its parents) the first time."""
+        group = self.root
+        for qualified, cls in chain:
+            found = group.groups.get(qualified)
+            if found is None:
+                attrs: dict[str, Any] = {"scope": qualified}
+                short = None
+                if cls:
+                    short = cls.rsplit(".", 1)[-1] or None
+                    if "." in cls:
+                        attrs["scope_class"] = cls
+                found = group.child(qualified, type=short, attrs=attrs)
+                found.name = relative_name(group.attrs.get("scope", ""), qualified)
+            group = found
+        return group
+
+    def by_metadata(self, name: str, weight: bool) -> bool:
+        """Place one op by torch's metadata; False if it has none that names a module."""
+        found = self.texts.get(name)
+        if found is None:
+            return False
+        text, classes_text = found
+        cut = text.rfind("', '")  # the op's own entry comes last: the rest is shared
+        key = (text[:cut], (classes_text or "")[: (classes_text or "").rfind("', '")])
+        group = self.chains.get(key) if cut > 0 else None
+        tail = text[cut + 4 : -2]
+        if group is not None and "'" not in tail and "\\" not in tail and text.endswith("']"):
+            last = tail  # a chain seen before: only the op's own entry is new
+        else:
+            names = parse_scope_list(text)
+            if not names or len(names) < 2 or names[0] != "":
+                return False  # torch writes [node name] alone where it knew no module
+            classes = parse_scope_list(classes_text) if classes_text else None
+            if classes is None or len(classes) != len(names):
+                classes = [""] * len(names)
+            self.root_class = self.root_class or classes[0] or None
+            group = self.chains[key] = self.group(tuple(zip(names[1:-1], classes[1:-1])))
+            last = names[-1]
+        self.place[name] = group
+        # amanda writes the leaf's own name last; torch writes its fx node's ("linear" for
+        # node "node_linear"), which names the op only when the node name ends with it
+        self.leaf_names[name] = last if weight or name.endswith("/" + last) else name
+        return True
+
+
+class _Names:
+    """Scope chains from scope-path node names (TorchScript's ``/a/b.0/Op``, TensorFlow's
+    ``a/b/op``), with TorchScript's repeated calls (``act_1``) merged into their module."""
+
+    def __init__(self, names: list[str], weights: set[str]) -> None:
+        self.split: dict[str, tuple[str, str]] = {}  # name -> (scope path, leaf)
+        self.scopes: dict[str, tuple[str, ...] | None] = {}  # scope path -> components
+        paths: set[tuple[str, ...]] = set()
+        for name in names:
+            prefix, slash, leaf = name.rpartition("/")
+            if not slash or not leaf:
+                continue
+            if prefix not in self.scopes:  # ops of one scope share the work
+                found = split_node_name(name)
+                self.scopes[prefix] = found[0] if found is not None else None
+                if found is not None:
+                    paths.update(found[0][:i] for i in range(1, len(found[0]) + 1))
+            if self.scopes[prefix] is not None:
+                self.split[name] = (prefix, leaf)
+        self.torch_style = any(prefix.startswith("/") or prefix == "" for prefix in self.scopes)
+        self.paths, self.weights = paths, weights
+        self.chains: dict[str, Chain] = {}
+        self.by_path: dict[tuple, tuple[Chain, tuple[str, ...]]] = {}  # (components, style) -> chain, raw
+
+    def chain(self, name: str) -> tuple[Chain, str] | None:
+        found = self.split.get(name)
+        if found is None:
+            return None
+        prefix, leaf = found
+        chain = self.chains.get(prefix)
+        if chain is None:
+            components = self.scopes[prefix] or ()
+            chain = self.chains[prefix] = self._chain(components, name.startswith("/"))
+        return chain, leaf
+
+    def _chain(self, components: tuple[str, ...], torch_style: bool) -> Chain:
+        """The chain of a scope path, built on its parent's (each scope is worked out once)."""
+        key = (components, torch_style)
+        found = self.by_path.get(key)
+        if found is not None:
+            return found[0]
+        if not components:
+            chain: Chain = ()
+            raw: tuple[str, ...] = ()
+        else:
+            outer = self._chain(components[:-1], torch_style)
+            raw = self.by_path[(components[:-1], torch_style)][1]
+            parent = outer[-1][0] if outer else ""
+            component = components[-1]
+            if torch_style:
+                base = repeat_base(component)
+                if base is not None and (*raw, base) in self.paths and not self._genuine(parent, component):
+                    component = base
+                raw = (*raw, component)
+                qualified = qualify(parent, component)
+            else:
+                qualified = f"{parent}/{component}" if parent else component
+            chain = (*outer, (qualified, None))
+        self.by_path[key] = (chain, raw)
+        return chain
+
+    def _genuine(self, parent: str, component: str) -> bool:
+        """Whether a weight names ``component`` as a module (``conv_1.weight``): then it is one,
+        not a second call of ``conv``."""
+        prefix = qualify(parent, component) + "."
+        return any(w.startswith(prefix) for w in self.weights)
+
+
+def place_weights(weights: list[str], users: Mapping[str, list[Group]], root: Group,
+                  by_scope: Mapping[str, Group], separator: str) -> dict[str, Group]:
+    """Where each weight goes: the container of the module its name says owns it
+    (``transformer.h.0.ln_1.weight`` -> ``transformer.h.0.ln_1``) when every op that reads it
+    lies inside that container; otherwise (a tied, shared or folded weight, or a name that names
+    no module: ``val_3``, ``onnx::MatMul_5``) the lowest container that holds all its readers;
+    a weight no op reads stays with its owner, or in the root.
+
+    >>> root = Group(None, "g"); a = root.child("a"); b = root.child("b")
+    >>> found = place_weights(["a.w", "a.t", "v"], {"a.w": [a], "a.t": [a, b], "v": [b]}, root, {"a": a}, ".")
+    >>> {name: group.name for name, group in found.items()}
+    {'a.w': 'a', 'a.t': 'g', 'v': 'b'}
+    """
+    placed: dict[str, Group] = {}
+    for name in weights:
+        owner = by_scope.get(name.rsplit(separator, 1)[0]) if separator in name else None
+        readers = users.get(name) or []
+        if owner is not None and lowest_common([owner, *readers], root) is owner:
+            placed[name] = owner
+        else:
+            placed[name] = lowest_common(readers, owner or root)
+    return placed
+
+
+def _apply_saved(root: Group, info: dict, prefix: str) -> None:
+    """Types, attributes and uids amanda saved for its containers (graph metadata
+    ``amanda.containers``), over what the scopes say."""
+    props = info.get("metadata_props") or {}
+    text = props.pop(CONTAINERS_KEY, None)
+    if not props:
+        info.pop("metadata_props", None)
+    if text is None:
+        return
+    from amanda.io.document import decode_value
+
+    try:
+        for keys, uid, kind, attrs in json.loads(text):
+            group: Group | None = root
+            for key in keys:
+                group = group.groups.get(key) if group is not None else None
+            if group is not None:
+                group.uid, group.type = uid, kind
+                group.attrs = dict(decode_value(attrs, (CONTAINERS_KEY,)))
+    except (ValueError, TypeError) as exc:
+        raise FormatError(f"{prefix}graph metadata {CONTAINERS_KEY!r} is not what amanda writes: {exc}",
+                          path=CONTAINERS_KEY, expected="JSON written by amanda", found=text[:60]) from None
+
+
+def _mode(hierarchy: Any, texts: ScopeTexts, names: list[str], prefix: str) -> str | None:
+    meta = bool(texts)
+    scoped = any("/" in name for name in names)
+    if hierarchy == "metadata" and not meta:
+        raise FormatError(f"{prefix}hierarchy='metadata' but no node carries {NAME_SCOPES!r}",
+                          path="graph", expected=f"nodes with {NAME_SCOPES} metadata", found="none")
+    if hierarchy == "names" and not scoped:
+        raise FormatError(f"{prefix}hierarchy='names' but no node has a scope-path name (a/b/op)",
+                          path="graph", expected="scope-path node names", found="none")
+    if hierarchy in ("metadata", "names"):
+        return hierarchy
+    return "metadata" if meta else "names" if scoped else None
+
+
+def nest_graph(fields: dict[str, Any], hierarchy: Any = "auto", prefix: str = "",
+               texts: ScopeTexts | None = None) -> dict[str, Any]:
+    """The main graph's container fields (as the ONNX reader makes them) with its ops moved
+    into the containers of the scopes that produced them; unchanged for ``hierarchy=False`` or
+    a graph without scope information. ``texts`` holds the scope metadata the reader took out
+    of the nodes (:func:`take_scope`)."""
+    check_hierarchy(hierarchy)
+    if hierarchy is False:
+        return fields
+    texts = texts or {}
+    children: list[Container] = fields["children"]
+    all_names = [op.name or "" for op in children]
+    weights = [n for n, op in zip(all_names, children) if op.type == "Constant" and op._attrs.get("initializer") is True]
+    weight_set = set(weights)
+    ops = [n for n in all_names if n not in weight_set]
+    mode = _mode(hierarchy, texts, ops, prefix)
+    if mode is None:
+        return fields
+    placer = _Placer(fields, texts)
+    if mode == "metadata":
+        separator = "."
+        for name in ops:
+            if not placer.by_metadata(name, False):
+                placer.unscoped.append(name)
+        for name in weights:
+            placer.by_metadata(name, True)
+    else:
+        separator = _by_names(placer, all_names, ops, weights, weight_set)
+    _place_unscoped(placer, fields["edges"])
+    _place_weights(placer, weights, fields["edges"], separator)
+    _apply_saved(placer.root, fields["info"], prefix)
+    kids, edges = nest(children, fields["edges"], placer.place, placer.root, graph=fields["name"],
+                       weights=weights, leaf_names=placer.leaf_names)
+    out = dict(fields, children=kids, edges=edges)
+    cls = placer.root_class
+    if cls:
+        out["type"] = cls.rsplit(".", 1)[-1] or None
+        if "." in cls:
+            out["extra"] = {"scope_class": cls, **fields["extra"]}
+    return out
+
+
+def _by_names(placer: _Placer, all_names: list[str], ops: list[str], weights: list[str],
+              weight_set: set[str]) -> str:
+    """Place the ops by their scope-path names; the separator of qualified names."""
+    names = _Names(all_names, weight_set)
+    groups: dict[int, Group] = {}  # by the chain object, which _Names shares per scope path
+    for name in [*ops, *weights]:
+        found = names.chain(name)
+        if found is not None:
+            group = groups.get(id(found[0]))
+            if group is None:
+                group = groups[id(found[0])] = placer.group(found[0])
+            placer.place[name] = group
+            placer.leaf_names[name] = found[1]
+        elif name in weight_set:
+            continue
+        elif names.torch_style:  # TorchScript names every op of a module "/..."; this one
+            placer.unscoped.append(name)  # is exporter-made (Constant_29, Identity_3)
+        else:  # in a TensorFlow-style graph, a name without "/" is an op of the root
+            placer.place[name] = placer.root
+    return "." if names.torch_style else "/"
+
+
+def _place_unscoped(placer: _Placer, edges: list) -> None:
+    """An op without a scope (exporter-made: ``Constant_29``, a Split the optimizer added)
+    goes to the lowest container holding the ops it reads from and feeds."""
+    if not placer.unscoped:
+        return
+    wanted = set(placer.unscoped)
+    neighbours: dict[str, list[str]] = {}
+    for edge in edges:
+        src, dst = edge[0][0], edge[1][0]
+        if type(src) is tuple and type(dst) is tuple:
+            if src[0] in wanted:
+                neighbours.setdefault(src[0], []).append(dst[0])
+            if dst[0] in wanted:
+                neighbours.setdefault(dst[0], []).append(src[0])
+    place = placer.place
+    for name in placer.unscoped:
+        place[name] = lowest_common([place[n] for n in neighbours.get(name, ()) if n in place], placer.root)
+
+
+def _place_weights(placer: _Placer, weights: list[str], edges: list, separator: str) -> None:
+    place, root = placer.place, placer.root
+    todo = [w for w in weights if w not in place]
+    if not todo:
+        return
+    wanted = set(todo)
+    users: dict[str, list[Group]] = {}
+    for edge in edges:
+        src, dst = edge[0][0], edge[1][0]
+        if type(src) is tuple and src[0] in wanted:
+            users.setdefault(src[0], []).append(place.get(dst[0], root) if type(dst) is tuple else root)
+    by_scope: dict[str, Group] = {}
+    stack = [root]
+    while stack:
+        group = stack.pop()
+        for child in group.groups.values():
+            by_scope.setdefault(child.key, child)
+            stack.append(child)
+    for name, group in place_weights(todo, users, root, by_scope, separator).items():
+        place[name] = group
+        scope = group.attrs.get("scope")
+        placer.leaf_names[name] = relative_name(scope, name, separator) if scope else name

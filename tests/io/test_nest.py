@@ -1,0 +1,108 @@
+"""Nesting a flat graph into groups keeps its effective view: the same leaf ops, wired the
+same way through the ports nest() adds, computing the same values."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import amanda
+from amanda.io.nest import Group, lowest_common, nest
+
+F32 = {"dtype": "float32", "shape": (3,)}
+
+
+@st.composite
+def _graphs(draw: st.DrawFn) -> tuple[list, list, list[tuple[str, ...]]]:
+    """A random DAG of Neg/Add ops over input ``x`` (each op reads earlier values), and a
+    random group path for each op."""
+    count = draw(st.integers(1, 9))
+    ops, edges, values = [], [], [(amanda.SELF, "x")]
+    for i in range(count):
+        binary = draw(st.booleans())
+        kind, ins = ("Add", ["A", "B"]) if binary else ("Neg", ["X"])
+        name = f"op{i}"
+        ops.append(amanda.op(kind, name, ins, [amanda.Port("Y", attrs={"onnx_name": f"v{i}"})]))
+        for port in ins:
+            src = draw(st.sampled_from(values))
+            edges.append(amanda.Edge(src if src[0] is amanda.SELF else ((src[0],), src[1]), ((name,), port)))
+        values.append((name, "Y"))
+    last = values[-1]
+    edges.append(amanda.Edge(((last[0],), "Y"), (amanda.SELF, "y")))
+    groups = [tuple(draw(st.lists(st.sampled_from("ab"), max_size=3))) for _ in range(count)]
+    return ops, edges, groups
+
+
+@given(_graphs())
+def test_nesting_keeps_the_computation(graph: tuple) -> None:
+    """The nested container computes what the flat one computes, holds the same leaf ops (by
+    uid) each in the group it was given, and every value leaves and enters groups through
+    ports named after it."""
+    ops, edges, groups = graph
+    flat = amanda.Container(None, "g", inputs=[amanda.Port("x", attrs=F32)], outputs=["y"], children=ops, edges=edges,
+                            attrs={"namespace": "amanda/onnx/17"})
+    root = Group(None, "g")
+    place = {}
+    for op, path in zip(ops, groups):
+        group = root
+        for key in path:
+            group = group.child(key)
+        place[op.name] = group
+    children, nested_edges = nest(ops, edges, place, root)
+    nested = flat.evolve(children=children, edges=nested_edges)
+    x = np.array([1.0, -2.0, 3.0], np.float32)
+    np.testing.assert_array_equal(amanda.Session(nested).run(["y"], {"x": x})[0],
+                                  amanda.Session(flat).run(["y"], {"x": x})[0])
+    assert sorted(op.uid for op in nested) == sorted(op.uid for op in flat)
+    where = {op.uid: path for path, op in amanda.flatten(nested).ops.items()}
+    for op, path in zip(ops, groups):
+        found = where[op.uid]  # each op sits in the group it was given (``a`` in ``a``: ``a_``)
+        assert found == (*place[op.name].path(), op.name)
+        assert [name.rstrip("_") for name in found[:-1]] == list(path)
+    for group in _groups(nested):
+        assert _checked(group) == group
+        for port in (*group.inputs, *group.outputs):
+            assert port.name == "x" or port.name.startswith("v")
+
+
+def _checked(group: amanda.Container) -> amanda.Container:
+    """The container the checked constructor builds from the same fields."""
+    return amanda.Container(group.type, group.name, inputs=group.inputs, outputs=group.outputs,
+                            children=list(group.children), edges=list(group.edges), attrs=dict(group.attrs),
+                            uid=group.uid)
+
+
+@pytest.mark.parametrize(("model", "kind"), [("mobilenet", "torchscript"), ("gpt2", "dynamo"), ("bert", "torchscript")])
+def test_groups_are_what_the_checked_constructor_builds(model: str, kind: str) -> None:
+    """nest() assembles containers without re-running every check; each one equals what
+    ``Container(...)`` builds (and accepts) from the same fields, on real models."""
+    pytest.importorskip("onnx")
+    from tests.fixtures.onnx import hierarchy_models as fx
+
+    tree = amanda.load(fx.path(model, kind))
+    for group in _groups(tree):
+        rebuilt = _checked(group)
+        assert rebuilt == group and hash(rebuilt) == hash(group) and rebuilt._index == group._index
+
+
+def _groups(root: amanda.Container) -> list[amanda.Container]:
+    found, stack = [], [root]
+    while stack:
+        node = stack.pop()
+        for child in node.children:
+            if child.children:
+                found.append(child)
+                stack.append(child)
+    return found
+
+
+def test_lowest_common_group() -> None:
+    """The lowest group holding all given groups; the default for none."""
+    root = Group(None, "g")
+    a, b = root.child("a"), root.child("b")
+    aa = a.child("aa")
+    assert lowest_common([aa, a], root) is a
+    assert lowest_common([aa, b], root) is root
+    assert lowest_common([], b) is b
