@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -39,13 +40,19 @@ from llama_onnx import SIZES, write_llama
 
 import amanda
 from amanda.containers.container import Container, op
+from amanda.containers.edge import SELF
 from amanda.io.onnx import dump_onnx
 
 TARGETS = ("q_proj", "v_proj")
 
 
-def _scope(node: Container) -> str:
-    """The innermost module a dynamo-exported node was recorded in ('' when none)."""
+def _scope(model: Container, path: tuple[str, ...], node: Container) -> str:
+    """The innermost module ``node`` (at ``path``) was recorded in: its container's ``scope`` in
+    a module tree, else the dynamo exporter's metadata of a flat import ('' when none)."""
+    if len(path) > 1:
+        owner = model.descendant(path[:-1])
+        if "scope" in owner.attrs:
+            return str(owner.attrs["scope"])
     meta = node.attrs.get("metadata") or {}
     scopes = meta.get("pkg.torch.onnx.name_scopes")
     if not scopes:
@@ -65,7 +72,7 @@ def add_lora(model: Container, rank: int = 8, targets: tuple[str, ...] = TARGETS
     top = model.name
     edit = amanda.edit(model)
     for path, node in model.select("$..[?type=='MatMul']"):
-        scope = _scope(node)
+        scope = _scope(model, path, node)
         if not scope.endswith(tuple(f".{t}" for t in targets)):
             continue
         weight = flat.ops[producers[(path, "B")].op].attrs["value"]
@@ -84,16 +91,36 @@ def add_lora(model: Container, rank: int = 8, targets: tuple[str, ...] = TARGETS
         edit.connect(((top, *x.op), x.port), (down, "A")).connect((f"{scope}.lora_A.weight", "output"), (down, "B"))
         edit.connect((down, "Y"), (up, "A")).connect((f"{scope}.lora_B.weight", "output"), (up, "B"))
         edit.connect(((top, *path), "Y"), (add, "A")).connect((up, "Y"), (add, "B"))
-        for dst in consumers.get((path, "Y"), []):
-            edit.remove_edge(((top, *path), "Y"), ((top, *dst.op), dst.port))
-            edit.connect((add, "C"), ((top, *dst.op), dst.port))
+        for src, dst in _readers(model, path, consumers):
+            edit.remove_edge(src, dst)
+            edit.connect((add, "C"), dst)
     return edit.build(name=f"{top}_lora")
+
+
+def _readers(model: Container, path: tuple[str, ...], consumers: dict) -> list[tuple[Any, Any]]:
+    """The edges (wrapper endpoints) that carry the projection at ``path`` to its readers: in a
+    module tree, those leaving its module container at the level above it; flat, its own."""
+    top = model.name
+    owner = model.descendant(path[:-1]) if len(path) > 1 else None
+    if owner is None or "scope" not in owner.attrs:
+        return [(((top, *path), "Y"), ((top, *dst.op), dst.port)) for dst in consumers.get((path, "Y"), [])]
+    above = path[:-2]
+    found = []
+    for edge in model.descendant(above).edges if above else model.edges:
+        if edge.src.op in (path[-2], (path[-2],)):
+            dst = (top, *above) if edge.dst.op == SELF else (top, *above, *_names(edge.dst.op))
+            found.append((((top, *path[:-1]), edge.src.port), (dst, edge.dst.port)))
+    return found
+
+
+def _names(op: Any) -> tuple[str, ...]:
+    return (op,) if isinstance(op, str) else tuple(op)
 
 
 def block_output(model: Container, block: int = 0) -> str:
     """The fetch naming the output of decoder block ``block`` (its second residual Add)."""
     found = [path for path, node in model.select("$..[?type=='Add']")
-             if _scope(node) == f"model.layers.{block}"]
+             if _scope(model, path, node) == f"model.layers.{block}"]
     return f"{'/'.join(found[-1])}:C"
 
 

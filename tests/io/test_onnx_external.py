@@ -80,8 +80,9 @@ def test_structure_work_reads_no_weight_byte(original, tmp_path):
     if _resident_pages(data):
         pytest.skip("the file system keeps the file's pages cached")
     model = amanda.load(original)
-    assert all(type(c._attrs["value"]) is LazyTensor for c in model.children
-               if c.type == "Constant" and c.name.endswith("proj.weight"))
+    projections = [path for path, c, _ in amanda.walk(model) if len(path) > 1 and c.type == "Constant" and path[-2].endswith("proj")]
+    assert len(projections) == 7 * SHAPE.layers
+    assert all(type(model.descendant(p)._attrs["value"]) is LazyTensor for p in projections)
     assert len(model.select("$..[?type=='MatMul']")) == (7 + 2) * SHAPE.layers + 1  # seven projections and two products a block, the head
     amanda.validate(model)
     amanda.infer_types(model)
@@ -111,7 +112,7 @@ def test_a_lazy_model_runs_as_onnxruntime_does(tmp_path, dtype):
     np.testing.assert_allclose(logits.astype(np.float32), _ort(path).astype(np.float32), atol=tolerance, rtol=tolerance)
     (hidden,) = amanda.Session(model).run([block_output(model)], _feeds())
     assert hidden.shape == (1, 6, SHAPE.width) and np.isfinite(hidden).all()
-    assert is_mapped(model.child("model.layers.0.mlp.up_proj.weight").attrs["value"])
+    assert is_mapped(model.descendant(("model", "layers.0", "mlp", "up_proj", "weight")).attrs["value"])
 
 
 # -- saving -------------------------------------------------------------------------------
@@ -143,7 +144,7 @@ def test_a_lora_edit_saved_to_a_new_folder(original, tmp_path):
     (tmp_path / "copied").mkdir()
     with pytest.warns(UserWarning, match="could not be cloned.*copied into model.onnx.data"):
         copied = dump_onnx(edited, tmp_path / "copied" / "model.onnx")
-    used = sum(c.attrs["value"].nbytes for c in model.children if c.type == "Constant" and c.attrs["value"].nbytes >= 1024)
+    used = sum(c.attrs["value"].nbytes for c in model if c.type == "Constant" and c.attrs["value"].nbytes >= 1024)
     assert copied.copied == ((str(Path(f"{original}.data").resolve()), used),)
     np.testing.assert_allclose(_ort(copied.model), expected, atol=1e-4)
     (tmp_path / "linked").mkdir()
@@ -188,7 +189,7 @@ def test_inline_dumps_and_eager_loads_read_the_weights(original, tmp_path):
     assert report.data is None and sorted(os.listdir(tmp_path)) == ["inline.onnx"]
     np.testing.assert_array_equal(_ort(tmp_path / "inline.onnx"), _ort(original))
     eager = load_onnx(original, lazy=False)
-    assert not is_mapped(eager.child("model.embed_tokens.weight").attrs["value"])
+    assert not is_mapped(eager.descendant(("model", "embed_tokens", "weight")).attrs["value"])
     assert eager == amanda.load(tmp_path / "inline.onnx") and eager != model
 
 
