@@ -31,6 +31,7 @@ from amanda.build import ops
 from amanda.build.model import calls_in_order
 from amanda.build.values import Value
 from amanda.containers import CONTROL, SELF, Container, Edge, Endpoint, Port, bind, flatten
+from amanda.containers.checks import expect_container, expect_str
 from amanda.containers.phases import phases
 from amanda.containers.refs import resolve_references
 from amanda.containers.update import target_paths
@@ -233,8 +234,10 @@ def grad(model: Container, loss: str, wrt: Any, *, phase: Any = "auto", name: st
     ``phase``: the computation to differentiate (``"auto"``: ``"train"`` when the model has
     one). ``wrt`` entries that the loss does not depend on get zeros.
     """
-    if not isinstance(model, Container):
-        raise ArgumentError.at("model", "a Container", type(model).__name__)
+    expect_container(model, "model")
+    expect_str(loss, "loss", "the name of an output of the model")
+    expect_str(phase, "phase", "'auto', a phase name", optional=True)
+    expect_str(name, "name", "a name for the gradient container", optional=True)
     if loss not in model.output_names:
         raise PathError.at(f"{model.name}:{loss}", f"an output among {list(model.output_names)}", repr(loss))
     if phase == "auto":

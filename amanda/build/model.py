@@ -14,6 +14,7 @@ from typing import Any
 
 from amanda.build.builder import DEFAULT_NAMESPACE, ops
 from amanda.build.values import Call, Input, Value
+from amanda.containers.checks import expect_mapping, expect_str
 from amanda.containers.compose import exposed_controls
 from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Edge, Endpoint, Port
@@ -98,6 +99,9 @@ def model(inputs: Sequence[Value], outputs: Any, name: str | None = None, *, typ
     (added to the namespace) are the container's own. Ops (or layers) that share a name are
     suffixed ``_1``, ``_2`` … in build order."""
     _check_inputs(inputs)
+    expect_str(name, "name", "a model name", optional=True)
+    expect_str(type, "type", "a container type")
+    expect_mapping(attrs, "attrs", "a mapping of attribute names to values", optional=True)
     wanted = _outputs(outputs)
     order = calls_in_order(wanted)
     names = _names(order, name or "model")

@@ -23,7 +23,7 @@ from typing import Any
 
 from pyrsistent import PMap, PVector, pvector
 
-from amanda.containers.checks import INTERPRETED_ATTRS, check_names, expect_type
+from amanda.containers.checks import INTERPRETED_ATTRS, check_names, expect_type, shown
 from amanda.containers.display import Displayed
 from amanda.containers.edge import SELF, Port, coerce_ports
 from amanda.containers.identity import structural_hash, structurally_equal
@@ -116,9 +116,10 @@ class Container(Displayed):
         try:
             frozen_attrs = freeze_attrs(attrs)
         except TypeError as exc:
-            from amanda.errors import InvariantError, Problem
-
-            raise InvariantError([Problem((name,) if name else None, "frozen attribute values", str(exc))]) from None
+            where = (name,) if name.__class__ is str and name else None
+            if not isinstance(attrs, Mapping):
+                raise ArgumentError.at(where, "attrs as a mapping of attribute names to values", shown(attrs)) from None
+            raise InvariantError([Problem(where, "frozen attribute values", str(exc))]) from None
         check_names(type, name, uid)
         _set(self, "type", type)
         _set(self, "name", name)

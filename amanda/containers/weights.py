@@ -37,7 +37,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from amanda.containers.checks import expect_container, expect_type, shown
+from amanda.containers.checks import expect_container, expect_file, expect_type, shown
 from amanda.containers.container import Container
 from amanda.containers.traverse import walk
 from amanda.containers.update import replace
@@ -72,8 +72,7 @@ def _arrays(container: Container) -> dict[str, tuple[list[tuple[str, ...]], np.n
 
 
 def _file(path: Any) -> str:
-    expect_type(path, (str, os.PathLike), "path", "a file path (str or os.PathLike)")
-    return os.fspath(path)
+    return os.fspath(expect_file(path))
 
 
 def save_weights(container: Container, path: str | Path) -> list[str]:
@@ -156,7 +155,7 @@ def load_weights(container: Container, path: str | Path, *, by: str = "uid", add
     """
     expect_container(container, "container")
     source = _file(path)
-    if by not in _BY:
+    if by.__class__ is not str or by not in _BY:
         raise ArgumentError.at("by", f"one of {list(_BY)}", shown(by))
     expect_type(add_missing, bool, "add_missing", "True or False")
     stored, paths = _read(source)

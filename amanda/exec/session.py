@@ -169,7 +169,9 @@ class Session:
         self._runner = Runner(threads, offload_elements)
         self._state: dict[str, Any] = {}
         self._plans: dict[tuple, Plan] = {}
-        self._optimize = bool(optimize)  # plans specialised and optimised per feed types (plan_cache.py)
+        if optimize is not True and optimize is not False:
+            raise _bad("optimize", "True or False", optimize)
+        self._optimize = optimize  # plans specialised and optimised per feed types (plan_cache.py)
         self._bodies: dict[tuple, tuple[Container, Plan]] = {}
         self._bound: dict[Any, Container] = {}
         self._lock = threading.RLock()

@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from amanda.containers.checks import expect_file, expect_type, shown
 from amanda.containers.container import Container
 from amanda.containers.edge import Edge, Port
 from amanda.errors import FormatError
@@ -68,6 +69,12 @@ _Dumper.add_representer(_Folded, _represent_folded)
 _FORMATS = ("yaml", "json")
 
 
+def _check_format(format: Any, formats: tuple[str, ...] = _FORMATS) -> None:
+    if format.__class__ is not str or format not in formats:
+        raise FormatError(f"expected a format among {formats}, found {shown(format)}",
+                          expected=" or ".join(formats), found=shown(format))
+
+
 def loads(text: str | bytes, format: str = "yaml") -> Any:
     """Build a container (or edge, or port) from YAML or JSON text.
 
@@ -75,12 +82,8 @@ def loads(text: str | bytes, format: str = "yaml") -> Any:
     >>> g.name, g.input_names
     ('f', ('x',))
     """
-    if format not in _FORMATS:
-        raise FormatError(
-            f"expected a format among {_FORMATS}, found {format!r}",
-            expected="yaml or json",
-            found=format,
-        )
+    _check_format(format)
+    expect_type(text, (str, bytes), "text", "YAML or JSON text (str or bytes)")
     try:
         with gc_paused():  # building containers allocates as much as parsing
             return from_document(_parse(text, format))
@@ -145,12 +148,7 @@ def dumps(item: Container | Edge | Port, format: str = "yaml") -> str:
     >>> loads(dumps(op("Relu", "r", ["x"], ["y"]))) == op("Relu", "r", ["x"], ["y"])
     True
     """
-    if format not in _FORMATS:
-        raise FormatError(
-            f"expected a format among {_FORMATS}, found {format!r}",
-            expected="yaml or json",
-            found=format,
-        )
+    _check_format(format)
     try:
         with gc_paused():  # the document is acyclic, and as large as the container
             return _write(to_document(item), format)
@@ -176,7 +174,9 @@ def _write(doc: dict, format: str) -> str:
 
 
 def _format_of(path: str | Path, format: str | None) -> str:
+    expect_file(path)
     if format is not None:
+        _check_format(format, (*_FORMATS, "onnx"))
         return format
     suffix = Path(path).suffix.lower()
     if suffix in (".yaml", ".yml"):

@@ -14,12 +14,14 @@ import numpy as np
 
 from amanda.build import Input, Value, model, ops
 from amanda.build.builder import DEFAULT_NAMESPACE
+from amanda.containers.checks import shown
 from amanda.containers.container import Container
 from amanda.containers.edge import CONTROL, SELF, Edge, Endpoint, Port
 from amanda.errors import ArgumentError
 from amanda.layers.init import seeded, weight_value
+from amanda.namespaces.schema import suggest
 
-__all__ = ["ACTIVATIONS", "activate", "assemble", "assemble_phased", "const", "first", "float_input",
+__all__ = ["ACTIVATIONS", "activate", "assemble", "assemble_phased", "const", "first", "flag", "float_input",
            "positive", "sizes"]
 
 
@@ -38,6 +40,13 @@ def sizes(layer: str, field: str, value: Any, dims: int, zero: bool = False) -> 
             raise ArgumentError.at((layer, field), f"{dims} sizes (one per spatial dimension)", repr(value))
         return tuple(positive(layer, field, v, zero) for v in value)
     return (positive(layer, field, value, zero),) * dims
+
+
+def flag(layer: str, field: str, value: Any) -> bool:
+    """``value`` if it is True or False, else an ArgumentError at ``layer/field``."""
+    if value is True or value is False or isinstance(value, np.bool_):
+        return bool(value)
+    raise ArgumentError.at((layer, field), "True or False", shown(value))
 
 
 def probability(layer: str, field: str, value: Any) -> float:
@@ -104,7 +113,8 @@ def activate(layer: str, x: Value, activation: str | None, name: str = "activati
     if activation is None:
         return x
     if not isinstance(activation, str) or activation not in ACTIVATIONS:
-        raise ArgumentError.at((layer, "activation"), f"None or one of {sorted(ACTIVATIONS)}", repr(activation))
+        raise ArgumentError.at((layer, "activation"), f"None or one of {sorted(ACTIVATIONS)}", shown(activation),
+                               suggest(activation, ACTIVATIONS))
     return ACTIVATIONS[activation](x, name)
 
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+from amanda.containers.checks import expect_mapping, expect_str, expect_type, shown
 from amanda.containers.records import Path
-from amanda.errors import Problem
+from amanda.errors import ArgumentError, Problem
 from amanda.namespaces.attr_types import attr_value_problem
 from amanda.namespaces.schema import OpSchema, PortSchema, suggest
 
@@ -76,6 +77,12 @@ def validate_op(schema: OpSchema, path: Path, op_type: str,
     ...                              {"axes": [1]})]
     ["at sum: expected an attribute of ReduceSum (keepdims, noop_with_empty_axes), found 'axes'"]
     """
+    expect_type(schema, OpSchema, "schema", "an OpSchema")
+    expect_str(op_type, "op_type", "an op type (a non-empty string)")
+    for where, names in (("input_names", input_names), ("output_names", output_names)):
+        if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
+            raise ArgumentError.at(where, "a list of port names", shown(names))
+    expect_mapping(attrs, "attrs", "a mapping of attribute values")
     problems: list[Problem] = []
     if op_type != schema.type:
         problems.append(Problem(path, f"an op of type {schema.type!r} for this schema",

@@ -26,6 +26,7 @@ from amanda.autodiff import grad
 from amanda.build import Input
 from amanda.build.values import Call, Value
 from amanda.containers import CONTROL, SELF, Container, Edge, Endpoint, Port
+from amanda.containers.checks import expect_container, expect_str
 from amanda.containers.update import target_paths
 from amanda.errors import ArgumentError, PathError
 from amanda.optim.optimizers import Optimizer, Slot
@@ -78,8 +79,9 @@ def minimize(model: Container, loss: str, optimizer: Optimizer, weights: Any = N
     :func:`amanda.optim.freeze` gives the trained inference model back."""
     if not isinstance(optimizer, Optimizer):
         raise ArgumentError.at("optimizer", "an optimiser such as amanda.optim.Adam(lr=1e-3)", type(optimizer).__name__)
-    if not isinstance(model, Container):
-        raise ArgumentError.at("model", "a Container", type(model).__name__)
+    expect_container(model, "model")
+    expect_str(loss, "loss", "the name of an output of the model")
+    expect_str(name, "name", "a name for the training container", optional=True)
     paths = default_weights(model) if weights is None else target_paths(model, weights)
     held = trainable(model, paths)
     if not paths:

@@ -88,6 +88,8 @@ class SGD(Optimizer):
         _number("SGD", "lr", self.lr)
         _number("SGD", "momentum", self.momentum, 0.0, 1.0)
         _number("SGD", "weight_decay", self.weight_decay)
+        if self.nesterov is not True and self.nesterov is not False:
+            raise ArgumentError.at(("SGD", "nesterov"), "True or False", repr(self.nesterov)[:80])
         if self.nesterov and not self.momentum:
             raise ArgumentError.at(("SGD", "nesterov"), "momentum > 0 with Nesterov", f"momentum={self.momentum}")
 

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from amanda.containers import Container, Edge, Endpoint, Port, op
+from amanda.containers.checks import expect_container
 from amanda.exec.dispatch import parse_namespace
 from amanda.exec.kernels.activations import FUSED
 from amanda.passes.level import Level, constant_value, level_namespaces, new_constant, on_levels, producer_name
@@ -236,12 +237,14 @@ def fuse_conv_batchnorm(model: Container) -> PassResult:
     >>> report.replaced, out.child("conv_W_bn").attrs["value"].ravel().tolist()
     (('bn', 'conv'), [2.0])
     """
+    expect_container(model, "model")
     return _run("fuse_conv_batchnorm", model, conv_batchnorm, lambda m, p: set())
 
 
 def fuse_matmul_add(model: Container) -> PassResult:
     """Turn a 2-D MatMul by a constant matrix plus a constant bias row into one Gemm
     (named after the Add, whose readers it feeds); needs the inferred rank of the left operand."""
+    expect_container(model, "model")
     try:
         types = infer_types(model)
     except Exception:  # noqa: BLE001 - without types no MatMul is known to be 2-D
@@ -273,6 +276,7 @@ def fuse_matmul_add_internal(model: Container) -> PassResult:
 def fuse_gelu(model: Container) -> PassResult:
     """Replace the erf form of GELU (``x * 0.5 * (1 + erf(x / sqrt 2))``, as exported by torch)
     with one Gelu op, in levels whose ONNX opset has Gelu (20 and later)."""
+    expect_container(model, "model")
     namespaces = level_namespaces(model)
     return _run("fuse_gelu", model, gelu, lambda m, p: (namespaces.get(p), False))
 

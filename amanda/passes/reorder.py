@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from amanda.containers import Container, Edge, Endpoint
+from amanda.containers.checks import expect_container
 from amanda.passes.level import Level, on_levels
 from amanda.passes.report import PassReport, PassResult
 
@@ -83,6 +84,7 @@ def pool_before_relu(model: Container) -> PassResult:
     >>> amanda.Session(out).run(["y"], {"x": np.float32([[[-1, -2, 3, -4]]])})[0].tolist()
     [[[0.0, 3.0]]]
     """
+    expect_container(model, "model")
     def level_fn(m: Container, path: tuple, _: Any) -> tuple[Container, dict]:
         level = Level.of(m)
         pairs = _pairs(level) if level is not None else []

@@ -24,7 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from amanda.errors import AmandaError
+from amanda.containers.checks import expect_mapping, expect_type, sequence_problem, shown
+from amanda.errors import AmandaError, ArgumentError
 
 __all__ = [
     "ONNX_DTYPES",
@@ -121,7 +122,8 @@ class TensorType(_Frozen):
 
     def __init__(self, dtype: Any = None, shape: Sequence[Dim] | None = None) -> None:
         if shape is not None:
-            shape = tuple(shape)
+            if type(shape) is not tuple:
+                shape = tuple(_sequence(shape, "shape", "a sequence of dims (ints, symbols or None) or None"))
             for d in shape:
                 if d is not None and type(d) is not int and type(d) is not str:
                     shape = tuple(_dim(x) for x in shape)
@@ -158,6 +160,9 @@ class _Holder(_Frozen):
     _label = ""
 
     def __init__(self, elem: Any = None) -> None:
+        if elem is not None and not isinstance(elem, (TensorType, _Holder)):
+            raise ArgumentError.at("elem", "an element type (a TensorType, SequenceType, OptionalType) or None",
+                                   shown(elem))
         object.__setattr__(self, "elem", elem)
 
     def _key(self) -> tuple:
@@ -184,6 +189,24 @@ class OptionalType(_Holder):
 Type = TensorType | SequenceType | OptionalType
 
 
+def _sequence(value: Any, where: str, expected: str) -> Any:
+    if isinstance(value, np.ndarray) and value.ndim == 1:
+        return value.tolist()  # a shape computed by numpy
+    problem = sequence_problem(value, where, expected)
+    if problem is not None:
+        raise ArgumentError.at(where, expected, problem.found)
+    return value
+
+
+def _is_type(t: Any) -> bool:
+    return t is None or isinstance(t, (TensorType, _Holder))
+
+
+def _expect_type(t: Any, where: str) -> None:
+    if not _is_type(t):
+        raise ArgumentError.at(where, "a type (a TensorType, SequenceType, OptionalType) or None", shown(t))
+
+
 def _dim(d: Any) -> Dim:
     if d is None or type(d) is int or type(d) is str:
         return d  # type: ignore[no-any-return]
@@ -200,6 +223,7 @@ def _dim(d: Any) -> Dim:
 
 def from_attrs(attrs: Mapping[str, Any]) -> Type | None:
     """The type port attributes describe (``dtype``/``shape``, or ``type``), or None."""
+    expect_mapping(attrs, "attrs", "a mapping of port attributes")
     nested = attrs.get("type")
     if nested is not None:
         return _from_value(nested)
@@ -254,6 +278,7 @@ def to_attrs(t: Type | None) -> dict[str, Any]:
     """Port attributes for a type: ``{dtype, shape}`` for a tensor, ``{type}`` otherwise."""
     if t is None:
         return {}
+    _expect_type(t, "t")
     if isinstance(t, TensorType):
         return _to_value(t)["tensor"]  # type: ignore[no-any-return]
     return {"type": _to_value(t)}
@@ -273,7 +298,8 @@ def fits(t: Type | None, value: Any, bindings: dict[str, int] | None = None) -> 
     """
     if t is None:
         return True
-    bindings = {} if bindings is None else bindings
+    _expect_type(t, "t")
+    bindings = {} if bindings is None else expect_type(bindings, dict, "bindings", "a dict of dim bindings or None")
     if isinstance(t, SequenceType):
         # each element may bind the element type's symbols differently (ragged sequences)
         return isinstance(value, (list, tuple)) and all(fits(t.elem, v, dict(bindings)) for v in value)
@@ -298,12 +324,18 @@ def fits(t: Type | None, value: Any, bindings: dict[str, int] | None = None) -> 
 # -- dims ----------------------------------------------------------------------------------
 
 
+_DIM_TYPES = frozenset({int, str, type(None)})
+
+
 def unify_dims(a: Dim, b: Dim) -> Dim:
     """The more precise of two dims that must be equal; TypeMismatch if they cannot be.
 
     >>> unify_dims(3, None), unify_dims("n", 3), unify_dims("n", "m")
     (3, 3, 'n')
     """
+    if a.__class__ not in _DIM_TYPES or b.__class__ not in _DIM_TYPES:
+        wrong, where = (a, "a") if a.__class__ not in _DIM_TYPES else (b, "b")
+        raise ArgumentError.at(where, "a dim (an int, a symbol or None)", shown(wrong))
     if a == b or b is None:
         return a
     if a is None:
@@ -350,7 +382,10 @@ def merge(a: Type | None, b: Type | None) -> Type | None:
     if a is None or b is None:
         return None
     if type(a) is not type(b):
+        _expect_type(a, "a")
+        _expect_type(b, "b")
         return None
+    _expect_type(a, "a")
     if isinstance(a, (SequenceType, OptionalType)):
         return type(a)(merge(a.elem, b.elem))  # type: ignore[union-attr]
     dtype = a.dtype if a.dtype == b.dtype else None  # type: ignore[union-attr]
