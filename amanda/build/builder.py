@@ -158,7 +158,11 @@ def _as_value(arg: Any, label: str) -> Value | None:
     if arg is None or isinstance(arg, Value):
         return arg
     if isinstance(arg, (np.ndarray, np.generic, int, float, bool, list, tuple)):
-        array = np.asarray(arg)
+        try:
+            array = np.asarray(arg)
+        except (ValueError, TypeError, OverflowError):  # a ragged list, an int beyond int64
+            raise ArgumentError.at(label, "a Value, an array or a number (nested lists of one shape)",
+                                   repr(arg)[:80]) from None
         if array.dtype == np.float64 and not isinstance(arg, (np.ndarray, np.generic)):
             array = array.astype(np.float32)  # Python floats build float32 constants, as models use
         if array.dtype == object:

@@ -184,7 +184,7 @@ class GraphWriter:
     def _typed(self, vi: Any, attrs: Mapping[str, Any], required: bool, what: str) -> bool:
         try:
             proto = attrs_to_type(attrs)
-        except (AmandaError, KeyError, TypeError) as exc:
+        except (AmandaError, KeyError, TypeError, ValueError) as exc:  # ValueError: protobuf's range checks
             raise self.fail(f"{what} has a type ONNX cannot hold: {exc}") from None
         if attrs.get("doc_string"):
             vi.doc_string = attrs["doc_string"]

@@ -18,7 +18,7 @@ from amanda.containers.container import Container
 from amanda.containers.edge import Edge, Port
 from amanda.errors import FormatError
 from amanda.io.document import DocPath, from_document, to_document
-from amanda.safe_load import compose_yaml, gc_paused, load_text
+from amanda.safe_load import compose_yaml, gc_paused, load_text, load_yaml_tree
 
 __all__ = ["SafeDumper", "dump", "dumps", "load", "loads"]
 
@@ -86,28 +86,46 @@ def loads(text: str | bytes, format: str = "yaml") -> Any:
     expect_type(text, (str, bytes), "text", "YAML or JSON text (str or bytes)")
     try:
         with gc_paused():  # building containers allocates as much as parsing
-            return from_document(_parse(text, format))
-    except FormatError as exc:
-        raise _located(exc, text) from exc.__cause__
+            data, node = _parse(text, format)
+            try:
+                built = from_document(data)
+            except FormatError as exc:
+                del data  # what was built of it is garbage now: free it before locating
+                located = _located(exc, text, node)
+                del node  # as the frames below, which hold the half-built document: the collector
+                if located is not exc:  # resumes as the error leaves, and would walk them all
+                    exc.__traceback__ = None
+                raise located from exc.__cause__
+            del data, node  # freed before the collector resumes, so its next pass need not walk them
+            return built
     except RecursionError:
         raise FormatError(
             "the document nests containers too deeply to build", expected="less nesting"
         ) from None
 
 
-def _parse(text: str | bytes, format: str) -> Any:
+def _parse(text: str | bytes, format: str) -> tuple[Any, yaml.Node | None]:
+    """The document's plain data, and for YAML the node tree it was built from."""
     try:
-        return load_text(text, format)
+        if format == "json":
+            return load_text(text, format), None
+        return load_yaml_tree(text)
     except UnicodeDecodeError as exc:
         raise FormatError(f"the document is not UTF-8 text: {exc.reason}") from None
 
 
-def _located(exc: FormatError, text: str | bytes) -> FormatError:
-    """The same error with the line and column of its field, found by composing the YAML."""
+def _located(exc: FormatError, text: str | bytes, node: yaml.Node | None) -> FormatError:
+    """The same error with the line and column of its field, read from the YAML node tree
+    (composed here only for JSON, whose reader keeps no marks)."""
     path = exc.path if isinstance(exc.path, tuple) else None
     if path is None or exc.line is not None:
         return exc
-    mark = _mark_of(text, path)
+    if node is None:
+        try:
+            node = compose_yaml(text)
+        except FormatError:
+            return exc
+    mark = _mark_of(node, path)
     if mark is None:
         return exc
     return FormatError(
@@ -115,12 +133,8 @@ def _located(exc: FormatError, text: str | bytes) -> FormatError:
     )
 
 
-def _mark_of(text: str | bytes, path: DocPath) -> tuple[int, int] | None:
-    """Line and column (1-based) of the deepest node of ``path`` present in the text."""
-    try:
-        node = compose_yaml(text)
-    except FormatError:
-        return None
+def _mark_of(node: yaml.Node | None, path: DocPath) -> tuple[int, int] | None:
+    """Line and column (1-based) of the deepest node of ``path`` present in the tree."""
     found = node
     for part in path:
         if isinstance(node, yaml.MappingNode):

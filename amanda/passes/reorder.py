@@ -23,7 +23,16 @@ def _ints(value: Any, default: int, n: int) -> list[int]:
 
 
 def _windows_hold_values(pool: Container) -> bool:
-    """Whether every window of this MaxPool covers a real value (pads smaller than the window)."""
+    """Whether every window of this MaxPool covers a real value (pads smaller than the window);
+    False for attributes no MaxPool can have (a float or scalar ``kernel_shape``): such an op is
+    left in place, for validate and the kernel to name."""
+    try:
+        return _covered(pool)
+    except (TypeError, ValueError, OverflowError):
+        return False
+
+
+def _covered(pool: Container) -> bool:
     attrs = pool.attrs
     kernel = attrs.get("kernel_shape")
     if kernel is None or int(attrs.get("ceil_mode", 0)) or attrs.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
