@@ -26,8 +26,8 @@ from amanda.containers.checks import expect_container, expect_str
 from amanda.containers.container import Container
 from amanda.containers.edge import CONTROL, SELF, Edge
 from amanda.containers.frames import at, buried_above, lift_end, live_tombstones, lower, lower_end, splice, split
-from amanda.containers.update import target_paths
-from amanda.errors import ArgumentError, InvariantError, PathError, Problem
+from amanda.containers.update import expect_child_path, target_paths
+from amanda.errors import ArgumentError, InvariantError, Problem
 
 __all__ = ["fuse", "unfuse"]
 
@@ -44,30 +44,12 @@ def fuse(model: Container, paths: Any, type: str, name: str | None = None, attrs
     if any(p[:-1] != parent_path for p in targets):
         raise InvariantError([Problem(parent_path, "paths that share one parent", str(sorted({p[:-1] for p in targets})))])
     for target in targets:
-        _child_path(model, target)
+        expect_child_path(model, target)
     parent = model.descendant(parent_path) if parent_path else model
     group = {p[-1] for p in targets}
     name = name or _fresh(parent, type)
     new_parent = _grouped(parent, group, (type, name, attrs), buried_above(model, parent_path))
     return at(model, parent_path, lambda _: new_parent, moved=lambda rel: (name, *rel) if rel[0] in group else rel)
-
-
-def _child_path(model: Container, path: tuple) -> None:
-    """PathError unless ``path`` leads through children; a path into the body of an If, Loop
-    or Scan (a graph held in an attribute, which a selector reaches) says how to fuse there."""
-    node = model
-    for depth, name in enumerate(path):
-        if isinstance(name, str) and node.has_child(name):
-            node = node.child(name)
-            continue
-        key = name.split("[")[0] if isinstance(name, str) else name
-        held = node.attrs.get(key) if isinstance(key, str) else None
-        hint = ""
-        if isinstance(held, Container) or (isinstance(held, tuple) and any(isinstance(h, Container) for h in held)):
-            hint = (f"{name!r} is a body of {node.type} {node.name!r}, held in its attributes: fuse inside the body "
-                    f"(amanda.fuse(body, ...)) and set it back with amanda.with_attrs")
-        raise PathError.at((model.name, *path[:depth]) if model.name else path[:depth],
-                           "a path through children", repr("/".join(map(str, path))), hint)
 
 
 def _grouped(parent: Container, group: set, shell: tuple, dead: set) -> Container:

@@ -26,7 +26,7 @@ from amanda.containers.frames import at, step, with_child
 from amanda.containers.validate import resolve_path
 from amanda.errors import ArgumentError, InvariantError, PathError, Problem
 
-__all__ = ["replace", "target_paths", "with_attrs", "with_child"]
+__all__ = ["expect_child_path", "replace", "target_paths", "with_attrs", "with_child"]
 
 
 def target_paths(container: Container, target: Any) -> list[tuple[str, ...]]:
@@ -45,8 +45,37 @@ def target_paths(container: Container, target: Any) -> list[tuple[str, ...]]:
         return [target]
     resolved = resolve_path(container, target)
     if resolved is None:
+        stop = _stop(container, tuple(target.split("/"))) if isinstance(target, str) else None
+        if stop is not None and stop[1]:  # the path enters the body of a control-flow op
+            raise PathError.at(stop[0], "a path through children", repr(target), stop[1])
         raise PathError.at(container.name, "an existing descendant path", repr(target))
     return [() if resolved is SELF else resolved]
+
+
+def _stop(model: Container, path: tuple) -> tuple[tuple, str] | None:
+    """Where ``path`` stops leading through children (the path of the last node reached) and,
+    when it enters the body of an If, Loop or Scan there (a graph held in an attribute, which a
+    selector reaches), a hint; None when it leads through children all the way."""
+    node = model
+    for depth, name in enumerate(path):
+        if isinstance(name, str) and node.has_child(name):
+            node = node.child(name)
+            continue
+        key = name.split("[")[0] if isinstance(name, str) else None
+        held = node.attrs.get(key) if key is not None else None
+        hint = ""
+        if isinstance(held, Container) or (isinstance(held, tuple) and any(isinstance(h, Container) for h in held)):
+            hint = (f"{name!r} is a body of {node.type} {node.name!r}, held in its attributes: work inside the body "
+                    f"(amanda.fuse(body, ...)) and set it back with amanda.with_attrs")
+        return ((model.name, *path[:depth]) if model.name else tuple(path[:depth])), hint
+    return None
+
+
+def expect_child_path(model: Container, path: tuple) -> None:
+    """PathError unless ``path`` leads from ``model`` through children (not into a body)."""
+    stop = _stop(model, path)
+    if stop is not None:
+        raise PathError.at(stop[0], "a path through children", repr("/".join(map(str, path))), stop[1])
 
 
 def replace(container: Container, target: Any, new: Container | Callable[[Container], Container]) -> Container:

@@ -113,3 +113,13 @@ def test_outputs_that_name_no_value_are_refused():
         amanda.convert(graph, "amanda/onnx/17", outputs=[3])
     with pytest.raises(amanda.MappingError, match="outputs"):
         amanda.convert(graph, "amanda/onnx/17", outputs="dense/Relu:activations")
+
+
+@pytest.mark.parametrize("dim", [2**63, 10**20])
+def test_a_dimension_beyond_int64_is_a_format_error(dim: int) -> None:
+    """A declared dimension ONNX's int64 cannot hold is a FormatError naming the port, not
+    protobuf's bare ValueError."""
+    x = amanda.Input("x", "float32", [dim, 3])
+    net = amanda.model([x], {"y": amanda.ops.Relu(x)}, name="net")
+    with pytest.raises(FormatError, match=rf"input port 'x' of net .*a dimension {dim} outside ONNX's range"):
+        to_onnx(net)
