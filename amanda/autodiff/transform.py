@@ -31,7 +31,7 @@ from amanda.build import ops
 from amanda.build.model import calls_in_order
 from amanda.build.values import Value
 from amanda.containers import CONTROL, SELF, Container, Edge, Endpoint, Port, bind, flatten
-from amanda.containers.checks import expect_container, expect_str
+from amanda.containers.checks import brief, expect_container, expect_str
 from amanda.containers.phases import phases
 from amanda.containers.refs import resolve_references
 from amanda.containers.update import target_paths
@@ -128,7 +128,7 @@ def _wrt_endpoints(model: Container, wrt: Any) -> list[tuple[str, Endpoint]]:
                     raise PathError.at(format_path(p), "an op with an output", "none")
                 found.append((f"grad/{'/'.join(p)}", Endpoint(p, node.outputs[0].name)))
         else:
-            raise ArgumentError.at("wrt", "paths, endpoints or a Selection", repr(item))
+            raise ArgumentError.at("wrt", "paths, endpoints or a Selection", brief(item))
     return found
 
 

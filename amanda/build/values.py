@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from amanda.containers.checks import brief
 from amanda.errors import ArgumentError
 from amanda.types.tensor_type import ONNX_DTYPES, TensorType, dtype_name
 
@@ -55,12 +56,12 @@ def Input(name: str, dtype: Any, shape: Sequence[Any] | None = None) -> Value:  
     """A model input of the given dtype and shape (ints, symbolic names such as ``"batch"``, or
     None for unknown dims; a shape of None leaves the rank unknown)."""
     if not isinstance(name, str) or not name:
-        raise ArgumentError.at("name", "an input name (a non-empty string)", repr(name))
+        raise ArgumentError.at("name", "an input name (a non-empty string)", brief(name))
     dtype_text = dtype_name(dtype)
     if dtype_text is None or dtype_text not in ONNX_DTYPES.values():
-        raise ArgumentError.at(name, "a dtype such as 'float32'", repr(dtype))
+        raise ArgumentError.at(name, "a dtype such as 'float32'", brief(dtype))
     if shape is not None and (isinstance(shape, (str, bytes)) or not isinstance(shape, Sequence) or not all(
             d is None or isinstance(d, str) or (isinstance(d, int) and not isinstance(d, bool) and d >= 0)
             for d in shape)):
-        raise ArgumentError.at(name, "a shape: a sequence of sizes, symbol names or None", repr(shape))
+        raise ArgumentError.at(name, "a shape: a sequence of sizes, symbol names or None", brief(shape))
     return Value(None, name, TensorType(dtype_text, None if shape is None else tuple(shape)), name)

@@ -13,6 +13,7 @@ amanda.errors.ArgumentError: at model: expected a Container, found int 3
 from __future__ import annotations
 
 import os
+import reprlib
 from collections.abc import Hashable, Iterable, Mapping
 from typing import Any
 
@@ -25,6 +26,7 @@ __all__ = [
     "INTERPRETED_EDGE_ATTRS",
     "INTERPRETED_PORT_ATTRS",
     "attr_problems",
+    "brief",
     "check_names",
     "expect_container",
     "expect_file",
@@ -63,12 +65,25 @@ INTERPRETED_EDGE_ATTRS: dict[str, tuple[Any, str]] = {
 }
 
 
+_BRIEF = reprlib.Repr()
+_BRIEF.maxlevel, _BRIEF.maxlist, _BRIEF.maxtuple, _BRIEF.maxdict = 4, 12, 12, 8
+_BRIEF.maxstring, _BRIEF.maxother = 60, 60
+
+
+def brief(value: Any) -> str:
+    """A short repr for a message, at most about 60 characters, that never recurses deeper than
+    a few levels (a list nested thousands deep is shown, not a RecursionError).
+
+    >>> brief([[[[[[1]]]]]]), brief(3)
+    ('[[[[[...]]]]]', '3')
+    """
+    text = _BRIEF.repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def shown(value: Any) -> str:
     """A value as a message shows it: its type and a short repr."""
-    text = repr(value)
-    if len(text) > 60:
-        text = text[:57] + "..."
-    return f"{type(value).__name__} {text}"
+    return f"{type(value).__name__} {brief(value)}"
 
 
 def attr_problems(attrs: Mapping[str, Any], where: Any, table: Mapping[str, tuple[Any, str]] = INTERPRETED_ATTRS,
@@ -199,4 +214,4 @@ def check_names(type_: Any, name: Any, uid: Any) -> None:
         ok = value is None or type(value) is str and value and (value.isascii() or utf8_text(value))
         if not ok:
             where = (name,) if key != "name" and type(name) is str and name else None
-            raise InvariantError([Problem(where, f"a non-empty string {key} (UTF-8) or None", repr(value))])
+            raise InvariantError([Problem(where, f"a non-empty string {key} (UTF-8) or None", brief(value))])

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from amanda.containers.checks import expect_container, shown
+from amanda.containers.checks import brief, expect_container, shown
 from amanda.containers.container import Container
 from amanda.containers.edge import SELF
 from amanda.containers.frames import at, step, with_child
@@ -37,7 +37,10 @@ def target_paths(container: Container, target: Any) -> list[tuple[str, ...]]:
     if hasattr(target, "paths"):
         return [tuple(p) for p in target.paths]
     if isinstance(target, list):
-        return [p for item in target for p in target_paths(container, item)]
+        # a list inside the list is one path (a list of names), not more paths: no recursion
+        return [p for item in target for p in target_paths(container, tuple(item) if isinstance(item, list) else item)]
+    if isinstance(target, tuple) and not all(isinstance(p, (str, int)) and not isinstance(p, bool) for p in target):
+        raise ArgumentError.at("target", "a path: a tuple of child names (or indexes)", shown(target))
     if isinstance(target, tuple) and all(isinstance(p, str) for p in target):
         node = container
         for part in target:
@@ -47,8 +50,8 @@ def target_paths(container: Container, target: Any) -> list[tuple[str, ...]]:
     if resolved is None:
         stop = _stop(container, tuple(target.split("/"))) if isinstance(target, str) else None
         if stop is not None and stop[1]:  # the path enters the body of a control-flow op
-            raise PathError.at(stop[0], "a path through children", repr(target), stop[1])
-        raise PathError.at(container.name, "an existing descendant path", repr(target))
+            raise PathError.at(stop[0], "a path through children", brief(target), stop[1])
+        raise PathError.at(container.name, "an existing descendant path", brief(target))
     return [() if resolved is SELF else resolved]
 
 
@@ -75,7 +78,7 @@ def expect_child_path(model: Container, path: tuple) -> None:
     """PathError unless ``path`` leads from ``model`` through children (not into a body)."""
     stop = _stop(model, path)
     if stop is not None:
-        raise PathError.at(stop[0], "a path through children", repr("/".join(map(str, path))), stop[1])
+        raise PathError.at(stop[0], "a path through children", brief("/".join(map(str, path))), stop[1])
 
 
 def replace(container: Container, target: Any, new: Container | Callable[[Container], Container]) -> Container:

@@ -87,8 +87,11 @@ def save_weights(container: Container, path: str | Path) -> list[str]:
     arrays: dict[str, Any] = {key: value for key, (_, value) in found.items()}
     rows = [(key, json.dumps(list(p))) for key, (paths, _) in found.items() for p in paths]
     arrays[_PATHS] = np.array(rows, dtype=str).reshape(len(rows), 2)
-    with open(target, "wb") as handle:
-        np.savez(handle, **arrays)
+    try:
+        with open(target, "wb") as handle:
+            np.savez(handle, **arrays)
+    except OSError as exc:
+        raise FormatError(f"cannot write {target!r}: {exc.strerror or exc}", path=target) from None
     return sorted(found)
 
 

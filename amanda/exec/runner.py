@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from amanda.containers.checks import brief
 from amanda.errors import ExecutionError
 from amanda.exec.blas import BlasTuner, _blas_libraries, blas_threads  # noqa: F401  (re-exported)
 from amanda.exec.dispatch import failure
@@ -272,8 +273,8 @@ class Runner:
     def __init__(self, threads: int | None = None, offload_elements: int = DEFAULT_OFFLOAD_ELEMENTS) -> None:
         if threads is not None and (not _is_int(threads) or not 1 <= threads <= MAX_THREADS):
             expected = f"None or an int from 1 to {MAX_THREADS}"
-            raise ExecutionError(f"threads: expected {expected}, found {threads!r}", path="threads",
-                                 expected=expected, found=repr(threads))
+            raise ExecutionError(f"threads: expected {expected}, found {brief(threads)}", path="threads",
+                                 expected=expected, found=brief(threads))
         if not _is_int(offload_elements) or offload_elements < 0:
             raise ExecutionError(f"offload_elements: expected a non-negative int, found {offload_elements!r}",
                                  path="offload_elements", expected="a non-negative int", found=repr(offload_elements))

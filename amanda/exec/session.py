@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from amanda.containers import CONTROL, SELF, Container, Endpoint
+from amanda.containers.checks import brief
 from amanda.containers.records import Path
 from amanda.deprecation import moved_to_keywords
 from amanda.errors import ExecutionError, format_path
@@ -55,7 +56,7 @@ def _as_value(value: Any) -> Any:
 
 def _bad(argument: str, expected: str, found: Any) -> ExecutionError:
     """The error for a bad argument of Session or Session.run."""
-    shown = f"{type(found).__name__} {found!r}"[:120]
+    shown = f"{type(found).__name__} {brief(found)}"
     return ExecutionError(f"{argument}: expected {expected}, found {shown}", path=argument, expected=expected,
                           found=shown)
 

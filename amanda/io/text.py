@@ -240,4 +240,8 @@ def dump(item: Container, path: str | Path, format: str | None = None) -> None:
 
         dump_onnx(item, path)
         return
-    Path(path).write_text(dumps(item, kind), encoding="utf-8")
+    text = dumps(item, kind)
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise FormatError(f"cannot write {str(path)!r}: {exc.strerror or exc}", path=str(path)) from None

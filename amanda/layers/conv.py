@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from amanda.build import ops
+from amanda.containers.checks import brief, shown
 from amanda.containers.container import Container
 from amanda.errors import ArgumentError
 from amanda.layers.base import activate, assemble, first, flag, float_input, positive, sizes
@@ -29,13 +30,15 @@ __all__ = ["AvgPool", "Conv", "Conv1D", "Conv2D", "Conv3D", "GlobalAvgPool", "Ma
 
 
 def _dims(layer: str, kernel_size: Any, dims: int | None) -> int:
+    if dims is not None and (isinstance(dims, bool) or not isinstance(dims, (int, np.integer))):
+        raise ArgumentError.at((layer, "dims"), "1, 2 or 3 spatial dimensions", shown(dims))
     if isinstance(kernel_size, Sequence) and not isinstance(kernel_size, str):
         if dims is not None and dims != len(kernel_size):
-            raise ArgumentError.at((layer, "dims"), f"{len(kernel_size)} (the length of kernel_size)", repr(dims))
+            raise ArgumentError.at((layer, "dims"), f"{len(kernel_size)} (the length of kernel_size)", brief(dims))
         dims = len(kernel_size)
     dims = 2 if dims is None else dims
-    if isinstance(dims, bool) or not isinstance(dims, (int, np.integer)) or dims not in (1, 2, 3):
-        raise ArgumentError.at((layer, "dims"), "1, 2 or 3 spatial dimensions", repr(dims))
+    if dims not in (1, 2, 3):
+        raise ArgumentError.at((layer, "dims"), "1, 2 or 3 spatial dimensions", brief(dims))
     return int(dims)
 
 
@@ -52,7 +55,7 @@ def _padding(layer: str, padding: Any, dims: int, kernel: tuple[int, ...] = (), 
         return {"auto_pad": "SAME_UPPER"}
     if padding == "valid":
         return {"pads": [0] * (2 * dims)}
-    raise ArgumentError.at((layer, "padding"), "'same', 'valid', an int or one int per dimension", repr(padding),
+    raise ArgumentError.at((layer, "padding"), "'same', 'valid', an int or one int per dimension", brief(padding),
                            suggest(padding, ("same", "valid")))
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from amanda.build import Input, ops
-from amanda.containers.checks import shown
+from amanda.containers.checks import brief, shown
 from amanda.containers.container import Container
 from amanda.errors import ArgumentError
 from amanda.layers.base import (
@@ -71,7 +71,7 @@ def Embedding(num_embeddings: int, dim: int, *, init: str = "normal", name: str 
 def Flatten(axis: int = 1, *, name: str = "flatten") -> Container:  # noqa: N802
     """``x`` as a matrix: the axes before ``axis`` become rows, the rest columns."""
     if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
-        raise ArgumentError.at(("Flatten", "axis"), "an int", repr(axis))
+        raise ArgumentError.at(("Flatten", "axis"), "an int", brief(axis))
     x = float_input()
     return assemble("Flatten", name, [x], ops.Flatten(x, axis=int(axis), name="flatten"), {"axis": int(axis)}, 0)
 
@@ -81,7 +81,7 @@ def Reshape(shape: Sequence[int], *, name: str = "reshape") -> Container:  # noq
     ok = isinstance(shape, Sequence) and not isinstance(shape, str) and all(
         isinstance(d, (int, np.integer)) and not isinstance(d, bool) and (d > 0 or d == -1) for d in shape)
     if not ok or list(shape).count(-1) > 1:
-        raise ArgumentError.at(("Reshape", "shape"), "a sequence of positive sizes with at most one -1", repr(shape))
+        raise ArgumentError.at(("Reshape", "shape"), "a sequence of positive sizes with at most one -1", brief(shape))
     x = float_input()
     target = const("shape", np.array([0, *shape], np.int64))  # 0: keep the batch size
     y = ops.Reshape(x, target, name="reshape")

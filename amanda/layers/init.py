@@ -29,6 +29,7 @@ import numpy as np
 
 from amanda.build.builder import DEFAULT_NAMESPACE
 from amanda.build.values import Call, Value
+from amanda.containers.checks import brief
 from amanda.containers.container import Container
 from amanda.errors import ArgumentError
 from amanda.types.tensor_type import TensorType
@@ -78,7 +79,7 @@ _CONSTANT_RULES = ("zeros", "ones")
 
 def _rule(init: Any, where: str) -> Any:
     if not isinstance(init, str) or init not in RULES:
-        raise ArgumentError.at(where, f"an initialisation rule among {sorted(RULES)}", repr(init))
+        raise ArgumentError.at(where, f"an initialisation rule among {sorted(RULES)}", brief(init))
     return RULES[init]
 
 
@@ -158,7 +159,7 @@ def _drawn(node: Container, spec: Any, seed: int, path: tuple[str, ...]) -> Cont
     old = attrs["value"]
     where = "/".join(path)
     if not isinstance(spec, (list, tuple)) or len(spec) != 3:
-        raise ArgumentError.at(where, "a weight rule [rule, fan_in, fan_out]", repr(spec))
+        raise ArgumentError.at(where, "a weight rule [rule, fan_in, fan_out]", brief(spec))
     init, fans = spec[0], (int(spec[1]), int(spec[2]))
     if init in _CONSTANT_RULES:
         value = np.full(old.shape, 1 if init == "ones" else 0, old.dtype)
@@ -179,9 +180,9 @@ def seeded(model: Container, seed: int = 0, *, prefix: Sequence[str] = ()) -> Co
     if not isinstance(model, Container):
         raise ArgumentError.at("model", "a Container", type(model).__name__)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ArgumentError.at("seed", "a non-negative int", repr(seed))
+        raise ArgumentError.at("seed", "a non-negative int", brief(seed))
     if not isinstance(prefix, (list, tuple)) or not all(isinstance(p, str) and p for p in prefix):
-        raise ArgumentError.at("prefix", "a sequence of names (non-empty strings)", repr(prefix)[:80])
+        raise ArgumentError.at("prefix", "a sequence of names (non-empty strings)", brief(prefix)[:80])
     seed = int(seed)
     done: dict[int, Container] = {}
 

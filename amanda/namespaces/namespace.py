@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
-from amanda.containers.checks import expect_flag, expect_str, shown
+from amanda.containers.checks import brief, expect_flag, expect_str, shown
 from amanda.deprecation import keyword_only_after
 from amanda.errors import ArgumentError, SchemaError
 from amanda.namespaces.schema import FrozenMap, OpSchema, members, suggest
@@ -73,7 +73,7 @@ class Namespace:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name or self.name.strip("/") != self.name:
-            raise SchemaError.at("namespace", "a name like 'amanda/onnx/17'", repr(self.name))
+            raise SchemaError.at("namespace", "a name like 'amanda/onnx/17'", brief(self.name))
         items = members(self.schemas, (self.name, "schemas"), OpSchema, "a list or mapping of OpSchemas")
         schemas = FrozenMap((s.type, s) for s in items)
         if isinstance(self.schemas, Mapping):
@@ -136,7 +136,7 @@ class Namespace:
         amanda.errors.SchemaError: at demo/1/Matmul: ... (did you mean 'MatMul'?)
         """
         if not isinstance(op_type, str):
-            raise SchemaError.at(self.name, "an op type name such as 'MatMul'", repr(op_type))
+            raise SchemaError.at(self.name, "an op type name such as 'MatMul'", brief(op_type))
         seen: list[str] = []
         ns: Namespace = self
         while True:
@@ -306,7 +306,7 @@ def namespace(name: str | Namespace) -> Namespace:
     if isinstance(name, Namespace):
         return name
     if not isinstance(name, str):
-        raise SchemaError.at("namespace", "a namespace name such as 'amanda/onnx/17'", repr(name))
+        raise SchemaError.at("namespace", "a namespace name such as 'amanda/onnx/17'", brief(name))
     with _lock:
         found = _registered.get(name)
         if found is not None:
@@ -320,7 +320,7 @@ def namespace(name: str | Namespace) -> Namespace:
             newest = max(children, key=lambda n: version_key(n.rsplit("/", 1)[1]) or ())
             return namespace(newest)
         known = known_namespaces()
-    raise SchemaError.at(name, f"a known namespace ({_summary(known)})", repr(name),
+    raise SchemaError.at(name, f"a known namespace ({_summary(known)})", brief(name),
                          _namespace_hint(str(name), known))
 
 

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from amanda.containers.checks import sequence_problem, shown
+from amanda.containers.checks import brief, sequence_problem, shown
 from amanda.deprecation import keyword_only_after
 from amanda.errors import Problem, SchemaError
 from amanda.namespaces.attr_types import ATTR_TYPES, attr_value_problem, coerce_default, value_key
@@ -115,7 +115,7 @@ def _fail(problems: list[Problem], context: str) -> None:
 
 def _check_name(name: Any, what: str) -> None:
     if not isinstance(name, str) or not name:
-        raise SchemaError.at(what, "a non-empty string", repr(name))
+        raise SchemaError.at(what, "a non-empty string", brief(name))
 
 
 def members(value: Any, where: Any, kind: type | tuple[type, ...], expected: str) -> list[Any]:
@@ -171,13 +171,13 @@ class PortSchema:
         object.__setattr__(self, "allowed_types", tuple(
             members(self.allowed_types, self.name, str, "allowed_types as a list of dtype names")))
         if not all(isinstance(t, str) for t in self.allowed_types):
-            raise SchemaError.at(self.name, "allowed_types as strings", repr(self.allowed_types))
+            raise SchemaError.at(self.name, "allowed_types as strings", brief(self.allowed_types))
         if not isinstance(self.min_arity, int) or isinstance(self.min_arity, bool) \
                 or self.min_arity < 0:
-            raise SchemaError.at(self.name, "min_arity >= 0", repr(self.min_arity))
+            raise SchemaError.at(self.name, "min_arity >= 0", brief(self.min_arity))
         for flag in ("optional", "variadic", "homogeneous"):
             if not isinstance(getattr(self, flag), bool):
-                raise SchemaError.at(self.name, f"{flag} as a bool", repr(getattr(self, flag)))
+                raise SchemaError.at(self.name, f"{flag} as a bool", brief(getattr(self, flag)))
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -197,23 +197,23 @@ class AttrSchema:
     def __post_init__(self) -> None:
         _check_name(self.name, "attribute name")
         if not isinstance(self.type, str) or self.type not in ATTR_TYPES:
-            raise SchemaError.at(self.name, "an attribute type", repr(self.type),
-                                 suggest(str(self.type), sorted(ATTR_TYPES)))
+            raise SchemaError.at(self.name, "an attribute type", brief(self.type),
+                                 suggest(self.type, sorted(ATTR_TYPES)))
         if not isinstance(self.required, bool):
-            raise SchemaError.at(self.name, "required as a bool", repr(self.required))
+            raise SchemaError.at(self.name, "required as a bool", brief(self.required))
         if self.default is None:
             return
         if self.required:
             raise SchemaError.at(self.name, "no default on a required attribute",
-                                 f"default {self.default!r}")
+                                 f"default {brief(self.default)}")
         try:
             default = freeze(coerce_default(self.type, self.default))
-        except (TypeError, ValueError, KeyError) as exc:
+        except (TypeError, ValueError, KeyError, RecursionError) as exc:
             raise SchemaError.at(self.name, f"a default of type {self.type}",
-                                 f"{self.default!r} ({exc})") from None
+                                 f"{brief(self.default)} ({exc})") from None
         problem = attr_value_problem(self.type, default)
         if problem is not None:
-            raise SchemaError.at(self.name, f"a default that is {problem}", repr(self.default))
+            raise SchemaError.at(self.name, f"a default that is {problem}", brief(self.default))
         object.__setattr__(self, "default", default)
 
     def _key(self) -> tuple[Any, ...]:
@@ -280,12 +280,18 @@ class OpSchema:
             problems += self._port_problems(side, ports, constraints, attr_map)
         if not isinstance(self.since_version, int) or isinstance(self.since_version, bool):
             problems.append(Problem((self.type, "since_version"), "an int",
-                                    repr(self.since_version)))
+                                    brief(self.since_version)))
         if not isinstance(self.domain, str) or not isinstance(self.doc, str):
             problems.append(Problem((self.type,), "domain and doc as strings",
-                                    f"{self.domain!r}, {self.doc!r}"))
+                                    f"{brief(self.domain)}, {brief(self.doc)}"))
         if self.subgraph is not None:
-            object.__setattr__(self, "subgraph", freeze(self.subgraph))
+            try:
+                if not isinstance(self.subgraph, Mapping):
+                    raise TypeError
+                object.__setattr__(self, "subgraph", freeze(self.subgraph))
+            except (TypeError, RecursionError):
+                problems.append(Problem((self.type, "subgraph"), "a mapping of plain data, a few hundred levels deep "
+                                        "at most", brief(self.subgraph)))
         _fail(problems, context)
 
     @staticmethod

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from amanda.containers.checks import expect_mapping, expect_str, expect_type, shown
+from amanda.containers.checks import brief, expect_mapping, expect_str, expect_type, shown
 from amanda.containers.records import Path
 from amanda.errors import ArgumentError, Problem
 from amanda.namespaces.attr_types import attr_value_problem
@@ -22,11 +22,6 @@ __all__ = ["RESERVED_ATTRS", "validate_op"]
 
 #: Attribute keys any op may carry whatever its schema (the namespace override).
 RESERVED_ATTRS: frozenset[str] = frozenset({"namespace"})
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _port_problems(schema: OpSchema, path: Path, side: str,
@@ -105,5 +100,5 @@ def validate_op(schema: OpSchema, path: Path, op_type: str,
         wanted = attr_value_problem(found.type, value)
         if wanted is not None:
             problems.append(Problem(path, f"attribute {name!r} ({found.type}) to be {wanted}",
-                                    f"{type(value).__name__} {_short(value)}"))
+                                    f"{type(value).__name__} {brief(value)}"))
     return problems

@@ -60,6 +60,21 @@ def _free(level: Level, stem: str, taken: set[str]) -> str:
     return name
 
 
+def _real(value: Any) -> float | None:
+    """``value`` as a float if it is a real number (a bool, int, float or numpy scalar), else None."""
+    if isinstance(value, (bool, int, float, np.integer, np.floating)) or (
+            isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "biuf"):
+        return float(value)
+    return None
+
+
+def _inference_epsilon(bn: Container) -> float | None:
+    """The epsilon of a BatchNormalization in inference mode; None in training mode or for
+    attributes no BatchNormalization can have (that op is left for the kernel to name)."""
+    training, epsilon = _real(bn.attrs.get("training_mode", 0)), _real(bn.attrs.get("epsilon", 1e-5))
+    return None if training is None or training else epsilon
+
+
 def conv_batchnorm(name: str, level: Level, context: Any) -> Match | None:
     """Conv with constant weights read only by an inference BatchNormalization -> one Conv."""
     conv = level.ops[name]
@@ -71,7 +86,8 @@ def conv_batchnorm(name: str, level: Level, context: Any) -> Match | None:
         return None
     if any(level.reads(level.output(bn_name, i)) for i in range(1, len(bn.outputs))):
         return None
-    if int(bn.attrs.get("training_mode", 0)) or len(bn.inputs) != 5 or not 2 <= len(conv.inputs) <= 3:
+    epsilon = _inference_epsilon(bn)
+    if epsilon is None or len(bn.inputs) != 5 or not 2 <= len(conv.inputs) <= 3:
         return None
     params = [_const(level, s) for s in level.inputs(bn_name)[1:5]]
     sources = level.inputs(name, 3)
@@ -80,7 +96,7 @@ def conv_batchnorm(name: str, level: Level, context: Any) -> Match | None:
     if sources[0] is None or w is None or any(p is None for p in params) or (sources[2] is not None and b is None):
         return None
     scale, bias, mean, var = (np.asarray(p, np.float64) for p in params)  # type: ignore[arg-type]
-    k = scale / np.sqrt(var + float(bn.attrs.get("epsilon", 1e-5)))
+    k = scale / np.sqrt(var + epsilon)
     w2 = (w * k.reshape(-1, *([1] * (w.ndim - 1)))).astype(w.dtype)
     b2 = ((0.0 if b is None else b) - mean) * k + bias
     taken: set[str] = context

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from amanda.containers.checks import expect_mapping, expect_type, sequence_problem, shown
+from amanda.containers.checks import brief, expect_mapping, expect_type, sequence_problem, shown
 from amanda.errors import AmandaError, ArgumentError
 
 __all__ = [
@@ -67,8 +67,8 @@ def dtype_name(dtype: Any) -> str | None:
         pass
     try:
         name = np.dtype(dtype).name  # numpy computes .name in Python, slowly: memoise it
-    except TypeError:
-        return str(dtype)
+    except (TypeError, ValueError, RecursionError):  # ValueError: a list numpy reads as a record dtype
+        return dtype if isinstance(dtype, str) else brief(dtype)
     name = "string" if name.startswith(("str", "bytes", "object")) else name
     try:
         _DTYPE_NAMES[dtype] = name
@@ -128,6 +128,9 @@ class TensorType(_Frozen):
                 if d is not None and type(d) is not int and type(d) is not str:
                     shape = tuple(_dim(x) for x in shape)
                     break
+        if dtype is not None and not isinstance(dtype, (str, np.dtype, type)):
+            raise ArgumentError.at("dtype", "a dtype (a name such as 'float32', a numpy dtype or type) or None",
+                                   shown(dtype))
         _set(self, "dtype", dtype_name(dtype))
         _set(self, "shape", shape)
 
@@ -214,8 +217,8 @@ def _dim(d: Any) -> Dim:
         return int(d)
     if isinstance(d, str):
         return str(d)
-    raise TypeMismatch(f"a dimension is an int, a symbol or None, found {d!r}",
-                       expected="int, str or None", found=repr(d))
+    raise TypeMismatch(f"a dimension is an int, a symbol or None, found {brief(d)}",
+                       expected="int, str or None", found=brief(d))
 
 
 # -- serialized form -----------------------------------------------------------------------
@@ -364,11 +367,16 @@ def broadcast_shapes(*shapes: Shape) -> Shape:
     """The numpy broadcast of shapes with symbols; None if a rank is unknown."""
     if any(s is None for s in shapes):
         return None
+    for shape in shapes:
+        if shape.__class__ is not tuple and shape.__class__ is not list:
+            raise ArgumentError.at("shapes", "shapes (tuples of dims) or None", shown(shape))
     rank = max((len(s) for s in shapes), default=0)  # type: ignore[arg-type]
     out: list[Dim] = [1] * rank
     for shape in shapes:
         offset = rank - len(shape)  # type: ignore[arg-type]
         for i, d in enumerate(shape):  # type: ignore[arg-type]
+            if d.__class__ not in _DIM_TYPES:
+                raise ArgumentError.at("shapes", "dims that are ints, symbols or None", shown(d))
             out[offset + i] = _broadcast_dim(out[offset + i], d)
     return tuple(out)
 

@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from amanda.containers.checks import expect_flag, expect_type, shown
+from amanda.containers.checks import brief, expect_flag, expect_type, shown
 from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Edge, Endpoint, Port
 from amanda.errors import AmandaError, MappingError, SchemaError
@@ -168,7 +168,7 @@ def convert(container: Container, target: str, *, source: str | None = None,
         raise MappingError.at("convert", "a Container to convert", type(container).__name__)
     for label, value in (("target", target), ("source", source)):
         if not isinstance(value, str) and not (label == "source" and value is None):
-            raise MappingError.at(label, "a namespace name such as 'amanda/onnx/17'", repr(value))
+            raise MappingError.at(label, "a namespace name such as 'amanda/onnx/17'", brief(value))
     check_unmatched(on_unmatched)
     expect_flag(with_names, "with_names")
     if outputs is not None:
@@ -219,7 +219,7 @@ def expose(container: Container, names: NameMap, outputs: Mapping[str, Any] | Se
     taken = {p.name for p in ports}
     for port_name, endpoint in pairs:
         if not isinstance(port_name, str) or not port_name:
-            raise MappingError.at("outputs", "output names that are non-empty strings", repr(port_name))
+            raise MappingError.at("outputs", "output names that are non-empty strings", brief(port_name))
         if port_name in taken:
             raise MappingError.at(port_name, "a new output port name", "one the container has")
         found = names.resolve(_endpoint(endpoint))

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from amanda.containers.checks import expect_flag, expect_str, expect_type, sequence_problem, shown
+from amanda.containers.checks import brief, expect_flag, expect_str, expect_type, sequence_problem, shown
 from amanda.containers.order import topological
 from amanda.errors import CycleError, MappingError
 from amanda.namespaces.mapping.rule import Rule
@@ -36,7 +36,7 @@ __all__ = ["MappingTable"]
 
 def _check_namespace(name: Any, what: str) -> str:
     if not isinstance(name, str) or not name or name.strip("/") != name:
-        raise MappingError.at(what, "a namespace name like 'amanda/onnx/17'", repr(name))
+        raise MappingError.at(what, "a namespace name like 'amanda/onnx/17'", brief(name))
     return name
 
 
@@ -91,7 +91,7 @@ class MappingTable:
         self.on_unmatched = check_unmatched(on_unmatched)
         self.fixed_point = expect_flag(fixed_point, "fixed_point")
         if type(max_iterations) is not int or max_iterations < 1:
-            raise MappingError.at(self.name, "max_iterations >= 1", repr(max_iterations))
+            raise MappingError.at(self.name, "max_iterations >= 1", brief(max_iterations))
         self.max_iterations = max_iterations
         self.doc = expect_type(doc, str, "doc", "a string")
         self._order = self._sort()
