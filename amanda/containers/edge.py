@@ -162,7 +162,7 @@ def coerce_ports(values: Iterable[Any]) -> tuple[Port, ...]:
         return values  # type: ignore[return-value]
     if type(values) is list and all(type(v) is Port for v in values):
         return tuple(values)
-    if sequence_problem(values, "ports", "") is not None:
+    if values.__class__ is not list and values.__class__ is not tuple and sequence_problem(values, "ports", ""):
         raise ArgumentError.at("ports", "a sequence of ports", shown(values))
     return tuple(_port(v) for v in values)
 

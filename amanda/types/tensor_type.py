@@ -377,7 +377,7 @@ def broadcast_shapes(*shapes: Shape) -> Shape:
         for i, d in enumerate(shape):  # type: ignore[arg-type]
             if d.__class__ not in _DIM_TYPES:
                 raise ArgumentError.at("shapes", "dims that are ints, symbols or None", shown(d))
-            out[offset + i] = _broadcast_dim(out[offset + i], d)
+            out[offset + i] = _broadcast_dim(out[offset + i], d)  # type: ignore[arg-type]  # checked above
     return tuple(out)
 
 
