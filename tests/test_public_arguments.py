@@ -11,6 +11,7 @@ positional parameter wrong.
 from __future__ import annotations
 
 import inspect
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ import numpy as np
 import pytest
 
 import amanda
-from amanda.errors import AmandaError, ArgumentError
+from amanda.errors import AmandaError, ArgumentError, RenderError
 from tests.public_api import drain, good_calls, public_callables, restored_registries
 
 WRONG: tuple[Any, ...] = ("s", 3, -1, 2.5, True, None, object(), [object()], {"k": object()},
@@ -63,7 +64,11 @@ def test_wrong_arguments_raise_amanda_errors(name: str, registries: Path) -> Non
     """The good call succeeds; every wrong-typed argument ends in an AmandaError or a result."""
     fn = public_callables()[name]
     args, kwargs = good_calls(registries)[name]
-    drain(fn(*args, **kwargs))
+    try:
+        drain(fn(*args, **kwargs))
+    except RenderError:  # rendering needs Graphviz's `dot`: without it the good call cannot draw
+        if shutil.which("dot") is not None:
+            raise
     raw = []
     for what, bad_args, bad_kwargs in _wrong_calls(fn, args, kwargs):
         try:

@@ -50,7 +50,7 @@ CASES = [
     ("Container children array", lambda: Container("G", "g", children=np.zeros(2)), "at g/children: expected a sequence"),
     ("Container edges array", lambda: Container("G", "g", edges=np.array([["a:y", "b:x"]])), "at g/edges: expected a seq"),
     ("Container tombstones array", lambda: Container("G", "g", tombstones=np.zeros(3)), "at g/tombstones: expected a"),
-    ("Container inputs array", lambda: Container("G", "g", inputs=np.array([["x"]])), "a port name"),
+    ("Container inputs array", lambda: Container("G", "g", inputs=np.array([["x"]])), "a sequence of ports"),
     ("Container name array", lambda: Container("G", np.array("g")), "string name"),
     ("op attrs array", lambda: op("Relu", "r", ["X"], ["Y"], np.ones(3)), "at r: expected attrs as a mapping"),
     ("fuse attrs array", lambda: fuse(M, ["d1"], "F", "f", np.ones(3)), "expected attrs as a mapping"),
