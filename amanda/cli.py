@@ -148,7 +148,7 @@ def _run(args: argparse.Namespace) -> int:
     fetches = list(args.fetch or model.output_names)
     with amanda.Session(model) as session:
         times = []
-        for _ in range(max(args.repeat, 1)):
+        for _ in range(args.repeat):
             start = time.perf_counter()
             values = session.run(fetches, feeds)
             times.append(time.perf_counter() - start)
@@ -187,6 +187,23 @@ class _Commands:
 _MODEL = "a model file: .yaml or .yml, .json or .onnx (read by its suffix)"
 
 
+def _count(minimum: int) -> Any:
+    """An argparse ``type`` accepting whole numbers of at least ``minimum``: anything else is a
+    usage error that says what was expected (``--repeat 0``, ``--top -5``)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < minimum:
+            raise argparse.ArgumentTypeError(f"expected a whole number >= {minimum}, found {text!r}")
+        return value
+
+    parse.__name__ = f"int >= {minimum}"
+    return parse
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="amanda", description=__doc__.split("\n\n", 1)[0],
                                      epilog=__doc__.split("\n\n", 1)[1].rsplit(" This text", 1)[0],
@@ -194,7 +211,7 @@ def _parser() -> argparse.ArgumentParser:
     commands = _Commands(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"))
     info = commands.add_parser("info", help="summarise a model file")
     info.add_argument("path", help=_MODEL)
-    info.add_argument("--top", type=int, default=10, help="how many op types to list")
+    info.add_argument("--top", type=_count(0), default=10, help="how many op types to list")
     info.set_defaults(run=_info)
     validate = commands.add_parser("validate", help="check every op against its namespace")
     validate.add_argument("path", help=_MODEL)
@@ -218,19 +235,19 @@ def _parser() -> argparse.ArgumentParser:
     render = commands.add_parser("render", help="draw a model to SVG, PNG or PDF (needs Graphviz's dot)")
     render.add_argument("path", help=_MODEL)
     render.add_argument("target", help="the picture to write; its suffix picks the format")
-    render.add_argument("--depth", type=int, default=None, help="show containers as boxes below this depth")
+    render.add_argument("--depth", type=_count(0), default=None, help="show containers as boxes below this depth")
     render.add_argument("--highlight", metavar="SELECTOR", help="colour what this selector selects")
     render.set_defaults(run=_render)
     summary = commands.add_parser("summary", help="layers with output types and parameter counts")
     summary.add_argument("path", help=_MODEL)
-    summary.add_argument("--depth", type=int, default=1, help="how many levels below the top to list")
+    summary.add_argument("--depth", type=_count(0), default=1, help="how many levels below the top to list")
     summary.set_defaults(run=_summary)
     run = commands.add_parser("run", help="run a model on .npy inputs and time it")
     run.add_argument("path", help=_MODEL)
     run.add_argument("--input", nargs="+", metavar="NAME=FILE.npy", help="one feed per model input")
     run.add_argument("--fetch", nargs="+", metavar="NAME", help="what to compute (default: the outputs)")
     run.add_argument("--output", metavar="FILE.npz", help="save the fetched arrays here")
-    run.add_argument("--repeat", type=int, default=1, help="run this many times and report the median")
+    run.add_argument("--repeat", type=_count(1), default=1, help="run this many times and report the median")
     run.set_defaults(run=_run)
     diff = commands.add_parser("diff", help="structural differences by path; exit 1 if any")
     diff.add_argument("before", help=_MODEL)

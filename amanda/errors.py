@@ -34,7 +34,9 @@ def suggest(name: str, choices: Iterable[str]) -> str:
     >>> suggest("Matmul", ["MatMul", "Add"])
     "did you mean 'MatMul'?"
     """
-    choices = list(choices)
+    if not isinstance(name, str):
+        return ""  # a mistyped key (an int, None) resembles no name
+    choices = [c for c in choices if isinstance(c, str)]
     by_case = [c for c in choices if c.lower() == name.lower()]
     close = by_case + [c for c in difflib.get_close_matches(name, choices, n=3, cutoff=0.6)
                        if c not in by_case]

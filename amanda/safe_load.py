@@ -31,7 +31,7 @@ from amanda.errors import FormatError
 from amanda.parse_guards import MAX_DEPTH, check_json_depth, gc_paused
 
 __all__ = ["ALIAS_ALLOWANCE", "MAX_DEPTH", "Lines", "compose_yaml", "gc_paused", "load_located",
-           "load_text"]
+           "load_text", "load_yaml_tree"]
 
 ALIAS_ALLOWANCE = 10_000
 
@@ -356,11 +356,24 @@ def load_text(text: str | bytes, format: str = "yaml") -> Any:
     with gc_paused():
         if format == "json":
             return _json(text)
+        return load_yaml_tree(text)[0]
+
+
+def load_yaml_tree(text: str | bytes) -> tuple[Any, yaml.Node | None]:
+    """Plain data from YAML text, as :func:`load_text`, and the node tree it was built from:
+    a caller that finds a bad field later reads the field's line from the tree instead of
+    composing the text again.
+
+    >>> data, node = load_yaml_tree("a: [1, 2]")
+    >>> data, node.value[0][1].start_mark.line
+    ({'a': [1, 2]}, 0)
+    """
+    with gc_paused():
         node = compose_yaml(text)
         if node is None:
-            return None
+            return None, None
         try:
-            return _build(node, None, _has_anchors(text))
+            return _build(node, None, _has_anchors(text)), node
         except FormatError:
             _build(node, {})  # again with paths tracked, to name the path in the error
             raise

@@ -64,6 +64,7 @@ from amanda.autodiff.rules_shape import (
     where_vjp,
 )
 from amanda.autodiff.rules_unary import SLOPES, clip_vjp, prelu_vjp, unary_vjp
+from amanda.containers.checks import expect_str
 from amanda.exec.kernels.registry import ONNX, fact, register_fact
 
 __all__ = ["RULES", "VJP", "family", "rule_for"]
@@ -117,5 +118,6 @@ def rule_for(namespace: str, op_type: str) -> Rule | None:
 
 def family(namespace: str) -> str:
     """A namespace's family: ``amanda/onnx/17`` -> ``onnx``."""
-    parts = str(namespace).split("/")
+    expect_str(namespace, "namespace", "a namespace name such as 'amanda/onnx/17'")
+    parts = namespace.split("/")
     return parts[1] if len(parts) >= 3 and parts[0] == "amanda" else parts[0]

@@ -32,6 +32,7 @@ from amanda.build.builder import DEFAULT_NAMESPACE
 from amanda.build.model import calls_in_order
 from amanda.build.values import Value
 from amanda.containers import CONTROL, SELF, Container, Edge, Endpoint, Port, bind, flatten, walk
+from amanda.containers.checks import brief, expect_container, expect_str
 from amanda.containers.phases import check_phase, computations
 from amanda.containers.refs import resolve_references
 from amanda.containers.update import target_paths
@@ -130,7 +131,7 @@ def _wrt_endpoints(model: Container, wrt: Any) -> list[tuple[str, Endpoint]]:
                     raise PathError.at(format_path(p), "an op with an output", "none")
                 found.append((f"grad/{'/'.join(p)}", Endpoint(p, node.outputs[0].name)))
         else:
-            raise ArgumentError.at("wrt", "paths, endpoints or a Selection", repr(item))
+            raise ArgumentError.at("wrt", "paths, endpoints or a Selection", brief(item))
     return found
 
 
@@ -242,8 +243,10 @@ def grad(model: Container, loss: str, wrt: Any, *, phase: Any = "auto", name: st
     ``phase``: the computation to differentiate (``"auto"``: ``"train"`` when the model has
     one). ``wrt`` entries that the loss does not depend on get zeros.
     """
-    if not isinstance(model, Container):
-        raise ArgumentError.at("model", "a Container", type(model).__name__)
+    expect_container(model, "model")
+    expect_str(loss, "loss", "the name of an output of the model")
+    expect_str(phase, "phase", "'auto', a phase name", optional=True)
+    expect_str(name, "name", "a name for the gradient container", optional=True)
     if loss not in model.output_names:
         raise PathError.at(f"{model.name}:{loss}", f"an output among {list(model.output_names)}", repr(loss))
     if phase == "auto":

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from amanda.build.values import Call, Input, Value
+from amanda.containers.checks import brief, expect_str, shown
 from amanda.containers.container import Container
 from amanda.containers.edge import Port
 from amanda.errors import ArgumentError, SchemaError
@@ -48,7 +49,7 @@ class Ops:
 
     def __init__(self, namespace: str = DEFAULT_NAMESPACE) -> None:
         if not isinstance(namespace, str) or not namespace:
-            raise ArgumentError.at("namespace", "a namespace name such as 'amanda/onnx/17'", repr(namespace))
+            raise ArgumentError.at("namespace", "a namespace name such as 'amanda/onnx/17'", shown(namespace))
         self._name = namespace
         self._loaded: Any = None  # looked up on first use: importing amanda builds no namespace
 
@@ -85,6 +86,7 @@ class OpBuilder:
 
     def __call__(self, *args: Any, name: str | None = None, **attrs: Any) -> Any:
         schema = self.schema
+        expect_str(name, "name", "an op name (a non-empty string)", optional=True)
         label = name or f"{schema.type}_{next(_counter)}"
         where = (label,)
         names, values = self._inputs(_trim(args), label)
@@ -160,7 +162,11 @@ def _as_value(arg: Any, label: str, namespace: str = DEFAULT_NAMESPACE) -> Value
     if arg is None or isinstance(arg, Value):
         return arg
     if isinstance(arg, (np.ndarray, np.generic, int, float, bool, list, tuple)):
-        array = np.asarray(arg)
+        try:
+            array = np.asarray(arg)
+        except (ValueError, TypeError, OverflowError):  # a ragged list, an int beyond int64
+            raise ArgumentError.at(label, "a Value, an array or a number (nested lists of one shape)",
+                                   brief(arg)) from None
         if array.dtype == np.float64 and not isinstance(arg, (np.ndarray, np.generic)):
             array = array.astype(np.float32)  # Python floats build float32 constants, as models use
         if array.dtype == object:

@@ -14,6 +14,7 @@ from typing import Any
 
 from amanda.build.builder import DEFAULT_NAMESPACE, ops
 from amanda.build.values import Call, Input, Value
+from amanda.containers.checks import brief, expect_mapping, expect_str
 from amanda.containers.compose import exposed_controls
 from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Edge, Endpoint, Port
@@ -36,10 +37,10 @@ def _outputs(outputs: Any) -> list[tuple[str, Value]]:
         raise ArgumentError.at("outputs", "a Value, a list of Values or a mapping name -> Value", type(outputs).__name__)
     for name, value in items:
         if not isinstance(value, Value) or not isinstance(name, str) or not name:
-            raise ArgumentError.at("outputs", "Values named by non-empty strings", repr((name, value)))
+            raise ArgumentError.at("outputs", "Values named by non-empty strings", brief((name, value)))
     names = [n for n, _ in items]
     if len(set(names)) != len(names):
-        raise ArgumentError.at("outputs", "distinct output names (pass a mapping to name them)", repr(names))
+        raise ArgumentError.at("outputs", "distinct output names (pass a mapping to name them)", brief(names))
     return items
 
 
@@ -48,7 +49,7 @@ def _check_inputs(inputs: Any) -> None:
         raise ArgumentError.at("inputs", "a list of Values made by amanda.Input", type(inputs).__name__)
     for value in inputs:
         if not isinstance(value, Value) or value.producer is not None:
-            raise ArgumentError.at("inputs", "Values made by amanda.Input", repr(value))
+            raise ArgumentError.at("inputs", "Values made by amanda.Input", brief(value))
 
 
 def calls_in_order(wanted: list[tuple[str, Value]]) -> list[Call]:
@@ -98,6 +99,9 @@ def model(inputs: Sequence[Value], outputs: Any, name: str | None = None, *, typ
     (added to the namespace) are the container's own. Ops (or layers) that share a name are
     suffixed ``_1``, ``_2`` … in build order."""
     _check_inputs(inputs)
+    expect_str(name, "name", "a model name", optional=True)
+    expect_str(type, "type", "a container type")
+    expect_mapping(attrs, "attrs", "a mapping of attribute names to values", optional=True)
     wanted = _outputs(outputs)
     order = calls_in_order(wanted)
     names = _names(order, name or "model")

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from amanda.containers.checks import brief
 from amanda.errors import ArgumentError
 from amanda.types.tensor_type import TensorType, dtype_name, dtype_problem
 
@@ -62,7 +63,7 @@ def Input(name: str, dtype: Any, shape: Sequence[Any] | None = None) -> Value:  
     float32[batch,4]
     """
     if not isinstance(name, str) or not name:
-        raise ArgumentError.at("name", "an input name (a non-empty string)", repr(name))
+        raise ArgumentError.at("name", "an input name (a non-empty string)", brief(name))
     problem = dtype_problem(dtype)
     if problem is not None:  # 'float' and 'int' are refused: numpy would read 64 bits
         raise ArgumentError.at((name, "dtype"), *problem)
@@ -70,5 +71,5 @@ def Input(name: str, dtype: Any, shape: Sequence[Any] | None = None) -> Value:  
     if shape is not None and (isinstance(shape, (str, bytes)) or not isinstance(shape, Sequence) or not all(
             d is None or isinstance(d, str) or (isinstance(d, int) and not isinstance(d, bool) and d >= 0)
             for d in shape)):
-        raise ArgumentError.at(name, "a shape: a sequence of sizes, symbol names or None", repr(shape))
+        raise ArgumentError.at(name, "a shape: a sequence of sizes, symbol names or None", brief(shape))
     return Value(None, name, TensorType(dtype_text, None if shape is None else tuple(shape)), name)

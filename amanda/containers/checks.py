@@ -12,8 +12,12 @@ amanda.errors.ArgumentError: at model: expected a Container, found int 3
 
 from __future__ import annotations
 
+import os
+import reprlib
 from collections.abc import Hashable, Iterable, Mapping
 from typing import Any
+
+import numpy as np
 
 from amanda.errors import ArgumentError, Problem
 
@@ -22,9 +26,14 @@ __all__ = [
     "INTERPRETED_EDGE_ATTRS",
     "INTERPRETED_PORT_ATTRS",
     "attr_problems",
+    "brief",
     "check_names",
     "expect_container",
+    "expect_file",
+    "expect_flag",
+    "expect_int",
     "expect_list",
+    "expect_mapping",
     "expect_str",
     "expect_type",
     "shown",
@@ -56,12 +65,25 @@ INTERPRETED_EDGE_ATTRS: dict[str, tuple[Any, str]] = {
 }
 
 
+_BRIEF = reprlib.Repr()
+_BRIEF.maxlevel, _BRIEF.maxlist, _BRIEF.maxtuple, _BRIEF.maxdict = 4, 12, 12, 8
+_BRIEF.maxstring, _BRIEF.maxother = 60, 60
+
+
+def brief(value: Any) -> str:
+    """A short repr for a message, at most about 60 characters, that never recurses deeper than
+    a few levels (a list nested thousands deep is shown, not a RecursionError).
+
+    >>> brief([[[[[[1]]]]]]), brief(3)
+    ('[[[[[...]]]]]', '3')
+    """
+    text = _BRIEF.repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def shown(value: Any) -> str:
     """A value as a message shows it: its type and a short repr."""
-    text = repr(value)
-    if len(text) > 60:
-        text = text[:57] + "..."
-    return f"{type(value).__name__} {text}"
+    return f"{type(value).__name__} {brief(value)}"
 
 
 def attr_problems(attrs: Mapping[str, Any], where: Any, table: Mapping[str, tuple[Any, str]] = INTERPRETED_ATTRS,
@@ -118,9 +140,45 @@ def expect_list(value: Any, where: Any, expected: str) -> list:
     raise ArgumentError.at(where, expected, shown(value))
 
 
+def expect_mapping(value: Any, where: Any, expected: str, optional: bool = False) -> Any:
+    """``value`` if it is a mapping (or None when ``optional``), else ArgumentError."""
+    if isinstance(value, Mapping) or (value is None and optional):
+        return value
+    raise ArgumentError.at(where, expected + (" or None" if optional else ""), shown(value))
+
+
+def expect_flag(value: Any, where: Any, optional: bool = False) -> Any:
+    """``value`` if it is True or False (or None when ``optional``), else ArgumentError.
+
+    >>> expect_flag(1, "keepdims")
+    Traceback (most recent call last):
+    ...
+    amanda.errors.ArgumentError: at keepdims: expected True or False, found int 1
+    """
+    if value is True or value is False or (value is None and optional):
+        return value
+    raise ArgumentError.at(where, "True or False" + (" or None" if optional else ""), shown(value))
+
+
+def expect_int(value: Any, where: Any, minimum: int = 0) -> int:
+    """``value`` as an int if it is one (a numpy integer too, never a bool) of at least
+    ``minimum``, else ArgumentError."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= minimum:
+        return int(value)
+    raise ArgumentError.at(where, f"an int >= {minimum}", shown(value))
+
+
+def expect_file(value: Any, where: Any = "path") -> Any:
+    """``value`` if it is a file path (a non-empty str or an ``os.PathLike``), else ArgumentError."""
+    if _name(value) or isinstance(value, os.PathLike):
+        return value
+    raise ArgumentError.at(where, "a file path (a non-empty str or os.PathLike)", shown(value))
+
+
 def sequence_problem(value: Any, where: Any, expected: str) -> Problem | None:
-    """A problem unless ``value`` is an iterable that is not a string, bytes or a mapping."""
-    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+    """A problem unless ``value`` is an iterable that is not a string, bytes, a mapping or a
+    numpy array (whose items are arrays, never ports, edges or names)."""
+    if isinstance(value, (str, bytes, Mapping, np.ndarray)) or not isinstance(value, Iterable):
         return Problem(where, expected, shown(value))
     return None
 
@@ -156,4 +214,4 @@ def check_names(type_: Any, name: Any, uid: Any) -> None:
         ok = value is None or type(value) is str and value and (value.isascii() or utf8_text(value))
         if not ok:
             where = (name,) if key != "name" and type(name) is str and name else None
-            raise InvariantError([Problem(where, f"a non-empty string {key} (UTF-8) or None", repr(value))])
+            raise InvariantError([Problem(where, f"a non-empty string {key} (UTF-8) or None", brief(value))])

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from amanda.containers.checks import expect_list, shown
+from amanda.containers.checks import brief, expect_list, shown
 from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Edge, Endpoint, Port
 from amanda.errors import AmandaError, ArgumentError
@@ -198,7 +198,7 @@ def _patch_end(parent_kids: dict[str, Container], text: Any, side: str) -> tuple
             raise CompositionError.at(str(text), f"a child index below {len(names)}", str(op))
         op = names[op]
     if op not in parent_kids:
-        raise CompositionError.at(str(text), f"a child among {list(parent_kids)}", repr(op))
+        raise CompositionError.at(str(text), f"a child among {list(parent_kids)}", brief(op))
     child = parent_kids[op]
     ports = child.outputs if side == "src" else child.inputs
     port = end.port
@@ -206,7 +206,7 @@ def _patch_end(parent_kids: dict[str, Container], text: Any, side: str) -> tuple
         port = ports[port].name
     if not any(p.name == port for p in ports):
         kind = "output" if side == "src" else "input"
-        raise CompositionError.at(str(text), f"an {kind} port of {op!r} among {[p.name for p in ports]}", repr(end.port))
+        raise CompositionError.at(str(text), f"an {kind} port of {op!r} among {[p.name for p in ports]}", brief(end.port))
     return op, port  # type: ignore[return-value]
 
 
@@ -259,7 +259,7 @@ def named_merge(
         try:
             src_text, dst_text = patch
         except (TypeError, ValueError):
-            raise CompositionError.at(f"patches[{number}]", "a pair (output, input)", repr(patch)) from None
+            raise CompositionError.at(f"patches[{number}]", "a pair (output, input)", brief(patch)) from None
         src = _patch_end(by_name, src_text, "src")
         dst = _patch_end(by_name, dst_text, "dst")
         if dst in fed:

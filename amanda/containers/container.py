@@ -23,7 +23,7 @@ from typing import Any
 
 from pyrsistent import PMap, PVector, pvector
 
-from amanda.containers.checks import INTERPRETED_ATTRS, check_names, expect_type
+from amanda.containers.checks import INTERPRETED_ATTRS, brief, check_names, expect_type, shown
 from amanda.containers.display import Displayed
 from amanda.containers.edge import SELF, Port, coerce_ports
 from amanda.containers.identity import structural_hash, structurally_equal
@@ -116,9 +116,10 @@ class Container(Displayed):
         try:
             frozen_attrs = freeze_attrs(attrs)
         except TypeError as exc:
-            from amanda.errors import InvariantError, Problem
-
-            raise InvariantError([Problem((name,) if name else None, "frozen attribute values", str(exc))]) from None
+            where = (name,) if name.__class__ is str and name else None
+            if not isinstance(attrs, Mapping):
+                raise ArgumentError.at(where, "attrs as a mapping of attribute names to values", shown(attrs)) from None
+            raise InvariantError([Problem(where, "frozen attribute values", str(exc))]) from None
         check_names(type, name, uid)
         _set(self, "type", type)
         _set(self, "name", name)
@@ -230,7 +231,7 @@ class Container(Displayed):
         """Position of the child called ``name``."""
         position = self._index.get(expect_type(name, str, "name", "a child name (a string)"))
         if position is None:
-            raise PathError.at(self._where(), "an existing child", repr(name))
+            raise PathError.at(self._where(), "an existing child", brief(name))
         return position
 
     def descendant(self, path: str | Sequence[str | int]) -> Container:
@@ -240,7 +241,7 @@ class Container(Displayed):
 
         resolved = resolve_path(self, path)
         if resolved is None:
-            raise PathError.at(self._where(), "an existing descendant path", repr(path))
+            raise PathError.at(self._where(), "an existing descendant path", brief(path))
         node = self
         for name in () if resolved is SELF else resolved:
             node = node.children[node._index[name]]
@@ -249,7 +250,7 @@ class Container(Displayed):
     def port(self, name: str | int, side: str = "output") -> Port:
         """The input or output port with this name or index."""
         if side not in ("input", "output"):
-            raise ArgumentError.at("side", "'input' or 'output'", repr(side))
+            raise ArgumentError.at("side", "'input' or 'output'", brief(side))
         ports = self.inputs if side == "input" else self.outputs
         if isinstance(name, int):
             if 0 <= name < len(ports):
@@ -258,7 +259,7 @@ class Container(Displayed):
             for port in ports:
                 if port.name == name:
                     return port
-        raise PathError.at(self._where(), f"an {side} port among {[p.name for p in ports]}", repr(name))
+        raise PathError.at(self._where(), f"an {side} port among {[p.name for p in ports]}", brief(name))
 
     def _where(self) -> tuple[str, ...] | None:
         return (self.name,) if self.name else None

@@ -14,7 +14,13 @@ from typing import Any, Union
 
 from pyrsistent import PMap
 
-from amanda.containers.checks import INTERPRETED_EDGE_ATTRS, INTERPRETED_PORT_ATTRS, attr_problems, shown
+from amanda.containers.checks import (
+    INTERPRETED_EDGE_ATTRS,
+    INTERPRETED_PORT_ATTRS,
+    attr_problems,
+    sequence_problem,
+    shown,
+)
 from amanda.containers.records import EdgeKey
 from amanda.containers.values import EMPTY, attrs_equal, attrs_hash, freeze_attrs, views_of
 from amanda.deprecation import moved_to_keywords
@@ -156,7 +162,7 @@ def coerce_ports(values: Iterable[Any]) -> tuple[Port, ...]:
         return values  # type: ignore[return-value]
     if type(values) is list and all(type(v) is Port for v in values):
         return tuple(values)
-    if values is None or isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Iterable):
+    if values.__class__ is not list and values.__class__ is not tuple and sequence_problem(values, "ports", ""):
         raise ArgumentError.at("ports", "a sequence of ports", shown(values))
     return tuple(_port(v) for v in values)
 

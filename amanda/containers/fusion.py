@@ -26,7 +26,7 @@ from amanda.containers.checks import expect_container, expect_str
 from amanda.containers.container import Container
 from amanda.containers.edge import CONTROL, SELF, Edge
 from amanda.containers.frames import at, buried_above, lift_end, live_tombstones, lower, lower_end, splice, split
-from amanda.containers.update import target_paths
+from amanda.containers.update import expect_child_path, target_paths
 from amanda.errors import ArgumentError, InvariantError, Problem
 
 __all__ = ["fuse", "unfuse"]
@@ -43,6 +43,8 @@ def fuse(model: Container, paths: Any, type: str, name: str | None = None, attrs
     parent_path = targets[0][:-1]
     if any(p[:-1] != parent_path for p in targets):
         raise InvariantError([Problem(parent_path, "paths that share one parent", str(sorted({p[:-1] for p in targets})))])
+    for target in targets:
+        expect_child_path(model, target)
     parent = model.descendant(parent_path) if parent_path else model
     group = {p[-1] for p in targets}
     name = name or _fresh(parent, type)

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from amanda.containers.checks import expect_container
+from amanda.containers.checks import brief, expect_container
 from amanda.containers.edge import SELF
 from amanda.containers.order import topological
 from amanda.containers.records import Path
@@ -70,7 +70,7 @@ def effective_attrs(container: Container, path: Any = ()) -> Mapping[str, Any]:
     expect_container(container, "container")
     resolved = resolve_path(container, path)
     if resolved is None:
-        raise PathError.at(container.name, "an existing descendant path", repr(path))
+        raise PathError.at(container.name, "an existing descendant path", brief(path))
     merged = dict(container.attrs)
     node = container
     for name in () if resolved is SELF else resolved:

@@ -19,14 +19,14 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from amanda.containers.checks import expect_container, shown
+from amanda.containers.checks import brief, expect_container, shown
 from amanda.containers.container import Container
 from amanda.containers.edge import SELF
 from amanda.containers.frames import at, step, with_child
 from amanda.containers.validate import resolve_path
 from amanda.errors import ArgumentError, InvariantError, PathError, Problem
 
-__all__ = ["replace", "target_paths", "with_attrs", "with_child"]
+__all__ = ["expect_child_path", "replace", "target_paths", "with_attrs", "with_child"]
 
 
 def target_paths(container: Container, target: Any) -> list[tuple[str, ...]]:
@@ -37,7 +37,10 @@ def target_paths(container: Container, target: Any) -> list[tuple[str, ...]]:
     if hasattr(target, "paths"):
         return [tuple(p) for p in target.paths]
     if isinstance(target, list):
-        return [p for item in target for p in target_paths(container, item)]
+        # a list inside the list is one path (a list of names), not more paths: no recursion
+        return [p for item in target for p in target_paths(container, tuple(item) if isinstance(item, list) else item)]
+    if isinstance(target, tuple) and not all(isinstance(p, (str, int)) and not isinstance(p, bool) for p in target):
+        raise ArgumentError.at("target", "a path: a tuple of child names (or indexes)", shown(target))
     if isinstance(target, tuple) and all(isinstance(p, str) for p in target):
         node = container
         for part in target:
@@ -45,8 +48,37 @@ def target_paths(container: Container, target: Any) -> list[tuple[str, ...]]:
         return [target]
     resolved = resolve_path(container, target)
     if resolved is None:
-        raise PathError.at(container.name, "an existing descendant path", repr(target))
+        stop = _stop(container, tuple(target.split("/"))) if isinstance(target, str) else None
+        if stop is not None and stop[1]:  # the path enters the body of a control-flow op
+            raise PathError.at(stop[0], "a path through children", brief(target), stop[1])
+        raise PathError.at(container.name, "an existing descendant path", brief(target))
     return [() if resolved is SELF else resolved]
+
+
+def _stop(model: Container, path: tuple) -> tuple[tuple, str] | None:
+    """Where ``path`` stops leading through children (the path of the last node reached) and,
+    when it enters the body of an If, Loop or Scan there (a graph held in an attribute, which a
+    selector reaches), a hint; None when it leads through children all the way."""
+    node = model
+    for depth, name in enumerate(path):
+        if isinstance(name, str) and node.has_child(name):
+            node = node.child(name)
+            continue
+        key = name.split("[")[0] if isinstance(name, str) else None
+        held = node.attrs.get(key) if key is not None else None
+        hint = ""
+        if isinstance(held, Container) or (isinstance(held, tuple) and any(isinstance(h, Container) for h in held)):
+            hint = (f"{name!r} is a body of {node.type} {node.name!r}, held in its attributes: work inside the body "
+                    f"(amanda.fuse(body, ...)) and set it back with amanda.with_attrs")
+        return ((model.name, *path[:depth]) if model.name else tuple(path[:depth])), hint
+    return None
+
+
+def expect_child_path(model: Container, path: tuple) -> None:
+    """PathError unless ``path`` leads from ``model`` through children (not into a body)."""
+    stop = _stop(model, path)
+    if stop is not None:
+        raise PathError.at(stop[0], "a path through children", brief("/".join(map(str, path))), stop[1])
 
 
 def replace(container: Container, target: Any, new: Container | Callable[[Container], Container]) -> Container:

@@ -150,7 +150,11 @@ def check_container(
     from amanda.containers.container import Container
 
     set_field = object.__setattr__
-    if not children and not edges and not tombstones:
+    try:
+        leaf = not children and not edges and not tombstones
+    except ValueError:  # an array has no truth value: the checks below refuse it by name
+        leaf = False
+    if leaf:
         _check_leaf(self, attrs)
         return
     here = (self.name,) if self.name else ()
@@ -158,9 +162,10 @@ def check_container(
     _check_interpreted(self, here, problems, attrs)
     fields = {"children": children, "edges": edges, "tombstones": tombstones}
     for field, value in fields.items():
-        wrong = sequence_problem(value, (*here, field), f"a sequence of {field}") if value else None
+        wrong = sequence_problem(value, (*here, field), f"a sequence of {field}") if value is not None else None
         if wrong is not None:
             problems.append(wrong)
+        if value is None or wrong is not None:
             fields[field] = ()
     children, edges, tombstones = fields["children"], fields["edges"], fields["tombstones"]
     kids = list(children)

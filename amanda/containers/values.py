@@ -177,6 +177,11 @@ def utf8_text(text: str) -> bool:
 
 def freeze_attrs(attrs: Mapping[str, Any] | None) -> PMap:
     """Freeze a whole attribute mapping; empty mappings share one object."""
+    if attrs is None:
+        return EMPTY
+    cls = attrs.__class__
+    if cls is not dict and cls is not PMap and not isinstance(attrs, Mapping):  # before truth: arrays have none
+        raise TypeError(f"attrs must be a mapping, found {type(attrs).__name__}")
     if not attrs:
         return EMPTY
     if type(attrs) is ArrayViews:
@@ -192,8 +197,6 @@ def freeze_attrs(attrs: Mapping[str, Any] | None) -> PMap:
         type(v) in _SCALAR_TYPES and type(k) is str and k.isascii() for k, v in attrs.items()
     ):
         return attrs
-    if not isinstance(attrs, Mapping):
-        raise TypeError(f"attrs must be a mapping, found {type(attrs).__name__}")
     return pmap({_key(k): freeze(v) for k, v in attrs.items()})
 
 

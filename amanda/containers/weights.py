@@ -40,7 +40,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from amanda.containers.checks import expect_container, expect_type, shown
+from amanda.containers.checks import expect_container, expect_file, expect_type, shown
 from amanda.containers.container import Container
 from amanda.containers.npz import Archive
 from amanda.containers.traverse import walk
@@ -81,8 +81,7 @@ def _arrays(container: Container) -> dict[str, tuple[list[tuple[str, ...]], np.n
 
 
 def _file(path: Any) -> str:
-    expect_type(path, (str, os.PathLike), "path", "a file path (str or os.PathLike)")
-    return os.fspath(path)
+    return os.fspath(expect_file(path))
 
 
 def save_weights(container: Container, path: str | Path) -> list[str]:
@@ -100,8 +99,11 @@ def save_weights(container: Container, path: str | Path) -> list[str]:
     arrays: dict[str, Any] = {key: value for key, (_, value) in found.items()}
     rows = [(key, json.dumps(list(p))) for key, (paths, _) in found.items() for p in paths]
     arrays[_PATHS] = np.array(rows, dtype=str).reshape(len(rows), 2)
-    with open(target, "wb") as handle:
-        np.savez(handle, **arrays)
+    try:
+        with open(target, "wb") as handle:
+            np.savez(handle, **arrays)
+    except OSError as exc:
+        raise FormatError(f"cannot write {target!r}: {exc.strerror or exc}", path=target) from None
     return sorted(found)
 
 
@@ -158,7 +160,7 @@ def load_weights(container: Container, path: str | Path, *, by: str = "uid", add
     """
     expect_container(container, "container")
     source = _file(path)
-    if by not in _BY:
+    if by.__class__ is not str or by not in _BY:
         raise ArgumentError.at("by", f"one of {list(_BY)}", shown(by))
     expect_type(add_missing, bool, "add_missing", "True or False")
     targets: dict[Any, list[tuple[tuple[str, ...], Container]]] = {}

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from amanda.containers.checks import brief
 from amanda.errors import ExecutionError
 from amanda.exec.blas import BlasTuner, _blas_libraries, blas_threads  # noqa: F401  (re-exported)
 from amanda.exec.dispatch import failure
@@ -118,6 +119,11 @@ def _worker(tasks: queue.SimpleQueue[Any]) -> None:
         fn = attrs = args = result = done = None
 
 
+#: the most worker threads a Session starts: numpy kernels gain nothing from more workers than
+#: cores, and an operating system refuses to start some thousands of threads per process
+MAX_THREADS = 1024
+
+
 class WorkerPool:
     """``size`` daemon threads taking ``(index, fn, attrs, args, done)`` tasks from one queue."""
 
@@ -128,8 +134,14 @@ class WorkerPool:
             threading.Thread(target=_worker, args=(self.tasks,), name=f"amanda-worker-{i}", daemon=True)
             for i in range(size)
         ]
-        for thread in self.threads:
-            thread.start()
+        for started, thread in enumerate(self.threads):
+            try:
+                thread.start()
+            except RuntimeError as exc:  # the operating system's limit on threads
+                self.threads = self.threads[:started]
+                self.close()
+                raise ExecutionError(f"threads: cannot start worker {started + 1} of {size}: {exc}", path="threads",
+                                     expected=f"at most {started} threads on this machine", found=str(size)) from None
 
     def close(self) -> None:
         """Stop every worker and wait for them (each finishes its current task first)."""
@@ -260,9 +272,10 @@ class Runner:
     """
 
     def __init__(self, threads: int | None = None, offload_elements: int = DEFAULT_OFFLOAD_ELEMENTS) -> None:
-        if threads is not None and (not _is_int(threads) or threads < 1):
-            raise ExecutionError(f"threads: expected None or a positive int, found {threads!r}", path="threads",
-                                 expected="None or a positive int", found=repr(threads))
+        if threads is not None and (not _is_int(threads) or not 1 <= threads <= MAX_THREADS):
+            expected = f"None or an int from 1 to {MAX_THREADS}"
+            raise ExecutionError(f"threads: expected {expected}, found {brief(threads)}", path="threads",
+                                 expected=expected, found=brief(threads))
         if not _is_int(offload_elements) or offload_elements < 0:
             raise ExecutionError(f"offload_elements: expected a non-negative int, found {offload_elements!r}",
                                  path="offload_elements", expected="a non-negative int", found=repr(offload_elements))

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from amanda.containers import CONTROL, SELF, Container, Endpoint
+from amanda.containers.checks import brief
 from amanda.containers.phases import check_phase
 from amanda.containers.records import Path
 from amanda.containers.uids import refuse_uid_clashes
@@ -57,7 +58,7 @@ def _as_value(value: Any) -> Any:
 
 def _bad(argument: str, expected: str, found: Any) -> ExecutionError:
     """The error for a bad argument of Session or Session.run."""
-    shown = f"{type(found).__name__} {found!r}"[:120]
+    shown = f"{type(found).__name__} {brief(found)}"
     return ExecutionError(f"{argument}: expected {expected}, found {shown}", path=argument, expected=expected,
                           found=shown)
 
@@ -174,7 +175,9 @@ class Session:
         self._runner = Runner(threads, offload_elements)
         self._state: dict[str, Any] = {}
         self._plans: dict[tuple, Plan] = {}
-        self._optimize = bool(optimize)  # plans specialised and optimised per feed types (plan_cache.py)
+        if optimize is not True and optimize is not False:
+            raise _bad("optimize", "True or False", optimize)
+        self._optimize = optimize  # plans specialised and optimised per feed types (plan_cache.py)
         self._bodies: dict[tuple, tuple[Container, Plan]] = {}
         self._bound: dict[Any, Container] = {}
         self._lock = threading.RLock()

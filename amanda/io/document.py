@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from amanda.containers.checks import expect_type
 from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Edge, Endpoint, Port
 from amanda.containers.refs import AttrRef
@@ -363,6 +364,7 @@ def to_document(item: Container | Edge | Port) -> dict:
         return {"edge": _edge_doc(item, None)}
     if isinstance(item, Port):
         return {"input_port": _port_doc(item)}
+    expect_type(item, Container, "item", "a Container, an Edge or a Port")
     if item.is_op and not (item.edges or item.tombstones):
         kind = "op"  # `op` bodies have no edges: an op with pass-through edges is a subgraph
     else:

@@ -309,6 +309,9 @@ def _fill_tensor(target: Any, value: Mapping[str, Any]) -> None:
             if isinstance(dim, str):
                 entry.dim_param = dim
             elif dim is not None:
+                if not 0 <= int(dim) < 2**63:
+                    raise FormatError(f"a dimension {dim} outside ONNX's range", expected="a dimension from 0 to 2**63 - 1",
+                                      found=str(dim))
                 entry.dim_value = int(dim)
 
 

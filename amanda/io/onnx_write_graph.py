@@ -88,6 +88,17 @@ class GraphWriter:
     def fail(self, message: str, path: Any = None) -> FormatError:
         return FormatError(message, path=path)
 
+    def _mapping(self, attrs: Mapping[str, Any], key: str, path: Any) -> Mapping[str, Any]:
+        """The bookkeeping attribute ``key`` (``onnx_node``, ``metadata``), which must be a
+        mapping: {} when absent, a FormatError naming the op otherwise."""
+        value = attrs.get(key)
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping):
+            raise self.fail(f"op {where_of(path)}: expected its {key} attribute to be a mapping, "
+                            f"found {type(value).__name__}", path)
+        return value
+
     def _opset(self, ns: str, path: Path) -> tuple[str, int]:
         raise NotImplementedError
 
@@ -191,7 +202,7 @@ class GraphWriter:
     def _typed(self, vi: Any, attrs: Mapping[str, Any], required: bool, what: str) -> bool:
         try:
             proto = attrs_to_type(attrs)
-        except (AmandaError, KeyError, TypeError) as exc:
+        except (AmandaError, KeyError, TypeError, ValueError) as exc:  # ValueError: protobuf's range checks
             raise self.fail(f"{what} has a type ONNX cannot hold: {exc}") from None
         if attrs.get("doc_string"):
             vi.doc_string = attrs["doc_string"]
@@ -261,11 +272,11 @@ class GraphWriter:
                 tensor = g.initializer[-1]
         except (TypeError, ValueError) as exc:
             raise self.fail(f"initializer {op.name!r} cannot be written: {exc}", op.name) from None
-        info = attrs.get("onnx_node") or {}
+        info = self._mapping(attrs, "onnx_node", (op.name,))
         if info.get("doc_string"):
             tensor.doc_string = info["doc_string"]
         extra = {k: v for k, v in attrs.items() if k not in _TENSOR_KEYS}
-        write_metadata(tensor.metadata_props, scoped_metadata(attrs.get("metadata"), scope), op.uid, extra)
+        write_metadata(tensor.metadata_props, scoped_metadata(self._mapping(attrs, "metadata", (op.name,)), scope), op.uid, extra)
         if info.get("graph_input"):
             vi = g.input.add(name=name)
             vi.type.tensor_type.elem_type = tensor.data_type
@@ -291,7 +302,7 @@ class GraphWriter:
         function = own.get("onnx_function")  # a call of a model-local function (onnx_calls)
         domain = function["domain"] if function is not None else self._opset(ns, where + path)[0]
         schema = self.schemas.get(ns, op.type) if function is None else None
-        info = own.get("onnx_node") or {}
+        info = self._mapping(own, "onnx_node", where + path)
         scope = self._scope(path, where)
         if scope is not None and scope.name is not None:  # a scope-path name, as TorchScript's
             node = g.node.add(op_type=op.type, name=self._node_name(None, path, scope.name))
@@ -406,8 +417,8 @@ class GraphWriter:
                     f"written as ONNX {kind or 'attribute'}: {exc}",
                     where + path,
                 ) from None
-        write_metadata(node.metadata_props, scoped_metadata(own.get("metadata"), self._scope(path, where)),
-                       op.uid, extra)
+        metadata = scoped_metadata(self._mapping(own, "metadata", where + path), self._scope(path, where))
+        write_metadata(node.metadata_props, metadata, op.uid, extra)
 
     def _value_info(
         self, g: Any, op: Container, path: Path, value_of: dict, initializer: bool

@@ -13,11 +13,12 @@ from typing import Any
 
 import yaml
 
+from amanda.containers.checks import expect_file, expect_type, shown
 from amanda.containers.container import Container
 from amanda.containers.edge import Edge, Port
 from amanda.errors import ArgumentError, FormatError
 from amanda.io.document import DocPath, from_document, to_document
-from amanda.safe_load import compose_yaml, gc_paused, load_text
+from amanda.safe_load import compose_yaml, gc_paused, load_text, load_yaml_tree
 
 __all__ = ["SafeDumper", "dump", "dumps", "load", "loads"]
 
@@ -68,6 +69,12 @@ _Dumper.add_representer(_Folded, _represent_folded)
 _FORMATS = ("yaml", "json")
 
 
+def _check_format(format: Any, formats: tuple[str, ...] = _FORMATS) -> None:
+    if format.__class__ is not str or format not in formats:
+        raise FormatError(f"expected a format among {formats}, found {shown(format)}",
+                          expected=" or ".join(formats), found=shown(format))
+
+
 def loads(text: str | bytes, format: str = "yaml") -> Any:
     """Build a container (or edge, or port) from YAML or JSON text.
 
@@ -75,36 +82,50 @@ def loads(text: str | bytes, format: str = "yaml") -> Any:
     >>> g.name, g.input_names
     ('f', ('x',))
     """
-    if format not in _FORMATS:
-        raise FormatError(
-            f"expected a format among {_FORMATS}, found {format!r}",
-            expected="yaml or json",
-            found=format,
-        )
+    _check_format(format)
+    expect_type(text, (str, bytes), "text", "YAML or JSON text (str or bytes)")
     try:
         with gc_paused():  # building containers allocates as much as parsing
-            return from_document(_parse(text, format))
-    except FormatError as exc:
-        raise _located(exc, text) from exc.__cause__
+            data, node = _parse(text, format)
+            try:
+                built = from_document(data)
+            except FormatError as exc:
+                del data  # what was built of it is garbage now: free it before locating
+                located = _located(exc, text, node)
+                del node  # as the frames below, which hold the half-built document: the collector
+                if located is not exc:  # resumes as the error leaves, and would walk them all
+                    exc.__traceback__ = None
+                raise located from exc.__cause__
+            del data, node  # freed before the collector resumes, so its next pass need not walk them
+            return built
     except RecursionError:
         raise FormatError(
             "the document nests containers too deeply to build", expected="less nesting"
         ) from None
 
 
-def _parse(text: str | bytes, format: str) -> Any:
+def _parse(text: str | bytes, format: str) -> tuple[Any, yaml.Node | None]:
+    """The document's plain data, and for YAML the node tree it was built from."""
     try:
-        return load_text(text, format)
+        if format == "json":
+            return load_text(text, format), None
+        return load_yaml_tree(text)
     except UnicodeDecodeError as exc:
         raise FormatError(f"the document is not UTF-8 text: {exc.reason}") from None
 
 
-def _located(exc: FormatError, text: str | bytes) -> FormatError:
-    """The same error with the line and column of its field, found by composing the YAML."""
+def _located(exc: FormatError, text: str | bytes, node: yaml.Node | None) -> FormatError:
+    """The same error with the line and column of its field, read from the YAML node tree
+    (composed here only for JSON, whose reader keeps no marks)."""
     path = exc.path if isinstance(exc.path, tuple) else None
     if path is None or exc.line is not None:
         return exc
-    mark = _mark_of(text, path)
+    if node is None:
+        try:
+            node = compose_yaml(text)
+        except FormatError:
+            return exc
+    mark = _mark_of(node, path)
     if mark is None:
         return exc
     return FormatError(
@@ -112,12 +133,8 @@ def _located(exc: FormatError, text: str | bytes) -> FormatError:
     )
 
 
-def _mark_of(text: str | bytes, path: DocPath) -> tuple[int, int] | None:
-    """Line and column (1-based) of the deepest node of ``path`` present in the text."""
-    try:
-        node = compose_yaml(text)
-    except FormatError:
-        return None
+def _mark_of(node: yaml.Node | None, path: DocPath) -> tuple[int, int] | None:
+    """Line and column (1-based) of the deepest node of ``path`` present in the tree."""
     found = node
     for part in path:
         if isinstance(node, yaml.MappingNode):
@@ -145,12 +162,7 @@ def dumps(item: Container | Edge | Port, format: str = "yaml") -> str:
     >>> loads(dumps(op("Relu", "r", ["x"], ["y"]))) == op("Relu", "r", ["x"], ["y"])
     True
     """
-    if format not in _FORMATS:
-        raise FormatError(
-            f"expected a format among {_FORMATS}, found {format!r}",
-            expected="yaml or json",
-            found=format,
-        )
+    _check_format(format)
     try:
         with gc_paused():  # the document is acyclic, and as large as the container
             return _write(to_document(item), format)
@@ -176,7 +188,9 @@ def _write(doc: dict, format: str) -> str:
 
 
 def _format_of(path: str | Path, format: str | None) -> str:
+    expect_file(path)
     if format is not None:
+        _check_format(format, (*_FORMATS, "onnx"))
         return format
     suffix = Path(path).suffix.lower()
     if suffix in (".yaml", ".yml"):
@@ -233,5 +247,9 @@ def dump(item: Container, path: str | Path, format: str | None = None) -> Any:
         from amanda.io.onnx import dump_onnx
 
         return dump_onnx(item, path)
-    Path(path).write_text(dumps(item, kind), encoding="utf-8")
+    text = dumps(item, kind)
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise FormatError(f"cannot write {str(path)!r}: {exc.strerror or exc}", path=str(path)) from None
     return None

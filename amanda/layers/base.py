@@ -14,12 +14,13 @@ import numpy as np
 
 from amanda.build import Input, Value, model, ops
 from amanda.build.builder import DEFAULT_NAMESPACE
+from amanda.containers.checks import brief, shown
 from amanda.containers.container import Container
 from amanda.containers.edge import CONTROL, SELF, Edge, Endpoint, Port
-from amanda.errors import ArgumentError
+from amanda.errors import ArgumentError, suggest
 from amanda.layers.init import drawn, layer_seed, weight_value
 
-__all__ = ["ACTIVATIONS", "activate", "assemble", "assemble_phased", "const", "first", "float_input",
+__all__ = ["ACTIVATIONS", "activate", "assemble", "assemble_phased", "const", "first", "flag", "float_input",
            "positive", "sizes"]
 
 
@@ -27,7 +28,7 @@ def positive(layer: str, field: str, value: Any, zero: bool = False) -> int:
     """``value`` as an int > 0 (>= 0 with ``zero``), else an ArgumentError at ``layer/field``."""
     ok = isinstance(value, (int, np.integer)) and not isinstance(value, bool) and (value >= 0 if zero else value > 0)
     if not ok:
-        raise ArgumentError.at((layer, field), "a non-negative int" if zero else "a positive int", repr(value))
+        raise ArgumentError.at((layer, field), "a non-negative int" if zero else "a positive int", brief(value))
     return int(value)
 
 
@@ -35,15 +36,22 @@ def sizes(layer: str, field: str, value: Any, dims: int, zero: bool = False) -> 
     """One int per spatial dimension: an int is repeated, a sequence must have ``dims`` entries."""
     if isinstance(value, Sequence) and not isinstance(value, str):
         if len(value) != dims:
-            raise ArgumentError.at((layer, field), f"{dims} sizes (one per spatial dimension)", repr(value))
+            raise ArgumentError.at((layer, field), f"{dims} sizes (one per spatial dimension)", brief(value))
         return tuple(positive(layer, field, v, zero) for v in value)
     return (positive(layer, field, value, zero),) * dims
+
+
+def flag(layer: str, field: str, value: Any) -> bool:
+    """``value`` if it is True or False, else an ArgumentError at ``layer/field``."""
+    if value is True or value is False or isinstance(value, np.bool_):
+        return bool(value)
+    raise ArgumentError.at((layer, field), "True or False", shown(value))
 
 
 def probability(layer: str, field: str, value: Any) -> float:
     """``value`` as a float in [0, 1)."""
     if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)) or not 0 <= value < 1:
-        raise ArgumentError.at((layer, field), "a number in [0, 1)", repr(value))
+        raise ArgumentError.at((layer, field), "a number in [0, 1)", brief(value))
     return float(value)
 
 
@@ -104,7 +112,8 @@ def activate(layer: str, x: Value, activation: str | None, name: str = "activati
     if activation is None:
         return x
     if not isinstance(activation, str) or activation not in ACTIVATIONS:
-        raise ArgumentError.at((layer, "activation"), f"None or one of {sorted(ACTIVATIONS)}", repr(activation))
+        raise ArgumentError.at((layer, "activation"), f"None or one of {sorted(ACTIVATIONS)}", shown(activation),
+                               suggest(activation, ACTIVATIONS))
     return ACTIVATIONS[activation](x, name)
 
 
@@ -114,7 +123,7 @@ def assemble(type_: str, name: str, inputs: list[Value], outputs: Value | Mappin
     ``y``), hyper-parameters in its attributes, weights with uids of their own, drawn from
     ``seed`` (None: from this layer instance) and their paths (:func:`~amanda.layers.init.drawn`)."""
     if not isinstance(name, str) or not name or "/" in name:
-        raise ArgumentError.at((type_, "name"), "a non-empty layer name without '/'", repr(name))
+        raise ArgumentError.at((type_, "name"), "a non-empty layer name without '/'", brief(name))
     outs = {"y": outputs} if isinstance(outputs, Value) else outputs
     seed = layer_seed(type_, seed)
     built = model(inputs, outs, name=name, type=type_, attrs=dict(attrs))

@@ -19,29 +19,35 @@ from typing import Any
 import numpy as np
 
 from amanda.build import ops
+from amanda.containers.checks import brief, shown
 from amanda.containers.container import Container
 from amanda.errors import ArgumentError
-from amanda.layers.base import activate, assemble, first, float_input, positive, sizes
+from amanda.layers.base import activate, assemble, first, flag, float_input, positive, sizes
 from amanda.layers.init import Weights
+from amanda.namespaces.schema import suggest
 
 __all__ = ["AvgPool", "Conv", "Conv1D", "Conv2D", "Conv3D", "GlobalAvgPool", "MaxPool"]
 
 
 def _dims(layer: str, kernel_size: Any, dims: int | None) -> int:
+    if dims is not None and (isinstance(dims, bool) or not isinstance(dims, (int, np.integer))):
+        raise ArgumentError.at((layer, "dims"), "1, 2 or 3 spatial dimensions", shown(dims))
     if isinstance(kernel_size, Sequence) and not isinstance(kernel_size, str):
         if dims is not None and dims != len(kernel_size):
-            raise ArgumentError.at((layer, "dims"), f"{len(kernel_size)} (the length of kernel_size)", repr(dims))
+            raise ArgumentError.at((layer, "dims"), f"{len(kernel_size)} (the length of kernel_size)", brief(dims))
         dims = len(kernel_size)
     dims = 2 if dims is None else dims
     if dims not in (1, 2, 3):
-        raise ArgumentError.at((layer, "dims"), "1, 2 or 3 spatial dimensions", repr(dims))
-    return dims
+        raise ArgumentError.at((layer, "dims"), "1, 2 or 3 spatial dimensions", brief(dims))
+    return int(dims)
 
 
 def _padding(layer: str, padding: Any, dims: int, kernel: tuple[int, ...] = (), dilation: tuple[int, ...] = (),
              strides: tuple[int, ...] = ()) -> dict[str, Any]:
     """ONNX attributes for ``padding``. "same" with unit strides is written as explicit pads
     (they do not depend on the input size, and onnxruntime refuses SAME_UPPER with dilation)."""
+    if not isinstance(padding, str):
+        return {"pads": list(sizes(layer, "padding", padding, dims, zero=True)) * 2}
     if padding == "same" and kernel and all(s == 1 for s in strides):
         total = [(k - 1) * d for k, d in zip(kernel, dilation)]
         return {"pads": [t // 2 for t in total] + [t - t // 2 for t in total]}
@@ -49,10 +55,8 @@ def _padding(layer: str, padding: Any, dims: int, kernel: tuple[int, ...] = (), 
         return {"auto_pad": "SAME_UPPER"}
     if padding == "valid":
         return {"pads": [0] * (2 * dims)}
-    if isinstance(padding, str):
-        raise ArgumentError.at((layer, "padding"), "'same', 'valid', an int or one int per dimension", repr(padding))
-    per_dim = sizes(layer, "padding", padding, dims, zero=True)
-    return {"pads": list(per_dim) * 2}
+    raise ArgumentError.at((layer, "padding"), "'same', 'valid', an int or one int per dimension", brief(padding),
+                           suggest(padding, ("same", "valid")))
 
 
 def _shown(padding: Any) -> Any:
@@ -77,13 +81,14 @@ def Conv(in_channels: int, out_channels: int, kernel_size: int | Sequence[int], 
     x = float_input()
     weights = Weights()
     w = weights.add("kernel", (cout, cin // g, *kernel), init, fans)
-    b = weights.add("bias", (cout,), "zeros", fans) if use_bias else None
+    bias = flag("Conv", "use_bias", use_bias)
+    b = weights.add("bias", (cout,), "zeros", fans) if bias else None
     y = ops.Conv(x, w, b, kernel_shape=list(kernel), strides=list(strides), dilations=list(dilations), group=g,
                  name="convolution", **_padding("Conv", padding, n, kernel, dilations, strides))
     y = activate("Conv", y, activation)
     attrs = {"in_channels": cin, "out_channels": cout, "kernel_size": kernel, "stride": strides,
              "padding": _shown(padding), "dilation": dilations, "groups": g, "activation": activation,
-             "use_bias": bool(use_bias), "init": init, "weights": weights.specs}
+             "use_bias": bias, "init": init, "weights": weights.specs}
     return assemble("Conv", name, [x], y, attrs, seed)
 
 
@@ -129,8 +134,9 @@ def AvgPool(kernel_size: int | Sequence[int], stride: int | Sequence[int] | None
 def GlobalAvgPool(*, keepdims: bool = False, name: str = "global_avgpool") -> Container:  # noqa: N802
     """The mean over all spatial positions: ``[batch, channels]`` (``keepdims``: with the
     spatial axes kept as size 1)."""
+    keep = flag("GlobalAvgPool", "keepdims", keepdims)
     x = float_input()
     y = ops.GlobalAveragePool(x, name="pool")
-    if not keepdims:
+    if not keep:
         y = ops.Flatten(y, axis=1, name="flatten")
-    return assemble("GlobalAvgPool", name, [x], y, {"keepdims": bool(keepdims)}, 0)
+    return assemble("GlobalAvgPool", name, [x], y, {"keepdims": keep}, 0)

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from amanda.build import Input, ops
+from amanda.containers.checks import brief, shown
 from amanda.containers.container import Container
 from amanda.errors import ArgumentError
 from amanda.layers.base import (
@@ -28,11 +29,13 @@ from amanda.layers.base import (
     assemble_phased,
     const,
     first,
+    flag,
     float_input,
     positive,
     probability,
 )
 from amanda.layers.init import Weights
+from amanda.namespaces.schema import suggest
 
 __all__ = ["Activation", "Dense", "Dropout", "Embedding", "Flatten", "Reshape", "elu", "gelu", "leaky_relu",
            "log_softmax", "relu", "selu", "sigmoid", "silu", "softmax", "softplus", "tanh"]
@@ -45,11 +48,12 @@ def Dense(in_features: int, units: int, *, activation: str | None = None, use_bi
     fan_in, units = positive("Dense", "in_features", in_features), positive("Dense", "units", units)
     x = float_input()
     w = Weights()
+    bias = flag("Dense", "use_bias", use_bias)
     y = ops.MatMul(x, w.add("kernel", (fan_in, units), init, (fan_in, units)), name="matmul")
-    if use_bias:
+    if bias:
         y = ops.Add(y, w.add("bias", (units,), "zeros", (fan_in, units)), name="add")
     y = activate("Dense", y, activation)
-    return assemble("Dense", name, [x], y, {"in_features": fan_in, "units": units, "use_bias": bool(use_bias),
+    return assemble("Dense", name, [x], y, {"in_features": fan_in, "units": units, "use_bias": bias,
                                              "activation": activation, "init": init, "weights": w.specs}, seed)
 
 
@@ -67,7 +71,7 @@ def Embedding(num_embeddings: int, dim: int, *, init: str = "normal", name: str 
 def Flatten(axis: int = 1, *, name: str = "flatten") -> Container:  # noqa: N802
     """``x`` as a matrix: the axes before ``axis`` become rows, the rest columns."""
     if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
-        raise ArgumentError.at(("Flatten", "axis"), "an int", repr(axis))
+        raise ArgumentError.at(("Flatten", "axis"), "an int", brief(axis))
     x = float_input()
     return assemble("Flatten", name, [x], ops.Flatten(x, axis=int(axis), name="flatten"), {"axis": int(axis)}, 0)
 
@@ -77,7 +81,7 @@ def Reshape(shape: Sequence[int], *, name: str = "reshape") -> Container:  # noq
     ok = isinstance(shape, Sequence) and not isinstance(shape, str) and all(
         isinstance(d, (int, np.integer)) and not isinstance(d, bool) and (d > 0 or d == -1) for d in shape)
     if not ok or list(shape).count(-1) > 1:
-        raise ArgumentError.at(("Reshape", "shape"), "a sequence of positive sizes with at most one -1", repr(shape))
+        raise ArgumentError.at(("Reshape", "shape"), "a sequence of positive sizes with at most one -1", brief(shape))
     x = float_input()
     target = const("shape", np.array([0, *shape], np.int64))  # 0: keep the batch size
     y = ops.Reshape(x, target, name="reshape")
@@ -99,9 +103,10 @@ def Activation(activation: str, *, name: str | None = None) -> Container:  # noq
     """The named activation (``relu``, ``gelu``, ``sigmoid``, ``tanh``, ``softmax`` over the last
     axis, ``leaky_relu`` (slope 0.01), ``elu``, ``selu``, ``softplus``, ``silu``, ``log_softmax``)."""
     if not isinstance(activation, str) or activation not in ACTIVATIONS:
-        raise ArgumentError.at(("Activation", "activation"), f"one of {sorted(ACTIVATIONS)}", repr(activation))
+        raise ArgumentError.at(("Activation", "activation"), f"one of {sorted(ACTIVATIONS)}", shown(activation),
+                               suggest(activation, ACTIVATIONS))
     x = float_input()
-    label = name or activation
+    label = activation if name is None else name
     return assemble("Activation", label, [x], activate("Activation", x, activation, "apply"),
                     {"activation": activation}, 0)
 

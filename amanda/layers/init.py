@@ -24,6 +24,8 @@ the same code builds the same weights and uids in any process, so saved weights 
 from __future__ import annotations
 
 import itertools
+import math
+import os
 import zlib
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -32,6 +34,7 @@ import numpy as np
 
 from amanda.build.builder import DEFAULT_NAMESPACE
 from amanda.build.values import Call, Value
+from amanda.containers.checks import brief
 from amanda.containers.container import Container
 from amanda.containers.identity import same_content
 from amanda.errors import ArgumentError
@@ -82,8 +85,43 @@ _CONSTANT_RULES = ("zeros", "ones")
 
 def _rule(init: Any, where: str) -> Any:
     if not isinstance(init, str) or init not in RULES:
-        raise ArgumentError.at(where, f"an initialisation rule among {sorted(RULES)}", repr(init))
+        raise ArgumentError.at(where, f"an initialisation rule among {sorted(RULES)}", brief(init))
     return RULES[init]
+
+
+#: bytes one weight element takes while it is drawn: the float64 sample and its float32 copy
+DRAW_BYTES = 12
+
+
+def available_memory() -> int | None:
+    """Bytes of memory this machine can still give (Linux ``MemAvailable``, else free physical
+    pages), or None where it cannot tell."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as info:
+            for line in info:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def _zeros(name: str, shape: Sequence[int], fill: int) -> np.ndarray:
+    """A float32 array of ``shape`` filled with ``fill``; an ArgumentError naming the weight,
+    before anything is allocated, when drawing it would need more memory than is available."""
+    elements = math.prod(int(d) for d in shape)
+    needed, free = elements * DRAW_BYTES, available_memory()
+    if free is not None and needed > free:
+        raise ArgumentError.at(name, f"a weight that fits in memory ({free / 2**30:.1f} GiB available)",
+                               f"shape {tuple(shape)}: {elements:,} elements, {needed / 2**30:,.1f} GiB to draw",
+                               "the layer's sizes (features, units, channels, kernel size) make this shape")
+    try:
+        return np.ones(tuple(shape), np.float32) if fill else np.zeros(tuple(shape), np.float32)
+    except MemoryError:
+        raise ArgumentError.at(name, "a weight that fits in memory", f"shape {tuple(shape)}") from None
 
 
 class Weights:
@@ -97,7 +135,7 @@ class Weights:
         """A weight of ``shape`` (zeros, or ones for ``init="ones"``, until :func:`seeded` draws it)."""
         _rule(init, name)
         self.specs[name] = [init, int(fans[0]), int(fans[1])]
-        value = np.ones(tuple(shape), np.float32) if init == "ones" else np.zeros(tuple(shape), np.float32)
+        value = _zeros(name, shape, 1 if init == "ones" else 0)
         op = Container("Constant", name, inputs=(), outputs=["output"],
                        attrs={"value": value, "namespace": DEFAULT_NAMESPACE, "initializer": True})
         return weight_value(op)
@@ -106,7 +144,7 @@ class Weights:
         """A session variable (``amanda/core`` ``Variable``) initialised by ``init``; its reference."""
         _rule(init, name)
         self.specs[name] = [init, 1, 1]
-        value = np.ones(tuple(shape), np.float32) if init == "ones" else np.zeros(tuple(shape), np.float32)
+        value = _zeros(name, shape, 1 if init == "ones" else 0)
         op = Container("Variable", name, inputs=(), outputs=["ref"], attrs={"value": value, "namespace": "amanda/core"})
         return Value(Call(op, ()), "ref", None, f"{name}.ref")
 
@@ -145,7 +183,7 @@ def _drawn(node: Container, spec: Any, words: list[int], where: str, uid: str) -
     attrs = node.attrs
     old = attrs["value"]
     if not isinstance(spec, (list, tuple)) or len(spec) != 3:
-        raise ArgumentError.at(where, "a weight rule [rule, fan_in, fan_out]", repr(spec))
+        raise ArgumentError.at(where, "a weight rule [rule, fan_in, fan_out]", brief(spec))
     init, fans = spec[0], (int(spec[1]), int(spec[2]))
     if init in _CONSTANT_RULES:
         value = np.full(old.shape, 1 if init == "ones" else 0, old.dtype)
@@ -202,7 +240,9 @@ def seeded(model: Container, seed: int = 0, *, prefix: Sequence[str] = ()) -> Co
     if not isinstance(model, Container):
         raise ArgumentError.at("model", "a Container", type(model).__name__)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ArgumentError.at("seed", "a non-negative int", repr(seed))
+        raise ArgumentError.at("seed", "a non-negative int", brief(seed))
+    if not isinstance(prefix, (list, tuple)) or not all(isinstance(p, str) and p for p in prefix):
+        raise ArgumentError.at("prefix", "a sequence of names (non-empty strings)", brief(prefix)[:80])
     seed = int(seed)
     done: dict[str, list[tuple[Container, Container]]] = {}  # uid -> (node met, its keyed weight)
 

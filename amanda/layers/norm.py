@@ -28,6 +28,7 @@ import numpy as np
 
 from amanda.build import Ops, ops
 from amanda.build.builder import DEFAULT_NAMESPACE
+from amanda.containers.checks import brief
 from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Edge, Endpoint
 from amanda.containers.phases import bind
@@ -51,7 +52,7 @@ def BatchNorm(channels: int, *, momentum: float = 0.9, epsilon: float = 1e-5,  #
     c = positive("BatchNorm", "channels", channels)
     m = probability("BatchNorm", "momentum", momentum)
     if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not epsilon > 0:
-        raise ArgumentError.at(("BatchNorm", "epsilon"), "a positive number", repr(epsilon))
+        raise ArgumentError.at(("BatchNorm", "epsilon"), "a positive number", brief(epsilon))
     x = float_input()
     w = Weights()
     scale, bias = w.add("scale", (c,), "ones", (c, c)), w.add("bias", (c,), "zeros", (c, c))
@@ -73,7 +74,7 @@ def LayerNorm(features: int, *, epsilon: float = 1e-5, name: str = "layernorm", 
     """Normalisation over the last axis (of size ``features``) with a learnt ``scale`` and ``bias``."""
     f = positive("LayerNorm", "features", features)
     if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not epsilon > 0:
-        raise ArgumentError.at(("LayerNorm", "epsilon"), "a positive number", repr(epsilon))
+        raise ArgumentError.at(("LayerNorm", "epsilon"), "a positive number", brief(epsilon))
     x = float_input()
     w = Weights()
     scale, bias = w.add("scale", (f,), "ones", (f, f)), w.add("bias", (f,), "zeros", (f, f))

@@ -15,9 +15,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
+from amanda.containers.checks import brief, expect_flag, expect_str, shown
 from amanda.deprecation import keyword_only_after
-from amanda.errors import SchemaError
-from amanda.namespaces.schema import FrozenMap, OpSchema, suggest
+from amanda.errors import ArgumentError, SchemaError
+from amanda.namespaces.schema import FrozenMap, OpSchema, members, suggest
 
 __all__ = [
     "Namespace",
@@ -72,8 +73,8 @@ class Namespace:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name or self.name.strip("/") != self.name:
-            raise SchemaError.at("namespace", "a name like 'amanda/onnx/17'", repr(self.name))
-        items = self.schemas.values() if isinstance(self.schemas, Mapping) else self.schemas
+            raise SchemaError.at("namespace", "a name like 'amanda/onnx/17'", brief(self.name))
+        items = members(self.schemas, (self.name, "schemas"), OpSchema, "a list or mapping of OpSchemas")
         schemas = FrozenMap((s.type, s) for s in items)
         if isinstance(self.schemas, Mapping):
             for key, schema in self.schemas.items():
@@ -83,7 +84,16 @@ class Namespace:
         elif len(schemas) != len(list(items)):
             raise SchemaError.at(self.name, "one schema per op type", "duplicate op types")
         object.__setattr__(self, "schemas", schemas)
+        if not isinstance(self.retired, Mapping) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in self.retired.items()):
+            raise SchemaError.at((self.name, "retired"), "a mapping of op types to notes (strings)",
+                                 shown(self.retired))
         object.__setattr__(self, "retired", FrozenMap(self.retired))
+        for key, kind, expected in (("fallback", bool, "True or False"), ("source", str, "a string"),
+                                    ("parent", (str, type(None)), "a namespace name or None"),
+                                    ("version", (str, int, type(None)), "a version (str or int) or None")):
+            if not isinstance(getattr(self, key), kind):
+                raise SchemaError.at((self.name, key), expected, shown(getattr(self, key)))
         if self.version is None:
             last = self.name.rsplit("/", 1)[-1]
             object.__setattr__(self, "version", last if version_key(last) else None)
@@ -126,7 +136,7 @@ class Namespace:
         amanda.errors.SchemaError: at demo/1/Matmul: ... (did you mean 'MatMul'?)
         """
         if not isinstance(op_type, str):
-            raise SchemaError.at(self.name, "an op type name such as 'MatMul'", repr(op_type))
+            raise SchemaError.at(self.name, "an op type name such as 'MatMul'", brief(op_type))
         seen: list[str] = []
         ns: Namespace = self
         while True:
@@ -178,7 +188,8 @@ def register_namespace(ns: Namespace, *, replace: bool = False) -> Namespace:
     >>> unregister_namespace("doctest/reg/1")
     """
     if not isinstance(ns, Namespace):
-        raise SchemaError.at("register_namespace", "a Namespace", type(ns).__name__)
+        raise ArgumentError.at("ns", "a Namespace", shown(ns))
+    expect_flag(replace, "replace")
     with _lock:
         old = _registered.get(ns.name)
         if old is None and not replace and _provided(ns.name):
@@ -196,6 +207,7 @@ def unregister_namespace(name: str) -> None:
 
     >>> unregister_namespace("doctest/never-registered")
     """
+    expect_str(name, "name", "a namespace name (a non-empty string)")
     with _lock:
         _registered.pop(name, None)
 
@@ -212,6 +224,10 @@ def register_provider(prefix: str, names: Callable[[], Iterable[str]],
     >>> namespace("doctest/lazy").op_types
     ('Neg',)
     """
+    expect_str(prefix, "prefix", "a namespace name prefix (a non-empty string)")
+    for where, fn in (("names", names), ("load", load)):
+        if not callable(fn):
+            raise ArgumentError.at(where, "a function", shown(fn))
     with _lock:
         _providers.append(_Provider(prefix, names, load))
 
@@ -290,7 +306,7 @@ def namespace(name: str | Namespace) -> Namespace:
     if isinstance(name, Namespace):
         return name
     if not isinstance(name, str):
-        raise SchemaError.at("namespace", "a namespace name such as 'amanda/onnx/17'", repr(name))
+        raise SchemaError.at("namespace", "a namespace name such as 'amanda/onnx/17'", brief(name))
     with _lock:
         found = _registered.get(name)
         if found is not None:
@@ -304,7 +320,7 @@ def namespace(name: str | Namespace) -> Namespace:
             newest = max(children, key=lambda n: version_key(n.rsplit("/", 1)[1]) or ())
             return namespace(newest)
         known = known_namespaces()
-    raise SchemaError.at(name, f"a known namespace ({_summary(known)})", repr(name),
+    raise SchemaError.at(name, f"a known namespace ({_summary(known)})", brief(name),
                          _namespace_hint(str(name), known))
 
 

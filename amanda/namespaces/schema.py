@@ -13,11 +13,12 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from amanda.containers.checks import brief, sequence_problem, shown
 from amanda.deprecation import keyword_only_after
 from amanda.errors import Problem, SchemaError, suggest
 from amanda.namespaces.attr_types import ATTR_TYPES, attr_value_problem, coerce_default, value_key
 
-__all__ = ["AttrSchema", "FrozenMap", "OpSchema", "PortSchema", "freeze", "suggest"]
+__all__ = ["AttrSchema", "FrozenMap", "OpSchema", "PortSchema", "freeze", "members", "suggest"]
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -96,7 +97,33 @@ def _fail(problems: list[Problem], context: str) -> None:
 
 def _check_name(name: Any, what: str) -> None:
     if not isinstance(name, str) or not name:
-        raise SchemaError.at(what, "a non-empty string", repr(name))
+        raise SchemaError.at(what, "a non-empty string", brief(name))
+
+
+def members(value: Any, where: Any, kind: type | tuple[type, ...], expected: str) -> list[Any]:
+    """The values of a mapping or the items of a sequence, each a ``kind``; SchemaError naming
+    ``where`` and ``expected`` for anything else (a string, a number, an item of another kind)."""
+    if isinstance(value, Mapping):
+        items = list(value.values())
+    elif sequence_problem(value, where, expected) is None:
+        items = list(value)
+    else:
+        raise SchemaError.at(where, expected, shown(value))
+    for item in items:
+        if not isinstance(item, kind):
+            raise SchemaError.at(where, expected, f"an item {shown(item)}")
+    return items
+
+
+def _constraints(value: Any, where: Any) -> FrozenMap:
+    expected = "a mapping of type parameter names to lists of dtype names"
+    if not isinstance(value, Mapping):
+        raise SchemaError.at(where, expected, shown(value))
+    for key, types in value.items():
+        if not isinstance(key, str) or sequence_problem(types, where, expected) is not None \
+                or not all(isinstance(t, str) for t in types):
+            raise SchemaError.at(where, expected, f"{key!r}: {shown(types)}")
+    return FrozenMap((k, tuple(v)) for k, v in value.items())
 
 
 @keyword_only_after(1)
@@ -123,15 +150,16 @@ class PortSchema:
 
     def __post_init__(self) -> None:
         _check_name(self.name, "port name")
-        object.__setattr__(self, "allowed_types", tuple(self.allowed_types))
+        object.__setattr__(self, "allowed_types", tuple(
+            members(self.allowed_types, self.name, str, "allowed_types as a list of dtype names")))
         if not all(isinstance(t, str) for t in self.allowed_types):
-            raise SchemaError.at(self.name, "allowed_types as strings", repr(self.allowed_types))
+            raise SchemaError.at(self.name, "allowed_types as strings", brief(self.allowed_types))
         if not isinstance(self.min_arity, int) or isinstance(self.min_arity, bool) \
                 or self.min_arity < 0:
-            raise SchemaError.at(self.name, "min_arity >= 0", repr(self.min_arity))
+            raise SchemaError.at(self.name, "min_arity >= 0", brief(self.min_arity))
         for flag in ("optional", "variadic", "homogeneous"):
             if not isinstance(getattr(self, flag), bool):
-                raise SchemaError.at(self.name, f"{flag} as a bool", repr(getattr(self, flag)))
+                raise SchemaError.at(self.name, f"{flag} as a bool", brief(getattr(self, flag)))
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -150,24 +178,24 @@ class AttrSchema:
 
     def __post_init__(self) -> None:
         _check_name(self.name, "attribute name")
-        if self.type not in ATTR_TYPES:
-            raise SchemaError.at(self.name, "an attribute type", repr(self.type),
-                                 suggest(str(self.type), sorted(ATTR_TYPES)))
+        if not isinstance(self.type, str) or self.type not in ATTR_TYPES:
+            raise SchemaError.at(self.name, "an attribute type", brief(self.type),
+                                 suggest(self.type, sorted(ATTR_TYPES)))
         if not isinstance(self.required, bool):
-            raise SchemaError.at(self.name, "required as a bool", repr(self.required))
+            raise SchemaError.at(self.name, "required as a bool", brief(self.required))
         if self.default is None:
             return
         if self.required:
             raise SchemaError.at(self.name, "no default on a required attribute",
-                                 f"default {self.default!r}")
+                                 f"default {brief(self.default)}")
         try:
             default = freeze(coerce_default(self.type, self.default))
-        except (TypeError, ValueError, KeyError) as exc:
+        except (TypeError, ValueError, KeyError, RecursionError) as exc:
             raise SchemaError.at(self.name, f"a default of type {self.type}",
-                                 f"{self.default!r} ({exc})") from None
+                                 f"{brief(self.default)} ({exc})") from None
         problem = attr_value_problem(self.type, default)
         if problem is not None:
-            raise SchemaError.at(self.name, f"a default that is {problem}", repr(self.default))
+            raise SchemaError.at(self.name, f"a default that is {problem}", brief(self.default))
         object.__setattr__(self, "default", default)
 
     def _key(self) -> tuple[Any, ...]:
@@ -182,8 +210,9 @@ class AttrSchema:
         return hash(self._key())
 
 
-def _ports(ports: Iterable[PortSchema | str]) -> tuple[PortSchema, ...]:
-    return tuple(p if isinstance(p, PortSchema) else PortSchema(p) for p in ports)
+def _ports(ports: Iterable[PortSchema | str], where: Any) -> tuple[PortSchema, ...]:
+    items = members(ports, where, (PortSchema, str), "a list of port names or PortSchemas")
+    return tuple(p if isinstance(p, PortSchema) else PortSchema(p) for p in items)
 
 
 @keyword_only_after(1)
@@ -216,7 +245,7 @@ class OpSchema:
         _check_name(self.type, "op type")
         context = f"op schema {self.type!r}"
         problems: list[Problem] = []
-        attrs = self.attrs.values() if isinstance(self.attrs, Mapping) else self.attrs
+        attrs = members(self.attrs, (self.type, "attrs"), AttrSchema, "a list or mapping of AttrSchemas")
         attr_map = FrozenMap((a.name, a) for a in attrs)
         if isinstance(self.attrs, Mapping):
             for key, value in self.attrs.items():
@@ -224,21 +253,27 @@ class OpSchema:
                     problems.append(Problem((self.type, "attrs", key),
                                             "the key to equal the attribute's name",
                                             repr(value.name)))
-        constraints = FrozenMap((k, tuple(v)) for k, v in dict(self.type_constraints).items())
+        constraints = _constraints(self.type_constraints, (self.type, "type_constraints"))
         object.__setattr__(self, "attrs", attr_map)
         object.__setattr__(self, "type_constraints", constraints)
         for side in ("inputs", "outputs"):
-            ports = tuple(self._fill_types(p, constraints) for p in _ports(getattr(self, side)))
+            ports = tuple(self._fill_types(p, constraints) for p in _ports(getattr(self, side), (self.type, side)))
             object.__setattr__(self, side, ports)
             problems += self._port_problems(side, ports, constraints, attr_map)
         if not isinstance(self.since_version, int) or isinstance(self.since_version, bool):
             problems.append(Problem((self.type, "since_version"), "an int",
-                                    repr(self.since_version)))
+                                    brief(self.since_version)))
         if not isinstance(self.domain, str) or not isinstance(self.doc, str):
             problems.append(Problem((self.type,), "domain and doc as strings",
-                                    f"{self.domain!r}, {self.doc!r}"))
+                                    f"{brief(self.domain)}, {brief(self.doc)}"))
         if self.subgraph is not None:
-            object.__setattr__(self, "subgraph", freeze(self.subgraph))
+            try:
+                if not isinstance(self.subgraph, Mapping):
+                    raise TypeError
+                object.__setattr__(self, "subgraph", freeze(self.subgraph))
+            except (TypeError, RecursionError):
+                problems.append(Problem((self.type, "subgraph"), "a mapping of plain data, a few hundred levels deep "
+                                        "at most", brief(self.subgraph)))
         _fail(problems, context)
 
     @staticmethod

@@ -27,17 +27,17 @@ import os
 import re
 import unicodedata
 from collections.abc import Mapping
-from pathlib import Path as FilePath
 from typing import Any
 
 import numpy as np
 import yaml
 
+from amanda.containers.checks import expect_type
 from amanda.errors import SchemaError, format_path
 from amanda.namespaces.attr_types import tensor_to_data
 from amanda.namespaces.namespace import Namespace
 from amanda.namespaces.schema import AttrSchema, OpSchema, PortSchema, suggest
-from amanda.namespaces.yaml_safe import Path, located_error, parse_yaml
+from amanda.namespaces.yaml_safe import Path, located_error, parse_yaml, source_text
 
 __all__ = [
     "dump_namespace_schema",
@@ -260,21 +260,7 @@ def load_namespace_schema(source: str | bytes | os.PathLike[str]) -> Namespace:
     >>> ns.schema("MatMul").attr("transpose_b").default, ns.version
     (False, '1.13.1')
     """
-    if isinstance(source, bytes):
-        try:
-            source = source.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise SchemaError.at("<text>", "UTF-8 text", exc.reason) from None
-    if isinstance(source, os.PathLike) or (
-            "\n" not in source and (os.path.isfile(source) or ":" not in source)):
-        try:
-            text = FilePath(source).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise SchemaError.at(str(source)[:80], "a readable UTF-8 schema file",
-                                 getattr(exc, "strerror", None) or str(exc)) from None
-    else:
-        text = source
-    data, lines = parse_yaml(text)
+    data, lines = parse_yaml(source_text(source, SchemaError, "schema"))
     return namespace_from_data(data, lines)
 
 
@@ -390,5 +376,6 @@ def dump_namespace_schema(ns: Namespace) -> str:
     >>> load_namespace_schema(dump_namespace_schema(ns)) == ns
     True
     """
+    expect_type(ns, Namespace, "ns", "a Namespace")
     return yaml.dump(namespace_to_data(ns), Dumper=_Dumper, sort_keys=False,
                      default_flow_style=None, width=100, allow_unicode=True)

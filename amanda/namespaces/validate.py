@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+from amanda.containers.checks import brief, expect_mapping, expect_str, expect_type, shown
 from amanda.containers.records import Path
-from amanda.errors import Problem
+from amanda.errors import ArgumentError, Problem
 from amanda.namespaces.attr_types import attr_value_problem
 from amanda.namespaces.history import moved_hint
 from amanda.namespaces.schema import OpSchema, PortSchema, suggest
@@ -22,11 +23,6 @@ __all__ = ["RESERVED_ATTRS", "validate_op"]
 
 #: Attribute keys any op may carry whatever its schema (the namespace override).
 RESERVED_ATTRS: frozenset[str] = frozenset({"namespace"})
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _port_problems(schema: OpSchema, path: Path, side: str,
@@ -79,6 +75,12 @@ def validate_op(schema: OpSchema, path: Path, op_type: str,
     ["at sum: expected an attribute of ReduceSum (keepdims, noop_with_empty_axes), found 'axes'
     (axes is an input of ReduceSum from opset 13 (an attribute before): pass it as an input)"]
     """
+    expect_type(schema, OpSchema, "schema", "an OpSchema")
+    expect_str(op_type, "op_type", "an op type (a non-empty string)")
+    for where, names in (("input_names", input_names), ("output_names", output_names)):
+        if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
+            raise ArgumentError.at(where, "a list of port names", shown(names))
+    expect_mapping(attrs, "attrs", "a mapping of attribute values")
     problems: list[Problem] = []
     if op_type != schema.type:
         problems.append(Problem(path, f"an op of type {schema.type!r} for this schema",
@@ -101,5 +103,5 @@ def validate_op(schema: OpSchema, path: Path, op_type: str,
         wanted = attr_value_problem(found.type, value)
         if wanted is not None:
             problems.append(Problem(path, f"attribute {name!r} ({found.type}) to be {wanted}",
-                                    f"{type(value).__name__} {_short(value)}"))
+                                    f"{type(value).__name__} {brief(value)}"))
     return problems

@@ -28,6 +28,8 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from amanda.containers.cycles import held_graphs
 from amanda.containers.records import Path
 from amanda.containers.refs import resolve_references
@@ -72,7 +74,7 @@ def validate(
     expect_container(container, "container")
     if not isinstance(unknown_namespace, str) or unknown_namespace not in _UNKNOWN:
         raise ArgumentError.at("unknown_namespace", f"one of {list(_UNKNOWN)}", shown(unknown_namespace))
-    if isinstance(ignore, (str, bytes)) or not isinstance(ignore, Collection) or not all(
+    if isinstance(ignore, (str, bytes, np.ndarray)) or not isinstance(ignore, Collection) or not all(
         isinstance(key, str) for key in ignore
     ):
         raise ArgumentError.at("ignore", "a collection of attribute names", shown(ignore))

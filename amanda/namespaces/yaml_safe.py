@@ -7,12 +7,15 @@ refused), depth and alias expansion are bounded; its refusals become ``SchemaErr
 
 from __future__ import annotations
 
+import os
+from pathlib import Path as FilePath
 from typing import Any, cast
 
-from amanda.errors import FormatError, SchemaError
+from amanda.containers.checks import shown
+from amanda.errors import AmandaError, ArgumentError, FormatError, SchemaError
 from amanda.safe_load import load_located
 
-__all__ = ["located_error", "parse_yaml"]
+__all__ = ["located_error", "parse_yaml", "source_text"]
 
 Path = tuple[str, ...]
 
@@ -49,3 +52,26 @@ def parse_yaml(text: str, base: Path = ()) -> tuple[Any, dict[Path, int]]:
         where = base + tuple(exc.path or ())
         raise located_error(where, str(exc.expected or "well-formed YAML"),
                             str(exc.found or exc), line=exc.line) from None
+
+
+def source_text(source: Any, error: type[AmandaError], what: str) -> str:
+    """The YAML text ``source`` gives: ``bytes`` decoded, an ``os.PathLike`` read, and a ``str``
+    read as a path when it names a file or has neither a newline nor a ':' (else it is the
+    text itself). ``error`` (for example SchemaError) names what went wrong, ``what`` the kind
+    of file (``"schema"``)."""
+    if isinstance(source, bytes):
+        try:
+            source = source.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise error.at("<text>", "UTF-8 text", exc.reason) from None
+    if isinstance(source, os.PathLike) or (
+            isinstance(source, str) and "\n" not in source and (os.path.isfile(source) or ":" not in source)):
+        try:
+            return FilePath(source).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise error.at(str(source)[:80], f"a readable UTF-8 {what} file",
+                           getattr(exc, "strerror", None) or str(exc)) from None
+    if not isinstance(source, str):
+        raise ArgumentError.at("source", f"a {what} file path or YAML text (str, bytes or os.PathLike)",
+                               shown(source))
+    return source

@@ -27,6 +27,7 @@ from amanda.autodiff.transform import namespace_of
 from amanda.build import Input, Ops
 from amanda.build.values import Call, Value
 from amanda.containers import CONTROL, SELF, Container, Edge, Endpoint, Port
+from amanda.containers.checks import expect_container, expect_str
 from amanda.containers.uids import refuse_uid_clashes, uid_places
 from amanda.containers.update import target_paths
 from amanda.errors import ArgumentError, PathError
@@ -83,8 +84,9 @@ def minimize(model: Container, loss: str, optimizer: Optimizer, weights: Any = N
     content share a uid is refused (``InvariantError`` naming both paths)."""
     if not isinstance(optimizer, Optimizer):
         raise ArgumentError.at("optimizer", "an optimiser such as amanda.optim.Adam(lr=1e-3)", type(optimizer).__name__)
-    if not isinstance(model, Container):
-        raise ArgumentError.at("model", "a Container", type(model).__name__)
+    expect_container(model, "model")
+    expect_str(loss, "loss", "the name of an output of the model")
+    expect_str(name, "name", "a name for the training container", optional=True)
     refuse_uid_clashes(model, "minimize")  # weights train by uid: a clash would train two as one
     chosen = default_weights(model) if weights is None else target_paths(model, weights)
     if not chosen:

@@ -16,6 +16,7 @@ import numpy as np
 from amanda.build import Ops, ops
 from amanda.build.values import Call, Value
 from amanda.containers import Container
+from amanda.containers.checks import brief
 from amanda.errors import ArgumentError
 from amanda.optim.vocab import TRAIN
 from amanda.types import TensorType
@@ -30,7 +31,7 @@ def _number(owner: str, field: str, value: Any, low: float = 0.0, high: float | 
     ok = isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool)
     if not ok or not value >= low or (high is not None and not value < high):
         expected = f"a number >= {low}" + ("" if high is None else f" and < {high}")
-        raise ArgumentError.at((owner, field), expected, repr(value))
+        raise ArgumentError.at((owner, field), expected, brief(value))
     return float(value)
 
 
@@ -93,6 +94,8 @@ class SGD(Optimizer):
         _number("SGD", "lr", self.lr)
         _number("SGD", "momentum", self.momentum, 0.0, 1.0)
         _number("SGD", "weight_decay", self.weight_decay)
+        if self.nesterov is not True and self.nesterov is not False:
+            raise ArgumentError.at(("SGD", "nesterov"), "True or False", brief(self.nesterov)[:80])
         if self.nesterov and not self.momentum:
             raise ArgumentError.at(("SGD", "nesterov"), "momentum > 0 with Nesterov", f"momentum={self.momentum}")
 
@@ -126,7 +129,7 @@ class Adam(Optimizer):
         name = type(self).__name__
         _number(name, "lr", self.lr)
         if not isinstance(self.betas, (tuple, list)) or len(self.betas) != 2:
-            raise ArgumentError.at((name, "betas"), "two numbers in [0, 1)", repr(self.betas))
+            raise ArgumentError.at((name, "betas"), "two numbers in [0, 1)", brief(self.betas))
         for beta in self.betas:
             _number(name, "betas", beta, 0.0, 1.0)
         _number(name, "eps", self.eps)

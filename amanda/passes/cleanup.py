@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from amanda.containers import SELF, Container, Endpoint
+from amanda.containers.checks import expect_container
 from amanda.passes.level import Level, on_levels, producer_name
 from amanda.passes.report import PassReport, PassResult
 
@@ -57,6 +58,7 @@ def eliminate_dead_code(model: Container) -> PassResult:
     >>> [c.name for c in out.children], report.removed
     (['r'], ('unused',))
     """
+    expect_container(model, "model")
     out, changes = on_levels(model, _dead_level)
     return PassResult(out, PassReport.of("eliminate_dead_code", changes))
 
@@ -100,6 +102,7 @@ def remove_identities(model: Container) -> PassResult:
     >>> [c.name for c in out.children], list(out.edges)
     (['r'], [Edge('SELF:x', 'r:X'), Edge('r:Y', 'SELF:y')])
     """
+    expect_container(model, "model")
     out, changes = on_levels(model, _identity_level)
     return PassResult(out, PassReport.of("remove_identities", changes))
 
@@ -162,5 +165,6 @@ def eliminate_common_subexpressions(model: Container) -> PassResult:
     >>> report.removed, [e for e in out.edges if e.dst.op != amanda.SELF]
     (('b',), [Edge('SELF:x', 'a:X'), Edge('a:Y', 's:A'), Edge('a:Y', 's:B')])
     """
+    expect_container(model, "model")
     out, changes = on_levels(model, _cse_level)
     return PassResult(out, PassReport.of("eliminate_common_subexpressions", changes))

@@ -17,6 +17,7 @@ import numpy as np
 
 import amanda.exec.kernels  # noqa: F401  # registers the kernels
 from amanda.containers import SELF, Container, Endpoint, Port
+from amanda.containers.checks import expect_container, expect_flag, expect_mapping
 from amanda.errors import ArgumentError
 from amanda.exec.dispatch import output_positions, parse_namespace, resolve_kernel
 from amanda.passes.cleanup import EFFECTFUL
@@ -169,8 +170,9 @@ def fold_constants(model: Container, use_types: bool = True) -> PassResult:
     >>> report.replaced, float(out.child("sq").attrs["value"])
     (('sq',), 4.0)
     """
+    expect_container(model, "model")
     types = None
-    if use_types:
+    if expect_flag(use_types, "use_types"):
         try:
             types = infer_types(model)
         except Exception:  # noqa: BLE001 - a model inference cannot read folds without shapes
@@ -211,6 +213,8 @@ def specialize(model: Container, inputs: Mapping[str, Any]) -> PassResult:
     >>> out.inputs[0].attrs["dtype"], out.inputs[0].attrs["shape"], report.replaced
     ('float32', (2, 3), ('x',))
     """
+    expect_container(model, "model")
+    expect_mapping(inputs, "inputs", "a mapping of input names to types")
     unknown = set(inputs) - set(model.input_names)
     if unknown:
         raise ArgumentError.at("inputs", f"input names among {list(model.input_names)}", str(sorted(unknown)))

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from amanda.containers import Container, Edge, Endpoint, Port, op
+from amanda.containers.checks import expect_container
 from amanda.exec.dispatch import parse_namespace
 from amanda.exec.kernels.activations import FUSED
 from amanda.passes.level import (
@@ -67,6 +68,21 @@ def _free(level: Level, stem: str, taken: set[str]) -> str:
     return name
 
 
+def _real(value: Any) -> float | None:
+    """``value`` as a float if it is a real number (a bool, int, float or numpy scalar), else None."""
+    if isinstance(value, (bool, int, float, np.integer, np.floating)) or (
+            isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "biuf"):
+        return float(value)
+    return None
+
+
+def _inference_epsilon(bn: Container) -> float | None:
+    """The epsilon of a BatchNormalization in inference mode; None in training mode or for
+    attributes no BatchNormalization can have (that op is left for the kernel to name)."""
+    training, epsilon = _real(bn.attrs.get("training_mode", 0)), _real(bn.attrs.get("epsilon", 1e-5))
+    return None if training is None or training else epsilon
+
+
 def conv_batchnorm(name: str, level: Level, context: Any) -> Match | None:
     """Conv with constant weights read only by an inference BatchNormalization -> one Conv."""
     conv = level.ops[name]
@@ -78,7 +94,8 @@ def conv_batchnorm(name: str, level: Level, context: Any) -> Match | None:
         return None
     if any(level.reads(level.output(bn_name, i)) for i in range(1, len(bn.outputs))):
         return None
-    if int(bn.attrs.get("training_mode", 0)) or len(bn.inputs) != 5 or not 2 <= len(conv.inputs) <= 3:
+    epsilon = _inference_epsilon(bn)
+    if epsilon is None or len(bn.inputs) != 5 or not 2 <= len(conv.inputs) <= 3:
         return None
     params = [_const(level, s) for s in level.inputs(bn_name)[1:5]]
     sources = level.inputs(name, 3)
@@ -87,7 +104,7 @@ def conv_batchnorm(name: str, level: Level, context: Any) -> Match | None:
     if sources[0] is None or w is None or any(p is None for p in params) or (sources[2] is not None and b is None):
         return None
     scale, bias, mean, var = (np.asarray(p, np.float64) for p in params)  # type: ignore[arg-type]
-    k = scale / np.sqrt(var + float(bn.attrs.get("epsilon", 1e-5)))
+    k = scale / np.sqrt(var + epsilon)
     w2 = (w * k.reshape(-1, *([1] * (w.ndim - 1)))).astype(w.dtype)
     b2 = ((0.0 if b is None else b) - mean) * k + bias
     taken: set[str] = context
@@ -249,12 +266,14 @@ def fuse_conv_batchnorm(model: Container) -> PassResult:
     >>> report.replaced, out.child("conv_W_bn").attrs["value"].ravel().tolist()
     (('bn', 'conv'), [2.0])
     """
+    expect_container(model, "model")
     return _run("fuse_conv_batchnorm", model, conv_batchnorm, lambda m, p: set())
 
 
 def fuse_matmul_add(model: Container) -> PassResult:
     """Turn a 2-D MatMul by a constant matrix plus a constant bias row into one Gemm
     (named after the Add, whose readers it feeds); needs the inferred rank of the left operand."""
+    expect_container(model, "model")
     try:
         types = infer_types(model)
     except Exception:  # noqa: BLE001 - without types no MatMul is known to be 2-D
@@ -286,6 +305,7 @@ def fuse_matmul_add_internal(model: Container) -> PassResult:
 def fuse_gelu(model: Container) -> PassResult:
     """Replace the erf form of GELU (``x * 0.5 * (1 + erf(x / sqrt 2))``, as exported by torch)
     with one Gelu op, in levels whose ONNX opset has Gelu (20 and later)."""
+    expect_container(model, "model")
     namespaces = level_namespaces(model)
     return _run("fuse_gelu", model, gelu, lambda m, p: (namespaces.get(p), False))
 

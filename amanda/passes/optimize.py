@@ -6,7 +6,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from amanda.containers import Container
+from amanda.containers.checks import expect_container, expect_flag, expect_list, expect_mapping, shown
 from amanda.errors import ArgumentError
+from amanda.namespaces.schema import suggest
 from amanda.passes.cleanup import eliminate_common_subexpressions, eliminate_dead_code, remove_identities
 from amanda.passes.fold import fold_constants, specialize
 from amanda.passes.fuse import fuse_conv_batchnorm, fuse_gelu, fuse_matmul_add
@@ -48,17 +50,19 @@ def optimize(model: Container, passes: Sequence[str | Callable[[Container], Pass
     >>> [c.name for c in result.model.children], [str(r) for r in result.reports if r.changed]
     (['r'], ['remove_identities: 1 removed, 0 added, 0 replaced'])
     """
-    if not isinstance(model, Container):
-        raise ArgumentError.at("model", "a Container", type(model).__name__)
-    chosen = DEFAULT_PASSES if passes is None else tuple(passes)
+    expect_container(model, "model")
+    expect_mapping(inputs, "inputs", "a mapping of input names to types", optional=True)
+    expect_flag(quiet, "quiet", optional=True)
+    chosen = DEFAULT_PASSES if passes is None else tuple(expect_list(passes, "passes", "a list of pass names or functions"))
     functions = []
     for item in chosen:
         if callable(item):
             functions.append(item)
-        elif item in PASSES:
+        elif isinstance(item, str) and item in PASSES:
             functions.append(PASSES[item])
         else:
-            raise ArgumentError.at("passes", f"pass names among {sorted(PASSES)} or functions", repr(item))
+            raise ArgumentError.at("passes", f"pass names among {sorted(PASSES)} or functions", shown(item),
+                                   suggest(item, PASSES) if isinstance(item, str) else "")
     reports = []
     if inputs:
         model, report = specialize(model, inputs)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from amanda.containers import Container, Edge, Endpoint
+from amanda.containers.checks import expect_container
 from amanda.passes.level import Level, on_levels
 from amanda.passes.report import PassReport, PassResult
 
@@ -22,7 +23,16 @@ def _ints(value: Any, default: int, n: int) -> list[int]:
 
 
 def _windows_hold_values(pool: Container) -> bool:
-    """Whether every window of this MaxPool covers a real value (pads smaller than the window)."""
+    """Whether every window of this MaxPool covers a real value (pads smaller than the window);
+    False for attributes no MaxPool can have (a float or scalar ``kernel_shape``): such an op is
+    left in place, for validate and the kernel to name."""
+    try:
+        return _covered(pool)
+    except (TypeError, ValueError, OverflowError):
+        return False
+
+
+def _covered(pool: Container) -> bool:
     attrs = pool.attrs
     kernel = attrs.get("kernel_shape")
     if kernel is None or int(attrs.get("ceil_mode", 0)) or attrs.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
@@ -83,6 +93,7 @@ def pool_before_relu(model: Container) -> PassResult:
     >>> amanda.Session(out).run(["y"], {"x": np.float32([[[-1, -2, 3, -4]]])})[0].tolist()
     [[[0.0, 3.0]]]
     """
+    expect_container(model, "model")
     def level_fn(m: Container, path: tuple, _: Any) -> tuple[Container, dict]:
         level = Level.of(m)
         pairs = _pairs(level) if level is not None else []

@@ -23,6 +23,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from amanda.containers.checks import brief
 from amanda.errors import QueryError
 from amanda.query.evaluate import Selector
 from amanda.query.selection import Selection
@@ -55,10 +56,11 @@ def _check_arguments(selector: object, relative: object = False, engine: object 
 
         parse_selector(selector)  # type: ignore[arg-type]  # raises the QueryError saying what a selector is
     if not isinstance(relative, bool):
-        raise QueryError(f"relative is True or False, found {relative!r}", expected="a bool", found=repr(relative))
+        raise QueryError(f"relative is True or False, found {brief(relative)}", expected="a bool",
+                         found=brief(relative))
     if not isinstance(engine, str):
-        raise QueryError(f"engine is a string such as 'compiled', found {engine!r}", expected="a string",
-                         found=repr(engine))
+        raise QueryError(f"engine is a string such as 'compiled', found {brief(engine)}", expected="a string",
+                         found=brief(engine))
 
 
 @lru_cache(maxsize=512)

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from itertools import chain
 from typing import TYPE_CHECKING, Any
 
+from amanda.containers.checks import brief
 from amanda.errors import QueryError
 from amanda.query.indexes import IndexEntry, frozen, table
 from amanda.query.parse import Step, parse_selector
@@ -92,8 +93,8 @@ class Selector:
 
     def __init__(self, text: str, relative: bool = False, engine: str = "compiled") -> None:
         if not isinstance(engine, str) or engine not in ENGINES:
-            raise QueryError(f"engine is one of {ENGINES}, found {engine!r}", expected=f"one of {ENGINES}",
-                             found=repr(engine))
+            raise QueryError(f"engine is one of {ENGINES}, found {brief(engine)}", expected=f"one of {ENGINES}",
+                             found=brief(engine))
         self.text = text
         self.relative = relative
         self.engine = engine

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from amanda.containers.checks import expect_container, expect_mapping
 from amanda.errors import AmandaError, Problem
 from amanda.types.typemap import infer_types
 
@@ -29,6 +30,8 @@ __all__ = ["check"]
 
 def check(model: Any, inputs: Mapping[str, Any] | None = None) -> list[Problem]:
     """Every type error in ``model`` (given its declared input types, or ``inputs``)."""
+    expect_container(model, "model")
+    expect_mapping(inputs, "inputs", "a mapping of input names to types", optional=True)
     try:
         types = infer_types(model, inputs)
     except AmandaError as exc:

@@ -24,7 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from amanda.errors import AmandaError, suggest
+from amanda.containers.checks import brief, expect_mapping, expect_type, sequence_problem, shown
+from amanda.errors import AmandaError, ArgumentError, suggest
 
 __all__ = [
     "VALID_DTYPES",
@@ -68,8 +69,8 @@ def dtype_name(dtype: Any) -> str | None:
         pass
     try:
         name = np.dtype(dtype).name  # numpy computes .name in Python, slowly: memoise it
-    except TypeError:
-        return str(dtype)
+    except (TypeError, ValueError, RecursionError):  # ValueError: a list numpy reads as a record dtype
+        return dtype if isinstance(dtype, str) else brief(dtype)
     name = "string" if name.startswith(("str", "bytes", "object")) else name
     try:
         _DTYPE_NAMES[dtype] = name
@@ -168,11 +169,15 @@ class TensorType(_Frozen):
 
     def __init__(self, dtype: Any = None, shape: Sequence[Dim] | None = None) -> None:
         if shape is not None:
-            shape = tuple(shape)
+            if type(shape) is not tuple:
+                shape = tuple(_sequence(shape, "shape", "a sequence of dims (ints, symbols or None) or None"))
             for d in shape:
                 if d is not None and type(d) is not int and type(d) is not str:
                     shape = tuple(_dim(x) for x in shape)
                     break
+        if dtype is not None and not isinstance(dtype, (str, np.dtype, type)):
+            raise ArgumentError.at("dtype", "a dtype (a name such as 'float32', a numpy dtype or type) or None",
+                                   shown(dtype))
         _set(self, "dtype", dtype_name(dtype))
         _set(self, "shape", shape)
 
@@ -205,6 +210,9 @@ class _Holder(_Frozen):
     _label = ""
 
     def __init__(self, elem: Any = None) -> None:
+        if elem is not None and not isinstance(elem, (TensorType, _Holder)):
+            raise ArgumentError.at("elem", "an element type (a TensorType, SequenceType, OptionalType) or None",
+                                   shown(elem))
         object.__setattr__(self, "elem", elem)
 
     def _key(self) -> tuple:
@@ -231,6 +239,24 @@ class OptionalType(_Holder):
 Type = TensorType | SequenceType | OptionalType
 
 
+def _sequence(value: Any, where: str, expected: str) -> Any:
+    if isinstance(value, np.ndarray) and value.ndim == 1:
+        return value.tolist()  # a shape computed by numpy
+    problem = sequence_problem(value, where, expected)
+    if problem is not None:
+        raise ArgumentError.at(where, expected, problem.found)
+    return value
+
+
+def _is_type(t: Any) -> bool:
+    return t is None or isinstance(t, (TensorType, _Holder))
+
+
+def _expect_type(t: Any, where: str) -> None:
+    if not _is_type(t):
+        raise ArgumentError.at(where, "a type (a TensorType, SequenceType, OptionalType) or None", shown(t))
+
+
 def _dim(d: Any) -> Dim:
     if d is None or type(d) is int or type(d) is str:
         return d  # type: ignore[no-any-return]
@@ -238,8 +264,8 @@ def _dim(d: Any) -> Dim:
         return int(d)
     if isinstance(d, str):
         return str(d)
-    raise TypeMismatch(f"a dimension is an int, a symbol or None, found {d!r}",
-                       expected="int, str or None", found=repr(d))
+    raise TypeMismatch(f"a dimension is an int, a symbol or None, found {brief(d)}",
+                       expected="int, str or None", found=brief(d))
 
 
 # -- serialized form -----------------------------------------------------------------------
@@ -247,6 +273,7 @@ def _dim(d: Any) -> Dim:
 
 def from_attrs(attrs: Mapping[str, Any]) -> Type | None:
     """The type port attributes describe (``dtype``/``shape``, or ``type``), or None."""
+    expect_mapping(attrs, "attrs", "a mapping of port attributes")
     nested = attrs.get("type")
     if nested is not None:
         return _from_value(nested)
@@ -307,6 +334,7 @@ def to_attrs(t: Type | None) -> dict[str, Any]:
     """Port attributes for a type: ``{dtype, shape}`` for a tensor, ``{type}`` otherwise."""
     if t is None:
         return {}
+    _expect_type(t, "t")
     if isinstance(t, TensorType):
         return _to_value(t)["tensor"]  # type: ignore[no-any-return]
     return {"type": _to_value(t)}
@@ -326,7 +354,8 @@ def fits(t: Type | None, value: Any, bindings: dict[str, int] | None = None) -> 
     """
     if t is None:
         return True
-    bindings = {} if bindings is None else bindings
+    _expect_type(t, "t")
+    bindings = {} if bindings is None else expect_type(bindings, dict, "bindings", "a dict of dim bindings or None")
     if isinstance(t, SequenceType):
         # each element may bind the element type's symbols differently (ragged sequences)
         return isinstance(value, (list, tuple)) and all(fits(t.elem, v, dict(bindings)) for v in value)
@@ -351,12 +380,18 @@ def fits(t: Type | None, value: Any, bindings: dict[str, int] | None = None) -> 
 # -- dims ----------------------------------------------------------------------------------
 
 
+_DIM_TYPES = frozenset({int, str, type(None)})
+
+
 def unify_dims(a: Dim, b: Dim) -> Dim:
     """The more precise of two dims that must be equal; TypeMismatch if they cannot be.
 
     >>> unify_dims(3, None), unify_dims("n", 3), unify_dims("n", "m")
     (3, 3, 'n')
     """
+    if a.__class__ not in _DIM_TYPES or b.__class__ not in _DIM_TYPES:
+        wrong, where = (a, "a") if a.__class__ not in _DIM_TYPES else (b, "b")
+        raise ArgumentError.at(where, "a dim (an int, a symbol or None)", shown(wrong))
     if a == b or b is None:
         return a
     if a is None:
@@ -385,12 +420,17 @@ def broadcast_shapes(*shapes: Shape) -> Shape:
     """The numpy broadcast of shapes with symbols; None if a rank is unknown."""
     if any(s is None for s in shapes):
         return None
+    for shape in shapes:
+        if shape.__class__ is not tuple and shape.__class__ is not list:
+            raise ArgumentError.at("shapes", "shapes (tuples of dims) or None", shown(shape))
     rank = max((len(s) for s in shapes), default=0)  # type: ignore[arg-type]
     out: list[Dim] = [1] * rank
     for shape in shapes:
         offset = rank - len(shape)  # type: ignore[arg-type]
         for i, d in enumerate(shape):  # type: ignore[arg-type]
-            out[offset + i] = _broadcast_dim(out[offset + i], d)
+            if d.__class__ not in _DIM_TYPES:
+                raise ArgumentError.at("shapes", "dims that are ints, symbols or None", shown(d))
+            out[offset + i] = _broadcast_dim(out[offset + i], d)  # type: ignore[arg-type]  # checked above
     return tuple(out)
 
 
@@ -403,7 +443,10 @@ def merge(a: Type | None, b: Type | None) -> Type | None:
     if a is None or b is None:
         return None
     if type(a) is not type(b):
+        _expect_type(a, "a")
+        _expect_type(b, "b")
         return None
+    _expect_type(a, "a")
     if isinstance(a, (SequenceType, OptionalType)):
         return type(a)(merge(a.elem, b.elem))  # type: ignore[union-attr]
     dtype = a.dtype if a.dtype == b.dtype else None  # type: ignore[union-attr]

@@ -29,6 +29,7 @@ import gc
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from amanda.containers.checks import expect_container, expect_mapping
 from amanda.containers.cycles import cycle_problems
 from amanda.containers.records import Path
 from amanda.containers.refs import resolve_references
@@ -50,6 +51,8 @@ def infer_types(model: Any, inputs: Mapping[str, Any] | None = None) -> TypeMap:
     object and input types. Ops without a rule get unknown outputs and are listed in
     ``unknown_ops``; type errors are in ``problems`` (nothing raises for a user's mistake).
     """
+    expect_container(model, "model")
+    expect_mapping(inputs, "inputs", "a mapping of input names to types", optional=True)
     model = resolve_references(model)  # a call's body is typed with the call's attribute values
     declared: list[Problem] = []
     types, values = top_inputs(model, inputs, declared)

@@ -12,6 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
+from amanda.containers.checks import brief
 from amanda.containers.edge import CONTROL, SELF
 from amanda.containers.flatten import flatten
 from amanda.errors import ArgumentError
@@ -186,15 +189,15 @@ def _highlighted(highlight: Any) -> frozenset[Path]:
         return frozenset()
     paths = getattr(highlight, "paths", None)
     if paths is None:
-        if isinstance(highlight, (str, bytes)) or not isinstance(highlight, Iterable):
-            raise ArgumentError.at("highlight", "a Selection or paths (tuples of names)", repr(highlight))
+        if isinstance(highlight, (str, bytes, np.ndarray)) or not isinstance(highlight, Iterable):
+            raise ArgumentError.at("highlight", "a Selection or paths (tuples of names)", brief(highlight))
         paths = highlight
     result = set()
     for path in paths:
         if isinstance(path, str):
             path = tuple(p for p in path.split("/") if p)
         if not isinstance(path, tuple) or not all(isinstance(p, str) for p in path):
-            raise ArgumentError.at("highlight", "paths as tuples of names or 'a/b' strings", repr(path))
+            raise ArgumentError.at("highlight", "paths as tuples of names or 'a/b' strings", brief(path))
         result.add(path)
     return frozenset(result)
 
@@ -212,9 +215,9 @@ def to_dot(model: Container, depth: int | None = None, highlight: Any = None, ma
     if not isinstance(model, Container):
         raise ArgumentError.at("model", "a Container", type(model).__name__)
     if depth is not None and (not isinstance(depth, int) or isinstance(depth, bool) or depth < 0):
-        raise ArgumentError.at("depth", "None or a non-negative integer", repr(depth))
+        raise ArgumentError.at("depth", "None or a non-negative integer", brief(depth))
     if not isinstance(max_nodes, int) or isinstance(max_nodes, bool) or max_nodes < 1:
-        raise ArgumentError.at("max_nodes", "a positive integer", repr(max_nodes))
+        raise ArgumentError.at("max_nodes", "a positive integer", brief(max_nodes))
     drawing = _Drawing(model, plan_layout(model, depth, max_nodes), _highlighted(highlight))
     title = f"{model.name}: {model.type}" if model.type else str(model.name)
     drawing.lines += [

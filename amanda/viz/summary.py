@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from amanda.containers.checks import brief
 from amanda.containers.records import Path
 from amanda.errors import ArgumentError
 from amanda.types import TypeMap, infer_types
@@ -112,7 +113,7 @@ def summary(model: Container, depth: int = 1, inputs: Mapping[str, Any] | None =
     if not isinstance(model, Container):
         raise ArgumentError.at("model", "a Container", type(model).__name__)
     if not isinstance(depth, int) or isinstance(depth, bool) or depth < 1:
-        raise ArgumentError.at("depth", "a positive integer", repr(depth))
+        raise ArgumentError.at("depth", "a positive integer", brief(depth))
     types = infer_types(model, inputs)
     rows: list[SummaryRow] = []
     stack: list[tuple[Path, Container]] = [((c.name,), c) for c in reversed(model.children)]

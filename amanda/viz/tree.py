@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
+from amanda.containers.checks import expect_container, expect_int
 from amanda.viz.dot import type_label
 
 if TYPE_CHECKING:
@@ -42,6 +43,8 @@ def tree_text(model: Container, max_lines: int = 60, max_children: int = 12) -> 
     A container with more than ``max_children`` children shows the first ones and a line
     counting the rest by type; the whole text stops at ``max_lines``.
     """
+    expect_container(model, "model")
+    max_lines, max_children = expect_int(max_lines, "max_lines", 1), expect_int(max_children, "max_children", 0)
     lines = [_line(model)]
     stack: list[tuple[Container, str, int, bool]] = []
 
@@ -74,6 +77,7 @@ def notebook_svg(model: Container, highlight: Any = None) -> str | None:
     from amanda.errors import RenderError
     from amanda.viz.render import to_svg
 
+    expect_container(model, "model")
     if sum(1 for _ in model) > _SVG_LIMIT:
         return None
     try:

@@ -70,6 +70,10 @@ def test_mistakes_raise_at_the_call_with_the_valid_names() -> None:
         Input("y", "flot32", (2,))
     with pytest.raises(amanda.ArgumentError):
         ops.Relu("x")  # a name is not a value
+    with pytest.raises(amanda.ArgumentError, match=r"nested lists of one shape.*\[\[1.0\], \[1.0, 2.0\]\]"):
+        ops.Add(x, [[1.0], [1.0, 2.0]])  # a ragged list is no array
+    with pytest.raises(amanda.ArgumentError, match="/B: expected a Value"):
+        ops.Add(x, [2**70])  # nor an int beyond int64
 
 
 def test_optional_inputs_defaults_and_other_namespaces() -> None:

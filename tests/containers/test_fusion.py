@@ -47,6 +47,17 @@ def test_fuse_needs_siblings():
         fuse(w, [("m", "mm"), ("out",)], "F")
 
 
+def test_fuse_into_a_control_flow_body_says_where_the_body_is():
+    """A selector reaches the ops in an If's branches, but fuse moves children only: a path into
+    a body (held in an attribute) is a PathError naming the body and how to fuse inside it."""
+    branch = chain(op("Neg", "neg", ["x"], ["y"]), op("Abs", "abs", ["x"], ["y"]), name="then_branch")
+    model = chain(op("If", "if", ["cond"], ["y"], {"then_branch": branch, "else_branch": branch}), name="m")
+    for paths in (model.select("$.if.then_branch.*"), model.select("$.if.*"), ["if/then_branch"]):
+        with pytest.raises(amanda.PathError, match="is a body of If 'if'.*work inside the body") as info:
+            fuse(model, paths, "F")
+        assert info.value.path == ("m", "if")
+
+
 @given(nested_containers(), st.data())
 def test_fuse_then_unfuse_keeps_the_view_and_never_mutates(pair, data):
     """For random sibling groups: fuse keeps the dataflow, unfuse restores it, inputs stay as they were."""

@@ -3,6 +3,8 @@ expected, never a raw TypeError, AttributeError or StopIteration."""
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -56,9 +58,11 @@ def test_plan_checks_its_arguments_too() -> None:
 @pytest.mark.parametrize("kwargs, expected", [
     ({"model": 5}, r"model: expected a Container, found int 5"),
     ({"model": "g.yaml"}, r"model: expected a Container"),
-    ({"threads": 0}, r"threads: expected None or a positive int, found 0"),
-    ({"threads": 1.5}, r"threads: expected None or a positive int"),
-    ({"threads": True}, r"threads: expected None or a positive int"),
+    ({"threads": 0}, r"threads: expected None or an int from 1 to 1024, found 0"),
+    ({"threads": 1.5}, r"threads: expected None or an int from 1 to 1024"),
+    ({"threads": True}, r"threads: expected None or an int from 1 to 1024"),
+    ({"threads": 10**6}, r"threads: expected None or an int from 1 to 1024, found 1000000"),
+    ({"optimize": np.ones(2, bool)}, r"optimize: expected True or False, found ndarray"),
     ({"offload_elements": -1}, r"offload_elements: expected a non-negative int"),
     ({"offload_elements": "big"}, r"offload_elements: expected a non-negative int"),
     ({"max_loop_iterations": -1}, r"max_loop_iterations: expected None or a non-negative int"),
@@ -77,3 +81,29 @@ def test_numpy_integers_are_accepted_where_ints_are() -> None:
     s = Session(relu(), threads=np.int64(1), offload_elements=np.int32(0), max_loop_iterations=np.int64(5))
     assert s.threads == 1 and s.max_loop_iterations == 5
     np.testing.assert_array_equal(s.run("y", {"x": X})[0], [0, 2])
+
+
+def test_a_worker_the_system_refuses_is_an_execution_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """When the operating system refuses to start a worker thread, the run raises an
+    ExecutionError naming ``threads`` and the workers already started are stopped."""
+    started: list[threading.Thread] = []
+    real = threading.Thread.start
+
+    def start(thread: threading.Thread) -> None:
+        if thread.name.startswith("amanda-worker-"):
+            if len(started) == 2:
+                raise RuntimeError("can't start new thread")
+            started.append(thread)
+        real(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    two = Container("G", "g", inputs=["x"], outputs=["y", "z"], attrs=NS,
+                    children=[op("Relu", "r", ["X"], ["Y"]), op("Neg", "n", ["X"], ["Y"])],
+                    edges=[("g:x", "r:X"), ("g:x", "n:X"), ("r:Y", "g:y"), ("n:Y", "g:z")])
+    with Session(two, threads=4, offload_elements=0, optimize=False) as s:
+        with pytest.raises(ExecutionError, match="threads: cannot start worker 3 of 4"):
+            s.run(["y", "z"], {"x": X})
+    assert len(started) == 2
+    for thread in started:
+        thread.join(5)
+        assert not thread.is_alive()

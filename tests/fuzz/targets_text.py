@@ -2,13 +2,16 @@
 
 Each ``run`` raises ``ModifiedInput`` when amanda changed a container it was given and
 ``InvalidResult`` when a result breaks a property checked here (documents must write back to
-the same text, the compiled selector engine must agree with the plain JMESPath one).
+the same text, and a YAML document is composed once even when it is rejected; the compiled
+selector engine must agree with the plain JMESPath one).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import yaml
@@ -62,10 +65,38 @@ def _raw(text: str | bytes) -> bytes:
     return text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
 
 
+@contextlib.contextmanager
+def _counted_composes() -> Iterator[list[int]]:
+    """Count the YAML compositions (node trees built) while the block runs."""
+    import amanda.io.text as text_module
+    import amanda.safe_load as safe_load
+
+    calls: list[int] = []
+    real = safe_load.compose_yaml
+
+    def counted(text: str | bytes) -> Any:
+        calls.append(len(text))
+        return real(text)
+
+    safe_load.compose_yaml = text_module.compose_yaml = counted  # type: ignore[assignment]
+    try:
+        yield calls
+    finally:
+        safe_load.compose_yaml = text_module.compose_yaml = real  # type: ignore[assignment]
+
+
 def run_document(case: tuple[str, str | bytes]) -> None:
-    """``loads``; a container read is queried (unchanged) and written back to the same text."""
+    """``loads``, which composes a YAML document at most once even to reject it (the error's
+    line comes from that tree); a container read is queried (unchanged) and written back to
+    the same text."""
     format, text = case
-    result = amanda.loads(text, format)
+    with _counted_composes() as composed:
+        try:
+            result = amanda.loads(text, format)
+        except amanda.FormatError:
+            if format == "yaml" and len(composed) > 1:
+                raise InvalidResult(f"the document was composed {len(composed)} times to be rejected") from None
+            raise
     if not isinstance(result, (Container, amanda.Edge, amanda.Port)):
         raise InvalidResult(f"loads returned a {type(result).__name__}")
     written = amanda.dumps(result, format)

@@ -142,3 +142,13 @@ def test_another_vocabulary_is_told_to_convert():
     graph = amanda.load(TF_GRAPH)
     with pytest.raises(FormatError, match=r"convert the model to amanda/onnx/<opset>"):
         to_onnx(graph)
+
+
+@pytest.mark.parametrize("dim", [2**63, 10**20])
+def test_a_dimension_beyond_int64_is_a_format_error(dim: int) -> None:
+    """A declared dimension ONNX's int64 cannot hold is a FormatError naming the port, not
+    protobuf's bare ValueError."""
+    x = amanda.Input("x", "float32", [dim, 3])
+    net = amanda.model([x], {"y": amanda.ops.Relu(x)}, name="net")
+    with pytest.raises(FormatError, match=rf"input port 'x' of net .*a dimension {dim} outside ONNX's range"):
+        to_onnx(net)

@@ -127,6 +127,33 @@ def test_bad_field_is_reported_with_line_column_and_path():
     assert "graph.ops[1].colour" in str(err)
 
 
+def test_a_bad_field_is_located_without_composing_the_yaml_again(monkeypatch):
+    """The line of a bad field comes from the node tree the first reading composed: a YAML
+    document is composed once however it fails (JSON, whose reader keeps no marks, once to
+    locate), so rejecting a large document costs about what loading it does."""
+    import amanda.io.text as text_module
+    import amanda.safe_load as safe_load
+
+    calls = []
+    real = safe_load.compose_yaml
+
+    def counted(text):
+        calls.append(len(text))
+        return real(text)
+
+    monkeypatch.setattr(safe_load, "compose_yaml", counted)
+    monkeypatch.setattr(text_module, "compose_yaml", counted)
+    yaml_text = "graph:\n  ops:\n    - name: f\n      input_ports: [{name: x}]\n    - name: [1, 2]\n"
+    json_text = '{"graph": {"ops": [{"name": "f"},\n {"name": [1, 2]}]}}'
+    for text, format, where in ((yaml_text, "yaml", (5, 7)), (json_text, "json", (2, 3))):
+        calls.clear()
+        with pytest.raises(FormatError) as info:
+            amanda.loads(text, format)
+        assert info.value.path == ("graph", "ops", 1, "name")
+        assert (info.value.line, info.value.column) == where
+        assert len(calls) == 1, format
+
+
 def test_invariant_errors_carry_document_position():
     """An edge to a missing port is reported at the container's place in the document."""
     text = "graph:\n  ops:\n    - {name: f, output_ports: [{name: m}]}\n  edges:\n    - output_port: {op: f, port: q}\n      input_port: {op: f, port: -1}\n"

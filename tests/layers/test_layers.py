@@ -3,6 +3,8 @@ layer exports, what onnxruntime computes on its ONNX export); bad hyper-paramete
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -240,12 +242,35 @@ def test_transformer_encoder_block_matches_numpy() -> None:
     (lambda: layers.Embedding(3, 0), "Embedding/dim"),
     (lambda: layers.Flatten("1"), "Flatten/axis"),  # type: ignore[arg-type]
     (lambda: layers.seeded("net", 0), "model"),  # type: ignore[arg-type]
+    (lambda: layers.seeded(layers.relu(), 0, prefix=(3,)), "prefix"),  # type: ignore[arg-type]
+    (lambda: layers.Dense(3, 2, use_bias=np.ones(2, bool)), "Dense/use_bias"),
+    (lambda: layers.Conv(3, 4, 3, use_bias="yes"), "Conv/use_bias"),  # type: ignore[arg-type]
+    (lambda: layers.GlobalAvgPool(keepdims=np.zeros(3)), "GlobalAvgPool/keepdims"),  # type: ignore[arg-type]
+    (lambda: layers.MaxPool(2, padding=np.zeros(2)), "MaxPool/padding"),
+    (lambda: layers.MaxPool(2, dims=np.zeros(2)), "MaxPool/dims"),  # type: ignore[arg-type]
+    (lambda: layers.Activation("relu", name=np.zeros(2)), "Activation/name"),  # type: ignore[arg-type]
+    (lambda: layers.Activation("rleu"), "did you mean 'relu'"),
 ])
 def test_bad_hyper_parameters_raise_an_argument_error_naming_the_field(build, where: str) -> None:
     """A wrong hyper-parameter raises ArgumentError at layer/field, not a bare Python error."""
     with pytest.raises(amanda.ArgumentError) as info:
         build()
     assert where in str(info.value)
+
+
+@pytest.mark.parametrize("build", [
+    lambda: layers.Dense(10**6, 10**6),
+    lambda: layers.Embedding(10**7, 10**6),
+    lambda: layers.Conv(10**4, 10**4, 100),
+    lambda: layers.BatchNorm(10**13),
+])
+def test_a_layer_too_large_for_memory_is_refused_before_allocating(build) -> None:
+    """A layer whose weight cannot fit in the memory available is an ArgumentError naming the
+    weight, its shape and both sizes, raised before anything is allocated (no MemoryError), fast."""
+    start = time.perf_counter()
+    with pytest.raises(amanda.ArgumentError, match=r"expected a weight that fits in memory.*found shape \(\d+"):
+        build()
+    assert time.perf_counter() - start < 5
 
 
 def test_a_phased_layer_run_without_a_phase_says_to_pass_one() -> None:

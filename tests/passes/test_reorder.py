@@ -98,3 +98,24 @@ def test_two_pairs_in_a_row_move_together() -> None:
     (y,) = amanda.Session(out, threads=1).run(["y"], {"x": x})
     step = np.maximum(x, 0).reshape(2, 3, 8, 2).max(-1)
     np.testing.assert_array_equal(y, np.maximum(step, 0).reshape(2, 3, 4, 2).max(-1))
+
+
+@pytest.mark.parametrize("attrs", [
+    {"kernel_shape": 2.0}, {"kernel_shape": [2.5, float("nan")]}, {"kernel_shape": "ab"},
+    {"kernel_shape": [2, 2], "pads": 1.5}, {"kernel_shape": [2, 2], "ceil_mode": "x"},
+    {"kernel_shape": [float("inf"), 2]},
+])
+def test_a_malformed_pool_is_left_in_place(attrs: dict) -> None:
+    """A MaxPool whose window attributes no MaxPool can have is not moved, and optimize raises
+    nothing, where a bare TypeError came; running it ends in a result or an AmandaError."""
+    relu = amanda.op("Relu", "r", ["X"], ["Y"])
+    pool = amanda.op("MaxPool", "p", ["X"], ["Y"], attrs)
+    g = amanda.Container("G", "g", inputs=["x"], outputs=["y"], children=[relu, pool], attrs={"namespace": "amanda/onnx/17"},
+                         edges=[("g:x", "r:X"), ("r:Y", "p:X"), ("p:Y", "g:y")])
+    out, report = pool_before_relu(g)
+    assert out is g and not report.changed
+    amanda.optimize(g)
+    try:
+        amanda.Session(g).run(["y"], {"x": np.ones((1, 1, 4, 4), np.float32)})
+    except amanda.AmandaError:
+        pass

@@ -31,12 +31,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from amanda.containers.checks import brief, expect_flag, expect_type, shown
 from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Edge, Endpoint, Port
 from amanda.errors import AmandaError, MappingError, SchemaError
 from amanda.namespaces.mapping.driver import in_namespace
 from amanda.namespaces.mapping.names import NameMap
-from amanda.namespaces.mapping.table import MappingTable
+from amanda.namespaces.mapping.table import MappingTable, check_unmatched
 from amanda.progress import progress
 
 __all__ = ["TableEntry", "conversion_path", "convert", "expose", "register_table", "registered_tables"]
@@ -79,11 +80,12 @@ def register_table(table: MappingTable | None = None, *, source: str | None = No
     >>> [e.name for e in conversion_path("doctest/a", "doctest/b")]
     ['doctest/a -> doctest/b']
     """
+    expect_type(name, str, "name", "a table name (a string)")
     if table is not None:
         if not isinstance(table, MappingTable):
             raise MappingError.at("register_table", "a MappingTable", type(table).__name__)
         entry = TableEntry(table.source, table.target, lambda: table, name or table.name, table)
-    elif factory is not None and source and target:
+    elif callable(factory) and isinstance(source, str) and source and isinstance(target, str) and target:
         entry = TableEntry(source, target, factory, name or f"{source} -> {target}")
     else:
         raise MappingError.at("register_table", "a table, or a factory with source and target", "neither")
@@ -135,9 +137,9 @@ def conversion_path(source: str, target: str) -> list[TableEntry]:
                 return path[::-1]
             queue.append(entry.target)
     reachable = sorted(n for n in previous if n != source)
-    shown = ", ".join(reachable[:12]) + (" …" if len(reachable) > 12 else "") or "none"
+    listed = ", ".join(reachable[:12]) + (" …" if len(reachable) > 12 else "") or "none"
     raise MappingError.at(source, f"a chain of mapping tables to {target}",
-                          f"none (reachable: {shown})", "register a table with register_table")
+                          f"none (reachable: {listed})", "register a table with register_table")
 
 
 def _target_name(target: str) -> str:
@@ -166,7 +168,11 @@ def convert(container: Container, target: str, *, source: str | None = None,
         raise MappingError.at("convert", "a Container to convert", type(container).__name__)
     for label, value in (("target", target), ("source", source)):
         if not isinstance(value, str) and not (label == "source" and value is None):
-            raise MappingError.at(label, "a namespace name such as 'amanda/onnx/17'", repr(value))
+            raise MappingError.at(label, "a namespace name such as 'amanda/onnx/17'", brief(value))
+    check_unmatched(on_unmatched)
+    expect_flag(with_names, "with_names")
+    if outputs is not None:
+        _output_pairs(outputs)  # before converting: a wrong type is found at once
     start = source or container.namespace
     if start is None:
         raise MappingError.at(container.name or "<root>", "a container with a namespace attribute",
@@ -186,6 +192,15 @@ def convert(container: Container, target: str, *, source: str | None = None,
     return (result, names) if with_names else result
 
 
+def _output_pairs(outputs: Any) -> list[tuple[Any, Any]]:
+    """``(port name, source endpoint)`` pairs from a list of endpoints or a mapping."""
+    if isinstance(outputs, Mapping):
+        return list(outputs.items())
+    if isinstance(outputs, (list, tuple)):
+        return [(o if isinstance(o, str) else str(_endpoint(o)), o) for o in outputs]
+    raise MappingError.at("outputs", "a list of endpoints 'op:port' or a mapping name -> endpoint", shown(outputs))
+
+
 def expose(container: Container, names: NameMap, outputs: Mapping[str, Any] | Sequence[Any]) -> Container:
     """``container`` with new output ports fed by the mapped values of source endpoints.
 
@@ -198,19 +213,13 @@ def expose(container: Container, names: NameMap, outputs: Mapping[str, Any] | Se
     >>> expose(g, NameMap({}, g), {"y": "r:Y"}).output_names
     ('y',)
     """
-    if isinstance(outputs, Mapping):
-        pairs = list(outputs.items())
-    elif isinstance(outputs, (list, tuple)):
-        pairs = [(o if isinstance(o, str) else str(_endpoint(o)), o) for o in outputs]
-    else:
-        raise MappingError.at("outputs", "a list of endpoints 'op:port' or a mapping name -> endpoint",
-                              type(outputs).__name__)
+    pairs = _output_pairs(outputs)
     ports = list(container.outputs)
     edges = list(container.edges)
     taken = {p.name for p in ports}
     for port_name, endpoint in pairs:
         if not isinstance(port_name, str) or not port_name:
-            raise MappingError.at("outputs", "output names that are non-empty strings", repr(port_name))
+            raise MappingError.at("outputs", "output names that are non-empty strings", brief(port_name))
         if port_name in taken:
             raise MappingError.at(port_name, "a new output port name", "one the container has")
         found = names.resolve(_endpoint(endpoint))

@@ -38,13 +38,13 @@ from amanda.namespaces.mapping.pattern import find_matches
 from amanda.namespaces.mapping.rewrite import apply_replacement
 from amanda.namespaces.mapping.rule import Match, Rule, Skip
 from amanda.namespaces.mapping.scope import Scope
+from amanda.namespaces.mapping.table import check_unmatched
 
 if TYPE_CHECKING:
     from amanda.namespaces.mapping.table import MappingTable
 
 __all__ = ["MappingLoopError", "UnmatchedOpsError", "in_namespace", "run_table"]
 
-ON_UNMATCHED = ("error", "pass")
 
 
 class UnmatchedOpsError(MappingError):
@@ -232,8 +232,7 @@ def _map_level(container: Container, path: tuple[str, ...], inherited: str | Non
 def run_table(table: MappingTable, container: Container, on_unmatched: str,
               fixed_point: bool) -> tuple[Container, NameMap]:
     """Apply ``table`` to ``container``: the mapped container and its name map."""
-    if on_unmatched not in ON_UNMATCHED:
-        raise MappingError.at("on_unmatched", f"one of {ON_UNMATCHED}", repr(on_unmatched))
+    check_unmatched(on_unmatched)
     if not isinstance(container, Container):
         raise MappingError.at("apply", "a Container", type(container).__name__)
     from amanda.containers.consolidate import consolidate

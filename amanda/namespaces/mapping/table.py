@@ -21,9 +21,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from amanda.containers.checks import brief, expect_flag, expect_str, expect_type, sequence_problem, shown
 from amanda.containers.order import topological
 from amanda.errors import CycleError, MappingError
 from amanda.namespaces.mapping.rule import Rule
+from amanda.namespaces.schema import suggest
 
 if TYPE_CHECKING:
     from amanda.containers.container import Container
@@ -34,8 +36,18 @@ __all__ = ["MappingTable"]
 
 def _check_namespace(name: Any, what: str) -> str:
     if not isinstance(name, str) or not name or name.strip("/") != name:
-        raise MappingError.at(what, "a namespace name like 'amanda/onnx/17'", repr(name))
+        raise MappingError.at(what, "a namespace name like 'amanda/onnx/17'", brief(name))
     return name
+
+
+ON_UNMATCHED = ("error", "pass")
+
+
+def check_unmatched(value: Any) -> str:
+    """``value`` if it says what to do with ops no rule matches, else MappingError."""
+    if value.__class__ is str and value in ON_UNMATCHED:
+        return value  # type: ignore[no-any-return]
+    raise MappingError.at("on_unmatched", f"one of {ON_UNMATCHED}", shown(value), suggest(value, ON_UNMATCHED))
 
 
 def _named_rules(items: Iterable[Any]) -> tuple[Rule, ...]:
@@ -72,14 +84,16 @@ class MappingTable:
                  doc: str = "") -> None:
         self.source = _check_namespace(source, "source")
         self.target = _check_namespace(target, "target")
+        if sequence_problem(rules, "rules", "") is not None:
+            raise MappingError.at("rules", "a list of Rules or (pattern, function) pairs", shown(rules))
         self.rules: tuple[Rule, ...] = _named_rules(rules)
-        self.name = name or f"{source} -> {target}"
-        self.on_unmatched = on_unmatched
-        self.fixed_point = bool(fixed_point)
-        if not isinstance(max_iterations, int) or max_iterations < 1:
-            raise MappingError.at(self.name, "max_iterations >= 1", repr(max_iterations))
+        self.name = expect_str(name, "name", "a table name", optional=True) or f"{source} -> {target}"
+        self.on_unmatched = check_unmatched(on_unmatched)
+        self.fixed_point = expect_flag(fixed_point, "fixed_point")
+        if type(max_iterations) is not int or max_iterations < 1:
+            raise MappingError.at(self.name, "max_iterations >= 1", brief(max_iterations))
         self.max_iterations = max_iterations
-        self.doc = doc
+        self.doc = expect_type(doc, str, "doc", "a string")
         self._order = self._sort()
 
     def __repr__(self) -> str:
@@ -158,6 +172,10 @@ class MappingTable:
         """
         from amanda.namespaces.mapping.driver import run_table
 
+        if on_unmatched is not None:
+            check_unmatched(on_unmatched)
+        expect_flag(fixed_point, "fixed_point", optional=True)
+        expect_flag(with_names, "with_names")
         result, names = run_table(self, container, on_unmatched or self.on_unmatched,
                                   self.fixed_point if fixed_point is None else fixed_point)
         return (result, names) if with_names else result

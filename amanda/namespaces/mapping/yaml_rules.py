@@ -25,7 +25,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from pathlib import Path as FilePath
 from typing import Any
 
 from amanda.errors import MappingError, SchemaError
@@ -39,7 +38,7 @@ from amanda.namespaces.mapping.pattern import NAMESPACE_CHOICES, EdgePattern, Op
 from amanda.namespaces.mapping.rule import RELABEL, Match, NewOp, Replacement, Rule
 from amanda.namespaces.mapping.table import MappingTable
 from amanda.namespaces.schema import suggest
-from amanda.namespaces.yaml_safe import parse_yaml
+from amanda.namespaces.yaml_safe import parse_yaml, source_text
 
 __all__ = ["load_mapping", "table_from_data"]
 
@@ -327,18 +326,7 @@ def load_mapping(source: str | bytes | os.PathLike[str]) -> MappingTable:
     A ``str`` is read as a path when it names a file or has neither a newline nor a ':'.
     Raises ``MappingError`` (with the field's path and line) for anything malformed or unsafe.
     """
-    if isinstance(source, bytes):
-        try:
-            source = source.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise MappingError.at("<text>", "UTF-8 text", exc.reason) from None
-    if isinstance(source, os.PathLike) or ("\n" not in source and (os.path.isfile(source) or ":" not in source)):
-        try:
-            text = FilePath(source).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise MappingError.at(str(source), "a readable mapping file", exc.strerror or str(exc)) from None
-    else:
-        text = source
+    text = source_text(source, MappingError, "mapping")
     try:
         data, lines = parse_yaml(text)
     except SchemaError as exc:
