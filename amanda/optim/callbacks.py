@@ -16,7 +16,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from amanda.containers.checks import expect_file, expect_int, expect_number, expect_str
+from amanda.containers.checks import expect_file, expect_int, expect_number, expect_str, shown
 from amanda.errors import ArgumentError, suggest
 
 __all__ = ["CALLBACKS", "Callback", "Checkpoint", "EarlyStopping", "History", "LambdaCallback",
@@ -91,7 +91,7 @@ class EarlyStopping(Callback):
         patience = expect_int(patience, ("EarlyStopping", "patience"))
         min_delta = abs(expect_number(min_delta, ("EarlyStopping", "min_delta"), -math.inf))
         if type(mode) is not str or mode not in ("auto", "min", "max"):
-            raise ArgumentError.at(("EarlyStopping", "mode"), "'auto', 'min' or 'max'", repr(mode),
+            raise ArgumentError.at(("EarlyStopping", "mode"), "'auto', 'min' or 'max'", shown(mode),
                                    suggest(mode, ["auto", "min", "max"]) if type(mode) is str else "")
         self.monitor, self.patience, self.min_delta = monitor, patience, min_delta
         self.mode = mode if mode != "auto" else ("max" if "acc" in monitor else "min")
@@ -169,7 +169,7 @@ class LearningRateScheduler(Callback):
     def on_epoch_begin(self, loop: Any) -> None:
         lr = self.schedule(loop.epoch, loop.lr)
         if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr >= 0:
-            raise ArgumentError.at(("LearningRateScheduler", "schedule"), "a non-negative number", repr(lr))
+            raise ArgumentError.at(("LearningRateScheduler", "schedule"), "a non-negative number", shown(lr))
         loop.set_lr(float(lr))
 
 

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from amanda.containers import Container
-from amanda.containers.checks import expect_container, expect_flag, expect_int, expect_number, expect_str, expect_type
+from amanda.containers.checks import expect_container, expect_flag, expect_int, expect_number, expect_str, expect_type, shown
 from amanda.containers.phases import computations
 from amanda.errors import ArgumentError, suggest
 from amanda.exec import Session
@@ -202,7 +202,7 @@ def _trainer(model: Container, optimizer: Any, loss: str, clip: tuple[Any, Any],
         raise ArgumentError.at("model", "a model (Container) or a training container", type(model).__name__)
     if model.type == "Training":
         if optimizer is not None:
-            raise ArgumentError.at("optimizer", "None: the training container has its optimiser", repr(optimizer))
+            raise ArgumentError.at("optimizer", "None: the training container has its optimiser", shown(optimizer))
         return clip_gradients(model, *clip), None, None
     if not isinstance(optimizer, Optimizer):
         raise ArgumentError.at("optimizer", "an optimiser such as amanda.optim.Adam(lr=1e-3)", type(optimizer).__name__)
