@@ -50,8 +50,8 @@ def _named(model: Container, x: Any, y: Any, where: str) -> dict[str, Any]:
 
 
 def _array(value: Any, where: str, name: str) -> np.ndarray:
-    """``value`` (fed to input ``name``; the error is at ``where/name``) as an array; ArgumentError for one numpy cannot make
-    (a ragged list, an object that is no array)."""
+    """``value`` (fed to input ``name``) as an array; an ArgumentError at ``where/name`` for one
+    numpy cannot make (a ragged list, an object that is no array)."""
     try:
         array = np.asarray(value)
     except (ValueError, TypeError):

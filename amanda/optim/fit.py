@@ -49,6 +49,8 @@ __all__ = ["evaluate", "fit", "predict"]
 
 Metric = tuple[str, Callable[..., float]]
 
+MAX_EPOCHS = 1_000_000  # epochs one fit may run: a larger count is a mistake, not a plan (it would never end)
+
 
 def _checked(model: Any, session: Any, batch_size: Any, **names: Any) -> int:
     """Check the arguments ``fit``, ``evaluate`` and ``predict`` share: ``model`` a Container,
@@ -255,10 +257,12 @@ def fit(model: Container, x: Any, y: Any = None, *, optimizer: Optimizer | None 
     ``output`` (default: the only output besides ``loss``) with the ``target`` input (default:
     the second input); ``weights`` chooses what to train (as for ``minimize``); ``resume`` is a
     checkpoint to continue from; ``verbose`` shows a progress bar (only on a terminal, see
-    :mod:`amanda.progress`)."""
+    :mod:`amanda.progress`). ``epochs`` is at most :data:`MAX_EPOCHS`."""
     batch_size = _checked(model, None, batch_size, loss=loss, output=output, target=target)
     expect_str(loss, "loss", "a port name")
     epochs, seed = expect_int(epochs, "epochs", minimum=1), expect_int(seed, "seed")
+    if epochs > MAX_EPOCHS:
+        raise ArgumentError.at("epochs", f"an int in [1, {MAX_EPOCHS}]", shown(epochs))
     expect_flag(shuffle, "shuffle")
     expect_flag(verbose, "verbose")
     validation_split = expect_number(validation_split, "validation_split", 0.0, 1.0)
