@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.util
 import inspect
 import os
 import pkgutil
@@ -25,6 +26,17 @@ RECORDS = frozenset({
     "OptimizeResult", "Optimizer", "PassReport", "PassResult", "Selection", "Slot", "Summary",
     "SummaryRow", "TypeMap", "Value",
 })
+
+#: callables that need an optional package, by name: the package and the extra that installs it.
+#: Without the package their good call raises a FormatError naming the extra.
+OPTIONAL = {"from_torch": ("torch", "amanda[torch]")}
+
+
+def missing_extra(name: str) -> str | None:
+    """The extra to install for ``name`` when its optional package is missing, else None."""
+    package, extra = OPTIONAL.get(name, (None, None))
+    return extra if package is not None and importlib.util.find_spec(package) is None else None
+
 
 def public_callables() -> dict[str, Callable[..., Any]]:
     """Every callable that ``amanda`` or one of its subpackages lists in ``__all__``, by name
@@ -129,7 +141,55 @@ def good_calls(tmp: Path) -> dict[str, tuple[tuple, dict]]:
     for name in ("elu", "gelu", "leaky_relu", "log_softmax", "relu", "selu", "sigmoid", "silu",
                  "softmax", "softplus", "tanh"):
         c[name] = ((), {"name": "act"})
-    return c
+    return {**c, **training_calls(tmp), **module_calls()}
+
+
+def fit_net() -> amanda.Container:
+    """A Dense layer with outputs ``y`` and ``loss = ReduceSum(y)``, for ``fit`` and ``predict``."""
+    x = Input("x", "float32", ["batch", 3])
+    y = layers.Dense(3, 2, seed=0)(x)
+    return model([x], {"loss": ops.ReduceSum(y, keepdims=0), "y": y}, name="net")
+
+
+def training_calls(tmp: Path) -> dict[str, tuple[tuple, dict]]:
+    """Good calls of ``amanda.optim``'s training loop, callbacks, schedules and checkpoints."""
+    optim = amanda.optim
+    net, data = fit_net(), np.ones((4, 3), np.float32)
+    trainer = optim.minimize(net, "loss", optim.SGD(0.1))
+    checkpoint = tmp / "ck.npz"
+    optim.save_checkpoint(checkpoint, trainer)
+    fast = {"batch_size": 2, "verbose": False}
+    return {
+        "Callback": ((), {}), "History": ((), {}), "TerminateOnNaN": ((), {}), "Schedule": ((), {}),
+        "Checkpoint": ((tmp / "ck-{epoch}.npz", 2), {}),
+        "EarlyStopping": (("val_loss", 1, 0.0, "min"), {}),
+        "LambdaCallback": ((), {"on_epoch_end": lambda loop, logs: None}),
+        "LearningRateScheduler": ((lambda epoch, lr: lr,), {}),
+        "StepDecay": ((2, 0.5), {}), "CosineDecay": ((10, 0.1), {}),
+        "Warmup": ((2, optim.CosineDecay(10)), {}), "Scheduled": ((optim.SGD(0.1), optim.StepDecay(2)), {}),
+        "TopKAccuracy": ((2,), {}), "clip_gradients": ((trainer, 1.0, 1.0), {}),
+        "fit": ((net, data, None), {"optimizer": optim.SGD(0.1), "epochs": 1, **fast}),
+        "evaluate": ((net, data, None), {"batch_size": 2}),
+        "predict": ((net, data), {"output": "y", "batch_size": 2}),
+        "save_checkpoint": ((tmp / "ck2.npz", trainer, None, {"epoch": 1}), {}),
+        "load_checkpoint": ((checkpoint,), {}), "snapshot": ((trainer, None), {}),
+        "restore": ((trainer, optim.snapshot(trainer)), {}),
+    }
+
+
+def module_calls() -> dict[str, tuple[tuple, dict]]:
+    """Good calls of the functions over a model's module tree: weight sharing, extraction, and
+    capture from torch (an optional dependency: see :data:`OPTIONAL`)."""
+    dense = layers.Dense(3, 3, name="d")
+    x = Input("x", "float32", [1, 3])
+    twice = model([x], {"y": dense(dense(x))}, name="twice")
+    torch = importlib.import_module("torch") if importlib.util.find_spec("torch") else None
+    torch_call = ((torch.nn.Linear(3, 2).eval(), (torch.ones(1, 3),)), {"input_names": ["x"]}) if torch \
+        else ((object(), ()), {})
+    return {
+        "shared": ((twice,), {}), "tie": ((twice, "d/kernel", "d_1/kernel"), {}),
+        "extract": ((dense_loss(), "dense"), {}), "from_torch": torch_call,
+    }
 
 
 def dense_loss() -> amanda.Container:

@@ -34,6 +34,7 @@ __all__ = [
     "expect_int",
     "expect_list",
     "expect_mapping",
+    "expect_number",
     "expect_str",
     "expect_type",
     "shown",
@@ -166,6 +167,23 @@ def expect_int(value: Any, where: Any, minimum: int = 0) -> int:
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= minimum:
         return int(value)
     raise ArgumentError.at(where, f"an int >= {minimum}", shown(value))
+
+
+def expect_number(value: Any, where: Any, minimum: float = 0.0, below: float | None = None) -> float:
+    """``value`` as a float if it is a real number (an int, a float or a numpy scalar of
+    either, never a bool) of at least ``minimum`` and under ``below`` (when given), else
+    ArgumentError (NaN is never in range).
+
+    >>> expect_number("0.1", "lr")
+    Traceback (most recent call last):
+    ...
+    amanda.errors.ArgumentError: at lr: expected a number >= 0.0, found str '0.1'
+    """
+    ok = isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool)
+    if not ok or not value >= minimum or (below is not None and not value < below):
+        expected = f"a number >= {minimum}" + ("" if below is None else f" and < {below}")
+        raise ArgumentError.at(where, expected, shown(value))
+    return float(value)
 
 
 def expect_file(value: Any, where: Any = "path") -> Any:

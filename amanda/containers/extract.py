@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from amanda.containers.checks import expect_container
 from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Edge, Endpoint
 from amanda.containers.flatten import flatten
@@ -61,8 +62,7 @@ def extract(model: Container, path: Any) -> Container:
     without inputs, initializers included) is replaced by that constant, placed inside; the
     other ports stay. The block declares the namespace it inherited. ``model`` is unchanged; the
     constants keep their uids, so weights still pair up by uid."""
-    if not isinstance(model, Container):
-        raise ArgumentError.at("model", "a Container", type(model).__name__)
+    expect_container(model, "model")
     block = model.descendant(path)
     if block.is_op:
         raise ArgumentError.at(path, "a path to a container with children", f"op {block.name!r} ({block.type})")

@@ -213,6 +213,9 @@ def load(path: str | Path, format: str | None = None, *, hierarchy: Any = "auto"
     ``hierarchy`` (ONNX only): ``"auto"`` rebuilds an exported model's module tree as nested
     containers where the file records it, ``False`` reads the flat graph (``docs/onnx.md``).
     """
+    from amanda.io.onnx_hierarchy import check_hierarchy
+
+    check_hierarchy(hierarchy)
     kind = _format_of(path, format)
     if kind == "onnx":
         from amanda.io.onnx import load_onnx

@@ -13,6 +13,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from amanda.containers.checks import expect_flag, expect_int, expect_list, expect_mapping, expect_str
 from amanda.containers.container import Container
 from amanda.errors import ArgumentError, FormatError
 
@@ -53,6 +54,22 @@ def _export(torch: Any, module: Any, args: tuple, kwargs: Mapping[str, Any] | No
         return onnx.load_from_string(buffer.getvalue())
 
 
+def _check_options(example_kwargs: Any, input_names: Any, output_names: Any, opset: Any, dynamo: Any,
+                   hierarchy: Any) -> None:
+    """ArgumentError for a :func:`from_torch` option of the wrong type, before torch sees it."""
+    from amanda.io.onnx_hierarchy import check_hierarchy
+
+    expect_mapping(example_kwargs, "example_kwargs", "a mapping of keyword names to example inputs", optional=True)
+    for key, names in (("input_names", input_names), ("output_names", output_names)):
+        if names is not None:
+            for i, name in enumerate(expect_list(names, key, "a list of port names or None")):
+                expect_str(name, (key, i), "a port name")
+    if opset is not None:
+        expect_int(opset, "opset", minimum=1)
+    expect_flag(dynamo, "dynamo")
+    check_hierarchy(hierarchy)
+
+
 def from_torch(
     module: Any,
     example_args: Any,
@@ -83,6 +100,7 @@ def from_torch(
     >>> [c.type for c in model.children if c.children]  # doctest: +SKIP
     ['Linear', 'ReLU']
     """
+    _check_options(example_kwargs, input_names, output_names, opset, dynamo, hierarchy)
     torch = require_torch()
     if not isinstance(module, torch.nn.Module):
         raise ArgumentError.at("module", "a torch.nn.Module", type(module).__name__)

@@ -168,7 +168,7 @@ def layer_seed(layer: str, seed: Any) -> int | None:
     if seed is None:
         return None
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ArgumentError.at((layer, "seed"), "None or a non-negative int", repr(seed))
+        raise ArgumentError.at((layer, "seed"), "None or a non-negative int", brief(seed))
     return int(seed)
 
 

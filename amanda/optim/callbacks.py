@@ -16,6 +16,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from amanda.containers.checks import expect_file, expect_int, expect_number, expect_str, shown
 from amanda.errors import ArgumentError, suggest
 
 __all__ = ["CALLBACKS", "Callback", "Checkpoint", "EarlyStopping", "History", "LambdaCallback",
@@ -86,12 +87,13 @@ class EarlyStopping(Callback):
     names holding "acc", else min)."""
 
     def __init__(self, monitor: str = "val_loss", patience: int = 0, min_delta: float = 0.0, mode: str = "auto") -> None:
-        if isinstance(patience, bool) or not isinstance(patience, int) or patience < 0:
-            raise ArgumentError.at(("EarlyStopping", "patience"), "a non-negative int", repr(patience))
-        if mode not in ("auto", "min", "max"):
-            raise ArgumentError.at(("EarlyStopping", "mode"), "'auto', 'min' or 'max'", repr(mode),
-                                   suggest(str(mode), ["auto", "min", "max"]))
-        self.monitor, self.patience, self.min_delta = monitor, patience, abs(float(min_delta))
+        expect_str(monitor, ("EarlyStopping", "monitor"), "a log name such as 'val_loss'")
+        patience = expect_int(patience, ("EarlyStopping", "patience"))
+        min_delta = abs(expect_number(min_delta, ("EarlyStopping", "min_delta"), -math.inf))
+        if type(mode) is not str or mode not in ("auto", "min", "max"):
+            raise ArgumentError.at(("EarlyStopping", "mode"), "'auto', 'min' or 'max'", shown(mode),
+                                   suggest(mode, ["auto", "min", "max"]) if type(mode) is str else "")
+        self.monitor, self.patience, self.min_delta = monitor, patience, min_delta
         self.mode = mode if mode != "auto" else ("max" if "acc" in monitor else "min")
         self.best: float | None = None
         self.wait = 0
@@ -133,8 +135,9 @@ class Checkpoint(Callback):
     may hold ``{epoch}`` and ``{step}``. ``fit(..., resume=path)`` continues from it."""
 
     def __init__(self, path: Any, every: int | None = None) -> None:
-        if every is not None and (isinstance(every, bool) or not isinstance(every, int) or every < 1):
-            raise ArgumentError.at(("Checkpoint", "every"), "a positive int or None", repr(every))
+        expect_file(path, ("Checkpoint", "path"))
+        if every is not None:
+            every = expect_int(every, ("Checkpoint", "every"), minimum=1)
         self.path, self.every = path, every
         self.written: list[str] = []
 
@@ -166,7 +169,7 @@ class LearningRateScheduler(Callback):
     def on_epoch_begin(self, loop: Any) -> None:
         lr = self.schedule(loop.epoch, loop.lr)
         if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr >= 0:
-            raise ArgumentError.at(("LearningRateScheduler", "schedule"), "a non-negative number", repr(lr))
+            raise ArgumentError.at(("LearningRateScheduler", "schedule"), "a non-negative number", shown(lr))
         loop.set_lr(float(lr))
 
 

@@ -33,6 +33,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from amanda.containers import Container, replace, walk
+from amanda.containers.checks import expect_container, expect_file, expect_list, expect_mapping, expect_type, shown
 from amanda.errors import ArgumentError, FormatError, format_path
 from amanda.exec.state import state_key
 
@@ -87,11 +88,12 @@ def _initial(node: Container) -> np.ndarray | None:
 def snapshot(model: Container, state: Any = None) -> list[Entry]:
     """Every variable of ``model`` with its value in ``state`` (a Session, its ``state``, or
     None: the initial values)."""
-    if not isinstance(model, Container):
-        raise ArgumentError.at("model", "a Container", type(model).__name__)
-    values = getattr(state, "state", state) or {}
+    expect_container(model, "model")
+    values = getattr(state, "state", state)
+    if values is None:
+        values = {}
     if not isinstance(values, Mapping):
-        raise ArgumentError.at("state", "a Session, its state, or None", type(state).__name__)
+        raise ArgumentError.at("state", "a Session, its state, or None", shown(state))
     out = []
     for key, places in _variables(model).items():
         value = values[key] if key in values else _initial(places[0][1])
@@ -109,6 +111,10 @@ def restore(model: Container, entries: list[Entry]) -> Restored:
     """``model`` with each entry's value as the initial value of the variables it pairs with:
     the variables of the same state key, else (for an entry whose key ``model`` lacks) the
     variable at one of its saved paths, unless that variable has its own entry."""
+    expect_container(model, "model")
+    entries = expect_list(entries, "entries", "a list of checkpoint entries (from snapshot or load_checkpoint)")
+    for i, entry in enumerate(entries):
+        expect_type(entry, Entry, ("entries", i), "a checkpoint Entry (from snapshot or load_checkpoint)")
     variables = _variables(model)
     by_path = {p: (key, node) for key, places in variables.items() for p, node in places}
     saved = {e.key for e in entries}
@@ -145,9 +151,9 @@ def save_checkpoint(path: str | Path, model: Container, session: Any = None,
                     meta: Mapping[str, Any] | None = None) -> list[str]:
     """Write ``model``'s variables (their values in ``session``) and ``meta`` (JSON) to one
     ``.npz`` at ``path``, atomically (a file beside it, then renamed); the state keys written."""
-    if not isinstance(path, (str, os.PathLike)):
-        raise ArgumentError.at("path", "a file path (str or os.PathLike)", type(path).__name__)
+    expect_file(path)
     entries = snapshot(model, session)
+    expect_mapping(meta, "meta", "a mapping of JSON values", optional=True)
     index = [{"key": e.key, "paths": [list(p) for p in e.paths]} for e in entries]
     try:
         text = json.dumps({"format": FORMAT, "variables": index, "meta": dict(meta or {})})
@@ -170,9 +176,7 @@ def _bad(path: str, found: str) -> FormatError:
 
 def load_checkpoint(path: str | Path) -> tuple[list[Entry], dict[str, Any]]:
     """The entries and the ``meta`` document of a checkpoint written by :func:`save_checkpoint`."""
-    if not isinstance(path, (str, os.PathLike)):
-        raise ArgumentError.at("path", "a file path (str or os.PathLike)", type(path).__name__)
-    source = os.fspath(path)
+    source = os.fspath(expect_file(path))
     try:
         with np.load(source, allow_pickle=False) as archive:
             stored = {key: archive[key] for key in archive.files}

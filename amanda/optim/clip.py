@@ -26,6 +26,7 @@ import numpy as np
 
 from amanda.build import Input, model, ops
 from amanda.containers import SELF, Container, Edge, Endpoint
+from amanda.containers.checks import shown
 from amanda.errors import ArgumentError
 
 __all__ = ["clip_gradients"]
@@ -37,7 +38,7 @@ def _limit(name: str, value: Any) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not value > 0:
-        raise ArgumentError.at(name, "a positive number or None", repr(value))
+        raise ArgumentError.at(name, "a positive number or None", shown(value))
     return float(value)
 
 

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from amanda.containers import Container
+from amanda.containers.checks import shown
 from amanda.errors import ArgumentError, suggest
 
 __all__ = ["batches", "feeds_of", "split"]
@@ -48,11 +49,23 @@ def _named(model: Container, x: Any, y: Any, where: str) -> dict[str, Any]:
     return out
 
 
+def _array(value: Any, where: str, name: str) -> np.ndarray:
+    """``value`` (fed to input ``name``) as an array; an ArgumentError at ``where/name`` for one
+    numpy cannot make (a ragged list, an object that is no array)."""
+    try:
+        array = np.asarray(value)
+    except (ValueError, TypeError):
+        array = None
+    if array is None or array.dtype == object:
+        raise ArgumentError.at((where, name), "an array (rows are samples)", shown(value))
+    return array
+
+
 def feeds_of(model: Container, x: Any, y: Any = None, where: str = "x") -> dict[str, np.ndarray] | list[Any]:
     """The feeds as arrays of one length (a dict), or an iterable of batches as given (read
     again with ``iter()`` each epoch, so a list rather than a generator)."""
     if isinstance(x, np.ndarray) or isinstance(x, Mapping):
-        feeds = {k: np.asarray(v) for k, v in _named(model, x, y, where).items()}
+        feeds = {k: _array(v, where, k) for k, v in _named(model, x, y, where).items()}
         lengths = {k: (len(v) if v.ndim else None) for k, v in feeds.items()}
         if len(set(lengths.values())) != 1 or None in lengths.values():
             raise ArgumentError.at(where, "arrays of one length (rows are samples)", repr(lengths))
@@ -82,7 +95,7 @@ def rows(feeds: Mapping[str, np.ndarray]) -> int:
 def split(feeds: Mapping[str, np.ndarray], fraction: float) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """``(train, validation)``: the validation part is the last ``fraction`` of the rows."""
     if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0.0 < fraction < 1.0:
-        raise ArgumentError.at("validation_split", "a number in (0, 1)", repr(fraction))
+        raise ArgumentError.at("validation_split", "a number in (0, 1)", shown(fraction))
     at = int(rows(feeds) * (1.0 - fraction))
     if at == 0 or at == rows(feeds):
         raise ArgumentError.at("validation_split", f"a fraction leaving rows on both sides of {rows(feeds)}",

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from amanda.containers import Container
+from amanda.containers.checks import expect_container, expect_flag, expect_int, expect_number, expect_str, expect_type, shown
 from amanda.containers.phases import computations
 from amanda.errors import ArgumentError, suggest
 from amanda.exec import Session
@@ -48,11 +49,19 @@ __all__ = ["evaluate", "fit", "predict"]
 
 Metric = tuple[str, Callable[..., float]]
 
+MAX_EPOCHS = 1_000_000  # epochs one fit may run: a larger count is a mistake, not a plan (it would never end)
 
-def _positive(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ArgumentError.at(name, "a positive int", repr(value))
-    return int(value)
+
+def _checked(model: Any, session: Any, batch_size: Any, **names: Any) -> int:
+    """Check the arguments ``fit``, ``evaluate`` and ``predict`` share: ``model`` a Container,
+    ``session`` a Session or None, each of ``names`` (loss, output, target) a name or None;
+    ``batch_size`` as an int."""
+    expect_container(model, "model")
+    if session is not None:
+        expect_type(session, Session, "session", "a Session or None")
+    for key, value in names.items():
+        expect_str(value, key, "a port name", optional=True)
+    return expect_int(batch_size, "batch_size", minimum=1)
 
 
 def _output(model: Container, loss: str, output: str | None) -> str | None:
@@ -195,7 +204,7 @@ def _trainer(model: Container, optimizer: Any, loss: str, clip: tuple[Any, Any],
         raise ArgumentError.at("model", "a model (Container) or a training container", type(model).__name__)
     if model.type == "Training":
         if optimizer is not None:
-            raise ArgumentError.at("optimizer", "None: the training container has its optimiser", repr(optimizer))
+            raise ArgumentError.at("optimizer", "None: the training container has its optimiser", shown(optimizer))
         return clip_gradients(model, *clip), None, None
     if not isinstance(optimizer, Optimizer):
         raise ArgumentError.at("optimizer", "an optimiser such as amanda.optim.Adam(lr=1e-3)", type(optimizer).__name__)
@@ -248,10 +257,15 @@ def fit(model: Container, x: Any, y: Any = None, *, optimizer: Optimizer | None 
     ``output`` (default: the only output besides ``loss``) with the ``target`` input (default:
     the second input); ``weights`` chooses what to train (as for ``minimize``); ``resume`` is a
     checkpoint to continue from; ``verbose`` shows a progress bar (only on a terminal, see
-    :mod:`amanda.progress`)."""
-    epochs, batch_size = _positive("epochs", epochs), _positive("batch_size", batch_size)
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ArgumentError.at("seed", "a non-negative int", repr(seed))
+    :mod:`amanda.progress`). ``epochs`` is at most :data:`MAX_EPOCHS`."""
+    batch_size = _checked(model, None, batch_size, loss=loss, output=output, target=target)
+    expect_str(loss, "loss", "a port name")
+    epochs, seed = expect_int(epochs, "epochs", minimum=1), expect_int(seed, "seed")
+    if epochs > MAX_EPOCHS:
+        raise ArgumentError.at("epochs", f"an int in [1, {MAX_EPOCHS}]", shown(epochs))
+    expect_flag(shuffle, "shuffle")
+    expect_flag(verbose, "verbose")
+    validation_split = expect_number(validation_split, "validation_split", 0.0, 1.0)
     trainer, rebuild, lr = _trainer(model, optimizer, loss, (clip_value, clip_norm), weights)
     spec = _Spec(trainer, loss, _output(trainer, loss, output), target, _metrics.resolve(metrics))
     data = feeds_of(trainer, x, y)
@@ -311,7 +325,7 @@ def evaluate(model: Container, x: Any, y: Any = None, *, loss: str | None = "los
     """The mean loss and ``metrics`` of ``model`` over ``x``/``y`` (batches weighted by size),
     in its ``inference`` phase when it has one; ``session`` (optional) holds its variables
     (a training container's), else a new session runs it."""
-    batch_size = _positive("batch_size", batch_size)
+    batch_size = _checked(model, session, batch_size, loss=loss, output=output, target=target)
     spec = _Spec(model, loss if loss in model.output_names or loss != "loss" else None,
                  _output(model, loss or "", output), target, _metrics.resolve(metrics))
     data = feeds_of(model, x, y)
@@ -325,7 +339,7 @@ def predict(model: Container, x: Any, *, output: str | None = None, batch_size: 
             session: Session | None = None, loss: str = "loss") -> np.ndarray:
     """``output`` (default: the only output besides ``loss``) of ``model`` for ``x`` (an array
     for the first input, or feeds), run in batches and joined along the first axis."""
-    batch_size = _positive("batch_size", batch_size)
+    batch_size = _checked(model, session, batch_size, loss=loss, output=output)
     name = _output(model, loss, output)
     if name is None:
         raise ArgumentError.at("output", f"one of {list(model.output_names)}", "None")

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from amanda.containers.checks import expect_int
 from amanda.errors import ArgumentError, suggest
 
 __all__ = ["METRICS", "TopKAccuracy", "accuracy", "mean_absolute_error", "mean_squared_error", "resolve"]
@@ -33,9 +34,7 @@ class TopKAccuracy:
     position, as ``np.argsort`` does)."""
 
     def __init__(self, k: int = 5) -> None:
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-            raise ArgumentError.at(("TopKAccuracy", "k"), "a positive int", repr(k))
-        self.k = int(k)
+        self.k = expect_int(k, ("TopKAccuracy", "k"), minimum=1)
         self.__name__ = f"top_{self.k}_accuracy"
 
     def __call__(self, y_true: Any, y_pred: Any) -> float:

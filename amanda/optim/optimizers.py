@@ -16,7 +16,7 @@ import numpy as np
 from amanda.build import Ops, ops
 from amanda.build.values import Call, Value
 from amanda.containers import Container
-from amanda.containers.checks import brief
+from amanda.containers.checks import brief, expect_number
 from amanda.errors import ArgumentError
 from amanda.optim.vocab import TRAIN
 from amanda.types import TensorType
@@ -28,11 +28,7 @@ _train = Ops(TRAIN)
 
 
 def _number(owner: str, field: str, value: Any, low: float = 0.0, high: float | None = None) -> float:
-    ok = isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool)
-    if not ok or not value >= low or (high is not None and not value < high):
-        expected = f"a number >= {low}" + ("" if high is None else f" and < {high}")
-        raise ArgumentError.at((owner, field), expected, brief(value))
-    return float(value)
+    return expect_number(value, (owner, field), low, high)
 
 
 class Slot:

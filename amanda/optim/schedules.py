@@ -27,6 +27,7 @@ import numpy as np
 from amanda.build import ops
 from amanda.build.values import Call, Value
 from amanda.containers import Container
+from amanda.containers.checks import expect_int, expect_number, shown
 from amanda.errors import ArgumentError
 from amanda.optim.optimizers import SGD, Adam, Optimizer, Slot, assign, variable
 from amanda.types import TensorType
@@ -37,13 +38,12 @@ F32 = np.float32
 
 
 def _count(owner: str, field: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ArgumentError.at((owner, field), "a positive int", repr(value))
+    expect_int(value, (owner, field), minimum=1)
 
 
 def _fraction(owner: str, field: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
-        raise ArgumentError.at((owner, field), "a number in [0, 1]", repr(value))
+    if expect_number(value, (owner, field)) > 1.0:
+        raise ArgumentError.at((owner, field), "a number in [0, 1]", shown(value))
 
 
 class Schedule:

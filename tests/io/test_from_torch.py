@@ -19,6 +19,14 @@ def test_without_torch_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch
         amanda.from_torch(object(), ())
 
 
+@pytest.mark.parametrize("option, value", [("input_names", "x"), ("output_names", [3]), ("opset", "17"),
+                                           ("dynamo", "yes"), ("example_kwargs", [1]), ("hierarchy", "nmaes")])
+def test_wrong_options_are_refused_before_torch_runs(option: str, value: object) -> None:
+    """Each option of the wrong type is an ArgumentError naming it, with or without torch."""
+    with pytest.raises(amanda.ArgumentError, match=option.split("_")[0]):
+        amanda.from_torch(object(), (), **{option: value})
+
+
 def _modules():  # type: ignore[no-untyped-def]
     torch = pytest.importorskip("torch")
     pytest.importorskip("onnxscript")

@@ -128,6 +128,8 @@ def test_a_misspelt_option_is_refused_with_the_choices() -> None:
         from_onnx(proto, hierarchy="nmaes")
     with pytest.raises(amanda.ArgumentError, match="hierarchy"):
         amanda.load("whatever.yaml", hierarchy=True)
+    with pytest.raises(amanda.ArgumentError, match="hierarchy"):  # checked first: no truth value asked of it
+        amanda.load("whatever.yaml", hierarchy=np.zeros((2, 2)))
 
 
 def test_a_name_like_the_parents_is_renamed_and_the_exporter_name_kept() -> None:

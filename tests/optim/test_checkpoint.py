@@ -154,3 +154,22 @@ def test_bad_checkpoints_are_format_errors(tmp_path):
         fit(network(), X, Y, optimizer=Adam(), resume=tmp_path / "absent.npz", verbose=False)
     with pytest.raises(amanda.ArgumentError, match="meta"):
         save_checkpoint(tmp_path / "x.npz", network(), meta={"bad": object()})
+
+
+def test_wrong_types_name_the_argument(tmp_path):
+    """Wrong-typed arguments are ArgumentErrors at their names: entries that are not a list of
+    entries, a state that is an array, meta that is no mapping, a path that is no path."""
+    trainer = amanda.optim.minimize(network(), "loss", Adam())
+    entries = snapshot(trainer)
+    cases = [(lambda: restore(trainer, "entries"), "entries"),
+             (lambda: restore(trainer, [*entries, ("k", (), np.zeros(1))]), f"entries/{len(entries)}"),
+             (lambda: restore("model", entries), "model"),
+             (lambda: snapshot(trainer, np.zeros((2, 2))), "state"),
+             (lambda: save_checkpoint(tmp_path / "c.npz", trainer, meta=[1]), "meta"),
+             (lambda: load_checkpoint(3), "path"),
+             (lambda: Checkpoint(3), "Checkpoint/path"),
+             (lambda: Checkpoint(tmp_path / "c.npz", every=0), "Checkpoint/every")]
+    for call, where in cases:
+        with pytest.raises(amanda.ArgumentError) as info:
+            call()
+        assert amanda.errors.format_path(info.value.path) == where and info.value.found, where

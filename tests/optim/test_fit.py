@@ -9,6 +9,7 @@ import pytest
 
 import amanda
 from amanda import Input, layers, model, ops
+from amanda.errors import format_path
 from amanda.optim import (
     SGD,
     Adam,
@@ -194,6 +195,29 @@ def test_bad_arguments_say_what_and_suggest():
         fit(minimize(mlp(), "loss", SGD()), X, Y, callbacks=[LearningRateScheduler(lambda e, lr: 0.5)], verbose=False)
     with pytest.raises(amanda.ArgumentError, match="used-up generator"):
         fit(minimize(mlp(), "loss", SGD()), ((X, Y) for _ in range(1)), epochs=2, verbose=False)
+
+
+@pytest.mark.parametrize("call, where", [
+    (lambda: fit("net", X, Y, optimizer=SGD()), "model"),
+    (lambda: fit(mlp(), {"x": [[1.0], [1.0, 2.0]], "labels": Y}, optimizer=SGD()), "x/x"),
+    (lambda: fit(mlp(), X, [[1], [1, 2]], optimizer=SGD()), "x/labels"),
+    (lambda: fit(mlp(), X, Y, optimizer=SGD(), epochs=10**20), "epochs"),
+    (lambda: fit(mlp(), X, Y, optimizer=SGD(), shuffle=np.zeros(2)), "shuffle"),
+    (lambda: fit(mlp(), X, Y, optimizer=SGD(), verbose="no"), "verbose"),
+    (lambda: fit(mlp(), X, Y, optimizer=SGD(), validation_split=np.zeros(2)), "validation_split"),
+    (lambda: evaluate(mlp(), X, Y, output=np.zeros(2)), "output"),
+    (lambda: evaluate(mlp(), X, Y, session="s"), "session"),
+    (lambda: predict(3, X), "model"),
+    (lambda: EarlyStopping(monitor=3), "EarlyStopping/monitor"),
+    (lambda: EarlyStopping(min_delta="0.1"), "EarlyStopping/min_delta"),
+    (lambda: EarlyStopping(mode=np.zeros(2)), "EarlyStopping/mode"),
+    (lambda: TopKAccuracy([[[1]]]), "TopKAccuracy/k"),
+])
+def test_wrong_types_name_the_argument(call, where):
+    """Each wrong-typed argument is an ArgumentError at its name, saying what it found."""
+    with pytest.raises(amanda.ArgumentError) as info:
+        call()
+    assert format_path(info.value.path) == where and info.value.found
 
 
 def test_the_progress_bar_shows_the_loss(monkeypatch, capsys):

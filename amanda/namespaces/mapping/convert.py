@@ -236,7 +236,7 @@ def _endpoint(value: Any) -> Endpoint:
         return Endpoint.of(value)
     except (TypeError, ValueError) as exc:
         raise MappingError.at("outputs", "an endpoint 'op/path:port' or (op, port)",
-                              f"{value!r} ({exc})") from None
+                              f"{brief(value)} ({exc})") from None
 
 
 def _check_source(container: Container, found: Endpoint, asked: Any) -> None:
