@@ -78,7 +78,10 @@ def main() -> None:
         ratios to the scan timed right before it (CPU time too: a shared machine's other
         processes then change the ratio less)."""
         times, ratios = [], []
+        fresh = None
         for _ in range(blocks):
+            fresh = None  # the last block's model freed before the next is loaded
+            gc.collect()
             fresh = fresh_model()
             baseline = median_time(scan, 3, clock=time.process_time)
             gc.collect()
@@ -87,7 +90,6 @@ def main() -> None:
             times.append(time.process_time() - start)
             ratios.append(times[-1] / baseline)
             assert len(answer) > 0
-        print([round(t * 1e3, 1) for t in times], [round(r, 1) for r in ratios])
         return statistics.median(times), statistics.median(ratios)
 
     # the scans are cheap: more runs steady their medians on a shared machine

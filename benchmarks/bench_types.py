@@ -3,8 +3,8 @@ every nesting shape.
 
 1. Full inference of the transformer of ``bench_onnx.py`` (48 layers, shape arithmetic
    everywhere) against ``onnx.shape_inference.infer_shapes(strict_mode=True, data_prop=True)``
-   on the same model in the same run. Each amanda run infers a freshly imported container (the
-   import is not timed), so no cached result is reused. Target: at most 5x.
+   on the same model in the same run, in CPU time. Each amanda run infers a freshly imported
+   container (the import is not timed), so no cached result is reused. Target: at most 5x.
 2. A nested model of 100,000 ops (100 stages of 100 blocks of 10 ops, every op its own object)
    is inferred in full; then one op deep inside is replaced (``amanda.replace``, which shares every
    untouched subtree) and the edited model is inferred. Target: the second at most 0.2x the first.
@@ -166,7 +166,12 @@ def incremental(small: bool, blocks: int) -> list[tuple[str, float, str, float, 
     rows = []
     for label, build, edit, path in shapes(small):
         firsts, seconds, ratios, ops = [], [], [], 0
+        model = full = edited = again = None
         for _ in range(blocks):
+            # the last block's model freed first: freeing it between the timed runs left them
+            # several times slower (20-30 ms more on a re-inference of a few ms) on this machine
+            model = full = edited = again = None
+            gc.collect()
             model = build()
             ops = sum(1 for _ in model)
             gc.collect()
@@ -207,9 +212,10 @@ def main() -> None:
     counts, bad = compare(proto)
     assert not bad, bad[:5]
     print(f"transformer: {len(proto.graph.node)} nodes; verdicts against onnx: {dict(counts)}")
+    # CPU time: on a shared machine wall time swings with the load more than either side's work
     theirs = median_time(lambda: onnx.shape_inference.infer_shapes(proto, strict_mode=True, data_prop=True),
-                         args.repeat)
-    ours = median_time(lambda c: infer_types(c), args.repeat, setup=lambda: from_onnx(proto))
+                         args.repeat, clock=time.process_time)
+    ours = median_time(lambda c: infer_types(c), args.repeat, setup=lambda: from_onnx(proto), clock=time.process_time)
 
     start = time.perf_counter()
     model = nested_model(args.stages, args.blocks)

@@ -213,3 +213,13 @@ def test_grouping_keeps_every_child_once_under_its_own_scopes(specs: list) -> No
     assert sorted(n for n, _ in seen) == sorted(c.name for c in children)
     for name, above in seen:
         assert scope_of(name)[: len(above)] == above
+
+
+def test_summary_of_a_nested_model_lists_its_blocks_down_to_depth() -> None:
+    """summary collapses by container: at depth 2 the nested network lists its modules and each
+    block as one row, and no op inside a block."""
+    table = amanda.summary(nested_scoped(3), depth=2)
+    assert [("/".join(r.path), r.type) for r in table.rows] == [
+        ("patch_embed", "PatchEmbed"), ("patch_embed/Conv", "Conv"), ("patch_embed/Flatten", "Flatten"),
+        ("blocks", "Blocks"), ("blocks/blocks.0", "Block"), ("blocks/blocks.1", "Block"), ("blocks/blocks.2", "Block"),
+        ("head", "Head"), ("head/ReduceMean", "ReduceMean"), ("head/Gemm", "Gemm"), ("Identity_0", "Identity")]
