@@ -3,8 +3,8 @@ every nesting shape.
 
 1. Full inference of the transformer of ``bench_onnx.py`` (48 layers, shape arithmetic
    everywhere) against ``onnx.shape_inference.infer_shapes(strict_mode=True, data_prop=True)``
-   on the same model in the same run, in CPU time. Each amanda run infers a freshly imported
-   container (the import is not timed), so no cached result is reused. Target: at most 5x.
+   on the same model in the same run. Each amanda run infers a freshly imported container (the
+   import is not timed), so no cached result is reused. Target: at most 5x.
 2. A nested model of 100,000 ops (100 stages of 100 blocks of 10 ops, every op its own object)
    is inferred in full; then one op deep inside is replaced (``amanda.replace``, which shares every
    untouched subtree) and the edited model is inferred. Target: the second at most 0.2x the first.
@@ -212,10 +212,9 @@ def main() -> None:
     counts, bad = compare(proto)
     assert not bad, bad[:5]
     print(f"transformer: {len(proto.graph.node)} nodes; verdicts against onnx: {dict(counts)}")
-    # CPU time: on a shared machine wall time swings with the load more than either side's work
     theirs = median_time(lambda: onnx.shape_inference.infer_shapes(proto, strict_mode=True, data_prop=True),
-                         args.repeat, clock=time.process_time)
-    ours = median_time(lambda c: infer_types(c), args.repeat, setup=lambda: from_onnx(proto), clock=time.process_time)
+                         args.repeat)
+    ours = median_time(lambda c: infer_types(c), args.repeat, setup=lambda: from_onnx(proto))
 
     start = time.perf_counter()
     model = nested_model(args.stages, args.blocks)
