@@ -1,6 +1,6 @@
 """Drawing large models: ``amanda.render`` of flat and nested models of about 1,000 and 10,000 ops.
 
-The models are those of the drawing tests (``tests/viz/models.py``): a ViT-like network of
+The models are those of the drawing tests (``tests/viz/large_models.py``): a ViT-like network of
 transformer blocks (46 ops each, with residual branches), either flat, every op named by its
 scope path as TorchScript names them (``/blocks/blocks.3/attn/qkv/MatMul``, weights
 ``blocks.3.attn.qkv.weight``), or nested, one container per module. Each row is the median of
@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from common import fmt_time
 
 from amanda.viz import render, to_dot
-from tests.viz.models import flat_scoped, nested_scoped
+from tests.viz.large_models import flat_scoped, nested_scoped
 
 
 def boxes(dot: str) -> int:

@@ -14,10 +14,10 @@ import amanda
 from amanda import RenderError
 from amanda.viz import render, to_dot
 from amanda.viz.scopes import Scope, group_by_scope, scope_of
-from tests.viz.models import flat_scoped, nested_scoped
+from tests.viz.large_models import flat_scoped, nested_scoped
 from tests.viz.test_dot import needs_dot, parsed
 
-BLOCK_OPS = 46  # ops of one block of the fixture models (tests/viz/models.py)
+BLOCK_OPS = 46  # ops of one block of the fixture models (tests/viz/large_models.py)
 
 
 def _drawn_ops(graph: dict) -> tuple[int, int]:
