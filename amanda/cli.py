@@ -93,7 +93,7 @@ def _convert(args: argparse.Namespace) -> int:
 def _render(args: argparse.Namespace) -> int:
     model = _load(args.path)
     highlight = amanda.select(model, args.highlight) if args.highlight else None
-    amanda.render(model, args.target, depth=args.depth, highlight=highlight)
+    amanda.render(model, args.target, depth=args.depth, highlight=highlight, max_nodes=args.max_nodes)
     print(f"wrote {args.target}")
     return 0
 
@@ -237,6 +237,8 @@ def _parser() -> argparse.ArgumentParser:
     render.add_argument("target", help="the picture to write; its suffix picks the format")
     render.add_argument("--depth", type=_count(0), default=None, help="show containers as boxes below this depth")
     render.add_argument("--highlight", metavar="SELECTOR", help="colour what this selector selects")
+    render.add_argument("--max-nodes", type=int, default=300,
+                        help="boxes on the page at most (a larger level is grouped by name scope)")
     render.set_defaults(run=_render)
     summary = commands.add_parser("summary", help="layers with output types and parameter counts")
     summary.add_argument("path", help=_MODEL)

@@ -198,4 +198,5 @@ class ExecutionError(AmandaError):
 
 
 class RenderError(AmandaError):
-    """A drawing could not be rendered: the graphviz package or its ``dot`` program is missing."""
+    """A drawing could not be made: Graphviz's ``dot`` program is missing, failed or ran past its
+    time limit, or a level of the model holds more boxes than the drawing's budget."""

@@ -186,6 +186,8 @@ def test_summary_and_render(tmp_path, capsys):
     target = tmp_path / "mlp.svg"
     assert main(["render", str(path), str(target), "--highlight", "$..[?type=='Gemm']"]) == 0
     assert "<svg" in target.read_text()
+    assert main(["render", str(path), str(tmp_path / "no.svg"), "--max-nodes", "1"]) == 2
+    assert "past the drawing budget of max_nodes=1" in capsys.readouterr().err
 
 
 def test_diff_exit_status_says_whether_models_differ(tmp_path, capsys):

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import partial
 from typing import Any, ClassVar
 
 from amanda.containers.container import Container
@@ -31,6 +30,7 @@ from amanda.errors import ArgumentError, InvariantError, Problem
 __all__ = ["AttrRef", "CALL_ATTR", "has_references", "resolve_references"]
 
 CALL_ATTR = "onnx_function"  # marks a call: its attributes bind its body's references
+_HOLDS = "holds_references"  # cache key: whether a container's subtree holds an AttrRef
 
 
 @dataclass(frozen=True)
@@ -88,13 +88,6 @@ def _bodies(value: Any) -> bool:
         isinstance(value, tuple) and bool(value) and all(isinstance(v, Container) for v in value))
 
 
-_HOLDS = "holds_references"
-
-
-def _same(value: bool, _node: Container) -> bool:
-    return value
-
-
 class _Resolver:
     def __init__(self) -> None:
         self.seen: dict[int, tuple[Container, bool]] = {}  # id -> (node, holds): bodies are shared
@@ -108,7 +101,7 @@ class _Resolver:
             if id(item) in seen:
                 continue
             known = item._cache.get(_HOLDS) if item._cache else None
-            if known is not None:  # cached on the (immutable) node: an edited model walks only what changed
+            if known is not None:  # a container already scanned: immutable, so its answer holds
                 seen[id(item)] = (item, known)
                 continue
             parts = _parts(item)
@@ -118,7 +111,10 @@ class _Resolver:
                 continue
             result = any(isinstance(v, AttrRef) for v in item._attrs.values()) or any(seen[id(p)][1] for p in parts)
             seen[id(item)] = (item, result)
-            item._cached(_HOLDS, partial(_same, result))
+            if parts:
+                # kept on the container (not on each leaf): after an edit only the containers
+                # on the edited path are new, so the scan costs the path, not the model
+                item._cached(_HOLDS, _holds if result else _holds_not)
         return seen[id(node)][1]
 
     def node(self, node: Container, binding: Mapping | None, path: tuple) -> Container:
@@ -146,6 +142,14 @@ class _Resolver:
                 inner = {**(defaults if isinstance(defaults, Mapping) else {}), **attrs}
             kids = tuple(self.node(c, inner, (*path, c.name)) for c in kids)
         return node.evolve(children=kids, attrs=attrs)
+
+
+def _holds(_: Container) -> bool:
+    return True
+
+
+def _holds_not(_: Container) -> bool:
+    return False
 
 
 def _parts(node: Container) -> list[Container]:

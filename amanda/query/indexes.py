@@ -38,7 +38,9 @@ _PLAIN = frozenset({str, int, float, bool, type(None)})
 _name = attrgetter("name")
 _type = attrgetter("type")
 _children = attrgetter("children")
-_attrs = attrgetter("attrs")
+# the stored attributes: reading only their values' types needs no read-only array views, and
+# the public ``attrs`` first looks through every value for arrays (most of a cold query's time)
+_stored = attrgetter("_attrs")
 _second = itemgetter(1)
 _buckets = attrgetter("_buckets")
 
@@ -88,10 +90,10 @@ def _is_graph(value: Any) -> bool:
 def _value_types(nodes: Iterable[Container]) -> set:
     """The types of every attribute value of these nodes, iterated in C where pyrsistent allows."""
     try:
-        buckets = chain.from_iterable(map(_buckets, map(_attrs, nodes)))
+        buckets = chain.from_iterable(map(_buckets, map(_stored, nodes)))
         return set(map(type, map(_second, chain.from_iterable(filter(None, buckets)))))
     except AttributeError:  # another pyrsistent layout: the public, slower way
-        return set(map(type, chain.from_iterable(map(methodcaller("values"), map(_attrs, nodes)))))
+        return set(map(type, chain.from_iterable(map(methodcaller("values"), map(_stored, nodes)))))
 
 
 def _may_hold_graphs(nodes: Sequence[Container]) -> bool:
@@ -102,7 +104,7 @@ def _may_hold_graphs(nodes: Sequence[Container]) -> bool:
     if any(getattr(k, "_amanda_frozen", False) for k in kinds):
         return True
     if tuple in kinds:
-        values = chain.from_iterable(map(methodcaller("values"), map(_attrs, nodes)))
+        values = chain.from_iterable(map(methodcaller("values"), map(_stored, nodes)))
         inner = set(map(type, chain.from_iterable(v for v in values if type(v) is tuple)))
         return any(getattr(k, "_amanda_frozen", False) for k in inner)
     return False
@@ -309,7 +311,8 @@ class NodeTable(Columns):
     def _build_index(self, kind: str, key: Any) -> list[int]:
         if kind == "type" and ("type",) not in self._columns:
             # one pass over the nodes; the whole column is built only when a filter reads it
-            return list(compress(count(), map(eq, map(_type, self.nodes), repeat(key))))
+            # (a comprehension over enumerate beats compress(count(), map(eq, ...)) here)
+            return [p for p, t in enumerate(map(_type, self.nodes)) if t == key]
         if kind in ("type", "segment", "name"):
             return list(compress(count(), map(eq, self.column((kind,)), repeat(key))))
         if kind == "is_op":

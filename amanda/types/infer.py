@@ -1,7 +1,8 @@
 """The inference driver: types of every port of every node, at every depth, cached per container.
 
 Inference runs one container level at a time: the children of a level in topological order,
-each leaf op through :func:`amanda.types.ops.infer_op`, each nested container recursively. The
+each leaf op through :func:`amanda.types.ops.infer_op`, each nested container as a level of its
+own (on an explicit stack, so nesting of any depth is inferred level by level). The
 result of a level is cached on the container object, keyed by its input types and values, so
 after an edit only the levels on the changed path are inferred again (structural sharing makes
 every untouched subtree the same object, with its cache). A level whose edges reach into
@@ -11,7 +12,7 @@ descendants by path, or that carries tombstones, is inferred on its effective vi
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
 from typing import Any
 
 import numpy as np
@@ -89,27 +90,50 @@ def _value_key(value: Any) -> Any:
     return (value.dtype.str, value.shape, value.tobytes())
 
 
-MAX_DEPTH = 48  # nesting below this many per-level frames is inferred on the flat view
+Request = tuple  # (container, input types, input values, namespace): a nested level to infer
 
 
-def infer_level(
-    container: Any, types: tuple, values: tuple, namespace: str | None, depth: int = 0
-) -> Level:
-    """The (cached) inference of ``container`` whose input ports have ``types`` and ``values``."""
-    cache = container._cached("types", _new_cache)
-    key = (types, tuple(_value_key(v) for v in values), namespace)
+def infer_level(container: Any, types: tuple, values: tuple, namespace: str | None) -> Level:
+    """The (cached) inference of ``container`` whose input ports have ``types`` and ``values``.
+
+    Levels are inferred by generators that yield each nested container they need and receive
+    its :class:`Level`; this loop runs them on an explicit stack, so nesting of any depth is
+    inferred level by level, each level answered from its own cache where it is unchanged.
+    """
+    cache, key = _slot(container, types, values, namespace)
     found = cache.get(key)
-    if found is None:
-        inputs = {p.name: (t, v) for p, t, v in zip(container.inputs, types, values)}
-        ns = container.attrs.get("namespace", namespace)
-        if depth >= MAX_DEPTH:
-            found = _flat(container, inputs, ns, depth, True)  # iterative: no recursion however deep
-        elif _needs_flat(container):
-            found = _flat(container, inputs, ns, depth, False)
-        else:
-            found = _per_level(container, inputs, ns, depth)
-        cache[key] = found
-    return found  # type: ignore[no-any-return]
+    if found is not None:
+        return found  # type: ignore[no-any-return]
+    stack = [(_start(container, types, values, namespace), cache, key)]
+    reply: Any = None  # the Level a frame asked for (None to start a frame)
+    while True:
+        frame, cache, key = stack[-1]
+        try:
+            child, c_types, c_values, c_ns = frame.send(reply)
+        except StopIteration as done:
+            cache[key] = reply = done.value
+            stack.pop()
+            if not stack:
+                return reply
+            continue
+        c_cache, c_key = _slot(child, c_types, c_values, c_ns)
+        reply = c_cache.get(c_key)
+        if reply is None:
+            stack.append((_start(child, c_types, c_values, c_ns), c_cache, c_key))
+
+
+def _slot(container: Any, types: tuple, values: tuple, namespace: str | None) -> tuple[dict, tuple]:
+    """The container's cache of levels and the key of these inputs in it."""
+    cache = container._cached("types", _new_cache)
+    return cache, (types, tuple(_value_key(v) for v in values), namespace)
+
+
+def _start(container: Any, types: tuple, values: tuple, namespace: str | None) -> Generator[Request, Level, Level]:
+    inputs = {p.name: (t, v) for p, t, v in zip(container.inputs, types, values)}
+    ns = container.attrs.get("namespace", namespace)
+    if _needs_flat(container):
+        return _flat(container, inputs, ns)
+    return _per_level(container, inputs, ns)
 
 
 def _new_cache(_: Any) -> dict:
@@ -226,7 +250,7 @@ def _order(c: Any) -> tuple[list, bool]:
     return ordered([child.name for child in c.children], [(a, b) for a, b in pairs if a != b], looped)
 
 
-def _per_level(c: Any, inputs: Mapping, ns: str | None, depth: int) -> Level:
+def _per_level(c: Any, inputs: Mapping, ns: str | None) -> Generator[Request, Level, Level]:
     level = Level()
     _declare(level, c, inputs)
     into: dict[tuple, Any] = {}
@@ -266,7 +290,7 @@ def _per_level(c: Any, inputs: Mapping, ns: str | None, depth: int) -> Level:
                     problems.append(Problem((name, port.name), f"{t!r}", f"declared {declared!r}"))
             types.append(t)
             values.append(v)
-        sub = infer_level(child, tuple(types), tuple(values), ns_child, depth + 1)
+        sub = yield child, tuple(types), tuple(values), ns_child
         level.subs[name] = sub
         for port in child.outputs:
             env[(name, port.name)] = (sub.outputs.get(port.name), sub.values.get(port.name))
@@ -287,14 +311,14 @@ def _problems_only(problems: list) -> OpResult:
     return r
 
 
-def _flat(c: Any, inputs: Mapping, ns: str | None, depth: int, open_all: bool) -> Level:
-    """Infer on a view that opens the containers this level reaches into (all of them when
-    ``open_all``); every other container is inferred on its own, from its cache."""
+def _flat(c: Any, inputs: Mapping, ns: str | None) -> Generator[Request, Level, Level]:
+    """Infer on a view that opens the containers this level reaches into; every other
+    container is inferred on its own, from its cache."""
     from amanda.types.opened import OpenedView
 
     level = Level()
     _declare(level, c, inputs)
-    view = OpenedView(c, ns, open_all)
+    view = OpenedView(c, ns)
     env: dict[tuple, tuple] = {}
 
     def value_of(src: Any) -> tuple | None:
@@ -324,7 +348,7 @@ def _flat(c: Any, inputs: Mapping, ns: str | None, depth: int, open_all: bool) -
                     problems.append(Problem((*path, port.name), f"{t!r}", f"declared {declared!r}"))
             types.append(t)
             values.append(v)
-        sub = infer_level(node, tuple(types), tuple(values), ns_unit, depth + 1)
+        sub = yield node, tuple(types), tuple(values), ns_unit
         level.deep[path] = sub
         for port in node.outputs:
             env[(path, port.name)] = (sub.outputs.get(port.name), sub.values.get(port.name))

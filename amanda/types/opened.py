@@ -38,7 +38,7 @@ End = Junction | UnitPort | TopPort
 
 
 class OpenedView:
-    """Units (leaf ops and opaque containers) of ``root`` with ``open_all`` or only what is reached.
+    """Units (leaf ops and opaque containers) of ``root``, opening only what its edges reach into.
 
     ``units``: path -> (node, effective namespace), in document order. ``source(path, port)``:
     the terminal feeding a unit's input port: ``(path, port)`` of a unit's output, ``(SELF,
@@ -47,9 +47,9 @@ class OpenedView:
     name -> terminal source.
     """
 
-    def __init__(self, root: Any, namespace: str | None, open_all: bool = False) -> None:
+    def __init__(self, root: Any, namespace: str | None) -> None:
         self.units: dict[Path, tuple[Any, str | None]] = {}
-        opened = _opened(root, open_all)
+        opened = _opened(root)
         into: dict[End, End] = {}  # junction, unit input or top output -> its source, before resolution
         buried: dict[tuple, int] = {}
         lifted: list[tuple[Path, Any]] = []
@@ -145,15 +145,13 @@ class OpenedView:
         return ordered(list(self.units), pairs, looped)
 
 
-def _opened(root: Any, open_all: bool) -> set[tuple]:
+def _opened(root: Any) -> set[tuple]:
     """Paths of the containers whose edges must be lifted: those reached into, transitively."""
     opened: set[tuple] = {()}
     stack: list[tuple[tuple, Any]] = [((), root)]
     while stack:
         path, node = stack.pop()
         wanted: list[tuple] = []
-        if open_all:
-            wanted = [(c.name,) for c in node.children if c.children]
         for edge in node.edges:
             for end in (edge[0][0], edge[1][0]):
                 if end is not SELF:

@@ -195,27 +195,22 @@ def _key(key: Any) -> tuple[tuple, Any]:
 
 
 def _walk(level: Level, prefix: tuple) -> Iterator[tuple]:
-    for name, t in level.inputs.items():
-        yield prefix, name, "in", t
-    for name, t in level.outputs.items():
-        yield prefix, name, "out", t
-    for path, (op, result) in level.ops.items():
-        if path == ("<boundary>",):
-            continue
-        full = prefix + path
-        ins = [p for p in op.inputs if not p.attrs.get("captured")]
-        for p, t in zip(ins, result.inputs):
-            yield full, p.name, "in", (None if t is ABSENT else t)
-        for p, t in zip(op.outputs, result.outputs):
-            yield full, p.name, "out", t
-        for label, body in result.bodies.items():
-            yield from _walk(body, full + (label,))
-    for (path, port, side), t in level.ports.items():
-        yield prefix + path, port, side, t
-    for name, sub in level.subs.items():
-        yield from _walk(sub, prefix + (name,))
-    for path, sub in level.deep.items():
-        yield from _walk(sub, prefix + path)
+    for lv, pre in _levels(level, prefix):  # iterative: levels may nest thousands deep
+        for name, t in lv.inputs.items():
+            yield pre, name, "in", t
+        for name, t in lv.outputs.items():
+            yield pre, name, "out", t
+        for path, (op, result) in lv.ops.items():
+            if path == ("<boundary>",):
+                continue
+            full = pre + path
+            ins = [p for p in op.inputs if not p.attrs.get("captured")]
+            for p, t in zip(ins, result.inputs):
+                yield full, p.name, "in", (None if t is ABSENT else t)
+            for p, t in zip(op.outputs, result.outputs):
+                yield full, p.name, "out", t
+        for (path, port, side), t in lv.ports.items():
+            yield pre + path, port, side, t
 
 
 def _levels(level: Level, prefix: tuple) -> Iterator[tuple[Level, tuple]]:

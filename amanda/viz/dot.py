@@ -18,7 +18,8 @@ from amanda.containers.checks import brief
 from amanda.containers.edge import CONTROL, SELF
 from amanda.containers.flatten import flatten
 from amanda.errors import ArgumentError
-from amanda.viz.layout import Layout, Path, op_counts, plan_layout
+from amanda.viz.layout import DrawPath, Layout, Path, op_counts, plan_layout
+from amanda.viz.scopes import ScopeKey
 
 if TYPE_CHECKING:
     from amanda.containers.container import Container
@@ -61,11 +62,11 @@ class _Drawing:
     def __init__(self, model: Container, layout: Layout, highlight: frozenset[Path]) -> None:
         self.model = model
         self.layout = layout
-        self.highlight = highlight
-        self.ids: dict[Path, str] = {}
+        self.highlight = frozenset(map(layout.display, highlight))
+        self.ids: dict[DrawPath, str] = {}
         self.lines: list[str] = []
 
-    def node_id(self, path: Path) -> str:
+    def node_id(self, path: DrawPath) -> str:
         if path not in self.ids:
             self.ids[path] = f"n{len(self.ids)}"
         return self.ids[path]
@@ -73,7 +74,7 @@ class _Drawing:
     def clusters(self) -> None:
         """Open containers as nested clusters, closed ones and leaves as boxes (iteratively)."""
         layout = self.layout
-        stack: list[tuple[Path, bool]] = [((), False)]
+        stack: list[tuple[DrawPath, bool]] = [((), False)]
         while stack:
             path, closing = stack.pop()
             node = layout.nodes[path]
@@ -89,13 +90,18 @@ class _Drawing:
                     if path in self.highlight:
                         self.lines.append(f'{indent}  color="{_HIGHLIGHT}"; penwidth=3;')
                     stack.append((path, True))
-                children = [(path + (c.name,), False) for c in node.children]
-                stack.extend(reversed(children))
+                stack.extend((child, False) for child in reversed(layout.kids.get(path, ())))
             else:
                 self.box(path, node, indent)
 
-    def box(self, path: Path, node: Container, indent: str) -> None:
-        label = _short(str(node.name)) + "\n" + _short(str(node.type or ""))
+    def box(self, path: DrawPath, node: Any, indent: str) -> None:
+        name = str(node.name)
+        extra = ""
+        if len(path) > 1 and isinstance(path[-2], ScopeKey):
+            # inside a scope's cluster, the name without the scope (the whole name as a tooltip)
+            extra = f", tooltip={_quote(name)}"
+            name = name.rsplit("/", 1)[-1] if "/" in name else name.rsplit(".", 1)[-1]
+        label = _short(name) + "\n" + _short(str(node.type or ""))
         if node.children:
             label += "\n" + _short(op_counts(node))
             style = 'shape=box3d, style="filled"'
@@ -105,7 +111,7 @@ class _Drawing:
             fill = "#ffffff"
         if path in self.highlight:
             fill = _HIGHLIGHT
-        self.lines.append(f'{indent}{self.node_id(path)} [label={_quote(label)}, {style}, fillcolor="{fill}"];')
+        self.lines.append(f'{indent}{self.node_id(path)} [label={_quote(label)}, {style}, fillcolor="{fill}"{extra}];')
 
     def boundary(self) -> None:
         """The root's own input and output ports as ellipses."""
@@ -161,8 +167,9 @@ class _Drawing:
         """Tombstoned edges, red, dashed, their label struck through."""
         for path, node in self.layout.nodes.items():
             for tomb in node.tombstones:
-                src = self.tomb_end(path, tomb[0], "src")
-                dst = self.tomb_end(path, tomb[1], "dst")
+                owner = self.layout.real[path]
+                src = self.tomb_end(owner, tomb[0], "src")
+                dst = self.tomb_end(owner, tomb[1], "dst")
                 if src is None or dst is None:
                     continue
                 (src_id, src_extra), (dst_id, dst_extra) = src, dst
@@ -172,16 +179,18 @@ class _Drawing:
                 self.lines.append(f"  {src_id} -> {dst_id} [{', '.join(attrs)}];")
 
     def tomb_end(self, owner: Path, end: Any, side: str) -> tuple[str, list[str]] | None:
+        """The DOT node (and clipping) of a tombstone's end; ``owner`` is a model path."""
         target = owner if end[0] is SELF else owner + tuple(end[0])
         if not target:
             key = ("", f"{'in' if side == 'src' else 'out'}:{end[1]}")
             return (self.ids[key], []) if key in self.ids else None
+        target = self.layout.display(target)
         if target in self.layout.open:
             # an open container: point at its cluster through its first box
             inner = next(p for p in self.layout.boxes() if p[: len(target)] == target)
             clip = "ltail" if side == "src" else "lhead"
             return self.node_id(inner), [f"{clip}=cluster_{self.node_id(target)}"]
-        return self.node_id(self.layout.shown(target)), []
+        return self.node_id(self.layout.box_of(target)), []
 
 
 def _highlighted(highlight: Any) -> frozenset[Path]:
@@ -202,11 +211,16 @@ def _highlighted(highlight: Any) -> frozenset[Path]:
     return frozenset(result)
 
 
-def to_dot(model: Container, depth: int | None = None, highlight: Any = None, max_nodes: int = 300) -> str:
+def to_dot(model: Container, depth: int | None = None, highlight: Any = None, max_nodes: int = 300,
+           group: bool = True) -> str:
     """DOT text drawing ``model``: containers as nested clusters, ops as boxes.
 
     Containers deeper than ``depth``, or past the budget of ``max_nodes`` boxes, are drawn
-    as one box with their op counts. Edges carry the source port's type when the port
+    as one box with their op counts. A level with more than ``max_nodes`` children is drawn
+    by name scope when ``group`` (``/blocks/blocks.3/attn/MatMul`` and ``blocks.3.attn.weight``
+    fall in the groups ``blocks`` / ``blocks.3`` / ``attn``, which open and close like
+    containers and count as levels for ``depth``); a top level still past the budget is a
+    RenderError that says how to draw it. Edges carry the source port's type when the port
     declares one; control edges are dotted; edges deleted by a tombstone are red, dashed and
     struck through. ``highlight`` (a Selection or paths) is coloured.
     """
@@ -218,7 +232,9 @@ def to_dot(model: Container, depth: int | None = None, highlight: Any = None, ma
         raise ArgumentError.at("depth", "None or a non-negative integer", brief(depth))
     if not isinstance(max_nodes, int) or isinstance(max_nodes, bool) or max_nodes < 1:
         raise ArgumentError.at("max_nodes", "a positive integer", brief(max_nodes))
-    drawing = _Drawing(model, plan_layout(model, depth, max_nodes), _highlighted(highlight))
+    if not isinstance(group, bool):
+        raise ArgumentError.at("group", "True or False", brief(group))
+    drawing = _Drawing(model, plan_layout(model, depth, max_nodes, group), _highlighted(highlight))
     title = f"{model.name}: {model.type}" if model.type else str(model.name)
     drawing.lines += [
         "digraph amanda {",

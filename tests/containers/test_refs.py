@@ -97,3 +97,25 @@ def test_deep_nesting_without_references_resolves_to_itself() -> None:
         model = Container(None, f"n{level}", inputs=["X"], outputs=["Y"], children=[model],
                           edges=[(f"n{level}:X", f"{model.name}:X"), (f"{model.name}:Y", f"n{level}:Y")])
     assert resolve_references(model) is model
+
+
+def test_after_an_edit_the_scan_for_references_visits_only_the_changed_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Containers remember whether they hold a reference, so scanning an edited model reads the
+    new root, the new block and that block's ops, not the 49 unchanged blocks; a reference
+    added by the edit is still found."""
+    from amanda.containers import refs
+
+    blocks = [Container("Block", f"b{i}", children=[op("Relu", f"r{j}", ["X"], ["Y"]) for j in range(10)])
+              for i in range(50)]
+    model = Container("Net", "net", children=blocks)
+    assert not has_references(model) and resolve_references(model) is model
+    seen: set[int] = set()
+    real = refs._parts
+    monkeypatch.setattr(refs, "_parts", lambda node: seen.add(id(node)) or real(node))
+    edited = amanda.replace(model, "b7/r3", op("Elu", "r3", ["X"], ["Y"], {"alpha": 1.0}))
+    assert resolve_references(edited) is edited
+    assert len(seen) == 1 + 1 + 10  # the root, block b7 and its ten ops
+    body = [op("Elu", "act", ["X"], ["Y"], {"alpha": AttrRef("a", "float")})]
+    with_ref = amanda.replace(edited, "b9", call("b9", {"a": 0.5}, body))
+    assert has_references(with_ref)
+    assert resolve_references(with_ref).child("b9").child("act").attrs["alpha"] == 0.5
