@@ -92,8 +92,8 @@ def load_onnx(path: str | Path, *, load_external_data: bool = True, lazy: bool =
     model = _parse(data, source)
     if load_external_data and _first_external(model) is not None:
         with reading_external(Path(path).resolve().parent, source, lazy=lazy):
-            return from_onnx(model, source=source, hierarchy=hierarchy)
-    return from_onnx(model, source=source, hierarchy=hierarchy)
+            return from_onnx(model, source=source, hierarchy=hierarchy, serialized=data)
+    return from_onnx(model, source=source, hierarchy=hierarchy, serialized=data)
 
 
 def dump_onnx(

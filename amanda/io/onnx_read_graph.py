@@ -49,6 +49,8 @@ class GraphReader:
     source: str | None
     in_function: bool = False  # reading a function body: attribute references are kept
     scope_texts: dict | None = None  # where the main graph's torch scope metadata is taken to
+    serialized: bytes = b""  # the bytes the model was parsed from, where known
+    spans: list[tuple[int, int]] | None = None  # where the main graph's weights lie in them
     function_of: Callable[[str, str, str], Any]  # a model-local function, or None
     call: Callable[..., Container]  # the container of a call of one (FunctionReader)
 
@@ -123,12 +125,14 @@ class GraphReader:
             inputs.append(Port(vi.name, attrs=type_to_attrs(vi)))
             values[vi.name] = Endpoint(SELF, vi.name)
         taking = self._scope_texts_of(parent, 1)
-        for tensor in g.initializer:
+        spans = self.spans if parent is None and not self.in_function else None
+        for index, tensor in enumerate(g.initializer):
+            span = spans[index] if spans else None
             children.append(
                 self._initializer(
                     tensor,
                     tensor.name,
-                    {"value": tensor_to_array(tensor, self.prefix)},
+                    {"value": tensor_to_array(tensor, self.prefix, span, self.serialized)},
                     values,
                     taken,
                     overridable,
