@@ -25,14 +25,14 @@ from typing import Any
 
 from pyrsistent import pvector
 
-from amanda.containers.checks import INTERPRETED_ATTRS, attr_problems, check_names
+from amanda.containers.checks import INTERPRETED_ATTRS, attr_problems, check_names, port_problems
 from amanda.containers.container import Container, new_uid
-from amanda.containers.edge import SELF, Edge, Endpoint, Port
+from amanda.containers.edge import SELF, Edge, Endpoint, Port, interpreted_ports
 from amanda.containers.values import EMPTY, freeze_attrs
 from amanda.errors import InvariantError
 from amanda.io.onnx_scope import fresh_name
 
-__all__ = ["Group", "assemble", "lowest_common", "nest", "renamed"]
+__all__ = ["Group", "assemble", "built", "lowest_common", "nest", "renamed"]
 
 # edges and endpoints built from names already known to be well-formed skip the coercing
 # constructors; each container's own checks still resolve and validate every edge
@@ -205,17 +205,30 @@ def _route(edge: Any, place: Mapping[str, Group], root: Group, final: Mapping[st
     group.edges.append(_edge(Edge, (here, end, attrs)))
 
 
+def built(type: str | None, name: str | None, inputs: tuple[Port, ...], outputs: tuple[Port, ...],
+          children: list[Container], edges: list[Edge], attrs: Mapping[str, Any], uid: str | None,
+          where: tuple[str, ...]) -> Container:
+    """``Container(type, name, inputs=..., outputs=..., children=..., edges=..., attrs=..., uid=...)``
+    for fields that are valid by construction (unique port names; each child's name unique and
+    not the container's; every edge a normal :class:`Edge` between existing ports, one into
+    each input; nothing to rename), without checking all that again. Only what came from
+    outside is checked: names, uid, attributes and port attributes amanda interprets (problems
+    reported at ``where``)."""
+    check_names(type, name, uid)
+    frozen = freeze_attrs(attrs)
+    problems = attr_problems(frozen, where) if not _INTERPRETED.isdisjoint(attrs) else []
+    if interpreted_ports(inputs) or interpreted_ports(outputs):
+        problems += port_problems(inputs, where) + port_problems(outputs, where)
+    if problems:
+        raise InvariantError(problems, f"building {type or 'container'} {name!r}")
+    return Container._trusted(
+        type, name, inputs, outputs, (), pvector(children), pvector(edges), _NO_EDGES, frozen,
+        uid or new_uid(), {child.name or "": i for i, child in enumerate(children)})
+
+
 def assemble(group: Group, children: list[Container], ports: dict[str, Port]) -> Container:
-    """The container of ``group``, assembled from fields that are valid by construction (each
-    child's name unique and not the group's, every edge between existing ports, one edge into
-    each input): what ``Container(...)`` would build, without checking it all again. Only what
-    came from outside (names, uid, attributes amanda interprets) is checked."""
-    check_names(group.type, group.name, group.uid)
-    frozen = freeze_attrs(group.attrs)
-    if not _INTERPRETED.isdisjoint(group.attrs):
-        problems = attr_problems(frozen, group.path())
-        if problems:
-            raise InvariantError(problems, f"building {group.type or 'container'} {group.name!r}")
+    """The container of ``group``, assembled from fields that are valid by construction (see
+    :func:`built`): its ports carry no attributes and are shared through ``ports``."""
 
     def port(name: str) -> Port:
         found = ports.get(name)
@@ -223,10 +236,9 @@ def assemble(group: Group, children: list[Container], ports: dict[str, Port]) ->
             found = ports[name] = Port(name)
         return found
 
-    return Container._trusted(
-        group.type, group.name, tuple(map(port, group.inputs.values())), tuple(map(port, group.outputs.values())),
-        (), pvector(children), pvector(group.edges), _NO_EDGES, frozen, group.uid or new_uid(),
-        {child.name or "": i for i, child in enumerate(children)})
+    return built(group.type, group.name, tuple(map(port, group.inputs.values())),
+                 tuple(map(port, group.outputs.values())), children, group.edges, group.attrs, group.uid,
+                 group.path())
 
 
 def _build(group: Group, ops: Mapping[str, Container], final: Mapping[str, str],

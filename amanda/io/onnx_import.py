@@ -101,7 +101,7 @@ class _Importer(FunctionReader):
             attrs["namespace"] = self.default
         attrs["onnx"] = info
         fields["uid"] = uid or fields["uid"]
-        return self._container(fields, fields["inputs"], attrs, (model.graph.name,))
+        return self._container(fields, fields["inputs"], attrs, (model.graph.name,), trusted=True)
 
 
     def _find_spans(self, g: Any, serialized: bytes) -> None:

@@ -15,6 +15,7 @@ from amanda.containers.edge import SELF, Edge, Endpoint, Port
 from amanda.containers.refs import AttrRef
 from amanda.containers.values import EMPTY
 from amanda.errors import FormatError, InvariantError
+from amanda.io.nest import built
 from amanda.io.onnx_attrs import ATTR_TYPE_NAMES, attr_to_value
 from amanda.io.onnx_hierarchy import take_scope
 from amanda.io.onnx_metadata import read_metadata
@@ -404,8 +405,14 @@ class GraphReader:
             attrs["onnx"] = fields["info"]
         return self._container(fields, inputs, attrs, where)
 
-    def _container(self, fields: dict, inputs: list, attrs: dict, where: tuple) -> Container:
+    def _container(self, fields: dict, inputs: list, attrs: dict, where: tuple, trusted: bool = False) -> Container:
+        """The graph's container; ``trusted``: its fields are the reader's (or the nesting's), valid
+        by construction, so only what came from the file is checked (``amanda.io.nest.built``)."""
         try:
+            if trusted:
+                name = fields["name"]
+                return built(fields.get("type"), name, tuple(inputs), tuple(fields["outputs"]), fields["children"],
+                             fields["edges"], attrs, fields["uid"], (name,) if name else ())
             return Container(
                 fields.get("type"),
                 fields["name"],
