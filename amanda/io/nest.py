@@ -20,7 +20,7 @@ is the flat graph's.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pyrsistent import pvector
@@ -29,7 +29,7 @@ from amanda.containers.checks import INTERPRETED_ATTRS, attr_problems, check_nam
 from amanda.containers.container import Container, new_uid
 from amanda.containers.edge import SELF, Edge, Endpoint, Port, interpreted_ports
 from amanda.containers.values import EMPTY, freeze_attrs
-from amanda.errors import InvariantError
+from amanda.errors import InvariantError, Problem
 from amanda.io.onnx_scope import fresh_name
 
 __all__ = ["Group", "assemble", "built", "lowest_common", "nest", "renamed"]
@@ -38,6 +38,7 @@ __all__ = ["Group", "assemble", "built", "lowest_common", "nest", "renamed"]
 # constructors; each container's own checks still resolve and validate every edge
 _edge = _endpoint = tuple.__new__
 _NO_EDGES: Any = pvector()
+_NO_CHILDREN: dict[str, int] = {}  # the index of every leaf built here; never written
 _INTERPRETED = frozenset(INTERPRETED_ATTRS)
 
 
@@ -206,21 +207,33 @@ def _route(edge: Any, place: Mapping[str, Group], root: Group, final: Mapping[st
 
 
 def built(type: str | None, name: str | None, inputs: tuple[Port, ...], outputs: tuple[Port, ...],
-          children: list[Container], edges: list[Edge], attrs: Mapping[str, Any], uid: str | None,
+          children: Sequence[Container], edges: Sequence[Edge], attrs: Mapping[str, Any], uid: str | None,
           where: tuple[str, ...]) -> Container:
     """``Container(type, name, inputs=..., outputs=..., children=..., edges=..., attrs=..., uid=...)``
     for fields that are valid by construction (unique port names; each child's name unique and
     not the container's; every edge a normal :class:`Edge` between existing ports, one into
     each input; nothing to rename), without checking all that again. Only what came from
-    outside is checked: names, uid, attributes and port attributes amanda interprets (problems
-    reported at ``where``)."""
+    outside is checked: names, uid, attributes and port attributes amanda interprets, and, on
+    a leaf op (no children, no edges), that its port names are unique (problems reported at
+    ``where``)."""
     check_names(type, name, uid)
-    frozen = freeze_attrs(attrs)
+    try:
+        frozen = freeze_attrs(attrs)
+    except TypeError as exc:
+        raise InvariantError([Problem(where or None, "frozen attribute values", str(exc))]) from None
     problems = attr_problems(frozen, where) if not _INTERPRETED.isdisjoint(attrs) else []
     if interpreted_ports(inputs) or interpreted_ports(outputs):
         problems += port_problems(inputs, where) + port_problems(outputs, where)
+    leaf = not children and not edges
+    if leaf and (len(inputs) > 1 or len(outputs) > 1):
+        for ports in (inputs, outputs):
+            if len({p[0] for p in ports}) < len(ports):
+                problems.append(Problem(where, "unique port names", repr([p[0] for p in ports])))
     if problems:
         raise InvariantError(problems, f"building {type or 'container'} {name!r}")
+    if leaf:
+        return Container._trusted(type, name, inputs, outputs, (), _NO_EDGES, _NO_EDGES, _NO_EDGES, frozen,
+                                  uid or new_uid(), _NO_CHILDREN)
     return Container._trusted(
         type, name, inputs, outputs, (), pvector(children), pvector(edges), _NO_EDGES, frozen,
         uid or new_uid(), {child.name or "": i for i, child in enumerate(children)})

@@ -439,7 +439,7 @@ class GraphReader:
         here: str,
     ) -> Container:
         try:
-            return Container(op_type, name, inputs=inputs, outputs=outputs, attrs=attrs, uid=uid)
+            return built(op_type, name, tuple(inputs), tuple(outputs), (), (), attrs, uid, (name,))
         except InvariantError as exc:
             raise self.fail(
                 f"{here}: node {name!r} ({op_type}) does not make a valid op: {exc}", path=name
