@@ -221,12 +221,14 @@ class GraphReader:
         op_name = fresh_name(name if name not in taken else f"{name}_initializer", taken)
         taken.add(op_name)
         attrs: dict[str, Any] = {**value, "initializer": True}
-        meta, extra, uid = read_metadata(tensor.metadata_props, self.prefix)
-        if meta and taking is not None:
-            take_scope(meta, op_name, taking)
-        attrs.update(extra)
-        if meta:
-            attrs["metadata"] = meta
+        props, uid = tensor.metadata_props, None
+        if props:
+            meta, extra, uid = read_metadata(props, self.prefix)
+            if meta and taking is not None:
+                take_scope(meta, op_name, taking)
+            attrs.update(extra)
+            if meta:
+                attrs["metadata"] = meta
         node_info: dict[str, Any] = {}
         if tensor.doc_string:
             node_info["doc_string"] = tensor.doc_string
@@ -325,23 +327,27 @@ class GraphReader:
                     )
                 edges.append(_edge(Edge, (src, _endpoint(Endpoint, (key, port)), EMPTY)))
 
-        def body(g: Any, label: str) -> Container:
-            return self._body(g, scope, (*where, name, label), captured)
+        if node.attribute:  # most ops have none: nothing to set up for them
 
-        self._attributes(node, schema, body, f"{self.prefix}{here}: node {name!r}: ", attrs, hints)
+            def body(g: Any, label: str) -> Container:
+                return self._body(g, scope, (*where, name, label), captured)
+
+            self._attributes(node, schema, body, f"{self.prefix}{here}: node {name!r}: ", attrs, hints)
         if own_ns is not None and not fn:
             attrs["namespace"] = own_ns
-        meta, extra, uid = read_metadata(props, self.prefix)
-        self._take_scope(meta, name, len(where))
-        if extra:
-            attrs.update(extra)
-        if meta:
-            attrs["metadata"] = meta
-        for field, value in (("name", original), ("doc_string", doc), ("overload", overload),
-                             ("attr_types", hints)):
-            if value or (field == "name" and value is not None):
-                info[field] = value
-        if info:
+        uid = None
+        if props:
+            meta, extra, uid = read_metadata(props, self.prefix)
+            self._take_scope(meta, name, len(where))
+            if extra:
+                attrs.update(extra)
+            if meta:
+                attrs["metadata"] = meta
+        if original is not None or doc or overload or hints:
+            for field, value in (("name", original), ("doc_string", doc), ("overload", overload),
+                                 ("attr_types", hints)):
+                if value or (field == "name" and value is not None):
+                    info[field] = value
             attrs["onnx_node"] = info
         inputs = [self._port(n) for n in in_names]
         if captured:
