@@ -107,7 +107,8 @@ class _Importer(FunctionReader):
     def _find_spans(self, g: Any, serialized: bytes) -> None:
         """Find where the weights lie in the bytes the model was parsed from, where that pays."""
         sizes = _ITEM_SIZES
-        weights = sum(math.prod(t.dims) * sizes.get(t.data_type, 0) for t in g.initializer)
+        weights = sum(math.prod(t.dims) * sizes.get(t.data_type, 0) for t in g.initializer
+                      if t.data_location != 1)  # external data is not in these bytes
         if not spans_pay(weights, len(g.node) + len(g.initializer) + len(g.value_info)):
             return
         spans = raw_spans(serialized)

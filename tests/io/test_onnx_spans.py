@@ -95,3 +95,21 @@ def test_spans_are_looked_for_only_where_weights_outweigh_the_walk():
     """Walking past many small ops to find few weight bytes costs more than copying them."""
     assert spans_pay(10**6, 100)
     assert not spans_pay(10_000, 7000)
+
+
+def test_weights_in_external_files_do_not_call_for_the_walk(tmp_path, monkeypatch):
+    """Weights kept in a data file are not in the model file's bytes: a model whose weights all
+    lie there is read without walking its bytes, and its weights stay in their file."""
+    import amanda.io.onnx_import as importer
+
+    model = _model({"a": np.ones((64, 64), np.float32)})
+    onnx.save(model, tmp_path / "m.onnx", save_as_external_data=True, all_tensors_to_one_file=True,
+              location="m.data", size_threshold=0)
+
+    def walked(data: bytes) -> None:
+        raise AssertionError("the model's bytes were walked")
+
+    monkeypatch.setattr(importer, "raw_spans", walked)
+    loaded = amanda.load(tmp_path / "m.onnx", hierarchy=False)
+    np.testing.assert_array_equal(loaded.child("a").attrs["value"], np.ones((64, 64), np.float32))
+    assert type(loaded.child("a")._attrs["value"]).__name__ == "LazyTensor"
