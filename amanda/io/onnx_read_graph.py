@@ -18,7 +18,7 @@ from amanda.errors import FormatError, InvariantError
 from amanda.io.nest import built
 from amanda.io.onnx_attrs import ATTR_TYPE_NAMES, attr_to_value
 from amanda.io.onnx_hierarchy import take_scope
-from amanda.io.onnx_metadata import read_metadata
+from amanda.io.onnx_metadata import node_info, read_metadata
 from amanda.io.onnx_ports import Schemas, port_names
 from amanda.io.onnx_scope import Scope, capture_ports, fresh_name
 from amanda.io.onnx_text import attribute_text_ok, check_text, props_text_ok
@@ -125,22 +125,7 @@ class GraphReader:
                 )
             inputs.append(Port(vi.name, attrs=type_to_attrs(vi)))
             values[vi.name] = Endpoint(SELF, vi.name)
-        taking = self._scope_texts_of(parent, 1)
-        spans = self.spans if parent is None and not self.in_function else None
-        for index, tensor in enumerate(g.initializer):
-            span = spans[index] if spans else None
-            children.append(
-                self._initializer(
-                    tensor,
-                    tensor.name,
-                    {"value": tensor_to_array(tensor, self.prefix, span, self.serialized)},
-                    values,
-                    taken,
-                    overridable,
-                    here,
-                    taking,
-                )
-            )
+        children += self._initializers(g, parent, values, taken, overridable, here)
         for sparse in g.sparse_initializer:
             value = {"sparse_value": sparse_to_value(sparse, self.prefix)}
             children.append(
@@ -199,6 +184,18 @@ class GraphReader:
             "uid": uid,
         }
         return fields, scope
+
+    def _initializers(self, g: Any, parent: Scope | None, values: dict, taken: set[str], overridable: set[str],
+                      here: str) -> list[Container]:
+        """The Constant ops of ``g``'s dense initializers (the main graph's weights are views of
+        the bytes the model was parsed from, where their spans were found)."""
+        taking = self._scope_texts_of(parent, 1)
+        spans = self.spans if parent is None and not self.in_function else None
+        return [self._initializer(tensor, tensor.name,
+                                  {"value": tensor_to_array(tensor, self.prefix, spans[i] if spans else None,
+                                                            self.serialized)},
+                                  values, taken, overridable, here, taking)
+                for i, tensor in enumerate(g.initializer)]
 
     def _initializer(
         self,
@@ -301,7 +298,6 @@ class GraphReader:
         node, name, original, own_ns, schema, out_names, fn = plan
         key = (name,)
         attrs: dict[str, Any] = {}
-        info: dict[str, Any] = {}
         hints: dict[str, str] = {}
         captured: list[str] = []
         ins = list(node.input)
@@ -344,11 +340,7 @@ class GraphReader:
             if meta:
                 attrs["metadata"] = meta
         if original is not None or doc or overload or hints:
-            for field, value in (("name", original), ("doc_string", doc), ("overload", overload),
-                                 ("attr_types", hints)):
-                if value or (field == "name" and value is not None):
-                    info[field] = value
-            attrs["onnx_node"] = info
+            attrs["onnx_node"] = node_info(original, doc, overload, hints)
         inputs = [self._port(n) for n in in_names]
         if captured:
             inputs += capture_ports(captured, in_names, key, scope, edges)
