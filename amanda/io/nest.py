@@ -20,24 +20,28 @@ is the flat graph's.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from itertools import repeat
+from operator import attrgetter
 from typing import Any
 
 from pyrsistent import pvector
 
-from amanda.containers.checks import INTERPRETED_ATTRS, attr_problems, check_names
+from amanda.containers.checks import INTERPRETED_ATTRS, attr_problems, check_names, port_problems
 from amanda.containers.container import Container, new_uid
-from amanda.containers.edge import SELF, Edge, Endpoint, Port
+from amanda.containers.edge import SELF, Edge, Endpoint, Port, interpreted_ports
 from amanda.containers.values import EMPTY, freeze_attrs
-from amanda.errors import InvariantError
+from amanda.errors import InvariantError, Problem
 from amanda.io.onnx_scope import fresh_name
 
-__all__ = ["Group", "assemble", "lowest_common", "nest", "renamed"]
+__all__ = ["Group", "assemble", "built", "lowest_common", "nest", "renamed"]
 
 # edges and endpoints built from names already known to be well-formed skip the coercing
 # constructors; each container's own checks still resolve and validate every edge
 _edge = _endpoint = tuple.__new__
 _NO_EDGES: Any = pvector()
+_NO_CHILDREN: dict[str, int] = {}  # the index of every leaf built here; never written
 _INTERPRETED = frozenset(INTERPRETED_ATTRS)
 
 
@@ -97,6 +101,7 @@ def lowest_common(groups: Iterable[Group], default: Group) -> Group:
 
 _SLOTS = tuple(s for s in Container.__slots__ if s not in ("name", "_hash", "_cache"))
 _set = object.__setattr__
+_slots_of = attrgetter(*_SLOTS)
 
 
 def renamed(op: Container, name: str) -> Container:
@@ -113,8 +118,7 @@ def renamed(op: Container, name: str) -> Container:
         return op
     check_names(None, name, None)
     copy = object.__new__(Container)
-    for slot in _SLOTS:
-        _set(copy, slot, getattr(op, slot))
+    deque(map(_set, repeat(copy), _SLOTS, _slots_of(op)), 0)  # the loop runs in C: one call per op
     _set(copy, "name", name)
     _set(copy, "_hash", None)
     _set(copy, "_cache", None)
@@ -173,7 +177,7 @@ def _route(edge: Any, place: Mapping[str, Group], root: Group, final: Mapping[st
     target = root if dst_op is None else place.get(dst_op, root)
     here = _endpoint(Endpoint, (SELF if src_op is None else (final[src_op],), src[1]))
     end = _endpoint(Endpoint, (SELF if dst_op is None else (final[dst_op],), dst[1]))
-    attrs = edge[2] if len(edge) > 2 and edge[2] else EMPTY
+    attrs = edge[2] if len(edge) > 2 else EMPTY  # (a pmap's truth is a Python-level len)
     if source is target:  # the common case: both ends in one container
         source.edges.append(_edge(Edge, (here, end, attrs)))
         return
@@ -205,17 +209,42 @@ def _route(edge: Any, place: Mapping[str, Group], root: Group, final: Mapping[st
     group.edges.append(_edge(Edge, (here, end, attrs)))
 
 
+def built(type: str | None, name: str | None, inputs: tuple[Port, ...], outputs: tuple[Port, ...],
+          children: Sequence[Container], edges: Sequence[Edge], attrs: Mapping[str, Any], uid: str | None,
+          where: tuple[str, ...]) -> Container:
+    """``Container(type, name, inputs=..., outputs=..., children=..., edges=..., attrs=..., uid=...)``
+    for fields that are valid by construction (unique port names; each child's name unique and
+    not the container's; every edge a normal :class:`Edge` between existing ports, one into
+    each input; nothing to rename), without checking all that again. Only what came from
+    outside is checked: names, uid, attributes and port attributes amanda interprets, and, on
+    a leaf op (no children, no edges), that its port names are unique (problems reported at
+    ``where``)."""
+    check_names(type, name, uid)
+    try:
+        frozen = freeze_attrs(attrs)
+    except TypeError as exc:
+        raise InvariantError([Problem(where or None, "frozen attribute values", str(exc))]) from None
+    problems = attr_problems(frozen, where) if not _INTERPRETED.isdisjoint(attrs) else []
+    if interpreted_ports(inputs) or interpreted_ports(outputs):
+        problems += port_problems(inputs, where) + port_problems(outputs, where)
+    leaf = not children and not edges
+    if leaf and (len(inputs) > 1 or len(outputs) > 1):
+        for ports in (inputs, outputs):
+            if len({p[0] for p in ports}) < len(ports):
+                problems.append(Problem(where, "unique port names", repr([p[0] for p in ports])))
+    if problems:
+        raise InvariantError(problems, f"building {type or 'container'} {name!r}")
+    if leaf:
+        return Container._trusted(type, name, inputs, outputs, (), _NO_EDGES, _NO_EDGES, _NO_EDGES, frozen,
+                                  uid or new_uid(), _NO_CHILDREN)
+    return Container._trusted(
+        type, name, inputs, outputs, (), pvector(children), pvector(edges), _NO_EDGES, frozen,
+        uid or new_uid(), {child.name or "": i for i, child in enumerate(children)})
+
+
 def assemble(group: Group, children: list[Container], ports: dict[str, Port]) -> Container:
-    """The container of ``group``, assembled from fields that are valid by construction (each
-    child's name unique and not the group's, every edge between existing ports, one edge into
-    each input): what ``Container(...)`` would build, without checking it all again. Only what
-    came from outside (names, uid, attributes amanda interprets) is checked."""
-    check_names(group.type, group.name, group.uid)
-    frozen = freeze_attrs(group.attrs)
-    if not _INTERPRETED.isdisjoint(group.attrs):
-        problems = attr_problems(frozen, group.path())
-        if problems:
-            raise InvariantError(problems, f"building {group.type or 'container'} {group.name!r}")
+    """The container of ``group``, assembled from fields that are valid by construction (see
+    :func:`built`): its ports carry no attributes and are shared through ``ports``."""
 
     def port(name: str) -> Port:
         found = ports.get(name)
@@ -223,10 +252,9 @@ def assemble(group: Group, children: list[Container], ports: dict[str, Port]) ->
             found = ports[name] = Port(name)
         return found
 
-    return Container._trusted(
-        group.type, group.name, tuple(map(port, group.inputs.values())), tuple(map(port, group.outputs.values())),
-        (), pvector(children), pvector(group.edges), _NO_EDGES, frozen, group.uid or new_uid(),
-        {child.name or "": i for i, child in enumerate(children)})
+    return built(group.type, group.name, tuple(map(port, group.inputs.values())),
+                 tuple(map(port, group.outputs.values())), children, group.edges, group.attrs, group.uid,
+                 group.path())
 
 
 def _build(group: Group, ops: Mapping[str, Container], final: Mapping[str, str],

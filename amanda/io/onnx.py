@@ -59,18 +59,6 @@ def _parse(data: bytes, source: str) -> Any:
     return model
 
 
-def _tensors(model: Any) -> Any:
-    from onnx.external_data_helper import _get_all_tensors
-
-    return _get_all_tensors(model)
-
-
-def _first_external(model: Any) -> Any:
-    from onnx import TensorProto
-
-    return next((t for t in _tensors(model) if t.data_location == TensorProto.EXTERNAL), None)
-
-
 def load_onnx(path: str | Path, *, load_external_data: bool = True, lazy: bool = True,
               hierarchy: Any = "auto") -> Container:
     """Read an ONNX file (and the external data files it names) into a container.
@@ -90,10 +78,10 @@ def load_onnx(path: str | Path, *, load_external_data: bool = True, lazy: bool =
     except OSError as exc:
         raise FormatError(f"cannot read {source!r}: {exc.strerror}", path=source) from None
     model = _parse(data, source)
-    if load_external_data and _first_external(model) is not None:
+    if load_external_data:  # entering costs nothing; walking the model for external tensors did
         with reading_external(Path(path).resolve().parent, source, lazy=lazy):
-            return from_onnx(model, source=source, hierarchy=hierarchy)
-    return from_onnx(model, source=source, hierarchy=hierarchy)
+            return from_onnx(model, source=source, hierarchy=hierarchy, serialized=data)
+    return from_onnx(model, source=source, hierarchy=hierarchy, serialized=data)
 
 
 def dump_onnx(

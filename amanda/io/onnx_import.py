@@ -9,6 +9,7 @@ resolved once through a dict per graph, so importing is linear in the model's si
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from amanda.containers.container import Container
@@ -18,6 +19,7 @@ from amanda.io.onnx_functions import FunctionReader
 from amanda.io.onnx_hierarchy import check_hierarchy, nest_graph, takes_scopes
 from amanda.io.onnx_metadata import read_metadata
 from amanda.io.onnx_ports import Schemas, namespace_of_domain
+from amanda.io.onnx_spans import raw_spans, spans_pay
 from amanda.io.onnx_text import check_text, check_text_outside_nodes
 from amanda.io.onnx_values import require_onnx
 from amanda.parse_guards import gc_paused
@@ -25,6 +27,7 @@ from amanda.parse_guards import gc_paused
 __all__ = ["MIN_IR_VERSION", "check_model_header", "check_text", "from_onnx"]
 
 MIN_IR_VERSION = 3  # the first IR version with opset_import
+_ITEM_SIZES = {1: 4, 2: 1, 3: 1, 4: 2, 5: 2, 6: 4, 7: 8, 9: 1, 10: 2, 11: 8, 12: 4, 13: 8, 14: 8, 15: 16, 16: 2}
 
 
 class _Importer(FunctionReader):
@@ -69,8 +72,10 @@ class _Importer(FunctionReader):
             opsets[domain] = namespace_of_domain(domain, entry.version)
         return opsets
 
-    def model(self, model: Any, hierarchy: Any = "auto") -> Container:
+    def model(self, model: Any, hierarchy: Any = "auto", serialized: bytes | None = None) -> Container:
         self.scope_texts = {} if takes_scopes(hierarchy) else None
+        if serialized is not None:
+            self._find_spans(model.graph, serialized)
         fields, _ = self.graph(model.graph, None, (model.graph.name or "graph",))
         fields = nest_graph(fields, hierarchy, self.prefix, self.scope_texts)
         meta, extra, uid = read_metadata(model.metadata_props, self.prefix)
@@ -96,7 +101,19 @@ class _Importer(FunctionReader):
             attrs["namespace"] = self.default
         attrs["onnx"] = info
         fields["uid"] = uid or fields["uid"]
-        return self._container(fields, fields["inputs"], attrs, (model.graph.name,))
+        return self._container(fields, fields["inputs"], attrs, (model.graph.name,), trusted=True)
+
+
+    def _find_spans(self, g: Any, serialized: bytes) -> None:
+        """Find where the weights lie in the bytes the model was parsed from, where that pays."""
+        sizes = _ITEM_SIZES
+        weights = sum(math.prod(t.dims) * sizes.get(t.data_type, 0) for t in g.initializer
+                      if t.data_location != 1)  # external data is not in these bytes
+        if not spans_pay(weights, len(g.node) + len(g.initializer) + len(g.value_info)):
+            return
+        spans = raw_spans(serialized)
+        if spans is not None and len(spans) == len(g.initializer):
+            self.serialized, self.spans = serialized, spans
 
 
 def check_model_header(model: Any, source: str | None = None) -> None:
@@ -139,8 +156,12 @@ def check_model_header(model: Any, source: str | None = None) -> None:
         )
 
 
-def from_onnx(model: Any, *, source: str | None = None, hierarchy: Any = "auto") -> Container:
+def from_onnx(model: Any, *, source: str | None = None, hierarchy: Any = "auto",
+              serialized: bytes | None = None) -> Container:
     """The container for an ``onnx.ModelProto`` (which is left unchanged).
+
+    ``serialized``: the bytes ``model`` was parsed from, where at hand; weights are then
+    read-only views of them (kept alive by the weights) rather than copies.
 
     ``source`` (a file name) prefixes error messages. Raises ``FormatError`` for an
     unsupported IR version, a missing graph or opset import, or a value no one defines.
@@ -162,4 +183,4 @@ def from_onnx(model: Any, *, source: str | None = None, hierarchy: Any = "auto")
     check_model_header(model, source)
     check_text_outside_nodes(model, source)  # the nodes' text is checked as they are read
     with gc_paused():  # one container per node and nothing cyclic: the collector's passes are waste
-        return _Importer(model, source).model(model, hierarchy)
+        return _Importer(model, source).model(model, hierarchy, serialized)

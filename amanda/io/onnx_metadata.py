@@ -20,7 +20,7 @@ from typing import Any
 from amanda.errors import AmandaError, FormatError
 from amanda.safe_load import load_text
 
-__all__ = ["ATTR_KEY", "UID_KEY", "read_metadata", "write_metadata"]
+__all__ = ["ATTR_KEY", "UID_KEY", "node_info", "read_metadata", "write_metadata"]
 
 UID_KEY = "amanda.uid"  # metadata_props key holding an op's (or graph's) uid
 ATTR_KEY = "amanda.attr."  # metadata_props prefix of amanda attributes ONNX has no slot for
@@ -71,3 +71,18 @@ def write_metadata(
         target.add(key=ATTR_KEY + key, value=text)
     if uid:
         target.add(key=UID_KEY, value=uid)
+
+
+def node_info(original: str | None, doc: str, overload: str, hints: dict[str, str]) -> dict[str, Any]:
+    """What a node's ``onnx_node`` attribute keeps: its name where the op was renamed (``""``
+    for a node without one), its doc string and overload, and the attribute types the schema
+    does not give; empty values are left out.
+
+    >>> node_info("", "doc", "", {}), node_info(None, "", "", {"alpha": "float"})
+    ({'name': '', 'doc_string': 'doc'}, {'attr_types': {'alpha': 'float'}})
+    """
+    info: dict[str, Any] = {}
+    for field, value in (("name", original), ("doc_string", doc), ("overload", overload), ("attr_types", hints)):
+        if value or (field == "name" and value is not None):
+            info[field] = value
+    return info

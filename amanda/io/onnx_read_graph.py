@@ -15,9 +15,10 @@ from amanda.containers.edge import SELF, Edge, Endpoint, Port
 from amanda.containers.refs import AttrRef
 from amanda.containers.values import EMPTY
 from amanda.errors import FormatError, InvariantError
+from amanda.io.nest import built
 from amanda.io.onnx_attrs import ATTR_TYPE_NAMES, attr_to_value
 from amanda.io.onnx_hierarchy import take_scope
-from amanda.io.onnx_metadata import read_metadata
+from amanda.io.onnx_metadata import node_info, read_metadata
 from amanda.io.onnx_ports import Schemas, port_names
 from amanda.io.onnx_scope import Scope, capture_ports, fresh_name
 from amanda.io.onnx_text import attribute_text_ok, check_text, props_text_ok
@@ -49,6 +50,8 @@ class GraphReader:
     source: str | None
     in_function: bool = False  # reading a function body: attribute references are kept
     scope_texts: dict | None = None  # where the main graph's torch scope metadata is taken to
+    serialized: bytes = b""  # the bytes the model was parsed from, where known
+    spans: list[tuple[int, int]] | None = None  # where the main graph's weights lie in them
     function_of: Callable[[str, str, str], Any]  # a model-local function, or None
     call: Callable[..., Container]  # the container of a call of one (FunctionReader)
 
@@ -122,20 +125,7 @@ class GraphReader:
                 )
             inputs.append(Port(vi.name, attrs=type_to_attrs(vi)))
             values[vi.name] = Endpoint(SELF, vi.name)
-        taking = self._scope_texts_of(parent, 1)
-        for tensor in g.initializer:
-            children.append(
-                self._initializer(
-                    tensor,
-                    tensor.name,
-                    {"value": tensor_to_array(tensor, self.prefix)},
-                    values,
-                    taken,
-                    overridable,
-                    here,
-                    taking,
-                )
-            )
+        children += self._initializers(g, parent, values, taken, overridable, here)
         for sparse in g.sparse_initializer:
             value = {"sparse_value": sparse_to_value(sparse, self.prefix)}
             children.append(
@@ -195,6 +185,18 @@ class GraphReader:
         }
         return fields, scope
 
+    def _initializers(self, g: Any, parent: Scope | None, values: dict, taken: set[str], overridable: set[str],
+                      here: str) -> list[Container]:
+        """The Constant ops of ``g``'s dense initializers (the main graph's weights are views of
+        the bytes the model was parsed from, where their spans were found)."""
+        taking = self._scope_texts_of(parent, 1)
+        spans = self.spans if parent is None and not self.in_function else None
+        return [self._initializer(tensor, tensor.name,
+                                  {"value": tensor_to_array(tensor, self.prefix, spans[i] if spans else None,
+                                                            self.serialized)},
+                                  values, taken, overridable, here, taking)
+                for i, tensor in enumerate(g.initializer)]
+
     def _initializer(
         self,
         tensor: Any,
@@ -216,12 +218,14 @@ class GraphReader:
         op_name = fresh_name(name if name not in taken else f"{name}_initializer", taken)
         taken.add(op_name)
         attrs: dict[str, Any] = {**value, "initializer": True}
-        meta, extra, uid = read_metadata(tensor.metadata_props, self.prefix)
-        if meta and taking is not None:
-            take_scope(meta, op_name, taking)
-        attrs.update(extra)
-        if meta:
-            attrs["metadata"] = meta
+        props, uid = tensor.metadata_props, None
+        if props:
+            meta, extra, uid = read_metadata(props, self.prefix)
+            if meta and taking is not None:
+                take_scope(meta, op_name, taking)
+            attrs.update(extra)
+            if meta:
+                attrs["metadata"] = meta
         node_info: dict[str, Any] = {}
         if tensor.doc_string:
             node_info["doc_string"] = tensor.doc_string
@@ -294,7 +298,6 @@ class GraphReader:
         node, name, original, own_ns, schema, out_names, fn = plan
         key = (name,)
         attrs: dict[str, Any] = {}
-        info: dict[str, Any] = {}
         hints: dict[str, str] = {}
         captured: list[str] = []
         ins = list(node.input)
@@ -320,24 +323,24 @@ class GraphReader:
                     )
                 edges.append(_edge(Edge, (src, _endpoint(Endpoint, (key, port)), EMPTY)))
 
-        def body(g: Any, label: str) -> Container:
-            return self._body(g, scope, (*where, name, label), captured)
+        if node.attribute:  # most ops have none: nothing to set up for them
 
-        self._attributes(node, schema, body, f"{self.prefix}{here}: node {name!r}: ", attrs, hints)
+            def body(g: Any, label: str) -> Container:
+                return self._body(g, scope, (*where, name, label), captured)
+
+            self._attributes(node, schema, body, f"{self.prefix}{here}: node {name!r}: ", attrs, hints)
         if own_ns is not None and not fn:
             attrs["namespace"] = own_ns
-        meta, extra, uid = read_metadata(props, self.prefix)
-        self._take_scope(meta, name, len(where))
-        if extra:
-            attrs.update(extra)
-        if meta:
-            attrs["metadata"] = meta
-        for field, value in (("name", original), ("doc_string", doc), ("overload", overload),
-                             ("attr_types", hints)):
-            if value or (field == "name" and value is not None):
-                info[field] = value
-        if info:
-            attrs["onnx_node"] = info
+        uid = None
+        if props:
+            meta, extra, uid = read_metadata(props, self.prefix)
+            self._take_scope(meta, name, len(where))
+            if extra:
+                attrs.update(extra)
+            if meta:
+                attrs["metadata"] = meta
+        if original is not None or doc or overload or hints:
+            attrs["onnx_node"] = node_info(original, doc, overload, hints)
         inputs = [self._port(n) for n in in_names]
         if captured:
             inputs += capture_ports(captured, in_names, key, scope, edges)
@@ -400,8 +403,14 @@ class GraphReader:
             attrs["onnx"] = fields["info"]
         return self._container(fields, inputs, attrs, where)
 
-    def _container(self, fields: dict, inputs: list, attrs: dict, where: tuple) -> Container:
+    def _container(self, fields: dict, inputs: list, attrs: dict, where: tuple, trusted: bool = False) -> Container:
+        """The graph's container; ``trusted``: its fields are the reader's (or the nesting's), valid
+        by construction, so only what came from the file is checked (``amanda.io.nest.built``)."""
         try:
+            if trusted:
+                name = fields["name"]
+                return built(fields.get("type"), name, tuple(inputs), tuple(fields["outputs"]), fields["children"],
+                             fields["edges"], attrs, fields["uid"], (name,) if name else ())
             return Container(
                 fields.get("type"),
                 fields["name"],
@@ -428,7 +437,7 @@ class GraphReader:
         here: str,
     ) -> Container:
         try:
-            return Container(op_type, name, inputs=inputs, outputs=outputs, attrs=attrs, uid=uid)
+            return built(op_type, name, tuple(inputs), tuple(outputs), (), (), attrs, uid, (name,))
         except InvariantError as exc:
             raise self.fail(
                 f"{here}: node {name!r} ({op_type}) does not make a valid op: {exc}", path=name

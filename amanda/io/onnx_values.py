@@ -20,6 +20,7 @@ import numpy as np
 
 from amanda.containers.values import freeze_array
 from amanda.errors import FormatError
+from amanda.io.onnx_spans import array_at
 
 __all__ = [
     "DTYPE_NAMES",
@@ -128,8 +129,11 @@ def _frozen(array: np.ndarray) -> np.ndarray:
     return freeze_array(array)
 
 
-def tensor_to_array(tensor: Any, where: str = "") -> Any:
+def tensor_to_array(tensor: Any, where: str = "", span: tuple[int, int] | None = None, data: bytes = b"") -> Any:
     """A read-only array with the tensor's dtype, shape and values.
+
+    ``span``: where the tensor's raw bytes lie in ``data``, the bytes its message was parsed
+    from (``amanda.io.onnx_spans``): the array is then a view of them, not a copy.
 
     String tensors give ``bytes_`` arrays (numpy drops trailing NUL bytes of each string).
     A tensor whose data lies in an external file gives a lazy tensor while a model is loaded
@@ -143,8 +147,14 @@ def tensor_to_array(tensor: Any, where: str = "") -> Any:
         return external_tensor(tensor, where)
     dtype = _RAW_DTYPES.get(number)
     try:
-        if dtype is not None and tensor.raw_data:
-            array = np.frombuffer(tensor.raw_data, dtype=dtype).reshape(dims)
+        if span is not None and dtype is not None:
+            viewed = array_at(data, span, dtype, dims)
+            if viewed is not None:
+                return _frozen(viewed.astype(dtype.newbyteorder("="), copy=False))
+        # each read of a bytes field copies it out of the parsed message: read it once
+        raw = tensor.raw_data if dtype is not None else b""
+        if raw and dtype is not None:
+            array = np.frombuffer(raw, dtype=dtype).reshape(dims)
             return _frozen(array.astype(dtype.newbyteorder("="), copy=False))
         if number == _STRING:
             return _frozen(np.array(list(tensor.string_data), dtype=np.bytes_).reshape(dims))

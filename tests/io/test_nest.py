@@ -74,17 +74,41 @@ def _checked(group: amanda.Container) -> amanda.Container:
                             uid=group.uid)
 
 
+@pytest.mark.parametrize("hierarchy", ["auto", False])
 @pytest.mark.parametrize(("model", "kind"), [("mobilenet", "torchscript"), ("gpt2", "dynamo"), ("bert", "torchscript")])
-def test_groups_are_what_the_checked_constructor_builds(model: str, kind: str) -> None:
-    """nest() assembles containers without re-running every check; each one equals what
-    ``Container(...)`` builds (and accepts) from the same fields, on real models."""
+def test_groups_are_what_the_checked_constructor_builds(model: str, kind: str, hierarchy: object) -> None:
+    """nest() and the ONNX reader assemble containers (the graph's own and its ops) without re-running
+    every check; each one equals what ``Container(...)`` builds (and accepts) from the same
+    fields, on real models, nested and flat: same edges in the same order, same child index."""
     pytest.importorskip("onnx")
     from tests.fixtures.onnx import hierarchy_models as fx
 
-    tree = amanda.load(fx.path(model, kind))
-    for group in _groups(tree):
+    tree = amanda.load(fx.path(model, kind), hierarchy=hierarchy)
+    groups = [tree, *_groups(tree)]
+    leaves = [child for group in groups for child in group.children if not child.children]
+    for group in [*groups, *leaves]:
         rebuilt = _checked(group)
         assert rebuilt == group and hash(rebuilt) == hash(group) and rebuilt._index == group._index
+        assert tuple(rebuilt.edges) == tuple(group.edges) and rebuilt.is_op == group.is_op
+
+
+def test_built_checks_what_came_from_outside() -> None:
+    """built() refuses, as the checked constructor does, a port attribute amanda interprets
+    holding a wrong value, an interpreted attribute of the wrong type, an empty name, a port
+    name twice on an op and an attribute value it cannot store."""
+    from amanda.errors import InvariantError
+    from amanda.io.nest import built
+
+    bad_port = (amanda.Port("x", attrs={"captured": "yes"}),)
+    twice = (amanda.Port("x"), amanda.Port("x"))
+    cases = [dict(inputs=bad_port), dict(attrs={"namespace": 3}), dict(name=""), dict(inputs=twice),
+             dict(attrs={"f": object()})]
+    for case in cases:
+        fields = {"inputs": (), "outputs": (), "attrs": {}, "name": "g", **case}
+        with pytest.raises(InvariantError):
+            amanda.Container(None, fields["name"], inputs=fields["inputs"], attrs=fields["attrs"])
+        with pytest.raises(InvariantError):
+            built(None, fields["name"], fields["inputs"], fields["outputs"], [], [], fields["attrs"], None, ("g",))
 
 
 def _groups(root: amanda.Container) -> list[amanda.Container]:
