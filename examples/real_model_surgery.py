@@ -25,42 +25,60 @@ def show(container: Container, depth: int = 3, indent: str = "  ") -> None:
                 show(child, depth - 1, indent + "  ")
 
 
-def wrapped(block: Container, kind: str, added: list, edges: list) -> Container:
-    """``block`` (renamed ``inner``) inside a new container of the same name and ports, with
-    ``added`` ops beside it: what a torch wrapper module does."""
+def _inner(block: Container) -> Container:
+    """``block`` renamed ``inner``, its torch qualified name following it (torch's ``x.inner``)."""
+    inner = block.with_name("inner")
+    scope = block.attrs.get("scope")
+    return inner.with_attrs(scope=f"{scope}.inner") if scope else inner
+
+
+def wrapped(block: Container, kind: str, added: list[Container], edges: list) -> Container:
+    """``block`` inside a new container of the same name and ports (as torch wraps a module)."""
+    inner = _inner(block)
     wiring = [((SELF, p), (("inner",), p)) for p in block.input_names]
+    wiring += [((("inner",), p), (SELF, p)) for p in block.output_names[1:]]
     return Container(kind, block.name, inputs=block.inputs, outputs=block.outputs,
-                     children=[block.with_name("inner"), *added], edges=wiring + edges)
+                     children=[inner, *added], edges=wiring + edges)
 
 
 def skip(block: Container) -> Container:
-    """``inner(x) + x``."""
+    """``inner(x) + x``: torch's ``Skip``."""
     x, y = block.input_names[0], block.output_names[0]
     return wrapped(block, "Skip", [op("Add", "skip", ["A", "B"], ["C"])],
-                   [((("inner",), y), (("skip",), "A")), ((SELF, x), (("skip",), "B")), ((("skip",), "C"), (SELF, y))])
+                    [((("inner",), y), (("skip",), "A")), ((SELF, x), (("skip",), "B")), ((("skip",), "C"), (SELF, y))])
+
+
+def dropped(block: Container) -> Container:
+    """The block replaced by an identity (torch's ``nn.Identity``), with the same ports."""
+    x, y = block.input_names[0], block.output_names[0]
+    return Container("Identity", block.name, inputs=block.inputs, outputs=block.outputs[:1],
+                     children=[op("Identity", "identity", ["input"], ["output"])],
+                     edges=[((SELF, x), (("identity",), "input")), ((("identity",), "output"), (SELF, y))])
 
 
 def lora(block: Container, a: np.ndarray, b: np.ndarray, scale: float = 0.5) -> Container:
-    """``inner(x) + scale * (x @ a) @ b``, reading ``x`` as rows of ``a``'s width (the exporter
-    may have merged a reshape into the projection) and shaping the result like the output."""
+    """``inner(x) + scale * (x @ a) @ b``: torch's ``LoRA`` adapter beside a projection. The
+    exporter may have merged the reshapes around the projection into it, so the adapter reads
+    the block's input as rows of ``a``'s width and gives its result the output's shape."""
     x, y = block.input_names[0], block.output_names[0]
 
-    def const(name: str, value: np.ndarray) -> Container:
+    def weight(name: str, value: np.ndarray) -> Container:
         return op("Constant", name, outputs=["output"], attrs={"value": value, "initializer": True})
 
-    added = [const("a", a), const("b", b), const("scale", np.float32(scale)),
-             const("rows", np.array([-1, a.shape[0]], np.int64)),
+    added = [weight("lora_a", a), weight("lora_b", b), weight("lora_scale", np.float32(scale)),
+             weight("rows", np.array([-1, a.shape[0]], np.int64)),
              op("Reshape", "flat", ["data", "shape"], ["reshaped"]), op("MatMul", "down", ["A", "B"], ["Y"]),
              op("MatMul", "up", ["A", "B"], ["Y"]), op("Mul", "scaled", ["A", "B"], ["C"]),
-             op("Shape", "like", ["data"], ["shape"]), op("Reshape", "shaped", ["data", "shape"], ["reshaped"]),
+             op("Shape", "out_shape", ["data"], ["shape"]), op("Reshape", "shaped", ["data", "shape"], ["reshaped"]),
              op("Add", "sum", ["A", "B"], ["C"])]
     edges = [((SELF, x), (("flat",), "data")), ((("rows",), "output"), (("flat",), "shape")),
-             ((("flat",), "reshaped"), (("down",), "A")), ((("a",), "output"), (("down",), "B")),
-             ((("down",), "Y"), (("up",), "A")), ((("b",), "output"), (("up",), "B")),
-             ((("up",), "Y"), (("scaled",), "A")), ((("scale",), "output"), (("scaled",), "B")),
-             ((("inner",), y), (("like",), "data")), ((("scaled",), "C"), (("shaped",), "data")),
-             ((("like",), "shape"), (("shaped",), "shape")), ((("inner",), y), (("sum",), "A")),
-             ((("shaped",), "reshaped"), (("sum",), "B")), ((("sum",), "C"), (SELF, y))]
+             ((("flat",), "reshaped"), (("down",), "A")), ((("lora_a",), "output"), (("down",), "B")),
+             ((("down",), "Y"), (("up",), "A")), ((("lora_b",), "output"), (("up",), "B")),
+             ((("up",), "Y"), (("scaled",), "A")), ((("lora_scale",), "output"), (("scaled",), "B")),
+             ((("inner",), y), (("out_shape",), "data")), ((("scaled",), "C"), (("shaped",), "data")),
+             ((("out_shape",), "shape"), (("shaped",), "shape")),
+             ((("inner",), y), (("sum",), "A")), ((("shaped",), "reshaped"), (("sum",), "B")),
+             ((("sum",), "C"), (SELF, y))]
     return wrapped(block, "LoRA", added, edges)
 
 

@@ -4,6 +4,9 @@ taken out of one model and composed into another."""
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -11,9 +14,17 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
 import amanda  # noqa: E402
-from amanda import SELF, Container, op  # noqa: E402
+from amanda import Container  # noqa: E402
 from amanda.io.onnx import to_onnx  # noqa: E402
 from tests.fixtures.onnx import hierarchy_models as fx  # noqa: E402
+
+# the edits are the example's recipes (examples/real_model_surgery.py), checked here against
+# torch making the same change in tools/export_hierarchy_fixtures.py
+_EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "real_model_surgery.py"
+_spec = importlib.util.spec_from_file_location("real_model_surgery", _EXAMPLE)
+surgery = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
+_spec.loader.exec_module(surgery)  # type: ignore[union-attr]
+skip, dropped, lora = surgery.skip, surgery.dropped, surgery.lora
 
 
 def _modules_of_class(model: str, short: str) -> list[str]:
@@ -55,62 +66,6 @@ def test_torchscript_blocks_are_reached_by_scope() -> None:
 
 
 # -- edits, each the change torch made in tools/export_hierarchy_fixtures.py ----------------------
-
-
-def _inner(block: Container) -> Container:
-    inner = block.with_name("inner")
-    scope = block.attrs.get("scope")
-    return inner.with_attrs(scope=f"{scope}.inner") if scope else inner
-
-
-def _wrapped(block: Container, kind: str, added: list[Container], edges: list) -> Container:
-    """``block`` inside a new container of the same name and ports (as torch wraps a module)."""
-    inner = _inner(block)
-    wiring = [((SELF, p), (("inner",), p)) for p in block.input_names]
-    wiring += [((("inner",), p), (SELF, p)) for p in block.output_names[1:]]
-    return Container(kind, block.name, inputs=block.inputs, outputs=block.outputs,
-                     children=[inner, *added], edges=wiring + edges)
-
-
-def skip(block: Container) -> Container:
-    """``inner(x) + x``: torch's ``Skip``."""
-    x, y = block.input_names[0], block.output_names[0]
-    return _wrapped(block, "Skip", [op("Add", "skip", ["A", "B"], ["C"])],
-                    [((("inner",), y), (("skip",), "A")), ((SELF, x), (("skip",), "B")), ((("skip",), "C"), (SELF, y))])
-
-
-def dropped(block: Container) -> Container:
-    """The block replaced by an identity (torch's ``nn.Identity``), with the same ports."""
-    x, y = block.input_names[0], block.output_names[0]
-    return Container("Identity", block.name, inputs=block.inputs, outputs=block.outputs[:1],
-                     children=[op("Identity", "identity", ["input"], ["output"])],
-                     edges=[((SELF, x), (("identity",), "input")), ((("identity",), "output"), (SELF, y))])
-
-
-def lora(block: Container, a: np.ndarray, b: np.ndarray, scale: float) -> Container:
-    """``inner(x) + scale * (x @ a) @ b``: torch's ``LoRA`` adapter beside a projection. The
-    exporter may have merged the reshapes around the projection into it, so the adapter reads
-    the block's input as rows of ``a``'s width and gives its result the output's shape."""
-    x, y = block.input_names[0], block.output_names[0]
-
-    def weight(name: str, value: np.ndarray) -> Container:
-        return op("Constant", name, outputs=["output"], attrs={"value": value, "initializer": True})
-
-    added = [weight("lora_a", a), weight("lora_b", b), weight("lora_scale", np.float32(scale)),
-             weight("rows", np.array([-1, a.shape[0]], np.int64)),
-             op("Reshape", "flat", ["data", "shape"], ["reshaped"]), op("MatMul", "down", ["A", "B"], ["Y"]),
-             op("MatMul", "up", ["A", "B"], ["Y"]), op("Mul", "scaled", ["A", "B"], ["C"]),
-             op("Shape", "out_shape", ["data"], ["shape"]), op("Reshape", "shaped", ["data", "shape"], ["reshaped"]),
-             op("Add", "sum", ["A", "B"], ["C"])]
-    edges = [((SELF, x), (("flat",), "data")), ((("rows",), "output"), (("flat",), "shape")),
-             ((("flat",), "reshaped"), (("down",), "A")), ((("lora_a",), "output"), (("down",), "B")),
-             ((("down",), "Y"), (("up",), "A")), ((("lora_b",), "output"), (("up",), "B")),
-             ((("up",), "Y"), (("scaled",), "A")), ((("lora_scale",), "output"), (("scaled",), "B")),
-             ((("inner",), y), (("out_shape",), "data")), ((("scaled",), "C"), (("shaped",), "data")),
-             ((("out_shape",), "shape"), (("shaped",), "shape")),
-             ((("inner",), y), (("sum",), "A")), ((("shaped",), "reshaped"), (("sum",), "B")),
-             ((("sum",), "C"), (SELF, y))]
-    return _wrapped(block, "LoRA", added, edges)
 
 
 def _check_against_torch(edited: Container, model: str, key: str) -> None:
