@@ -9,7 +9,7 @@
 """
 
 from amanda import layers, optim
-from amanda.autodiff import grad
+from amanda.autodiff import grad, hvp, jvp
 from amanda.build import Input, model, ops
 from amanda.containers import (
     CONTROL,
@@ -134,6 +134,8 @@ __all__ = [
     "with_attrs",
     "layers",
     "grad",
+    "hvp",
+    "jvp",
     "freeze",
     "optim",
     "optimize",

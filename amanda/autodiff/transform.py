@@ -41,14 +41,15 @@ from amanda.errors import AmandaError, ArgumentError, PathError, SchemaError, fo
 from amanda.namespaces.mapping import convert
 from amanda.types import infer_types, to_attrs
 
-__all__ = ["grad", "namespace_of"]
+__all__ = ["checked_phase", "differentiate", "grad", "namespace_of", "wrt_endpoints"]
 
 
 class _Pass:
     """The state of one reverse pass: forward values, gradient contributions, built calls."""
 
-    def __init__(self, model: Container, phase: Any) -> None:
+    def __init__(self, model: Container, phase: Any, loss: str) -> None:
         self.model = model
+        self.loss = loss
         self.forward = model.name  # the child holding the forward model keeps its name
         bound = bind(model, phase) if phase is not None else model
         bound = resolve_references(bound)  # a call's body ops with the call's attribute values
@@ -241,8 +242,21 @@ def grad(model: Container, loss: str, wrt: Any, *, phase: Any = "auto", name: st
     respect to ``wrt`` (weight paths, ``"op:port"`` endpoints, input names, or a Selection).
 
     ``phase``: the computation to differentiate (``"auto"``: ``"train"`` when the model has
-    one). ``wrt`` entries that the loss does not depend on get zeros.
+    one). ``wrt`` entries that the loss does not depend on get zeros. A gradient whose name
+    would be the loss's own (``grad(g, "grad/x", ["x"])`` of a gradient container ``g``) gets
+    one more ``grad/`` (``grad/grad/x``), so gradients of gradients compose.
     """
+    phase = checked_phase(model, loss, phase, name)
+    targets = []
+    for label, end in _wrt_endpoints(model, wrt):
+        while label == loss:
+            label = f"grad/{label}"
+        targets.append((label, end))
+    return differentiate(model, loss, targets, phase=phase, name=name)
+
+
+def checked_phase(model: Container, loss: str, phase: Any, name: Any) -> Any:
+    """The arguments of :func:`grad` checked: the phase to differentiate (``"auto"`` resolved)."""
     expect_container(model, "model")
     expect_str(loss, "loss", "the name of an output of the model")
     expect_str(phase, "phase", "'auto', a phase name", optional=True)
@@ -252,8 +266,23 @@ def grad(model: Container, loss: str, wrt: Any, *, phase: Any = "auto", name: st
     if phase == "auto":
         phase = "train" if "train" in computations(model) else None
     check_phase(model, phase, ArgumentError)
-    p = _Pass(model, phase)
-    targets = [(label, _leaf_endpoint(p.flat, model, end)) for label, end in _wrt_endpoints(model, wrt)]
+    return phase
+
+
+def wrt_endpoints(model: Container, wrt: Any) -> list[tuple[str, Endpoint]]:
+    """``(label, endpoint)`` per entry of ``wrt`` as :func:`grad` reads it, the label without
+    its ``grad/`` (``"x"``, ``"fc/kernel"``, ``"fc/matmul.Y"``)."""
+    expect_container(model, "model")
+    return [(label.removeprefix("grad/"), end) for label, end in _wrt_endpoints(model, wrt)]
+
+
+def differentiate(model: Container, loss: str, targets: list[tuple[str, Endpoint]], *, phase: Any,
+                  name: str | None = None, keep: Sequence[str] | None = None, kind: str = "Gradients") -> Container:
+    """:func:`grad` of checked arguments: ``targets`` are ``(output label, endpoint)`` pairs;
+    ``keep`` the model outputs the answer passes through before the gradients (``[loss]``
+    unless given); ``kind`` the answer's container type."""
+    p = _Pass(model, phase, loss)
+    targets = [(label, _leaf_endpoint(p.flat, model, end)) for label, end in targets]
     loss_end = p.flat.outputs[loss]
     if loss_end is None:
         raise PathError.at(f"{model.name}:{loss}", "an output with a producer", "none")
@@ -265,27 +294,26 @@ def grad(model: Container, loss: str, wrt: Any, *, phase: Any = "auto", name: st
             g = zeros_like(p.value(end))
             p._tag(g, "unused")
         outputs.append((label, g))
-    return _assemble(p, loss, loss_end, outputs, name)
+    return _assemble(p, [loss] if keep is None else list(keep), outputs, name, kind)
 
 
-def _assemble(p: _Pass, loss: str, loss_end: Endpoint, outputs: list[tuple[str, Value]], name: str | None) -> Container:
+def _assemble(p: _Pass, keep: list[str], outputs: list[tuple[str, Value]], name: str | None, kind: str) -> Container:
     model = p.model
-    labels = [label for label, _ in outputs]
-    if len(set(labels)) != len(labels) or loss in labels:
+    labels = keep + [label for label, _ in outputs]
+    if len(set(labels)) != len(labels):
         raise ArgumentError.at("wrt", "distinct entries", repr(labels))
 
     forward = p.forward
     children: list[Container] = [model]
     edges = [Edge(Endpoint(SELF, i.name), Endpoint((forward,), i.name)) for i in model.inputs]
-    edges.append(Edge(Endpoint((forward,), loss), Endpoint(SELF, loss)))
+    edges += [Edge(Endpoint((forward,), k), Endpoint(SELF, k)) for k in keep]
     ops_, inner = _backward_ops(p, outputs)
     children += ops_
     edges += [Edge(p.edges_of[e.src.port] if e.src.op is SELF else e.src, e.dst) for e in inner]
-    loss_port = next(o for o in model.outputs if o.name == loss)
-    out_ports = [loss_port] + [Port(label, attrs=to_attrs(v.type)) for label, v in outputs]
-    return Container("Gradients", name or f"{model.name}_grad", inputs=model.inputs, outputs=out_ports, children=children,
-                     edges=edges,
-                     attrs={"loss": loss})
+    kept = [next(o for o in model.outputs if o.name == k) for k in keep]
+    out_ports = kept + [Port(label, attrs=to_attrs(v.type)) for label, v in outputs]
+    return Container(kind, name or f"{model.name}_grad", inputs=model.inputs, outputs=out_ports, children=children,
+                     edges=edges, attrs={"loss": p.loss})
 
 
 def namespace_of(model: Container) -> str:
