@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from amanda.build import Ops, ops
+from amanda.build import Input, Ops, ops
+from amanda.build.model import apply, model
 from amanda.build.values import Call, Value
 from amanda.containers import Container
 from amanda.containers.checks import brief, expect_number
@@ -21,7 +22,7 @@ from amanda.errors import ArgumentError
 from amanda.optim.vocab import TRAIN
 from amanda.types import TensorType
 
-__all__ = ["SGD", "Adam", "AdamW", "Optimizer", "Slot"]
+__all__ = ["SGD", "Adam", "AdamW", "Optimizer", "Slot", "weight_decay"]
 
 CORE = "amanda/core"
 _train = Ops(TRAIN)
@@ -114,7 +115,8 @@ class SGD(Optimizer):
 class Adam(Optimizer):
     """``torch.optim.Adam``: moments ``m, v`` with bias correction; ``weight_decay`` adds
     ``weight_decay * w`` to the gradient (L2). Each weight's step is one fused ``AdamStep`` op
-    (namespace ``amanda/train``) whose results three ``Assign`` ops store."""
+    (namespace ``amanda/train``) whose results three ``Assign`` ops store; a scheduled rate
+    (``Scheduled``) is its input ``lr``."""
 
     lr: float = 1e-3
     betas: tuple[float, float] = (0.9, 0.999)
@@ -141,17 +143,39 @@ class Adam(Optimizer):
         step = Value(Call(op, (("ref", step_ref), ("delta", ops.Constant(value=np.float32(1))))), "value",
                      TensorType("float32", ()), "count_step.value")
         out = [step]
+        decoupled = bool(self.decoupled and self.weight_decay)
         for s in slots:
             dtype = s.const(0).dtype
             m_ref, m = s.variable("m", np.zeros(s.weight.type.shape, dtype))
             v_ref, v = s.variable("v", np.zeros(s.weight.type.shape, dtype))
+            weight = weight_decay(s, self.lr, self.weight_decay) if decoupled else s.weight
+            rate = () if s.rate is None else (s.rate,)
             w_new, m_new, v_new = _train.AdamStep(
-                s.weight, s.grad, m, v, step, lr=self.lr, beta1=float(self.betas[0]), beta2=float(self.betas[1]),
-                eps=self.eps, weight_decay=self.weight_decay, decoupled=int(self.decoupled), name=f"{s.label}/step")
+                weight, s.grad, m, v, step, *rate, lr=self.lr, beta1=float(self.betas[0]),
+                beta2=float(self.betas[1]), eps=self.eps, weight_decay=0.0 if decoupled else self.weight_decay,
+                name=f"{s.label}/step")
             out += [assign(m_ref, _typed(m_new, m), f"{s.label}/update_m"),
                     assign(v_ref, _typed(v_new, v), f"{s.label}/update_v"),
                     assign(s.ref, _typed(w_new, s.weight), f"{s.label}/update")]
         return out
+
+
+def weight_decay(s: Slot, lr: float, decay: float) -> Value:
+    """AdamW's decoupled weight decay of one weight as a container of its own (type
+    ``WeightDecay``, named ``<weight>/weight_decay``, attribute ``weight_decay``): ``w * (1 - lr *
+    decay)``, at the slot's scheduled rate when it has one (then an input ``lr``)."""
+    w = Input("weight", s.weight.type.dtype, s.weight.type.shape)
+    if s.rate is None:
+        inputs, decayed = [w], ops.Mul(w, s.const(1 - lr * decay), name="decay")
+    else:
+        rate = Input("lr", "float32", ())
+        factor = ops.Sub(np.float32(1), ops.Mul(rate, np.float32(decay)), name="factor")
+        inputs, decayed = [w, rate], ops.Mul(w, ops.CastLike(factor, w), name="decay")
+    layer = model(inputs, {"decayed": decayed}, name=f"{s.label}/weight_decay", type="WeightDecay",
+                  attrs={"weight_decay": float(decay)})
+    result = apply(layer, s.weight) if s.rate is None else apply(layer, s.weight, s.rate)
+    assert isinstance(result, Value)
+    return result
 
 
 def _typed(value: Value, like: Value) -> Value:
@@ -163,7 +187,8 @@ def _typed(value: Value, like: Value) -> Value:
 @dataclass(frozen=True)
 class AdamW(Adam):
     """``torch.optim.AdamW``: Adam with decoupled weight decay, ``w *= 1 - lr * weight_decay``
-    before the step (default ``weight_decay=0.01``)."""
+    before the step (default ``weight_decay=0.01``), by a ``WeightDecay`` container per weight
+    (``<weight>/weight_decay`` in the optimiser's container) that feeds its ``AdamStep``."""
 
     weight_decay: float = 0.01
     decoupled = True

@@ -29,7 +29,7 @@ from amanda.build.values import Call, Value
 from amanda.containers import Container
 from amanda.containers.checks import expect_int, expect_number, shown
 from amanda.errors import ArgumentError
-from amanda.optim.optimizers import SGD, Adam, Optimizer, Slot, assign, variable
+from amanda.optim.optimizers import SGD, Adam, Optimizer, Slot, variable
 from amanda.types import TensorType
 
 __all__ = ["CosineDecay", "Schedule", "Scheduled", "StepDecay", "Warmup"]
@@ -104,9 +104,9 @@ class Warmup(Schedule):
 
 @dataclass(frozen=True)
 class Scheduled(Optimizer):
-    """``optimizer`` (SGD, Adam or AdamW) at the rate ``optimizer.lr * schedule(t)``. SGD uses
-    the rate directly; Adam's fused step runs at rate 1 and the scheduled rate scales its
-    change (the step is linear in the rate, decoupled decay included)."""
+    """``optimizer`` (SGD, Adam or AdamW) at the rate ``optimizer.lr * schedule(t)``: SGD
+    multiplies by the rate, Adam's ``AdamStep`` reads it as its input ``lr`` and AdamW's
+    ``WeightDecay`` containers decay at it."""
 
     optimizer: Optimizer
     schedule: Schedule
@@ -141,27 +141,4 @@ class Scheduled(Optimizer):
                       TensorType("float32", ()), "lr/count_step.value")
         rate = ops.Mul(self.schedule.factor(ops.Sub(count, F32(1))), F32(self.lr), name="lr/rate")
         rated = [Slot(s.label, s.ref, s.weight, s.grad, rate) for s in slots]
-        if isinstance(self.optimizer, SGD):
-            return [count, *self.optimizer.updates(rated)]
-        return [count, *self._adam(rated, rate)]
-
-    def _adam(self, slots: list[Slot], rate: Value) -> list[Value]:
-        adam = self.optimizer
-        decay, decoupled = float(adam.weight_decay), bool(adam.decoupled)  # type: ignore[attr-defined]
-        if decay and not decoupled:  # L2: added to the gradient, as the fused step does
-            slots = [Slot(s.label, s.ref, s.weight, ops.Add(s.grad, ops.Mul(s.weight, s.const(decay))), s.rate)
-                     for s in slots]
-        unit = dataclasses.replace(adam, lr=1.0, weight_decay=0.0)  # type: ignore[type-var]
-        weights = {id(s.ref): s for s in slots}
-        out = []
-        for u in unit.updates(slots):
-            inputs = dict(u.producer.inputs) if u.producer is not None else {}
-            s = weights.get(id(inputs.get("ref")))
-            if s is None:
-                out.append(u)
-                continue
-            change = ops.Sub(s.weight, inputs["value"])  # the step at rate 1
-            if decay and decoupled:
-                change = ops.Add(change, ops.Mul(s.weight, s.const(decay)))
-            out.append(assign(s.ref, ops.Sub(s.weight, ops.Mul(change, rate)), f"{s.label}/update"))
-        return out
+        return [count, *self.optimizer.updates(rated)]

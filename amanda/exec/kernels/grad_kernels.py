@@ -3,7 +3,8 @@
 An Adam step written with ONNX ops is about fifteen elementwise ops per weight; for small
 models the executor's per-op cost dominates, so the optimisers use one ``AdamStep`` op per
 weight (its new value and moments, assigned by ``Assign`` ops as before). It follows
-torch.optim.Adam's arithmetic, with ``decoupled`` for AdamW's weight decay.
+torch.optim.Adam's arithmetic, with ``decoupled`` for AdamW's weight decay. An optional sixth
+input ``lr`` (a scalar: a learning-rate schedule's value this step) replaces the ``lr`` attribute.
 
 >>> import numpy as np
 >>> w, g = np.ones(2, np.float32), np.array([1.0, -1.0], np.float32)
@@ -29,9 +30,10 @@ TRAIN = "amanda/train"
 
 @kernel("AdamStep", family=TRAIN)
 def adam_step(attrs: Mapping[str, Any], w: np.ndarray, g: np.ndarray, m: np.ndarray, v: np.ndarray,
-              step: np.ndarray) -> tuple:
-    """``(weight, m, v)`` after one Adam step at step count ``step`` (already counted)."""
-    lr = float(attrs.get("lr", 1e-3))
+              step: np.ndarray, rate: np.ndarray | None = None) -> tuple:
+    """``(weight, m, v)`` after one Adam step at step count ``step`` (already counted), at the
+    rate ``rate`` when given, else the ``lr`` attribute."""
+    lr = float(attrs.get("lr", 1e-3)) if rate is None else float(rate)
     b1, b2 = float(attrs.get("beta1", 0.9)), float(attrs.get("beta2", 0.999))
     eps, decay = float(attrs.get("eps", 1e-8)), float(attrs.get("weight_decay", 0.0))
     t = float(step)
