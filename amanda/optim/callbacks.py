@@ -4,7 +4,9 @@ A callback's hooks get the running loop (``loop``: its ``epoch``, ``batch``, ``h
 ``session``, ``trainer``, ``lr``; ``loop.stop = True`` ends training after the current batch;
 ``loop.save(path)`` writes a checkpoint) and the logs (``{"loss": ..., "<metric>": ...,
 "val_loss": ...}``). Names usable in place of a callback: ``"early_stopping"``,
-``"terminate_on_nan"``.
+``"terminate_on_nan"``. A callback that counts across epochs (``EarlyStopping``) gives its
+``checkpoint_state()`` to checkpoints and takes it back with ``load_checkpoint_state`` when a
+run resumes.
 
 >>> EarlyStopping(monitor="val_loss", patience=2)
 EarlyStopping(monitor='val_loss', patience=2, min_delta=0.0, mode='min')
@@ -14,13 +16,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from amanda.containers.checks import expect_file, expect_int, expect_number, expect_str, shown
 from amanda.errors import ArgumentError, suggest
 
-__all__ = ["CALLBACKS", "Callback", "Checkpoint", "EarlyStopping", "History", "LambdaCallback",
-           "LearningRateScheduler", "TerminateOnNaN", "resolve"]
+__all__ = ["CALLBACKS", "Callback", "CallbackStates", "Checkpoint", "EarlyStopping", "History", "LambdaCallback",
+           "LearningRateScheduler", "TerminateOnNaN", "callback_states", "load_callback_states", "resolve"]
 
 
 class Callback:
@@ -41,13 +43,81 @@ class Callback:
     def on_train_end(self, loop: Any) -> None:
         """After the last epoch, or after a callback stopped training."""
 
+    def checkpoint_state(self) -> dict[str, Any] | None:
+        """What a checkpoint keeps of this callback (JSON values), None for nothing: a callback
+        that counts or remembers across epochs returns it, so a resumed run goes on counting."""
+        return None
+
+    def load_checkpoint_state(self, state: Mapping[str, Any]) -> None:
+        """Take back what :meth:`checkpoint_state` gave (``fit(..., resume=)`` calls it after
+        ``on_train_begin``)."""
+
+
+def callback_states(callbacks: Sequence[Callback]) -> dict[str, dict[str, Any]]:
+    """The state of each callback that has one, keyed ``<class name>`` (``<class name>#<n>``
+    for the n-th further callback of one class), as checkpoints record it.
+
+    >>> early = EarlyStopping("loss")
+    >>> early.best, early.wait = 0.5, 1
+    >>> callback_states([early, TerminateOnNaN()])
+    {'EarlyStopping': {'best': 0.5, 'wait': 1, 'stopped_epoch': None}}
+    """
+    found = {}
+    for key, callback in zip(_keys(callbacks), callbacks):
+        state = callback.checkpoint_state()
+        if state is not None:
+            found[key] = dict(state)
+    return found
+
+
+def _keys(callbacks: Sequence[Callback]) -> list[str]:
+    """``<class name>``, then ``<class name>#1``, ``#2`` ... for more of one class."""
+    keys, seen = [], {}  # type: ignore[var-annotated]
+    for callback in callbacks:
+        kind = type(callback).__name__
+        count = seen[kind] = seen.get(kind, -1) + 1
+        keys.append(kind if not count else f"{kind}#{count}")
+    return keys
+
+
+class CallbackStates(NamedTuple):
+    """What resuming did with the checkpoint's callback states (keys as
+    :func:`callback_states` makes them): ``restored``; ``unmatched``, saved with no such callback
+    now; ``missing``, callbacks with state the checkpoint has nothing for."""
+
+    restored: tuple[str, ...]
+    unmatched: tuple[str, ...]
+    missing: tuple[str, ...]
+
+
+def load_callback_states(callbacks: Sequence[Callback], saved: Mapping[str, Any]) -> CallbackStates:
+    """Give each callback its state from ``saved`` (a checkpoint's ``callbacks``); the report.
+
+    >>> early = EarlyStopping("loss")
+    >>> load_callback_states([early], {"EarlyStopping": {"best": 0.5, "wait": 1, "stopped_epoch": None},
+    ...                                "Mine": {}})
+    CallbackStates(restored=('EarlyStopping',), unmatched=('Mine',), missing=())
+    >>> early.best, early.wait
+    (0.5, 1)
+    """
+    restored, missing = [], []
+    for key, callback in zip(_keys(callbacks), callbacks):
+        if key in saved:
+            callback.load_checkpoint_state(saved[key])
+            restored.append(key)
+        elif callback.checkpoint_state() is not None:
+            missing.append(key)
+    unmatched = sorted(k for k in saved if k not in restored)
+    return CallbackStates(tuple(restored), tuple(unmatched), tuple(missing))
+
 
 class History(Callback):
     """What ``fit`` returns: ``history`` (each log name -> one value per epoch), ``epoch`` (the
     epochs' indices), ``steps`` (the loss of every training step), ``stopped_epoch``,
     ``trainer`` and ``state`` (its session variables at the end), ``resumed`` (the
-    :class:`~amanda.optim.checkpoint.Restored` report of a resumed checkpoint, else None), and
-    :meth:`model`: the trained model for inference."""
+    :class:`~amanda.optim.checkpoint.Restored` report of a resumed checkpoint, else None),
+    ``resumed_callbacks`` (the :class:`CallbackStates` report of its callbacks' states, else
+    None), and :meth:`model`: the trained model for inference."""
 
     def __init__(self) -> None:
         self.history: dict[str, list[float]] = {}
@@ -57,6 +127,7 @@ class History(Callback):
         self.trainer: Any = None
         self.state: dict[str, Any] = {}
         self.resumed: Any = None
+        self.resumed_callbacks: CallbackStates | None = None
         self.steps_run = 0  # steps this fit call ran (steps may hold a resumed run's earlier ones)
 
     def on_batch_end(self, loop: Any, logs: Mapping[str, float]) -> None:
@@ -101,6 +172,18 @@ class EarlyStopping(Callback):
 
     def on_train_begin(self, loop: Any) -> None:
         self.best, self.wait, self.stopped_epoch = None, 0, None
+
+    def checkpoint_state(self) -> dict[str, Any]:
+        """The best value so far, the epochs waited since, the epoch it stopped at."""
+        return {"best": self.best, "wait": self.wait, "stopped_epoch": self.stopped_epoch}
+
+    def load_checkpoint_state(self, state: Mapping[str, Any]) -> None:
+        best, wait, stopped = state.get("best"), state.get("wait", 0), state.get("stopped_epoch")
+        if (best is not None and not isinstance(best, (int, float))) or not isinstance(wait, int) or (
+                stopped is not None and not isinstance(stopped, int)):
+            raise ArgumentError.at(("EarlyStopping", "state"), "best (a number or None), wait and stopped_epoch (ints)",
+                                   shown(dict(state)))
+        self.best, self.wait, self.stopped_epoch = None if best is None else float(best), wait, stopped
 
     def on_epoch_end(self, loop: Any, logs: Mapping[str, float]) -> None:
         if self.monitor not in logs:

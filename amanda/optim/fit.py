@@ -151,6 +151,8 @@ class Loop:
         self.stop, self.epoch_done = False, False
         self.stats = _Stats()
         self.history = _callbacks.History()
+        self.callbacks: list[_callbacks.Callback] = []  # whose states checkpoints keep
+        self.saved_callbacks: dict[str, Any] | None = None  # a resumed checkpoint's, until restored
 
     def set_lr(self, lr: float) -> None:
         """Train with learning rate ``lr`` from the next step (rebuilds the training container,
@@ -172,7 +174,8 @@ class Loop:
         return {"epoch": self.epoch + 1 if done else self.epoch, "batch": 0 if done else self.batch,
                 "step": self.step, "rng": self.rng.bit_generator.state if done else self.epoch_rng,
                 "sums": {} if done else self.stats.sums, "count": 0 if done else self.stats.count, "lr": self.lr,
-                "history": h.history, "epochs": h.epoch, "steps": h.steps}
+                "history": h.history, "epochs": h.epoch, "steps": h.steps,
+                "callbacks": _callbacks.callback_states(self.callbacks)}
 
     def save(self, path: Any) -> list[str]:
         """Write a checkpoint of the variables and the position to ``path``."""
@@ -195,6 +198,19 @@ class Loop:
         h.history, h.epoch, h.steps = meta["history"], meta["epochs"], meta["steps"]
         if meta.get("lr") is not None and self.lr is not None:
             self.set_lr(float(meta["lr"]))
+        self.saved_callbacks = dict(meta.get("callbacks") or {})
+
+    def resume_callbacks(self, path: Any) -> None:
+        """Give the callbacks their states from the resumed checkpoint (after their
+        ``on_train_begin``, which resets them); warn about states that did not pair up."""
+        if self.saved_callbacks is None:
+            return
+        report = _callbacks.load_callback_states(self.callbacks, self.saved_callbacks)
+        self.history.resumed_callbacks, self.saved_callbacks = report, None
+        if report.unmatched or report.missing:
+            warnings.warn(f"checkpoint {path}: callback states restored: {list(report.restored)}; saved for no "
+                          f"callback now: {list(report.unmatched)}; not in the checkpoint: {list(report.missing)}",
+                          stacklevel=4)
 
 
 def _trainer(model: Container, optimizer: Any, loss: str, clip: tuple[Any, Any], weights: Any,
@@ -256,7 +272,8 @@ def fit(model: Container, x: Any, y: Any = None, *, optimizer: Optimizer | None 
     the rows) are scored after each epoch in the ``inference`` phase; ``metrics`` compare the
     ``output`` (default: the only output besides ``loss``) with the ``target`` input (default:
     the second input); ``weights`` chooses what to train (as for ``minimize``); ``resume`` is a
-    checkpoint to continue from; ``verbose`` shows a progress bar (only on a terminal, see
+    checkpoint to continue from (its variables, position and callbacks' states; ``Checkpoint``
+    callbacks run after the others, so they save this epoch's states); ``verbose`` shows a progress bar (only on a terminal, see
     :mod:`amanda.progress`). ``epochs`` is at most :data:`MAX_EPOCHS`."""
     batch_size = _checked(model, None, batch_size, loss=loss, output=output, target=target)
     expect_str(loss, "loss", "a port name")
@@ -279,15 +296,17 @@ def fit(model: Container, x: Any, y: Any = None, *, optimizer: Optimizer | None 
             raise ArgumentError.at("validation_split", "0 with validation_data or an iterable x", repr(validation_split))
         data, held = split(data, validation_split)
     hooks = _callbacks.resolve(callbacks)
+    hooks.sort(key=lambda hook: isinstance(hook, _callbacks.Checkpoint))  # they save the others' epoch-end state
     loop = Loop(trainer, rebuild, lr, int(seed))
     hooks.insert(0, loop.history)
+    loop.callbacks = hooks
     if resume is not None:
         loop.resume(resume)
     total = epochs * -(-rows(data) // batch_size) if isinstance(data, dict) else None
     try:
         with progress(total, "fit", quiet=not verbose, delay=0.0) as bar:
             bar.update(loop.step)
-            _run(loop, spec, data, held, epochs, batch_size, shuffle, hooks, bar)
+            _run(loop, spec, data, held, epochs, batch_size, shuffle, hooks, bar, resume)
     finally:
         loop.history.trainer, loop.history.state = loop.trainer, dict(loop.session.state)
         loop.session.close()
@@ -295,9 +314,10 @@ def fit(model: Container, x: Any, y: Any = None, *, optimizer: Optimizer | None 
 
 
 def _run(loop: Loop, spec: _Spec, data: Any, held: Any, epochs: int, size: int, shuffle: bool,
-         hooks: list[Any], bar: Any) -> None:
+         hooks: list[Any], bar: Any, resumed: Any) -> None:
     for hook in hooks:
         hook.on_train_begin(loop)
+    loop.resume_callbacks(resumed)
     while loop.epoch < epochs and not loop.stop:
         loop.epoch_done = False
         for hook in hooks:
