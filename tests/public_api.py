@@ -128,6 +128,7 @@ def good_calls(tmp: Path) -> dict[str, tuple[tuple, dict]]:
         "SGD": ((0.1, 0.0, False, 0.0), {}), "Adam": ((0.1, (0.9, 0.99), 1e-8, 0.0), {}),
         "AdamW": ((0.1, (0.9, 0.99), 1e-8, 0.0), {}), "default_weights": ((dense,), {}),
         "minimize": ((dense_loss(), "loss", amanda.optim.SGD()), {"name": "train"}),
+        "training_step": ((amanda.optim.minimize(dense_loss(), "loss", amanda.optim.SGD()), None), {"phase": "train"}),
         "trainable": ((dense, None), {}),
         "fold_constants": ((net, True), {}), "specialize": ((net, {"x": t}), {}),
         "Selector": (("$..*", False, "compiled"), {}),

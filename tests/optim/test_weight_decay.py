@@ -60,7 +60,7 @@ def test_a_scheduled_adam_step_reads_the_rate_as_its_input() -> None:
 
 def test_a_training_container_has_no_onnx_form(tmp_path) -> None:
     """Its weights and optimiser slots are session state, which ONNX has no op for: the export
-    names the first variable (docs/training.md says what exports instead)."""
+    names the first variable; `training_step` is the form that exports (test_training_step.py)."""
     trainer = minimize(mlp(), "loss", AdamW(lr=0.01))
     with pytest.raises(FormatError) as info:
         dump_onnx(trainer, tmp_path / "trainer.onnx")
