@@ -46,12 +46,12 @@ SEQ, D, HEADS, FF, BATCH = 32, 128, 4, 512, 16
 
 
 def encoder() -> tuple[amanda.Container, dict]:
-    """Four post-norm encoder blocks (relu) and the mean of the output as the loss."""
+    """Four post-norm encoder blocks (relu) and the mean square of the output as the loss."""
     x = Input("x", "float32", ("batch", SEQ, D))
     v = x
     for i in range(4):
         v = layers.TransformerEncoder(D, HEADS, FF, name=f"layer{i}")(v)
-    net = layers.seeded(amanda.model([x], {"loss": ops.ReduceMean(v, keepdims=0)}, name="encoder"), 0)
+    net = layers.seeded(amanda.model([x], {"loss": ops.ReduceMean(ops.Mul(v, v), keepdims=0)}, name="encoder"), 0)
     return net, {"x": np.random.default_rng(0).standard_normal((BATCH, SEQ, D)).astype(np.float32)}
 
 
@@ -65,7 +65,7 @@ def torch_encoder_step() -> Any:
 
     def step() -> None:
         opt.zero_grad()
-        module(x).mean().backward()
+        module(x).pow(2).mean().backward()
         opt.step()
 
     return step

@@ -101,7 +101,9 @@ def _swap_last(v: Value, r: int) -> Value:
 
 
 def matmul_vjp(n: Node) -> list:
-    """MatMul (numpy semantics, 1-D operands included): ``g @ b^T`` and ``a^T @ g``."""
+    """MatMul (numpy semantics, 1-D operands included): ``g @ b^T`` and ``a^T @ g``; for a
+    matrix ``b`` applied to a batch (``a`` of rank > 2), ``b``'s gradient is one ``Gemm`` of the
+    rows flattened (not a product per batch entry summed by a ``ReduceSum``)."""
     a, b = n.given(0, 1)
     g = n.grad()
     ra, rb = rank(a, n), rank(b, n)
@@ -116,7 +118,9 @@ def matmul_vjp(n: Node) -> list:
     if n.need(0):
         da = ops.MatMul(g2, _swap_last(b2, max(rb, 2)))
         out[0] = unbroadcast(ops.Squeeze(da, np.array([-2], np.int64)) if ra == 1 else da, a)
-    if n.need(1):
+    if n.need(1) and rb == 2 and ra > 2:  # a weight matrix applied to every row: one GEMM over all rows
+        out[1] = ops.Gemm(ops.Flatten(a, axis=ra - 1), ops.Flatten(g, axis=ra - 1), transA=1)
+    elif n.need(1):
         db = ops.MatMul(_swap_last(a2, max(ra, 2)), g2)
         out[1] = unbroadcast(ops.Squeeze(db, np.array([-1], np.int64)) if rb == 1 else db, b)
     return out
