@@ -5,6 +5,7 @@ models the executor's per-op cost dominates, so the optimisers use one ``AdamSte
 weight (its new value and moments, assigned by ``Assign`` ops as before). It follows
 torch.optim.Adam's arithmetic, with ``decoupled`` for AdamW's weight decay. An optional sixth
 input ``lr`` (a scalar: a learning-rate schedule's value this step) replaces the ``lr`` attribute.
+A scalar (0-d) weight is stepped as a one-element vector.
 
 >>> import numpy as np
 >>> w, g = np.ones(2, np.float32), np.array([1.0, -1.0], np.float32)
@@ -38,6 +39,9 @@ def adam_step(attrs: Mapping[str, Any], w: np.ndarray, g: np.ndarray, m: np.ndar
     eps, decay = float(attrs.get("eps", 1e-8)), float(attrs.get("weight_decay", 0.0))
     t = float(step)
     dtype = w.dtype.type
+    shape = np.shape(w)
+    if not shape:  # a scalar weight: numpy would give scalars, which cannot be written into
+        w, g, m, v = (np.reshape(a, (1,)) for a in (w, g, m, v))
     if decay and int(attrs.get("decoupled", 0)):
         w = w * dtype(1 - lr * decay)
     elif decay:
@@ -54,4 +58,5 @@ def adam_step(attrs: Mapping[str, Any], w: np.ndarray, g: np.ndarray, m: np.ndar
     scratch += dtype(eps)
     np.divide(m_new, scratch, out=scratch)
     scratch *= dtype(lr / (1 - b1 ** t))
-    return np.subtract(w, scratch, out=scratch), m_new, v_new
+    made = (np.subtract(w, scratch, out=scratch), m_new, v_new)
+    return tuple(a.reshape(shape) for a in made) if not shape else made
