@@ -12,7 +12,7 @@ import amanda
 from amanda import Container, Input, layers, model, ops
 from amanda.errors import FormatError
 from amanda.io.onnx import dump_onnx
-from amanda.optim import SGD, Adam, AdamW, freeze, minimize, training_step
+from amanda.optim import SGD, Adam, AdamW, clip_gradients, freeze, minimize, training_step
 from amanda.optim.schedules import CosineDecay, Scheduled
 
 RNG = np.random.default_rng(0)
@@ -28,11 +28,14 @@ def mlp() -> Container:
     return layers.seeded(built, 0)
 
 
-@pytest.mark.parametrize("optimizer", [SGD(lr=0.1, momentum=0.9), Adam(lr=0.01, weight_decay=0.1),
-                                       Scheduled(AdamW(lr=0.01, weight_decay=0.1), CosineDecay(3))],
-                         ids=["sgd_momentum", "adam_l2", "scheduled_adamw"])
-def test_an_exported_step_follows_amandas_training_in_onnxruntime(tmp_path, optimizer) -> None:
+@pytest.mark.parametrize(("optimizer", "clip"), [(SGD(lr=0.1, momentum=0.9), None), (Adam(lr=0.01, weight_decay=0.1), None),
+                                                 (Scheduled(AdamW(lr=0.01, weight_decay=0.1), CosineDecay(3)), None),
+                                                 (AdamW(lr=0.01), (0.5, 1.0))],
+                         ids=["sgd_momentum", "adam_l2", "scheduled_adamw", "clipped_adamw"])
+def test_an_exported_step_follows_amandas_training_in_onnxruntime(tmp_path, optimizer, clip) -> None:
     trainer = minimize(mlp(), "loss", optimizer)
+    if clip is not None:  # the Clipping container (by value, then by norm) is kept as it is
+        trainer = clip_gradients(trainer, *clip)
     step = training_step(trainer)
     assert step.container.type == "TrainingStep"
     assert {KERNEL, MEAN} <= set(step.updates.values()) and set(step.state) >= set(step.updates.values())
