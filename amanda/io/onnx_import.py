@@ -18,6 +18,7 @@ from amanda.errors import FormatError
 from amanda.io.onnx_functions import FunctionReader
 from amanda.io.onnx_hierarchy import check_hierarchy, nest_graph, takes_scopes
 from amanda.io.onnx_metadata import read_metadata
+from amanda.io.onnx_module_functions import inline_modules
 from amanda.io.onnx_ports import Schemas, namespace_of_domain
 from amanda.io.onnx_spans import raw_spans, spans_pay
 from amanda.io.onnx_text import check_text, check_text_outside_nodes
@@ -182,5 +183,6 @@ def from_onnx(model: Any, *, source: str | None = None, hierarchy: Any = "auto",
     check_hierarchy(hierarchy)
     check_model_header(model, source)
     check_text_outside_nodes(model, source)  # the nodes' text is checked as they are read
+    model = inline_modules(model, f"{source}: " if source else "")  # dump(..., functions="modules")
     with gc_paused():  # one container per node and nothing cyclic: the collector's passes are waste
         return _Importer(model, source).model(model, hierarchy, serialized)
