@@ -257,26 +257,37 @@ def assemble(group: Group, children: list[Container], ports: dict[str, Port]) ->
                  group.path())
 
 
+def _named_in_place(op: Container, name: str) -> Container:
+    """``op``, which no one but the caller has seen yet, given its final name (checked): what
+    :func:`renamed` gives, without the copy."""
+    if name != op.name:
+        check_names(None, name, None)
+        _set(op, "name", name)
+    return op
+
+
 def _build(group: Group, ops: Mapping[str, Container], final: Mapping[str, str],
-           ports: dict[str, Port]) -> list[Container]:
-    children = [renamed(ops[n], final[n]) for n in group.weights]
+           ports: dict[str, Port], rename: Any) -> list[Container]:
+    children = [rename(ops[n], final[n]) for n in group.weights]
     for item in group.items:
         if isinstance(item, Group):
-            children.append(assemble(item, _build(item, ops, final, ports), ports))
+            children.append(assemble(item, _build(item, ops, final, ports, rename), ports))
         else:
-            children.append(renamed(ops[item], final[item]))
+            children.append(rename(ops[item], final[item]))
     return children
 
 
 def nest(children: list[Container], edges: Iterable[Any], place: Mapping[str, Group],
          root: Group, *, graph: str | None = None, weights: Iterable[str] = (),
-         leaf_names: Mapping[str, str] | None = None) -> tuple[list[Container], list[Edge]]:
+         leaf_names: Mapping[str, str] | None = None, fresh: bool = False) -> tuple[list[Container], list[Edge]]:
     """The root's children and edges once the ops of a flat graph are moved into the groups
     ``place`` names (op name -> group; an op it leaves out stays in the root).
 
     ``edges`` are the flat graph's, between its ops (one-element paths) and its own ports
     (``SELF``, or the graph's name ``graph``). ``weights`` lists the ops that go first in their
     group; ``leaf_names`` the names ops take inside their group (made unique there).
+    ``fresh``: the children were just built by the caller and no one else holds them (an
+    importer's), so they take their new names in place instead of being copied under them.
     """
     ops = {op.name or "": op for op in children}
     first = set(weights)
@@ -300,4 +311,4 @@ def nest(children: list[Container], edges: Iterable[Any], place: Mapping[str, Gr
 
     for edge in sorted(edges, key=reader):
         _route(edge, place, root, final, ops, graph or "")
-    return _build(root, ops, final, {}), root.edges
+    return _build(root, ops, final, {}, _named_in_place if fresh else renamed), root.edges

@@ -184,5 +184,5 @@ def from_onnx(model: Any, *, source: str | None = None, hierarchy: Any = "auto",
     check_model_header(model, source)
     check_text_outside_nodes(model, source)  # the nodes' text is checked as they are read
     model = inline_modules(model, f"{source}: " if source else "")  # dump(..., functions="modules")
-    with gc_paused():  # one container per node and nothing cyclic: the collector's passes are waste
+    with gc_paused(promote=True):  # one container per node, nothing cyclic, kept: the collector's passes are waste
         return _Importer(model, source).model(model, hierarchy, serialized)

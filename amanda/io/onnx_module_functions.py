@@ -227,7 +227,11 @@ def fold_modules(model: Any) -> int:
 
     >>> import amanda
     >>> from amanda.io.onnx_export import to_onnx
-    >>> fold_modules(to_onnx(amanda.Container(None, "g", inputs=["x"], outputs=["y"], edges=[("g:x", "g:y")])))
+    >>> typed = {"dtype": "float32", "shape": (2,)}
+    >>> g = amanda.Container(None, "g", inputs=[amanda.Port("x", attrs=typed)], outputs=[amanda.Port("y", attrs=typed)],
+    ...     children=[amanda.op("Relu", "relu", ["X"], ["Y"])], edges=[("g:x", "relu:X"), ("relu:Y", "g:y")],
+    ...     attrs={"namespace": "amanda/onnx/17"})
+    >>> fold_modules(to_onnx(g))  # no module containers: nothing to fold
     0
     """
     import onnx
