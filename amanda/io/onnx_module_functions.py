@@ -321,9 +321,7 @@ def _instance_of(call: Any, function: Any, prefix: str) -> list[Any]:
     except ValueError:
         record = None
     fits = (isinstance(record, list) and len(record) == len(function.node) and len(call.input) == len(function.input)
-            and len(call.output) == len(function.output)
-            and all(isinstance(r, list) and len(r) == 4 and isinstance(r[1], list) and len(r[1]) == len(b.output)
-                    for r, b in zip(record, function.node)))
+            and len(call.output) == len(function.output) and all(map(_entry_ok, record, function.node)))
     if not fits:
         raise FormatError(
             f"{prefix}call {call.name!r} of module function {DOMAIN}:{call.op_type} has no usable {INSTANCE_KEY} "
@@ -331,6 +329,19 @@ def _instance_of(call: Any, function: Any, prefix: str) -> list[Any]:
             path=call.name, expected=f"a JSON list of {len(function.node)} [name, outputs, doc, metadata] entries",
             found=(text or "none")[:80])
     return record  # type: ignore[return-value]
+
+
+def _entry_ok(entry: Any, body: Any) -> bool:
+    """Whether one node's record is ``[name, outputs, doc, metadata]`` as :func:`_instance` writes it."""
+    if not (isinstance(entry, list) and len(entry) == 4 and type(entry[0]) is str and type(entry[2]) is str):
+        return False
+    outputs, metadata = entry[1], entry[3]
+    if not (isinstance(outputs, list) and len(outputs) == len(body.output) and all(type(o) is str for o in outputs)):
+        return False
+    shared = len(body.metadata_props)
+    return isinstance(metadata, list) and all(
+        (type(m) is int and 0 <= m < shared) or (isinstance(m, list) and len(m) == 2 and all(type(t) is str for t in m))
+        for m in metadata)
 
 
 def _expand(call: Any, function: Any, record: list[Any], into: list[Any]) -> None:

@@ -181,13 +181,29 @@ def test_functions_is_refused_for_text_documents(tmp_path) -> None:
         amanda.dump(model, tmp_path / "m.onnx", functions=True)
 
 
-def test_a_call_whose_record_does_not_fit_is_a_format_error(tmp_path) -> None:
-    """The record of an instance's names is checked before any node is put back."""
+def _cut(record: list) -> list:
+    return record[:1]
+
+
+def _bad_index(record: list) -> list:
+    record[0][3] = [99]  # a metadata entry of the body node it does not have
+    return record
+
+
+def _bad_outputs(record: list) -> list:
+    record[1][1] = []
+    return record
+
+
+@pytest.mark.parametrize("spoil", [_cut, _bad_index, _bad_outputs, None])
+def test_a_call_whose_record_does_not_fit_is_a_format_error(spoil, tmp_path) -> None:
+    """The record of an instance's names is checked before any node is put back: a short one,
+    one naming a metadata entry the body lacks, one with the wrong outputs, or no JSON at all."""
     model, _ = _four_blocks()
     proto = to_onnx(model, functions="modules")
     call = next(n for n in proto.graph.node if n.domain == DOMAIN)
     entry = next(e for e in call.metadata_props if e.key == "amanda.module_instance")
-    entry.value = json.dumps(json.loads(entry.value)[:1])
+    entry.value = json.dumps(spoil(json.loads(entry.value))) if spoil else "not json"
     target = tmp_path / "bad.onnx"
     onnx.save(proto, target)
     with pytest.raises(FormatError) as info:
