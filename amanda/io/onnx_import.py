@@ -169,7 +169,9 @@ def from_onnx(model: Any, *, source: str | None = None, hierarchy: Any = "auto",
     ``hierarchy`` says whether the exporter's module tree is rebuilt as nested containers
     (``docs/onnx.md``, "Module hierarchy"): ``"auto"`` (from torch's scope metadata, else from
     scope-path node names, else flat), ``True`` (the same), ``False`` (flat), ``"metadata"`` or
-    ``"names"`` (from that source only).
+    ``"names"`` (from that source only). Calls of the module functions that
+    ``dump(..., functions="modules")`` writes are first put back as the nodes they stand for
+    (:func:`~amanda.io.onnx_module_functions.inline_modules`), so the tree comes back whole.
 
     >>> from onnx import TensorProto, helper
     >>> graph = helper.make_graph(
