@@ -15,7 +15,7 @@ ort = pytest.importorskip("onnxruntime")
 import amanda  # noqa: E402
 from amanda.containers.container import Container  # noqa: E402
 from amanda.errors import ArgumentError, FormatError  # noqa: E402
-from amanda.io.onnx import dump_onnx, to_onnx  # noqa: E402
+from amanda.io.onnx import dump_onnx, load_onnx, to_onnx  # noqa: E402
 from tests.fixtures.onnx import hierarchy_models as fx  # noqa: E402
 
 SELF = amanda.SELF
@@ -209,3 +209,17 @@ def test_a_call_whose_record_does_not_fit_is_a_format_error(spoil, tmp_path) -> 
     with pytest.raises(FormatError) as info:
         amanda.load(target)
     assert info.value.path == "/b0" and "bad.onnx" in str(info.value)
+
+
+def test_functions_with_external_data(tmp_path) -> None:
+    """The folded model's weights can go to a data file like any model's: onnxruntime reads it,
+    and, its weights read in (lazy ones are equal only to the same file's), it loads back as the
+    same tree."""
+    tree = amanda.load(fx.path("vit", "dynamo"))
+    target = tmp_path / "vit.onnx"
+    report = dump_onnx(tree, target, functions="modules", external_data=True, size_threshold=64)
+    assert report.data is not None
+    assert _calls(onnx.load(target, load_external_data=False)) == {"Block": ["/blocks/blocks.0", "/blocks/blocks.1"]}
+    (ours,) = _run(target, fx.info("vit")["outputs"], fx.feeds("vit"))
+    np.testing.assert_allclose(ours, fx.expected("vit")[0], rtol=1e-4, atol=1e-5)
+    assert load_onnx(target, lazy=False) == tree
