@@ -4,11 +4,11 @@ The export of a module tree (``amanda.io.onnx_hierarchy_export``) marks every no
 modules it sits in (``pkg.torch.onnx.name_scopes`` and ``class_hierarchy``). :func:`fold_modules`
 reads those marks back from the exported ``ModelProto`` and groups the modules of one class whose
 nodes are the same computation: the same ops, attributes and wiring, up to the names of their
-values, nodes and weights. Each group of two or more modules of two or more nodes becomes one ``FunctionProto`` (domain
-``amanda.modules``, named by the class's short name: ``GPT2Block``, ``GPT2Block_1`` for a second
-body of that class), and each instance one call node in its place, its inputs the values and
-weights the module reads (weights stay initializers, passed as inputs), its outputs the values
-read outside it. Where a folded module holds repeated modules, they are in its body: the
+values, nodes and weights. Each group of two or more modules of two or more nodes becomes one
+``FunctionProto`` (domain ``amanda.modules``, named by the class's short name: ``GPT2Block``,
+``GPT2Block_1`` for a second body of that class), and each instance one call node in its place,
+its inputs the values and weights the module reads (weights stay initializers, passed as
+inputs), its outputs the values read outside it. Where a folded module holds repeated modules, they are in its body: the
 outermost repeated modules are folded.
 
 A module is left inline where it is not one run of consecutive nodes, or where a node holds a
