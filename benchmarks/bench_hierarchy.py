@@ -17,7 +17,8 @@ Figures are medians of alternating runs in one process (each loader once per rou
 loaded model alive until the next round; ratios are taken within the run. ``--coverage`` adds, for
 each fixture export, the share of the modules that ran and produced a node whose container is at
 the right path (and class, for dynamo exports), the share of weights in their owner, and whether
-``load(dump(m)) == m``; the checks are tests/fixtures/onnx/hierarchy_models.py's.
+``load(dump(m)) == m`` (also with ``functions="modules"``); the checks are
+tests/fixtures/onnx/hierarchy_models.py's.
 
     python benchmarks/bench_hierarchy.py [--repeat 5] [--only gpt2,vit] [--cache DIR] [--coverage]
 """
@@ -128,9 +129,9 @@ def coverage() -> list[str]:
     """The coverage table of the fixture corpus."""
     from tests.fixtures.onnx import hierarchy_models as fx
 
-    rows = ["| export | modules at their path (and class) | weights in their owner | load(dump(m)) == m |",
-            "|---|---|---|---|"]
-    totals = [0, 0, 0, 0, 0]
+    rows = ["| export | modules at their path (and class) | weights in their owner | load(dump(m)) == m | "
+            "with functions='modules' |", "|---|---|---|---|---|"]
+    totals = [0, 0, 0, 0, 0, 0]
     with tempfile.TemporaryDirectory() as tmp:
         for model, kind in fx.CASES:
             tree = amanda.load(fx.path(model, kind))
@@ -138,12 +139,17 @@ def coverage() -> list[str]:
             weights, bad_weights = fx.weight_problems(tree, amanda.load(fx.path(model, kind), hierarchy=False))
             amanda.dump(tree, Path(tmp) / "again.onnx")
             same = amanda.load(Path(tmp) / "again.onnx") == tree
+            amanda.dump(tree, Path(tmp) / "folded.onnx", functions="modules")
+            folded = amanda.load(Path(tmp) / "folded.onnx") == tree
             totals = [totals[0] + modules - len(bad_modules), totals[1] + modules,
-                      totals[2] + weights - len(bad_weights), totals[3] + weights, totals[4] + same]
+                      totals[2] + weights - len(bad_weights), totals[3] + weights, totals[4] + same,
+                      totals[5] + folded]
             rows.append(f"| {model}.{kind} | {modules - len(bad_modules)}/{modules} | "
-                        f"{weights - len(bad_weights)}/{weights} | {'yes' if same else 'NO'} |")
+                        f"{weights - len(bad_weights)}/{weights} | {'yes' if same else 'NO'} | "
+                        f"{'yes' if folded else 'NO'} |")
     rows.append(f"| all {len(fx.CASES)} | {totals[0]}/{totals[1]} ({100 * totals[0] / totals[1]:.1f}%) | "
-                f"{totals[2]}/{totals[3]} ({100 * totals[2] / totals[3]:.1f}%) | {totals[4]}/{len(fx.CASES)} |")
+                f"{totals[2]}/{totals[3]} ({100 * totals[2] / totals[3]:.1f}%) | {totals[4]}/{len(fx.CASES)} | "
+                f"{totals[5]}/{len(fx.CASES)} |")
     return rows
 
 

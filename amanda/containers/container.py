@@ -139,32 +139,30 @@ class Container(Displayed):
         check_container(self, children, edges, tombstones, checked)
 
     @classmethod
-    def _trusted(
-        cls,
-        type: str | None,
-        name: str | None,
-        inputs: tuple[Port, ...],
-        outputs: tuple[Port, ...],
-        controls: tuple[Port, ...],
-        children: PVector,
-        edges: PVector,
-        tombstones: PVector,
-        attrs: PMap,
-        uid: str,
-        index: dict[str, int],
-    ) -> Container:
-        """Assemble already-checked fields; only for transforms that re-checked what they changed."""
+    def _trusted(cls, type: str | None, name: str | None, inputs: tuple[Port, ...], outputs: tuple[Port, ...],
+                 controls: tuple[Port, ...], children: PVector, edges: PVector, tombstones: PVector, attrs: PMap,
+                 uid: str, index: dict[str, int]) -> Container:
+        """Assemble already-checked fields (slot by slot: fast); only for transforms that re-checked them."""
         self = object.__new__(cls)
-        attrs = attrs._stored if isinstance(attrs, ArrayViews) else attrs  # a reader's view
-        given = (type, name, inputs, outputs, controls, children, edges, tombstones, attrs, uid, index)
-        for field, value in zip(_TRUSTED_FIELDS, (*given, None, None, None), strict=True):
-            _set(self, field, value)
+        s = _SLOT_SETTERS
+        s[0](self, type)
+        s[1](self, name)
+        s[2](self, inputs)
+        s[3](self, outputs)
+        s[4](self, controls)
+        s[5](self, children)
+        s[6](self, edges)
+        s[7](self, tombstones)
+        s[8](self, attrs._stored if attrs.__class__ is ArrayViews else attrs)  # a reader's view
+        s[9](self, uid)
+        s[10](self, index)
+        s[11](self, None)
+        s[12](self, None)
+        s[13](self, None)
         return self
 
     def __setattr__(self, key: str, value: Any) -> None:
-        raise AttributeError(
-            f"Container is immutable: cannot set {key!r}; use with_attrs(), evolve() or replace()"
-        )
+        raise AttributeError(f"Container is immutable: cannot set {key!r}; use with_attrs(), evolve() or replace()")
 
     def __delattr__(self, key: str) -> None:
         raise AttributeError(f"Container is immutable: cannot delete {key!r}")
@@ -426,6 +424,9 @@ class Container(Displayed):
             value = build(self)
             cache[key] = value
         return value
+
+
+_SLOT_SETTERS = tuple(getattr(Container, field).__set__ for field in _TRUSTED_FIELDS)
 
 
 def op(

@@ -209,29 +209,33 @@ def _route(edge: Any, place: Mapping[str, Group], root: Group, final: Mapping[st
     group.edges.append(_edge(Edge, (here, end, attrs)))
 
 
+def _path(where: Any) -> tuple[str, ...]:
+    return where() if callable(where) else where
+
+
 def built(type: str | None, name: str | None, inputs: tuple[Port, ...], outputs: tuple[Port, ...],
           children: Sequence[Container], edges: Sequence[Edge], attrs: Mapping[str, Any], uid: str | None,
-          where: tuple[str, ...]) -> Container:
+          where: Any) -> Container:
     """``Container(type, name, inputs=..., outputs=..., children=..., edges=..., attrs=..., uid=...)``
     for fields that are valid by construction (unique port names; each child's name unique and
     not the container's; every edge a normal :class:`Edge` between existing ports, one into
     each input; nothing to rename), without checking all that again. Only what came from
     outside is checked: names, uid, attributes and port attributes amanda interprets, and, on
     a leaf op (no children, no edges), that its port names are unique (problems reported at
-    ``where``)."""
+    ``where``, a path or a function giving it, called only then)."""
     check_names(type, name, uid)
     try:
         frozen = freeze_attrs(attrs)
     except TypeError as exc:
-        raise InvariantError([Problem(where or None, "frozen attribute values", str(exc))]) from None
-    problems = attr_problems(frozen, where) if not _INTERPRETED.isdisjoint(attrs) else []
+        raise InvariantError([Problem(_path(where) or None, "frozen attribute values", str(exc))]) from None
+    problems = attr_problems(frozen, _path(where)) if not _INTERPRETED.isdisjoint(attrs) else []
     if interpreted_ports(inputs) or interpreted_ports(outputs):
-        problems += port_problems(inputs, where) + port_problems(outputs, where)
+        problems += port_problems(inputs, _path(where)) + port_problems(outputs, _path(where))
     leaf = not children and not edges
     if leaf and (len(inputs) > 1 or len(outputs) > 1):
         for ports in (inputs, outputs):
             if len({p[0] for p in ports}) < len(ports):
-                problems.append(Problem(where, "unique port names", repr([p[0] for p in ports])))
+                problems.append(Problem(_path(where), "unique port names", repr([p[0] for p in ports])))
     if problems:
         raise InvariantError(problems, f"building {type or 'container'} {name!r}")
     if leaf:
@@ -254,29 +258,40 @@ def assemble(group: Group, children: list[Container], ports: dict[str, Port]) ->
 
     return built(group.type, group.name, tuple(map(port, group.inputs.values())),
                  tuple(map(port, group.outputs.values())), children, group.edges, group.attrs, group.uid,
-                 group.path())
+                 group.path)
+
+
+def _named_in_place(op: Container, name: str) -> Container:
+    """``op``, which no one but the caller has seen yet, given its final name (checked): what
+    :func:`renamed` gives, without the copy."""
+    if name != op.name:
+        check_names(None, name, None)
+        _set(op, "name", name)
+    return op
 
 
 def _build(group: Group, ops: Mapping[str, Container], final: Mapping[str, str],
-           ports: dict[str, Port]) -> list[Container]:
-    children = [renamed(ops[n], final[n]) for n in group.weights]
+           ports: dict[str, Port], rename: Any) -> list[Container]:
+    children = [rename(ops[n], final[n]) for n in group.weights]
     for item in group.items:
         if isinstance(item, Group):
-            children.append(assemble(item, _build(item, ops, final, ports), ports))
+            children.append(assemble(item, _build(item, ops, final, ports, rename), ports))
         else:
-            children.append(renamed(ops[item], final[item]))
+            children.append(rename(ops[item], final[item]))
     return children
 
 
 def nest(children: list[Container], edges: Iterable[Any], place: Mapping[str, Group],
          root: Group, *, graph: str | None = None, weights: Iterable[str] = (),
-         leaf_names: Mapping[str, str] | None = None) -> tuple[list[Container], list[Edge]]:
+         leaf_names: Mapping[str, str] | None = None, fresh: bool = False) -> tuple[list[Container], list[Edge]]:
     """The root's children and edges once the ops of a flat graph are moved into the groups
     ``place`` names (op name -> group; an op it leaves out stays in the root).
 
     ``edges`` are the flat graph's, between its ops (one-element paths) and its own ports
     (``SELF``, or the graph's name ``graph``). ``weights`` lists the ops that go first in their
     group; ``leaf_names`` the names ops take inside their group (made unique there).
+    ``fresh``: the children were just built by the caller and no one else holds them (an
+    importer's), so they take their new names in place instead of being copied under them.
     """
     ops = {op.name or "": op for op in children}
     first = set(weights)
@@ -298,6 +313,15 @@ def nest(children: list[Container], edges: Iterable[Any], place: Mapping[str, Gr
         dst = edge[1][0]
         return order.get(dst[0] if type(dst) is tuple else dst, last)
 
+    graph = graph or ""
     for edge in sorted(edges, key=reader):
-        _route(edge, place, root, final, ops, graph or "")
-    return _build(root, ops, final, {}), root.edges
+        src, dst = edge[0], edge[1]
+        if type(src[0]) is tuple and type(dst[0]) is tuple:  # the common case, inline: op to op in one container
+            group = place.get(src[0][0], root)
+            if group is place.get(dst[0][0], root):
+                group.edges.append(_edge(Edge, (_endpoint(Endpoint, ((final[src[0][0]],), src[1])),
+                                                 _endpoint(Endpoint, ((final[dst[0][0]],), dst[1])),
+                                                 edge[2] if len(edge) > 2 else EMPTY)))
+                continue
+        _route(edge, place, root, final, ops, graph)
+    return _build(root, ops, final, {}, _named_in_place if fresh else renamed), root.edges

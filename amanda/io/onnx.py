@@ -28,6 +28,7 @@ from amanda.io.onnx_dump import DumpReport, write_external
 from amanda.io.onnx_export import DEFAULT_OPSET, MAX_IR_VERSION, PROTO_LIMIT, to_onnx
 from amanda.io.onnx_external import reading_external, writing_external
 from amanda.io.onnx_import import MIN_IR_VERSION, check_model_header, from_onnx
+from amanda.io.onnx_module_functions import check_functions
 from amanda.io.onnx_values import require_onnx
 
 __all__ = [
@@ -92,6 +93,7 @@ def dump_onnx(
     location: str | None = None,
     size_threshold: int = 1024,
     link: bool = False,
+    functions: str | None = None,
 ) -> DumpReport:
     """Write ``container``'s effective view as an ONNX file the ONNX checker accepts, and
     return a :class:`~amanda.io.onnx_dump.DumpReport` of what was written.
@@ -105,15 +107,18 @@ def dump_onnx(
     shares blocks), hard-linked (``link=True``) or else copied, with a warning (see "Large
     models" in ``docs/onnx.md`` and ``amanda.io.onnx_dump``). Existing files are never written
     into. A model the checker rejects raises ``FormatError``, and no file is written.
+    ``functions="modules"`` writes each repeated module of a module tree as an ONNX model-local
+    function called once per instance (see "Module hierarchy" in ``docs/onnx.md``).
     """
     require_onnx()
+    check_functions(functions)
     target = Path(path)
     if external_data is False:
-        model = to_onnx(container)
+        model = to_onnx(container, functions=functions)
         references = None
     else:
         with writing_external() as references:
-            model = to_onnx(container)
+            model = to_onnx(container, functions=functions)
     big = model.ByteSize() > PROTO_LIMIT  # to_onnx checked smaller ones in memory
     if references is not None and (external_data or references.files or big):
         return write_external(model, target, references, location=location, size_threshold=size_threshold,

@@ -22,6 +22,7 @@ from amanda.io.onnx_external import referencing
 from amanda.io.onnx_hierarchy import CONTAINERS_KEY
 from amanda.io.onnx_hierarchy_export import scope_table
 from amanda.io.onnx_metadata import write_metadata
+from amanda.io.onnx_module_functions import check_functions, fold_modules
 from amanda.io.onnx_ports import Schemas, domain_of_namespace, namespace_of_domain
 from amanda.io.onnx_values import DTYPE_NAMES, require_onnx
 from amanda.io.onnx_write_graph import (
@@ -322,13 +323,15 @@ def with_dangling_outputs(container: Container) -> Container:
     return container.evolve(outputs=ports, edges=edges)
 
 
-def to_onnx(container: Container, *, check: bool = True) -> Any:
+def to_onnx(container: Container, *, check: bool = True, functions: str | None = None) -> Any:
     """The ``onnx.ModelProto`` for ``container``'s effective view (which is left unchanged).
 
     A container that declares no outputs exports every value no op reads as a graph output
     (:func:`with_dangling_outputs`). With ``check`` (the default) the model is run through
     ONNX's strict shape inference and checker first, and a ``FormatError`` naming the
     offending op's path is raised instead of returning a model ONNX would reject.
+    ``functions="modules"`` writes each repeated module as a model-local function
+    (:func:`~amanda.io.onnx_module_functions.fold_modules`); None (the default) writes every op.
 
     >>> import amanda
     >>> relu = amanda.op("Relu", "relu", inputs=["X"], outputs=["Y"])
@@ -345,6 +348,7 @@ def to_onnx(container: Container, *, check: bool = True) -> Any:
             expected="Container",
             found=type(container).__name__,
         )
+    check_functions(functions)
     container = with_dangling_outputs(container)
     exporter = _Exporter(container)
     model = exporter.model(container)
@@ -352,4 +356,10 @@ def to_onnx(container: Container, *, check: bool = True) -> Any:
         exporter.check_inputs(model)
         if model.ByteSize() <= PROTO_LIMIT:  # bigger ones are checked from their file
             exporter.check(model)
+    if functions == "modules" and fold_modules(model) and check and not referencing() \
+            and model.ByteSize() <= PROTO_LIMIT:
+        try:  # the unfolded model passed; the functions are checked too
+            exporter.onnx.checker.check_model(model)
+        except Exception as exc:  # noqa: BLE001 - ValidationError and friends
+            raise exporter._rejected(exc, "checker") from None
     return model

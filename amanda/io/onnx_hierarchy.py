@@ -267,7 +267,8 @@ def nest_graph(fields: dict[str, Any], hierarchy: Any = "auto", prefix: str = ""
     """The main graph's container fields (as the ONNX reader makes them) with its ops moved
     into the containers of the scopes that produced them; unchanged for ``hierarchy=False`` or
     a graph without scope information. ``texts`` holds the scope metadata the reader took out
-    of the nodes (:func:`take_scope`)."""
+    of the nodes (:func:`take_scope`). The ops are the reader's own, seen by no one yet: they
+    take their names in the tree in place."""
     check_hierarchy(hierarchy)
     if hierarchy is False:
         return fields
@@ -294,7 +295,7 @@ def nest_graph(fields: dict[str, Any], hierarchy: Any = "auto", prefix: str = ""
     _place_weights(placer, weights, fields["edges"], separator)
     _apply_saved(placer.root, fields["info"], prefix)
     kids, edges = nest(children, fields["edges"], placer.place, placer.root, graph=fields["name"],
-                       weights=weights, leaf_names=placer.leaf_names)
+                       weights=weights, leaf_names=placer.leaf_names, fresh=True)
     out = dict(fields, children=kids, edges=edges)
     cls = placer.root_class
     if cls:

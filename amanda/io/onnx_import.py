@@ -18,6 +18,7 @@ from amanda.errors import FormatError
 from amanda.io.onnx_functions import FunctionReader
 from amanda.io.onnx_hierarchy import check_hierarchy, nest_graph, takes_scopes
 from amanda.io.onnx_metadata import read_metadata
+from amanda.io.onnx_module_functions import inline_modules
 from amanda.io.onnx_ports import Schemas, namespace_of_domain
 from amanda.io.onnx_spans import raw_spans, spans_pay
 from amanda.io.onnx_text import check_text, check_text_outside_nodes
@@ -168,7 +169,9 @@ def from_onnx(model: Any, *, source: str | None = None, hierarchy: Any = "auto",
     ``hierarchy`` says whether the exporter's module tree is rebuilt as nested containers
     (``docs/onnx.md``, "Module hierarchy"): ``"auto"`` (from torch's scope metadata, else from
     scope-path node names, else flat), ``True`` (the same), ``False`` (flat), ``"metadata"`` or
-    ``"names"`` (from that source only).
+    ``"names"`` (from that source only). Calls of the module functions that
+    ``dump(..., functions="modules")`` writes are first put back as the nodes they stand for
+    (:func:`~amanda.io.onnx_module_functions.inline_modules`), so the tree comes back whole.
 
     >>> from onnx import TensorProto, helper
     >>> graph = helper.make_graph(
@@ -182,5 +185,6 @@ def from_onnx(model: Any, *, source: str | None = None, hierarchy: Any = "auto",
     check_hierarchy(hierarchy)
     check_model_header(model, source)
     check_text_outside_nodes(model, source)  # the nodes' text is checked as they are read
-    with gc_paused():  # one container per node and nothing cyclic: the collector's passes are waste
+    model = inline_modules(model, f"{source}: " if source else "")  # dump(..., functions="modules")
+    with gc_paused(promote=True):  # one container per node, nothing cyclic, kept: the collector's passes are waste
         return _Importer(model, source).model(model, hierarchy, serialized)

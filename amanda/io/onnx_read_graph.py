@@ -22,7 +22,7 @@ from amanda.io.onnx_metadata import node_info, read_metadata
 from amanda.io.onnx_ports import Schemas, port_names
 from amanda.io.onnx_scope import Scope, capture_ports, fresh_name
 from amanda.io.onnx_text import attribute_text_ok, check_text, props_text_ok
-from amanda.io.onnx_values import sparse_to_value, tensor_to_array, type_to_attrs
+from amanda.io.onnx_values import sparse_to_value, tensor_to_array, type_to_attrs, value_port
 from amanda.progress import progress
 
 _ONLY_STR = frozenset({str})
@@ -362,11 +362,7 @@ class GraphReader:
         outputs = []
         for port, value in zip(names, [*values, *[""] * (len(names) - len(values))] if call else values):
             if value or call:
-                port_attrs = {"onnx_name": value}
-                typed = types.get(value)
-                if typed is not None:
-                    port_attrs.update(type_to_attrs(typed))
-                outputs.append(Port(port, attrs=port_attrs))
+                outputs.append(value_port(port, value, types.get(value)))
         return outputs
 
     def _attributes(self, node: Any, schema: Any, body: Any, where: str, attrs: dict, hints: dict) -> None:

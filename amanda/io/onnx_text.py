@@ -31,6 +31,16 @@ _SCALAR_ATTRIBUTES = frozenset({1, 2, 3, 6, 7, 8})  # FLOAT, INT, STRING and the
 NODE_TEXT_FIELDS = frozenset({"input", "output", "name", "op_type", "domain", "overload", "doc_string",
                               "attribute", "metadata_props"})
 TENSOR_TEXT_FIELDS = frozenset({"name", "doc_string", "external_data", "metadata_props", "segment"})
+# the text and message fields of a tensor-typed value_info, level by level, checked by name
+# (a value_info per value in the exports of torch's dynamo exporter: the bulk of the walk)
+VALUE_INFO_TEXT_FIELDS = {
+    "ValueInfoProto": frozenset({"name", "doc_string", "type", "metadata_props"}),
+    "TypeProto": frozenset({"denotation", "tensor_type", "sequence_type", "map_type", "optional_type",
+                            "sparse_tensor_type", "opaque_type"}),  # one of the types at most
+    "TypeProto.Tensor": frozenset({"shape"}),
+    "TensorShapeProto": frozenset({"dim"}),
+    "TensorShapeProto.Dimension": frozenset({"dim_param", "denotation"}),
+}
 _PLANS: dict[Any, tuple[tuple[str, bool, bool], ...]] = {}
 _PROTOS: dict[str, Any] = {}  # descriptors of AttributeProto, GraphProto, NodeProto (onnx loads late)
 
@@ -75,12 +85,28 @@ def attribute_text_ok(attr: Any) -> bool:
     if type(attr.name) is not str or type(attr.ref_attr_name) is not str or type(attr.doc_string) is not str:
         return False
     kind = attr.type
-    if kind == 4:  # TENSOR (every Constant node): its two text fields, the rest only if set
-        tensor = attr.t
-        if type(tensor.name) is not str or type(tensor.doc_string) is not str:
-            return False
-        return not (tensor.external_data or tensor.metadata_props or tensor.HasField("segment")) or _walk_ok(tensor)
+    if kind == 4:  # TENSOR (every Constant node)
+        return _tensor_ok(attr.t) or _walk_ok(attr.t)
     return kind in _SCALAR_ATTRIBUTES or _walk_ok(attr)
+
+
+def _tensor_ok(tensor: Any) -> bool:
+    """Whether a tensor's two text fields are text and it has none of the others set (False
+    leaves the rest to the walk)."""
+    return (type(tensor.name) is str and type(tensor.doc_string) is str
+            and not (tensor.external_data or tensor.metadata_props or tensor.HasField("segment")))
+
+
+def _value_info_ok(info: Any) -> bool:
+    """Whether a ValueInfoProto of a tensor type (or none) holds only text; False for any other
+    kind too (the walk then checks it). Field by field: a walk over its nested messages costs
+    ten times as much."""
+    if type(info.name) is not str or type(info.doc_string) is not str or info.metadata_props:
+        return False
+    kind = info.type
+    if type(kind.denotation) is not str or kind.WhichOneof("value") not in (None, "tensor_type"):
+        return False
+    return all(type(d.dim_param) is str and type(d.denotation) is str for d in kind.tensor_type.shape.dim)
 
 
 def props_text_ok(props: Any) -> bool:
@@ -103,11 +129,15 @@ def _walk_ok(message: Any, only: str | None = None) -> bool:
 
 def _walk(root: Any, where: Any, source: str | None, skip_nodes: bool, only: str | None = None) -> None:
     attribute, graph = _proto("AttributeProto"), _proto("GraphProto")
+    by_fields = {_proto("ValueInfoProto"): _value_info_ok, _proto("TensorProto"): _tensor_ok}
     stack: list[tuple[Any, Any]] = [(root, where)]
     pop, extend, append = stack.pop, stack.extend, stack.append
     while stack:
         message, where = pop()
         descriptor = message.DESCRIPTOR
+        fields_ok = by_fields.get(descriptor)
+        if fields_ok is not None and message is not root and fields_ok(message):
+            continue  # the usual kinds, checked field by field; a fault is named by the walk
         if descriptor is attribute and message.type in _SCALAR_ATTRIBUTES:
             # a number, string or list of them: the import reads nothing else of it (most
             # attributes are these, and skipping their unset message fields halves the walk)

@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from amanda.containers.values import freeze_array
+from amanda.containers.edge import Port
+from amanda.containers.values import dict_pmap, freeze_array
 from amanda.errors import FormatError
 from amanda.io.onnx_spans import array_at
 
@@ -32,6 +33,7 @@ __all__ = [
     "tensor_to_array",
     "type_to_attrs",
     "type_to_value",
+    "value_port",
     "value_to_sparse",
     "value_to_type",
 ]
@@ -292,6 +294,23 @@ def type_to_attrs(value_info: Any) -> dict[str, Any]:
     if value_info.doc_string:
         out["doc_string"] = value_info.doc_string
     return out
+
+
+def value_port(port: str, value: str, typed: Any) -> Any:
+    """The output port ``port`` (a schema name) carrying the value ``value``, typed by the
+    graph's ``ValueInfoProto`` for it (``typed``, or None). A tensor type's attributes are
+    strings and a tuple of dims (ints, strings, None), frozen as made, so the port is assembled
+    without walking them again; any other type goes through ``Port``.
+
+    >>> value_port("Y", "y", None).attrs["onnx_name"]
+    'y'
+    """
+    attrs = {"onnx_name": value}
+    if typed is not None:
+        attrs.update(type_to_attrs(typed))
+        if "type" in attrs:
+            return Port(port, attrs=attrs)
+    return tuple.__new__(Port, (port, dict_pmap(attrs)))
 
 
 def _fill_tensor(target: Any, value: Mapping[str, Any]) -> None:

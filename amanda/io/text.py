@@ -242,14 +242,24 @@ def load(path: str | Path, format: str | None = None, *, hierarchy: Any = "auto"
         ) from exc
 
 
-def dump(item: Container, path: str | Path, format: str | None = None) -> Any:
+def dump(item: Container, path: str | Path, format: str | None = None, *, functions: str | None = None) -> Any:
     """Write a container to a file, by suffix: ``.yaml``/``.yml``, ``.json``, ``.onnx``; for ONNX,
-    return ``dump_onnx``'s report of what was written (None for the text formats)."""
+    return ``dump_onnx``'s report of what was written (None for the text formats).
+
+    ``functions`` (ONNX only): ``"modules"`` writes each repeated module of a module tree as an
+    ONNX model-local function (``docs/onnx.md``, "Module hierarchy"); None writes every op.
+    """
+    from amanda.io.onnx_module_functions import check_functions
+
+    check_functions(functions)
     kind = _format_of(path, format)
     if kind == "onnx":
         from amanda.io.onnx import dump_onnx
 
-        return dump_onnx(item, path)
+        return dump_onnx(item, path, functions=functions)
+    if functions is not None:
+        raise ArgumentError.at("functions", "None for a YAML or JSON document (it writes the tree as it is)",
+                               repr(functions))
     text = dumps(item, kind)
     try:
         Path(path).write_text(text, encoding="utf-8")

@@ -16,7 +16,7 @@ def model_bytes() -> bytes:
     node = helper.make_node("Relu", ["x"], ["y"], name="NODE_N", doc_string="NODE_D")
     cast = helper.make_node("Constant", [], ["c"], name="const", value_string="ATTR_S")
     graph = helper.make_graph([node, cast], "GRAPHN", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2]),
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["DIMPAR"]),
                                helper.make_tensor_value_info("c", TensorProto.STRING, [])],
                               doc_string="GRAPHD")
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10,
@@ -42,9 +42,11 @@ def patched(marker: bytes) -> onnx.ModelProto:
     (b"MODELD", "doc_string"),
     (b"PRODUC", "producer_name"),
     (b"METAVL", "metadata_props[0].value"),
+    (b"DIMPAR", "graph.output[0].type.tensor_type.shape.dim[0].dim_param"),
 ])
 def test_text_fields_that_are_not_utf8_are_a_format_error(marker, field):
-    """A graph name, node name, doc string, producer or metadata value that is not UTF-8 raises FormatError naming it."""
+    """A graph name, node name, doc string, producer, metadata value or dimension name that is not UTF-8 raises
+    FormatError naming it."""
     with pytest.raises(FormatError, match=rf"m\.onnx: {field.replace('[', '.').replace(']', '.')} is not UTF-8") as info:
         from_onnx(patched(marker), source="m.onnx")
     assert info.value.path == field
@@ -116,8 +118,9 @@ def test_the_unmodified_node_fields_model_imports():
 
 
 def test_the_fields_checked_by_name_are_every_text_field_of_the_installed_onnx():
-    """The node and tensor fields the import checks by name are exactly those onnx defines (a new one fails here)."""
-    from amanda.io.onnx_text import NODE_TEXT_FIELDS, TENSOR_TEXT_FIELDS
+    """The node, tensor and value_info fields the import checks by name are exactly those onnx defines (a new one
+    fails here)."""
+    from amanda.io.onnx_text import NODE_TEXT_FIELDS, TENSOR_TEXT_FIELDS, VALUE_INFO_TEXT_FIELDS
 
     def text_fields(proto):
         kinds = (proto.DESCRIPTOR.fields_by_name[n].type for n in proto.DESCRIPTOR.fields_by_name)
@@ -125,3 +128,6 @@ def test_the_fields_checked_by_name_are_every_text_field_of_the_installed_onnx()
 
     assert text_fields(onnx.NodeProto) - {"device_configurations"} == NODE_TEXT_FIELDS
     assert text_fields(onnx.TensorProto) == TENSOR_TEXT_FIELDS
+    protos = {"ValueInfoProto": onnx.ValueInfoProto, "TypeProto": onnx.TypeProto, "TypeProto.Tensor": onnx.TypeProto.Tensor,
+              "TensorShapeProto": onnx.TensorShapeProto, "TensorShapeProto.Dimension": onnx.TensorShapeProto.Dimension}
+    assert {name: text_fields(proto) for name, proto in protos.items()} == VALUE_INFO_TEXT_FIELDS

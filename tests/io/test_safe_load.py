@@ -245,3 +245,39 @@ def test_the_collector_is_restored_after_loading_and_dumping():
     release.set()
     holder.join()
     assert gc.isenabled()
+
+
+def test_promoting_moves_what_was_made_to_the_oldest_generation_and_freezes_nothing():
+    """``gc_paused(promote=True)`` leaves the objects made meanwhile in the oldest generation
+    (the next young collection does not walk them), keeps nothing frozen, and leaves a
+    program's own frozen objects frozen (then it does not promote); the collector still frees
+    a cycle made inside once a full collection runs."""
+    import gc
+    import weakref
+
+    from amanda.parse_guards import gc_paused
+
+    class Node:
+        pass
+
+    gc.collect()
+    with gc_paused(promote=True):
+        made = [[i] for i in range(5000)]
+        cycle = Node()
+        cycle.me = cycle
+        probe = weakref.ref(cycle)
+        del cycle
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    assert gc.get_count()[0] < 100  # not the 5,000 lists: they went to the oldest generation
+    assert any(o is made for o in gc.get_objects(generation=2))
+    assert probe() is not None
+    gc.collect()
+    assert probe() is None
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with gc_paused(promote=True):
+            more = [[i] for i in range(100)]
+        assert gc.get_freeze_count() == frozen and more
+    finally:
+        gc.unfreeze()
