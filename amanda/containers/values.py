@@ -24,39 +24,11 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-from pyrsistent import PMap, pmap, pvector
+from pyrsistent import PMap, pmap
 
 from amanda.containers.lazy import LazyTensor, lazy_of
 
 EMPTY: PMap = pmap()
-_NO_BUCKETS: Any = pvector()
-_NEW_PMAP: Any = PMap  # its constructor takes (size, buckets); the stubs say nothing of it
-
-
-def _dict_pmap(mapping: dict) -> PMap:
-    """``pmap(mapping)`` for a dict, with the very buckets pyrsistent makes, without its checks
-    for other kinds of input (a third of the time for the small maps of ops and ports)."""
-    if not mapping:
-        return EMPTY
-    size = 2 * len(mapping)
-    buckets: list = [None] * size
-    for item in mapping.items():
-        index = hash(item[0]) % size
-        bucket = buckets[index]
-        if bucket:
-            bucket.append(item)
-        else:
-            buckets[index] = [item]
-    return _NEW_PMAP(len(mapping), _NO_BUCKETS.extend(buckets))
-
-
-def _builds_as_pyrsistent() -> bool:
-    sample = {"a": 1, "b": (2,), "onnx_name": "x", 3: None}
-    return _dict_pmap(sample)._buckets == pmap(sample)._buckets and _dict_pmap(sample) == pmap(sample)
-
-
-#: ``pmap`` of a dict, built directly where this pyrsistent lays maps out as expected
-dict_pmap = _dict_pmap if _builds_as_pyrsistent() else pmap
 
 _SCALARS = (str, int, float, bool, bytes, type(None))
 _SCALAR_TYPES = frozenset(_SCALARS)
@@ -180,8 +152,8 @@ def freeze(value: Any, depth: int = 0) -> Any:
 def _freeze_mapping(value: Mapping, depth: int) -> PMap:
     if all(type(v) in _SCALAR_TYPES and type(k) is str and k.isascii() for k, v in value.items()):
         # a flat mapping of plain values (an imported node's metadata) needs no walk
-        return value if isinstance(value, PMap) else dict_pmap(dict(value))
-    return dict_pmap({_key(k): freeze(v, depth + 1) for k, v in value.items()})
+        return value if isinstance(value, PMap) else pmap(value)
+    return pmap({_key(k): freeze(v, depth + 1) for k, v in value.items()})
 
 
 def _key(key: Any) -> Any:
@@ -220,12 +192,12 @@ def freeze_attrs(attrs: Mapping[str, Any] | None) -> PMap:
             if type(value) not in scalars or type(key) is not str or not key.isascii():
                 break
         else:
-            return dict_pmap(attrs)
+            return pmap(attrs)
     elif isinstance(attrs, PMap) and all(
         type(v) in _SCALAR_TYPES and type(k) is str and k.isascii() for k, v in attrs.items()
     ):
         return attrs
-    return dict_pmap({_key(k): freeze(v) for k, v in attrs.items()})
+    return pmap({_key(k): freeze(v) for k, v in attrs.items()})
 
 
 class ArrayViews(Mapping):

@@ -264,19 +264,3 @@ def test_attribute_values_nest_a_bounded_depth() -> None:
     c = amanda.op("X", "x", attrs={"a": ok})
     for fmt in ("yaml", "json"):
         assert amanda.loads(amanda.dumps(c, fmt), fmt) == c
-
-
-@given(st.dictionaries(st.one_of(st.text(max_size=8), st.integers()), st.one_of(st.integers(), st.text(max_size=4)),
-                       max_size=40))
-def test_maps_built_directly_are_pyrsistents_maps(mapping):
-    """``dict_pmap`` gives what ``pmap`` gives (equal, same hash and lookups, same layout) for
-    any dict, and with the installed pyrsistent it is the direct builder, not the fallback."""
-    from pyrsistent import pmap
-
-    from amanda.containers import values
-
-    assert values.dict_pmap is values._dict_pmap
-    built, expected = values.dict_pmap(mapping), pmap(mapping)
-    assert built == expected and hash(built) == hash(expected) and dict(built) == mapping
-    assert built._buckets == expected._buckets
-    assert all(built[k] == v for k, v in mapping.items()) and built.set("new", 1) == expected.set("new", 1)
