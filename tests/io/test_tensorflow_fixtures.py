@@ -19,6 +19,8 @@ pytest.importorskip("google.protobuf")
 import amanda  # noqa: E402
 from amanda.containers.container import Container  # noqa: E402
 from amanda.containers.flatten import effective_edges  # noqa: E402
+from amanda.errors import ArgumentError  # noqa: E402
+from amanda.io.tensorflow import endpoint, op_path  # noqa: E402
 from amanda.io.tensorflow.saved_model import SAVED_MODEL_ATTR  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "tensorflow"
@@ -229,16 +231,34 @@ def test_load_dump_load_is_equal(file: str, suffix: str, tmp_path: Path) -> None
 def test_imported_graphs_run_in_a_session_as_tensorflow_ran_them() -> None:
     """The dense graph and the TF1 graph (variables initialised by running ``init``, then one
     AssignAdd under a control dependency) give TensorFlow's outputs in amanda's Session."""
-    data = np.load(FIXTURES / "dense.npz")
-    dense = amanda.load(FIXTURES / "dense.pb")
-    (out,) = amanda.Session(dense).run(["dense/Relu:activations"], {"x:output": data["x"]})
-    np.testing.assert_allclose(out, data["output_0"], rtol=1e-6)
-    data = np.load(FIXTURES / "tf1_variables.npz")
-    session = amanda.Session(amanda.load(FIXTURES / "tf1_variables.graph.pb"))
-    session.run(MANIFESTS["tf1_variables"]["init"][0].split(":")[0])
-    y, z = session.run(["step/y:z", "step/z:z"], {"x:output": data["x"]})
-    np.testing.assert_allclose(y, data["output_0"], rtol=1e-6)
-    np.testing.assert_allclose(z, data["output_1"], rtol=1e-6)
+    for name, file in (("dense", "dense.pb"), ("tf1_variables", "tf1_variables.graph.pb")):
+        spec, data = MANIFESTS[name], np.load(FIXTURES / f"{name}.npz")
+        g = amanda.load(FIXTURES / file)
+        session = amanda.Session(g)
+        for op in spec["init"]:
+            session.run("/".join(op_path(g, op)))
+        feeds = {str(endpoint(g, i["tensor"])): data[i["key"]] for i in spec["inputs"]}
+        fetches = [str(endpoint(g, o["tensor"])) for o in spec["outputs"]]
+        for got, out in zip(session.run(fetches, feeds), spec["outputs"], strict=True):
+            np.testing.assert_allclose(got, data[out["key"]], rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", sorted(MANIFESTS))
+def test_manifest_tensors_are_endpoints(name: str) -> None:
+    """Every input and output tensor TensorFlow named is a port of an imported op."""
+    spec = MANIFESTS[name]
+    for key, tensor in (("frozen", "tensor"), ("graphdef", "tensor"), ("saved_model", "signature_tensor")):
+        if not spec.get(key):
+            continue
+        g = amanda.load(FIXTURES / spec[key])
+        for item in spec["inputs"] + spec["outputs"]:
+            found = endpoint(g, item[tensor])
+            node = g
+            for step in found.op:
+                node = node.child(step)
+            assert found.port in node.output_names
+    with pytest.raises(ArgumentError, match="did you mean"):
+        endpoint(amanda.load(FIXTURES / "dense.pb"), "dense/Rleu:0")
 
 
 @pytest.mark.parametrize("file", ["control_flow.pb", "lstm_classifier.pb", "tf1_variables.graph.pb",

@@ -21,6 +21,7 @@ from amanda.containers.edge import CONTROL, SELF
 from amanda.containers.flatten import effective_edges
 from amanda.errors import FormatError
 from amanda.io.tensorflow.functions import FUNCTION_ATTR, is_call
+from amanda.io.tensorflow.names import tf_names
 from amanda.io.tensorflow.op_args import op_args, split_port
 from amanda.io.tensorflow.protos import message
 from amanda.io.tensorflow.read_graph import GRAPH_ATTR, PRODUCERS
@@ -43,21 +44,6 @@ def _collapsed(node: Container) -> Container:
                      edges=node.edges, tombstones=node.tombstones, attrs=node._attrs, uid=node.uid)
 
 
-def _names(root: Container) -> dict[tuple, tuple[str, Container]]:
-    """Leaf path -> (TensorFlow name, the op as it is in ``root``: call containers whole)."""
-    found: dict[tuple, tuple[str, Container]] = {}
-    stack: list[tuple[tuple, Container, str]] = [((c.name,), c, "") for c in reversed(root.children)]
-    while stack:
-        path, node, scope = stack.pop()
-        if not node.children or is_call(node):
-            kept = (node._attrs.get(NODE_ATTR) or {}).get("name")
-            found[path] = (kept or (f"{scope}/{node.name}" if scope else str(node.name)), node)
-            continue
-        inner = node._attrs.get("scope") or (f"{scope}/{node.name}" if scope else str(node.name))
-        stack += [((*path, c.name), c, inner) for c in reversed(node.children)]
-    return found
-
-
 class _Writer:
     """Writes nodes and gathers the functions they use."""
 
@@ -69,7 +55,7 @@ class _Writer:
     def nodes(self, root: Container, where: str, args: dict[str, str] | None = None) -> tuple[list, dict, list]:
         """(NodeDefs, source text by SELF output port, control-output node names) of ``root``;
         ``args`` maps a body's input ports to its argument names (None: a graph)."""
-        names = _names(root)
+        names = tf_names(root)
         # the effective view before ordering: a lowered loop (NextIteration -> Merge) is a cycle
         ops, edges = effective_edges(_collapsed(root))
         sources: dict[tuple, Any] = {}
