@@ -23,7 +23,10 @@ the script writes, as the model allows:
                     "signature_tensor": "serving_default_x:0", "dtype": ..., "shape": [...]}],
        "outputs": [{"key": npz key, "tensor": "Identity:0", "signature_key": "output_0",
                     "signature_tensor": "StatefulPartitionedCall:0", "dtype": ..., "shape": [...]}],
-       "init": ["init"] | [], "producer": GraphDef versions.producer, "op_types": {type: count}}
+       "init": ["init"] | [], "producer": GraphDef versions.producer,
+       "op_types": {type: count over the graph and its library}, "nodes": graph-level nodes,
+       "control_inputs": graph-level control inputs, "functions": [library function names],
+       "lowered": ..., "lowered_op_types": ..., "lowered_counts": {...}}   # control_flow only
 
 The ``control_flow`` model is written twice: ``control_flow.pb`` keeps ``While``/``StatelessIf``
 functional, with their bodies in the function library (and a ``PartitionedCall`` inside the loop

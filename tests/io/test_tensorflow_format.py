@@ -314,3 +314,19 @@ def test_function_bodies_of_every_kind(op: str, attrs: tuple, tmp_path: Path) ->
     text = path.read_text()
     assert 'ret {\n      key: "y"\n      value: "scope/relu:activations:0"' in text
     assert text.count("signature {") == 1
+
+
+def test_edited_attributes_are_written_by_their_type(tmp_path: Path) -> None:
+    """An attribute set after import (no recorded field) is written as the vocabulary types it,
+    else as its value suggests; an empty list given items is written as a list of them."""
+    gd = graph(("x", "Placeholder", []))
+    gd.node[0].attr["_empty"].list.SetInParent()
+    g = from_graph_def(gd, "g")
+    x = g.child("x")
+    node = dict(x.attrs["tf_node"])
+    node["attr"] = {"_empty": (1, 2)}
+    edited = amanda.Container(None, "g", children=[x.with_attrs(dtype="int64", shape=(2, None), tf_node=node)],
+                              attrs=dict(g.attrs))
+    back = load_graphdef(dump_graphdef(edited, tmp_path / "g.pb")).child("x")
+    assert back.attrs["dtype"] == "int64" and back.attrs["shape"] == (2, None)
+    assert back.attrs["tf_node"]["attr"]["_empty"] == (1, 2)

@@ -122,7 +122,10 @@ class _Writer:
             elif key == "f" and is_call(op):
                 self.function(op.children[0], value if isinstance(value, str) else value["name"], f"{where}/{name}")
             typed = schema.attrs.get(key) if schema is not None else None
-            kind = kinds.get(key) or (schema_kind(typed.type) if typed is not None else None) or guess_kind(value)
+            kind = kinds.get(key)
+            if kind == "list" and value:  # an empty list at import, given items since
+                kind = None
+            kind = kind or (schema_kind(typed.type) if typed is not None else None) or guess_kind(value)
             proto.attr[key].CopyFrom(attr_to_proto(value, kind, f"{where}/{name}.attr.{key}"))
         return proto
 
