@@ -202,6 +202,8 @@ def _format_of(path: str | Path, format: str | None) -> str:
         return "json"
     if suffix == ".onnx":
         return "onnx"
+    if Path(path).name == "saved_model.pb":
+        return "saved_model"
     if suffix in (".pb", ".pbtxt", ".pbtext"):
         return "pb" if suffix == ".pb" else "pbtxt"
     if Path(path).is_dir() and (Path(path) / "saved_model.pb").is_file():

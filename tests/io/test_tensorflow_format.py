@@ -192,6 +192,11 @@ def test_corrupt_saved_models_raise_format_errors(target: str, tmp_path: Path) -
             pass
 
 
+def test_saved_model_pb_named_directly_loads_its_folder() -> None:
+    folder = FIXTURES / "dense.savedmodel"
+    assert amanda.load(folder / "saved_model.pb") == amanda.load(folder)
+
+
 def test_saved_model_errors(tmp_path: Path) -> None:
     with pytest.raises(FormatError, match="did you mean 'serving_default'"):
         load_saved_model(FIXTURES / "dense.savedmodel", signature="serving_defualt")

@@ -136,13 +136,16 @@ class _Restore:
 
 def load_saved_model(path: str | Path, *, signature: str = "serving_default",
                      tags: Sequence[str] = ("serve",), hierarchy: Any = True) -> Container:
-    """Read one signature of the SavedModel in folder ``path`` (see the module's docstring)."""
+    """Read one signature of the SavedModel in folder ``path`` (or its ``saved_model.pb``; see
+    the module's docstring)."""
     check_hierarchy(hierarchy)
     if type(signature) is not str or not signature:
         raise ArgumentError.at("signature", "a signature key (a non-empty str)", repr(signature)[:60])
     if isinstance(tags, (str, bytes)) or not all(type(t) is str for t in _items(tags, "tags")):
         raise ArgumentError.at("tags", "a sequence of tag strings", repr(tags)[:60])
     folder = Path(expect_file(path))
+    if folder.name == "saved_model.pb" and folder.is_file():
+        folder = folder.parent  # the model's own file named: the model is its folder
     if not is_saved_model(folder):
         raise ArgumentError.at("path", "a SavedModel folder (holding saved_model.pb)", repr(str(path)))
     where = str(folder / "saved_model.pb")
