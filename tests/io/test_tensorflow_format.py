@@ -147,6 +147,33 @@ def test_missing_and_recursive_functions() -> None:
         from_graph_def(gd, "g")
 
 
+def test_deep_scopes_are_refused_unless_flat() -> None:
+    from amanda.io.tensorflow.read_graph import MAX_SCOPE_DEPTH
+
+    gd = graph()
+    gd.node.add(name="/".join(f"s{i}" for i in range(MAX_SCOPE_DEPTH + 400)) + "/x", op="NoOp")
+    with pytest.raises(FormatError, match="hierarchy=False"):
+        from_graph_def(gd, "g")
+    assert len(from_graph_def(gd, "g", hierarchy=False).children) == 1
+
+
+def test_deeply_nested_functions_are_refused() -> None:
+    from amanda.io.tensorflow.functions import MAX_DEPTH
+
+    gd = graph(("x", "Placeholder", []))
+    gd.node.add(name="call", op="PartitionedCall", input=["x"]).attr["f"].func.name = "f0"
+    for i in range(MAX_DEPTH + 5):
+        fn = gd.library.function.add()
+        fn.signature.name = f"f{i}"
+        fn.signature.input_arg.add(name="a", type=DT_FLOAT)
+        fn.signature.output_arg.add(name="b", type=DT_FLOAT)
+        inner = fn.node_def.add(name="c", op="PartitionedCall", input=["a"])
+        inner.attr["f"].func.name = f"f{i + 1}"
+        fn.ret["b"] = "c:output:0"
+    with pytest.raises(FormatError, match=f"nested at most {MAX_DEPTH}"):
+        from_graph_def(gd, "g")
+
+
 def test_corrupt_files_raise_format_errors(tmp_path: Path) -> None:
     """Truncations and flipped bytes of a real graph: a FormatError (or, where the bytes still
     parse, a graph), never protobuf's or Python's own exception."""

@@ -26,9 +26,10 @@ from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Edge, Endpoint, Port
 from amanda.errors import FormatError, suggest
 
-__all__ = ["FUNCTION_ATTR", "Library", "is_call"]
+__all__ = ["FUNCTION_ATTR", "MAX_DEPTH", "Library", "is_call"]
 
 FUNCTION_ATTR = "tf_function"
+MAX_DEPTH = 64  # functions calling functions: deeper chains are refused (Python's stack is finite)
 
 
 def _function_info(fn: Any) -> dict[str, bytes]:
@@ -65,6 +66,9 @@ class Library:
         if name in self.active:
             raise FormatError.at(where, "a function that does not call itself",
                                  " -> ".join([*self.active, name]))
+        if len(self.active) >= MAX_DEPTH:
+            raise FormatError.at(where, f"functions nested at most {MAX_DEPTH} deep",
+                                 f"a deeper chain ({' -> '.join(self.active[:3])} ...)")
         fn = self._function(name, where)
         sig = fn.signature
         args = [a.name for a in sig.input_arg]

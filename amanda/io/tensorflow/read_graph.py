@@ -22,9 +22,10 @@ from amanda.io.onnx_hierarchy import check_hierarchy, nest_graph
 from amanda.io.tensorflow.functions import Library
 from amanda.io.tensorflow.read_nodes import Flat, read_nodes
 
-__all__ = ["GRAPH_ATTR", "PRODUCERS", "from_graph_def", "vocabulary_for"]
+__all__ = ["GRAPH_ATTR", "MAX_SCOPE_DEPTH", "PRODUCERS", "from_graph_def", "vocabulary_for"]
 
 GRAPH_ATTR = "tensorflow"
+MAX_SCOPE_DEPTH = 100  # nested containers deeper than this are refused (Python's stack is finite)
 #: ``versions.producer`` (TF_GRAPH_DEF_VERSION) of the TensorFlow release of each vocabulary
 PRODUCERS: Mapping[str, int] = {"amanda/tensorflow/1.13.1": 27, "amanda/tensorflow/2.21.0": 2474}
 
@@ -62,6 +63,11 @@ def build(flat: Flat, name: str, inputs: list[Port], outputs: list[Port], attrs:
           where: str, hierarchy: Any = True) -> Container:
     """The container of one graph or function body: ``flat``'s ops nested by name scope (unless
     ``hierarchy`` is False), control edges at the top with full paths."""
+    if hierarchy is not False and flat.ops:
+        deepest = max((op.name or "" for op in flat.ops), key=lambda text: text.count("/"))
+        if deepest.count("/") > MAX_SCOPE_DEPTH:
+            raise FormatError.at(f"{where}/{deepest[:80]}...", f"name scopes nested at most {MAX_SCOPE_DEPTH} "
+                                 "deep (load with hierarchy=False to keep full names)", f"{deepest.count('/')} levels")
     fields: dict[str, Any] = {"name": name, "children": flat.ops, "edges": flat.edges, "info": {}, "extra": {}}
     if hierarchy is not False and flat.ops:
         fields = nest_graph(fields, "auto")
