@@ -272,3 +272,13 @@ def test_imported_graphs_survive_yaml_and_then_graphdef(file: str, tmp_path: Pat
     path = tmp_path / (Path(file).stem + ".pb")
     amanda.dump(again, path)
     assert amanda.load(path) == _without_saved_model(g)
+
+
+def test_the_command_line_reads_tensorflow_files(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from amanda.cli import main
+
+    assert main(["validate", str(FIXTURES / "control_flow.savedmodel")]) == 0
+    assert main(["select", str(FIXTURES / "dense.pb"), "$..[?type=='MatMul']"]) == 0
+    assert "dense/MatMul_" in capsys.readouterr().out
+    assert main(["convert", str(FIXTURES / "dense.pb"), str(tmp_path / "d.pbtxt")]) == 0
+    assert amanda.load(tmp_path / "d.pbtxt") == amanda.load(FIXTURES / "dense.pb")
