@@ -280,5 +280,5 @@ def test_the_command_line_reads_tensorflow_files(tmp_path: Path, capsys: pytest.
     assert main(["validate", str(FIXTURES / "control_flow.savedmodel")]) == 0
     assert main(["select", str(FIXTURES / "dense.pb"), "$..[?type=='MatMul']"]) == 0
     assert "dense/MatMul_" in capsys.readouterr().out
-    assert main(["convert", str(FIXTURES / "dense.pb"), str(tmp_path / "d.pbtxt")]) == 0
-    assert amanda.load(tmp_path / "d.pbtxt") == amanda.load(FIXTURES / "dense.pb")
+    assert main(["convert", str(FIXTURES / "dense.pb"), str(tmp_path / "dense.pbtxt")]) == 0
+    assert amanda.load(tmp_path / "dense.pbtxt") == amanda.load(FIXTURES / "dense.pb")
