@@ -147,6 +147,18 @@ def test_missing_and_recursive_functions() -> None:
         from_graph_def(gd, "g")
 
 
+def test_body_inputs_name_real_outputs() -> None:
+    gd = graph(("x", "Placeholder", []))
+    _function(gd, "fn")
+    gd.library.function[0].ret["y"] = "scope/relu:activations:1"
+    gd.node.add(name="call", op="PartitionedCall", input=["x"]).attr["f"].func.name = "fn"
+    with pytest.raises(FormatError, match="single output 'activations'"):
+        from_graph_def(gd, "g")
+    gd.library.function[0].ret["y"] = "scope/relu:activation:0"
+    with pytest.raises(FormatError, match="did you mean 'activations'"):
+        from_graph_def(gd, "g")
+
+
 def test_deep_scopes_are_refused_unless_flat() -> None:
     from amanda.io.tensorflow.read_graph import MAX_SCOPE_DEPTH
 

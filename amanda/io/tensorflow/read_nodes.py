@@ -130,6 +130,9 @@ class _Reader:
             return names[ref.key]
         arg, index = ref.key
         for name, listed in args.outputs:
+            if name == arg and not listed and index:
+                raise FormatError.at(f"{self.where}/{ref.node}:{arg}", f"index 0 of the single output {arg!r}",
+                                     str(index))
             if name == arg:
                 return f"{arg}_{index}" if listed else arg
         if args.known:
