@@ -147,6 +147,16 @@ def test_missing_and_recursive_functions() -> None:
         from_graph_def(gd, "g")
 
 
+def test_bodies_take_the_ops_inputs() -> None:
+    gd = graph(("x", "Placeholder", []))
+    _function(gd, "fn")
+    node = gd.node.add(name="w", op="While", input=["x", "x"])
+    node.attr["body"].func.name = node.attr["cond"].func.name = "fn"
+    with pytest.raises(FormatError, match="a function of 2 arguments") as caught:
+        from_graph_def(gd, "g")
+    assert caught.value.path == "g/w.attr.cond"  # the first body attr of While
+
+
 def test_body_inputs_name_real_outputs() -> None:
     gd = graph(("x", "Placeholder", []))
     _function(gd, "fn")

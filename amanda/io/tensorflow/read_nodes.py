@@ -255,6 +255,12 @@ def _op(reader: _Reader, node: Any, in_names: list[str], out_names: list[str], s
     clash = node.name in scopes or (parent and leaf == parent)
     schema = reader.namespace.schema(node.op) if reader.namespace is not None and node.op in reader.namespace else None
     own, entry = _attrs(reader, node, schema, node.name if clash else None)
+    arity = len(in_names) - (1 if "If" in node.op else 0)  # an If's first input is its condition
+    for key in BODY_ATTRS.get(node.op, ()):
+        body = own.get(key)
+        if isinstance(body, Container) and len(body.inputs) != arity:
+            raise FormatError.at(f"{reader.where}/{node.name}.attr.{key}", f"a function of {arity} arguments "
+                                 f"(the {node.op}'s inputs)", f"{body.name!r} of {len(body.inputs)}")
     if entry:
         own[NODE_ATTR] = entry
     inputs = [Port(n) for n in in_names]
