@@ -77,6 +77,14 @@ OPS = (
     "ResizeBilinear", "ResizeNearestNeighbor", "Switch", "Merge", "Enter", "Exit",
     "NextIteration", "LoopCond", "SoftmaxCrossEntropyWithLogits",
     "SparseSoftmaxCrossEntropyWithLogits", "L2Loss", "ApplyGradientDescent",
+    # what TF2/Keras 3 graphs and SavedModels hold (tests/fixtures/tensorflow): functional
+    # control flow and calls, TensorLists of while loops, attention, checkpoints, initialisers
+    "While", "StatelessWhile", "If", "StatelessIf", "PartitionedCall", "StatefulPartitionedCall",
+    "TensorListFromTensor", "TensorListGetItem", "TensorListReserve", "TensorListSetItem",
+    "TensorListStack", "TensorListLength", "TensorListElementShape", "Einsum", "SaveV2",
+    "RestoreV2", "MergeV2Checkpoints", "ShardedFilename", "StringJoin", "StaticRegexFullMatch",
+    "DisableCopyOnRead", "VarIsInitializedOp", "IsVariableInitialized", "RandomStandardNormal",
+    "RandomUniform", "TruncatedNormal",
 )
 
 _ATTR_TYPES = {"type": "dtype", "shape": "shape", "tensor": "tensor", "func": "func",

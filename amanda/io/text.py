@@ -187,10 +187,13 @@ def _write(doc: dict, format: str) -> str:
     )
 
 
+_TENSORFLOW = ("pb", "pbtxt", "saved_model")  # GraphDef binary and text, a SavedModel folder
+
+
 def _format_of(path: str | Path, format: str | None) -> str:
     expect_file(path)
     if format is not None:
-        _check_format(format, (*_FORMATS, "onnx"))
+        _check_format(format, (*_FORMATS, "onnx", *_TENSORFLOW))
         return format
     suffix = Path(path).suffix.lower()
     if suffix in (".yaml", ".yml"):
@@ -199,19 +202,27 @@ def _format_of(path: str | Path, format: str | None) -> str:
         return "json"
     if suffix == ".onnx":
         return "onnx"
+    if Path(path).name == "saved_model.pb":
+        return "saved_model"
+    if suffix in (".pb", ".pbtxt", ".pbtext"):
+        return "pb" if suffix == ".pb" else "pbtxt"
+    if Path(path).is_dir() and (Path(path) / "saved_model.pb").is_file():
+        return "saved_model"
     raise FormatError(
         f"cannot tell the format of {str(path)!r} from its suffix",
         path=str(path),
-        expected=".yaml, .yml, .json or .onnx",
+        expected=".yaml, .yml, .json, .onnx, .pb, .pbtxt or a SavedModel folder",
         found=suffix or "no suffix",
     )
 
 
 def load(path: str | Path, format: str | None = None, *, hierarchy: Any = "auto") -> Any:
-    """Read a container from a file, by suffix: ``.yaml``/``.yml``, ``.json``, ``.onnx``.
+    """Read a container from a file, by suffix: ``.yaml``/``.yml``, ``.json``, ``.onnx``, and
+    TensorFlow's ``.pb``/``.pbtxt`` GraphDefs and SavedModel folders (``docs/tensorflow.md``).
 
-    ``hierarchy`` (ONNX only): ``"auto"`` rebuilds an exported model's module tree as nested
-    containers where the file records it, ``False`` reads the flat graph (``docs/onnx.md``).
+    ``hierarchy`` (ONNX and TensorFlow): ``"auto"`` rebuilds an exported model's module tree
+    (TensorFlow's name scopes) as nested containers where the file records it, ``False`` reads
+    the flat graph (``docs/onnx.md``).
     """
     from amanda.io.onnx_hierarchy import check_hierarchy
 
@@ -221,6 +232,12 @@ def load(path: str | Path, format: str | None = None, *, hierarchy: Any = "auto"
         from amanda.io.onnx import load_onnx
 
         return load_onnx(path, hierarchy=hierarchy)
+    if kind in _TENSORFLOW:
+        from amanda.io.tensorflow import load_graphdef, load_saved_model
+
+        if kind == "saved_model":
+            return load_saved_model(path, hierarchy=hierarchy)
+        return load_graphdef(path, hierarchy=hierarchy)
     if hierarchy != "auto":
         raise ArgumentError.at("hierarchy", "'auto' for a YAML or JSON document (its nesting is written in it)",
                                repr(hierarchy))
@@ -243,8 +260,9 @@ def load(path: str | Path, format: str | None = None, *, hierarchy: Any = "auto"
 
 
 def dump(item: Container, path: str | Path, format: str | None = None, *, functions: str | None = None) -> Any:
-    """Write a container to a file, by suffix: ``.yaml``/``.yml``, ``.json``, ``.onnx``; for ONNX,
-    return ``dump_onnx``'s report of what was written (None for the text formats).
+    """Write a container to a file, by suffix: ``.yaml``/``.yml``, ``.json``, ``.onnx``, ``.pb``/
+    ``.pbtxt`` (a TensorFlow GraphDef); for ONNX, return ``dump_onnx``'s report of what was
+    written (None for the other formats).
 
     ``functions`` (ONNX only): ``"modules"`` writes each repeated module of a module tree as an
     ONNX model-local function (``docs/onnx.md``, "Module hierarchy"); None writes every op.
@@ -258,8 +276,16 @@ def dump(item: Container, path: str | Path, format: str | None = None, *, functi
 
         return dump_onnx(item, path, functions=functions)
     if functions is not None:
-        raise ArgumentError.at("functions", "None for a YAML or JSON document (it writes the tree as it is)",
+        raise ArgumentError.at("functions", "None for a format other than ONNX (it writes the tree as it is)",
                                repr(functions))
+    if kind in ("pb", "pbtxt"):
+        from amanda.io.tensorflow import dump_graphdef
+
+        dump_graphdef(item, path)
+        return None
+    if kind == "saved_model":
+        raise FormatError(f"cannot write a SavedModel ({str(path)!r}): write a GraphDef (.pb)",
+                          path=str(path), expected=".pb or .pbtxt", found="a SavedModel folder")
     text = dumps(item, kind)
     try:
         Path(path).write_text(text, encoding="utf-8")

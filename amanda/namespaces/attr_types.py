@@ -40,6 +40,10 @@ ONNX_DTYPES: Mapping[int, str] = {
     24: "FLOAT8E8M0", 25: "UINT2", 26: "INT2", 27: "FLOAT6E2M3", 28: "FLOAT6E3M2",
 }
 
+#: dtype names numpy lacks: bfloat16, strings, and TensorFlow's handles and quantized types
+_OTHER_DTYPES = frozenset({"bfloat16", "string", "resource", "variant", "qint8", "quint8", "qint16",
+                           "quint16", "qint32"})
+
 # Types whose values amanda does not look into (other containers, protos, functions).
 _UNCHECKED = frozenset({"graph", "graphs", "sparse_tensor", "sparse_tensors", "type_proto",
                         "type_protos", "func", "funcs", "any"})
@@ -62,8 +66,9 @@ def _is_dtype(value: Any) -> bool:
     if isinstance(value, type) and issubclass(value, np.generic):
         return True
     if isinstance(value, str):
-        if value in ONNX_DTYPES.values() or value in ("bfloat16", "string"):
-            return True  # ONNX enum names such as 'FLOAT', and dtypes numpy lacks
+        if value in ONNX_DTYPES.values() or value in _OTHER_DTYPES or (
+                value.endswith("_ref") and _is_dtype(value[:-4])):
+            return True  # ONNX enum names such as 'FLOAT', dtypes numpy lacks, TF's ref types
         try:
             return np.dtype(value).name == value
         except TypeError:

@@ -3,7 +3,8 @@
 Each leaf op is checked against the schema of its type in its *effective* namespace (its own
 ``namespace`` attribute or the nearest ancestor's) with :func:`validate_op`. What is checked are
 the op's *own* attributes (the ones a kernel reads), less the keys that describe an encoding
-rather than the op (``namespace``, ``initializer``, ``metadata``, ``onnx``, ``onnx_node``) and
+rather than the op (``namespace``, ``initializer``, ``metadata``, ``onnx``, ``onnx_node``,
+``tf_node``, ``initial_value``) and
 the passes' bookkeeping (``amanda_folded_from`` and every other ``amanda_`` key).
 Input ports marked ``captured: true`` (outer values an If/Loop body reads) are not schema ports
 and are skipped. Ops whose effective namespace is None make no claim and are skipped, unless
@@ -43,8 +44,10 @@ if TYPE_CHECKING:
 
 __all__ = ["IGNORED_ATTRS", "validate"]
 
-IGNORED_ATTRS: frozenset[str] = RESERVED_ATTRS | {"initializer", "metadata", "onnx", "onnx_node"}
-"""Own attributes no schema describes: the namespace override and ONNX encoding details."""
+IGNORED_ATTRS: frozenset[str] = RESERVED_ATTRS | {"initializer", "metadata", "onnx", "onnx_node", "tf_node",
+                                                   "initial_value"}
+"""Own attributes no schema describes: the namespace override, ONNX and TensorFlow encoding
+details (``tf_node``), and a TensorFlow variable's value read from its checkpoint."""
 
 BOOKKEEPING_PREFIX = "amanda_"
 """Own attributes amanda's passes write to say where an op came from; never checked."""
