@@ -150,21 +150,35 @@ def _run_direction(cell: _Cell, x: np.ndarray, lens: np.ndarray, h: np.ndarray,
     return y, h, c
 
 
-def _recurrent(kind: str, gates: int, defaults: Sequence[str], attrs: Attrs, x: np.ndarray, w: np.ndarray,
-               r: np.ndarray, b: np.ndarray | None, lens: np.ndarray | None, h0: np.ndarray | None,
-               c0: np.ndarray | None = None, p: np.ndarray | None = None) -> tuple:
+def _direction(kind: str, attrs: Attrs, dirs: int) -> str:
+    """The ``direction`` attribute, checked against the number of directions W holds."""
     direction = attr_str(attrs, "direction", "forward")
-    dirs = w.shape[0]
     if direction not in ("forward", "reverse", "bidirectional") or dirs != (2 if direction == "bidirectional" else 1):
         raise ExecutionError(
             f"{kind}: direction {direction!r} does not fit W with {dirs} direction(s)",
             expected="forward or reverse with 1 direction, bidirectional with 2", found=f"{direction}, {dirs}",
         )
+    return direction
+
+
+def _batch_first(a: np.ndarray | None) -> np.ndarray | None:
+    """An optional state with its first two axes swapped (``layout=1``)."""
+    return None if a is None else np.swapaxes(a, 0, 1)
+
+
+def _part(a: np.ndarray | None, d: int) -> np.ndarray | None:
+    """Direction ``d``'s slice of an optional per-direction input."""
+    return None if a is None else a[d]
+
+
+def _recurrent(kind: str, gates: int, defaults: Sequence[str], attrs: Attrs, x: np.ndarray, w: np.ndarray,
+               r: np.ndarray, b: np.ndarray | None, lens: np.ndarray | None, h0: np.ndarray | None,
+               c0: np.ndarray | None = None, p: np.ndarray | None = None) -> tuple:
+    direction = _direction(kind, attrs, w.shape[0])
+    dirs = w.shape[0]
     layout = int(attrs.get("layout", 0))
     if layout:
-        x = np.swapaxes(x, 0, 1)
-        h0 = None if h0 is None else np.swapaxes(h0, 0, 1)
-        c0 = None if c0 is None else np.swapaxes(c0, 0, 1)
+        x, h0, c0 = np.swapaxes(x, 0, 1), _batch_first(h0), _batch_first(c0)
     steps, batch = x.shape[0], x.shape[1]
     hidden = r.shape[-1]
     if r.shape[1] != gates * hidden:
@@ -174,11 +188,10 @@ def _recurrent(kind: str, gates: int, defaults: Sequence[str], attrs: Attrs, x: 
     fns = _activations(attrs, defaults, dirs)
     ys, hs, cs = [], [], []
     for d in range(dirs):
-        cell = _Cell(kind, w[d], r[d], None if b is None else b[d], None if p is None else p[d], fns[d], attrs)
+        cell = _Cell(kind, w[d], r[d], _part(b, d), _part(p, d), fns[d], attrs)
         h = np.zeros((batch, hidden), x.dtype) if h0 is None else h0[d]
         c = (np.zeros((batch, hidden), x.dtype) if c0 is None else c0[d]) if kind == "LSTM" else None
-        reverse = direction == "reverse" or d == 1
-        y, h, c = _run_direction(cell, x, lens, h, c, reverse)
+        y, h, c = _run_direction(cell, x, lens, h, c, direction == "reverse" or d == 1)
         ys.append(y)
         hs.append(h)
         cs.append(c)
