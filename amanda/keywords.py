@@ -1,67 +1,37 @@
-"""The deprecation path of constructors whose parameters after the name became keyword-only.
+"""Keyword-only parameters: constructors whose parameters after the first (or the first two)
+are keyword-only refuse positional values for them with an ArgumentError that names the
+keywords to write (the positional forms were deprecated, then removed).
 
-A call passing them by position still works for now and emits a DeprecationWarning that
-names the parameters to write as keywords.
-
->>> import warnings
->>> with warnings.catch_warnings(record=True) as caught:
-...     warnings.simplefilter("always")
-...     moved_to_keywords("Port", ("attrs",), ({"k": 1},), (None,), (None,))
-({'k': 1},)
->>> str(caught[0].message)
-'Port(): pass attrs as a keyword (attrs=...); passing it by position is deprecated'
+>>> print(positional_refused("Port", ("attrs",), ({"k": 1},)).expected)
+attrs as a keyword (attrs=...)
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import warnings
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from amanda.errors import ArgumentError
 
-__all__ = ["keyword_only_after", "moved_to_keywords"]
+__all__ = ["keyword_only_after", "positional_refused"]
 
 T = TypeVar("T")
 
 
-def _warn(owner: str, names: tuple[str, ...], stacklevel: int) -> None:
-    shown = ", ".join(f"{n}=..." for n in names)
-    which = "it" if len(names) == 1 else "them"
-    warnings.warn(
-        f"{owner}(): pass {', '.join(names)} as {'a keyword' if len(names) == 1 else 'keywords'} ({shown}); "
-        f"passing {which} by position is deprecated", DeprecationWarning, stacklevel=stacklevel + 1)
-
-
-def moved_to_keywords(owner: str, names: tuple[str, ...], args: tuple, current: tuple, defaults: tuple,
-                      stacklevel: int = 3) -> tuple:
-    """``current`` (the keyword values of ``names``) with the positional ``args`` put in place,
-    after a DeprecationWarning; an ArgumentError for too many arguments or a value given twice.
-
-    Callers check ``if args:`` first, so a keyword call pays nothing. ``defaults`` are the
-    parameters' defaults: a keyword still at its default (by identity) was not given.
-    """
-    if len(args) > len(names):
-        raise ArgumentError.at(owner, f"at most {len(names)} arguments after the first",
-                               f"{len(args)}: pass {', '.join(names)} as keywords")
-    out = list(current)
-    for i, value in enumerate(args):
-        if current[i] is not defaults[i]:
-            raise ArgumentError.at(owner, f"one value for {names[i]}", "one by position and one by keyword")
-        out[i] = value
-    _warn(owner, names[:len(args)], stacklevel)
-    return tuple(out)
+def positional_refused(owner: str, names: tuple[str, ...], args: tuple) -> ArgumentError:
+    """The error for ``args`` given by position where ``names`` are keyword-only."""
+    given = names[:len(args)] or names
+    shown = ", ".join(f"{n}=..." for n in given)
+    expected = f"{', '.join(given)} as {'a keyword' if len(given) == 1 else 'keywords'} ({shown})"
+    return ArgumentError.at(owner, expected, f"{len(args)} more argument{'s' if len(args) != 1 else ''} by position")
 
 
 def keyword_only_after(keep: int) -> Callable[[type[T]], type[T]]:
-    """Give a dataclass whose fields after the first ``keep`` are keyword-only (``KW_ONLY``)
-    the deprecation path for positional calls.
-
-    A wrapper costs a call, so the hot constructors (Container, Port, Edge) check inline with
-    :func:`moved_to_keywords` instead.
-    """
+    """Make a dataclass whose fields after the first ``keep`` are keyword-only (``KW_ONLY``)
+    refuse positional values for them with an ArgumentError (Python's own TypeError does not
+    name the keywords)."""
 
     def wrap(cls: type[T]) -> type[T]:
         init = cls.__init__
@@ -70,16 +40,7 @@ def keyword_only_after(keep: int) -> Callable[[type[T]], type[T]]:
         @functools.wraps(init)
         def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
             if len(args) > keep:
-                extra = args[keep:]
-                if len(extra) > len(names):
-                    raise ArgumentError.at(cls.__name__, f"at most {keep + len(names)} arguments", str(len(args)))
-                for name, value in zip(names, extra):
-                    if name in kwargs:
-                        raise ArgumentError.at(cls.__name__, f"one value for {name}",
-                                               "one by position and one by keyword")
-                    kwargs[name] = value
-                _warn(cls.__name__, names[:len(extra)], 2)
-                args = args[:keep]
+                raise positional_refused(cls.__name__, names, args[keep:])
             init(self, *args, **kwargs)
 
         cls.__init__ = __init__  # type: ignore[method-assign]
