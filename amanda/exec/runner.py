@@ -172,7 +172,7 @@ def run_threaded(
     so after a failure, an interrupt or the deadline only the steps already running finish.
     """
     steps, records, keep = plan.steps, plan.schedule.records, plan.schedule.keep
-    remaining = [r.preds for r in records]
+    remaining = [r[0] for r in records]  # Scheduled: (preds, succs, reads, place)
     uses = list(plan.schedule.uses)
     ready = deque(i for i, n in enumerate(remaining) if n == 0)
     waiting: deque[int] = deque()  # heavy steps ready for a worker while every worker is busy
@@ -186,12 +186,12 @@ def run_threaded(
             raise _not_a_tuple(result)
         for k, s in steps[i].outs:
             env[s] = result[k]
-        record = records[i]
-        for s in record.reads:
+        _, succs, reads, _ = records[i]
+        for s in reads:
             uses[s] -= 1
             if not uses[s] and s not in keep:
                 env[s] = None
-        for j in record.succs:
+        for j in succs:
             remaining[j] -= 1
             if not remaining[j]:
                 ready.append(j)
@@ -221,7 +221,7 @@ def run_threaded(
             i = ready.popleft()
             fn, attrs, ins, _, _ = steps[i]
             args = [env[s] for s in ins]
-            place = records[i].place
+            place = records[i][3]
             if (place == POOL or (place == BY_SIZE and _large(args, offload_elements))) and (
                     ready or waiting or inflight):
                 if inflight < capacity:
