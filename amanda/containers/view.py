@@ -86,16 +86,7 @@ class View:
         self._consumers: dict | None = None
         lifted, buried = self._walk(root, opened, namespace)
         self._into: dict[Junction, list[tuple[Any, Any]]] = {}
-        terminal: list[tuple[Any, Endpoint, Any]] = []
-        for key, owner, edge, depth in lifted:
-            if buried and buried.get(key, depth) < depth:
-                continue
-            src, dst = self._end(owner, edge[0], "src"), self._end(owner, edge[1], "dst")
-            if type(dst) is Junction:
-                self._into.setdefault(dst, []).append((src, edge[2]))
-            else:
-                terminal.append((src, dst, edge[2]))  # type: ignore[arg-type]  # an Endpoint
-        self.edges = self._emit(terminal)
+        self.edges = self._emit(self._lift(lifted, buried))
 
     # -- building ---------------------------------------------------------------------------
 
@@ -130,25 +121,41 @@ class View:
                 stack.extend((path + (child.name,), child, None) for child in reversed(node.children))
         return lifted, buried
 
-    def _end(self, owner: Path, end: Any, side: str) -> Endpoint | Junction:
-        """A terminal Endpoint (a unit's port or the root's) or a junction of an opened container."""
-        op, port = end[0], end[1]
-        if port == CONTROL:
-            self.has_controls = True
-        if op is SELF:
-            if not owner:
-                return _new(Endpoint, (SELF, port))
-            if any(p[0] == port for p in self._nodes[owner].controls):
-                return _new(Junction, (owner, port, "ctl"))
-            return _new(Junction, (owner, port, "in" if side == "src" else "out"))
-        full = owner + op
-        if full in self.units:
-            return _new(Endpoint, (full, port))
-        if full not in self._nodes:  # inside a unit (an edge naming a descendant by path)
-            return _new(Endpoint, (self._unit_of(full), port))
-        if side == "src" and any(p[0] == port for p in self._nodes[full].controls):
-            return _new(Junction, (full, port, "ctl"))
-        return _new(Junction, (full, port, "out" if side == "src" else "in"))
+    def _lift(self, lifted: list, buried: dict) -> list[tuple[Any, Endpoint, Any]]:
+        """Each lifted edge's ends as terminal Endpoints (a unit's port or the root's) or
+        junctions of opened containers; the edges into junctions are kept in ``_into``, the
+        others (into terminals) returned."""
+        units, nodes, into = self.units, self._nodes, self._into
+        terminal: list[tuple[Any, Endpoint, Any]] = []
+
+        def end(owner: Path, op: Any, port: Any, side: str) -> Any:
+            if op is SELF:
+                if not owner:
+                    return _new(Endpoint, (SELF, port))
+                if any(p[0] == port for p in nodes[owner].controls):
+                    return _new(Junction, (owner, port, "ctl"))
+                return _new(Junction, (owner, port, "in" if side == "src" else "out"))
+            full = owner + op
+            if full in units:
+                return _new(Endpoint, (full, port))
+            if full not in nodes:  # inside a unit (an edge naming a descendant by path)
+                return _new(Endpoint, (self._unit_of(full), port))
+            if side == "src" and any(p[0] == port for p in nodes[full].controls):
+                return _new(Junction, (full, port, "ctl"))
+            return _new(Junction, (full, port, "out" if side == "src" else "in"))
+
+        for key, owner, edge, depth in lifted:
+            if buried and buried.get(key, depth) < depth:
+                continue
+            s, d = edge[0], edge[1]
+            if s[1] == CONTROL or d[1] == CONTROL:
+                self.has_controls = True
+            src, dst = end(owner, s[0], s[1], "src"), end(owner, d[0], d[1], "dst")
+            if type(dst) is Junction:
+                into.setdefault(dst, []).append((src, edge[2]))
+            else:
+                terminal.append((src, dst, edge[2]))
+        return terminal
 
     def _unit_of(self, path: Path) -> Path:
         """The unit that holds the node at ``path``."""
