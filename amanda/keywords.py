@@ -13,15 +13,15 @@ import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from amanda.errors import ArgumentError
+from amanda.errors import AmandaError, ArgumentError
 
 __all__ = ["keyword_only_after", "positional_refused"]
 
 T = TypeVar("T")
 
 
-def positional_refused(owner: str, names: tuple[str, ...], args: tuple) -> ArgumentError:
-    """The error for ``args`` given by position where ``names`` are keyword-only."""
+def positional_refused(owner: str, names: tuple[str, ...], args: tuple) -> AmandaError:
+    """The ArgumentError for ``args`` given by position where ``names`` are keyword-only."""
     given = names[:len(args)] or names
     shown = ", ".join(f"{n}=..." for n in given)
     expected = f"{', '.join(given)} as {'a keyword' if len(given) == 1 else 'keywords'} ({shown})"
