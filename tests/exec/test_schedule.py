@@ -26,7 +26,7 @@ def test_a_diamond_is_scheduled_by_its_slots_and_control_edges() -> None:
     assert s.uses == (0, 2, 1, 1, 0) and s.keep == frozenset({4})  # every slot up to the last written
     assert s.uses_blas and not s.parallel  # the two heavy steps depend on each other
     assert writers(steps) == {1: 0, 2: 1, 3: 2, 4: 3}
-    assert [f.frees for f in with_frees(steps, frozenset({4}))] == [(), (1,), (), (2, 3)]
+    assert [f.frees for f in with_frees(steps, frozenset({4}))] == [(), (), (1,), (2, 3)]  # 1: c reads it last
 
 
 def test_independent_heavy_steps_run_beside_each_other() -> None:
