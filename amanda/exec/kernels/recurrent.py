@@ -95,6 +95,9 @@ class _Cell:
         self.linear_before_reset = bool(int(attrs.get("linear_before_reset", 0)))
         self.hidden = hidden
         self.w = w
+        # the default activations unclipped, no peepholes: the LSTM gates i, o, f in one sigmoid
+        self.plain = (kind == "LSTM" and attrs.get("activations") is None and self.clip is None and p is None
+                      and not self.input_forget)
 
     def _act(self, i: int, x: np.ndarray, gate: bool = True) -> np.ndarray:
         if self.clip is not None and gate:
@@ -114,9 +117,11 @@ class _Cell:
             else:
                 cand = self._act(1, xw[:, 2 * n:] + (reset * h) @ r_h + rb[2 * n:])
             return (1 - z) * cand + z * h, None
-        gates = xw + h @ self.r_t
-        if self.rb is not None:
-            gates = gates + self.rb
+        gates = xw + h @ self.r_t  # xw holds both biases (see _run_direction)
+        if self.plain:
+            s = _sigmoid(gates[:, :3 * n])  # i, o, f
+            cell = s[:, 2 * n:] * c + s[:, :n] * np.tanh(gates[:, 3 * n:])
+            return s[:, n:2 * n] * np.tanh(cell), cell
         if self.kind == "RNN":
             return self._act(0, gates), None
         assert c is not None
@@ -134,6 +139,8 @@ def _run_direction(cell: _Cell, x: np.ndarray, lens: np.ndarray, h: np.ndarray,
     xw = (x.reshape(steps * batch, -1) @ cell.w.T).reshape(steps, batch, -1)
     if cell.wb is not None:
         xw += cell.wb
+    if cell.rb is not None and cell.kind != "GRU":  # RNN and LSTM add it to every step's gates
+        xw += cell.rb
     y = np.zeros((steps, batch, cell.hidden), dtype=x.dtype)
     full = bool(np.all(lens >= steps))
     for t in (range(steps - 1, -1, -1) if reverse else range(steps)):
