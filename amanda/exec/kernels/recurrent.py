@@ -95,9 +95,13 @@ class _Cell:
         self.linear_before_reset = bool(int(attrs.get("linear_before_reset", 0)))
         self.hidden = hidden
         self.w = w
-        # the default activations unclipped, no peepholes: the LSTM gates i, o, f in one sigmoid
-        self.plain = (kind == "LSTM" and attrs.get("activations") is None and self.clip is None and p is None
-                      and not self.input_forget)
+        # the default activations unclipped (and for an LSTM no peepholes or input_forget): the
+        # sigmoid gates (LSTM i, o, f; GRU z, r) in one call
+        self.plain = attrs.get("activations") is None and self.clip is None and (
+            kind == "GRU" or (kind == "LSTM" and p is None and not self.input_forget))
+        if kind == "GRU":
+            self.r_zr = np.ascontiguousarray(self.r_t[:, :2 * hidden])
+            self.r_h = np.ascontiguousarray(self.r_t[:, 2 * hidden:])
 
     def _act(self, i: int, x: np.ndarray, gate: bool = True) -> np.ndarray:
         if self.clip is not None and gate:
@@ -107,6 +111,15 @@ class _Cell:
     def step(self, xw: np.ndarray, h: np.ndarray, c: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
         """The next hidden (and cell) state from this step's input projection ``xw``."""
         n = self.hidden
+        if self.kind == "GRU" and self.plain:  # xw holds the recurrent bias of z and r
+            zr = _sigmoid(xw[:, :2 * n] + h @ self.r_zr)
+            z, reset = zr[:, :n], zr[:, n:]
+            rb_h = self.rb[2 * n:] if self.rb is not None else 0
+            if self.linear_before_reset:
+                cand = np.tanh(xw[:, 2 * n:] + reset * (h @ self.r_h + rb_h))
+            else:
+                cand = np.tanh(xw[:, 2 * n:] + (reset * h) @ self.r_h + rb_h)
+            return cand + z * (h - cand), None
         if self.kind == "GRU":
             r_z, r_r, r_h = self.r_t[:, :n], self.r_t[:, n:2 * n], self.r_t[:, 2 * n:]
             rb = self.rb if self.rb is not None else np.zeros(3 * n, xw.dtype)
@@ -141,6 +154,8 @@ def _run_direction(cell: _Cell, x: np.ndarray, lens: np.ndarray, h: np.ndarray,
         xw += cell.wb
     if cell.rb is not None and cell.kind != "GRU":  # RNN and LSTM add it to every step's gates
         xw += cell.rb
+    elif cell.rb is not None and cell.plain:  # a GRU's z and r gates too (not the candidate's)
+        xw[:, :, :2 * cell.hidden] += cell.rb[:2 * cell.hidden]
     y = np.zeros((steps, batch, cell.hidden), dtype=x.dtype)
     full = bool(np.all(lens >= steps))
     for t in (range(steps - 1, -1, -1) if reverse else range(steps)):
