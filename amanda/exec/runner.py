@@ -196,27 +196,22 @@ def run_threaded(
             if not remaining[j]:
                 ready.append(j)
 
-    def late() -> bool:
-        return deadline is not None and time.monotonic() > deadline
-
-    def submit(i: int, args: list) -> None:
-        nonlocal inflight
-        step = steps[i]
-        tasks.put((i, step.fn, step.attrs, args, done))
-        inflight += 1
-
     def start_waiting() -> tuple[int, BaseException] | None:
         """Hand waiting steps to free workers; the first late one stops the run."""
+        nonlocal inflight
         while waiting and inflight < capacity:
             i = waiting.popleft()
-            if late():
+            if deadline is not None and time.monotonic() > deadline:
                 return (i, _LATE)
-            submit(i, [env[s] for s in steps[i].ins])
+            fn, attrs, ins, _, _ = steps[i]
+            tasks.put((i, fn, attrs, [env[s] for s in ins], done))
+            inflight += 1
         return None
 
     def run_ready() -> tuple[int, BaseException] | None:
         """Run the ready steps inline, or hand the heavy ones on when others could run beside
         them; the first failure (or late step) stops the run."""
+        nonlocal inflight
         while ready:
             i = ready.popleft()
             fn, attrs, ins, _, _ = steps[i]
@@ -225,11 +220,12 @@ def run_threaded(
             if (place == POOL or (place == BY_SIZE and _large(args, offload_elements))) and (
                     ready or waiting or inflight):
                 if inflight < capacity:
-                    submit(i, args)
+                    tasks.put((i, fn, attrs, args, done))
+                    inflight += 1
                 else:
                     waiting.append(i)
                 continue
-            if late():
+            if deadline is not None and time.monotonic() > deadline:
                 return (i, _LATE)
             try:
                 finish(i, fn(attrs, *args))
