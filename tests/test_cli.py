@@ -121,7 +121,7 @@ def test_convert_outputs_without_a_namespace_change(tmp_path):
     relu = amanda.op("Relu", "relu", inputs=["X"], outputs=["Y"])
     neg = amanda.op("Neg", "neg", inputs=["X"], outputs=["Y"])
     typed = {"dtype": "float32", "shape": (2,)}
-    graph = amanda.Container(None, "g", inputs=[amanda.Port("x", typed)], outputs=[amanda.Port("y", typed)],
+    graph = amanda.Container(None, "g", inputs=[amanda.Port("x", attrs=typed)], outputs=[amanda.Port("y", attrs=typed)],
                              children=[relu, neg], attrs={"namespace": "amanda/onnx/17"},
                              edges=[("g:x", "relu:X"), ("relu:Y", "neg:X"), ("neg:Y", "g:y")])
     source, target = tmp_path / "g.yaml", tmp_path / "g.onnx"

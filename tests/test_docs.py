@@ -178,7 +178,7 @@ def test_design_page_names_the_modules_that_exist():
 
 # What each package of amanda may import (docs/design.md, "Layers"): nothing below imports
 # from above. Container.select is the one documented exception, imported when called.
-BASE = {"errors", "parse_guards", "safe_load", "version", "deprecation"}  # modules that import nothing above errors
+BASE = {"errors", "parse_guards", "safe_load", "version", "keywords"}  # modules that import nothing above errors
 LAYERS = {
     "errors": set(),
     "jmespath_nesting": set(),
@@ -186,7 +186,7 @@ LAYERS = {
     "safe_load": {"errors", "parse_guards"},
     "progress": set(),
     "version": set(),
-    "deprecation": {"errors"},
+    "keywords": {"errors"},
     "containers": BASE,
     "query": BASE | {"containers", "jmespath_nesting"},
     "namespaces": BASE | {"containers", "jmespath_nesting", "progress"},

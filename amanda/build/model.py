@@ -92,19 +92,9 @@ def _names(order: list[Call], parent: str) -> dict[int, str]:
     return names
 
 
-def model(inputs: Sequence[Value], outputs: Any, name: str | None = None, *, type: str = "Model",
-          attrs: Mapping[str, Any] | None = None) -> Container:
-    """A container of every op between ``inputs`` and ``outputs`` (a Value, a list, or a mapping
-    from output name to Value), in the namespace they were built in; ``type`` and ``attrs``
-    (added to the namespace) are the container's own. Ops (or layers) that share a name are
-    suffixed ``_1``, ``_2`` … in build order."""
-    _check_inputs(inputs)
-    expect_str(name, "name", "a model name", optional=True)
-    expect_str(type, "type", "a container type")
-    expect_mapping(attrs, "attrs", "a mapping of attribute names to values", optional=True)
-    wanted = _outputs(outputs)
-    order = calls_in_order(wanted)
-    names = _names(order, name or "model")
+def _data_edges(inputs: Sequence[Value], wanted: list, order: list, names: dict[int, str]) -> list[Edge]:
+    """The model's data edges: into each call's ports and onto the model's outputs; an
+    ArgumentError for a call that reads an input ``inputs`` does not list."""
     given = {id(v) for v in inputs}
 
     def source(value: Value) -> Endpoint:
@@ -118,6 +108,23 @@ def model(inputs: Sequence[Value], outputs: Any, name: str | None = None, *, typ
                                        f"the input {value.name!r}, which inputs= does not list")
             edges.append(Edge(source(value), Endpoint((names[id(call)],), port)))
     edges += [Edge(source(value), Endpoint(SELF, out)) for out, value in wanted]
+    return edges
+
+
+def model(inputs: Sequence[Value], outputs: Any, name: str | None = None, *, type: str = "Model",
+          attrs: Mapping[str, Any] | None = None) -> Container:
+    """A container of every op between ``inputs`` and ``outputs`` (a Value, a list, or a mapping
+    from output name to Value), in the namespace they were built in; ``type`` and ``attrs``
+    (added to the namespace) are the container's own. Ops (or layers) that share a name are
+    suffixed ``_1``, ``_2`` … in build order."""
+    _check_inputs(inputs)
+    expect_str(name, "name", "a model name", optional=True)
+    expect_str(type, "type", "a container type")
+    expect_mapping(attrs, "attrs", "a mapping of attribute names to values", optional=True)
+    wanted = _outputs(outputs)
+    order = calls_in_order(wanted)
+    names = _names(order, name or "model")
+    edges = _data_edges(inputs, wanted, order, names)
     out_ports = [Port(out, attrs=to_attrs(value.type)) for out, value in wanted]
     in_ports = [Port(v.name, attrs=to_attrs(v.type)) for v in inputs]
     namespaces = {c.op.attrs.get("namespace") for c in order} or {DEFAULT_NAMESPACE}

@@ -225,6 +225,12 @@ def check_names(type_: Any, name: Any, uid: Any) -> None:
         and (uid is None or (uid.__class__ is str and uid and uid.isascii()))
     ):
         return  # the common case, without building the loop below
+    _refuse_names(type_, name, uid)
+
+
+def _refuse_names(type_: Any, name: Any, uid: Any) -> None:
+    """InvariantError naming the first of type, name and uid that is not a non-empty UTF-8
+    string or None (the slow path of :func:`check_names`)."""
     from amanda.containers.values import utf8_text
     from amanda.errors import InvariantError
 

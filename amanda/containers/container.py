@@ -28,8 +28,8 @@ from amanda.containers.display import Displayed
 from amanda.containers.edge import SELF, Port, coerce_ports
 from amanda.containers.identity import structural_hash, structurally_equal
 from amanda.containers.values import EMPTY, ArrayViews, attrs_equal, freeze_attrs, holds_arrays
-from amanda.deprecation import moved_to_keywords
 from amanda.errors import ArgumentError, InvariantError, PathError, Problem
+from amanda.keywords import positional_refused
 
 __all__ = ["Container", "new_uid", "op"]
 
@@ -40,9 +40,8 @@ _UID_PREFIX = os.urandom(6).hex()
 _uid_counter = itertools.count()
 _TRUSTED_FIELDS = ("type", "name", "inputs", "outputs", "controls", "children", "edges", "tombstones",
                    "_attrs", "uid", "_index", "_hash", "_cache", "_arrays")
-# the parameters after name, keyword-only (positional calls: see amanda.deprecation)
+# the parameters after name, keyword-only (positional values: see amanda.keywords)
 _KEYWORDS = ("inputs", "outputs", "children", "edges", "tombstones", "attrs", "uid", "controls")
-_DEFAULTS = ((), (), (), (), (), None, None, ())
 
 
 def new_uid() -> str:
@@ -108,10 +107,8 @@ class Container(Displayed):
     ) -> None:
         from amanda.containers.validate import check_container
 
-        if positional:  # the deprecated positional form (type, name, inputs, outputs, ...)
-            inputs, outputs, children, edges, tombstones, attrs, uid, controls = moved_to_keywords(
-                "Container", _KEYWORDS, positional,
-                (inputs, outputs, children, edges, tombstones, attrs, uid, controls), _DEFAULTS)
+        if positional:  # the removed positional form (type, name, inputs, outputs, ...)
+            raise positional_refused("Container", _KEYWORDS, positional)
 
         try:
             frozen_attrs = freeze_attrs(attrs)
@@ -268,14 +265,17 @@ class Container(Displayed):
 
         return iter_ops(self)
 
-    def sorted(
-        self,
-        skip: Callable[[Container], bool] | None = None,
-    ) -> Iterator[Container]:
+    def sorted(self, skip: Callable[[Container], bool] | None = None, *,
+               skip_containers: Callable[[Container], bool] | None = None) -> Iterator[Container]:
         """Leaf ops in topological order from the inputs, ties in document order; containers
-        that ``skip`` accepts are yielded whole instead of entered."""
+        that ``skip`` accepts are yielded whole instead of entered. ``skip_containers`` is the
+        original name of ``skip``, kept as an alias (give one of them)."""
         from amanda.containers.traverse import sorted_ops
 
+        if skip_containers is not None:
+            if skip is not None:
+                raise ArgumentError.at("skip_containers", "one of skip and skip_containers", "both")
+            skip = skip_containers
         return sorted_ops(self, skip)
 
     def select(self, selector: str) -> Any:

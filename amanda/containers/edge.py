@@ -23,8 +23,8 @@ from amanda.containers.checks import (
 )
 from amanda.containers.records import EdgeKey
 from amanda.containers.values import EMPTY, attrs_equal, attrs_hash, freeze_attrs, views_of
-from amanda.deprecation import moved_to_keywords
 from amanda.errors import ArgumentError
+from amanda.keywords import positional_refused
 
 __all__ = ["CONTROL", "SELF", "Edge", "Endpoint", "EndpointLike", "PathLike", "Port", "coerce_ports", "interpreted_ports",
            "plain_ports"]
@@ -69,8 +69,8 @@ class Port(tuple):
     __slots__ = ()
 
     def __new__(cls, name: str, *positional: Any, attrs: Mapping[str, Any] | None = None) -> Port:
-        if positional:  # the deprecated Port(name, attrs)
-            (attrs,) = moved_to_keywords("Port", ("attrs",), positional, (attrs,), (None,))
+        if positional:  # the removed Port(name, attrs)
+            raise positional_refused("Port", ("attrs",), positional)
         if type(name) is not str or not name:
             raise ArgumentError.at("port", "a port name (a non-empty string)", shown(name))
         if attrs is not None and attrs.__class__ is not dict and not isinstance(attrs, Mapping):
@@ -251,8 +251,8 @@ class Edge(tuple):
     def __new__(
         cls, src: EndpointLike, dst: EndpointLike, *positional: Any, attrs: Mapping[str, Any] | None = None
     ) -> Edge:
-        if positional:  # the deprecated Edge(src, dst, attrs)
-            (attrs,) = moved_to_keywords("Edge", ("attrs",), positional, (attrs,), (None,))
+        if positional:  # the removed Edge(src, dst, attrs)
+            raise positional_refused("Edge", ("attrs",), positional)
         if attrs is not None and attrs.__class__ is not dict and not isinstance(attrs, Mapping):
             raise ArgumentError.at("edge", "edge attributes as a mapping", shown(attrs))
         try:

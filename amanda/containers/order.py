@@ -112,13 +112,21 @@ def cyclic_components(nodes: Sequence[K], edges: Iterable[tuple[K, K]]) -> list[
         successors[i].append(j)
         if i == j:
             looped.add(i)
-    index = [-1] * len(nodes)
-    low = [0] * len(nodes)
-    on_stack = [False] * len(nodes)
+    found = sorted(sorted(c) for c in _components(successors) if len(c) > 1 or c[0] in looped)
+    return [[nodes[i] for i in component] for component in found]
+
+
+def _components(successors: Sequence[Sequence[int]]) -> list[list[int]]:
+    """The strongly connected components of the numbered graph (Tarjan's algorithm with an
+    explicit stack), each listing its node numbers with its root last."""
+    n = len(successors)
+    index = [-1] * n
+    low = [0] * n
+    on_stack = [False] * n
     stack: list[int] = []
     found: list[list[int]] = []
     counter = 0
-    for root in range(len(nodes)):
+    for root in range(n):
         if index[root] >= 0:
             continue
         work = [(root, 0)]
@@ -148,7 +156,5 @@ def cyclic_components(nodes: Sequence[K], edges: Iterable[tuple[K, K]]) -> list[
                     component.append(w)
                     if w == v:
                         break
-                if len(component) > 1 or v in looped:
-                    found.append(sorted(component))
-    found.sort()
-    return [[nodes[i] for i in component] for component in found]
+                found.append(component)
+    return found

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 
 from amanda.containers.checks import brief, expect_container
 from amanda.containers.edge import SELF
-from amanda.containers.order import topological
 from amanda.containers.records import Path
 from amanda.errors import ArgumentError
 
@@ -90,28 +89,16 @@ def sorted_ops(
     """
     from amanda.containers.checks import shown
     from amanda.containers.flatten import flatten
+    from amanda.containers.view import View
 
     expect_container(container, "container")
     if skip is not None and not callable(skip):
         raise ArgumentError.at("skip", "a function Container -> bool, or None", shown(skip))
 
-    flat = flatten(container)
     if skip is None:
+        flat = flatten(container)
         ops = flat.ops
         return iter([ops[path] for path in flat.topological_order()])
-    unit_of: dict[tuple, tuple] = {}
-    units: dict[tuple, Container] = {}
-    for path, node, _ in walk(container):
-        if not path:
-            continue
-        owner = unit_of.get(path[:-1])
-        if owner is not None:
-            unit_of[path] = owner
-        elif node.is_op or skip(node):
-            unit_of[path] = path
-            units[path] = node
-    pairs = (
-        (unit_of[e[0][0]], unit_of[e[1][0]]) for e in flat.edges
-        if e[0][0] is not SELF and e[1][0] is not SELF and unit_of[e[0][0]] != unit_of[e[1][0]]
-    )
-    return iter([units[u] for u in topological(list(units), pairs)])
+    view = View(container, opened=lambda path, node: not skip(node))
+    units = view.units
+    return iter([units[u] for u in view.order()])

@@ -39,13 +39,30 @@ def target_paths(container: Container, target: Any) -> list[tuple[str, ...]]:
     if isinstance(target, list):
         # a list inside the list is one path (a list of names), not more paths: no recursion
         return [p for item in target for p in target_paths(container, tuple(item) if isinstance(item, list) else item)]
-    if isinstance(target, tuple) and not all(isinstance(p, (str, int)) and not isinstance(p, bool) for p in target):
+    if isinstance(target, tuple):
+        return _tuple_target(container, target)
+    return _resolved_target(container, target)
+
+
+def _is_name(part: Any) -> bool:
+    """Whether ``part`` can be one step of a path: a child name or an index (not a bool)."""
+    return isinstance(part, (str, int)) and not isinstance(part, bool)
+
+
+def _tuple_target(container: Container, target: tuple) -> list[tuple[str, ...]]:
+    """A path given as a tuple: of names, checked step by step, else resolved with indexes."""
+    if not all(_is_name(p) for p in target):
         raise ArgumentError.at("target", "a path: a tuple of child names (or indexes)", shown(target))
-    if isinstance(target, tuple) and all(isinstance(p, str) for p in target):
+    if all(isinstance(p, str) for p in target):
         node = container
         for part in target:
             node = step(node, part)
         return [target]
+    return _resolved_target(container, target)
+
+
+def _resolved_target(container: Container, target: Any) -> list[tuple[str, ...]]:
+    """A path given as a string or with indexes, resolved; a PathError where it leads nowhere."""
     resolved = resolve_path(container, target)
     if resolved is None:
         stop = _stop(container, tuple(target.split("/"))) if isinstance(target, str) else None

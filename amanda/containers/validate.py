@@ -59,21 +59,24 @@ def resolve_path(container: Container, op: Any) -> tuple[str, ...] | Any | None:
         children = container.children
         return (children[op].name,) if 0 <= op < len(children) else None
     if isinstance(op, (tuple, list)):
-        if not op:
-            return SELF
-        node, names = container, []
-        for part in op:
-            if isinstance(part, int) and not isinstance(part, bool):
-                if not 0 <= part < len(node.children):
-                    return None
-                node = node.children[part]
-            elif isinstance(part, str) and part in node._index:
-                node = node.children[node._index[part]]
-            else:
-                return None
-            names.append(node.name)
-        return tuple(names)
+        return _sequence_resolve(container, op) if op else SELF
     return None
+
+
+def _sequence_resolve(container: Container, op: tuple | list) -> tuple[str, ...] | None:
+    """A path given as a sequence of child names and indexes, level by level."""
+    node, names = container, []
+    for part in op:
+        if isinstance(part, int) and not isinstance(part, bool):
+            if not 0 <= part < len(node.children):
+                return None
+            node = node.children[part]
+        elif isinstance(part, str) and part in node._index:
+            node = node.children[node._index[part]]
+        else:
+            return None
+        names.append(node.name)
+    return tuple(names)
 
 
 def _split_resolve(node: Container, parts: list[str]) -> tuple[str, ...] | None:
@@ -147,8 +150,6 @@ def check_container(
     """Set ``children``, ``edges`` and ``tombstones`` on a container under construction,
     normalised, or raise one InvariantError listing every violation. ``attrs`` is the
     attribute mapping to check for values amanda interprets (None: nothing to check)."""
-    from amanda.containers.container import Container
-
     set_field = object.__setattr__
     try:
         leaf = not children and not edges and not tombstones
@@ -160,14 +161,41 @@ def check_container(
     here = (self.name,) if self.name else ()
     problems: list[Problem] = []
     _check_interpreted(self, here, problems, attrs)
-    fields = {"children": children, "edges": edges, "tombstones": tombstones}
-    for field, value in fields.items():
+    children, edges, tombstones = _sequences(here, problems, children, edges, tombstones)
+    kids, index = _named_children(self, here, problems, children)
+    if len(self.inputs) > 1 or len(self.outputs) > 1 or self.controls:
+        _check_ports(self, here, problems)
+    set_field(self, "children", pvector(kids) if kids else _EMPTY)
+    set_field(self, "_index", index)
+    if problems:
+        raise InvariantError(problems, _context(self))
+    normalised_edges = _normalise_edges(self, edges, here, problems)
+    set_field(self, "edges", pvector(normalised_edges))
+    normalised_tombstones = _normalise_tombstones(self, tombstones, here, problems)
+    set_field(self, "tombstones", pvector(normalised_tombstones))
+    _check_single_producer(self, normalised_edges, here, problems)
+    if problems:
+        raise InvariantError(problems, _context(self))
+
+
+def _sequences(here: tuple, problems: list[Problem], *values: Any) -> list:
+    """``children``, ``edges`` and ``tombstones`` where each is a sequence, else empty (with
+    a problem for each that is something else)."""
+    checked = []
+    for field, value in zip(("children", "edges", "tombstones"), values):
         wrong = sequence_problem(value, (*here, field), f"a sequence of {field}") if value is not None else None
         if wrong is not None:
             problems.append(wrong)
-        if value is None or wrong is not None:
-            fields[field] = ()
-    children, edges, tombstones = fields["children"], fields["edges"], fields["tombstones"]
+        checked.append(() if value is None or wrong is not None else value)
+    return checked
+
+
+def _named_children(self: Container, here: tuple, problems: list[Problem],
+                    children: Iterable[Any]) -> tuple[list, dict[str, int]]:
+    """The children, each named (a fresh name for an unnamed one), and the index of their
+    names; a problem for a non-container, a name used twice or the parent's own name."""
+    from amanda.containers.container import Container
+
     kids = list(children)
     index: dict[str, int] = {}
     for position, kid in enumerate(kids):
@@ -186,19 +214,7 @@ def check_container(
                         "the parent's name addresses its own ports in edges")
             )
         index[name] = position
-    if len(self.inputs) > 1 or len(self.outputs) > 1 or self.controls:
-        _check_ports(self, here, problems)
-    set_field(self, "children", pvector(kids) if kids else _EMPTY)
-    set_field(self, "_index", index)
-    if problems:
-        raise InvariantError(problems, _context(self))
-    normalised_edges = _normalise_edges(self, edges, here, problems)
-    set_field(self, "edges", pvector(normalised_edges))
-    normalised_tombstones = _normalise_tombstones(self, tombstones, here, problems)
-    set_field(self, "tombstones", pvector(normalised_tombstones))
-    _check_single_producer(self, normalised_edges, here, problems)
-    if problems:
-        raise InvariantError(problems, _context(self))
+    return kids, index
 
 
 def _check_leaf(self: Container, attrs: Any) -> None:

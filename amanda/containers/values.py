@@ -319,13 +319,7 @@ def values_equal(a: Any, b: Any) -> bool:
     if a is b:
         return True
     if isinstance(a, _TENSORS) or isinstance(b, _TENSORS):
-        lazy_a, lazy_b = lazy_of(a), lazy_of(b)
-        if lazy_a is not None or lazy_b is not None:  # by where they lie, never by reading
-            return lazy_a == lazy_b
-    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)):
-            return False
-        return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+        return _tensors_equal(a, b)
     if isinstance(a, tuple) and isinstance(b, tuple):
         return len(a) == len(b) and all(values_equal(x, y) for x, y in zip(a, b))
     if isinstance(a, Mapping) and isinstance(b, Mapping):
@@ -333,13 +327,28 @@ def values_equal(a: Any, b: Any) -> bool:
     if type(a) is not type(b):
         return False  # True == 1 == 1.0 in Python, but not as attributes
     if type(a) is float:
-        if math.isnan(a) or math.isnan(b):
-            return math.isnan(a) and math.isnan(b)
-        return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
+        return _floats_equal(a, b)
     try:
         return bool(a == b)
     except Exception:  # noqa: BLE001 - exotic values that cannot compare are unequal
         return False
+
+
+def _tensors_equal(a: Any, b: Any) -> bool:
+    """Lazy tensors by where they lie (never by reading), arrays by dtype, shape and bytes."""
+    lazy_a, lazy_b = lazy_of(a), lazy_of(b)
+    if lazy_a is not None or lazy_b is not None:
+        return lazy_a == lazy_b
+    if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)):
+        return False
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+def _floats_equal(a: float, b: float) -> bool:
+    """Floats by value and sign, NaN equal to NaN."""
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
 
 
 def attrs_equal(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:

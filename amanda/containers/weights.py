@@ -147,6 +147,32 @@ def _entries(archive: Archive, by: str) -> list[tuple[Any, str, str, str]]:
     return out
 
 
+def _targets(container: Container, by: str) -> tuple[dict[Any, list[tuple[tuple[str, ...], Container]]],
+                                                    dict[str, str]]:
+    """The nodes each label (uid or path) names, and the model's array attributes by shown key."""
+    targets: dict[Any, list[tuple[tuple[str, ...], Container]]] = {}
+    current: dict[str, str] = {}  # the model's array attributes: shown key -> shown key
+    for node_path, node, _ in walk(container):
+        label = node.uid if by == "uid" else node_path
+        targets.setdefault(label, []).append((node_path, node))
+        shown_label = node.uid if by == "uid" else format_path(node_path)
+        for key, value in node.attrs.items():
+            if isinstance(value, np.ndarray):
+                current[f"{shown_label}{_SEP}{key}"] = key
+    return targets, current
+
+
+def _fit(old: Any, header: Any, add_missing: bool) -> str | None:
+    """None when an array described by ``header`` may replace attribute value ``old`` (or be
+    added where it is missing); else ``"unmatched"`` (not an array there) or ``"mismatched"``
+    (dtype or shape differ)."""
+    if not isinstance(old, np.ndarray) and (old is not None or not add_missing):
+        return "unmatched"
+    if old is not None and (old.dtype != header.dtype or old.shape != header.shape):
+        return "mismatched"
+    return None
+
+
 def load_weights(container: Container, path: str | Path, *, by: str = "uid", add_missing: bool = False) -> LoadedWeights:
     """A new container with the file's arrays put back on the ops they pair with.
 
@@ -163,32 +189,25 @@ def load_weights(container: Container, path: str | Path, *, by: str = "uid", add
     if by.__class__ is not str or by not in _BY:
         raise ArgumentError.at("by", f"one of {list(_BY)}", shown(by))
     expect_type(add_missing, bool, "add_missing", "True or False")
-    targets: dict[Any, list[tuple[tuple[str, ...], Container]]] = {}
-    current: dict[str, str] = {}  # the model's array attributes: shown key -> shown key
-    for node_path, node, _ in walk(container):
-        label = node.uid if by == "uid" else node_path
-        targets.setdefault(label, []).append((node_path, node))
-        shown_label = node.uid if by == "uid" else format_path(node_path)
-        for key, value in node.attrs.items():
-            if isinstance(value, np.ndarray):
-                current[f"{shown_label}{_SEP}{key}"] = key
+    targets, current = _targets(container, by)
     updates: dict[tuple[str, ...], dict[str, Any]] = {}
-    unmatched, mismatched, loaded = set(), set(), set()
+    unmatched: set[str] = set()
+    mismatched: set[str] = set()
+    loaded: set[str] = set()
     with Archive(source) as archive:
         read: dict[str, np.ndarray] = {}
         for label, attr, key, member in _entries(archive, by):
             header = archive.members[member]
             for node_path, node in targets.get(label, ()):
                 old = node.attrs.get(attr)
-                if not isinstance(old, np.ndarray) and (old is not None or not add_missing):
-                    unmatched.add(key)
-                elif old is not None and (old.dtype != header.dtype or old.shape != header.shape):
-                    mismatched.add(key)
-                else:
-                    if member not in read:  # decompressed once, and only now
-                        read[member] = archive.read(member, None if old is not None else MAX_ADDED_BYTES)
-                    updates.setdefault(node_path, {})[attr] = read[member]
-                    loaded.add(key)
+                fit = _fit(old, header, add_missing)
+                if fit is not None:
+                    (unmatched if fit == "unmatched" else mismatched).add(key)
+                    continue
+                if member not in read:  # decompressed once, and only now
+                    read[member] = archive.read(member, None if old is not None else MAX_ADDED_BYTES)
+                updates.setdefault(node_path, {})[attr] = read[member]
+                loaded.add(key)
             if label not in targets:
                 unmatched.add(key)
     result = container

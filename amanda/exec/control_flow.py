@@ -24,32 +24,43 @@ from amanda.exec.dispatch import ONNX, OpContext, session_kernel
 __all__ = ["run_if", "run_loop", "run_scan", "run_sequence_map"]
 
 
+def _ports(node: Any) -> tuple[tuple[str | None, ...], tuple[str, ...], tuple[str, ...]]:
+    """A control-flow op's or body's input ports, read once per container (reading a port's
+    attributes on every run or iteration cost If a third of its run): for each port the name
+    of the outer value it captures (None for a formal input), the formal names, the captured
+    names."""
+    def build(node: Any) -> tuple:
+        # the importer renames a captured port that clashes with a formal one and keeps the
+        # outer value's name (which is the body's port name) in onnx_name
+        captures = tuple(p.attrs.get("onnx_name", p.name) if p.attrs.get("captured") else None for p in node.inputs)
+        formal = tuple(p.name for p, c in zip(node.inputs, captures) if c is None)
+        return captures, formal, tuple(p.name for p, c in zip(node.inputs, captures) if c is not None)
+
+    return node._cached("exec.control_flow.ports", build)  # type: ignore[no-any-return]
+
+
 def _split(ctx: OpContext, values: Sequence[Any]) -> tuple[list[Any], dict[str, Any]]:
     """The op's positional inputs and its captured values by port name."""
     regular: list[Any] = []
     captured: dict[str, Any] = {}
-    for port, value in zip(ctx.op.inputs, values):
-        if port.attrs.get("captured"):
-            # the importer renames a captured port that clashes with a formal one and keeps
-            # the outer value's name (which is the body's port name) in onnx_name
-            captured[port.attrs.get("onnx_name", port.name)] = value
-        else:
+    for name, value in zip(_ports(ctx.op)[0], values):
+        if name is None:
             regular.append(value)
+        else:
+            captured[name] = value
     return regular, captured
 
 
 def _formal(body: Any) -> list[str]:
-    return [p.name for p in body.inputs if not p.attrs.get("captured")]
+    return list(_ports(body)[1])
 
 
 def _feeds(ctx: OpContext, body: Any, formal: Mapping[str, Any], captured: Mapping[str, Any]) -> dict[str, Any]:
     feeds = dict(formal)
-    for port in body.inputs:
-        if port.attrs.get("captured"):
-            if port.name not in captured:
-                raise ExecutionError.at(
-                    ctx.path, f"a captured input `{port.name}` on the op for its body", "none")
-            feeds[port.name] = captured[port.name]
+    for name in _ports(body)[2]:
+        if name not in captured:
+            raise ExecutionError.at(ctx.path, f"a captured input `{name}` on the op for its body", "none")
+        feeds[name] = captured[name]
     return feeds
 
 

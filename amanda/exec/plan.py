@@ -45,14 +45,12 @@ from amanda.exec.feeds import PortType, feed_types
 from amanda.exec.inplace import donate
 from amanda.exec.kernels.relaid import mark_constant
 from amanda.exec.resolve import FetchSpec, Into, control_sources, data_source, resolve_feed, resolve_fetch
+from amanda.exec.schedule import BY_SIZE, INLINE, POOL, Schedule, schedule, with_frees, writers
 
 if TYPE_CHECKING:
     from amanda.containers import Container
 
-__all__ = ["Plan", "Slot", "Step", "StepInfo", "bind_phase", "compile_plan"]
-
-# how the threaded scheduler places a step
-INLINE, POOL, BY_SIZE = 0, 1, 2
+__all__ = ["BY_SIZE", "INLINE", "POOL", "Plan", "Slot", "Step", "StepInfo", "bind_phase", "compile_plan"]
 
 ContextFactory = Callable[["Container", Path, str, "int | None"], OpContext]
 
@@ -79,34 +77,35 @@ def bind_phase(model: Container, phase: Any) -> Container:
 
 @dataclass(frozen=True)
 class StepInfo:
-    """What a step is, for messages and scheduling: its path, type, namespace and placement."""
+    """What a step is, for messages and scheduling: its path (as shown), type, namespace,
+    placement and path in the flattened model."""
 
     path: str
     op_type: str | None
     namespace: str | None
     placement: int
+    at: Path = ()
 
 
 @dataclass(eq=False)
 class Plan:
-    """A compiled, pruned computation (see the module docstring)."""
+    """A compiled, pruned computation (see the module docstring): its steps (with what each
+    is), their schedule, and its inputs (the environment template, the slot of each feed and
+    the feeds' types) and outputs (the slot of each fetch)."""
 
     steps: list[Step]
     infos: list[StepInfo]
+    schedule: Schedule
     template: list
     feed_slots: dict[Any, Slot | None]
     fetch_slots: tuple[Slot | None, ...]
-    paths: tuple[Path, ...]
-    preds: list[int]
-    succs: list[tuple[int, ...]]
-    reads: list[tuple[Slot, ...]]
-    uses: list[int]
-    keep: frozenset[Slot]
-    parallel: bool
-    uses_blas: bool
-    placements: list[int]
     feed_types: dict[Any, PortType] = field(default_factory=dict)
     tuner: Any = None  # the runner's BlasTuner for this plan, made on its first run
+
+    @property
+    def paths(self) -> tuple[Path, ...]:
+        """The path of each step's op in the flattened model."""
+        return tuple(info.at for info in self.infos)
 
     def __repr__(self) -> str:
         return f"Plan({len(self.steps)} steps, {len(self.template)} slots)"
@@ -228,86 +227,116 @@ def _prune(flat: FlatGraph, pruned: _Pruned, fetches: Sequence[Any], phase: Any)
             need_op(before, label)
 
 
-def _compile(
-    model: Container, flat: FlatGraph, order: tuple[Path, ...], pruned: _Pruned,
-    context: ContextFactory | None, default_namespace: str | None, prefix: Path,
-) -> Plan:
-    wanted, sources, fed_values, fed_into = pruned.wanted, pruned.sources, pruned.fed_values, pruned.fed_into
-    template: list = [None]  # slot 0 always holds None: the value of an unfed optional input
-    slot_of: dict[Any, int] = {}
+class _Op(NamedTuple):
+    """An op to plan, resolved: its path, where messages put it, its namespace, its kernel
+    (a session kernel bound to its context) and its input and output slots."""
 
-    def slot(key: Any) -> int:
-        found = slot_of.get(key)
-        if found is None:
-            found = slot_of[key] = len(template)
-            template.append(None)
-        return found
+    path: Path
+    op: Container
+    where: str
+    namespace: str | None
+    kernel: Any
+    fn: Callable[..., tuple]
+    ins: tuple[Slot, ...] = ()
+    outs: tuple[tuple[int, Slot], ...] = ()
 
-    feed_slots: dict[Any, int | None] = {}
-    for key, name in fed_values.items():
-        feed_slots[name] = slot(key) if key in wanted else None
-    running = set(order)
-    for into, name in fed_into.items():
-        if into[0] in running:
-            if feed_slots.get(name) is None:
-                feed_slots[name] = slot(("fed", name))
-            slot_of[into] = feed_slots[name]  # type: ignore[assignment]
-        else:
-            feed_slots.setdefault(name, None)
 
+def _resolve(model: Container, flat: FlatGraph, order: tuple[Path, ...], context: ContextFactory | None,
+             default_namespace: str | None, prefix: Path) -> list[_Op]:
+    """Stage 1: each op's namespace and kernel (session kernels get their context)."""
     namespaces = _namespaces(model, default_namespace, set(order))
-    steps: list[Step] = []
-    infos: list[StepInfo] = []
-    paths: list[Path] = []
-    step_of: dict[Path, int] = {}
-    writer: dict[int, int] = {}
-    heavy: list[bool] = []
+    resolved = []
     for path in order:
         op = flat.ops[path]
         where = format_path(prefix + path)
         namespace = namespaces.get(path, default_namespace)
-        resolved = resolve_kernel(op, where, namespace)
-        ins = []
-        for port in op.input_names:
-            into = Into(path, port)
-            if into in fed_into:
-                ins.append(slot_of[into])
-                continue
-            source = sources.get(into)
-            ins.append(0 if source is None else slot(source))
-        outs = tuple((k, slot(Endpoint(path, name)))
-                     for k, name in zip(output_positions(op, namespace), op.output_names)
-                     if Endpoint(path, name) in wanted and Endpoint(path, name) not in fed_values)
-        fn = resolved.fn
-        if resolved.session:
+        kernel = resolve_kernel(op, where, namespace)
+        fn = kernel.fn
+        if kernel.session:
             assert context is not None, "session kernels need an op context"
             opset = parse_namespace(namespace)[2] if namespace else None
             fn = partial(fn, context(op, prefix + path, namespace, opset))  # type: ignore[arg-type]
-        elif op.type == "Constant" and not ins and parse_namespace(namespace)[0] == ONNX:  # type: ignore[arg-type]
-            _fold(fn, resolved.attrs, outs, template, where, namespace)
-            continue
-        placement = INLINE if resolved.session else (POOL if resolved.heavy else BY_SIZE)
-        step_of[path] = len(steps)
-        for _, s in outs:
-            writer[s] = len(steps)
-        steps.append(Step(fn, resolved.attrs, tuple(ins), outs, ()))
-        infos.append(StepInfo(where, op.type, namespace, placement))
-        paths.append(path)
-        heavy.append(resolved.heavy)
+        resolved.append(_Op(path, op, where, namespace, kernel, fn))
+    return resolved
 
-    fetch_slots = tuple(slot(key) if kind == "value" else None for kind, key in pruned.targets)
+
+class _Slots:
+    """Stage 2: an environment slot per value read (slot 0 holds None: an unfed optional input)."""
+
+    def __init__(self) -> None:
+        self.template: list = [None]
+        self.slot_of: dict[Any, int] = {}
+
+    def __call__(self, key: Any) -> int:
+        found = self.slot_of.get(key)
+        if found is None:
+            found = self.slot_of[key] = len(self.template)
+            self.template.append(None)
+        return found
+
+    def feeds(self, pruned: _Pruned, running: set[Path]) -> dict[Any, int | None]:
+        """The slot of each feed name (None for a feed nothing planned reads)."""
+        feed_slots: dict[Any, int | None] = {}
+        for key, name in pruned.fed_values.items():
+            feed_slots[name] = self(key) if key in pruned.wanted else None
+        for into, name in pruned.fed_into.items():
+            if into[0] in running:
+                if feed_slots.get(name) is None:
+                    feed_slots[name] = self(("fed", name))
+                self.slot_of[into] = feed_slots[name]  # type: ignore[assignment]
+            else:
+                feed_slots.setdefault(name, None)
+        return feed_slots
+
+    def wire(self, r: _Op, pruned: _Pruned) -> _Op:
+        """``r`` with the slots it reads and the slots its wanted outputs go to."""
+        ins = []
+        for port in r.op.input_names:
+            into = Into(r.path, port)
+            if into in pruned.fed_into:
+                ins.append(self.slot_of[into])
+                continue
+            source = pruned.sources.get(into)
+            ins.append(0 if source is None else self(source))
+        outs = tuple((k, self(Endpoint(r.path, name)))
+                     for k, name in zip(output_positions(r.op, r.namespace), r.op.output_names)
+                     if Endpoint(r.path, name) in pruned.wanted and Endpoint(r.path, name) not in pruned.fed_values)
+        return r._replace(ins=tuple(ins), outs=outs)
+
+
+def _foldable(r: _Op) -> bool:
+    """Whether the op is evaluated once, at plan time: an ONNX Constant."""
+    return (not r.kernel.session and r.op.type == "Constant" and not r.ins
+            and parse_namespace(r.namespace)[0] == ONNX)  # type: ignore[arg-type]
+
+
+def _compile(
+    model: Container, flat: FlatGraph, order: tuple[Path, ...], pruned: _Pruned,
+    context: ContextFactory | None, default_namespace: str | None, prefix: Path,
+) -> Plan:
+    """The stages: resolve kernels, allocate slots, fold constants, schedule, donate."""
+    resolved = _resolve(model, flat, order, context, default_namespace, prefix)
+    slots = _Slots()
+    feed_slots = slots.feeds(pruned, set(order))
+    wired = [slots.wire(r, pruned) for r in resolved]
+    running = []
+    for r in wired:  # stage 3: constants now, into the template
+        if _foldable(r):
+            _fold(r.fn, r.kernel.attrs, r.outs, slots.template, r.where, r.namespace)
+        else:
+            running.append(r)
+    fetch_slots = tuple(slots(key) if kind == "value" else None for kind, key in pruned.targets)
     keep = frozenset(s for s in fetch_slots if s is not None)
-    steps = _with_frees(steps, keep)
-    preds, succs, reads, uses = _graph(steps, paths, writer, step_of, pruned.controls)
-    steps = donate(steps, [info.op_type for info in infos],
-                   [_family(info) for info in infos],
-                   writer, uses, keep)
-    return Plan(
-        steps=steps, infos=infos, template=template, feed_slots=feed_slots, fetch_slots=fetch_slots,
-        paths=tuple(paths), preds=preds, succs=succs, reads=reads, uses=uses, keep=keep,
-        parallel=_parallel(preds, succs, heavy), uses_blas=any(heavy),
-        placements=[info.placement for info in infos],
-    )
+    steps = with_frees([Step(r.fn, r.kernel.attrs, r.ins, r.outs, ()) for r in running], keep)
+    infos = [StepInfo(r.where, r.op.type, r.namespace,
+                      INLINE if r.kernel.session else (POOL if r.kernel.heavy else BY_SIZE), r.path)
+             for r in running]
+    plan_schedule = schedule(steps, [r.path for r in running], pruned.controls,  # stage 4
+                             [info.placement for info in infos], [r.kernel.heavy for r in running], keep)
+    steps = donate(steps, [info.op_type for info in infos], [_family(info) for info in infos],  # stage 5
+                   writers(steps), list(plan_schedule.uses), keep)
+    return Plan(steps=steps, infos=infos, schedule=plan_schedule, template=slots.template,
+                feed_slots=feed_slots, fetch_slots=fetch_slots)
 
 
 def _family(info: StepInfo) -> str | None:
@@ -329,71 +358,3 @@ def _fold(fn: Callable, attrs: Any, outs: tuple, template: list, where: str, nam
             value.setflags(write=False)
         mark_constant(value)  # the same array on every run: kernels may keep a relaid copy
         template[s] = value
-
-
-def _with_frees(steps: list[Step], keep: frozenset[Slot]) -> list[Step]:
-    """Each step with the slots whose last reader it is (freed right after it runs)."""
-    last: dict[int, int] = {}
-    for i, (_, _, ins, outs, _) in enumerate(steps):
-        for s in ins:
-            last[s] = i
-        for _, s in outs:
-            last.setdefault(s, i)  # written but never read: free at once (unless fetched)
-    frees: list[list[int]] = [[] for _ in steps]
-    for s, i in last.items():
-        if s and s not in keep:
-            frees[i].append(s)
-    return [step._replace(frees=tuple(sorted(frees[i]))) for i, step in enumerate(steps)]
-
-
-def _graph(
-    steps: list[Step], paths: list[Path], writer: dict[Slot, int], step_of: dict[Path, int],
-    controls: dict[Path, list[Path]],
-) -> tuple[list[int], list[tuple[int, ...]], list[tuple[Slot, ...]], list[int]]:
-    """Predecessor counts, successors, distinct slots read per step and readers per slot."""
-    preds: list[int] = []
-    succ_sets: list[set[int]] = [set() for _ in steps]
-    reads: list[tuple[int, ...]] = []
-    uses: dict[int, int] = {}
-    for j, (step, path) in enumerate(zip(steps, paths)):
-        ins = step.ins
-        before = {writer[s] for s in ins if s in writer}
-        for source in controls.get(path, ()):
-            i = step_of.get(source)
-            if i is not None:  # a folded Constant has no step and nothing to wait for
-                before.add(i)
-        before.discard(j)
-        for i in before:
-            succ_sets[i].add(j)
-        preds.append(len(before))
-        distinct = tuple(sorted({s for s in ins if s}))
-        reads.append(distinct)
-        for s in distinct:
-            uses[s] = uses.get(s, 0) + 1
-    size = 1 + max([0, *uses, *writer])
-    use_list = [uses.get(s, 0) for s in range(size)]
-    return preds, [tuple(sorted(s)) for s in succ_sets], reads, use_list
-
-
-def _parallel(preds: list[int], succs: list[tuple[int, ...]], heavy: list[bool]) -> bool:
-    """Whether at least half the heavy steps can run beside another heavy step.
-
-    A heavy step's level counts the heavy steps on its longest path from the inputs;
-    heavy steps sharing a level are independent of each other.
-    """
-    total = sum(heavy)
-    if total < 2:
-        return False
-    level = [0] * len(preds)
-    for i in range(len(preds)):  # steps are in topological order
-        if heavy[i]:
-            level[i] += 1
-        for j in succs[i]:
-            if level[j] < level[i]:
-                level[j] = level[i]
-    count: dict[int, int] = {}
-    for i, h in enumerate(heavy):
-        if h:
-            count[level[i]] = count.get(level[i], 0) + 1
-    beside = sum(c for c in count.values() if c >= 2)
-    return 2 * beside >= total

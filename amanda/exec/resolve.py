@@ -34,14 +34,14 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from amanda.containers import CONTROL, SELF, Endpoint, FlatGraph
-from amanda.containers.records import Path
+from amanda.containers.records import Junction, Path
 from amanda.containers.validate import resolve_path
 from amanda.errors import ExecutionError, format_path
 
 if TYPE_CHECKING:
     from amanda.containers import Container
 
-__all__ = ["FeedSpec", "FetchSpec", "Into", "control_sources", "data_source", "is_top_name", "live", "resolve_feed",
+__all__ = ["FeedSpec", "FetchSpec", "Into", "control_sources", "data_source", "is_top_name", "resolve_feed",
            "resolve_fetch"]
 
 
@@ -71,32 +71,26 @@ class Into(NamedTuple):
         return f"Into({format_path(self.path)}:{self.port})"
 
 
-def live(edge: Any, phase: Any) -> bool:
-    """Whether ``edge`` exists in ``phase`` (untagged edges exist in every phase)."""
-    tagged = edge[2].get("phase") if edge[2] else None
-    return tagged is None or phase is None or tagged == phase
-
-
-def _one(edges: list, where: str, phase: Any) -> Any:
-    if len(edges) > 1:
-        phases = sorted(str(e[2].get("phase")) for e in edges)
+def _one(found: list[tuple[Endpoint, Any]], where: str) -> Endpoint | None:
+    """The one source of ``found`` (``(source, attrs)`` pairs), None for none; an
+    ExecutionError when producers differ by phase and no phase was chosen."""
+    if len(found) > 1:
+        phases = sorted(str(attrs.get("phase")) for _, attrs in found)
         raise ExecutionError(
             f"`{where}` has one producer per phase ({', '.join(phases)}); run with phase= one of them",
-            path=where, expected="one producer", found=f"{len(edges)} producers",
+            path=where, expected="one producer", found=f"{len(found)} producers",
         )
-    return edges[0] if edges else None
+    return found[0][0] if found else None
 
 
 def data_source(flat: FlatGraph, path: Path, port: str, phase: Any) -> Endpoint | None:
     """The value read by input ``port`` of the leaf at ``path``, or None if nothing feeds it."""
-    edges = [e for e in flat.producers(path, port) if live(e, phase)]
-    edge = _one(edges, f"{format_path(path)}:{port}", phase)
-    return None if edge is None else edge[0]
+    return _one(flat.view.feeding(Endpoint(path, port), phase), f"{format_path(path)}:{port}")
 
 
 def control_sources(flat: FlatGraph, path: Path, phase: Any) -> list[Path]:
     """Leaf paths with a control edge into the op at ``path``."""
-    return [e[0][0] for e in flat.producers(path, CONTROL) if e[0][0] is not SELF and live(e, phase)]
+    return flat.view.control_sources(path, phase)
 
 
 def _node(model: Container, path: Path) -> Container:
@@ -106,69 +100,18 @@ def _node(model: Container, path: Path) -> Container:
     return node
 
 
-def _leaves(model: Container, path: Path) -> tuple[Path, ...]:
-    node = _node(model, path)
-    if node.is_op:
-        return (path,)
-    out: list[Path] = []
-    for child in node.children:
-        out.extend(_leaves(model, path + (child.name,)))
-    return tuple(out)
-
-
-def _buried(model: Container, owner: Path, edge: Any) -> bool:
-    """Whether a tombstone of a container above ``owner`` deletes ``edge`` (owned by ``owner``)."""
-    src, dst = edge[0], edge[1]
-    key = (owner if src[0] is SELF else owner + tuple(src[0]), src[1],
-           owner if dst[0] is SELF else owner + tuple(dst[0]), dst[1])
-    node = model
-    for depth in range(len(owner)):
-        prefix = owner[:depth]
-        for tomb in node.tombstones:
-            t_src, t_dst = tomb[0], tomb[1]
-            tkey = (prefix if t_src[0] is SELF else prefix + tuple(t_src[0]), t_src[1],
-                    prefix if t_dst[0] is SELF else prefix + tuple(t_dst[0]), t_dst[1])
-            if tkey == key:
-                return True
-        node = node.child(owner[depth])
-    return False
-
-
-def _source_of_output(model: Container, path: Path, port: str, phase: Any) -> Endpoint:
-    node = _node(model, path)
-    if node.is_op:
+def _boundary_source(flat: FlatGraph, path: Path, port: str, side: str, phase: Any) -> Endpoint:
+    """The value at a container's boundary port (``side`` ``"out"`` for an output, ``"in"``
+    for the value entering an input); an op's output is its own value."""
+    if side == "out" and path in flat.ops:
         return Endpoint(path, port)
-    edges = [e for e in node.edges if e[1][0] is SELF and e[1][1] == port
-             and live(e, phase) and not _buried(model, path, e)]
-    edge = _one(edges, f"{format_path(path)}:{port}", phase)
-    if edge is None:
-        raise ExecutionError.at(path, f"a value reaching output `{port}`", "no edge feeding it")
-    src = edge[0]
-    if src[0] is SELF:
-        return _source_of_input(model, path, src[1], phase)
-    return _source_of_output(model, path + tuple(src[0]), src[1], phase)
-
-
-def _source_of_input(model: Container, path: Path, port: str, phase: Any) -> Endpoint:
-    if not path:
+    if side == "in" and not path:
         return Endpoint(SELF, port)
-    found = []
-    for depth in range(len(path)):
-        owner = path[:depth]
-        for edge in _node(model, owner).edges:
-            dst = edge[1]
-            if dst[0] is not SELF and owner + tuple(dst[0]) == path and dst[1] == port:
-                if live(edge, phase) and not _buried(model, owner, edge):
-                    found.append((owner, edge))
-    if not found:
-        raise ExecutionError.at(path, f"a value reaching input `{port}`", "no edge feeding it")
-    if len(found) > 1:
-        _one([e for _, e in found], f"{format_path(path)}:{port}", phase)
-    owner, edge = found[0]
-    src = edge[0]
-    if src[0] is SELF:
-        return _source_of_input(model, owner, src[1], phase)
-    return _source_of_output(model, owner + tuple(src[0]), src[1], phase)
+    found = _one(flat.view.feeding(Junction(path, port, side), phase), f"{format_path(path)}:{port}")
+    if found is None:
+        kind = "output" if side == "out" else "input"
+        raise ExecutionError.at(path, f"a value reaching {kind} `{port}`", "no edge feeding it")
+    return found
 
 
 def _port_name(node: Container, port: Any, where: Any) -> str | int:
@@ -200,12 +143,17 @@ def _inputs_inside(model: Container, path: Path, port: str) -> tuple[Into, ...]:
     return tuple(Into(path + tuple(ep[0]), ep[1]) for ep in inner.inputs.get(port, ()))
 
 
-def _named_control_sources(model: Container, path: Path, port: str) -> tuple[Path, ...]:
+def _leaves(flat: FlatGraph, path: Path) -> tuple[Path, ...]:
+    """The leaf ops at or inside ``path``."""
+    return (path,) if path in flat.ops else tuple(flat.view.inside(path))
+
+
+def _named_control_sources(model: Container, flat: FlatGraph, path: Path, port: str) -> tuple[Path, ...]:
     node = model if not path else _node(model, path)
     paths: list[tuple] = []
     for edge in node.edges:
         if edge[1][0] is SELF and edge[1][1] == port and edge[0][0] is not SELF:
-            paths.extend(_leaves(model, path + tuple(edge[0][0])))
+            paths.extend(_leaves(flat, path + tuple(edge[0][0])))
     return tuple(paths)
 
 
@@ -230,7 +178,7 @@ def resolve_fetch(model: Container, flat: FlatGraph, item: Any, phase: Any) -> F
         if item in model.output_names:
             return FetchSpec("value", _top_output(model, flat, item, phase))
         if item in model.control_names:
-            return FetchSpec("effect", _named_control_sources(model, (), item))
+            return FetchSpec("effect", _named_control_sources(model, flat, (), item))
         if item in model.input_names:
             return FetchSpec("value", Endpoint(SELF, item))
         path = resolve_path(model, item)
@@ -238,7 +186,7 @@ def resolve_fetch(model: Container, flat: FlatGraph, item: Any, phase: Any) -> F
             raise ExecutionError.at(
                 model.name, f"a top output ({', '.join(model.output_names) or 'none'}), an endpoint "
                 "'op:port' or an op path", repr(item))
-        return FetchSpec("effect", _leaves(model, path))
+        return FetchSpec("effect", _leaves(flat, path))
     path, node, port = _endpoint(model, item)
     if path is SELF:
         if port in model.output_names:
@@ -246,23 +194,23 @@ def resolve_fetch(model: Container, flat: FlatGraph, item: Any, phase: Any) -> F
         if port in model.input_names:
             return FetchSpec("value", Endpoint(SELF, port))
         if port == CONTROL:
-            return FetchSpec("effect", _leaves(model, ()))
+            return FetchSpec("effect", _leaves(flat, ()))
         if port in model.control_names:
-            return FetchSpec("effect", _named_control_sources(model, (), port))
+            return FetchSpec("effect", _named_control_sources(model, flat, (), port))
         raise ExecutionError.at(model.name, "a port of the top container", repr(port))
     if port == CONTROL:
-        return FetchSpec("effect", _leaves(model, path))
+        return FetchSpec("effect", _leaves(flat, path))
     if port in node.output_names:
-        return FetchSpec("value", _source_of_output(model, path, port, phase))
+        return FetchSpec("value", _boundary_source(flat, path, port, "out", phase))
     if port in node.input_names:
         if node.is_op:
             source = data_source(flat, path, port, phase)
             if source is None:
                 raise ExecutionError.at(path, f"a value flowing into `{port}`", "no producer")
             return FetchSpec("value", source)
-        return FetchSpec("value", _source_of_input(model, path, port, phase))
+        return FetchSpec("value", _boundary_source(flat, path, port, "in", phase))
     if port in node.control_names:
-        return FetchSpec("effect", _named_control_sources(model, path, port))
+        return FetchSpec("effect", _named_control_sources(model, flat, path, port))
     raise ExecutionError.at(path, f"a port of `{format_path(path)}` ({_ports(node)})", repr(port))
 
 
@@ -271,11 +219,10 @@ def _ports(node: Container) -> str:
 
 
 def _top_output(model: Container, flat: FlatGraph, name: str, phase: Any) -> Endpoint:
-    edges = [e for e in flat.producers(SELF, name) if live(e, phase)]
-    edge = _one(edges, f"{model.name}:{name}", phase)
-    if edge is None:
+    found = _one(flat.view.feeding(Endpoint(SELF, name), phase), f"{model.name}:{name}")
+    if found is None:
         raise ExecutionError.at(model.name, f"a value reaching output `{name}`", "no edge feeding it")
-    return edge[0]
+    return found
 
 
 def resolve_feed(model: Container, flat: FlatGraph, item: Any, phase: Any) -> FeedSpec:
@@ -296,7 +243,7 @@ def resolve_feed(model: Container, flat: FlatGraph, item: Any, phase: Any) -> Fe
             return FeedSpec("value", _top_output(model, flat, port, phase))
         raise ExecutionError.at(model.name, "a data port of the top container", repr(port))
     if port in node.output_names:
-        return FeedSpec("value", _source_of_output(model, path, port, phase))
+        return FeedSpec("value", _boundary_source(flat, path, port, "out", phase))
     if port in node.input_names:
         if node.is_op:
             return FeedSpec("into", (Into(path, port),))

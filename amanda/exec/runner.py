@@ -35,7 +35,8 @@ from amanda.containers.checks import brief
 from amanda.errors import ExecutionError
 from amanda.exec.blas import BlasTuner, _blas_libraries, blas_threads  # noqa: F401  (re-exported)
 from amanda.exec.dispatch import failure
-from amanda.exec.plan import BY_SIZE, POOL, Plan, Step
+from amanda.exec.plan import Plan, Step
+from amanda.exec.schedule import BY_SIZE, POOL
 
 __all__ = ["Runner", "WorkerPool", "blas_threads", "run_sequential", "run_threaded"]
 
@@ -164,14 +165,15 @@ def run_threaded(
     plan: Plan, env: list, pool: WorkerPool, offload_elements: int = DEFAULT_OFFLOAD_ELEMENTS,
     deadline: float | None = None,
 ) -> None:
-    """Run the plan with a ready queue: cheap steps inline, heavy ones on ``pool``.
+    """Run the plan with a ready queue over its schedule's step records: cheap steps inline,
+    heavy ones on ``pool``.
 
     At most one step per worker is on the pool at a time (the others wait in ``waiting``),
     so after a failure, an interrupt or the deadline only the steps already running finish.
     """
-    steps, succs, reads, keep, placements = plan.steps, plan.succs, plan.reads, plan.keep, plan.placements
-    remaining = list(plan.preds)
-    uses = list(plan.uses)
+    steps, records, keep = plan.steps, plan.schedule.records, plan.schedule.keep
+    remaining = [r[0] for r in records]  # Scheduled: (preds, succs, reads, place)
+    uses = list(plan.schedule.uses)
     ready = deque(i for i, n in enumerate(remaining) if n == 0)
     waiting: deque[int] = deque()  # heavy steps ready for a worker while every worker is busy
     done: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -184,61 +186,71 @@ def run_threaded(
             raise _not_a_tuple(result)
         for k, s in steps[i].outs:
             env[s] = result[k]
-        for s in reads[i]:
+        _, succs, reads, _ = records[i]
+        for s in reads:
             uses[s] -= 1
             if not uses[s] and s not in keep:
                 env[s] = None
-        for j in succs[i]:
+        for j in succs:
             remaining[j] -= 1
             if not remaining[j]:
                 ready.append(j)
 
-    def late() -> bool:
-        return deadline is not None and time.monotonic() > deadline
+    def start_waiting() -> tuple[int, BaseException] | None:
+        """Hand waiting steps to free workers; the first late one stops the run."""
+        nonlocal inflight
+        while waiting and inflight < capacity:
+            i = waiting.popleft()
+            if deadline is not None and time.monotonic() > deadline:
+                return (i, _LATE)
+            fn, attrs, ins, _, _ = steps[i]
+            tasks.put((i, fn, attrs, [env[s] for s in ins], done))
+            inflight += 1
+        return None
+
+    def run_ready() -> tuple[int, BaseException] | None:
+        """Run the ready steps inline, or hand the heavy ones on when others could run beside
+        them; the first failure (or late step) stops the run."""
+        nonlocal inflight
+        while ready:
+            i = ready.popleft()
+            fn, attrs, ins, _, _ = steps[i]
+            args = [env[s] for s in ins]
+            place = records[i][3]
+            if (place == POOL or (place == BY_SIZE and _large(args, offload_elements))) and (
+                    ready or waiting or inflight):
+                if inflight < capacity:
+                    tasks.put((i, fn, attrs, args, done))
+                    inflight += 1
+                else:
+                    waiting.append(i)
+                continue
+            if deadline is not None and time.monotonic() > deadline:
+                return (i, _LATE)
+            try:
+                finish(i, fn(attrs, *args))
+            except Exception as inline_error:  # noqa: BLE001 - re-raised below with the op's path
+                return (i, inline_error)
+        return None
+
+    def collect() -> tuple[int, BaseException] | None:
+        """Take one finished step from the workers."""
+        nonlocal inflight
+        i, result, worker_error = done.get()
+        inflight -= 1
+        if worker_error is not None:
+            return (i, worker_error)
+        try:
+            finish(i, result)
+        except Exception as err:  # noqa: BLE001
+            return (i, err)
+        return None
 
     try:
         while ready or waiting or inflight:
-            while waiting and inflight < capacity and failed is None:
-                i = waiting.popleft()
-                if late():
-                    failed = (i, _LATE)
-                    break
-                step = steps[i]
-                tasks.put((i, step.fn, step.attrs, [env[s] for s in step.ins], done))
-                inflight += 1
-            while ready and failed is None:
-                i = ready.popleft()
-                fn, attrs, ins, _, _ = steps[i]
-                args = [env[s] for s in ins]
-                place = placements[i]
-                if (place == POOL or (place == BY_SIZE and _large(args, offload_elements))) and (
-                        ready or waiting or inflight):
-                    if inflight < capacity:
-                        tasks.put((i, fn, attrs, args, done))
-                        inflight += 1
-                    else:
-                        waiting.append(i)
-                    continue
-                if late():
-                    failed = (i, _LATE)
-                    break
-                try:
-                    finish(i, fn(attrs, *args))
-                except Exception as inline_error:  # noqa: BLE001 - re-raised below with the op's path
-                    failed = (i, inline_error)
-            if failed is not None:
-                break
-            if inflight:
-                i, result, worker_error = done.get()
-                inflight -= 1
-                if worker_error is None:
-                    try:
-                        finish(i, result)
-                    except Exception as err:  # noqa: BLE001
-                        failed = (i, err)
-                else:
-                    failed = (i, worker_error)
-                result = worker_error = None
+            failed = start_waiting() or run_ready()
+            if failed is None and inflight:
+                failed = collect()
             if failed is not None:
                 break
     finally:
@@ -247,12 +259,17 @@ def run_threaded(
             done.get()
             inflight -= 1
     if failed is not None:
-        index, error = failed
-        if error is _LATE:
-            raise timed_out(plan.infos[index].path)
-        if not isinstance(error, Exception):
-            raise error  # KeyboardInterrupt, SystemExit … pass through unwrapped
-        raise _error(plan, index, env, error) from error
+        _raise_failure(plan, env, *failed)
+
+
+def _raise_failure(plan: Plan, env: list, index: int, error: BaseException) -> None:
+    """Raise what stopped a threaded run: a timeout, an interrupt as it is, else the step's
+    ExecutionError."""
+    if error is _LATE:
+        raise timed_out(plan.infos[index].path)
+    if not isinstance(error, Exception):
+        raise error  # KeyboardInterrupt, SystemExit … pass through unwrapped
+    raise _error(plan, index, env, error) from error
 
 
 def _is_int(value: Any) -> bool:
@@ -290,7 +307,7 @@ class Runner:
     def mode(self, plan: Plan) -> str:
         """Which runner a plan gets."""
         if self.threads is None:
-            return THREADED if self.budget > 1 and plan.parallel else SEQUENTIAL
+            return THREADED if self.budget > 1 and plan.schedule.parallel else SEQUENTIAL
         return THREADED if self.threads > 1 else SEQUENTIAL
 
     def run(self, plan: Plan, env: list, mode: str, deadline: float | None = None) -> None:
@@ -308,7 +325,7 @@ class Runner:
             self.deadline = previous
 
     def _run(self, plan: Plan, env: list, mode: str) -> None:
-        if not plan.uses_blas:
+        if not plan.schedule.uses_blas:
             self.execute(plan, env, mode)
             return
         if mode == THREADED or self.budget == 1:

@@ -27,7 +27,6 @@ from amanda.containers.checks import brief
 from amanda.containers.phases import check_phase
 from amanda.containers.records import Path
 from amanda.containers.uids import refuse_uid_clashes
-from amanda.deprecation import moved_to_keywords
 from amanda.errors import ExecutionError, format_path
 from amanda.exec import (
     control_flow,  # noqa: F401  (registers If, Loop, Scan, SequenceMap)
@@ -42,6 +41,7 @@ from amanda.exec.resolve import is_top_name, normalize
 from amanda.exec.runner import DEFAULT_OFFLOAD_ELEMENTS, SEQUENTIAL, Runner, timed_out
 from amanda.exec.tensorflow import executable_form, needs_conversion
 from amanda.exec.value_cache import DEFAULT_BUDGET, ValueCache
+from amanda.keywords import positional_refused
 from amanda.parse_guards import gc_paused
 
 __all__ = ["DEFAULT_MAX_LOOP_ITERATIONS", "Session"]
@@ -156,8 +156,8 @@ class Session:
         devices: Mapping[str, Any] | None = None,
         optimize: bool = True,
     ) -> None:
-        if positional:  # the deprecated Session(model, threads)
-            (threads,) = moved_to_keywords("Session", ("threads",), positional, (threads,), (None,))
+        if positional:  # the removed Session(model, threads)
+            raise positional_refused("Session", ("threads",), positional)
         if not isinstance(model, Container):
             raise _bad("model", "a Container", model)
         refuse_uid_clashes(model, "Session")  # state is kept by uid: two nodes of one uid would share it

@@ -115,6 +115,17 @@ def needs_conversion(model: Container) -> bool:
     return False
 
 
+def _reads(model: Container, variables: set[str], edge: Edge) -> bool:
+    """Whether ``edge`` carries a variable's value to an ordinary reader (not into the
+    reference input of an op that takes the variable itself)."""
+    src, dst = edge.src, edge.dst
+    if src.op is SELF or dst.op is SELF or len(src.op) != 1 or src.op[0] not in variables:
+        return False
+    target = model.child(dst.op[0]) if len(dst.op) == 1 else None
+    return not (target is not None and target.type in _REF_TAKERS
+                and dst.port == target.input_names[_REF_TAKERS[target.type]])
+
+
 def _with_reads(model: Container) -> Container:
     """Put a native ``<variable>/read`` Identity between each variable and its ordinary readers."""
     variables = {c.name for c in model.children if c.type == "VariableV2"}
@@ -122,13 +133,8 @@ def _with_reads(model: Container) -> Container:
         return model
     readers: dict[str, list[Edge]] = {}
     for edge in model.edges:
-        src, dst = edge.src, edge.dst
-        if src.op is SELF or dst.op is SELF or len(src.op) != 1 or src.op[0] not in variables:
-            continue
-        target = model.child(dst.op[0]) if len(dst.op) == 1 else None
-        if target is not None and target.type in _REF_TAKERS and dst.port == target.input_names[_REF_TAKERS[target.type]]:
-            continue
-        readers.setdefault(src.op[0], []).append(edge)
+        if _reads(model, variables, edge):
+            readers.setdefault(edge.src.op[0], []).append(edge)
     if not readers:
         return model
     children = list(model.children)

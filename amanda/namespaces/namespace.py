@@ -16,8 +16,8 @@ from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from amanda.containers.checks import brief, expect_flag, expect_str, shown
-from amanda.deprecation import keyword_only_after
 from amanda.errors import ArgumentError, SchemaError
+from amanda.keywords import keyword_only_after
 from amanda.namespaces.schema import FrozenMap, OpSchema, members, suggest
 
 __all__ = [

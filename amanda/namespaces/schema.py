@@ -14,8 +14,8 @@ from typing import Any, TypeVar
 import numpy as np
 
 from amanda.containers.checks import brief, sequence_problem, shown
-from amanda.deprecation import keyword_only_after
 from amanda.errors import Problem, SchemaError, suggest
+from amanda.keywords import keyword_only_after
 from amanda.namespaces.attr_types import ATTR_TYPES, attr_value_problem, coerce_default, value_key
 
 __all__ = ["AttrSchema", "FrozenMap", "OpSchema", "PortSchema", "freeze", "members", "suggest"]

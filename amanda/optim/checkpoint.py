@@ -107,6 +107,29 @@ def _fits(old: Container, value: np.ndarray) -> bool:
     return mine is None or (mine.dtype == value.dtype and mine.shape == value.shape)
 
 
+def _match(entries: list[Entry], variables: dict, by_path: dict) -> tuple[dict, set, list, list]:
+    """Pair entries with variables: ``(uid -> value, state keys restored, entries that pair
+    with nothing, entries whose value does not fit their variable)``."""
+    saved = {e.key for e in entries}
+    chosen: dict[str, np.ndarray] = {}  # uid of the Variable op -> its value
+    done: set[str] = set()
+    unmatched, mismatched = [], []
+    for entry in entries:
+        targets = [node for _, node in variables.get(entry.key, ())]
+        if not targets:
+            targets = [by_path[p][1] for p in entry.paths if p in by_path and by_path[p][0] not in saved]
+        shown = format_path(entry.paths[0]) if entry.paths else entry.key
+        if not targets:
+            unmatched.append(shown)
+        for node in targets:
+            if _fits(node, entry.value):
+                chosen[node.uid] = entry.value
+                done.add(state_key(node))
+            else:
+                mismatched.append(f"{shown} ({entry.value.dtype}{list(entry.value.shape)})")
+    return chosen, done, unmatched, mismatched
+
+
 def restore(model: Container, entries: list[Entry]) -> Restored:
     """``model`` with each entry's value as the initial value of the variables it pairs with:
     the variables of the same state key, else (for an entry whose key ``model`` lacks) the
@@ -117,23 +140,7 @@ def restore(model: Container, entries: list[Entry]) -> Restored:
         expect_type(entry, Entry, ("entries", i), "a checkpoint Entry (from snapshot or load_checkpoint)")
     variables = _variables(model)
     by_path = {p: (key, node) for key, places in variables.items() for p, node in places}
-    saved = {e.key for e in entries}
-    chosen: dict[str, np.ndarray] = {}  # uid of the Variable op -> its value
-    done: set[str] = set()
-    unmatched, mismatched = [], []
-    for entry in entries:
-        targets = [node for _, node in variables.get(entry.key, ())]
-        if not targets:
-            targets = [by_path[p][1] for p in entry.paths if p in by_path and by_path[p][0] not in saved]
-        if not targets:
-            unmatched.append(format_path(entry.paths[0]) if entry.paths else entry.key)
-        for node in targets:
-            if _fits(node, entry.value):
-                chosen[node.uid] = entry.value
-                done.add(state_key(node))
-            else:
-                mismatched.append(f"{format_path(entry.paths[0]) if entry.paths else entry.key} "
-                                  f"({entry.value.dtype}{list(entry.value.shape)})")
+    chosen, done, unmatched, mismatched = _match(entries, variables, by_path)
     paths = [p for p, (_, node) in by_path.items() if node.uid in chosen]
 
     def put(node: Container) -> Container:

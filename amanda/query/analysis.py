@@ -45,21 +45,7 @@ def computation(t: NodeTable, name: str) -> frozenset:
     an op, or if it lies in a graph held by such an op.
     """
     check_phase(t.root, name, QueryError, "in_computation")
-    flat = flatten(t.root)
-    outputs = set(t.root.output_names)
-    preds: dict[tuple, list[tuple]] = {}
-    targets: set[tuple] = set()
-    for edge in flat.edges:
-        phase = edge[2].get("phase") if edge[2] else None
-        if phase is not None and phase != name:
-            continue
-        src, dst = edge[0][0], edge[1][0]
-        if src is SELF:
-            continue
-        if dst is not SELF:
-            preds.setdefault(dst, []).append(src)
-        elif edge[1][1] in outputs:  # the root's named control ports are handled below
-            targets.add(src)
+    preds, targets = _phase_dataflow(t, name)
     seen: set = set()
     for p in compress(count(), map(attrgetter("controls"), t.nodes)):
         if any(port[0] == name for port in t.nodes[p].controls) and t.scope_of(p) == 0:
@@ -72,6 +58,32 @@ def computation(t: NodeTable, name: str) -> frozenset:
             if src not in reached:
                 reached.add(src)
                 frontier.append(src)
+    return frozenset(_enclosing(t, reached))
+
+
+def _phase_dataflow(t: NodeTable, name: str) -> tuple[dict[tuple, list[tuple]], set[tuple]]:
+    """The flattened edges of computation ``name``: each leaf's predecessors, and the leaves
+    that feed the root's data outputs."""
+    outputs = set(t.root.output_names)
+    preds: dict[tuple, list[tuple]] = {}
+    targets: set[tuple] = set()
+    for edge in flatten(t.root).edges:
+        phase = edge[2].get("phase") if edge[2] else None
+        if phase is not None and phase != name:
+            continue
+        src, dst = edge[0][0], edge[1][0]
+        if src is SELF:
+            continue
+        if dst is not SELF:
+            preds.setdefault(dst, []).append(src)
+        elif edge[1][1] in outputs:  # the root's named control ports are handled by the caller
+            targets.add(src)
+    return preds, targets
+
+
+def _enclosing(t: NodeTable, reached: set[tuple]) -> set[int]:
+    """Positions of the ``reached`` leaves, the nodes that contain them and every node of the
+    graphs those hold as bodies."""
     members: set[int] = set()
     parent = t.parent
     for path in reached:
@@ -82,7 +94,7 @@ def computation(t: NodeTable, name: str) -> frozenset:
     for p in [q for q in members if q in t.bodies]:
         for body in t.bodies[p].values():
             members.update(range(body, t.end_of(body)))
-    return frozenset(members)
+    return members
 
 
 def _control_sources(t: NodeTable, p: int, port: str, phase_name: str, seen: set) -> set[tuple]:

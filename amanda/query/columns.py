@@ -133,7 +133,23 @@ class Columns:
             return built[p]
         kind = spec[0]
         node = self.nodes[p]
-        if kind == "attr":
+        if kind in ("attr", "attrs"):
+            return self._inherited(spec, p)
+        if kind == "own":
+            return to_jmes(node.attrs.get(spec[1]))
+        if kind == "own_attrs":
+            return {k: to_jmes(v) for k, v in node.attrs.items()}
+        if kind in ("inputs", "outputs", "controls"):
+            return [port[0] for port in getattr(node, kind)]
+        of_node = _NODE_VALUES.get(kind)
+        if of_node is None:
+            raise KeyError(spec)
+        return of_node(self, node, p)
+
+    def _inherited(self, spec: tuple, p: int) -> Any:
+        """An effective attribute (``("attr", k)``: the nearest node up from ``p`` that has
+        it) or all of them merged, nearest last (``("attrs",)``)."""
+        if spec[0] == "attr":
             key = spec[1]
             while p >= 0:
                 found = self.nodes[p].attrs.get(key, MISSING)
@@ -141,36 +157,14 @@ class Columns:
                     return to_jmes(found)
                 p = self.parent[p]
             return None
-        if kind == "own":
-            return to_jmes(node.attrs.get(spec[1]))
-        if kind == "own_attrs":
-            return {k: to_jmes(v) for k, v in node.attrs.items()}
-        if kind == "attrs":
-            chain_ = []
-            while p >= 0:
-                chain_.append(self.nodes[p].attrs)
-                p = self.parent[p]
-            merged: dict = {}
-            for attrs in reversed(chain_):
-                merged.update(attrs)
-            return {k: to_jmes(v) for k, v in merged.items()}
-        if kind == "name":
-            return node.name
-        if kind == "type":
-            return node.type
-        if kind == "segment":
-            return self.segment(p)
-        if kind == "is_op":
-            return node.is_op
-        if kind == "depth":
-            return len(self.path(p))
-        if kind == "uid":
-            return node.uid
-        if kind == "path":
-            return list(self.path(p))
-        if kind in ("inputs", "outputs", "controls"):
-            return [port[0] for port in getattr(node, kind)]
-        raise KeyError(spec)
+        chain_ = []
+        while p >= 0:
+            chain_.append(self.nodes[p].attrs)
+            p = self.parent[p]
+        merged: dict = {}
+        for attrs in reversed(chain_):
+            merged.update(attrs)
+        return {k: to_jmes(v) for k, v in merged.items()}
 
     def getter(self, spec: tuple, expected: int) -> Any:
         """Something indexable by position for ``spec``: the dense column when it exists or
@@ -214,3 +208,15 @@ class LazyColumn:
             return memo[p]
         value = memo[p] = self.table.value(self.spec, p)
         return value
+
+
+# view keys computed from the node alone (or its position): key -> (columns, node, position) -> value
+_NODE_VALUES: dict[str, Any] = {
+    "name": lambda t, node, p: node.name,
+    "type": lambda t, node, p: node.type,
+    "segment": lambda t, node, p: t.segment(p),
+    "is_op": lambda t, node, p: node.is_op,
+    "depth": lambda t, node, p: len(t.path(p)),
+    "uid": lambda t, node, p: node.uid,
+    "path": lambda t, node, p: list(t.path(p)),
+}

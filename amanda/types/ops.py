@@ -174,6 +174,52 @@ def _declared_outputs(op: Any, path: Path, problems: list[Problem]) -> list:
     return declared
 
 
+def _apply_rule(rule: Callable[..., Any], node: Node, path: Path, outs: list, result: OpResult) -> None:
+    """Run a type rule into ``outs``; what it refuses becomes a problem at ``path``."""
+    op = node.op
+    try:
+        found = rule(node)
+        for j, t in enumerate(found[:len(outs)]):
+            outs[j] = t
+        result.values = node.out_values
+        result.bindings = node.bindings
+    except TypeMismatch as exc:
+        result.problems.append(Problem(path, f"{op.type}: {exc.expected}", str(exc.found)))
+    except (AmandaError, ArithmeticError, AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:
+        result.problems.append(
+            Problem(path, f"inputs and attributes {op.type} can be typed with",
+                    f"{type(exc).__name__}: {exc}"))
+
+
+def _fold_into(op: Any, path: Path, namespace: str | None, types: list, values: list, outs: list,
+               result: OpResult) -> None:
+    """Types (and small values) from running ``op`` on its known input values, when it runs."""
+    folded = _fold(op, path, namespace, [None if t is ABSENT else v for v, t in zip(values, types)])  # type: ignore[arg-type]
+    if folded is None:
+        return
+    result.unknown = False
+    result.values = {}
+    for j, value in enumerate(folded[:len(outs)]):
+        if isinstance(value, np.generic):
+            value = np.asarray(value)
+        outs[j] = _type_of_value(value)
+        if isinstance(value, np.ndarray) and value.size <= KEEP_LIMIT:
+            result.values[j] = value
+
+
+def _refine_declared(op: Any, path: Path, declared: list, outs: list, result: OpResult) -> None:
+    """Narrow each inferred output by its declared type; a conflict is a problem."""
+    for j, d in enumerate(declared):
+        if d is None:
+            continue
+        try:
+            outs[j] = refine(outs[j], d)
+        except TypeMismatch:
+            result.problems.append(Problem(
+                path, f"output port {op.outputs[j].name!r} of type {outs[j]!r} (inferred)",
+                f"declared {d!r}"))
+
+
 def infer_op(
     op: Any,
     path: Path,
@@ -198,38 +244,9 @@ def infer_op(
     elif rule is None:
         result.unknown = True
     else:
-        node = Node(op, attrs, types, values, parsed[2], body)  # type: ignore[index]
-        try:
-            found = rule(node)
-            for j, t in enumerate(found[:n_out]):
-                outs[j] = t
-            result.values = node.out_values
-            result.bindings = node.bindings
-        except TypeMismatch as exc:
-            result.problems.append(Problem(path, f"{op.type}: {exc.expected}", str(exc.found)))
-        except (AmandaError, ArithmeticError, AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:
-            result.problems.append(
-                Problem(path, f"inputs and attributes {op.type} can be typed with",
-                        f"{type(exc).__name__}: {exc}"))
+        _apply_rule(rule, Node(op, attrs, types, values, parsed[2], body), path, outs, result)  # type: ignore[index]
     if parsed is not None and not result.problems and _foldable(values, types) and _small(outs, rule):
-        folded = _fold(op, path, namespace, [None if t is ABSENT else v for v, t in zip(values, types)])  # type: ignore[arg-type]
-        if folded is not None:
-            result.unknown = False
-            result.values = {}
-            for j, value in enumerate(folded[:n_out]):
-                if isinstance(value, np.generic):
-                    value = np.asarray(value)
-                outs[j] = _type_of_value(value)
-                if isinstance(value, np.ndarray) and value.size <= KEEP_LIMIT:
-                    result.values[j] = value
-    for j, d in enumerate(declared):
-        if d is None:
-            continue
-        try:
-            outs[j] = refine(outs[j], d)
-        except TypeMismatch:
-            result.problems.append(Problem(
-                path, f"output port {op.outputs[j].name!r} of type {outs[j]!r} (inferred)",
-                f"declared {d!r}"))
+        _fold_into(op, path, namespace, types, values, outs, result)
+    _refine_declared(op, path, declared, outs, result)
     result.outputs = outs
     return result

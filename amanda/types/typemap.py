@@ -68,6 +68,34 @@ def infer_types(model: Any, inputs: Mapping[str, Any] | None = None) -> TypeMap:
             gc.enable()
 
 
+def _op_port(entry: tuple, port: Any, side: str) -> tuple[bool, Any]:
+    """Whether a typed op has port ``port`` on ``side`` (captured inputs not counted), and its type."""
+    op, result = entry
+    names = op.outputs if side == "out" else [p for p in op.inputs if not p.attrs.get("captured")]
+    found = result.outputs if side == "out" else result.inputs
+    for p, t in zip(names, found):
+        if p.name == port:
+            return True, (None if t is ABSENT else t)
+    return False, None
+
+
+def _inner_level(level: Any, path: Path) -> tuple[Any, Path] | None:
+    """The nested level that holds ``path`` (a deep container, a body, a sub-level or an op's
+    body graph) and the path within it; None when no level holds it."""
+    for k in range(1, len(path) + 1):
+        head = path[:k]
+        if head in level.deep:
+            return level.deep[head], path[k:]
+        if head in level.bodies:
+            return level.bodies[head], path[k:]
+        if k == 1 and path[0] in level.subs:
+            return level.subs[path[0]], path[1:]
+        if head in level.ops:
+            body = level.ops[head][1].bodies.get(path[k]) if k < len(path) else None
+            return (body, path[k + 1:]) if body is not None else None
+    return None
+
+
 class TypeMap(Mapping):
     """Read-only ``(path, port) -> type`` for every port of a model (see the module doc)."""
 
@@ -88,32 +116,11 @@ class TypeMap(Mapping):
                 return (port in ports), ports.get(port)
             entry = level.ops.get(path)
             if entry is not None:
-                op, result = entry
-                names = op.outputs if side == "out" else [p for p in op.inputs if not p.attrs.get("captured")]
-                found = result.outputs if side == "out" else result.inputs
-                for p, t in zip(names, found):
-                    if p.name == port:
-                        return True, (None if t is ABSENT else t)
-                return False, None
+                return _op_port(entry, port, side)
             key = (path, port, side)
             if key in level.ports:
                 return True, level.ports[key]
-            nxt = None
-            for k in range(1, len(path) + 1):
-                if path[:k] in level.deep:
-                    nxt = (level.deep[path[:k]], path[k:])
-                    break
-                if path[:k] in level.bodies:
-                    nxt = (level.bodies[path[:k]], path[k:])
-                    break
-                if k == 1 and path[0] in level.subs:
-                    nxt = (level.subs[path[0]], path[1:])
-                    break
-                if path[:k] in level.ops:
-                    body = level.ops[path[:k]][1].bodies.get(path[k]) if k < len(path) else None
-                    if body is not None:
-                        nxt = (body, path[k + 1:])
-                    break
+            nxt = _inner_level(level, path)
             if nxt is None:
                 return False, None
             level, path = nxt

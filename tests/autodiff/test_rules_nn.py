@@ -59,9 +59,9 @@ def test_split_with_an_unused_output(axis):
     weight = amanda.op("Constant", "r", outputs=["output"], attrs={"value": r})
     mul = amanda.op("Mul", "mul", ["A", "B"], ["C"])
     total = amanda.op("ReduceSum", "sum", ["data"], ["reduced"], attrs={"keepdims": 0})
-    x = amanda.Port("x", {"dtype": "float64", "shape": [3, 3, 3]})
-    net = amanda.Container("Model", "net", [x], ["loss"], [sizes, weight, split, mul, total],
-                           [("net:x", "split:input"), ("sizes:output", "split:split"), ("split:b", "mul:A"),
+    x = amanda.Port("x", attrs={"dtype": "float64", "shape": [3, 3, 3]})
+    net = amanda.Container("Model", "net", inputs=[x], outputs=["loss"], children=[sizes, weight, split, mul, total],
+                           edges=[("net:x", "split:input"), ("sizes:output", "split:split"), ("split:b", "mul:A"),
                             ("r:output", "mul:B"), ("mul:C", "sum:data"), ("sum:reduced", "net:loss")],
                            attrs={"namespace": "amanda/onnx/17"})
     with amanda.Session(amanda.grad(net, "loss", ["x"]), threads=1) as s:

@@ -13,8 +13,8 @@ def h_subgraph() -> Container:
     f = op("F", "f", ["x", "y"], ["m", "n"])
     g = op("G", "g", ["z"], ["k"])
     return Container(
-        "H", "h", ["hx", "hy"], ["hk"], [f, g],
-        [("f:m", "g:z"), ("h:hx", "f:x"), ("h:hy", "f:y"), ("g:k", "h:hk")],
+        "H", "h", inputs=["hx", "hy"], outputs=["hk"], children=[f, g],
+        edges=[("f:m", "g:z"), ("h:hx", "f:x"), ("h:hy", "f:y"), ("g:k", "h:hk")],
     )
 
 
@@ -29,8 +29,8 @@ def test_index_endpoints_resolve_to_names():
     """Op and port indexes in edges resolve to names (docs/format.md: name or index)."""
     f = op("F", "f", ["x", "y"], ["m", "n"])
     g = op("G", "g", ["z"], ["k"])
-    by_index = Container("H", "h", ["hx"], ["hk"], [f, g], [Edge((0, 0), (1, 0)), Edge((SELF, 0), (0, 1)), Edge((1, 0), (SELF, 0))])
-    by_name = Container("H", "h", ["hx"], ["hk"], [f, g], [("f:m", "g:z"), ("h:hx", "f:y"), ("g:k", "h:hk")])
+    by_index = Container("H", "h", inputs=["hx"], outputs=["hk"], children=[f, g], edges=[Edge((0, 0), (1, 0)), Edge((SELF, 0), (0, 1)), Edge((1, 0), (SELF, 0))])
+    by_name = Container("H", "h", inputs=["hx"], outputs=["hk"], children=[f, g], edges=[("f:m", "g:z"), ("h:hx", "f:y"), ("g:k", "h:hk")])
     assert by_index == by_name
 
 
@@ -39,7 +39,7 @@ def test_every_violation_is_reported_once():
     f = op("F", "f", ["x"], ["m"])
     g = op("G", "g", ["z"], ["k"])
     with pytest.raises(InvariantError) as info:
-        Container("H", "h", ["a"], [], [f, g], [("f:q", "g:z"), ("nope:m", "g:z"), ("f:m", "g:m")])
+        Container("H", "h", inputs=["a"], outputs=[], children=[f, g], edges=[("f:q", "g:z"), ("nope:m", "g:z"), ("f:m", "g:m")])
     problems = info.value.problems
     assert len(problems) == 3
     assert all(p.path[0] == "h" for p in problems)
@@ -53,7 +53,7 @@ def test_direction_of_data_edges_is_checked():
     with pytest.raises(InvariantError, match="output port of 'g'"):
         Container("H", "h", children=[f, g], edges=[("g:z", "f:x")])
     with pytest.raises(InvariantError, match="input port of the container itself"):
-        Container("H", "h", ["a"], ["b"], [f], [("h:b", "f:x")])
+        Container("H", "h", inputs=["a"], outputs=["b"], children=[f], edges=[("h:b", "f:x")])
 
 
 def test_one_live_producer_per_input():
@@ -68,10 +68,10 @@ def test_one_live_producer_per_input():
 def test_phase_tagged_producers_may_share_an_input():
     """Producers of one input are allowed when they belong to different phases."""
     a, b, c = op("A", "a", [], ["y"]), op("B", "b", [], ["y"]), op("C", "c", ["x"], [])
-    both = Container(children=[a, b, c], edges=[Edge("a:y", "c:x", {"phase": "train"}), Edge("b:y", "c:x", {"phase": "inference"})])
+    both = Container(children=[a, b, c], edges=[Edge("a:y", "c:x", attrs={"phase": "train"}), Edge("b:y", "c:x", attrs={"phase": "inference"})])
     assert len(both.edges) == 2
     with pytest.raises(InvariantError):
-        Container(children=[a, b, c], edges=[Edge("a:y", "c:x", {"phase": "train"}), Edge("b:y", "c:x")])
+        Container(children=[a, b, c], edges=[Edge("a:y", "c:x", attrs={"phase": "train"}), Edge("b:y", "c:x")])
 
 
 def test_child_names_are_unique_and_differ_from_parent():
@@ -171,10 +171,10 @@ def test_attributes_named_like_fields_are_plain_attributes():
 def test_control_ports():
     """Every container has the -1 control ports; named control ports take control edges."""
     upd = op("Assign", "update", ["x"], [])
-    bn = Container("BN", "bn", ["x"], [], [upd], [("bn:x", "update:x"), ("update:-1", "bn:train")], controls=["train"])
+    bn = Container("BN", "bn", inputs=["x"], outputs=[], children=[upd], edges=[("bn:x", "update:x"), ("update:-1", "bn:train")], controls=["train"])
     assert bn.control_names == ("train",)
     with pytest.raises(InvariantError, match="both ends data ports or both control"):
-        Container("BN", "bn", ["x"], [], [upd], [("bn:x", "update:-1")])
+        Container("BN", "bn", inputs=["x"], outputs=[], children=[upd], edges=[("bn:x", "update:-1")])
 
 
 def test_with_attrs_that_changes_nothing_returns_self():
@@ -195,7 +195,7 @@ def test_endpoint_forms():
     assert Endpoint.of(("f", 0)) == Endpoint("f", 0)
     with pytest.raises(ValueError):
         Endpoint.parse("no-port")
-    assert Port("x", {"shape": [1, 2]}).attrs["shape"] == (1, 2)
+    assert Port("x", attrs={"shape": [1, 2]}).attrs["shape"] == (1, 2)
 
 
 def test_containers_refuse_pickle():
@@ -209,5 +209,5 @@ def test_containers_refuse_pickle():
 @given(containers())
 def test_random_containers_equal_their_rebuild(c):
     """Rebuilding a container from its own fields gives an equal container with the same hash."""
-    again = Container(c.type, c.name, c.inputs, c.outputs, c.children, c.edges, c.tombstones, c.attrs, None, c.controls)
+    again = Container(c.type, c.name, inputs=c.inputs, outputs=c.outputs, children=c.children, edges=c.edges, tombstones=c.tombstones, attrs=c.attrs, uid=None, controls=c.controls)
     assert again == c and hash(again) == hash(c)

@@ -43,8 +43,8 @@ def test_infer_types_reports_the_same_cycle_as_validate():
 def test_a_cycle_made_by_an_edit_across_levels_is_reported():
     """An edit that buries the edge into a chain's first op and feeds it from the last one
     closes a cycle only in the effective view; validate names the three ops by full path."""
-    body = Container("Chain", "body", ["x"], ["y"], [op("Relu", f"L{i}", ["X"], ["Y"]) for i in (1, 2, 3)],
-                     [("body:x", "L1:X"), ("L1:Y", "L2:X"), ("L2:Y", "L3:X"), ("L3:Y", "body:y")], attrs=NS)
+    body = Container("Chain", "body", inputs=["x"], outputs=["y"], children=[op("Relu", f"L{i}", ["X"], ["Y"]) for i in (1, 2, 3)],
+                     edges=[("body:x", "L1:X"), ("L1:Y", "L2:X"), ("L2:Y", "L3:X"), ("L3:Y", "body:y")], attrs=NS)
     looped = amanda.edit(body).remove_edge("body:x", "body/L1:X").connect("body/L3:Y", "body/L1:X").build("w")
     assert amanda.validate(body) == []
     assert _cycle_paths(amanda.validate(looped)) == [("body", "L1"), ("body", "L2"), ("body", "L3")]

@@ -20,8 +20,8 @@ from tests.strategies import (
 def chain3() -> Container:
     layers = [op("Dense", f"L{i}", ["x"], ["y"]) for i in (1, 2, 3)]
     return Container(
-        "Chain", "body", ["x"], ["y"], layers,
-        [("body:x", "L1:x"), ("L1:y", "L2:x"), ("L2:y", "L3:x"), ("L3:y", "body:y")],
+        "Chain", "body", inputs=["x"], outputs=["y"], children=layers,
+        edges=[("body:x", "L1:x"), ("L1:y", "L2:x"), ("L2:y", "L3:x"), ("L3:y", "body:y")],
     )
 
 
@@ -38,7 +38,7 @@ def test_subgraph_h_flattens_to_its_dataflow():
 def test_boundary_ports_forward_through_nesting():
     """Values pass through boundary ports of nested containers to the leaf ops."""
     body = chain3()
-    top = Container("Model", "m", ["image"], ["label"], [body], [("m:image", "body:x"), ("body:y", "m:label")])
+    top = Container("Model", "m", inputs=["image"], outputs=["label"], children=[body], edges=[("m:image", "body:x"), ("body:y", "m:label")])
     edges = {(str(e.src), str(e.dst)) for e in flatten(top).edges}
     assert edges == {
         ("SELF:image", "body/L1:x"), ("body/L1:y", "body/L2:x"),
@@ -51,7 +51,7 @@ def test_tombstones_remove_inner_edges_and_new_edges_reach_in():
     body = chain3()
     add = op("Add", "skip_add", ["a", "b"], ["y"])
     wrapper = Container(
-        "Residual", "res", ["x"], ["y"], [body, add],
+        "Residual", "res", inputs=["x"], outputs=["y"], children=[body, add],
         edges=[("res:x", "body:x"), ("body/L1:y", "skip_add:a"), ("body/L2:y", "skip_add:b"),
                ("skip_add:y", "body/L3:x"), ("body:y", "res:y")],
         tombstones=[("body/L2:y", "body/L3:x")],
@@ -84,8 +84,8 @@ def test_named_control_port_collects_its_ops():
     """Control edges into a named control port resolve to the ops linked to it."""
     upd = op("AssignAdd", "update", ["x"], [])
     read = op("Identity", "read", ["x"], ["y"])
-    bn = Container("BN", "bn", ["x"], ["y"], [upd, read],
-                   [("bn:x", "update:x"), ("bn:x", "read:x"), ("read:y", "bn:y"), ("update:-1", "bn:train")],
+    bn = Container("BN", "bn", inputs=["x"], outputs=["y"], children=[upd, read],
+                   edges=[("bn:x", "update:x"), ("bn:x", "read:x"), ("read:y", "bn:y"), ("update:-1", "bn:train")],
                    controls=["train"])
     after = op("Step", "step")
     top = Container(children=[bn, after], edges=[("bn:train", "step:-1")])
@@ -121,7 +121,7 @@ def test_sorted_with_opaque_containers():
 def test_phase_edges_survive_flattening_separately():
     """Alternative producers tagged with phases both appear, each with its phase."""
     a, b, c = op("A", "a", [], ["y"]), op("B", "b", [], ["y"]), op("C", "c", ["x"], [])
-    g = Container(children=[a, b, c], edges=[Edge("a:y", "c:x", {"phase": "train"}), Edge("b:y", "c:x", {"phase": "inference"})])
+    g = Container(children=[a, b, c], edges=[Edge("a:y", "c:x", attrs={"phase": "train"}), Edge("b:y", "c:x", attrs={"phase": "inference"})])
     assert sorted(e.phase for e in flatten(g).producers(("c",), "x")) == ["inference", "train"]
 
 
@@ -159,7 +159,7 @@ def test_deep_nesting_does_not_hit_the_recursion_limit():
     """A container nested 3,000 levels deep flattens, hashes and compares."""
     node = op("Relu", "r", ["x"], ["y"])
     for level in range(3000):
-        node = Container("Wrap", f"w{level}", ["x"], ["y"], [node], [(f"w{level}:x", f"{node.name}:x"), (f"{node.name}:y", f"w{level}:y")])
+        node = Container("Wrap", f"w{level}", inputs=["x"], outputs=["y"], children=[node], edges=[(f"w{level}:x", f"{node.name}:x"), (f"{node.name}:y", f"w{level}:y")])
     flat = flatten(node)
     assert len(flat.ops) == 1 and len(flat.edges) == 2
     assert hash(node) == hash(node) and node == node.with_attrs()

@@ -43,7 +43,7 @@ def test_split_then_splice_gives_the_edge_back(outside, below, attrs, inward):
     """Splitting an edge at a child's port and splicing the halves back is the identity; the
     halves meet at that port and the attributes stay on the consumer's side."""
     far, near = (outside, "x"), (("c", *below), "y")
-    edge = Edge(far, near, attrs) if inward else Edge(near, far, attrs)
+    edge = Edge(far, near, attrs=attrs) if inward else Edge(near, far, attrs=attrs)
     outer, inner = split(edge, "c", "p")
     if inward:
         assert outer.dst == Endpoint(("c",), "p") and inner.src == Endpoint(SELF, "p") and inner.attrs == edge.attrs
@@ -78,10 +78,10 @@ def deep_containers(draw):
             inner.append(edge)
         else:
             ends = [(("grp", *end.op), end.port) if inside(end) else end for end in edge[:2]]
-            outer.append(Edge(ends[0], ends[1], edge.attrs))
+            outer.append(Edge(ends[0], ends[1], attrs=edge.attrs))
     group = Container("Group", "grp", children=[c for c in flat.children if c.name in members], edges=inner)
     kids = [c for c in flat.children if c.name not in members]
-    model = Container("Graph", "top", flat.inputs, flat.outputs, [group, *kids], outer)
+    model = Container("Graph", "top", inputs=flat.inputs, outputs=flat.outputs, children=[group, *kids], edges=outer)
     return plan, model
 
 
@@ -105,7 +105,7 @@ def test_routing_keeps_the_effective_view(pair):
 def test_route_rejects_control_edges_and_strangers():
     """Only a data edge of the container can be routed."""
     block = Container("Block", "b", children=[op("Relu", "r", ["x"], ["y"]), op("Exp", "e", ["x"], ["y"])])
-    top = Container("Graph", "g", ["x"], children=[block, op("Log", "l", ["x"], ["y"])],
+    top = Container("Graph", "g", inputs=["x"], children=[block, op("Log", "l", ["x"], ["y"])],
                     edges=[("g:x", "b/r:x"), ("l:-1", "b/e:-1")])
     with pytest.raises(InvariantError, match="a control edge"):
         route(top, ("l:-1", "b/e:-1"))

@@ -20,19 +20,19 @@ def test_a_namespace_that_is_not_a_name_is_rejected_with_its_path(value):
 def test_interpreted_port_and_edge_attributes_are_checked():
     """A captured/unbound flag that is not a bool and a phase that is not a name are rejected."""
     with pytest.raises(InvariantError, match=r"at r/x: expected port attribute 'captured' to be true or false"):
-        op("Relu", "r", inputs=[Port("x", {"captured": "yes"})])
+        op("Relu", "r", inputs=[Port("x", attrs={"captured": "yes"})])
     a, b = op("A", "a", outputs=["y"]), op("B", "b", inputs=["x"])
     with pytest.raises(InvariantError, match=r"at g/edges\[0\]: .*edge attribute 'phase' to be a phase name"):
         Container("G", "g", children=[a, b], edges=[("a:y", "b:x", {"phase": 1})])
     with pytest.raises(ArgumentError, match=r"edge attribute 'phase' to be a phase name"):
-        Edge("a:y", "b:x", {"phase": ["train"]})
+        Edge("a:y", "b:x", attrs={"phase": ["train"]})
     with pytest.raises(InvariantError, match="'shared_name'"):
         op("Variable", "v", attrs={"shared_name": np.ones(3)})
 
 
 def test_well_typed_interpreted_attributes_pass():
     """Names, flags and None (unset) are accepted."""
-    ok = op("Relu", "r", inputs=[Port("x", {"captured": False})], attrs={"namespace": "amanda/onnx/17",
+    ok = op("Relu", "r", inputs=[Port("x", attrs={"captured": False})], attrs={"namespace": "amanda/onnx/17",
                                                                         "initializer": None})
     assert ok.namespace == "amanda/onnx/17"
 
@@ -61,8 +61,8 @@ def test_ports_pickle_and_compare_equal_whatever_their_flags():
     """A Port with or without an interpreted flag pickles to an equal Port, and flags do not change equality."""
     import pickle
 
-    for port in (Port("x"), Port("x", {"captured": True, "dtype": "float32"}), Port("y", {"shape": (2, 3)})):
+    for port in (Port("x"), Port("x", attrs={"captured": True, "dtype": "float32"}), Port("y", attrs={"shape": (2, 3)})):
         again = pickle.loads(pickle.dumps(port))
         assert again == port and again.attrs == port.attrs and hash(again) == hash(port)
-    assert Port("x", {"captured": True}) == Port("x", {"captured": True})
-    assert Port("x", {"captured": True}) != Port("x")
+    assert Port("x", attrs={"captured": True}) == Port("x", attrs={"captured": True})
+    assert Port("x", attrs={"captured": True}) != Port("x")

@@ -1,4 +1,4 @@
-"""Constructor parameters after the name are keyword-only; positional calls still work, warned."""
+"""Constructor parameters after the name are keyword-only: values given by position are refused."""
 
 from __future__ import annotations
 
@@ -30,46 +30,23 @@ def test_keyword_calls_do_not_warn() -> None:
         PortSchema("x", optional=True)
 
 
-@pytest.mark.parametrize("build, expected", [
-    (lambda: Container("G", "g", ["x"], ["y"], [op("Relu", "r", ["x"], ["y"])],
-                       [("g:x", "r:x"), ("r:y", "g:y")], (), {"namespace": "amanda/onnx/17"}, "u1"),
-     relu_graph(uid="u1")),
-    (lambda: Port("x", {"dtype": "float32"}), Port("x", attrs={"dtype": "float32"})),
-    (lambda: Edge("a:y", "b:x", {"phase": "train"}), Edge("a:y", "b:x", attrs={"phase": "train"})),
-    (lambda: Namespace("demo/1", [OpSchema("Id")]), Namespace("demo/1", schemas=[OpSchema("Id")])),
-    (lambda: OpSchema("Add", "", 7, ["A", "B"]), OpSchema("Add", since_version=7, inputs=["A", "B"])),
-    (lambda: PortSchema("x", True), PortSchema("x", optional=True)),
+@pytest.mark.parametrize("build, keyword", [
+    (lambda: Container("G", "g", ["x"], ["y"], [op("Relu", "r", ["x"], ["y"])]), "inputs"),
+    (lambda: Container("G", "g", ["x"], inputs=["y"]), "inputs"),
+    (lambda: Port("x", {"dtype": "float32"}), "attrs"),
+    (lambda: Port("x", {"a": 1}, attrs={"b": 2}), "attrs"),
+    (lambda: Edge("a:y", "b:x", {"phase": "train"}), "attrs"),
+    (lambda: Session(relu_graph(), 1), "threads"),
+    (lambda: Namespace("demo/1", [OpSchema("Id")]), "schemas"),
+    (lambda: OpSchema("Add", "", 7, ["A", "B"]), "domain"),
+    (lambda: PortSchema("x", True), "optional"),
 ])
-def test_positional_calls_warn_and_build_the_same(build, expected) -> None:
-    """A positional call warns, naming the parameters to pass as keywords, and builds what the
-    keyword call builds."""
-    with pytest.warns(DeprecationWarning, match=r"pass .* as (a keyword|keywords)") as caught:
-        built = build()
-    assert built == expected
-    assert caught[0].filename == __file__  # the warning points at the caller
-
-
-def test_positional_session_threads_warns() -> None:
-    """Session(model, threads) warns and runs with that thread count."""
-    with pytest.warns(DeprecationWarning, match="threads"):
-        session = Session(relu_graph(), 1)
-    assert session.run(["y"], {"x": np.array([-1.0, 2.0])})[0].tolist() == [0.0, 2.0]
-
-
-@pytest.mark.parametrize("build", [
-    lambda: Port("x", {"a": 1}, attrs={"b": 2}),
-    lambda: Edge("a:y", "b:x", {"a": 1}, attrs={"b": 2}),
-    lambda: Container("G", "g", ["x"], inputs=["y"]),
-    lambda: Port("x", {}, {}),
-    lambda: Container("G", "g", (), (), (), (), (), None, None, (), "extra"),
-    lambda: Namespace("demo/1", [], schemas=[]),
-    lambda: PortSchema("x", True, False, None, (), True, 1, "extra"),
-])
-def test_a_value_given_twice_or_too_many_is_refused(build) -> None:
-    """A parameter given by position and by keyword, or too many positional arguments, raise an
-    ArgumentError (an AmandaError) instead of silently picking one."""
+def test_positional_values_for_keywords_are_refused(build, keyword) -> None:
+    """A value given by position for a keyword-only parameter (the removed positional forms)
+    is an ArgumentError that names the keyword to write, never a silent pick or a bare TypeError."""
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("error")
         with pytest.raises(ArgumentError) as info:
             build()
     assert isinstance(info.value, AmandaError)
+    assert f"{keyword}=..." in info.value.expected

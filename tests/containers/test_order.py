@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from amanda import SELF, Container, CycleError, flatten, op
 from amanda.containers.order import topological
+from amanda.errors import ArgumentError
 from tests.strategies import containers
 
 
@@ -55,16 +56,17 @@ def test_a_cycle_names_its_nodes():
     assert info.value.cycle == ("b", "c")
 
 
-def test_skip_is_the_one_spelling():
-    """sorted(skip=f) yields accepted containers whole; the removed skip_containers spelling and
-    a skip that is not a function are refused."""
-    inner = Container("Cell", "cell", ["x"], ["y"], [op("A", "a", ["x"], ["y"])], [("cell:x", "a:x"), ("a:y", "cell:y")])
+def test_skip_and_its_alias():
+    """sorted(skip=f) yields accepted containers whole, as does its alias skip_containers=f
+    (without a warning); both at once, or a skip that is not a function, are refused."""
+    inner = Container("Cell", "cell", inputs=["x"], outputs=["y"], children=[op("A", "a", ["x"], ["y"])], edges=[("cell:x", "a:x"), ("a:y", "cell:y")])
     g = Container(children=[inner, op("H", "h", ["x"], [])], edges=[("cell:y", "h:x")])
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert [o.name for o in g.sorted(skip=lambda c: c.type == "Cell")] == ["cell", "h"]
-    with pytest.raises(TypeError, match="skip_containers"):
-        g.sorted(skip_containers=lambda c: c.type == "Cell")  # type: ignore[call-arg]
+        assert [o.name for o in g.sorted(skip_containers=lambda c: c.type == "Cell")] == ["cell", "h"]
+    with pytest.raises(ArgumentError, match="skip_containers"):
+        g.sorted(skip=bool, skip_containers=bool)
     with pytest.raises(TypeError, match="a function"):
         g.sorted(skip="Cell")
 

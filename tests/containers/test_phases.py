@@ -20,12 +20,12 @@ def batchnorm() -> Container:
     edges = [
         ("bn:x", "batch_mean:x"), ("bn:x", "train_norm:x"), ("batch_mean:y", "train_norm:mean"),
         ("bn:x", "infer_norm:x"), ("running_mean:y", "infer_norm:mean"),
-        Edge("train_norm:y", "bn:y", {"phase": "train"}),
-        Edge("infer_norm:y", "bn:y", {"phase": "inference"}),
+        Edge("train_norm:y", "bn:y", attrs={"phase": "train"}),
+        Edge("infer_norm:y", "bn:y", attrs={"phase": "inference"}),
         ("batch_mean:y", "update_mean:value"),
-        Edge("update_mean:-1", "bn:train", {"phase": "train"}),
+        Edge("update_mean:-1", "bn:train", attrs={"phase": "train"}),
     ]
-    return Container("BatchNorm", "bn", ["x"], ["y"], children, edges, controls=["train", "inference"])
+    return Container("BatchNorm", "bn", inputs=["x"], outputs=["y"], children=children, edges=edges, controls=["train", "inference"])
 
 
 def producer_of_y(c):

@@ -7,8 +7,10 @@ import dataclasses
 import pytest
 
 from amanda import Container, op
-from amanda.containers.flatten import _build, _Resolver
+from amanda.containers import SELF, Endpoint
+from amanda.containers.flatten import _build
 from amanda.containers.records import Junction
+from amanda.containers.view import View
 from amanda.errors import InvariantError, Problem
 
 
@@ -21,23 +23,17 @@ def test_junction_is_a_named_tuple() -> None:
     assert {j: 1}[(("b",), "x", "in")] == 1
 
 
-def test_flatten_routes_through_named_junctions(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The effective view's resolver is handed Junction records for nested boundary ports."""
-    seen: list = []
-    original = _Resolver.__init__
-
-    def spy(self, into, nodes):  # type: ignore[no-untyped-def]
-        seen.extend(into)
-        original(self, into, nodes)
-
-    monkeypatch.setattr(_Resolver, "__init__", spy)
+def test_flatten_routes_through_named_junctions() -> None:
+    """The effective view forwards values through Junction records for nested boundary ports."""
     inner = Container("Block", "b", inputs=["x"], outputs=["y"],
                       children=[op("Relu", "r", ["x"], ["y"])], edges=[("b:x", "r:x"), ("r:y", "b:y")])
     top = Container(None, "g", inputs=["x"], outputs=["y"], children=[inner],
                     edges=[("g:x", "b:x"), ("b:y", "g:y")])
-    _build(top)
+    seen = View(top).junctions
     assert sorted(seen) == [(("b",), "x", "in"), (("b",), "y", "out")]
     assert all(type(j) is Junction for j in seen)
+    assert {(e.src, e.dst) for e in _build(top).view.edges} == {
+        (Endpoint(SELF, "x"), Endpoint(("b", "r"), "x")), (Endpoint(("b", "r"), "y"), Endpoint(SELF, "y"))}
 
 
 def test_problems_are_frozen_values() -> None:

@@ -185,9 +185,9 @@ def array_holders(draw: st.DrawFn) -> tuple[Container, list[np.ndarray]]:
         array.setflags(write=False)  # read-only but still the caller's
     body = op("Body", "body", ["x"], ["y"], {"w": given[4], "s": np.float32(2)})
     attrs = {"a": given[0], "l": [given[1], 1], "d": {"k": given[2], "n": {"m": (draw(arrays),)}}, "g": body}
-    child = op("C", "child", [Port("x", {"init": given[5]})], ["y"], {"w": given[3]})
-    edge = Edge("top:x", "child:x", {"scale": given[6]})
-    return Container("T", "top", ["x"], [], [child], [edge], attrs=attrs), given
+    child = op("C", "child", [Port("x", attrs={"init": given[5]})], ["y"], {"w": given[3]})
+    edge = Edge("top:x", "child:x", attrs={"scale": given[6]})
+    return Container("T", "top", inputs=["x"], outputs=[], children=[child], edges=[edge], attrs=attrs), given
 
 
 @given(array_holders(), st.lists(st.sampled_from(sorted(MUTATIONS)), min_size=1, max_size=6))

@@ -154,8 +154,8 @@ def test_pairing_by_path_needs_recorded_paths(tmp_path):
 
 def _rebuilt(node):
     """The same model built again: equal structure, new uids everywhere."""
-    return amanda.Container(node.type, node.name, node.inputs, node.outputs, [_rebuilt(c) for c in node.children],
-                            node.edges, node.tombstones, node.attrs, None, node.controls)
+    return amanda.Container(node.type, node.name, inputs=node.inputs, outputs=node.outputs, children=[_rebuilt(c) for c in node.children],
+                            edges=node.edges, tombstones=node.tombstones, attrs=node.attrs, uid=None, controls=node.controls)
 
 
 def _trained(m):

@@ -183,7 +183,7 @@ def test_loop_body_updates_session_state() -> None:
     iteration, and the state persists across runs."""
     core, onnx_ns = {"namespace": "amanda/core"}, {"namespace": "amanda/onnx/17"}
     body = Container(
-        None, "body", inputs=["i", "c_in", Port("ref", {"captured": True})], outputs=["c_out"], attrs=onnx_ns,
+        None, "body", inputs=["i", "c_in", Port("ref", attrs={"captured": True})], outputs=["c_out"], attrs=onnx_ns,
         children=[op("Identity", "keep", ["input"], ["output"]),
                   op("Cast", "f", ["input"], ["output"], attrs={"to": 1}),
                   op("AssignAdd", "add", ["ref", "delta"], ["value"], attrs=core)],
@@ -193,7 +193,7 @@ def test_loop_body_updates_session_state() -> None:
     g = Container(
         "G", "g", inputs=["n"], outputs=["total"], attrs=onnx_ns,
         children=[op("Variable", "acc", outputs=["ref"], attrs={"value": np.float32(0), "shared_name": "acc", **core}),
-                  op("Loop", "loop", ["M", "cond", Port("ref", {"captured": True})], [], attrs={"body": body}),
+                  op("Loop", "loop", ["M", "cond", Port("ref", attrs={"captured": True})], [], attrs={"body": body}),
                   op("Read", "read", ["ref"], ["value"], attrs=core)],
         edges=[("g:n", "loop:M"), ("acc:ref", "loop:ref"), ("acc:ref", "read:ref"), ("loop:-1", "read:-1"),
                ("read:value", "g:total")],
@@ -206,12 +206,12 @@ def test_loop_body_updates_session_state() -> None:
 def test_if_with_direct_containers() -> None:
     """If works on containers built by hand, body namespace inherited from the op."""
     ns = {"namespace": "amanda/onnx/17"}
-    then = Container(None, "then", inputs=[Port("x", {"captured": True})], outputs=["y"],
+    then = Container(None, "then", inputs=[Port("x", attrs={"captured": True})], outputs=["y"],
                      children=[op("Neg", "n", ["X"], ["Y"])], edges=[("then:x", "n:X"), ("n:Y", "then:y")])
-    other = Container(None, "other", inputs=[Port("x", {"captured": True})], outputs=["y"],
+    other = Container(None, "other", inputs=[Port("x", attrs={"captured": True})], outputs=["y"],
                       children=[op("Abs", "a", ["X"], ["Y"])], edges=[("other:x", "a:X"), ("a:Y", "other:y")])
     g = Container("G", "g", inputs=["c", "x"], outputs=["y"], attrs=ns,
-                  children=[op("If", "if", ["cond", Port("x", {"captured": True})], ["y"],
+                  children=[op("If", "if", ["cond", Port("x", attrs={"captured": True})], ["y"],
                                attrs={"then_branch": then, "else_branch": other})],
                   edges=[("g:c", "if:cond"), ("g:x", "if:x"), ("if:y", "g:y")])
     x = np.array([-2.0, 3.0])

@@ -276,3 +276,22 @@ def test_accumulate_refuses_operands_blas_would_misread() -> None:
     c = np.zeros((3, 2), np.float32)
     accumulate(gemm, a, b, c, 0.0)
     np.testing.assert_array_equal(c, a @ b)
+
+
+@pytest.mark.parametrize(("size", "kernel", "strides", "dilations", "pads"), [
+    ((7,), [3], [2], [2], [1, 1]),
+    ((9, 8), [3, 2], [1, 3], [1, 1], [0, 1, 2, 0]),
+    ((5, 5), [1, 1], [1, 1], [1, 1], [0, 0, 0, 0]),
+])
+def test_conv_geometry_gives_the_output_size_of_its_windows(size: tuple, kernel: list, strides: list,
+                                                              dilations: list, pads: list) -> None:
+    """ConvGeometry.of: out = floor((S + pads - dilation * (K - 1) - 1) / stride) + 1 per axis;
+    pointwise only for 1x1 windows at unit stride without pads."""
+    from amanda.exec.kernels.spatial import ConvGeometry
+
+    nd = len(size)
+    g = ConvGeometry.of(size, kernel, strides, dilations, pads)
+    assert g.out == [(size[i] + pads[i] + pads[nd + i] - dilations[i] * (kernel[i] - 1) - 1) // strides[i] + 1
+                     for i in range(nd)]
+    assert g.unit == all(s == 1 for s in strides)
+    assert g.pointwise == (all(k == 1 for k in kernel) and g.unit and not any(pads))

@@ -157,7 +157,7 @@ def test_plan_frees_each_value_after_its_last_reader() -> None:
     assert steps[2][4] == steps[1][3][0][1:]  # b's output freed after c
     assert plan.fetch_slots == (steps[2][3][0][1],)
     assert all(plan.fetch_slots[0] not in step[4] for step in steps)  # the fetched value is kept
-    assert plan.preds == [0, 1, 1] and plan.succs == [(1,), (2,), ()]
+    assert [(r.preds, r.succs) for r in plan.schedule.records] == [(0, (1,)), (1, (2,)), (1, ())]
     assert "3 steps" in repr(plan)
 
 

@@ -21,7 +21,7 @@ def typed_add(x_shape: object = ("N", 2), y_shape: object = ("N", 2), dtype: str
     """x + y -> z, with both inputs declaring ``dtype`` and the given shapes."""
     def port(name: str, shape: object) -> Port:
         attrs = {"dtype": dtype} if shape == "absent" else {"dtype": dtype, "shape": shape}
-        return Port(name, attrs)
+        return Port(name, attrs=attrs)
 
     return Container("G", "g", inputs=[port("x", x_shape), port("y", y_shape)], outputs=["z"], attrs=NS,
                      children=[op("Add", "add", ["A", "B"], ["C"])],
@@ -106,7 +106,7 @@ def test_python_scalars_and_lists_are_not_cast() -> None:
 
 def test_fed_inner_ports_are_checked_when_they_declare_a_type() -> None:
     """Feeding an op's input port checks that port's declared type; an untyped port takes anything."""
-    children = [op("Relu", "r", [Port("X", {"dtype": "float32", "shape": (2,)})], ["Y"]), op("Neg", "n", ["X"], ["Y"])]
+    children = [op("Relu", "r", [Port("X", attrs={"dtype": "float32", "shape": (2,)})], ["Y"]), op("Neg", "n", ["X"], ["Y"])]
     g = Container("G", "g", inputs=["x"], outputs=["y", "w"], attrs=NS, children=children,
                   edges=[("g:x", "r:X"), ("r:Y", "g:y"), ("g:x", "n:X"), ("n:Y", "g:w")])
     with Session(g) as s:
@@ -118,7 +118,7 @@ def test_fed_inner_ports_are_checked_when_they_declare_a_type() -> None:
 
 def test_string_ports_take_string_arrays() -> None:
     """A port declaring dtype "string" accepts numpy string and object arrays, not numbers."""
-    g = Container("G", "g", inputs=[Port("x", {"dtype": "string", "shape": (None,)})], outputs=["y"], attrs=NS,
+    g = Container("G", "g", inputs=[Port("x", attrs={"dtype": "string", "shape": (None,)})], outputs=["y"], attrs=NS,
                   children=[op("Identity", "i", ["input"], ["output"])],
                   edges=[("g:x", "i:input"), ("i:output", "g:y")])
     with Session(g) as s:
@@ -130,7 +130,7 @@ def test_string_ports_take_string_arrays() -> None:
 
 def test_a_malformed_declared_shape_is_reported_at_plan_time() -> None:
     """A port whose shape attribute is not a tuple of sizes is an ExecutionError naming the port."""
-    g = Container("G", "g", inputs=[Port("x", {"dtype": "float32", "shape": "2x2"})], outputs=["y"], attrs=NS,
+    g = Container("G", "g", inputs=[Port("x", attrs={"dtype": "float32", "shape": "2x2"})], outputs=["y"], attrs=NS,
                   children=[op("Neg", "n", ["X"], ["Y"])], edges=[("g:x", "n:X"), ("n:Y", "g:y")])
     with pytest.raises(ExecutionError, match=r"input `x` of `g`: expected a shape tuple"):
         Session(g).run(["y"], {"x": np.ones((2, 2), np.float32)})
@@ -161,7 +161,7 @@ def test_shape_check_agrees_with_a_plain_statement_of_the_rule(data: st.DataObje
     dim = st.one_of(st.integers(0, 3), st.sampled_from(["N", "M"]), st.none())
     declared = data.draw(st.lists(st.one_of(st.none(), st.lists(dim, max_size=3)), min_size=1, max_size=3))
     fed = [data.draw(st.tuples(*[st.integers(0, 3)] * data.draw(st.integers(0, 3)))) for _ in declared]
-    types = {f"x{i}": declared_type(Port(f"x{i}", {"dtype": "float32", "shape": None if d is None else tuple(d)}),
+    types = {f"x{i}": declared_type(Port(f"x{i}", attrs={"dtype": "float32", "shape": None if d is None else tuple(d)}),
                                     f"input `x{i}`") for i, d in enumerate(declared)}
     feeds = {f"x{i}": np.zeros(shape, np.float32) for i, shape in enumerate(fed)}
     try:

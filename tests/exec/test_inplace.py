@@ -53,7 +53,7 @@ def graph(fetch_mm: bool = False, second_reader: bool = False) -> Container:
         children.append(op("Neg", "neg", ["X"], ["Y"]))
         edges += [("mm:Y", "neg:X"), ("neg:Y", "g:n")]
         outputs.append("n")
-    return Container("Graph", "g", ["x", "w"], outputs, children, edges, attrs={"namespace": "amanda/onnx/17"})
+    return Container("Graph", "g", inputs=["x", "w"], outputs=outputs, children=children, edges=edges, attrs={"namespace": "amanda/onnx/17"})
 
 
 def feeds():

@@ -16,12 +16,12 @@ NS = {"namespace": "amanda/onnx/17"}
 def shape_chain() -> Container:
     """y = relu(reshape(x, [x.shape[0], -1])), the shape computed by Shape/Gather/Unsqueeze/Concat."""
     const = lambda name, value: op("Constant", name, [], ["output"], {"value": np.asarray(value, np.int64)})
-    return Container(None, "g", ["x"], ["y"], [
+    return Container(None, "g", inputs=["x"], outputs=["y"], children=[
         op("Shape", "shape", ["data"], ["shape"]), const("zero", 0), const("axes", [0]), const("rest", [-1]),
         op("Gather", "gather", ["data", "indices"], ["output"], {"axis": 0}),
         op("Unsqueeze", "unsq", ["data", "axes"], ["expanded"]), op("Concat", "cat", ["a", "b"], ["concat_result"], {"axis": 0}),
         op("Reshape", "reshape", ["data", "shape"], ["reshaped"]), op("Relu", "relu", ["X"], ["Y"]),
-    ], [("g:x", "shape:data"), ("shape:shape", "gather:data"), ("zero:output", "gather:indices"),
+    ], edges=[("g:x", "shape:data"), ("shape:shape", "gather:data"), ("zero:output", "gather:indices"),
         ("gather:output", "unsq:data"), ("axes:output", "unsq:axes"), ("unsq:expanded", "cat:a"),
         ("rest:output", "cat:b"), ("g:x", "reshape:data"), ("cat:concat_result", "reshape:shape"),
         ("reshape:reshaped", "relu:X"), ("relu:Y", "g:y")], attrs=NS)
@@ -57,8 +57,8 @@ def test_inner_fetches_and_feeds_use_the_plain_plan() -> None:
 
 def test_feeds_that_do_not_fit_raise_as_without_optimisation() -> None:
     """A feed whose dtype contradicts its port is refused with the executor's own error, not specialised to."""
-    typed = Container(None, "g", [("x", {"dtype": "float32", "shape": ["n", 2]})], ["y"], [op("Relu", "r", ["X"], ["Y"])],
-                      [("g:x", "r:X"), ("r:Y", "g:y")], attrs=NS)
+    typed = Container(None, "g", inputs=[("x", {"dtype": "float32", "shape": ["n", 2]})], outputs=["y"], children=[op("Relu", "r", ["X"], ["Y"])],
+                      edges=[("g:x", "r:X"), ("r:Y", "g:y")], attrs=NS)
     assert signature(typed, ("y",), {"x": np.ones((3, 2), np.float64)}) is None
     with Session(typed) as session, pytest.raises(ExecutionError, match="float64"):
         session.run(["y"], {"x": np.ones((3, 2), np.float64)})
@@ -67,8 +67,8 @@ def test_feeds_that_do_not_fit_raise_as_without_optimisation() -> None:
 def test_exotic_dtypes_take_the_plain_plan() -> None:
     """A feed of a dtype numpy has no name for across libraries (bfloat16) is not specialised to."""
     ml_dtypes = pytest.importorskip("ml_dtypes")
-    typed = Container(None, "g", [("x", {"dtype": "bfloat16"})], ["y"], [op("Relu", "r", ["X"], ["Y"])],
-                      [("g:x", "r:X"), ("r:Y", "g:y")], attrs=NS)
+    typed = Container(None, "g", inputs=[("x", {"dtype": "bfloat16"})], outputs=["y"], children=[op("Relu", "r", ["X"], ["Y"])],
+                      edges=[("g:x", "r:X"), ("r:Y", "g:y")], attrs=NS)
     x = np.array([-1.0, 2.0], ml_dtypes.bfloat16)
     assert signature(typed, ("y",), {"x": x}) is None
     with Session(typed) as session:
@@ -83,8 +83,8 @@ def test_exotic_dtypes_take_the_plain_plan() -> None:
 def test_a_specialised_plan_is_never_given_feeds_the_feed_check_would_refuse(feed: np.ndarray) -> None:
     """Runs skip the feed check only on a plan specialised to the feeds' signature, which refuses whatever the
     check refuses, so a mis-typed feed still raises the executor's feed error after a good run."""
-    typed = Container(None, "g", [("x", {"dtype": "float32", "shape": ["n", 2]})], ["y"], [op("Relu", "r", ["X"], ["Y"])],
-                      [("g:x", "r:X"), ("r:Y", "g:y")], attrs=NS)
+    typed = Container(None, "g", inputs=[("x", {"dtype": "float32", "shape": ["n", 2]})], outputs=["y"], children=[op("Relu", "r", ["X"], ["Y"])],
+                      edges=[("g:x", "r:X"), ("r:Y", "g:y")], attrs=NS)
     assert signature(typed, ("y",), {"x": feed}) is None
     with Session(typed) as session:
         assert session.run(["y"], {"x": -np.ones((4, 2), np.float32)})[0].tolist() == [[0, 0]] * 4

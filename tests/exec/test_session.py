@@ -184,7 +184,7 @@ def phase_model() -> Container:
         "G", "g", inputs=["x"], outputs=["y"], attrs=NS,
         children=[op("Relu", "r", ["X"], ["Y"]), op("Neg", "n", ["X"], ["Y"])],
         edges=[("g:x", "r:X"), ("g:x", "n:X"),
-               Edge("r:Y", "g:y", {"phase": "train"}), Edge("n:Y", "g:y", {"phase": "eval"})],
+               Edge("r:Y", "g:y", attrs={"phase": "train"}), Edge("n:Y", "g:y", attrs={"phase": "eval"})],
     )
 
 

@@ -219,7 +219,7 @@ def test_auto_threads_choose_by_parallel_heavy_work() -> None:
 
     wide, narrow = Session(two_chains()), Session(chain())
     p_wide, p_narrow = wide.plan(["y"], ["xa", "xb", "wa", "wb"]), narrow.plan(["y"], ["x", "w"])
-    assert p_wide.parallel and not p_narrow.parallel
+    assert p_wide.schedule.parallel and not p_narrow.schedule.parallel
     auto = Runner(None)
     if auto.budget > 1:
         assert auto.mode(p_wide) == THREADED

@@ -121,8 +121,8 @@ def _nested() -> Container:
     return Container(
         None,
         "net",
-        inputs=[Port("x", F32)],
-        outputs=[Port("y", F32)],
+        inputs=[Port("x", attrs=F32)],
+        outputs=[Port("y", attrs=F32)],
         children=[block, add],
         edges=[
             ("net:x", "block:x"),
@@ -156,8 +156,8 @@ def test_ops_without_namespace_use_the_default_opset():
     c = Container(
         None,
         "g",
-        inputs=[Port("x", F32)],
-        outputs=[Port("y", F32)],
+        inputs=[Port("x", attrs=F32)],
+        outputs=[Port("y", attrs=F32)],
         children=[op("Relu", "r", ["X"], ["Y"])],
         edges=[("g:x", "r:X"), ("r:Y", "g:y")],
     )
@@ -172,8 +172,8 @@ def test_untyped_outputs_are_inferred_and_renamed_outputs_get_identities():
     c = Container(
         None,
         "g",
-        inputs=[Port("x", F32)],
-        outputs=["y", Port("copy", F32)],
+        inputs=[Port("x", attrs=F32)],
+        outputs=["y", Port("copy", attrs=F32)],
         children=[op("Relu", "r", ["X"], ["Y"])],
         edges=[("g:x", "r:X"), ("r:Y", "g:y"), ("g:x", "g:copy")],
         attrs={"namespace": "amanda/onnx/17"},
@@ -201,7 +201,7 @@ def test_a_graph_of_only_initializers_and_passthrough():
     x = np.array([1, 2], np.float32)
     assert [v.tolist() for v in models.run(exported, {"x": x})] == [[1, 2], [1, 1]]
     passthrough = Container(
-        None, "p", inputs=[Port("x", F32)], outputs=[Port("x", F32)], edges=[("p:x", "p:x")]
+        None, "p", inputs=[Port("x", attrs=F32)], outputs=[Port("x", attrs=F32)], edges=[("p:x", "p:x")]
     )
     assert [o.name for o in _check(to_onnx(passthrough)).graph.output] == ["x"]
 
@@ -290,8 +290,8 @@ def test_export_errors_name_the_op():
     """Ops outside ONNX, mixed opsets, phase-dependent inputs and untyped inputs raise FormatError."""
     relu = op("Relu", "r", ["X"], ["Y"])
     base = {
-        "inputs": [Port("x", F32)],
-        "outputs": [Port("y", F32)],
+        "inputs": [Port("x", attrs=F32)],
+        "outputs": [Port("y", attrs=F32)],
         "edges": [("g:x", "r:X"), ("r:Y", "g:y")],
     }
     tf = Container(
@@ -302,8 +302,8 @@ def test_export_errors_name_the_op():
     mixed = Container(
         None,
         "g",
-        inputs=[Port("x", F32)],
-        outputs=[Port("y", F32)],
+        inputs=[Port("x", attrs=F32)],
+        outputs=[Port("y", attrs=F32)],
         children=[relu, op("Neg", "n", ["X"], ["Y"], attrs={"namespace": "amanda/onnx/13"})],
         edges=[("g:x", "r:X"), ("r:Y", "n:X"), ("n:Y", "g:y")],
         attrs={"namespace": "amanda/onnx/17"},
@@ -313,8 +313,8 @@ def test_export_errors_name_the_op():
     phased = Container(
         None,
         "g",
-        inputs=[Port("x", F32), Port("z", F32)],
-        outputs=[Port("y", F32)],
+        inputs=[Port("x", attrs=F32), Port("z", attrs=F32)],
+        outputs=[Port("y", attrs=F32)],
         children=[relu],
         edges=[
             ("g:x", "r:X", {"phase": "train"}),
@@ -328,7 +328,7 @@ def test_export_errors_name_the_op():
         None,
         "g",
         inputs=["x"],
-        outputs=[Port("y", F32)],
+        outputs=[Port("y", attrs=F32)],
         children=[relu],
         edges=[("g:x", "r:X"), ("r:Y", "g:y")],
     )
@@ -345,8 +345,8 @@ def test_the_effective_view_of_an_edited_wrapper_is_exported():
     wrapper = Container(
         None,
         "wrapper",
-        inputs=[Port("x", {"dtype": "float32", "shape": ("batch", 8)})],
-        outputs=[Port("probs", {"dtype": "float32", "shape": ("batch", 4)})],
+        inputs=[Port("x", attrs={"dtype": "float32", "shape": ("batch", 8)})],
+        outputs=[Port("probs", attrs={"dtype": "float32", "shape": ("batch", 4)})],
         children=[inner],
         edges=[
             ("wrapper:x", "mlp:x"),
@@ -411,7 +411,7 @@ def test_a_captured_value_named_like_a_formal_port():
     original = models.model(graph)
     first = from_onnx(original)
     if_op = first.child("if")
-    assert if_op.inputs[1] == Port("cond_captured", {"captured": True, "onnx_name": "cond"})
+    assert if_op.inputs[1] == Port("cond_captured", attrs={"captured": True, "onnx_name": "cond"})
     exported = _check(to_onnx(first))
     assert from_onnx(exported) == first
     for flag in (True, False):

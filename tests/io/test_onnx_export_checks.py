@@ -23,9 +23,9 @@ def ill_typed() -> amanda.Container:
                              edges=[("block:a", "add:A"), ("block:b", "add:B"), ("add:C", "block:c")])
     return amanda.Container(
         None, "g",
-        inputs=[amanda.Port("a", {"dtype": "float32", "shape": (32, 32)}),
-                amanda.Port("b", {"dtype": "float64", "shape": (16, 8)})],
-        outputs=[amanda.Port("c", {"dtype": "float32", "shape": (32, 32)})],
+        inputs=[amanda.Port("a", attrs={"dtype": "float32", "shape": (32, 32)}),
+                amanda.Port("b", attrs={"dtype": "float64", "shape": (16, 8)})],
+        outputs=[amanda.Port("c", attrs={"dtype": "float32", "shape": (32, 32)})],
         children=[block], edges=[("g:a", "block:a"), ("g:b", "block:b"), ("block:c", "g:c")],
         attrs={"namespace": "amanda/onnx/17"})
 
@@ -88,7 +88,7 @@ def test_tensorflow_graph_with_outputs_exports_exactly_those(tmp_path):
 
 def test_a_graph_with_neither_outputs_nor_unread_values_is_refused():
     """A graph whose every value is read inside it and that declares no outputs cannot be exported."""
-    g = amanda.Container(None, "g", inputs=[amanda.Port("x", {"dtype": "float32", "shape": (2,)})],
+    g = amanda.Container(None, "g", inputs=[amanda.Port("x", attrs={"dtype": "float32", "shape": (2,)})],
                          attrs={"namespace": "amanda/onnx/17"})
     with pytest.raises(FormatError, match="declares no outputs"):
         to_onnx(g)
@@ -97,7 +97,7 @@ def test_a_graph_with_neither_outputs_nor_unread_values_is_refused():
 def test_an_output_of_unknown_rank_is_refused_with_the_fix():
     """A graph output whose rank neither its port nor shape inference gives is an error saying what to add."""
     relu = amanda.op("Relu", "relu", inputs=["X"], outputs=["Y"])
-    g = amanda.Container(None, "g", inputs=[amanda.Port("x", {"dtype": "float32"})], outputs=["y"],
+    g = amanda.Container(None, "g", inputs=[amanda.Port("x", attrs={"dtype": "float32"})], outputs=["y"],
                          children=[relu], edges=[("g:x", "relu:X"), ("relu:Y", "g:y")],
                          attrs={"namespace": "amanda/onnx/17"})
     with pytest.raises(FormatError, match="rank"):

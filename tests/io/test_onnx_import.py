@@ -25,8 +25,8 @@ def test_mlp_ports_ops_and_edges():
     """Graph inputs/outputs become the top ports with dtype and shape; nodes become ops wired by edges."""
     c = from_onnx(models.mlp())
     assert c.name == "mlp" and c.namespace == "amanda/onnx/17"
-    assert c.inputs == (amanda.Port("x", {"dtype": "float32", "shape": ("batch", 8)}),)
-    assert c.outputs == (amanda.Port("probs", {"dtype": "float32", "shape": ("batch", 4)}),)
+    assert c.inputs == (amanda.Port("x", attrs={"dtype": "float32", "shape": ("batch", 8)}),)
+    assert c.outputs == (amanda.Port("probs", attrs={"dtype": "float32", "shape": ("batch", 4)}),)
     dense = c.child("dense0")
     assert dense.type == "Gemm" and dense.input_names == ("A", "B", "C")
     assert dense.attrs["alpha"] == 1.0 and isinstance(dense.attrs["alpha"], float)
@@ -39,7 +39,7 @@ def test_initializers_are_constant_ops_a_query_can_tell_apart():
     c = from_onnx(models.mlp())
     w0 = c.child("W0")
     assert w0.type == "Constant" and w0.attrs["initializer"] is True
-    assert w0.outputs == (amanda.Port("output", {"onnx_name": "W0"}),)
+    assert w0.outputs == (amanda.Port("output", attrs={"onnx_name": "W0"}),)
     value = w0.attrs["value"]
     assert value.dtype == np.float32 and value.shape == (8, 16) and not value.flags.writeable
     expected = numpy_helper.to_array(models.mlp().graph.initializer[0])
@@ -52,9 +52,9 @@ def test_value_info_types_go_on_the_producer_port():
     """value_info dtypes and shapes become attributes of the output port producing the value."""
     c = from_onnx(models.mlp())
     assert c.child("dense0").outputs[0] == amanda.Port(
-        "Y", {"onnx_name": "h0", "dtype": "float32", "shape": ("batch", 16)}
+        "Y", attrs={"onnx_name": "h0", "dtype": "float32", "shape": ("batch", 16)}
     )
-    assert c.child("relu0").outputs[0] == amanda.Port("Y", {"onnx_name": "a0"})
+    assert c.child("relu0").outputs[0] == amanda.Port("Y", attrs={"onnx_name": "a0"})
 
 
 def test_model_fields_and_metadata_become_attrs():
@@ -116,8 +116,8 @@ def test_if_and_loop_bodies_are_containers_with_captured_ports():
     then = if_op.attrs["then_branch"]
     assert isinstance(then, amanda.Container) and then.name == "then_branch"
     assert then.inputs == (
-        amanda.Port("h", {"captured": True}),
-        amanda.Port("w", {"captured": True}),
+        amanda.Port("h", attrs={"captured": True}),
+        amanda.Port("w", attrs={"captured": True}),
     )
     assert then.namespace == "amanda/onnx/17"
     assert if_op.input_names == ("cond", "h", "w")

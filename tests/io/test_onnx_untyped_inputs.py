@@ -72,8 +72,8 @@ def test_output_of_unknown_rank_behind_typed_inputs_is_still_refused() -> None:
     """With every input typed, an output whose rank ONNX's inference cannot find (Squeeze by
     axes given at run time) is an error at that output."""
     sq = amanda.op("Squeeze", "sq", inputs=["data", "axes"], outputs=["squeezed"])
-    g = amanda.Container(None, "g", inputs=[amanda.Port("x", {"dtype": "float32", "shape": (2, 1, 3)}),
-                                            amanda.Port("axes", {"dtype": "int64", "shape": (1,)})],
+    g = amanda.Container(None, "g", inputs=[amanda.Port("x", attrs={"dtype": "float32", "shape": (2, 1, 3)}),
+                                            amanda.Port("axes", attrs={"dtype": "int64", "shape": (1,)})],
                          outputs=["y"], children=[sq], attrs={"namespace": "amanda/onnx/17"},
                          edges=[("g:x", "sq:data"), ("g:axes", "sq:axes"), ("sq:squeezed", "g:y")])
     with pytest.raises(FormatError, match="graph output 'y' has no dtype or rank") as caught:

@@ -111,7 +111,7 @@ def test_custom_domain_ops_need_a_registered_namespace():
     with pytest.raises(SchemaError, match="amanda/onnx/com.example/1"):
         validate(c)
     register_namespace(
-        Namespace("amanda/onnx/com.example/1", [OpSchema("Fancy", inputs=["x"], outputs=["y"])])
+        Namespace("amanda/onnx/com.example/1", schemas=[OpSchema("Fancy", inputs=["x"], outputs=["y"])])
     )
     try:
         problems = validate(c)
@@ -138,7 +138,7 @@ def test_encoding_attributes_are_not_checked():
     if_op = op(
         "If",
         "if",
-        inputs=["cond", Port("w", {"captured": True})],
+        inputs=["cond", Port("w", attrs={"captured": True})],
         outputs=["outputs_0"],
         attrs={
             "namespace": "amanda/onnx/17",

@@ -55,7 +55,7 @@ def test_json_is_strict_json():
 
 def test_an_op_with_pass_through_edges_round_trips():
     """A container without children but with an edge is written as a subgraph, so it reads back."""
-    c = Container("T", "t", ["x"], ["y"], edges=[("t:x", "t:y")])
+    c = Container("T", "t", inputs=["x"], outputs=["y"], edges=[("t:x", "t:y")])
     _round_trips(c)
 
 

@@ -44,7 +44,7 @@ def user_tables():
 
 
 def small(namespace="convtest/x"):
-    return Container(None, "g", ["x"], ["y"], [op("A", "a", ["i"], ["o"])], [("g:x", "a:i"), ("a:o", "g:y")],
+    return Container(None, "g", inputs=["x"], outputs=["y"], children=[op("A", "a", ["i"], ["o"])], edges=[("g:x", "a:i"), ("a:o", "g:y")],
                      attrs={"namespace": namespace})
 
 

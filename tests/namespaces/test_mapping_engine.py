@@ -24,7 +24,7 @@ A, B = "user/a", "user/b"
 
 
 def graph(children, edges=(), inputs=(), outputs=(), name="g", namespace=A):
-    return Container(None, name, inputs, outputs, children, edges, attrs={"namespace": namespace})
+    return Container(None, name, inputs=inputs, outputs=outputs, children=children, edges=edges, attrs={"namespace": namespace})
 
 
 def chain3():
@@ -167,7 +167,7 @@ def test_fixed_point_and_endless_loop():
 
 def test_unmatched_ops_listed_by_path_or_passed_through():
     """Unmatched source ops are all listed by path (with skip reasons), or kept in their namespace."""
-    inner = Container("Block", "blk", ["x"], ["y"], [op("Q", "q", ["x"], ["y"])], [("blk:x", "q:x"), ("q:y", "blk:y")])
+    inner = Container("Block", "blk", inputs=["x"], outputs=["y"], children=[op("Q", "q", ["x"], ["y"])], edges=[("blk:x", "q:x"), ("q:y", "blk:y")])
     g = graph([op("P", "p", [], ["y"]), inner], [("p:y", "blk:x")])
     table = MappingTable(A, B, [(Pattern({"o": "P"}), lambda m: Skip("no P today"))])
     with pytest.raises(UnmatchedOpsError) as info:
@@ -181,8 +181,8 @@ def test_unmatched_ops_listed_by_path_or_passed_through():
 
 def test_nested_inputs_are_hoisted_to_the_root():
     """An input port a rule adds inside a nested container is fed from a new root input."""
-    inner = Container("Dense", "fc", ["x"], ["y"], [op("Var", "w", [], ["ref"]), op("Mul", "m", ["a", "b"], ["c"])],
-                      [("fc:x", "m:a"), ("w:ref", "m:b"), ("m:c", "fc:y")])
+    inner = Container("Dense", "fc", inputs=["x"], outputs=["y"], children=[op("Var", "w", [], ["ref"]), op("Mul", "m", ["a", "b"], ["c"])],
+                      edges=[("fc:x", "m:a"), ("w:ref", "m:b"), ("m:c", "fc:y")])
     g = graph([inner], [("g:x", "fc:x"), ("fc:y", "g:y")], ["x"], ["y"])
 
     def var(m):
@@ -198,7 +198,7 @@ def test_nested_inputs_are_hoisted_to_the_root():
 
 def test_result_namespace_and_structural_sharing():
     """The result carries the target namespace; untouched subtrees are the input's own objects."""
-    inner = Container("Block", "blk", ["x"], ["y"], [op("Q", "q", ["x"], ["y"])], [("blk:x", "q:x"), ("q:y", "blk:y")],
+    inner = Container("Block", "blk", inputs=["x"], outputs=["y"], children=[op("Q", "q", ["x"], ["y"])], edges=[("blk:x", "q:x"), ("q:y", "blk:y")],
                       attrs={"namespace": "user/other"})
     g = graph([op("P", "p", [], ["y"]), inner], [("p:y", "blk:x")])
     out = MappingTable(A, B, [(Pattern({"o": "P"}), lambda m: Replacement({"o": NewOp("P2")}))]).apply(g)
@@ -260,8 +260,8 @@ def test_rule_errors_name_the_rule_and_op():
 
 def test_edges_reaching_into_nested_containers_are_reattached():
     """An edge of an enclosing container that names a nested op follows that op's replacement."""
-    inner = Container("Block", "blk", ["x"], ["y"], [op("Q", "q", ["x"], ["y"]), op("R", "r", ["x"], ["y"])],
-                      [("blk:x", "q:x"), ("q:y", "blk:y")])
+    inner = Container("Block", "blk", inputs=["x"], outputs=["y"], children=[op("Q", "q", ["x"], ["y"]), op("R", "r", ["x"], ["y"])],
+                      edges=[("blk:x", "q:x"), ("q:y", "blk:y")])
     g = graph([op("P", "p", [], ["y"]), inner, op("S", "s", ["x", "z"], ["y"])],
               [("p:y", "blk:x"), ("blk:y", "s:x"), ((("blk", "q"), "y"), "s:z"),
                ("p:y", (("blk", "r"), "x")), ("p:-1", (("blk", "r"), -1)), ((("blk", "r"), -1), "s:-1")])
@@ -289,7 +289,7 @@ def test_match_helpers_read_the_surroundings():
     g = graph([op("Const", "k", [], ["output"], {"value": np.arange(3)}), op("Use", "u", ["x", "k"], ["y"]),
                op("Sink", "s", ["a", "b"], [])],
               [("g:x", "u:x"), ("k:output", "u:k"), ("u:y", "s:a"), ("u:y", "s:b")],
-              inputs=[amanda.Port("x", {"shape": [2, 5], "dtype": "float32"})])
+              inputs=[amanda.Port("x", attrs={"shape": [2, 5], "dtype": "float32"})])
 
     def look(m):
         seen.update(constant=m.constant("u", "k").tolist(), rank=m.input_rank("u", "x"),

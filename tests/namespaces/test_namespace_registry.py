@@ -36,7 +36,7 @@ def registered():
 
 
 def _ns(name, *types, **kwargs):
-    return Namespace(name, [OpSchema(t, inputs=["x"], outputs=["y"]) for t in types], **kwargs)
+    return Namespace(name, schemas=[OpSchema(t, inputs=["x"], outputs=["y"]) for t in types], **kwargs)
 
 
 def test_hierarchy_fallback_only_where_allowed(registered):
@@ -65,8 +65,8 @@ def test_explicit_parent_and_cycles(registered):
 
 def test_own_schema_overrides_parent(registered):
     """A namespace's own schema wins over its parent's."""
-    registered(Namespace("test/p", [OpSchema("Op", since_version=1)]))
-    child = registered(Namespace("test/p/2", [OpSchema("Op", since_version=2)], fallback=True))
+    registered(Namespace("test/p", schemas=[OpSchema("Op", since_version=1)]))
+    child = registered(Namespace("test/p/2", schemas=[OpSchema("Op", since_version=2)], fallback=True))
     assert child.schema("Op").since_version == 2
 
 

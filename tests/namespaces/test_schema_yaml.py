@@ -186,7 +186,7 @@ def test_special_defaults_round_trip():
         AttrSchema("t", "tensor", default=np.arange(6, dtype=np.int32).reshape(2, 3)),
         AttrSchema("ts", "tensors", default=[np.array(["a", "b"], dtype=object)]),
     ]
-    ns = Namespace("x/1", [OpSchema("Op", attrs=attrs)])
+    ns = Namespace("x/1", schemas=[OpSchema("Op", attrs=attrs)])
     assert load_namespace_schema(dump_namespace_schema(ns)) == ns
 
 

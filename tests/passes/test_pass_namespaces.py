@@ -55,7 +55,7 @@ def matmul_add_model() -> Container:
     ns = _own("amanda/onnx/17")
     children = [_const("w", RNG.standard_normal((3, 2))), _const("b", [0.5, -0.5]),
                 op("MatMul", "mm", ["A", "B"], ["Y"], ns), op("Add", "add", ["A", "B"], ["C"], ns)]
-    g = Container(None, "g", inputs=[amanda.Port("x", {"dtype": "float32", "shape": (4, 3)})], outputs=["y"],
+    g = Container(None, "g", inputs=[amanda.Port("x", attrs={"dtype": "float32", "shape": (4, 3)})], outputs=["y"],
                   children=children, edges=[("g:x", "mm:A"), ("w:output", "mm:B"), ("mm:Y", "add:A"),
                                             ("b:output", "add:B"), ("add:C", "g:y")])
     return g

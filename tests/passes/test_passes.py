@@ -38,12 +38,12 @@ def run(model: Container, feeds: dict, fetches: tuple = ("y",)) -> list:
 
 def shape_chain() -> Container:
     """x -> Reshape(x, Concat(Unsqueeze(Gather(Shape(x), 0)), [-1])) -> Relu: a torch-style shape chain."""
-    return Container(None, "g", ["x"], ["y"], [
+    return Container(None, "g", inputs=["x"], outputs=["y"], children=[
         op("Shape", "shape", ["data"], ["shape"]), const("zero", 0, np.int64), const("axes", [0], np.int64),
         const("rest", [-1], np.int64), op("Gather", "gather", ["data", "indices"], ["output"], {"axis": 0}),
         op("Unsqueeze", "unsq", ["data", "axes"], ["expanded"]), op("Concat", "cat", ["a", "b"], ["concat_result"], {"axis": 0}),
         op("Reshape", "reshape", ["data", "shape"], ["reshaped"]), op("Relu", "relu", ["X"], ["Y"]),
-    ], [("g:x", "shape:data"), ("shape:shape", "gather:data"), ("zero:output", "gather:indices"),
+    ], edges=[("g:x", "shape:data"), ("shape:shape", "gather:data"), ("zero:output", "gather:indices"),
         ("gather:output", "unsq:data"), ("axes:output", "unsq:axes"), ("unsq:expanded", "cat:a"),
         ("rest:output", "cat:b"), ("g:x", "reshape:data"), ("cat:concat_result", "reshape:shape"),
         ("reshape:reshaped", "relu:X"), ("relu:Y", "g:y")], attrs=NS)
@@ -72,9 +72,9 @@ def test_without_known_shapes_the_shape_chain_stays() -> None:
 
 def test_fold_constants_evaluates_constant_subgraphs_and_keeps_the_rest() -> None:
     """A constant subgraph (Mul of two constants) is replaced by its value; the ops reading feeds keep their objects and uids."""
-    model = Container(None, "g", ["x"], ["y"], [
+    model = Container(None, "g", inputs=["x"], outputs=["y"], children=[
         const("a", [1, 2]), const("b", [3, 4]), op("Mul", "m", ["A", "B"], ["C"]), op("Add", "add", ["A", "B"], ["C"]),
-    ], [("a:output", "m:A"), ("b:output", "m:B"), ("g:x", "add:A"), ("m:C", "add:B"), ("add:C", "g:y")], attrs=NS)
+    ], edges=[("a:output", "m:A"), ("b:output", "m:B"), ("g:x", "add:A"), ("m:C", "add:B"), ("add:C", "g:y")], attrs=NS)
     out, report = fold_constants(model)
     assert report.replaced == ("m",) and report.added == ("m",)
     assert out.child("m").attrs["value"].tolist() == [3.0, 8.0]
@@ -86,17 +86,17 @@ def test_fold_constants_evaluates_constant_subgraphs_and_keeps_the_rest() -> Non
 
 def test_random_ops_are_never_folded() -> None:
     """RandomUniformLike of a constant stays an op: folding it would freeze one sample."""
-    model = Container(None, "g", [], ["y"], [const("c", np.zeros(3)), op("RandomUniformLike", "r", ["input"], ["output"])],
-                      [("c:output", "r:input"), ("r:output", "g:y")], attrs=NS)
+    model = Container(None, "g", inputs=[], outputs=["y"], children=[const("c", np.zeros(3)), op("RandomUniformLike", "r", ["input"], ["output"])],
+                      edges=[("c:output", "r:input"), ("r:output", "g:y")], attrs=NS)
     assert fold_constants(model).model is model
 
 
 def test_dead_code_keeps_what_outputs_and_control_edges_need() -> None:
     """Ops feeding no output are removed unless a control edge pins them; the model without dead ops is unchanged otherwise."""
-    model = Container(None, "g", ["x"], ["y"], [
+    model = Container(None, "g", inputs=["x"], outputs=["y"], children=[
         op("Relu", "r", ["X"], ["Y"]), op("Neg", "dead", ["X"], ["Y"]), op("Abs", "pinned", ["X"], ["Y"]),
         op("Exp", "tail", ["input"], ["output"]),
-    ], [("g:x", "r:X"), ("g:x", "dead:X"), ("g:x", "pinned:X"), ("pinned:Y", "tail:input"),
+    ], edges=[("g:x", "r:X"), ("g:x", "dead:X"), ("g:x", "pinned:X"), ("pinned:Y", "tail:input"),
         ("pinned:-1", "r:-1"), ("r:Y", "g:y")], attrs=NS)
     out, report = eliminate_dead_code(model)
     assert set(report.removed) == {"dead", "tail"}
@@ -106,10 +106,10 @@ def test_dead_code_keeps_what_outputs_and_control_edges_need() -> None:
 
 def test_identity_removal_rewires_readers_to_the_source() -> None:
     """Identity chains vanish and readers read the original source; an input passed straight to an output keeps its Identity."""
-    model = Container(None, "g", ["x"], ["y", "z"], [
+    model = Container(None, "g", inputs=["x"], outputs=["y", "z"], children=[
         op("Identity", "i1", ["input"], ["output"]), op("Identity", "i2", ["input"], ["output"]),
         op("Relu", "r", ["X"], ["Y"]), op("Identity", "passthrough", ["input"], ["output"]),
-    ], [("g:x", "i1:input"), ("i1:output", "i2:input"), ("i2:output", "r:X"), ("r:Y", "g:y"),
+    ], edges=[("g:x", "i1:input"), ("i1:output", "i2:input"), ("i2:output", "r:X"), ("r:Y", "g:y"),
         ("g:x", "passthrough:input"), ("passthrough:output", "g:z")], attrs=NS)
     out, report = remove_identities(model)
     assert set(report.removed) == {"i1", "i2"}
@@ -121,10 +121,10 @@ def test_identity_removal_rewires_readers_to_the_source() -> None:
 
 def test_cse_merges_equal_ops_and_equal_constants() -> None:
     """Two equal constants and the two equal Adds reading them merge into one of each; the sum is unchanged."""
-    model = Container(None, "g", ["x"], ["y"], [
+    model = Container(None, "g", inputs=["x"], outputs=["y"], children=[
         const("c1", [1, 2]), const("c2", [1, 2]), op("Add", "a1", ["A", "B"], ["C"]), op("Add", "a2", ["A", "B"], ["C"]),
         op("Mul", "m", ["A", "B"], ["C"]),
-    ], [("g:x", "a1:A"), ("c1:output", "a1:B"), ("g:x", "a2:A"), ("c2:output", "a2:B"),
+    ], edges=[("g:x", "a1:A"), ("c1:output", "a1:B"), ("g:x", "a2:A"), ("c2:output", "a2:B"),
         ("a1:C", "m:A"), ("a2:C", "m:B"), ("m:C", "g:y")], attrs=NS)
     out, report = eliminate_common_subexpressions(model)
     assert set(report.removed) == {"c2", "a2"}
@@ -134,9 +134,9 @@ def test_cse_merges_equal_ops_and_equal_constants() -> None:
 
 def test_cse_keeps_ops_with_different_attributes() -> None:
     """Softmax over different axes are different computations and both stay."""
-    model = Container(None, "g", ["x"], ["y", "z"], [
+    model = Container(None, "g", inputs=["x"], outputs=["y", "z"], children=[
         op("Softmax", "s0", ["input"], ["output"], {"axis": 0}), op("Softmax", "s1", ["input"], ["output"], {"axis": 1}),
-    ], [("g:x", "s0:input"), ("g:x", "s1:input"), ("s0:output", "g:y"), ("s1:output", "g:z")], attrs=NS)
+    ], edges=[("g:x", "s0:input"), ("g:x", "s1:input"), ("s0:output", "g:y"), ("s1:output", "g:z")], attrs=NS)
     assert eliminate_common_subexpressions(model).model is model
 
 
@@ -174,10 +174,10 @@ def test_matmul_add_becomes_gemm_only_for_known_2d_operands() -> None:
     w, b = RNG.standard_normal((4, 3)).astype(np.float32), RNG.standard_normal(3).astype(np.float32)
 
     def model(shape: object) -> Container:
-        x = amanda.Port("x", {"dtype": "float32", "shape": shape}) if shape else "x"
-        return Container(None, "g", [x], ["y"], [const("w", w), const("b", b), op("MatMul", "mm", ["A", "B"], ["Y"]),
+        x = amanda.Port("x", attrs={"dtype": "float32", "shape": shape}) if shape else "x"
+        return Container(None, "g", inputs=[x], outputs=["y"], children=[const("w", w), const("b", b), op("MatMul", "mm", ["A", "B"], ["Y"]),
                                                  op("Add", "add", ["A", "B"], ["C"])],
-                         [("g:x", "mm:A"), ("w:output", "mm:B"), ("mm:Y", "add:A"), ("b:output", "add:B"),
+                         edges=[("g:x", "mm:A"), ("w:output", "mm:B"), ("mm:Y", "add:A"), ("b:output", "add:B"),
                           ("add:C", "g:y")], attrs=NS)
 
     out, report = fuse_matmul_add(model((5, 4)))
@@ -188,11 +188,11 @@ def test_matmul_add_becomes_gemm_only_for_known_2d_operands() -> None:
 
 
 def gelu_graph(opset: int) -> Container:
-    return Container(None, "g", ["x"], ["y"], [
+    return Container(None, "g", inputs=["x"], outputs=["y"], children=[
         const("root", 2 ** 0.5), const("one", 1.0), const("half", 0.5), op("Div", "div", ["A", "B"], ["C"]),
         op("Erf", "erf", ["input"], ["output"]), op("Add", "add", ["A", "B"], ["C"]), op("Mul", "mul", ["A", "B"], ["C"]),
         op("Mul", "half_mul", ["A", "B"], ["C"]),
-    ], [("g:x", "div:A"), ("root:output", "div:B"), ("div:C", "erf:input"), ("erf:output", "add:A"),
+    ], edges=[("g:x", "div:A"), ("root:output", "div:B"), ("div:C", "erf:input"), ("erf:output", "add:A"),
         ("one:output", "add:B"), ("g:x", "mul:A"), ("add:C", "mul:B"), ("mul:C", "half_mul:A"),
         ("half:output", "half_mul:B"), ("half_mul:C", "g:y")], attrs={"namespace": f"amanda/onnx/{opset}"})
 
@@ -224,9 +224,9 @@ def test_specialize_rejects_unknown_inputs_and_bad_types() -> None:
 
 def test_nested_levels_are_optimised_in_place() -> None:
     """An Identity inside a nested container is removed there; the outer container keeps its other children."""
-    inner = Container("Block", "block", ["x"], ["y"], [op("Identity", "i", ["input"], ["output"]), op("Relu", "r", ["X"], ["Y"])],
-                      [("block:x", "i:input"), ("i:output", "r:X"), ("r:Y", "block:y")])
-    outer = Container(None, "g", ["x"], ["y"], [inner], [("g:x", "block:x"), ("block:y", "g:y")], attrs=NS)
+    inner = Container("Block", "block", inputs=["x"], outputs=["y"], children=[op("Identity", "i", ["input"], ["output"]), op("Relu", "r", ["X"], ["Y"])],
+                      edges=[("block:x", "i:input"), ("i:output", "r:X"), ("r:Y", "block:y")])
+    outer = Container(None, "g", inputs=["x"], outputs=["y"], children=[inner], edges=[("g:x", "block:x"), ("block:y", "g:y")], attrs=NS)
     out, report = remove_identities(outer)
     assert report.removed == ("block/i",)
     assert [c.name for c in out.child("block").children] == ["r"]

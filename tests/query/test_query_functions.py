@@ -37,10 +37,10 @@ def test_named_control_ports_pull_their_sources_in():
 def test_edges_of_other_phases_are_ignored():
     """An edge tagged with another phase does not pull its source into the computation."""
     bn = Container(
-        "BN", "bn", ["x"], ["y"],
-        [op("BatchStats", "batch", ["x"], ["y"]), op("RunningStats", "running", ["x"], ["y"])],
-        [("bn:x", "batch:x"), ("bn:x", "running:x"),
-         Edge("batch:y", "bn:y", {"phase": "train"}), Edge("running:y", "bn:y", {"phase": "inference"})],
+        "BN", "bn", inputs=["x"], outputs=["y"],
+        children=[op("BatchStats", "batch", ["x"], ["y"]), op("RunningStats", "running", ["x"], ["y"])],
+        edges=[("bn:x", "batch:x"), ("bn:x", "running:x"),
+         Edge("batch:y", "bn:y", attrs={"phase": "train"}), Edge("running:y", "bn:y", attrs={"phase": "inference"})],
     )
     assert names(bn, "$[?in_computation('train')]") == ["batch"]
     assert names(bn, "$[?in_computation('inference')]") == ["running"]

@@ -10,7 +10,7 @@ import amanda
 from amanda.types import check
 
 NS = {"namespace": "amanda/onnx/17"}
-X = amanda.Port("x", {"dtype": "float32", "shape": ("batch", 4)})
+X = amanda.Port("x", attrs={"dtype": "float32", "shape": ("batch", 4)})
 
 GOOD = {
     "relu": lambda: ("Relu", None, {}),
@@ -101,7 +101,7 @@ def test_messages_say_expected_and_found():
 
 def test_symbols_bind_consistently():
     """Two ops that pin the same symbol to different sizes are reported at the second."""
-    y = amanda.Port("y", {"dtype": "float32", "shape": ("batch", 4)})
+    y = amanda.Port("y", attrs={"dtype": "float32", "shape": ("batch", 4)})
     c5 = amanda.op("Constant", "c5", outputs=["output"], attrs={"value": np.ones((5, 4), np.float32)})
     c6 = amanda.op("Constant", "c6", outputs=["output"], attrs={"value": np.ones((6, 4), np.float32)})
     a1 = amanda.op("Concat", "a1", inputs=["inputs_0", "inputs_1"], outputs=["concat_result"], attrs={"axis": 1})
@@ -118,7 +118,7 @@ def test_symbols_bind_consistently():
 
 def test_broadcasting_leaves_symbols_free():
     """A symbol broadcast against 5 in one op and 6 in another is no problem: it may be 1."""
-    y = amanda.Port("y", {"dtype": "float32", "shape": ("batch", 4)})
+    y = amanda.Port("y", attrs={"dtype": "float32", "shape": ("batch", 4)})
     c5 = amanda.op("Constant", "c5", outputs=["output"], attrs={"value": np.ones((5, 4), np.float32)})
     c6 = amanda.op("Constant", "c6", outputs=["output"], attrs={"value": np.ones((6, 4), np.float32)})
     a1 = amanda.op("Add", "a1", inputs=["A", "B"], outputs=["C"])
@@ -131,7 +131,7 @@ def test_broadcasting_leaves_symbols_free():
 
 def test_declared_type_contradicting_inference():
     """An output port declaring a type the op cannot produce is a problem at that op."""
-    relu = amanda.op("Relu", "r", inputs=["X"], outputs=[amanda.Port("Y", {"dtype": "int64"})])
+    relu = amanda.op("Relu", "r", inputs=["X"], outputs=[amanda.Port("Y", attrs={"dtype": "int64"})])
     g = amanda.Container(None, "g", inputs=[X], outputs=["y"], children=[relu], attrs=NS,
                          edges=[("g:x", "r:X"), ("r:Y", "g:y")])
     (problem,) = check(g)

@@ -44,10 +44,10 @@ def test_exact_names_and_numpy_dtypes_are_accepted(dtype):
 def _relu(where: str, attrs: dict) -> amanda.Container:
     return amanda.Container(
         None, "g", attrs=NS,
-        inputs=[amanda.Port("x", attrs if where == "input" else {"dtype": "float32"})],
-        outputs=[amanda.Port("y", attrs if where == "output" else {})],
-        children=[amanda.op("Relu", "r", [amanda.Port("X", attrs if where == "op input" else {})],
-                            [amanda.Port("Y", attrs if where == "op output" else {})])],
+        inputs=[amanda.Port("x", attrs=attrs if where == "input" else {"dtype": "float32"})],
+        outputs=[amanda.Port("y", attrs=attrs if where == "output" else {})],
+        children=[amanda.op("Relu", "r", [amanda.Port("X", attrs=attrs if where == "op input" else {})],
+                            [amanda.Port("Y", attrs=attrs if where == "op output" else {})])],
         edges=[("g:x", "r:X"), ("r:Y", "g:y")])
 
 

@@ -28,7 +28,7 @@ def _block(name: str) -> amanda.Container:
 def _stack(n: int, shape=("batch", 4)) -> amanda.Container:
     blocks = [_block(f"b{i}") for i in range(n)]
     edges = [("g:x", "b0:x")] + [(f"b{i}:y", f"b{i + 1}:x") for i in range(n - 1)] + [(f"b{n - 1}:y", "g:y")]
-    return amanda.Container(None, "g", inputs=[amanda.Port("x", {"dtype": "float32", "shape": shape})],
+    return amanda.Container(None, "g", inputs=[amanda.Port("x", attrs={"dtype": "float32", "shape": shape})],
                             outputs=["y"], children=blocks, edges=edges, attrs=NS)
 
 
@@ -103,7 +103,7 @@ def test_unknown_op_is_listed_not_fatal():
     """An op without a rule gets unknown outputs and is listed; what follows is typed as far as it can be."""
     weird = amanda.op("Frobnicate", "f", inputs=["a"], outputs=["b"])
     relu = amanda.op("Relu", "r", inputs=["X"], outputs=["Y"])
-    g = amanda.Container(None, "g", inputs=[amanda.Port("x", {"dtype": "float32", "shape": [2]})], outputs=["y"],
+    g = amanda.Container(None, "g", inputs=[amanda.Port("x", attrs={"dtype": "float32", "shape": [2]})], outputs=["y"],
                          children=[weird, relu], edges=[("g:x", "f:a"), ("f:b", "r:X"), ("r:Y", "g:y")], attrs=NS)
     types = infer_types(g)
     assert types.unknown_ops == [(("f",), "Frobnicate")]
@@ -190,7 +190,7 @@ def test_deep_nesting_does_not_recurse_without_bound():
                                  edges=[(f"{name}:x", f"{inner.name}:{'X' if i == 0 else 'x'}"),
                                         (f"{inner.name}:{'Y' if i == 0 else 'y'}", f"{name}:y")])
         path.insert(0, name)
-    g = amanda.Container(None, "g", inputs=[amanda.Port("x", {"dtype": "float32", "shape": [3]})], outputs=["y"],
+    g = amanda.Container(None, "g", inputs=[amanda.Port("x", attrs={"dtype": "float32", "shape": [3]})], outputs=["y"],
                          children=[inner], edges=[("g:x", f"{inner.name}:x"), (f"{inner.name}:y", "g:y")], attrs=NS)
     types = infer_types(g)
     assert types[(), "y"] == TensorType("float32", (3,))

@@ -32,7 +32,7 @@ ATTRS = st.fixed_dictionaries({}, optional={
 @given(st.sampled_from(rule_op_types()), st.lists(TENSORS, max_size=4), ATTRS, st.integers(1, 3))
 def test_any_op_with_any_inputs_is_checked_without_raising(op_type, inputs, attrs, n_out):
     """Inference gives a type (or None) for every output, and check returns problems, never raises."""
-    ports = [amanda.Port(f"x{i}", {"dtype": t.dtype, "shape": t.shape}) for i, t in enumerate(inputs)]
+    ports = [amanda.Port(f"x{i}", attrs={"dtype": t.dtype, "shape": t.shape}) for i, t in enumerate(inputs)]
     op = amanda.op(op_type, "op", inputs=[f"input_{i}" for i in range(len(inputs))],
                    outputs=[f"output_{j}" for j in range(n_out)], attrs=attrs)
     g = amanda.Container(None, "g", inputs=ports, outputs=["y"], children=[op], attrs=NS,
@@ -47,11 +47,11 @@ def test_any_op_with_any_inputs_is_checked_without_raising(op_type, inputs, attr
                         {"type": {"tensor": "x"}}, {"dtype": "float32", "shape": [1.5]}]))
 def test_malformed_port_types_are_problems(attrs):
     """A port attribute that is not a type is reported by check, and by infer_types the same way."""
-    relu = amanda.op("Relu", "r", inputs=["X"], outputs=[amanda.Port("Y", attrs)])
-    g = amanda.Container(None, "g", inputs=[amanda.Port("x", {"dtype": "float32"})], outputs=["y"], children=[relu],
+    relu = amanda.op("Relu", "r", inputs=["X"], outputs=[amanda.Port("Y", attrs=attrs)])
+    g = amanda.Container(None, "g", inputs=[amanda.Port("x", attrs={"dtype": "float32"})], outputs=["y"], children=[relu],
                          attrs=NS, edges=[("g:x", "r:X"), ("r:Y", "g:y")])
     assert [p.path for p in check(g)] == [("r",)]
-    bad_input = amanda.Container(None, "g", inputs=[amanda.Port("x", attrs)], outputs=["y"],
+    bad_input = amanda.Container(None, "g", inputs=[amanda.Port("x", attrs=attrs)], outputs=["y"],
                                  children=[amanda.op("Relu", "r", inputs=["X"], outputs=["Y"])], attrs=NS,
                                  edges=[("g:x", "r:X"), ("r:Y", "g:y")])
     assert len(check(bad_input)) == 1

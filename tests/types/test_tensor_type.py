@@ -41,7 +41,7 @@ def test_yaml_json_and_port_round_trip(t):
     """A port carrying a type survives YAML and JSON documents unchanged."""
     attrs = to_attrs(t)
     ident = amanda.op("Identity", "i", inputs=["input"], outputs=["output"])
-    g = amanda.Container(None, "g", inputs=[amanda.Port("x", attrs)], outputs=[amanda.Port("y")],
+    g = amanda.Container(None, "g", inputs=[amanda.Port("x", attrs=attrs)], outputs=[amanda.Port("y")],
                          children=[ident], edges=[("g:x", "i:input"), ("i:output", "g:y")])
     for fmt in ("yaml", "json"):
         back = amanda.loads(amanda.dumps(g, format=fmt), format=fmt)
@@ -55,7 +55,7 @@ def test_onnx_value_info_round_trip():
 
     t = TensorType("float32", ("batch", None, 3))
     relu = amanda.op("Relu", "r", inputs=["X"], outputs=["Y"])
-    g = amanda.Container(None, "g", inputs=[amanda.Port("x", to_attrs(t))], outputs=[amanda.Port("y", to_attrs(t))],
+    g = amanda.Container(None, "g", inputs=[amanda.Port("x", attrs=to_attrs(t))], outputs=[amanda.Port("y", attrs=to_attrs(t))],
                          children=[relu], edges=[("g:x", "r:X"), ("r:Y", "g:y")],
                          attrs={"namespace": "amanda/onnx/17"})
     back = from_onnx(to_onnx(g))

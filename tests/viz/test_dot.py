@@ -73,7 +73,7 @@ def test_skip_connection_draws_clusters_boxes_and_a_struck_through_removed_edge(
 @needs_dot
 def test_control_edges_are_dotted_and_types_label_edges() -> None:
     """A control edge is dotted; a data edge is labelled with its source port's dtype and shape."""
-    a = amanda.op("Relu", "a", ["x"], [amanda.Port("y", {"dtype": "float32", "shape": ("batch", 8)})])
+    a = amanda.op("Relu", "a", ["x"], [amanda.Port("y", attrs={"dtype": "float32", "shape": ("batch", 8)})])
     b = amanda.op("Relu", "b", ["x"], ["y"])
     c = amanda.op("Print", "c", [], [])
     g = amanda.Container(
@@ -198,7 +198,7 @@ def test_array_attributes_do_not_leak_into_labels() -> None:
 
 def test_summary_counts_parameters_per_layer_and_in_total() -> None:
     """Each row's parameters are the array elements in that subtree; the total covers all."""
-    dense = amanda.Container("Dense", "dense", inputs=["x"], outputs=[amanda.Port("y", {"dtype": "float32", "shape": ("batch", 4)})],
+    dense = amanda.Container("Dense", "dense", inputs=["x"], outputs=[amanda.Port("y", attrs={"dtype": "float32", "shape": ("batch", 4)})],
                              children=[amanda.op("Constant", "w", [], ["output"], {"value": np.zeros((3, 4), np.float32)}),
                                        amanda.op("Constant", "b", [], ["output"], {"value": np.zeros(4, np.float32)})])
     relu = amanda.op("Relu", "relu", ["x"], ["y"])

@@ -214,6 +214,107 @@ class _Builder:
         return self.sent[key]
 
 
+def _name(path: Path) -> str:
+    """A part's child name for the model op at ``path``."""
+    return "/".join(path)
+
+
+class _Cut:
+    """The parts being built: one builder per (device, stage), in running order."""
+
+    def __init__(self, model: Container, needs: _Needs, default: str) -> None:
+        self.needs = needs
+        self.devices = devices_of(model, default)
+        self.copied = _generators(needs)
+        self.stage = _stages(needs, self.devices, self.copied)
+        self.effective = {p: a for p, _, a in walk(model) if p in needs.inputs}
+        first: dict[tuple[str, int], int] = {}
+        for i, path in enumerate(needs.order):
+            if path not in self.copied:
+                first.setdefault(self.key(path), i)
+        # a part only receives from parts of lower stages, so stage order is a running order
+        keys = sorted(first, key=lambda k: (k[1], first[k]))
+        self.builders = {key: _Builder(*key) for key in keys}
+        self.index_of = {key: i for i, key in enumerate(keys)}
+        self.channels: list = []
+
+    def key(self, path: Path) -> tuple[str, int]:
+        """The (device, stage) of the part that runs the op at ``path``."""
+        return (self.devices[path], self.stage[path])
+
+    def copy(self, path: Path, device: str) -> Container:
+        """The op at ``path`` as a part's child on ``device``."""
+        return self.needs.flat.ops[path].evolve(name=_name(path), attrs={**self.effective[path], "device": device})
+
+    def place(self, path: Path) -> None:
+        """Add the op at ``path`` to its part, with its inputs and control predecessors wired."""
+        here = self.builders[self.key(path)]
+        here.add_op(_name(path), self.copy(path, self.devices[path]))
+        for port, kind, source in self.needs.inputs[path]:
+            if kind == "feed":
+                here.edge((SELF, here.feed_port(source)), ((_name(path),), port))
+            else:
+                self._wire_value(here, path, port, source)
+        for pred in self.needs.controls[path]:
+            self._wire_control(here, path, pred)
+
+    def _wire_value(self, here: _Builder, path: Path, port: str, source: tuple) -> None:
+        """An op's input from another op: an edge within the part, else through Send/Recv."""
+        there_key = self.key(source[0])
+        if _copied_into(self.needs, self.copied, source[0], there_key[0], here.device):
+            here.add_op(_name(source[0]), self.copy(source[0], here.device))
+            there_key = (here.device, here.stage)
+        if there_key == (here.device, here.stage):
+            here.edge(((_name(source[0]),), source[1]), ((_name(path),), port))
+            return
+        out = self.builders[there_key].send(source, self.channels, ((_name(source[0]),), source[1]))
+        recv = here.recv(source, (self.index_of[there_key], out))
+        here.edge(((recv,), "value"), ((_name(path),), port))
+
+    def _wire_control(self, here: _Builder, path: Path, pred: Path) -> None:
+        """A control edge: within the part, else an empty token through Send/Recv."""
+        there_key = self.key(pred)
+        if there_key == (here.device, here.stage):
+            here.edge(((_name(pred),), CONTROL), ((_name(path),), CONTROL))
+            return
+        token = ("control", pred)
+        there = self.builders[there_key]
+        if token not in there.sent:
+            out = there.send(token, self.channels, None)
+            there.edge(((_name(pred),), CONTROL), ((f"send {out}",), CONTROL))
+        recv = here.recv(token, (self.index_of[there_key], there.sent[token]))
+        here.edge(((recv,), CONTROL), ((_name(path),), CONTROL))
+
+    def sources(self) -> tuple[tuple, ...]:
+        """For each fetch, where its value comes from (a part's new output port for an op's)."""
+        sources: list[tuple] = []
+        for i, (kind, key) in enumerate(self.needs.targets):
+            if kind == "effect":
+                sources.append(("effect",))
+            elif key in self.needs.fed_values:
+                sources.append(("feed", self.needs.fed_values[key]))
+            else:
+                owner = self.builders[self.key(key[0])]
+                port = f"fetch.{i}"
+                owner.outputs.append(Port(port))
+                owner.edge(((_name(key[0]),), key[1]), (SELF, port))
+                owner.fetches[port] = i
+                sources.append(("part", self.index_of[(owner.device, owner.stage)], port))
+        return tuple(sources)
+
+    def parts(self) -> tuple[Part, ...]:
+        """The built parts, each with a ``done`` control port every one of its ops signals."""
+        parts = []
+        for key, b in self.builders.items():
+            # every op signals the part's "done" control port, so fetching it runs them all
+            done = [Edge(Endpoint((child,), CONTROL), Endpoint(SELF, DONE)) for child in b.children]
+            container = Container("Part", f"{b.device}/{b.stage}", inputs=b.inputs, outputs=b.outputs,
+                                  children=list(b.children.values()), edges=b.edges + done,
+                                  attrs={"device": b.device}, controls=[DONE])
+            parts.append(Part(self.index_of[key], b.device, b.stage, container, b.feeds, b.receives, b.fetches))
+        return tuple(parts)
+
+
 def partition(model: Container, fetches: Sequence[Any], feeds: Sequence[Any] = (), *, phase: Any = None,
               default: str = DEFAULT_DEVICE) -> Partitioning:
     """Cut ``model``, pruned to ``fetches`` given ``feeds`` (names as ``Session.run`` takes
@@ -223,80 +324,12 @@ def partition(model: Container, fetches: Sequence[Any], feeds: Sequence[Any] = (
     if isinstance(fetches, (str, bytes)) or not isinstance(fetches, Sequence):
         raise ArgumentError.at("fetches", "a list of fetch names", repr(fetches))
     model = resolve_references(model)  # parts hold ops without their calls: give them the values
-    devices = devices_of(model, default)
-    needs = _Needs(model, list(fetches), list(feeds), phase)
-    copied = _generators(needs)
-    stage = _stages(needs, devices, copied)
-    effective = {p: a for p, _, a in walk(model) if p in needs.inputs}
-    first: dict[tuple[str, int], int] = {}
-    for i, path in enumerate(needs.order):
-        if path not in copied:
-            first.setdefault((devices[path], stage[path]), i)
-    # a part only receives from parts of lower stages, so stage order is a running order
-    keys = sorted(first, key=lambda k: (k[1], first[k]))
-    builders = {key: _Builder(*key) for key in keys}
-    index_of = {key: i for i, key in enumerate(keys)}
-    channels: list = []
-
-    def name(path: Path) -> str:
-        return "/".join(path)
-
-    def copy(p: Path, device: str) -> Container:
-        return needs.flat.ops[p].evolve(name=name(p), attrs={**effective[p], "device": device})
-
-    for path in needs.order:
-        if path in copied:
-            continue
-        here = builders[(devices[path], stage[path])]
-        here.add_op(name(path), copy(path, devices[path]))
-        for port, kind, source in needs.inputs[path]:
-            if kind == "feed":
-                here.edge((SELF, here.feed_port(source)), ((name(path),), port))
-                continue
-            there_key = (devices[source[0]], stage[source[0]])
-            if _copied_into(needs, copied, source[0], there_key[0], here.device):
-                here.add_op(name(source[0]), copy(source[0], here.device))
-                there_key = (here.device, here.stage)
-            if there_key == (here.device, here.stage):
-                here.edge(((name(source[0]),), source[1]), ((name(path),), port))
-                continue
-            out = builders[there_key].send(source, channels, ((name(source[0]),), source[1]))
-            recv = here.recv(source, (index_of[there_key], out))
-            here.edge(((recv,), "value"), ((name(path),), port))
-        for pred in needs.controls[path]:
-            there_key = (devices[pred], stage[pred])
-            if there_key == (here.device, here.stage):
-                here.edge(((name(pred),), CONTROL), ((name(path),), CONTROL))
-                continue
-            token = ("control", pred)
-            there = builders[there_key]
-            if token not in there.sent:
-                out = there.send(token, channels, None)
-                there.edge(((name(pred),), CONTROL), ((f"send {out}",), CONTROL))
-            recv = here.recv(token, (index_of[there_key], there.sent[token]))
-            here.edge(((recv,), CONTROL), ((name(path),), CONTROL))
-    sources: list[tuple] = []
-    for i, (kind, key) in enumerate(needs.targets):
-        if kind == "effect":
-            sources.append(("effect",))
-        elif key in needs.fed_values:
-            sources.append(("feed", needs.fed_values[key]))
-        else:
-            owner = builders[(devices[key[0]], stage[key[0]])]
-            port = f"fetch.{i}"
-            owner.outputs.append(Port(port))
-            owner.edge(((name(key[0]),), key[1]), (SELF, port))
-            owner.fetches[port] = i
-            sources.append(("part", index_of[(owner.device, owner.stage)], port))
-    parts = []
-    for key, b in builders.items():
-        # every op signals the part's "done" control port, so fetching it runs them all
-        done = [Edge(Endpoint((child,), CONTROL), Endpoint(SELF, DONE)) for child in b.children]
-        container = Container("Part", f"{b.device}/{b.stage}", inputs=b.inputs, outputs=b.outputs,
-                              children=list(b.children.values()), edges=b.edges + done,
-                              attrs={"device": b.device}, controls=[DONE])
-        parts.append(Part(index_of[key], b.device, b.stage, container, b.feeds, b.receives, b.fetches))
-    return Partitioning(tuple(parts), tuple(sources))
+    cut = _Cut(model, _Needs(model, list(fetches), list(feeds), phase), default)
+    for path in cut.needs.order:
+        if path not in cut.copied:
+            cut.place(path)
+    sources = cut.sources()  # adds the fetch ports: before the parts are built
+    return Partitioning(cut.parts(), sources)
 
 
 def describe(partitioning: Partitioning) -> str:

@@ -33,10 +33,10 @@ from amanda.exec.kernels.conv_last import depthwise, gemm_channels_last, packed,
 from amanda.exec.kernels.registry import kernel
 from amanda.exec.kernels.scratch import scratch
 from amanda.exec.kernels.spatial import (
+    ConvGeometry,
     channels_first,
     channels_last,
     ints,
-    output_size,
     pad_spatial,
     padded_size,
     window_pads,
@@ -73,26 +73,18 @@ def _padded(x: np.ndarray, begins: list[int], ends: list[int]) -> np.ndarray:
     return pad_spatial(x, begins, ends, 0, into=scratch(shape, x.dtype, "conv.pad"))
 
 
-def _batched(
-    x: np.ndarray,
-    wg: np.ndarray,
-    kernel: list[int],
-    strides: list[int],
-    dilations: list[int],
-    pads: list[int],
-    out: list[int],
-    bias: np.ndarray | None,
-) -> np.ndarray:
+def _batched(x: np.ndarray, wg: np.ndarray, g: ConvGeometry, bias: np.ndarray | None) -> np.ndarray:
     """Columns ``(N, G, C/G*K [+1], L)``: ``W @ cols`` writes ``(N, M, L)`` with no output transpose.
 
     With a bias, each group's columns get a row of ones and its weights the bias as one
     more column, so the GEMM adds it: one more product row instead of a separate pass
     over the whole output (about 2x faster on the CNN's 1-channel conv at batch 64).
     """
+    kernel, out = g.kernel, g.out
     nd = len(kernel)
     n, c = x.shape[:2]
     group, mg, rows = wg.shape
-    view = windows(_padded(x, pads[:nd], pads[nd:]), kernel, strides, dilations, out)
+    view = windows(_padded(x, g.pads[:nd], g.pads[nd:]), kernel, g.strides, g.dilations, out)
     extra = 0 if bias is None else 1
     length = int(np.prod(out))
     cols = scratch((n, group, rows + extra, length), x.dtype, "conv.cols")
@@ -106,21 +98,13 @@ def _batched(
     return np.matmul(np.concatenate([wg, bias.reshape(group, mg, 1)], axis=2), cols)
 
 
-def _gemm(
-    x: np.ndarray,
-    wg: np.ndarray,
-    kernel: list[int],
-    strides: list[int],
-    dilations: list[int],
-    pads: list[int],
-    out: list[int],
-    bias: np.ndarray | None,
-) -> np.ndarray:
+def _gemm(x: np.ndarray, wg: np.ndarray, g: ConvGeometry, bias: np.ndarray | None) -> np.ndarray:
     # columns (C, *K, N, *out): one big GEMM, then one transpose of the result
+    kernel, out = g.kernel, g.out
     nd = len(kernel)
     n, c = x.shape[:2]
     group, mg, rows = wg.shape
-    view = windows(_padded(x, pads[:nd], pads[nd:]), kernel, strides, dilations, out)
+    view = windows(_padded(x, g.pads[:nd], g.pads[nd:]), kernel, g.strides, g.dilations, out)
     cols = scratch((c, *kernel, n, *out), x.dtype, "conv.cols")
     np.copyto(cols, view.transpose(1, *range(2 + nd, 2 + 2 * nd), 0, *range(2, 2 + nd)))
     length = n * int(np.prod(out))
@@ -145,22 +129,15 @@ def _emit(view: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
     return result
 
 
-def _flat_waste(size: tuple[int, ...], pads: list[int], out: list[int]) -> float:
+def _flat_waste(size: tuple[int, ...], g: ConvGeometry) -> float:
     # extra GEMM columns of the flat layout: trailing axes are computed at padded width
+    pads, out = g.pads, g.out
     nd = len(size)
     padded = [size[i] + pads[i] + pads[nd + i] for i in range(1, nd)]
     return float(np.prod(padded) / np.prod(out[1:])) if nd > 1 else 1.0
 
 
-def _gemm_flat(
-    x: np.ndarray,
-    wg: np.ndarray,
-    kernel: list[int],
-    dilations: list[int],
-    pads: list[int],
-    out: list[int],
-    bias: np.ndarray | None,
-) -> np.ndarray:
+def _gemm_flat(x: np.ndarray, wg: np.ndarray, g: ConvGeometry, bias: np.ndarray | None) -> np.ndarray:
     """Unit-stride GEMM layout whose columns are long contiguous runs of the padded image.
 
     With unit strides, window ``k`` of the flattened padded image is one
@@ -168,6 +145,7 @@ def _gemm_flat(
     elements computes the trailing axes at padded width (the overhang is
     cropped). One extra slab along the first axis keeps the last run in bounds.
     """
+    kernel, dilations, pads, out = g.kernel, g.dilations, g.pads, g.out
     nd = len(kernel)
     n, c = x.shape[:2]
     group, mg, rows = wg.shape
@@ -189,13 +167,12 @@ def _gemm_flat(
     return _emit(y.swapaxes(0, 1), bias)
 
 
-def _pointwise(
-    x: np.ndarray, w: np.ndarray, wg: np.ndarray, bias: np.ndarray | None, out: list[int]
-) -> np.ndarray:
+def _pointwise(x: np.ndarray, w: np.ndarray, wg: np.ndarray, g: ConvGeometry, bias: np.ndarray | None) -> np.ndarray:
     """A 1x1 conv with unit strides and no pads: the input already is the column matrix.
 
     A channels-last input (one group) is one GEMM over its rows with a channels-last result;
     a channels-first one is ``W @ x`` per image and group, channels-first."""
+    out = g.out
     n, c = x.shape[:2]
     group, mg, cg = wg.shape
     rows = channels_last(x) if group == 1 else None
@@ -203,7 +180,7 @@ def _pointwise(
         return channels_first(rows_times(rows.reshape(-1, c), packed(w), bias).reshape(n, *out, -1))
     if bias is not None and cg < mg and math.prod(out) >= BIAS_ROW_LENGTH:
         # expanding: copying the (smaller) input lets the GEMM add the bias
-        return _batched(x, wg, [1] * len(out), [1] * len(out), [1] * len(out), [0] * 2 * len(out), out, bias)
+        return _batched(x, wg, g, bias)
     length = math.prod(out)
     y = np.matmul(wg, x.reshape(n, group, cg, length)).reshape(n, group * mg, length)
     if bias is not None:
@@ -225,7 +202,6 @@ def conv_nd(
     >>> ones = np.ones((1, 1, 3, 3), np.float32)
     >>> conv_nd(ones, ones[:, :, :2, :2], None, [1, 1], [1, 1], [0, 0, 0, 0], 1).tolist()
     [[[[4.0, 4.0], [4.0, 4.0]]]]"""
-    nd = x.ndim - 2
     n, c = x.shape[:2]
     m, cg = w.shape[:2]
     kernel = list(w.shape[2:])
@@ -236,54 +212,38 @@ def conv_nd(
             str(w.shape),
         )
     dtype = _compute_dtype(x.dtype)
-    size = x.shape[2:]
-    out = [
-        output_size(
-            size[i], pads[i] + pads[nd + i], kernel[i], strides[i], dilations[i], pads[i], False
-        )
-        for i in range(nd)
-    ]
+    g = ConvGeometry.of(x.shape[2:], kernel, strides, dilations, pads)
+    out = g.out
     if n == 0:  # the layouts' reshapes cannot infer an axis of an empty batch
         return np.zeros((0, m, *(max(o, 0) for o in out)), x.dtype)
     xc = x.astype(dtype, copy=False)
     wc = w.astype(dtype, copy=False)
     wg = wc.reshape(group, m // group, cg * math.prod(kernel))
     bias = None if b is None else b.astype(dtype, copy=False)
-    pointwise = kernel.count(1) == nd and strides.count(1) == nd and not any(pads)
-    if pointwise:
-        y = _pointwise(xc, wc, wg, bias, out)
+    if g.pointwise:
+        y = _pointwise(xc, wc, wg, g, bias)
     elif wg.shape[2] <= GEMM_ROWS and not (cg == 1 and group > 1):
-        y = _batched(xc, wg, kernel, strides, dilations, pads, out, bias)
+        y = _batched(xc, wg, g, bias)
     elif cg == 1 and group > 1:
-        y = depthwise(xc, wc, strides, dilations, pads, out, bias)
+        y = depthwise(xc, wc, g, bias)
     else:
-        y = _wide(xc, wc, wg, bias, strides, dilations, pads, out)
+        y = _wide(xc, wc, wg, g, bias)
     return y.reshape(n, m, *out).astype(x.dtype, copy=False)
 
 
-def _wide(
-    x: np.ndarray,
-    w: np.ndarray,
-    wg: np.ndarray,
-    bias: np.ndarray | None,
-    strides: list[int],
-    dilations: list[int],
-    pads: list[int],
-    out: list[int],
-) -> np.ndarray:
+def _wide(x: np.ndarray, w: np.ndarray, wg: np.ndarray, g: ConvGeometry, bias: np.ndarray | None) -> np.ndarray:
     """The layouts for many columns per group (``C/G*K > GEMM_ROWS``), bias added."""
-    nd = len(strides)
     group, m = wg.shape[0], w.shape[0]
-    unit = strides.count(1) == nd
-    if group == 1 and unit and x.shape[1] >= WIDE_CHANNELS and (
-            math.prod(padded_size(x.shape[2:], pads)) <= SHIFTED_WASTE * math.prod(out)
+    out = g.out
+    if group == 1 and g.unit and x.shape[1] >= WIDE_CHANNELS and (
+            math.prod(padded_size(x.shape[2:], g.pads)) <= SHIFTED_WASTE * math.prod(out)
             or (2 * m <= x.shape[1] and math.prod(out) >= SHIFTED_LENGTH)):
-        return shifted(x, w, dilations, pads, out, bias)
+        return shifted(x, w, g, bias)
     if group == 1:
-        return gemm_channels_last(x, w, strides, dilations, pads, out, bias)
-    if unit and _flat_waste(x.shape[2:], pads, out) <= FLAT_WASTE:
-        return _gemm_flat(x, wg, list(w.shape[2:]), dilations, pads, out, bias)
-    return _gemm(x, wg, list(w.shape[2:]), strides, dilations, pads, out, bias)
+        return gemm_channels_last(x, w, g, bias)
+    if g.unit and _flat_waste(x.shape[2:], g) <= FLAT_WASTE:
+        return _gemm_flat(x, wg, g, bias)
+    return _gemm(x, wg, g, bias)
 
 
 @kernel("Conv", since=1, heavy=True)

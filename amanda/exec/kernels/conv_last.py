@@ -22,7 +22,7 @@ from amanda.exec.kernels.cblas import rows_times
 from amanda.exec.kernels.relaid import relaid
 from amanda.exec.kernels.scratch import scratch
 from amanda.exec.kernels.shifted import shifted_rows
-from amanda.exec.kernels.spatial import channels_first, padded_channels_last, windows
+from amanda.exec.kernels.spatial import ConvGeometry, channels_first, padded_channels_last, windows
 
 # Depthwise: merge the last axis with the channels up to this many channels x stride².
 MERGE_CHANNELS = 256
@@ -45,15 +45,7 @@ def packed(w: np.ndarray) -> np.ndarray:
         w.transpose(*range(2, w.ndim), 1, 0).reshape(-1, w.shape[0])))
 
 
-def gemm_channels_last(
-    x: np.ndarray,
-    w: np.ndarray,
-    strides: list[int],
-    dilations: list[int],
-    pads: list[int],
-    out: list[int],
-    bias: np.ndarray | None,
-) -> np.ndarray:
+def gemm_channels_last(x: np.ndarray, w: np.ndarray, g: ConvGeometry, bias: np.ndarray | None) -> np.ndarray:
     """One group: columns ``(N * L, K * C)`` from a channels-last copy of the padded input.
 
     With channels innermost, each window's ``(kernel offset, channel)`` row is read in
@@ -61,44 +53,29 @@ def gemm_channels_last(
     product ``cols @ W'`` streams the long ``N * L`` axis through BLAS as rows, which
     OpenBLAS runs ~20% faster than the transposed ``W @ cols`` here.
     """
-    nd = len(strides)
+    kernel, out = g.kernel, g.out
+    nd = len(kernel)
     n, c = x.shape[:2]
     m = w.shape[0]
-    kernel = list(w.shape[2:])
     # padded in (N, C, *S) order, stored channels-last
-    padded = channels_first(padded_channels_last(x, pads))
-    view = windows(padded, kernel, strides, dilations, out)  # (N, C, *out, *K)
+    padded = channels_first(padded_channels_last(x, g.pads))
+    view = windows(padded, kernel, g.strides, g.dilations, out)  # (N, C, *out, *K)
     cols = scratch((n, *out, *kernel, c), x.dtype, "conv.cols")
     np.copyto(cols, view.transpose(0, *range(2, 2 + 2 * nd), 1))
     y = rows_times(cols.reshape(-1, c * math.prod(kernel)), packed(w), bias)  # (N*L, M)
     return channels_first(y.reshape(n, *out, m))
 
 
-def shifted(
-    x: np.ndarray,
-    w: np.ndarray,
-    dilations: list[int],
-    pads: list[int],
-    out: list[int],
-    bias: np.ndarray | None,
-) -> np.ndarray:
+def shifted(x: np.ndarray, w: np.ndarray, g: ConvGeometry, bias: np.ndarray | None) -> np.ndarray:
     """Unit strides, one group: one accumulating GEMM per kernel offset, no columns (see
     ``shifted.py``). Its products cover the padded width, so it is chosen where the pads add
     few positions, or few output channels make the column copy the larger cost (UNet's 32->32
     conv at 48x48: 0.62 -> 0.35 ms, ResNet's 64->64 at 28x28: 1.04 -> 0.76 ms, two BLAS threads)."""
-    grid = shifted_rows(x, packed(w), list(w.shape[2:]), dilations, pads, out)
+    grid = shifted_rows(x, packed(w), g.kernel, g.dilations, g.pads, g.out)
     return emit_last(grid, bias)
 
 
-def depthwise(
-    x: np.ndarray,
-    w: np.ndarray,
-    strides: list[int],
-    dilations: list[int],
-    pads: list[int],
-    out: list[int],
-    bias: np.ndarray | None,
-) -> np.ndarray:
+def depthwise(x: np.ndarray, w: np.ndarray, g: ConvGeometry, bias: np.ndarray | None) -> np.ndarray:
     """One input channel per group (depthwise, with a channel multiplier ``M / C``).
 
     The input is read channels-last (as it is when stored so and unpadded, else as a padded
@@ -111,13 +88,14 @@ def depthwise(
     copy (twice the products, still faster than short loops). Per-offset multiply-adds
     make two passes per offset and measured 2-4x slower; FFT convolution is slower still.
     """
+    strides, dilations, out = g.strides, g.dilations, g.out
     nd = len(strides)
     n, c = x.shape[:2]
     m = w.shape[0]
     if m != c:
         x = np.repeat(x, m // c, axis=1)
     kernel = w.shape[2:]
-    memory = padded_channels_last(x, pads)
+    memory = padded_channels_last(x, g.pads)
     st = memory.strides
     axes = "abcdefg"[:nd]
     kernel_axes = "ijklmop"[:nd]

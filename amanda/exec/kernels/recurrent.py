@@ -95,6 +95,13 @@ class _Cell:
         self.linear_before_reset = bool(int(attrs.get("linear_before_reset", 0)))
         self.hidden = hidden
         self.w = w
+        # the default activations unclipped (and for an LSTM no peepholes or input_forget): the
+        # sigmoid gates (LSTM i, o, f; GRU z, r) in one call
+        self.plain = attrs.get("activations") is None and self.clip is None and (
+            kind == "GRU" or (kind == "LSTM" and p is None and not self.input_forget))
+        if kind == "GRU":
+            self.r_zr = np.ascontiguousarray(self.r_t[:, :2 * hidden])
+            self.r_h = np.ascontiguousarray(self.r_t[:, 2 * hidden:])
 
     def _act(self, i: int, x: np.ndarray, gate: bool = True) -> np.ndarray:
         if self.clip is not None and gate:
@@ -104,6 +111,15 @@ class _Cell:
     def step(self, xw: np.ndarray, h: np.ndarray, c: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
         """The next hidden (and cell) state from this step's input projection ``xw``."""
         n = self.hidden
+        if self.kind == "GRU" and self.plain:  # xw holds the recurrent bias of z and r
+            zr = _sigmoid(xw[:, :2 * n] + h @ self.r_zr)
+            z, reset = zr[:, :n], zr[:, n:]
+            rb_h = self.rb[2 * n:] if self.rb is not None else 0
+            if self.linear_before_reset:
+                cand = np.tanh(xw[:, 2 * n:] + reset * (h @ self.r_h + rb_h))
+            else:
+                cand = np.tanh(xw[:, 2 * n:] + (reset * h) @ self.r_h + rb_h)
+            return cand + z * (h - cand), None
         if self.kind == "GRU":
             r_z, r_r, r_h = self.r_t[:, :n], self.r_t[:, n:2 * n], self.r_t[:, 2 * n:]
             rb = self.rb if self.rb is not None else np.zeros(3 * n, xw.dtype)
@@ -114,9 +130,11 @@ class _Cell:
             else:
                 cand = self._act(1, xw[:, 2 * n:] + (reset * h) @ r_h + rb[2 * n:])
             return (1 - z) * cand + z * h, None
-        gates = xw + h @ self.r_t
-        if self.rb is not None:
-            gates = gates + self.rb
+        gates = xw + h @ self.r_t  # xw holds both biases (see _run_direction)
+        if self.plain:
+            s = _sigmoid(gates[:, :3 * n])  # i, o, f
+            cell = s[:, 2 * n:] * c + s[:, :n] * np.tanh(gates[:, 3 * n:])
+            return s[:, n:2 * n] * np.tanh(cell), cell
         if self.kind == "RNN":
             return self._act(0, gates), None
         assert c is not None
@@ -134,6 +152,10 @@ def _run_direction(cell: _Cell, x: np.ndarray, lens: np.ndarray, h: np.ndarray,
     xw = (x.reshape(steps * batch, -1) @ cell.w.T).reshape(steps, batch, -1)
     if cell.wb is not None:
         xw += cell.wb
+    if cell.rb is not None and cell.kind != "GRU":  # RNN and LSTM add it to every step's gates
+        xw += cell.rb
+    elif cell.rb is not None and cell.plain:  # a GRU's z and r gates too (not the candidate's)
+        xw[:, :, :2 * cell.hidden] += cell.rb[:2 * cell.hidden]
     y = np.zeros((steps, batch, cell.hidden), dtype=x.dtype)
     full = bool(np.all(lens >= steps))
     for t in (range(steps - 1, -1, -1) if reverse else range(steps)):
@@ -150,21 +172,35 @@ def _run_direction(cell: _Cell, x: np.ndarray, lens: np.ndarray, h: np.ndarray,
     return y, h, c
 
 
-def _recurrent(kind: str, gates: int, defaults: Sequence[str], attrs: Attrs, x: np.ndarray, w: np.ndarray,
-               r: np.ndarray, b: np.ndarray | None, lens: np.ndarray | None, h0: np.ndarray | None,
-               c0: np.ndarray | None = None, p: np.ndarray | None = None) -> tuple:
+def _direction(kind: str, attrs: Attrs, dirs: int) -> str:
+    """The ``direction`` attribute, checked against the number of directions W holds."""
     direction = attr_str(attrs, "direction", "forward")
-    dirs = w.shape[0]
     if direction not in ("forward", "reverse", "bidirectional") or dirs != (2 if direction == "bidirectional" else 1):
         raise ExecutionError(
             f"{kind}: direction {direction!r} does not fit W with {dirs} direction(s)",
             expected="forward or reverse with 1 direction, bidirectional with 2", found=f"{direction}, {dirs}",
         )
+    return direction
+
+
+def _batch_first(a: np.ndarray | None) -> np.ndarray | None:
+    """An optional state with its first two axes swapped (``layout=1``)."""
+    return None if a is None else np.swapaxes(a, 0, 1)
+
+
+def _part(a: np.ndarray | None, d: int) -> np.ndarray | None:
+    """Direction ``d``'s slice of an optional per-direction input."""
+    return None if a is None else a[d]
+
+
+def _recurrent(kind: str, gates: int, defaults: Sequence[str], attrs: Attrs, x: np.ndarray, w: np.ndarray,
+               r: np.ndarray, b: np.ndarray | None, lens: np.ndarray | None, h0: np.ndarray | None,
+               c0: np.ndarray | None = None, p: np.ndarray | None = None) -> tuple:
+    direction = _direction(kind, attrs, w.shape[0])
+    dirs = w.shape[0]
     layout = int(attrs.get("layout", 0))
     if layout:
-        x = np.swapaxes(x, 0, 1)
-        h0 = None if h0 is None else np.swapaxes(h0, 0, 1)
-        c0 = None if c0 is None else np.swapaxes(c0, 0, 1)
+        x, h0, c0 = np.swapaxes(x, 0, 1), _batch_first(h0), _batch_first(c0)
     steps, batch = x.shape[0], x.shape[1]
     hidden = r.shape[-1]
     if r.shape[1] != gates * hidden:
@@ -174,11 +210,10 @@ def _recurrent(kind: str, gates: int, defaults: Sequence[str], attrs: Attrs, x: 
     fns = _activations(attrs, defaults, dirs)
     ys, hs, cs = [], [], []
     for d in range(dirs):
-        cell = _Cell(kind, w[d], r[d], None if b is None else b[d], None if p is None else p[d], fns[d], attrs)
+        cell = _Cell(kind, w[d], r[d], _part(b, d), _part(p, d), fns[d], attrs)
         h = np.zeros((batch, hidden), x.dtype) if h0 is None else h0[d]
         c = (np.zeros((batch, hidden), x.dtype) if c0 is None else c0[d]) if kind == "LSTM" else None
-        reverse = direction == "reverse" or d == 1
-        y, h, c = _run_direction(cell, x, lens, h, c, reverse)
+        y, h, c = _run_direction(cell, x, lens, h, c, direction == "reverse" or d == 1)
         ys.append(y)
         hs.append(h)
         cs.append(c)

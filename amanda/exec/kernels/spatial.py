@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -89,6 +89,43 @@ def output_size(
     if (out - 1) * stride >= size + pad_begin:
         out -= 1
     return out
+
+
+class ConvGeometry(NamedTuple):
+    """The window geometry of one convolution, per spatial axis: ``kernel`` size, ``strides``,
+    ``dilations``, ``pads`` (all begins, then all ends) and the ``out`` size they give. Every
+    conv layout reads its windows from it.
+
+    >>> g = ConvGeometry.of((5, 5), [3, 3], [1, 1], [1, 1], [0, 0, 0, 0])
+    >>> g.out, g.unit, g.pointwise
+    ([3, 3], True, False)
+    """
+
+    kernel: list[int]
+    strides: list[int]
+    dilations: list[int]
+    pads: list[int]
+    out: list[int]
+
+    @classmethod
+    def of(cls, size: Sequence[int], kernel: list[int], strides: list[int], dilations: list[int],
+           pads: list[int]) -> ConvGeometry:
+        """The geometry of windows ``kernel`` over an input of spatial ``size``."""
+        nd = len(kernel)
+        out = [output_size(size[i], pads[i] + pads[nd + i], kernel[i], strides[i], dilations[i], pads[i], False)
+               for i in range(nd)]
+        return cls(kernel, strides, dilations, pads, out)
+
+    @property
+    def unit(self) -> bool:
+        """Whether every stride is 1."""
+        return self.strides.count(1) == len(self.strides)
+
+    @property
+    def pointwise(self) -> bool:
+        """Whether the windows are single positions read in place: a 1x1 kernel, unit strides,
+        no pads."""
+        return self.kernel.count(1) == len(self.kernel) and self.unit and not any(self.pads)
 
 
 def padded_size(size: Sequence[int], pads: Sequence[int]) -> list[int]:

@@ -188,6 +188,18 @@ def transpose(node: Node) -> list:
     return [TensorType(node.dtype(0), [shape[int(p)] for p in perm])]
 
 
+def _concat_shape(node: Node, shapes: list, known: list, axis: int) -> list[Dim]:
+    """The joined shape: dims off ``axis`` agree, dims along it add up (unknown if any is)."""
+    out: list[Dim] = list(known[0])
+    for s in known[1:]:
+        for i in range(len(out)):
+            if i != axis:
+                out[i] = node.same(out[i], s[i], f"dim {i}")
+    total = [s[axis] if s is not None else None for s in shapes]
+    out[axis] = sum(total) if all(type(d) is int for d in total) else None  # type: ignore[arg-type]
+    return out
+
+
 @rule("Concat")
 def concat(node: Node) -> list:
     """Inputs of one dtype and rank, equal except along ``axis``, where dims add up."""
@@ -204,13 +216,7 @@ def concat(node: Node) -> list:
     if any(len(s) != rank for s in known):
         raise node.fail(f"inputs of rank {rank}", str([len(s) for s in known]))
     axis = node.axis(int(node.attr("axis", 0)), rank)
-    out: list[Dim] = list(known[0])
-    for s in known[1:]:
-        for i in range(rank):
-            if i != axis:
-                out[i] = node.same(out[i], s[i], f"dim {i}")
-    total = [s[axis] if s is not None else None for s in shapes]  # type: ignore[index]
-    out[axis] = sum(total) if all(type(d) is int for d in total) else None  # type: ignore[index,arg-type]
+    out = _concat_shape(node, shapes, known, axis)
     parts = [node.dims(i) for i in ports]
     if rank == 1 and all(p is not None for p in parts):
         node.set_value(0, from_dims([d for p in parts for d in p]))  # type: ignore[union-attr]
