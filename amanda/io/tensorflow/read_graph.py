@@ -68,13 +68,14 @@ def build(flat: Flat, name: str, inputs: list[Port], outputs: list[Port], attrs:
         if deepest.count("/") > MAX_SCOPE_DEPTH:
             raise FormatError.at(f"{where}/{deepest[:80]}...", f"name scopes nested at most {MAX_SCOPE_DEPTH} "
                                  "deep (load with hierarchy=False to keep full names)", f"{deepest.count('/')} levels")
+    # taken before nesting: nest_graph renames the reader's own ops in place to their names in the tree
+    uid_of = {op.name: op.uid for op in flat.ops}
     fields: dict[str, Any] = {"name": name, "children": flat.ops, "edges": flat.edges, "info": {}, "extra": {}}
     if hierarchy is not False and flat.ops:
         fields = nest_graph(fields, "auto")
     children: list[Container] = list(fields["children"])
     edges: list[Edge] = list(fields["edges"])
     if flat.controls:
-        uid_of = {op.name: op.uid for op in flat.ops}
         paths = _paths(children, set(uid_of.values()))
         pairs = {(() if dst is None else paths[uid_of[dst]], () if src is None else paths[uid_of[src]])
                  for src, dst in flat.controls if src != dst}
