@@ -34,7 +34,6 @@ from amanda.containers.records import Path
 from amanda.containers.refs import resolve_references
 from amanda.errors import ExecutionError, format_path
 from amanda.exec.dispatch import (
-    ONNX,
     OpContext,
     failure,
     output_positions,
@@ -283,7 +282,7 @@ def _compile(
             assert context is not None, "session kernels need an op context"
             opset = parse_namespace(namespace)[2] if namespace else None
             fn = partial(fn, context(op, prefix + path, namespace, opset))  # type: ignore[arg-type]
-        elif op.type == "Constant" and not ins and parse_namespace(namespace)[0] == ONNX:  # type: ignore[arg-type]
+        elif not ins and resolved.constant:  # a source known before any run
             _fold(fn, resolved.attrs, outs, template, where, namespace)
             continue
         placement = INLINE if resolved.session else (POOL if resolved.heavy else BY_SIZE)
