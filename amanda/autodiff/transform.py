@@ -40,6 +40,7 @@ from amanda.containers.validate import resolve_path
 from amanda.errors import AmandaError, ArgumentError, PathError, SchemaError, format_path
 from amanda.namespaces.mapping import convert
 from amanda.namespaces.name import NamespaceName
+from amanda.ops.registry import entry
 from amanda.types import infer_types, to_attrs
 
 __all__ = ["grad", "namespace_of"]
@@ -193,8 +194,11 @@ def _rule(path: tuple, op: Container, model: Container) -> Any:
     rule = rule_for(namespace, str(op.type))
     if rule is None:
         where = format_path(path)
+        name = NamespaceName.parse(namespace)
+        found = entry(name.family, str(op.type), domain=name.domain)
+        why = f": {found.gradient_gap}" if found is not None and found.gradient_gap else ""
         raise SchemaError(
-            f"no gradient rule for `{where}` ({op.type}, {namespace}), which lies between wrt and the loss",
+            f"no gradient rule for `{where}` ({op.type}, {namespace}){why}, which lies between wrt and the loss",
             path=where, expected=f"an op type with a rule in amanda.autodiff.RULES ({len(RULES)} rules)",
             found=f"{op.type} of {namespace}")
     return rule, namespace

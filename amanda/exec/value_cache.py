@@ -147,7 +147,7 @@ class ValueCache:
         steps: list[Step] = []
         for i, (fn, attrs, ins, outs, frees) in enumerate(plan.steps):
             info = plan.infos[i]
-            fresh = info.placement == INLINE or (effect_of(info.op_type) is Effect.RANDOM and "seed" not in attrs) or (
+            fresh = info.placement == INLINE or (effect_of(str(info.op_type)) is Effect.RANDOM and "seed" not in attrs) or (
                 info.op_type == "Dropout" and len(ins) > 2 and "seed" not in attrs)
             step = self._by_identity(fn, outs) if fresh else self._memoised(fn, (id(plan), i), ins, outs)
             steps.append(Step(step, attrs, ins, outs, frees))

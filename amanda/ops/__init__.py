@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from amanda.ops import catalog as catalog  # the shipped ops' effects, bodies and dtype facts
+from amanda.ops import gradients as gradients  # and what is said of those with no gradient rule
 from amanda.ops.definition import OpDefinition, define
 from amanda.ops.effects import Effect
 from amanda.ops.registry import OpDef

@@ -55,18 +55,3 @@ for _op in (
     "Split", "Sqrt", "Squeeze", "Sub", "Sum", "Tanh", "Tile", "TopK", "Transpose", "Unsqueeze", "Upsample",
 ):
     declare(_op, dtype_rule="same")
-
-# no input gets a gradient through these: their outputs are integers, booleans, shapes, or
-# values the inputs give only the shape of
-for _reason, _ops in (
-    ("a shape query", ("Shape", "Size")),
-    ("its values do not depend on its input's values", ("ConstantOfShape", "EyeLike", "RandomNormalLike",
-                                                        "RandomUniformLike")),
-    ("a comparison (boolean output)", ("Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual", "IsNaN",
-                                       "IsInf")),
-    ("a logical op (boolean output)", ("Not", "And", "Or", "Xor")),
-    ("integer output (positions)", ("ArgMax", "ArgMin", "NonZero")),
-    ("a random draw", ("Bernoulli", "Multinomial")),
-):
-    for _op in _ops:
-        declare(_op, no_gradient=_reason)

@@ -18,7 +18,8 @@ every fact amanda knows about that op, as typed fields.
 - ``constant``: the op's output is its ``value`` attribute (a source known before any run).
 - ``schema``: the namespace (family) whose schema describes the op's ports and attributes.
 - ``type_rule``, ``vjp``: the type inference and vector-Jacobian rules; ``no_gradient``: why
-  the op has no gradient, when it has none (see :meth:`OpDef.differentiable`).
+  the op has no gradient, when it has none; ``gradient_gap``: why amanda has no rule for an op
+  that has one (see :attr:`OpDef.differentiable`).
 - ``dtype_rule``: ``"same"`` when every output has the first input's dtype.
 - ``facts``: anything else a later layer attaches, by key.
 
@@ -123,6 +124,7 @@ class OpDef:
     type_rule: Callable[[Any], Sequence[Any]] | None = None
     vjp: Callable[[Any], list] | None = None
     no_gradient: str | None = None
+    gradient_gap: str | None = None
     dtype_rule: str | None = None
     facts: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
@@ -148,9 +150,14 @@ class OpDef:
 
     @property
     def differentiable(self) -> bool | None:
-        """True with a vector-Jacobian rule, False when marked ``no_gradient`` (with its reason),
-        None when nothing is known (a gradient through it is an error naming the op)."""
-        return True if self.vjp is not None else (False if self.no_gradient is not None else None)
+        """False when marked ``no_gradient`` (inputs get no gradient through it); True with a
+        vector-Jacobian rule; False when marked ``gradient_gap`` (it has one, amanda has no rule yet: a gradient
+        through it is an error naming the op and the reason); None when nothing is said."""
+        if self.no_gradient is not None:
+            return False  # its vjp, if any, passes nothing back
+        if self.vjp is not None:
+            return True
+        return False if self.gradient_gap is not None else None
 
     def fact(self, key: str, default: Any = None) -> Any:
         """The extension fact ``key``, else ``default``."""
@@ -257,7 +264,7 @@ def declare(
 ) -> OpDef:
     """Set typed facts of ``op_type`` (those given; None leaves one as it is): ``heavy``,
     ``fresh``, ``inplace``, ``effect``, ``bodies``, ``constant``, ``schema``, ``type_rule``,
-    ``vjp``, ``no_gradient``, ``dtype_rule``.
+    ``vjp``, ``no_gradient``, ``gradient_gap``, ``dtype_rule``.
 
     >>> e = declare("Scale", family="amanda/example", heavy=True)
     >>> e.heavy, e.fresh, e.kernels, e.pure
@@ -270,15 +277,19 @@ def declare(
     if unknown:
         raise ArgumentError.at(unknown[0], f"a field of OpDef ({', '.join(sorted(_DECLARABLE))})",
                                repr(fields[unknown[0]]), hint=suggest(unknown[0], _DECLARABLE))
+    if fields.get("vjp") is not None:
+        fields["gradient_gap"] = _CLEARED  # a rule closes the gap it was marked with
     if isinstance(fields.get("effect"), str):
         fields["effect"] = Effect(fields["effect"])
     if "bodies" in fields and fields["bodies"] is not None:
         fields["bodies"] = tuple(fields["bodies"])
-    return _update(family, domain, op_type, **{k: v for k, v in fields.items() if v is not None})
+    given = {k: (None if v is _CLEARED else v) for k, v in fields.items() if v is not None}
+    return _update(family, domain, op_type, **given)
 
 
+_CLEARED = object()
 _DECLARABLE = frozenset({"heavy", "fresh", "inplace", "effect", "bodies", "constant", "schema", "type_rule",
-                         "vjp", "no_gradient", "dtype_rule"})
+                         "vjp", "no_gradient", "gradient_gap", "dtype_rule"})
 # fact keys that older code attaches with register_fact, and the typed field each one sets
 _TYPED_FACTS = {"autodiff.vjp": "vjp", "types.rule": "type_rule"}
 
@@ -301,7 +312,7 @@ def register_fact(family: str, op_type: str, key: str, value: Any, *, domain: st
         current = getattr(old, _TYPED_FACTS[key], None) if old else None
         if current is not None and current is not value and not replace:
             _refuse(family, domain, op_type, key, current)
-        return _update(family, domain, op_type, **{_TYPED_FACTS[key]: value})
+        return declare(op_type, family=family, domain=domain, **{_TYPED_FACTS[key]: value})
     facts = dict(old.facts) if old else {}
     if key in facts and not replace and facts[key] is not value and facts[key] != value:
         _refuse(family, domain, op_type, key, facts[key])

@@ -57,7 +57,7 @@ def devices_of(model: Container, default: str = DEFAULT_DEVICE) -> dict[Path, st
         if not isinstance(src[0], tuple) or not isinstance(dst[0], tuple):
             continue
         producer, consumer = flat.ops[src[0]], flat.ops[dst[0]]
-        if producer.type != "Variable" or effect_of(consumer.type) is not Effect.STATEFUL or src[1] == -1:
+        if producer.type != "Variable" or effect_of(str(consumer.type)) is not Effect.STATEFUL or src[1] == -1:
             continue
         wanted = devices[src[0]]
         if devices[dst[0]] != wanted and own[dst[0]]:

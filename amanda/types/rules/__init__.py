@@ -62,5 +62,6 @@ from amanda.types.rules import (  # noqa: F401, E402  (each module registers its
     sequence,
     shape,
     spatial,
+    state,
     vision,
 )
