@@ -30,7 +30,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from amanda.errors import ArgumentError
 from amanda.ops.registry import ONNX, OpDef, declare, entry, kernel, session_kernel
 
 __all__ = ["OpDefinition", "define"]
@@ -66,35 +65,24 @@ class OpDefinition:
 
     def type_rule(self, fn: F) -> F:
         """Register ``fn(node) -> output types`` (see :class:`amanda.types.node.Node`)."""
-        declare(self.op_type, family=self.family, domain=self.domain, type_rule=_callable(fn, "type_rule"))
+        declare(self.op_type, family=self.family, domain=self.domain, type_rule=fn)
         return fn
 
     def vjp(self, fn: F) -> F:
         """Register ``fn(node) -> one gradient (or None) per input`` (see
         :class:`amanda.autodiff.node.Node`)."""
-        declare(self.op_type, family=self.family, domain=self.domain, vjp=_callable(fn, "vjp"))
+        declare(self.op_type, family=self.family, domain=self.domain, vjp=fn)
         return fn
 
     def not_differentiable(self, reason: str) -> OpDefinition:
         """Mark the op as having no gradient, saying why (a boolean output, a random draw …)."""
-        if not isinstance(reason, str) or not reason:
-            raise ArgumentError.at(f"{self.op_type}.not_differentiable", "a reason (a non-empty string)", repr(reason))
         declare(self.op_type, family=self.family, domain=self.domain, no_gradient=reason)
         return self
-
-
-def _callable(fn: Any, what: str) -> Any:
-    if not callable(fn):
-        raise ArgumentError.at(what, "a function", repr(fn))
-    return fn
 
 
 def define(op_type: str, *, family: str = ONNX, domain: str = "", **facts: Any) -> OpDefinition:
     """Start (or continue) the definition of ``op_type`` in ``family`` and ``domain``, with
     the typed facts given (``effect``, ``bodies``, ``schema``, ``fresh`` … see
     :func:`amanda.ops.registry.declare`)."""
-    for name, value in (("op_type", op_type), ("family", family)):
-        if not isinstance(value, str) or not value:
-            raise ArgumentError.at(name, "a non-empty string", repr(value))
     declare(op_type, family=family, domain=domain, **facts)
     return OpDefinition(op_type, family, domain)

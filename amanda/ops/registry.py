@@ -16,7 +16,8 @@ every fact amanda knows about that op, as typed fields.
   non-pure op is never merged, removed, folded or cached.
 - ``bodies``: the attributes holding graphs the op runs (If's branches, Loop's body).
 - ``constant``: the op's output is its ``value`` attribute (a source known before any run).
-- ``schema``: the namespace (family) whose schema describes the op's ports and attributes.
+- ``schema``: the namespace whose schema describes the op's ports and attributes (None: the
+  vocabulary of its family, ``amanda/onnx/<opset>`` for the ONNX ops).
 - ``type_rule``, ``vjp``: the type inference and vector-Jacobian rules; ``no_gradient``: why
   the op has no gradient, when it has none; ``gradient_gap``: why amanda has no rule for an op
   that has one (see :attr:`OpDef.differentiable`).
@@ -50,12 +51,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 from amanda.errors import ArgumentError, ExecutionError, suggest
 from amanda.ops.effects import Effect
+from amanda.ops.fields import DECLARABLE, InPlace, checked_field
 
 __all__ = [
     "ONNX", "DtypePredicate", "InPlace", "Kernel", "KernelVersion", "OpDef", "OpEntry", "OpKey",
@@ -95,14 +97,6 @@ class KernelVersion:
             return (0, math.inf)
         positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
         return (sum(p.default is p.empty for p in positional), len(positional))
-
-
-class InPlace(NamedTuple):
-    """An in-place variant: the input ``positions`` that may be donated, and ``make(position)``
-    returning ``run(fallback, attrs, *inputs)`` that writes into that input."""
-
-    positions: tuple[int, ...]
-    make: Callable[[int], Kernel]
 
 
 @dataclass(frozen=True, eq=False)
@@ -273,23 +267,23 @@ def declare(
     Traceback (most recent call last):
     amanda.errors.ArgumentError: at colour: expected a field of OpDef ...
     """
-    unknown = sorted(set(fields) - _DECLARABLE)
+    unknown = sorted(set(fields) - DECLARABLE)
     if unknown:
-        raise ArgumentError.at(unknown[0], f"a field of OpDef ({', '.join(sorted(_DECLARABLE))})",
-                               repr(fields[unknown[0]]), hint=suggest(unknown[0], _DECLARABLE))
+        raise ArgumentError.at(unknown[0], f"a field of OpDef ({', '.join(sorted(DECLARABLE))})",
+                               repr(fields[unknown[0]]), hint=suggest(unknown[0], DECLARABLE))
+    for name, text in (("op_type", op_type), ("family", family)):
+        if not isinstance(text, str) or not text:
+            raise ArgumentError.at(name, "a non-empty string", repr(text))
+    if not isinstance(domain, str):
+        raise ArgumentError.at("domain", "a string ('' for the default domain)", repr(domain))
+    fields = {k: checked_field(k, v) for k, v in fields.items() if v is not None}
     if fields.get("vjp") is not None:
         fields["gradient_gap"] = _CLEARED  # a rule closes the gap it was marked with
-    if isinstance(fields.get("effect"), str):
-        fields["effect"] = Effect(fields["effect"])
-    if "bodies" in fields and fields["bodies"] is not None:
-        fields["bodies"] = tuple(fields["bodies"])
     given = {k: (None if v is _CLEARED else v) for k, v in fields.items() if v is not None}
     return _update(family, domain, op_type, **given)
 
 
 _CLEARED = object()
-_DECLARABLE = frozenset({"heavy", "fresh", "inplace", "effect", "bodies", "constant", "schema", "type_rule",
-                         "vjp", "no_gradient", "gradient_gap", "dtype_rule"})
 # fact keys that older code attaches with register_fact, and the typed field each one sets
 _TYPED_FACTS = {"autodiff.vjp": "vjp", "types.rule": "type_rule"}
 

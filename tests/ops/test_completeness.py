@@ -47,7 +47,7 @@ def test_a_rule_closes_a_gap_and_the_definition_api_checks_its_arguments() -> No
     assert d.entry.differentiable is True and d.entry.gradient_gap is None
     with pytest.raises(amanda.ArgumentError, match="vjp"):
         d.vjp(3)  # type: ignore[arg-type]
-    with pytest.raises(amanda.ArgumentError, match="not_differentiable"):
+    with pytest.raises(amanda.ArgumentError, match="no_gradient"):
         d.not_differentiable("")
 
 
