@@ -23,6 +23,7 @@ __all__: list[str] = []
 
 CORE = "amanda/core"
 TRAIN = "amanda/train"
+DIST = "amanda/dist"
 
 Marks = tuple[tuple[str, str, tuple[str, ...]], ...]
 
@@ -63,6 +64,8 @@ GAPS: Marks = (
      ("VariableV2", "Assign", "AssignAdd", "AssignSub", "Identity", "NoOp", "Placeholder")),
     (FUSED, "a fused op made by optimize: differentiate before optimising", ("Gelu", "Swish", "MatMulAdd")),
     (TRAIN, "an optimiser's update step", ("AdamStep",)),
+    (DIST, "a transfer between the parts of a partitioned model: differentiate before partitioning",
+     ("Send", "Recv")),
 )
 
 for _family, _reason, _ops in NO_GRADIENT:

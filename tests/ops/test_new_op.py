@@ -20,11 +20,11 @@ from amanda.ops.registry import entry
 from amanda.types import TensorType, infer_types
 
 # ---- the definition: one file, one place ---------------------------------------------------
-SWOOSH_NS = "amanda/onnx/com.example/1"
+SWOOSH_NS = "amanda/onnx/org.amanda-tests/1"
 register_namespace(Namespace(SWOOSH_NS, schemas=[OpSchema(
-    "Swoosh", domain="com.example", inputs=["X"], outputs=["Y"], attrs=[AttrSchema("alpha", "float", default=1.0)],
+    "Swoosh", domain="org.amanda-tests", inputs=["X"], outputs=["Y"], attrs=[AttrSchema("alpha", "float", default=1.0)],
     doc="x * tanh(alpha * x)")]), replace=True)
-swoosh = define("Swoosh", family="amanda/onnx", domain="com.example", schema=SWOOSH_NS)
+swoosh = define("Swoosh", family="amanda/onnx", domain="org.amanda-tests", schema=SWOOSH_NS)
 
 
 @swoosh.kernel
@@ -64,7 +64,7 @@ X = np.random.default_rng(0).standard_normal((2, 3))
 
 def test_the_registry_holds_every_fact_of_the_new_op() -> None:
     """Kernel, type rule and gradient land in one entry, found through the namespace's name."""
-    found = entry("amanda/onnx", "Swoosh", domain="com.example")
+    found = entry("amanda/onnx", "Swoosh", domain="org.amanda-tests")
     assert found is not None and found.kernels[0].fn is _swoosh
     assert found.type_rule is _swoosh_type and found.vjp is _swoosh_grad and found.differentiable
     assert found.pure and found.foldable and found.schema == SWOOSH_NS
@@ -101,7 +101,7 @@ def test_differentiate_against_finite_differences() -> None:
 
 
 def test_export_to_onnx_as_a_custom_domain_node_and_load_back(tmp_path) -> None:
-    """The op leaves as a node of domain com.example (opset 1 imported) and comes back runnable."""
+    """The op leaves as a node of domain org.amanda-tests (opset 1 imported) and comes back runnable."""
     onnx = pytest.importorskip("onnx")
     from amanda.io.onnx import dump_onnx, load_onnx
 
@@ -109,8 +109,8 @@ def test_export_to_onnx_as_a_custom_domain_node_and_load_back(tmp_path) -> None:
     dump_onnx(_net(), str(path))
     proto = onnx.load(str(path))
     node = next(n for n in proto.graph.node if n.op_type == "Swoosh")
-    assert node.domain == "com.example"
-    assert {(o.domain, o.version) for o in proto.opset_import} >= {("com.example", 1)}
+    assert node.domain == "org.amanda-tests"
+    assert {(o.domain, o.version) for o in proto.opset_import} >= {("org.amanda-tests", 1)}
     back = load_onnx(str(path))
     swooshes = [c for _, c, _ in amanda.walk(back) if c.type == "Swoosh"]
     assert len(swooshes) == 1

@@ -1,5 +1,6 @@
 """Type rules of amanda's own op families: the session-state ops of ``amanda/core`` and of
-TensorFlow graphs, the optimiser step of ``amanda/train`` and the fused ops ``optimize`` makes.
+TensorFlow graphs, the optimiser step of ``amanda/train``, the fused ops ``optimize`` makes and
+the Send/Recv pairs that join the parts of a partitioned model (``amanda/dist``).
 
 A variable's reference is typed as the value it refers to, so that ``Read`` gives that type.
 """
@@ -15,12 +16,13 @@ from amanda.types.rules.elementwise import same_as_first
 from amanda.types.rules.linalg import matmul
 from amanda.types.tensor_type import TensorType
 
-__all__ = ["adam_step", "assigned", "declared_only", "first_input", "no_outputs", "variable"]
+__all__ = ["adam_step", "assigned", "declared_only", "first_input", "no_outputs", "passed_on", "variable"]
 
 CORE = "amanda/core"
 TENSORFLOW = "amanda/tensorflow"
 TRAIN = "amanda/train"
 FUSED = "amanda/fused"
+DIST = "amanda/dist"
 
 rule("Gelu", "Swish", family=FUSED)(same_as_first)
 rule("MatMulAdd", family=FUSED)(matmul)  # its bias row broadcasts into the product
@@ -45,6 +47,12 @@ def variable(node: Node) -> list:
 def first_input(node: Node) -> list:
     """The variable's value (or reference) that arrives first: its type is the output's."""
     return [node.type(0)]
+
+
+@rule("Send", "Recv", family=DIST)
+def passed_on(node: Node) -> list:
+    """The value passed on (Send of a control edge alone passes an empty boolean token)."""
+    return [node.type(0) if node.present(0) else TensorType("bool", (0,))]
 
 
 @rule("Assign", family=CORE)
