@@ -13,6 +13,7 @@ True
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from amanda.containers.checks import expect_str
@@ -48,14 +49,20 @@ class NamespaceName:
         """The parts of ``name`` (see the module docstring); a name that is not a non-empty
         string is an ArgumentError."""
         expect_str(name, "namespace", "a namespace name such as 'amanda/onnx/17'")
-        parts = name.split("/")
-        version = parts.pop() if len(parts) > 1 and parts[-1][:1].isdigit() else None
-        family = "/".join(parts)
-        if family.startswith(ONNX + "/"):
-            # amanda/onnx/<domain>/<v>: a domain amanda has no vocabulary for (see io/onnx_ports)
-            return cls(ONNX, family[len(ONNX) + 1:], version)
-        head, _, base = family.rpartition("/")
-        if head == "amanda" and base.startswith("onnx-"):
-            # amanda/onnx-ml is the ai.onnx.ml domain of the ONNX family (see namespaces/onnx_vocab)
-            return cls(ONNX, "ai." + base.replace("-", "."), version)
-        return cls(family, "", version)
+        return _parse(name)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse(name: str) -> NamespaceName:
+    """The parts of a checked name (the passes read one per op, so they are kept)."""
+    parts = name.split("/")
+    version = parts.pop() if len(parts) > 1 and parts[-1][:1].isdigit() else None
+    family = "/".join(parts)
+    if family.startswith(ONNX + "/"):
+        # amanda/onnx/<domain>/<v>: a domain amanda has no vocabulary for (see io/onnx_ports)
+        return NamespaceName(ONNX, family[len(ONNX) + 1:], version)
+    head, _, base = family.rpartition("/")
+    if head == "amanda" and base.startswith("onnx-"):
+        # amanda/onnx-ml is the ai.onnx.ml domain of the ONNX family (see namespaces/onnx_vocab)
+        return NamespaceName(ONNX, "ai." + base.replace("-", "."), version)
+    return NamespaceName(family, "", version)

@@ -177,10 +177,15 @@ OpEntry = OpDef  # the name the executor's registry used
 _ENTRIES: dict[OpKey, OpDef] = {}
 
 
+_LEAST_PURE: dict[str, Effect] = {}  # op type -> an effect some family declares, rebuilt after a change
+
+
 def _update(family: str, domain: str, op_type: str, **changes: Any) -> OpDef:
     key = (family, domain, op_type)
-    old = _ENTRIES.get(key) or OpEntry(family, domain, op_type)
+    old = _ENTRIES.get(key) or OpDef(family, domain, op_type)
     new = _ENTRIES[key] = dataclasses.replace(old, **changes)
+    if "effect" in changes:
+        _LEAST_PURE.clear()
     return new
 
 
@@ -382,8 +387,12 @@ def effect_of(op_type: str, family: str | None = None, domain: str = "") -> Effe
     found = None if family is None else _ENTRIES.get((family, domain, op_type))
     if found is not None:
         return found.effect
-    effects = [e.effect for (_, _, t), e in _ENTRIES.items() if t == op_type and not e.pure]
-    return effects[0] if effects else Effect.PURE
+    if not _LEAST_PURE:
+        for (_, _, t), e in sorted(_ENTRIES.items()):
+            if not e.pure:
+                _LEAST_PURE.setdefault(t, e.effect)
+        _LEAST_PURE.setdefault("", Effect.PURE)  # built, even with nothing impure
+    return _LEAST_PURE.get(op_type, Effect.PURE)
 
 
 def supported_op_types(family: str = ONNX, domain: str = "") -> list[str]:

@@ -30,9 +30,12 @@ def effectful(node: Container, namespace: str | None = None) -> bool:
     >>> effectful(op("RandomNormal", "r")), effectful(op("Identity", "i"), "amanda/onnx/17")
     (True, False)
     """
+    op_type = str(node.type)
+    if effect_of(op_type).pure:
+        return False  # pure in every family that knows it: no need to read the namespace
     ns = node.attrs.get("namespace", namespace)
     name = NamespaceName.parse(str(ns)) if ns else None
-    return not effect_of(str(node.type), name.family if name else ONNX, name.domain if name else "").pure
+    return not effect_of(op_type, name.family if name else ONNX, name.domain if name else "").pure
 
 
 def _removable(node: Container, namespace: str | None) -> bool:
