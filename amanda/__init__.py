@@ -8,9 +8,9 @@
 ['f', 'g']
 """
 
-from amanda import layers, optim
+from amanda import layers, ops, optim
 from amanda.autodiff import grad, hvp, jvp
-from amanda.build import Input, model, ops
+from amanda.build import Input, model
 from amanda.containers import (
     CONTROL,
     SELF,

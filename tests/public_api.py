@@ -22,7 +22,8 @@ from amanda import Input, layers, model, ops
 # results the library builds and hands out (records, views, rule contexts); users receive them
 # and never construct them, so their constructors are not entry points
 RECORDS = frozenset({
-    "Call", "Change", "Diff", "FlatGraph", "LoadedWeights", "NameMap", "Node", "OpBuilder",
+    "Call", "Change", "Diff", "Effect", "FlatGraph", "LoadedWeights", "NameMap", "Node", "OpBuilder", "OpDef",
+    "OpDefinition",
     "OptimizeResult", "Optimizer", "PassReport", "PassResult", "Selection", "Slot", "Summary",
     "SummaryRow", "TypeMap", "Value",
 })
@@ -103,6 +104,7 @@ def good_calls(tmp: Path) -> dict[str, tuple[tuple, dict]]:
         "jvp": ((net, "loss", ["x"]), {"name": "j"}), "freeze": ((dense, None, "inference"), {}),
         "optimize": ((net, None, None, True), {}),
         "family": (("amanda/onnx/17",), {}), "Ops": (("amanda/onnx/17",), {}),
+        "define": (("ArgTestOp",), {"family": "amanda/argtest", "domain": "", "fresh": True}),
         "iter_ops": ((net,), {}), "new_uid": ((), {}), "phases": ((net,), {}),
         "sorted_ops": ((net, None), {}), "from_document": ((amanda.io.to_document(net),), {}),
         "to_document": ((net,), {}),

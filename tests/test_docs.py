@@ -187,19 +187,20 @@ LAYERS = {
     "progress": set(),
     "version": set(),
     "keywords": {"errors"},
+    "ops": BASE,  # the op registry: facts only, so that every layer above can read them
     "containers": BASE,
     "query": BASE | {"containers", "jmespath_nesting"},
-    "namespaces": BASE | {"containers", "jmespath_nesting", "progress"},
-    "io": BASE | {"containers", "namespaces", "types", "progress"},
-    "exec": BASE | {"containers", "namespaces", "progress"},
+    "namespaces": BASE | {"ops", "containers", "jmespath_nesting", "progress"},
+    "io": BASE | {"ops", "containers", "namespaces", "types", "progress"},
+    "exec": BASE | {"ops", "containers", "namespaces", "progress"},
     "viz": BASE | {"containers", "types"},
-    "types": BASE | {"containers", "namespaces", "exec"},
-    "build": BASE | {"containers", "namespaces", "io", "types"},
-    "layers": BASE | {"containers", "namespaces", "io", "types", "build"},
-    "autodiff": BASE | {"containers", "namespaces", "io", "types", "build", "layers", "exec"},
-    "optim": BASE | {"containers", "namespaces", "io", "exec", "types", "build", "layers", "autodiff", "progress"},
+    "types": BASE | {"ops", "containers", "namespaces", "exec"},
+    "build": BASE | {"ops", "containers", "namespaces", "io", "types"},
+    "layers": BASE | {"ops", "containers", "namespaces", "io", "types", "build"},
+    "autodiff": BASE | {"ops", "containers", "namespaces", "io", "types", "build", "layers", "exec"},
+    "optim": BASE | {"ops", "containers", "namespaces", "io", "exec", "types", "build", "layers", "autodiff", "progress"},
     "dask": BASE | {"containers", "exec", "io"},
-    "passes": BASE | {"containers", "namespaces", "io", "types", "exec", "progress"},
+    "passes": BASE | {"ops", "containers", "namespaces", "io", "types", "exec", "progress"},
 }
 UPWARD_EXCEPTIONS = {
     ("containers/container.py", "query"),
@@ -210,6 +211,7 @@ UPWARD_EXCEPTIONS = {
     ("containers/compose.py", "types"),  # chain refuses declared types that never fit, imported when called
     ("exec/dist/dask_backend.py", "io"),  # parts travel to Dask workers as JSON text, imported when run
     ("exec/plan_cache.py", "passes"),  # a Session optimises its plans, imported when called
+    ("ops/__init__.py", "build"),  # amanda.ops.<Type> is also the op builder, looked up when used
 }
 
 

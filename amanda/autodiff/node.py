@@ -23,6 +23,7 @@ import numpy as np
 from amanda.build import ops
 from amanda.build.values import Value
 from amanda.errors import SchemaError, format_path
+from amanda.namespaces.name import NamespaceName
 
 __all__ = ["Node", "axes_of", "const", "rank", "shape_of", "size_of", "unbroadcast", "zeros_like"]
 
@@ -45,8 +46,7 @@ class Node:
     @property
     def opset(self) -> int | None:
         """The version of the forward op's namespace (``amanda/onnx/13`` -> 13), if it has one."""
-        last = self.namespace.rpartition("/")[2]
-        return int(last) if last.isdigit() else None
+        return NamespaceName.parse(self.namespace).opset
 
     def attr(self, name: str, default: Any = None) -> Any:
         """The forward op's attribute ``name`` (``default`` when absent)."""

@@ -5,10 +5,10 @@ values, its outputs' gradients) and returns one gradient (or None) per input por
 with builder ops. Ops that share a rule share the function: every elementwise op of one
 input is ``unary_vjp``; Reshape, Flatten, Squeeze and Unsqueeze are ``reshape_vjp``.
 
->>> RULES[("onnx", "Relu")].__name__
+>>> RULES[("amanda/onnx", "Relu")].__name__
 'unary_vjp'
->>> family("amanda/onnx/17")
-'onnx'
+>>> family("amanda/onnx/17"), family("amanda/onnx/com.example/2")
+('amanda/onnx', 'amanda/onnx')
 """
 
 from __future__ import annotations
@@ -21,9 +21,11 @@ from amanda.autodiff.rules_math import (
     add_vjp,
     cumsum_vjp,
     div_vjp,
+    extreme_reduce_vjp,
     gemm_vjp,
     log_softmax_vjp,
     matmul_vjp,
+    mean_reduce_vjp,
     mod_vjp,
     mul_vjp,
     norm_reduce_vjp,
@@ -50,6 +52,7 @@ from amanda.autodiff.rules_shape import (
     NO_GRADIENT,
     cast_vjp,
     concat_vjp,
+    disjoint_select_vjp,
     dropout_vjp,
     expand_vjp,
     no_gradient_vjp,
@@ -64,8 +67,8 @@ from amanda.autodiff.rules_shape import (
     where_vjp,
 )
 from amanda.autodiff.rules_unary import SLOPES, clip_vjp, prelu_vjp, unary_vjp
-from amanda.containers.checks import expect_str
 from amanda.exec.kernels.registry import ONNX, fact, register_fact
+from amanda.namespaces.name import NamespaceName
 
 __all__ = ["RULES", "VJP", "family", "rule_for"]
 
@@ -77,14 +80,14 @@ _ONNX: dict[str, Rule] = {
     **dict.fromkeys(SLOPES, unary_vjp),
     **dict.fromkeys(["Mean", "Max", "Min"], variadic_vjp), "Clip": clip_vjp, "PRelu": prelu_vjp,
     "Softmax": softmax_vjp, "LogSoftmax": log_softmax_vjp,
-    **dict.fromkeys(["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "GlobalAveragePool", "GlobalMaxPool"],
-                    reduce_vjp),
+    "ReduceSum": reduce_vjp, **dict.fromkeys(["ReduceMean", "GlobalAveragePool"], mean_reduce_vjp),
+    **dict.fromkeys(["ReduceMax", "ReduceMin", "GlobalMaxPool"], extreme_reduce_vjp),
     **dict.fromkeys(["ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"], norm_reduce_vjp),
     "Mod": mod_vjp, "CumSum": cumsum_vjp,
     **dict.fromkeys(["Reshape", "Flatten", "Squeeze", "Unsqueeze"], reshape_vjp),
     "Expand": expand_vjp, "Transpose": transpose_vjp, "Concat": concat_vjp, "Split": split_vjp,
-    **dict.fromkeys(["Slice", "Gather", "GatherElements", "GatherND", "Compress", "Tile", "DepthToSpace",
-                     "SpaceToDepth", "ReverseSequence"], select_vjp),
+    **dict.fromkeys(["Gather", "GatherElements", "GatherND", "Tile"], select_vjp),
+    **dict.fromkeys(["Slice", "Compress", "DepthToSpace", "SpaceToDepth", "ReverseSequence"], disjoint_select_vjp),
     "ScatterElements": scatter_vjp, "ScatterND": scatter_vjp,
     "Pad": pad_vjp, "TopK": topk_vjp, "Trilu": trilu_vjp, "CastLike": cast_vjp,
     "Where": where_vjp, "Cast": cast_vjp, "Dropout": dropout_vjp,
@@ -103,7 +106,7 @@ for _op_type, _rule in _ONNX.items():  # the rules live in the op registry, besi
 
 #: (namespace family, op type) -> vector-Jacobian rule: a read-only listing of the registry's facts
 RULES: Mapping[tuple[str, str], Rule] = MappingProxyType(
-    {("onnx", op_type): fact(ONNX, op_type, VJP) for op_type in _ONNX})
+    {(ONNX, op_type): fact(ONNX, op_type, VJP) for op_type in _ONNX})
 
 
 def rule_for(namespace: str, op_type: str) -> Rule | None:
@@ -112,12 +115,11 @@ def rule_for(namespace: str, op_type: str) -> Rule | None:
     >>> rule_for("amanda/onnx/17", "Relu").__name__, rule_for("amanda/onnx/17", "NoSuchOp")
     ('unary_vjp', None)
     """
-    registry_family = "/".join(p for p in str(namespace).split("/") if not p.isdigit())
-    return fact(registry_family, str(op_type), VJP)
+    name = NamespaceName.parse(namespace)
+    return fact(name.family, str(op_type), VJP, domain=name.domain)
 
 
 def family(namespace: str) -> str:
-    """A namespace's family: ``amanda/onnx/17`` -> ``onnx``."""
-    expect_str(namespace, "namespace", "a namespace name such as 'amanda/onnx/17'")
-    parts = namespace.split("/")
-    return parts[1] if len(parts) >= 3 and parts[0] == "amanda" else parts[0]
+    """A namespace's family, as :meth:`NamespaceName.parse` reads it: ``amanda/onnx/17`` ->
+    ``amanda/onnx``."""
+    return NamespaceName.parse(namespace).family

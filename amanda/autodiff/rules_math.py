@@ -13,7 +13,8 @@ from amanda.build import ops
 from amanda.build.values import Value
 
 __all__ = [
-    "add_vjp", "div_vjp", "gemm_vjp", "log_softmax_vjp", "matmul_vjp", "mul_vjp", "pow_vjp", "reduce_vjp",
+    "add_vjp", "div_vjp", "extreme_reduce_vjp", "mean_reduce_vjp",
+    "gemm_vjp", "log_softmax_vjp", "matmul_vjp", "mul_vjp", "pow_vjp", "reduce_vjp",
     "cumsum_vjp", "mod_vjp", "norm_reduce_vjp", "softmax_vjp", "sub_vjp", "variadic_vjp",
 ]
 
@@ -164,8 +165,23 @@ def _kept(n: Node, g: Value, axes: list[int] | None) -> Value:
 
 
 def reduce_vjp(n: Node) -> list:
-    """ReduceSum, ReduceMean, ReduceMax, ReduceMin, GlobalAveragePool: the gradient spread back over
-    the reduced axes (divided by their size for a mean, onto the extreme elements for max/min)."""
+    """ReduceSum: the gradient spread back over the reduced axes."""
+    return _reduce(n, "sum")
+
+
+def mean_reduce_vjp(n: Node) -> list:
+    """ReduceMean, GlobalAveragePool: the gradient spread back over the reduced axes, divided
+    by their size."""
+    return _reduce(n, "mean")
+
+
+def extreme_reduce_vjp(n: Node) -> list:
+    """ReduceMax, ReduceMin, GlobalMaxPool: the gradient spread back onto the extreme elements
+    (shared evenly between ties)."""
+    return _reduce(n, "extreme")
+
+
+def _reduce(n: Node, kind: str) -> list:
     x = n.given(0)
     if n.op.type in ("GlobalAveragePool", "GlobalMaxPool"):
         axes: list[int] | None = list(range(2, rank(x, n)))
@@ -176,10 +192,10 @@ def reduce_vjp(n: Node) -> list:
             return [n.grad(), None]
         g = _kept(n, n.grad(), axes)
     spread = ops.Expand(g, shape_of(x))
-    if n.op.type in ("ReduceMean", "GlobalAveragePool"):
+    if kind == "mean":
         count = ops.Cast(ops.Div(size_of(x), size_of(n.outputs[0])), to=np.dtype(x.type.dtype))
         return [ops.Div(spread, count)] + [None] * (len(n.inputs) - 1)
-    if n.op.type in ("ReduceMax", "ReduceMin", "GlobalMaxPool"):
+    if kind == "extreme":
         y = n.outputs[0] if n.op.type == "GlobalMaxPool" else _kept(n, n.outputs[0], axes)
         hit = ops.Cast(ops.Equal(x, y), to=np.dtype(x.type.dtype))
         kw = {} if axes is None else {"axes": np.array(axes, np.int64)}

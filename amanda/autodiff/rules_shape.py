@@ -9,6 +9,8 @@ where the positions cannot repeat: a Slice's, a MaxPool's whose windows do not o
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -16,8 +18,10 @@ import numpy as np
 from amanda.autodiff.node import Node, const, rank, shape_of, size_of, unbroadcast, zeros_like
 from amanda.build import ops
 from amanda.build.values import Value
+from amanda.ops.registry import ONNX, entries
 
 __all__ = [
+    "disjoint_select_vjp",
     "NO_GRADIENT", "cast_vjp", "concat_vjp", "dropout_vjp", "expand_vjp", "no_gradient_vjp", "reshape_vjp", "scatter_back",
     "pad_vjp", "scatter_vjp", "select_vjp", "topk_vjp", "trilu_vjp",
     "split_vjp", "transpose_vjp", "where_vjp",
@@ -98,16 +102,26 @@ def _positions(x: Value) -> Value:
 
 
 def select_vjp(n: Node) -> list:
-    """Ops that copy elements (Slice, Gather, GatherElements, GatherND, Compress, Tile,
-    DepthToSpace, SpaceToDepth, ReverseSequence, Pad's edge/reflect/wrap modes): the forward op
-    replayed on positions, the gradient scattered back there."""
+    """Ops that copy elements (Gather, GatherElements, GatherND, Tile, Pad's edge/reflect/wrap
+    modes): the forward op replayed on positions, the gradient scattered back there (summed
+    where an element was picked twice)."""
+    return _select(n, _distinct_indices(n))
+
+
+def disjoint_select_vjp(n: Node) -> list:
+    """Ops that pick no element twice (Slice, Compress, DepthToSpace, SpaceToDepth,
+    ReverseSequence): as :func:`select_vjp`, each element's gradient written once."""
+    return _select(n, True)
+
+
+def _select(n: Node, unique: bool) -> list:
     x = n.given(0)
     attrs = {k: v for k, v in n.op.attrs.items() if k not in ("namespace", "metadata")}
     from amanda.build.builder import Ops
 
     builder = getattr(Ops(), n.op.type)
     picked = builder(_positions(x), *n.inputs[1:], **attrs)
-    return _rest(n, scatter_back(n.grad(), x, picked, n, unique=_apart(n)))
+    return _rest(n, scatter_back(n.grad(), x, picked, n, unique=unique))
 
 
 def pad_vjp(n: Node) -> list:
@@ -167,11 +181,8 @@ def trilu_vjp(n: Node) -> list:
     return _rest(n, ops.Trilu(n.grad(), k, upper=int(n.attr("upper", 1))))
 
 
-def _apart(n: Node) -> bool:
-    """Whether the op picks no element twice: a Slice or a permutation, or a Gather of distinct
-    constant indices."""
-    if n.op.type in ("Slice", "DepthToSpace", "SpaceToDepth", "ReverseSequence", "Compress"):
-        return True
+def _distinct_indices(n: Node) -> bool:
+    """Whether the op's index input (a Gather's) is constant and picks no element twice."""
     index = n.inputs[1] if len(n.inputs) > 1 else None
     known = None if index is None or index.constant is None else np.asarray(index.constant).reshape(-1)
     return known is not None and bool((known >= 0).all()) and np.unique(known).size == known.size
@@ -216,19 +227,10 @@ def dropout_vjp(n: Node) -> list:
     return _rest(n, kept if ratio == 0 else ops.Mul(kept, factor))
 
 
-#: op types whose outputs do not vary smoothly with any input, and why: no input gets a
-#: gradient through them (their outputs are integers, booleans, shapes, or values the inputs
-#: give only the shape of)
-NO_GRADIENT: dict[str, str] = {
-    **dict.fromkeys(["Shape", "Size"], "a shape query"),
-    **dict.fromkeys(["ConstantOfShape", "EyeLike", "RandomNormalLike", "RandomUniformLike"],
-                    "its values do not depend on its input's values"),
-    **dict.fromkeys(["Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual", "IsNaN", "IsInf"],
-                    "a comparison (boolean output)"),
-    **dict.fromkeys(["Not", "And", "Or", "Xor"], "a logical op (boolean output)"),
-    **dict.fromkeys(["ArgMax", "ArgMin", "NonZero"], "integer output (positions)"),
-    **dict.fromkeys(["Bernoulli", "Multinomial"], "a random draw"),
-}
+#: op type -> why no input gets a gradient through it: a listing of the registry's
+#: ``no_gradient`` reasons (declared in :mod:`amanda.ops.catalog`)
+NO_GRADIENT: Mapping[str, str] = MappingProxyType(
+    {e.op_type: e.no_gradient for e in entries(ONNX) if e.no_gradient is not None})
 
 
 def no_gradient_vjp(n: Node) -> list:

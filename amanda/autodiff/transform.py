@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from amanda.autodiff.node import Node, const, zeros_like
-from amanda.autodiff.rules import RULES, family, rule_for
+from amanda.autodiff.rules import RULES, rule_for
 from amanda.build import ops
 from amanda.build.builder import DEFAULT_NAMESPACE
 from amanda.build.model import calls_in_order
@@ -39,6 +39,8 @@ from amanda.containers.update import target_paths
 from amanda.containers.validate import resolve_path
 from amanda.errors import AmandaError, ArgumentError, PathError, SchemaError, format_path
 from amanda.namespaces.mapping import convert
+from amanda.namespaces.name import NamespaceName
+from amanda.ops.registry import entry
 from amanda.types import infer_types, to_attrs
 
 __all__ = ["checked_phase", "differentiate", "grad", "namespace_of", "wrt_endpoints"]
@@ -193,8 +195,11 @@ def _rule(path: tuple, op: Container, model: Container) -> Any:
     rule = rule_for(namespace, str(op.type))
     if rule is None:
         where = format_path(path)
+        name = NamespaceName.parse(namespace)
+        found = entry(name.family, str(op.type), domain=name.domain)
+        why = f": {found.gradient_gap}" if found is not None and found.gradient_gap else ""
         raise SchemaError(
-            f"no gradient rule for `{where}` ({op.type}, {namespace}), which lies between wrt and the loss",
+            f"no gradient rule for `{where}` ({op.type}, {namespace}){why}, which lies between wrt and the loss",
             path=where, expected=f"an op type with a rule in amanda.autodiff.RULES ({len(RULES)} rules)",
             found=f"{op.type} of {namespace}")
     return rule, namespace
@@ -320,10 +325,10 @@ def namespace_of(model: Container) -> str:
     """The namespace the backward ops are built in: the model's own ONNX namespace (its
     ``namespace`` attribute, else the one its ONNX ops share), else the builder's default."""
     own = model.attrs.get("namespace")
-    if isinstance(own, str) and family(own) == "onnx":
+    if isinstance(own, str) and own and NamespaceName.parse(own).is_onnx:
         return own
     found = {str(node.attrs["namespace"]) for _, node, _ in walk(model)
-             if node.is_op and family(str(node.attrs.get("namespace", ""))) == "onnx"}
+             if node.is_op and node.attrs.get("namespace") and NamespaceName.parse(str(node.attrs["namespace"])).is_onnx}
     return found.pop() if len(found) == 1 else DEFAULT_NAMESPACE
 
 

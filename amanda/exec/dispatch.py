@@ -37,6 +37,7 @@ from amanda.errors import ExecutionError
 from amanda.exec.kernels import registry
 from amanda.exec.kernels.arity import OUTPUT_COUNT
 from amanda.exec.kernels.registry import session_kernel, session_op_types
+from amanda.namespaces.name import NamespaceName
 
 if TYPE_CHECKING:
     from amanda.containers import Container
@@ -64,34 +65,14 @@ _BOOKKEEPING_PREFIXES = ("onnx_", "amanda_")
 
 
 
-def __getattr__(name: str) -> object:
-    """``HEAVY_OP_TYPES``: a read-only view of the registry's heavy ONNX ops, for callers of
-    the old table."""
-    if name == "HEAVY_OP_TYPES":
-        return frozenset(e.op_type for e in registry.entries(ONNX, "") if e.heavy)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def parse_namespace(namespace: str) -> tuple[str, str, int | None]:
     """``(family, domain, opset)`` of a namespace name; opset None when it has no integer version.
 
     A version that is not an integer (``amanda/tensorflow/1.13.1``) selects the newest
     kernels of its family.
     """
-    parts = namespace.split("/")
-    version: int | None = None
-    if len(parts) > 1 and parts[-1][:1].isdigit():
-        last = parts.pop()
-        version = int(last) if last.isdigit() else None
-    family = "/".join(parts)
-    if family.startswith(ONNX + "/"):
-        # amanda/onnx/<domain>/<v>: a domain amanda has no vocabulary for (see io/onnx_ports)
-        return ONNX, family[len(ONNX) + 1:], version
-    head, _, base = family.rpartition("/")
-    if head == "amanda" and base.startswith("onnx-"):
-        # amanda/onnx-ml is the ai.onnx.ml domain of the ONNX family (see namespaces/onnx_vocab)
-        return ONNX, "ai." + base.replace("-", "."), version
-    return family, "", version
+    name = NamespaceName.parse(namespace)
+    return name.family, name.domain, name.opset
 
 
 def kernel_attrs(op: Container) -> Mapping[str, Any]:
@@ -144,6 +125,7 @@ class Resolved:
     attrs: Mapping[str, Any]
     session: bool
     heavy: bool
+    constant: bool = False  # the op's output is its value attribute (registry entry ``constant``)
 
 
 class _ByDtype:
@@ -218,7 +200,7 @@ def resolve_kernel(op: Container, path: str, namespace: str | None) -> Resolved:
         fn = first.fn  # the newest applicable version takes every dtype: resolve it now
     else:
         fn = _ByDtype(op_type, opset, family, domain)
-    return Resolved(fn, attrs, session=False, heavy=found.heavy)
+    return Resolved(fn, attrs, session=False, heavy=found.heavy, constant=found.constant)
 
 
 def _schema_ports(namespace: str, op_type: str) -> str | None:

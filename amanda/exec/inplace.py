@@ -5,7 +5,8 @@ The choice is made when a plan is built, from facts known then, so nothing on th
 path counts references: an input slot is donated to the op reading it when
 
 - the kernel that writes the slot returns freshly allocated memory (its registry entry
-  is ``fresh``: checked for each op type by a test against the ONNX backend cases),
+  is ``fresh``, declared in :mod:`amanda.ops.catalog`: checked for each op type by a test
+  against the ONNX backend cases),
 - that op is the slot's only reader and reads it once,
 - the slot is not fetched (the caller would see it change) nor fed nor a folded constant.
 
@@ -15,28 +16,18 @@ broadcast shapes do not allow writing into the donated array.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from types import MappingProxyType
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from amanda.exec.kernels import registry
-from amanda.exec.kernels.activations import FUSED
 from amanda.exec.kernels.registry import ONNX, InPlace, declare
 
 if TYPE_CHECKING:
     from amanda.exec.plan import Step
 
 __all__ = ["donate"]
-
-# op types whose ONNX kernels always return arrays that share memory with nothing else
-for _op in ("Add", "Sub", "Mul", "Div", "MatMul", "Gemm", "Conv", "ConvTranspose", "Relu", "Sigmoid",
-            "Tanh", "Exp", "Sqrt", "Neg", "Softmax", "LayerNormalization", "BatchNormalization",
-            "MaxPool", "AveragePool", "Erf", "Pow", "LeakyRelu", "Gelu"):
-    declare(_op, fresh=True)
-for _op in ("Gelu", "Swish", "MatMulAdd"):  # amanda's own fused ops (amanda/fused)
-    declare(_op, family=FUSED, fresh=True)
 
 Body = Callable[..., tuple]
 
@@ -107,16 +98,6 @@ declare("Add", inplace=InPlace((0, 1), _binary(np.add)))
 declare("Mul", inplace=InPlace((0, 1), _binary(np.multiply)))
 declare("Sub", inplace=InPlace((0,), _binary(np.subtract)))
 declare("Div", inplace=InPlace((0,), _binary(np.divide)))
-
-
-def __getattr__(name: str) -> Any:
-    """``FRESH`` and ``INPLACE``: read-only views of the registry, for callers of the old tables."""
-    if name == "FRESH":
-        return frozenset(e.op_type for e in registry.entries(ONNX, "") if e.fresh)
-    if name == "INPLACE":
-        views: Mapping[str, InPlace] = {e.op_type: e.inplace for e in registry.entries(ONNX, "") if e.inplace}
-        return MappingProxyType(dict(views))
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _fresh(family: str | None, op_type: Any) -> bool:

@@ -34,7 +34,6 @@ from amanda.containers.records import Path
 from amanda.containers.refs import resolve_references
 from amanda.errors import ExecutionError, format_path
 from amanda.exec.dispatch import (
-    ONNX,
     OpContext,
     failure,
     output_positions,
@@ -305,9 +304,8 @@ class _Slots:
 
 
 def _foldable(r: _Op) -> bool:
-    """Whether the op is evaluated once, at plan time: an ONNX Constant."""
-    return (not r.kernel.session and r.op.type == "Constant" and not r.ins
-            and parse_namespace(r.namespace)[0] == ONNX)  # type: ignore[arg-type]
+    """Whether the op is evaluated once, at plan time: a source the registry marks constant."""
+    return not r.kernel.session and not r.ins and r.kernel.constant
 
 
 def _compile(

@@ -45,6 +45,8 @@ from amanda.containers.lazy import is_mapped
 from amanda.containers.uids import key_of
 from amanda.errors import ExecutionError
 from amanda.exec.dispatch import OpContext, session_kernel
+from amanda.exec.kernels.registry import declare
+from amanda.ops.effects import Effect
 
 __all__ = ["CORE", "VariableRef", "stateful_kernel", "state_key"]
 
@@ -53,7 +55,9 @@ CORE = "amanda/core"
 
 def stateful_kernel(op_type: str, family: str = CORE, since: int = 1, domain: str = "") -> Callable:
     """Register ``fn(ctx, attrs, *inputs) -> tuple`` as a stateful kernel; ``ctx.state`` is the
-    session's store. (TensorFlow's ``Variable``/``Assign`` will register here too.)"""
+    session's store; the op's registry entry says it is ``Effect.STATEFUL`` (never merged,
+    removed, folded or cached). TensorFlow's ``VariableV2``/``Assign`` register here too."""
+    declare(op_type, family=family, domain=domain, effect=Effect.STATEFUL)
     return session_kernel(op_type, family, since, domain)
 
 

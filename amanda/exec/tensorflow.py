@@ -23,17 +23,22 @@ import numpy as np
 from amanda.containers import SELF, Container, Edge, op
 from amanda.errors import ExecutionError
 from amanda.exec.dispatch import OpContext, parse_namespace, session_op_types
+from amanda.exec.kernels.registry import fact, register_fact
 from amanda.exec.state import VariableRef, stateful_kernel
 
 __all__ = ["TENSORFLOW", "executable_form", "needs_conversion"]
 
 TENSORFLOW = "amanda/tensorflow"
 # op types with native kernels (what conversion leaves alone)
-_REF_TAKERS = {"Assign": 0, "AssignAdd": 0, "AssignSub": 0, "Identity": 0}
+REF_INPUT = "tensorflow.ref_input"  # registry fact: the input position that takes a variable reference
 _KEPT_RULES = {"identity", "noop"}
 
 
-def _tf(op_type: str) -> Any:
+def _tf(op_type: str, ref_input: int | None = None) -> Any:
+    """Register a TensorFlow session kernel (its op reads or writes session state); ``ref_input``
+    is the input that takes a variable's reference rather than its value."""
+    if ref_input is not None:
+        register_fact(TENSORFLOW, op_type, REF_INPUT, ref_input)
     return stateful_kernel(op_type, family=TENSORFLOW)
 
 
@@ -64,28 +69,28 @@ def variable_v2(ctx: OpContext, attrs: Mapping[str, Any]) -> tuple:
     return (VariableRef(ctx.key),)
 
 
-@_tf("Assign")
+@_tf("Assign", ref_input=0)
 def assign(ctx: OpContext, attrs: Mapping[str, Any], ref: Any, value: Any) -> tuple:
     """Store ``value`` in the variable; output the reference."""
     dtype = attrs.get("T")
     return _store(ctx, ref, np.asarray(value, dtype=np.dtype(dtype) if dtype else None))
 
 
-@_tf("AssignAdd")
+@_tf("AssignAdd", ref_input=0)
 def assign_add(ctx: OpContext, attrs: Mapping[str, Any], ref: Any, value: Any) -> tuple:
     """Add ``value`` to the variable; output the reference."""
     old = _value(ctx, ref)
     return _store(ctx, ref, (old + value).astype(old.dtype, copy=False))
 
 
-@_tf("AssignSub")
+@_tf("AssignSub", ref_input=0)
 def assign_sub(ctx: OpContext, attrs: Mapping[str, Any], ref: Any, value: Any) -> tuple:
     """Subtract ``value`` from the variable; output the reference."""
     old = _value(ctx, ref)
     return _store(ctx, ref, (old - value).astype(old.dtype, copy=False))
 
 
-@_tf("Identity")
+@_tf("Identity", ref_input=0)
 def identity(ctx: OpContext, attrs: Mapping[str, Any], x: Any) -> tuple:
     """The input; a reference is read (the value as it is when this op runs)."""
     return (_value(ctx, x) if isinstance(x, VariableRef) else x,)
@@ -122,8 +127,8 @@ def _reads(model: Container, variables: set[str], edge: Edge) -> bool:
     if src.op is SELF or dst.op is SELF or len(src.op) != 1 or src.op[0] not in variables:
         return False
     target = model.child(dst.op[0]) if len(dst.op) == 1 else None
-    return not (target is not None and target.type in _REF_TAKERS
-                and dst.port == target.input_names[_REF_TAKERS[target.type]])
+    ref = None if target is None else fact(TENSORFLOW, str(target.type), REF_INPUT)
+    return not (ref is not None and dst.port == target.input_names[ref])  # type: ignore[union-attr]
 
 
 def _with_reads(model: Container) -> Container:

@@ -40,12 +40,12 @@ import numpy as np
 
 from amanda.exec.plan import INLINE, Plan, Step
 from amanda.exec.state import VariableRef
+from amanda.ops.effects import Effect
+from amanda.ops.registry import effect_of
 
 __all__ = ["DEFAULT_BUDGET", "ValueCache", "feed_key"]
 
 DEFAULT_BUDGET = 256 << 20  # bytes of stored outputs
-_RANDOM = frozenset({"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Bernoulli",
-                     "Multinomial"})
 _MAX_KEYS = 1 << 20  # interned step keys kept before the cache starts afresh
 
 
@@ -147,7 +147,7 @@ class ValueCache:
         steps: list[Step] = []
         for i, (fn, attrs, ins, outs, frees) in enumerate(plan.steps):
             info = plan.infos[i]
-            fresh = info.placement == INLINE or (info.op_type in _RANDOM and "seed" not in attrs) or (
+            fresh = info.placement == INLINE or (effect_of(str(info.op_type)) is Effect.RANDOM and "seed" not in attrs) or (
                 info.op_type == "Dropout" and len(ins) > 2 and "seed" not in attrs)
             step = self._by_identity(fn, outs) if fresh else self._memoised(fn, (id(plan), i), ins, outs)
             steps.append(Step(step, attrs, ins, outs, frees))

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from amanda.errors import SchemaError
+from amanda.namespaces.name import NamespaceName
 
 __all__ = [
     "Schemas",
@@ -61,10 +62,9 @@ def domain_of_namespace(name: str) -> tuple[str, int] | None:
     found = onnx_domain_of(name, _vocabulary_domains())
     if found is not None:
         return found
-    if name.startswith(_CUSTOM):
-        domain, _, version = name[len(_CUSTOM) :].rpartition("/")
-        if domain and version.isdigit():
-            return domain, int(version)
+    parsed = NamespaceName.parse(name) if name.startswith(_CUSTOM) else None
+    if parsed is not None and parsed.domain and parsed.opset is not None:
+        return parsed.domain, parsed.opset
     return None
 
 

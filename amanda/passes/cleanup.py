@@ -13,30 +13,42 @@ import numpy as np
 
 from amanda.containers import SELF, Container, Endpoint
 from amanda.containers.checks import expect_container
-from amanda.passes.level import Level, on_levels, producer_name
+from amanda.namespaces.name import NamespaceName
+from amanda.ops.registry import ONNX, effect_of
+from amanda.passes.level import Level, level_namespaces, on_levels, producer_name
 from amanda.passes.report import PassReport, PassResult
 
 __all__ = ["eliminate_common_subexpressions", "eliminate_dead_code", "remove_identities"]
 
-# ops with effects beyond their outputs (randomness, state, I/O): never removed or merged
-EFFECTFUL = frozenset({
-    "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
-    "Bernoulli", "Variable", "VariableV2", "Assign", "AssignAdd", "AssignSub", "ReadVariable",
-    "Print", "If", "Loop", "Scan", "SequenceMap",
-})
+def effectful(node: Container, namespace: str | None = None) -> bool:
+    """Whether op ``node`` (in its own namespace, else ``namespace``, the level's) has effects
+    beyond its outputs (randomness, state, I/O, bodies): such ops are never removed, merged or
+    folded. An op of no known namespace is read as ONNX's, else at its least pure over the
+    families that know it.
+
+    >>> from amanda.containers import op
+    >>> effectful(op("RandomNormal", "r")), effectful(op("Identity", "i"), "amanda/onnx/17")
+    (True, False)
+    """
+    op_type = str(node.type)
+    if effect_of(op_type).pure:
+        return False  # pure in every family that knows it: no need to read the namespace
+    ns = node.attrs.get("namespace", namespace)
+    name = NamespaceName.parse(str(ns)) if ns else None
+    return not effect_of(op_type, name.family if name else ONNX, name.domain if name else "").pure
 
 
-def _removable(node: Container) -> bool:
-    return node.is_op and bool(node.outputs) and node.type not in EFFECTFUL
+def _removable(node: Container, namespace: str | None) -> bool:
+    return node.is_op and bool(node.outputs) and not effectful(node, namespace)
 
 
-def _dead_level(model: Container, path: tuple, _: Any) -> tuple[Container, dict]:
+def _dead_level(model: Container, path: tuple, namespaces: Any) -> tuple[Container, dict]:
     level = Level.of(model)
     if level is None:
         return model, {}
     live: set[str] = set()
     stack = [name for name, node in level.ops.items()
-             if name in level.pinned or not _removable(node)
+             if name in level.pinned or not _removable(node, namespaces.get(path))
              or any(r.op is SELF for p in node.outputs for r in level.reads(Endpoint((name,), p.name)))]
     while stack:
         name = stack.pop()
@@ -59,7 +71,7 @@ def eliminate_dead_code(model: Container) -> PassResult:
     (['r'], ('unused',))
     """
     expect_container(model, "model")
-    out, changes = on_levels(model, _dead_level)
+    out, changes = on_levels(model, _dead_level, level_namespaces(model))
     return PassResult(out, PassReport.of("eliminate_dead_code", changes))
 
 
@@ -130,7 +142,7 @@ def _signature(node: Container, level: Level) -> Any:
             tuple(level.inputs(node.name)))
 
 
-def _cse_level(model: Container, path: tuple, _: Any) -> tuple[Container, dict]:
+def _cse_level(model: Container, path: tuple, namespaces: Any) -> tuple[Container, dict]:
     level = Level.of(model)
     if level is None:
         return model, {}
@@ -139,7 +151,7 @@ def _cse_level(model: Container, path: tuple, _: Any) -> tuple[Container, dict]:
     gone = []
     for name in level.order():
         node = level.ops[name]
-        if not _removable(node) or name in level.pinned:
+        if not _removable(node, namespaces.get(path)) or name in level.pinned:
             continue
         inputs = [rewire.get(s, s) if s is not None else None for s in level.inputs(name)]
         level.source.update({(name, p.name): s for p, s in zip(node.inputs, inputs) if s is not None})
@@ -166,5 +178,5 @@ def eliminate_common_subexpressions(model: Container) -> PassResult:
     (('b',), [Edge('SELF:x', 'a:X'), Edge('a:Y', 's:A'), Edge('a:Y', 's:B')])
     """
     expect_container(model, "model")
-    out, changes = on_levels(model, _cse_level)
+    out, changes = on_levels(model, _cse_level, level_namespaces(model))
     return PassResult(out, PassReport.of("eliminate_common_subexpressions", changes))

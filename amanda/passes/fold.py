@@ -19,8 +19,10 @@ import amanda.exec.kernels  # noqa: F401  # registers the kernels
 from amanda.containers import SELF, Container, Endpoint, Port
 from amanda.containers.checks import expect_container, expect_flag, expect_mapping
 from amanda.errors import ArgumentError
-from amanda.exec.dispatch import output_positions, parse_namespace, resolve_kernel
-from amanda.passes.cleanup import EFFECTFUL
+from amanda.exec.dispatch import output_positions, resolve_kernel
+from amanda.namespaces.name import NamespaceName
+from amanda.ops.registry import entry
+from amanda.passes.cleanup import effectful
 from amanda.passes.level import Level, constant_value, level_namespaces, new_constant, on_levels
 from amanda.passes.report import PassReport, PassResult
 from amanda.types import TensorType, infer_types
@@ -32,13 +34,14 @@ MAX_FOLDED_BYTES = 64 << 20
 
 
 def _onnx_family(namespace: str | None) -> bool:
-    if not namespace:
-        return False
-    try:
-        family, domain, _ = parse_namespace(namespace)
-    except Exception:  # noqa: BLE001 - a namespace the executor cannot read is not folded
-        return False
-    return family == "amanda/onnx" and domain == ""
+    return bool(namespace) and NamespaceName.parse(str(namespace)).is_onnx
+
+
+def _constant_source(node: Container, namespace: str | None) -> bool:
+    """Whether ``node`` is a constant source (its registry entry says ``constant``): already folded."""
+    name = NamespaceName.parse(str(namespace)) if namespace else None
+    found = entry(name.family if name else "amanda/onnx", str(node.type), domain=name.domain if name else "")
+    return found is not None and found.constant
 
 
 def _static_shape(types: Any, path: tuple, source: Endpoint | None) -> tuple[int, ...] | None:
@@ -74,7 +77,7 @@ class _Folder:
     def foldable(self, name: str) -> bool:
         node = self.level.ops[name]
         ns = node.attrs.get("namespace", self.namespace)
-        if (not node.is_op or node.type in EFFECTFUL or node.type == "Constant" or name in self.level.pinned
+        if (not node.is_op or effectful(node, ns) or _constant_source(node, ns) or name in self.level.pinned
                 or not _onnx_family(ns)):
             return False
         sources = self.level.inputs(name)

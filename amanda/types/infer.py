@@ -21,6 +21,8 @@ from amanda.containers.edge import CONTROL, SELF
 from amanda.containers.order import ordered
 from amanda.containers.records import Path
 from amanda.errors import Problem
+from amanda.namespaces.name import NamespaceName
+from amanda.ops.registry import ONNX, entry
 from amanda.types.node import ABSENT, Partial
 from amanda.types.ops import OpResult, infer_op
 from amanda.types.tensor_type import (
@@ -228,18 +230,22 @@ def _body_fn(op: Any, path: Path, namespace: str | None, source: Any, result: Op
     return body
 
 
+def _has_bodies(op: Any, namespace: str | None) -> bool:
+    """Whether the op's registry entry names attributes holding bodies (If, Loop, Scan …)."""
+    name = NamespaceName.parse(namespace) if namespace else None
+    found = entry(name.family if name else ONNX, str(op.type), domain=name.domain if name else "")
+    return found is not None and bool(found.bodies)
+
+
 def _leaf(op: Any, path: Path, ns: str | None, source: Any, level: Level) -> OpResult:
     types, values = _op_inputs(op, source)
     holder = OpResult()
-    body = _body_fn(op, path, ns, source, holder) if op.type in _BODIES else None
+    body = _body_fn(op, path, ns, source, holder) if _has_bodies(op, ns) else None
     result = infer_op(op, path, ns, types, values, body)
     result.bodies = holder.bodies
     result.problems += holder.problems
     level.ops[path] = (op, result)
     return result
-
-
-_BODIES = frozenset({"If", "Loop", "Scan", "SequenceMap"})
 
 
 def _order(c: Any) -> tuple[list, bool]:

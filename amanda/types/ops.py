@@ -14,6 +14,8 @@ import numpy as np
 
 from amanda.containers.records import Path
 from amanda.errors import AmandaError, Problem
+from amanda.ops.effects import Effect
+from amanda.ops.registry import effect_of
 from amanda.types.node import ABSENT, Node
 from amanda.types.rules import lookup
 from amanda.types.schema_dtypes import dtype_problems
@@ -75,15 +77,10 @@ def _type_of_value(value: Any) -> Any:
     return TensorType(dtype_name(arr.dtype), arr.shape)
 
 
-# ops whose values are drawn at random: their results are not known before a run
-_RANDOM = frozenset({"Bernoulli", "Multinomial", "RandomNormal", "RandomNormalLike", "RandomUniform",
-                     "RandomUniformLike"})
-
-
 def _fold(op: Any, path: Path, namespace: str, values: list) -> tuple | None:
     from amanda.exec.dispatch import resolve_kernel
 
-    if op.type in _RANDOM:
+    if effect_of(str(op.type)) is Effect.RANDOM:  # its results are not known before a run
         return None
 
     try:

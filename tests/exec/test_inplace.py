@@ -8,9 +8,11 @@ import pytest
 
 from amanda import Container, op
 from amanda.exec import Session
-from amanda.exec.inplace import FRESH, INPLACE
+from amanda.ops.registry import ONNX, entries
 
 onnx = pytest.importorskip("onnx")
+FRESH = frozenset(e.op_type for e in entries(ONNX, "") if e.fresh)
+INPLACE = {e.op_type: e.inplace for e in entries(ONNX, "") if e.inplace}
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "conformance"))
 import onnx_cases  # noqa: E402
 

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING
 from amanda.containers import flatten, walk, with_attrs
 from amanda.containers.records import Path
 from amanda.errors import ArgumentError, InvariantError, Problem
+from amanda.ops.effects import Effect
+from amanda.ops.registry import effect_of
 
 if TYPE_CHECKING:
     from amanda.containers import Container
@@ -30,7 +32,6 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_DEVICE", "PlacementError", "devices_of", "place"]
 
 DEFAULT_DEVICE = "cpu:0"
-_STATEFUL = frozenset({"Read", "Assign", "AssignAdd"})
 
 class PlacementError(InvariantError):
     """Ops whose devices cannot all hold: ``problems`` names each by path."""
@@ -56,7 +57,7 @@ def devices_of(model: Container, default: str = DEFAULT_DEVICE) -> dict[Path, st
         if not isinstance(src[0], tuple) or not isinstance(dst[0], tuple):
             continue
         producer, consumer = flat.ops[src[0]], flat.ops[dst[0]]
-        if producer.type != "Variable" or consumer.type not in _STATEFUL or src[1] == -1:
+        if producer.type != "Variable" or effect_of(str(consumer.type)) is not Effect.STATEFUL or src[1] == -1:
             continue
         wanted = devices[src[0]]
         if devices[dst[0]] != wanted and own[dst[0]]:

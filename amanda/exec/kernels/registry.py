@@ -1,306 +1,36 @@
-"""The op registry: one :class:`OpEntry` per (namespace family, domain, op type) holding
-every fact amanda knows about that op.
+"""The executor's way into the op registry (:mod:`amanda.ops.registry`): ``@kernel``,
+``@session_kernel``, ``declare`` and the lookups, under the names kernel modules import.
 
-An entry carries the op's kernels and what the executor needs to know about them:
-
-- ``kernels``: plain kernels, ``kernel(attrs, *inputs) -> tuple[ndarray | None, ...]``,
-  newest first. ``attrs`` is a read-only mapping of the op's own attributes (ONNX defaults
-  are applied by the kernel itself, with ``attrs.get(name, default)``); ``inputs`` are numpy
-  arrays, or ``None`` for an omitted optional input; the result has one entry per output
-  port (``None`` for an optional output the kernel does not produce).
-- ``session_kernels``: kernels that also take the session's :class:`~amanda.exec.dispatch.OpContext`
-  first (state, control flow); they win over plain kernels (``needs_session``).
-- ``heavy``: worth a worker thread whatever its input sizes (BLAS products, convolutions).
-- ``fresh``: its kernels always return memory shared with nothing else, so a later op may
-  overwrite the result (see :mod:`amanda.exec.inplace`).
-- ``inplace``: an :class:`InPlace` variant that writes into a donated input.
-- ``facts``: anything a later layer attaches (type rules, gradients, passes), by key.
-
-Versions: ``@kernel("ReduceSum", since=13)`` registers the kernel used for opsets 13 and
-later; a lookup for opset ``v`` takes the newest registration with ``since <= v`` whose
-dtype predicate accepts the input dtypes. Arity (how many inputs a version takes) and
-whether it wants the node's output count (``output_count=True``) are per version.
-
-Entries are frozen: registering replaces the entry with an updated copy, so an entry a
-caller holds never changes under it.
-
->>> e = entry(ONNX, "MatMul")
->>> e.heavy, e.fresh, e.needs_session, e.arity(17)
-(True, True, False, (2, 2))
->>> entry(ONNX, "Loop").needs_session
+>>> from amanda.ops import registry as ops_registry
+>>> lookup is ops_registry.lookup
 True
 """
 
-from __future__ import annotations
-
-import dataclasses
-import inspect
-import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from functools import cached_property
-from types import MappingProxyType
-from typing import Any, NamedTuple
-
-import numpy as np
-
-from amanda.errors import ExecutionError
+from amanda.ops.registry import (
+    ONNX,
+    DtypePredicate,
+    InPlace,
+    Kernel,
+    KernelVersion,
+    OpDef,
+    OpEntry,
+    OpKey,
+    declare,
+    entries,
+    entry,
+    fact,
+    kernel,
+    lookup,
+    register_fact,
+    run_kernel,
+    session_kernel,
+    session_op_types,
+    supported_op_types,
+    version_of,
+)
 
 __all__ = [
-    "ONNX", "DtypePredicate", "InPlace", "Kernel", "KernelVersion", "OpEntry", "OpKey",
+    "ONNX", "DtypePredicate", "InPlace", "Kernel", "KernelVersion", "OpDef", "OpEntry", "OpKey",
     "declare", "entries", "entry", "fact", "kernel", "lookup", "register_fact", "run_kernel",
     "session_kernel", "session_op_types", "supported_op_types", "version_of",
 ]
-
-Kernel = Callable[..., tuple]
-DtypePredicate = Callable[[Sequence[np.dtype]], bool]
-OpKey = tuple[str, str, str]
-"""(family, domain, op type): what one registry entry is about."""
-
-ONNX = "amanda/onnx"
-_NEWEST = 1 << 30
-
-
-@dataclass(frozen=True)
-class KernelVersion:
-    """One registered implementation of an op type, used from opset ``since`` on."""
-
-    op_type: str
-    since: int
-    fn: Kernel
-    accepts: DtypePredicate | None = None
-    domain: str = ""
-    output_count: bool = False  # wants the node's output count as attrs["num_outputs"]
-
-    @cached_property
-    def arity(self) -> tuple[int, float]:
-        """How many inputs (after ``attrs``, and the context of a session kernel) ``fn`` takes:
-        (required, most); (0, inf) when its signature does not say."""
-        try:
-            params = list(inspect.signature(self.fn).parameters.values())[1:]
-        except (TypeError, ValueError):
-            return (0, math.inf)
-        if any(p.kind == p.VAR_POSITIONAL for p in params):
-            return (0, math.inf)
-        positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-        return (sum(p.default is p.empty for p in positional), len(positional))
-
-
-class InPlace(NamedTuple):
-    """An in-place variant: the input ``positions`` that may be donated, and ``make(position)``
-    returning ``run(fallback, attrs, *inputs)`` that writes into that input."""
-
-    positions: tuple[int, ...]
-    make: Callable[[int], Kernel]
-
-
-@dataclass(frozen=True, eq=False)
-class OpEntry:
-    """Everything registered about one op type of one family and domain (module docstring)."""
-
-    family: str
-    domain: str
-    op_type: str
-    kernels: tuple[KernelVersion, ...] = ()
-    session_kernels: tuple[KernelVersion, ...] = ()
-    heavy: bool = False
-    fresh: bool = False
-    inplace: InPlace | None = None
-    facts: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
-
-    @property
-    def key(self) -> OpKey:
-        """The registry key, ``(family, domain, op_type)``."""
-        return (self.family, self.domain, self.op_type)
-
-    @property
-    def needs_session(self) -> bool:
-        """Whether the op runs through a session kernel (state, control flow)."""
-        return bool(self.session_kernels)
-
-    def fact(self, key: str, default: Any = None) -> Any:
-        """The extension fact ``key``, else ``default``."""
-        return self.facts.get(key, default)
-
-    def kernels_at(self, opset: int | None) -> tuple[KernelVersion, ...]:
-        """The plain versions usable at ``opset`` (None: the newest), newest first."""
-        newest = opset if opset is not None else _NEWEST
-        return tuple(v for v in self.kernels if v.since <= newest)
-
-    def arity(self, opset: int | None = None) -> tuple[int, float]:
-        """(fewest required, most accepted) inputs over the versions usable at ``opset``;
-        (0, inf) when there is none."""
-        versions = self.kernels_at(opset)
-        if not versions:
-            return (0, math.inf)
-        return (min(v.arity[0] for v in versions), max(v.arity[1] for v in versions))
-
-
-_ENTRIES: dict[OpKey, OpEntry] = {}
-
-
-def _update(family: str, domain: str, op_type: str, **changes: Any) -> OpEntry:
-    key = (family, domain, op_type)
-    old = _ENTRIES.get(key) or OpEntry(family, domain, op_type)
-    new = _ENTRIES[key] = dataclasses.replace(old, **changes)
-    return new
-
-
-def entry(family: str, op_type: str, *, domain: str = "") -> OpEntry | None:
-    """The registry entry of ``op_type`` in ``family`` (and ``domain``), or None."""
-    return _ENTRIES.get((family, domain, op_type))
-
-
-def entries(family: str | None = None, domain: str | None = None) -> list[OpEntry]:
-    """Every entry, or those of one family and/or domain, sorted by key."""
-    return [e for k, e in sorted(_ENTRIES.items())
-            if (family is None or k[0] == family) and (domain is None or k[1] == domain)]
-
-
-def kernel(
-    op_type: str,
-    since: int = 1,
-    *,
-    family: str = ONNX,
-    domain: str = "",
-    dtypes: Iterable[Any] | None = None,
-    accepts: DtypePredicate | None = None,
-    heavy: bool = False,
-    output_count: bool = False,
-) -> Callable[[Kernel], Kernel]:
-    """Register ``fn`` as the kernel of ``op_type`` from opset ``since`` on.
-
-    ``dtypes`` restricts the version to inputs whose first dtype is one of them;
-    ``accepts`` is a general predicate over all input dtypes. ``heavy`` marks the op as
-    worth a worker thread; ``output_count`` asks for the node's output count as
-    ``attrs["num_outputs"]`` (see :mod:`amanda.exec.kernels.arity`).
-    """
-    if dtypes is not None:
-        allowed = frozenset(np.dtype(d) for d in dtypes)
-
-        def by_first(ds: Sequence[np.dtype]) -> bool:
-            return bool(ds) and ds[0] in allowed
-
-        accepts = by_first
-
-    def register(fn: Kernel) -> Kernel:
-        old = entry(family, op_type, domain=domain)
-        version = KernelVersion(op_type, since, fn, accepts, domain, output_count)
-        # newest first; among equal since, dtype-specific before generic
-        versions = sorted((*(old.kernels if old else ()), version), key=lambda v: (-v.since, v.accepts is None))
-        _update(family, domain, op_type, kernels=tuple(versions), heavy=heavy or bool(old and old.heavy))
-        return fn
-
-    return register
-
-
-def session_kernel(op_type: str, family: str, since: int = 1, domain: str = "") -> Callable[[Kernel], Kernel]:
-    """Register ``fn(ctx, attrs, *inputs) -> tuple`` as the session kernel of ``op_type``.
-
-    Session kernels win over plain kernels of the same op type. They always run on the
-    scheduling thread, so they may touch session state without locks.
-    """
-
-    def register(fn: Kernel) -> Kernel:
-        old = entry(family, op_type, domain=domain)
-        version = KernelVersion(op_type, since, fn, None, domain)
-        versions = sorted((*(old.session_kernels if old else ()), version), key=lambda v: -v.since)
-        _update(family, domain, op_type, session_kernels=tuple(versions))
-        return fn
-
-    return register
-
-
-def declare(
-    op_type: str,
-    *,
-    family: str = ONNX,
-    domain: str = "",
-    heavy: bool | None = None,
-    fresh: bool | None = None,
-    inplace: InPlace | None = None,
-) -> OpEntry:
-    """Set the executor's facts about ``op_type`` (those given; None leaves one as it is).
-
-    >>> e = declare("Scale", family="amanda/example", heavy=True)
-    >>> e.heavy, e.fresh, e.kernels
-    (True, False, ())
-    """
-    given = {"heavy": heavy, "fresh": fresh, "inplace": inplace}
-    return _update(family, domain, op_type, **{k: v for k, v in given.items() if v is not None})
-
-
-def register_fact(family: str, op_type: str, key: str, value: Any, *, domain: str = "",
-                  replace: bool = False) -> OpEntry:
-    """Attach fact ``key`` (a dotted name such as ``"types.rule"``) to an op's entry.
-
-    This is how later layers (type rules, gradients, passes) extend the registry instead of
-    keeping tables of their own. Setting a key again to a different value raises an
-    ExecutionError unless ``replace`` is set.
-
-    >>> register_fact("amanda/example", "Twice", "example.cost", 2).facts["example.cost"]
-    2
-    >>> fact("amanda/example", "Twice", "example.cost"), fact("amanda/example", "Twice", "other", 0)
-    (2, 0)
-    """
-    old = entry(family, op_type, domain=domain)
-    facts = dict(old.facts) if old else {}
-    if key in facts and not replace and facts[key] is not value and facts[key] != value:
-        where = f"{family}{'/' + domain if domain else ''} {op_type}"
-        raise ExecutionError(
-            f"fact `{key}` of {where} is already {facts[key]!r}; pass replace=True to change it",
-            path=where, expected=f"no other value for `{key}`", found=repr(facts[key]))
-    facts[key] = value
-    return _update(family, domain, op_type, facts=MappingProxyType(facts))
-
-
-def fact(family: str, op_type: str, key: str, default: Any = None, *, domain: str = "") -> Any:
-    """The fact ``key`` attached to an op's entry, else ``default``."""
-    found = entry(family, op_type, domain=domain)
-    return default if found is None else found.facts.get(key, default)
-
-
-def lookup(
-    op_type: str,
-    opset: int | None = None,
-    dtypes: Sequence[np.dtype] = (),
-    *,
-    family: str = ONNX,
-    domain: str = "",
-) -> KernelVersion | None:
-    """The plain kernel version for ``op_type`` at ``opset`` and these input dtypes, or None."""
-    found = entry(family, op_type, domain=domain)
-    newest = opset if opset is not None else _NEWEST
-    for version in found.kernels if found else ():
-        if version.since <= newest and (version.accepts is None or version.accepts(dtypes)):
-            return version
-    return None
-
-
-def version_of(fn: Kernel) -> KernelVersion | None:
-    """The registered version whose function is ``fn``, or None (a scan: not for hot paths)."""
-    for e in _ENTRIES.values():
-        for version in (*e.kernels, *e.session_kernels):
-            if version.fn is fn:
-                return version
-    return None
-
-
-def supported_op_types(family: str = ONNX, domain: str = "") -> list[str]:
-    """Sorted op types that have at least one plain kernel."""
-    return sorted(t for (f, d, t), e in _ENTRIES.items() if f == family and d == domain and e.kernels)
-
-
-def session_op_types(family: str = ONNX, domain: str = "") -> list[str]:
-    """Sorted op types with a session kernel in this family and domain."""
-    return sorted(t for (f, d, t), e in _ENTRIES.items() if f == family and d == domain and e.session_kernels)
-
-
-def run_kernel(version: KernelVersion, attrs: Mapping[str, Any], inputs: Sequence[Any]) -> tuple:
-    """Call a kernel and check it returned a tuple."""
-    result = version.fn(attrs, *inputs)
-    if not isinstance(result, tuple):
-        raise ExecutionError(
-            f"kernel for {version.op_type} returned {type(result).__name__}, expected a tuple"
-        )
-    return result

@@ -1,4 +1,5 @@
-"""Type rules: a table from (namespace family, domain, op type) to a rule function.
+"""Type rules: each op's ``type_rule`` in the op registry (:mod:`amanda.ops.registry`), by
+(namespace family, domain, op type); ``rule`` is the way in for rule modules.
 
 A rule is ``rule(node) -> sequence of output types`` (see :class:`amanda.types.node.Node`);
 it raises ``TypeMismatch`` for an ill-typed op and may record known output values with
@@ -16,12 +17,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from amanda.ops.registry import ONNX, declare, entry, op_types
+
 __all__ = ["ONNX", "Rule", "by_name", "lookup", "rule", "rule_op_types"]
 
-ONNX = "amanda/onnx"
-
 Rule = Callable[[Any], Sequence[Any]]
-_RULES: dict[tuple[str, str, str], Rule] = {}
 
 
 def rule(*op_types: str, family: str = ONNX, domain: str = "") -> Callable[[Rule], Rule]:
@@ -29,7 +29,7 @@ def rule(*op_types: str, family: str = ONNX, domain: str = "") -> Callable[[Rule
 
     def register(fn: Rule) -> Rule:
         for op_type in op_types:
-            _RULES[(family, domain, op_type)] = fn
+            declare(op_type, family=family, domain=domain, type_rule=fn)
         return fn
 
     return register
@@ -43,12 +43,13 @@ def by_name(node: Any, **types: Any) -> list:
 
 def lookup(family: str, domain: str, op_type: str) -> Rule | None:
     """The rule of ``op_type`` in a namespace family and domain, or None."""
-    return _RULES.get((family, domain, op_type))
+    found = entry(family, op_type, domain=domain)
+    return None if found is None else found.type_rule
 
 
 def rule_op_types(family: str = ONNX, domain: str = "") -> list[str]:
     """Sorted op types that have a rule."""
-    return sorted(t for (f, d, t) in _RULES if f == family and d == domain)
+    return sorted(op_types(family, domain=domain, where=lambda e: e.type_rule is not None))
 
 
 from amanda.types.rules import (  # noqa: F401, E402  (each module registers its rules; after rule())
@@ -61,5 +62,6 @@ from amanda.types.rules import (  # noqa: F401, E402  (each module registers its
     sequence,
     shape,
     spatial,
+    state,
     vision,
 )

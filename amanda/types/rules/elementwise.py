@@ -10,17 +10,15 @@ from amanda.types.node import Node, Partial, as_dims, from_dims
 from amanda.types.rules import rule
 from amanda.types.tensor_type import ONNX_DTYPES, TensorType
 
-UNARY = [
+
+@rule(
     "Abs", "Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh", "Ceil", "Cos", "Cosh", "Erf",
     "Exp", "Floor", "Log", "Neg", "Reciprocal", "Relu", "Round", "Sigmoid", "Sign", "Sin",
     "Sinh", "Softplus", "Softsign", "Sqrt", "Tan", "Tanh", "Elu", "Selu", "Celu", "LeakyRelu",
     "HardSigmoid", "HardSwish", "Mish", "Gelu", "Shrink", "ThresholdedRelu", "BitwiseNot",
     "Clip", "LpNormalization", "MeanVarianceNormalization", "Trilu", "CumSum",
     "ReverseSequence", "InstanceNormalization", "GroupNormalization", "Identity", "Swish",
-]
-
-
-@rule(*UNARY)
+)
 def same_as_first(node: Node) -> list:
     """The output has the type of the first input (unary elementwise ops, normalisations)."""
     t = node.type(0)

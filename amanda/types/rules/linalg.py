@@ -8,11 +8,6 @@ from amanda.types.node import Node
 from amanda.types.rules import rule
 from amanda.types.tensor_type import Dim, TensorType
 
-REDUCTIONS = [
-    "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
-    "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare",
-]
-
 
 def _matmul_shape(node: Node, a: Any, b: Any) -> Any:
     if a is None or b is None:
@@ -123,7 +118,10 @@ def _reduce_axes(node: Node) -> list[int] | None:
     return [int(a) for a in node.attr("axes", ())]
 
 
-@rule(*REDUCTIONS)
+@rule(
+    "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+    "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare",
+)
 def reduction(node: Node) -> list:
     """Reduced axes become 1 (``keepdims``) or vanish; no axes reduce all unless noop."""
     shape = node.shape(0)

@@ -26,6 +26,9 @@ from amanda.namespaces.attr_types import ONNX_DTYPES
 from amanda.namespaces.mapping.pattern import Pattern
 from amanda.namespaces.mapping.rule import RELABEL, Match, NewOp, Replacement, Skip
 from amanda.namespaces.mapping.tables.onnx_changes import Rule, _named, _one
+from amanda.namespaces.name import NamespaceName
+from amanda.ops.registry import ONNX as ONNX_FAMILY
+from amanda.ops.registry import entry
 
 __all__ = ["DROPPED", "LEGACY", "Move", "attrs_to_inputs", "constant", "dtype_of", "inputs_to_attrs", "shape_of",
            "with_constants"]
@@ -44,20 +47,16 @@ CAST_1_CODES = range(1, 16)
 
 
 def _version(namespace: str) -> int:
-    return int(namespace.rsplit("/", 1)[1])
+    version = NamespaceName.parse(namespace).opset
+    assert version is not None, f"a versioned ONNX namespace, not {namespace!r}"  # the tables name versions
+    return version
 
 
-#: ops whose first output has the dtype of their first input (dtype_of looks through them; not
-#: through the others, such as TopK's Indices or Dropout's mask)
-SAME_DTYPE = frozenset({
-    "Abs", "Add", "AveragePool", "BatchNormalization", "Ceil", "Clip", "Concat", "Conv", "ConvTranspose",
-    "DepthToSpace", "Div", "Dropout", "Elu", "Exp", "Expand", "Flatten", "Floor", "Gather", "Gemm",
-    "GlobalAveragePool", "GlobalLpPool", "GlobalMaxPool", "HardSigmoid", "Identity", "InstanceNormalization",
-    "LRN", "LeakyRelu", "Log", "LogSoftmax", "LpNormalization", "LpPool", "MatMul", "Max", "MaxPool", "Mean",
-    "Min", "Mul", "Neg", "PRelu", "Pad", "Pow", "Reciprocal", "ReduceL1", "ReduceL2", "ReduceLogSum",
-    "ReduceLogSumExp", "ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum", "ReduceSumSquare",
-    "Relu", "Reshape", "Resize", "Selu", "Sigmoid", "Slice", "Softmax", "Softplus", "Softsign", "SpaceToDepth",
-    "Split", "Sqrt", "Squeeze", "Sub", "Sum", "Tanh", "Tile", "TopK", "Transpose", "Unsqueeze", "Upsample"})
+def _same_dtype(op_type: str) -> bool:
+    """Whether the op's first output has the dtype of its first input (its registry entry's
+    ``dtype_rule``; not through TopK's Indices nor Dropout's mask)."""
+    found = entry(ONNX_FAMILY, op_type)
+    return found is not None and found.dtype_rule == "same"
 
 
 def constant(value: Any, name: str, dtype: Any = None) -> NewOp:
@@ -83,7 +82,7 @@ def dtype_of(m: Match, var: str, port: str) -> str | None:
         if op.type in ("Constant", "Const"):
             value = next((op.attrs[k] for k in ("value", "value_float", "value_floats") if k in op.attrs), None)
             return None if value is None else str(np.asarray(value).dtype)
-        if op.type not in SAME_DTYPE or out != op.output_names[0]:  # TopK's Indices are int64
+        if not _same_dtype(str(op.type)) or out != op.output_names[0]:  # TopK's Indices are int64
             return None
         name, port_name = str(op.name), op.input_names[0]
     return None
