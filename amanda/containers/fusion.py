@@ -84,10 +84,14 @@ def _grouped(parent: Container, group: set, shell: tuple, dead: set) -> Containe
             (inputs if dst_in else outputs)[port] = None
             outer.append(half_out)
     members = [k for k in parent.children if k.name in group]
-    fused = Container(shell[0], name, inputs=list(inputs), outputs=list(outputs), children=members, edges=inner, attrs=shell[2])
+    # a tombstone deletes an edge stored below one child, so it names the group on both ends or on
+    # neither: the group's go inside with it, where they keep the fused container valid on its own
+    buried = [t for t in parent.tombstones if inside(t[0])]
+    fused = Container(shell[0], name, inputs=list(inputs), outputs=list(outputs), children=members, edges=inner,
+                      tombstones=buried, attrs=shell[2])
     first = min(parent.child_index(k.name) for k in members)
     kids = [fused if i == first else k for i, k in enumerate(parent.children) if k.name not in group or i == first]
-    tombstones = [Edge(regrouped(t[0]), regrouped(t[1])) for t in parent.tombstones]
+    tombstones = [t for t in parent.tombstones if not inside(t[0])]
     return Container(parent.type, parent.name, inputs=parent.inputs, outputs=parent.outputs, children=kids, edges=outer,
                      tombstones=tombstones,
                      attrs=parent.attrs, uid=parent.uid, controls=parent.controls)

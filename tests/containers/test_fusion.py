@@ -73,3 +73,19 @@ def test_fuse_then_unfuse_keeps_the_view_and_never_mutates(pair, data):
     check_invariants(back)
     assert dataflow(back) == dataflow(model)
     assert snapshot(model) == before
+
+
+def test_fusing_a_child_whose_inner_edge_the_parent_replaced_keeps_the_replacement_only():
+    """A parent that deletes a child's inner edge (tombstone) and adds the same connection itself:
+    fusing that child takes the tombstone inside with the edge, so the fused container is valid
+    on its own and the dataflow is unchanged (found by the edit state machine)."""
+    g = amanda.Container("Graph", "g", children=[op("Op", "n0", ["x"], ["y"]), op("Op", "n1", ["x"], ["y"])],
+                  edges=[("n0:y", "n1:x")])
+    cut = edit(g).remove_edge("g/n0:y", "g/n1:x").build(name="cut")
+    again = unfuse(edit(cut).connect("cut/g/n0:y", "cut/g/n1:x").build(name="again"), ("cut",))
+    fused = fuse(again, [("g",)], "Fused", name="f")
+    assert amanda.validate(fused) == []
+    assert [str(t) for t in fused.child("f").tombstones] == [str(t) for t in again.tombstones]
+    assert list(fused.tombstones) == []
+    assert dataflow(fused) == dataflow(again)
+    assert dataflow(unfuse(fused, ("f",))) == dataflow(again)
