@@ -10,7 +10,7 @@ other module asks the registry (:func:`amanda.ops.registry.op_types`, ``entry(..
 from __future__ import annotations
 
 from amanda.ops.effects import Effect
-from amanda.ops.registry import declare
+from amanda.ops.registry import declare, register_fact
 
 __all__: list[str] = []
 
@@ -30,6 +30,11 @@ for _op, _bodies in (("If", ("then_branch", "else_branch")), ("Loop", ("body",))
 # declares the effect of the ops it registers, amanda/core's Variable, Read, Assign …)
 for _op in ("Variable", "ReadVariable", "Print"):
     declare(_op, family=TENSORFLOW, effect=Effect.STATEFUL)
+
+# creates a TensorFlow variable: a SavedModel's checkpoint holds its initial value
+VARIABLE = "tensorflow.variable"
+for _op in ("VarHandleOp", "VariableV2", "Variable"):
+    register_fact(TENSORFLOW, _op, VARIABLE, True)
 
 # the output is the op's ``value`` attribute: known before any run
 declare("Constant", constant=True)

@@ -29,11 +29,12 @@ from amanda.io.tensorflow.protos import message, parse
 from amanda.io.tensorflow.read_graph import from_graph_def
 from amanda.io.tensorflow.read_nodes import INITIAL_VALUE_ATTR
 from amanda.io.tensorflow.tensors import tensor_from_proto, tensor_to_proto
+from amanda.ops.catalog import TENSORFLOW, VARIABLE
+from amanda.ops.registry import fact
 
 __all__ = ["SAVED_MODEL_ATTR", "is_saved_model", "load_saved_model"]
 
 SAVED_MODEL_ATTR = "tf_saved_model"
-_VARIABLES = ("VarHandleOp", "VariableV2", "Variable")
 _ASSIGNS = ("AssignVariableOp", "Assign")
 
 
@@ -178,7 +179,7 @@ def _items(value: Any, where: str) -> list:
 
 def _set_values(graph: Any, meta: Any, folder: Path, where: str) -> None:
     """Put each variable's checkpoint value on its node (as ``_amanda_initial_value``)."""
-    variables = [node for node in graph.node if node.op in _VARIABLES]
+    variables = [node for node in graph.node if fact(TENSORFLOW, node.op, VARIABLE, False)]
     if not variables:
         return
     keys = _Restore(meta.graph_def).keys(meta.saver_def.restore_op_name)
