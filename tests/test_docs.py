@@ -199,7 +199,8 @@ LAYERS = {
     "autodiff": BASE | {"containers", "namespaces", "io", "types", "build", "layers", "exec"},
     "optim": BASE | {"containers", "namespaces", "io", "exec", "types", "build", "layers", "autodiff", "progress"},
     "dask": BASE | {"containers", "exec", "io"},
-    "passes": BASE | {"containers", "namespaces", "io", "types", "exec", "progress"},
+    "rewrite": BASE | {"containers", "namespaces"},
+    "passes": BASE | {"containers", "namespaces", "io", "types", "exec", "progress", "rewrite"},
 }
 UPWARD_EXCEPTIONS = {
     ("containers/container.py", "query"),
@@ -209,7 +210,6 @@ UPWARD_EXCEPTIONS = {
     ("namespaces/validation.py", "types"),  # validate adds the type checks, imported when called
     ("containers/compose.py", "types"),  # chain refuses declared types that never fit, imported when called
     ("exec/dist/dask_backend.py", "io"),  # parts travel to Dask workers as JSON text, imported when run
-    ("exec/plan_cache.py", "passes"),  # a Session optimises its plans, imported when called
 }
 
 

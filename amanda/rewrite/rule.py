@@ -4,7 +4,8 @@
 the pattern when it is made (see :mod:`amanda.rewrite.pattern`) and checks that the
 replacement's parameters are variables or captures of the pattern. The replacement runs per
 match: it receives the op builder, each variable as a :class:`Value` (its source and, when a
-``Constant`` produces it, its array) and each capture as the op captured. It returns
+``Constant`` produces it, its array), each capture as the op captured, and a parameter named
+``match`` the :class:`~amanda.rewrite.match.Match` itself (its ``context`` comes from the driver). It returns
 ``op.Type(inputs..., attrs...)``: inputs are values, other ``op`` calls, arrays or numbers (new
 ``Constant`` ops) or None; ``_like=captured_op`` keeps that op (its name, uid and attributes)
 with new inputs, and ``_ports=(inputs, outputs)`` names the ports of an op type the rule's
@@ -15,7 +16,7 @@ namespace does not define.
 (('x',), 'Mul')
 >>> Rule("bad", lambda op, x: op.Relu(x), lambda op, y: op.Relu(y))
 Traceback (most recent call last):
-amanda.errors.ArgumentError: at bad.replacement: expected parameters among the pattern's variables and captures (x), found 'y'
+amanda.errors.ArgumentError: at bad.replacement: expected parameters among the pattern's variables and captures (x, match), found 'y'
 """
 
 from __future__ import annotations
@@ -72,13 +73,8 @@ class _ReplacementBuilder:
 
         def build(*inputs: Any, _like: Any = None, _ports: Any = None, **attrs: Any) -> NewOp:
             where = f"{self._rule}.replacement/{op_type}"
-            if _ports is None and _like is not None and _like.type == op_type:
-                _ports = (tuple(p.name for p in _like.inputs), tuple(p.name for p in _like.outputs))
             if _ports is None:
-                if self._namespace is None:
-                    raise ArgumentError.at(where, "_ports=(inputs, outputs) for a rule without a namespace", "none")
-                schema = self._namespace.schema(op_type)
-                _ports = (tuple(schema.input_names), tuple(schema.output_names))
+                _ports = self._ports(op_type, _like, len(inputs), where)
             ins, outs = (tuple(str(p) for p in names) for names in _ports)
             if len(inputs) > len(ins) or not outs:
                 raise ArgumentError.at(where, f"at most {len(ins)} inputs ({', '.join(ins)}) and an output",
@@ -86,6 +82,19 @@ class _ReplacementBuilder:
             return NewOp(op_type, tuple(inputs), attrs, _like, (ins, outs))
 
         return build
+
+
+    def _ports(self, op_type: str, like: Any, count: int, where: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The schema's port names, or those of the op kept (``like``), completed from the schema."""
+        schema = self._namespace.schema(op_type) if self._namespace is not None else None
+        if like is not None and like.type == op_type:
+            ins = tuple(p.name for p in like.inputs)
+            if count > len(ins) and schema is not None:
+                ins += tuple(schema.input_names[len(ins):count])
+            return ins, tuple(p.name for p in like.outputs)
+        if schema is None:
+            raise ArgumentError.at(where, "_ports=(inputs, outputs) for a rule without a namespace", "none")
+        return tuple(schema.input_names), tuple(schema.output_names)
 
 
 @dataclass(frozen=True, eq=False)
@@ -114,7 +123,7 @@ class Rule:
         object.__setattr__(self, "variables", variables)
         object.__setattr__(self, "captures", captures)
         if self.replacement is not None:
-            known = [*variables, *captures]
+            known = [*variables, *captures, "match"]
             for name in parameters(self.replacement, f"{self.name}.replacement"):
                 if name not in known:
                     raise ArgumentError.at(f"{self.name}.replacement",
@@ -136,7 +145,9 @@ def replacement_of(match: Match) -> NewOp | None:
         return None
     args = []
     for name in parameters(rule.replacement, f"{rule.name}.replacement"):
-        if name in rule.captures:
+        if name == "match":
+            args.append(match)
+        elif name in rule.captures:
             args.append(match.op(name))
         else:
             args.append(Value(name, match.values.get(name), match.constant(name)))
