@@ -62,7 +62,7 @@ def _inference_epsilon(bn: Container) -> float | None:
 
 def _folded(op: Any, x: Any, w: Any, b: Any, scale: Any, bias: Any, mean: Any, var: Any, conv: Any, bn: Any) -> Any:
     """The Conv with the BatchNormalization's scale and shift folded into its weights and bias."""
-    k = np.asarray(scale.value, np.float64) / np.sqrt(np.asarray(var.value, np.float64) + _inference_epsilon(bn))
+    k = np.asarray(scale.value, np.float64) / np.sqrt(np.asarray(var.value, np.float64) + (_inference_epsilon(bn) or 0.0))
     w2 = (w.value * k.reshape(-1, *([1] * (w.value.ndim - 1)))).astype(w.value.dtype)
     b2 = ((0.0 if b is None or b.source is None else b.value) - mean.value) * k + bias.value
     return op.Conv(x, w2, b2.astype(w.value.dtype), _like=conv)
@@ -103,10 +103,10 @@ CONV_BATCHNORM = Rule(
 MATMUL_ADD = Rule("matmul_add", lambda op, a, b, c: op.Add(op.MatMul(a, b, _as="mm"), c), _gemm, guard=_linear)
 # the erf form of GELU, as torch exports it -> one Gelu
 GELU = Rule("gelu", lambda op, x: op.Mul(op.Mul(x, op.Add(op.Erf(op.Div(x, 2 ** 0.5)), 1.0)), 0.5),
-            lambda op, x, match: op.Gelu(x, **_target(match, 20)), guard=lambda m: _target(m, 20) is not None)
+            lambda op, x, match: op.Gelu(x, **_target(match, 20) or {}), guard=lambda m: _target(m, 20) is not None)
 # SiLU, Mul(x, Sigmoid(x)) -> one Swish
 SWISH = Rule("swish", lambda op, x: op.Mul(x, op.Sigmoid(x)),
-             lambda op, x, match: op.Swish(x, **_target(match, 24)), guard=lambda m: _target(m, 24) is not None)
+             lambda op, x, match: op.Swish(x, **_target(match, 24) or {}), guard=lambda m: _target(m, 24) is not None)
 
 
 def fuse_conv_batchnorm(model: Container) -> PassResult:

@@ -90,7 +90,7 @@ class _Rebuild:
 
     def model(self) -> Container:
         level, rewire = self.level, self.rewire
-        children = []
+        children: list[Container] = []
         for child in level.model.children:
             children += self.new.get(child.name, []) if child.name in self.drop else [child]
         edges = []
@@ -109,7 +109,7 @@ class _Rebuild:
 
 def _level(level: Level, rules: Sequence[Rule], context: Any, changes: Changes | None) -> tuple[Container, dict]:
     rebuild = _Rebuild(level)
-    view, taken = LevelView(level), set()
+    view, taken = LevelView(level), set[Any]()
     replaced: list[str] = []
     for rule in rules:
         for match in find_matches(view, rule, context, taken):

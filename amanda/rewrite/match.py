@@ -18,7 +18,7 @@ import numpy as np
 
 from amanda.containers.edge import CONTROL, SELF, Endpoint
 from amanda.containers.flatten import flatten
-from amanda.rewrite.pattern import _Any, Optional, PatternOp, Var
+from amanda.rewrite.pattern import Optional, PatternOp, Var, _Any
 
 __all__ = ["COMMUTATIVE", "LevelView", "Match", "TreeView", "find_matches"]
 

@@ -8,7 +8,7 @@ raises there (a ``SchemaError`` or ``ArgumentError`` naming the rule, with the c
 Inputs of a pattern op are variables (the same variable twice must be the same value), nested
 pattern ops, numbers (a scalar ``Constant`` within rounding of that number), :data:`ANY` (any
 value) or ``Optional(var)`` (the port may be unconnected). Keyword arguments are attribute
-predicates: a value the attribute must equal, or a function of the attribute's value (absent:
+predicates: a value the attribute must equal (lists and tuples alike), or a function of the attribute's value (absent:
 None) that returns True. ``_as="name"`` captures the op for the guard and the replacement.
 
 >>> def swish(op, x):
@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from amanda.errors import ArgumentError
+from amanda.namespaces.attr_types import value_key
 from amanda.namespaces.namespace import namespace as lookup_namespace
 from amanda.namespaces.schema import suggest
 
@@ -80,7 +81,7 @@ class PatternOp:
             if callable(wanted):
                 if not wanted(found):
                     return False
-            elif found != wanted:
+            elif found is None or value_key(found) != value_key(wanted):
                 return False
         return True
 

@@ -14,9 +14,9 @@ namespace does not define.
 >>> rule = Rule("swish", lambda op, x: op.Mul(x, op.Sigmoid(x)), lambda op, x: op.Swish(x))
 >>> rule.variables, rule.root.type
 (('x',), 'Mul')
->>> Rule("bad", lambda op, x: op.Relu(x), lambda op, y: op.Relu(y))
+>>> Rule("bad", lambda op, x: op.Relu(x), lambda op, y: op.Relu(y))  # doctest: +ELLIPSIS
 Traceback (most recent call last):
-amanda.errors.ArgumentError: at bad.replacement: expected parameters among the pattern's variables and captures (x, match), found 'y'
+amanda.errors.ArgumentError: at bad.replacement: expected parameters among ... (x, match), found 'y'
 """
 
 from __future__ import annotations
@@ -143,7 +143,7 @@ def replacement_of(match: Match) -> NewOp | None:
     rule = match.rule
     if rule.replacement is None:
         return None
-    args = []
+    args: list[Any] = []
     for name in parameters(rule.replacement, f"{rule.name}.replacement"):
         if name == "match":
             args.append(match)
