@@ -19,7 +19,8 @@ import numpy as np
 from amanda.containers import SELF, Container, Edge, Endpoint, Port, op
 from amanda.passes.level import Level, new_constant, on_levels
 from amanda.passes.report import PassReport, PassResult
-from amanda.rewrite import LevelView, Match, NewOp, Rule, Value, find_matches, replacement_of
+from amanda.rewrite.match import LevelView, Match, find_matches
+from amanda.rewrite.rule import NewOp, Rule, Value, replacement_of
 
 __all__ = ["apply_rules"]
 

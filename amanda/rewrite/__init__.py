@@ -8,24 +8,8 @@ matched ops. See docs/rewrite.md.
 """
 
 from amanda.rewrite.apply import matches, rewrite
-from amanda.rewrite.match import COMMUTATIVE, LevelView, Match, TreeView, find_matches
-from amanda.rewrite.pattern import ANY, Optional, PatternOp, Var
-from amanda.rewrite.rule import NewOp, Rule, Value, replacement_of
+from amanda.rewrite.match import Match
+from amanda.rewrite.pattern import ANY, Optional
+from amanda.rewrite.rule import Rule, Value
 
-__all__ = [
-    "ANY",
-    "COMMUTATIVE",
-    "LevelView",
-    "Match",
-    "NewOp",
-    "Optional",
-    "PatternOp",
-    "Rule",
-    "TreeView",
-    "Value",
-    "Var",
-    "find_matches",
-    "matches",
-    "replacement_of",
-    "rewrite",
-]
+__all__ = ["ANY", "Match", "Optional", "Rule", "Value", "matches", "rewrite"]

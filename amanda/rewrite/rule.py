@@ -22,7 +22,7 @@ amanda.errors.ArgumentError: at bad.replacement: expected parameters among ... (
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -106,6 +106,7 @@ class Rule:
     name: str
     pattern: Callable[..., Any]
     replacement: Callable[..., Any] | None = None
+    _: KW_ONLY
     guard: Callable[[Match], bool] | None = None
     namespace: str | None = CHECKED_NAMESPACE
     commute: bool = True
@@ -116,6 +117,10 @@ class Rule:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.isidentifier():
             raise ArgumentError.at("Rule", "a rule name that is an identifier", repr(self.name))
+        if self.namespace is not None and not isinstance(self.namespace, str):
+            raise ArgumentError.at(f"{self.name}.namespace", "a namespace name or None", type(self.namespace).__name__)
+        if not isinstance(self.commute, bool):
+            raise ArgumentError.at(f"{self.name}.commute", "True or False", type(self.commute).__name__)
         if self.guard is not None and not callable(self.guard):
             raise ArgumentError.at(f"{self.name}.guard", "a function of the match", type(self.guard).__name__)
         root, variables, captures = compile_pattern(self.pattern, self.namespace, self.name)
