@@ -21,6 +21,7 @@ from amanda.passes.level import level_namespaces, own_namespace
 from amanda.passes.report import PassResult
 from amanda.passes.rules import apply_rules
 from amanda.rewrite import Match, Optional, Rule
+from amanda.rewrite.library import erf_gelu, erf_gelu_half_inside, matmul_add, silu
 from amanda.types import TensorType, infer_types
 
 __all__ = ["CONV_BATCHNORM", "GELU", "MATMUL_ADD", "SWISH", "fuse_conv_batchnorm", "fuse_gelu", "fuse_gelu_internal",
@@ -100,13 +101,13 @@ CONV_BATCHNORM = Rule(
         op.Conv(x, w, Optional(b), _as="conv"), scale, bias, mean, var, _as="bn"),
     _folded, guard=_foldable)
 # MatMul by a constant matrix read only by an Add of a constant row -> Gemm or MatMulAdd
-MATMUL_ADD = Rule("matmul_add", lambda op, a, b, c: op.Add(op.MatMul(a, b, _as="mm"), c), _gemm, guard=_linear)
-# the erf form of GELU, as torch exports it -> one Gelu
-GELU = Rule("gelu", lambda op, x: op.Mul(op.Mul(x, op.Add(op.Erf(op.Div(x, 2 ** 0.5)), 1.0)), 0.5),
-            lambda op, x, match: op.Gelu(x, **_target(match, 20) or {}), guard=lambda m: _target(m, 20) is not None)
+MATMUL_ADD = Rule("matmul_add", matmul_add, _gemm, guard=_linear)
+# the erf form of GELU (either association) -> one Gelu
+GELU = tuple(Rule("gelu", pattern, lambda op, x, match: op.Gelu(x, **_target(match, 20) or {}),
+                  guard=lambda m: _target(m, 20) is not None) for pattern in (erf_gelu, erf_gelu_half_inside))
 # SiLU, Mul(x, Sigmoid(x)) -> one Swish
-SWISH = Rule("swish", lambda op, x: op.Mul(x, op.Sigmoid(x)),
-             lambda op, x, match: op.Swish(x, **_target(match, 24) or {}), guard=lambda m: _target(m, 24) is not None)
+SWISH = Rule("swish", silu, lambda op, x, match: op.Swish(x, **_target(match, 24) or {}),
+             guard=lambda m: _target(m, 24) is not None)
 
 
 def fuse_conv_batchnorm(model: Container) -> PassResult:
@@ -165,7 +166,7 @@ def fuse_gelu(model: Container) -> PassResult:
     with one Gelu op, in levels whose ONNX opset has Gelu (20 and later)."""
     expect_container(model, "model")
     namespaces = level_namespaces(model)
-    return apply_rules("fuse_gelu", model, [GELU], lambda m, p: (namespaces.get(p), False))
+    return apply_rules("fuse_gelu", model, GELU, lambda m, p: (namespaces.get(p), False))
 
 
 def fuse_gelu_internal(model: Container) -> PassResult:
@@ -189,7 +190,7 @@ def fuse_gelu_internal(model: Container) -> PassResult:
     [-0.1587, 0.0, 1.9545]
     """
     namespaces = level_namespaces(model)
-    return apply_rules("fuse_gelu_internal", model, [GELU], lambda m, p: (namespaces.get(p), True))
+    return apply_rules("fuse_gelu_internal", model, GELU, lambda m, p: (namespaces.get(p), True))
 
 
 def fuse_swish_internal(model: Container) -> PassResult:

@@ -194,6 +194,10 @@ class _Matcher:
             found = None if key is None else self.view.ops.get(key)
             if found is not None and found.outputs and found.outputs[0].name == source.port:
                 yield from self.op(wanted, key, state)
+        elif isinstance(wanted, (list, tuple)):
+            found = constant_at(self.view, source)
+            if found is not None and found.size == len(wanted) and np.array_equal(found.reshape(-1), wanted):
+                yield state
         elif _close(constant_at(self.view, source), float(wanted)):
             yield state
 

@@ -6,8 +6,8 @@ its root op produces. Calling it once, when the rule is defined, gives a tree of
 raises there (a ``SchemaError`` or ``ArgumentError`` naming the rule, with the close matches).
 
 Inputs of a pattern op are variables (the same variable twice must be the same value), nested
-pattern ops, numbers (a scalar ``Constant`` within rounding of that number), :data:`ANY` (any
-value) or ``Optional(var)`` (the port may be unconnected). Keyword arguments are attribute
+pattern ops, numbers (a scalar ``Constant`` within rounding of that number), lists of numbers
+(a ``Constant`` holding exactly those), :data:`ANY` (any value) or ``Optional(var)`` (the port may be unconnected). Keyword arguments are attribute
 predicates: a value the attribute must equal (lists and tuples alike), or a function of the attribute's value (absent:
 None) that returns True. ``_as="name"`` captures the op for the guard and the replacement.
 
@@ -127,14 +127,25 @@ class _PatternBuilder:
             if schema is not None:
                 _check_schema(schema, inputs, attrs, where)
             for value in inputs:
-                if not isinstance(value, (Var, Optional, PatternOp, _Any, int, float)) or isinstance(value, bool):
-                    raise ArgumentError.at(where, "inputs that are variables, pattern ops, numbers, ANY or Optional",
-                                           type(value).__name__)
+                if not _input(value):
+                    raise ArgumentError.at(where, "inputs that are variables, pattern ops, numbers (or lists of them), "
+                                           "ANY or Optional", type(value).__name__)
             if _as is not None and (not isinstance(_as, str) or not _as.isidentifier()):
                 raise ArgumentError.at(where, "_as: a capture name that is an identifier", repr(_as))
             return PatternOp(op_type, tuple(inputs), attrs, _as)
 
         return build
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _input(value: Any) -> bool:
+    """Whether ``value`` can be a pattern op's input."""
+    if isinstance(value, (list, tuple)):
+        return bool(value) and all(_number(v) for v in value)
+    return isinstance(value, (Var, Optional, PatternOp, _Any)) or _number(value)
 
 
 def _check_schema(schema: Any, inputs: tuple, attrs: dict, where: str) -> None:

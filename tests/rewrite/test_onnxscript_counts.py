@@ -1,0 +1,40 @@
+"""amanda.rewrite finds as many matches as onnxscript's rewriter for the same rules on the
+real-model fixtures, in the imported module tree and in the flat import alike.
+
+The expected counts were printed by ``tools/compare_rewrite.py`` (onnxscript 0.7.2's rewriter:
+its erf-GELU and LayerNorm fusion rules, and MatMul+Add as its MatMulAddToGemm pattern without
+the rank check); CI has no onnxscript, so they are recorded here."""
+
+from __future__ import annotations
+
+import pytest
+
+import amanda
+from amanda.rewrite import Rule, matches
+from amanda.rewrite.library import LAYER_NORM_PATTERNS, erf_gelu, erf_gelu_half_inside, matmul_add
+from tests.fixtures.onnx import hierarchy_models as fx
+
+RULES = {
+    "erf_gelu": [Rule("erf_gelu", erf_gelu), Rule("erf_gelu_half_inside", erf_gelu_half_inside)],
+    "layer_norm": [Rule(p.__name__, p) for p in LAYER_NORM_PATTERNS],
+    "matmul_add": [Rule("matmul_add", matmul_add)],
+}
+# (fixture, kind): onnxscript's counts for erf_gelu, layer_norm, matmul_add
+ONNXSCRIPT = {
+    ("nested", "torchscript"): (0, 0, 0), ("nested", "dynamo"): (0, 0, 0),
+    ("gpt2", "torchscript"): (0, 0, 2), ("gpt2", "dynamo"): (0, 0, 2),
+    ("bert", "torchscript"): (2, 0, 14), ("bert", "dynamo"): (0, 0, 14),
+    ("resnet", "torchscript"): (0, 0, 0), ("resnet", "dynamo"): (0, 0, 0),
+    ("vit", "torchscript"): (2, 0, 8), ("vit", "dynamo"): (0, 0, 8),
+    ("mobilenet", "torchscript"): (0, 0, 0), ("mobilenet", "dynamo"): (0, 0, 0),
+}
+
+
+@pytest.mark.parametrize(("model", "kind"), sorted(ONNXSCRIPT))
+def test_amanda_finds_onnxscripts_matches_with_the_hierarchy_kept(model: str, kind: str) -> None:
+    """Per rule, the matches in the module tree and in the flat import number what onnxscript found."""
+    tree = amanda.load(fx.path(model, kind))
+    flat = amanda.load(fx.path(model, kind), hierarchy=False)
+    expected = dict(zip(RULES, ONNXSCRIPT[(model, kind)], strict=True))
+    assert {rule: len(matches(tree, rules)) for rule, rules in RULES.items()} == expected
+    assert {rule: len(matches(flat, rules)) for rule, rules in RULES.items()} == expected

@@ -1,0 +1,90 @@
+"""Count the matches of the same rules with onnxscript's rewriter and with ``amanda.rewrite`` on
+the real-model fixtures (tests/fixtures/onnx/hierarchy/), and print both side by side.
+
+    PYTHONPATH=. /path/to/env-with-onnxscript/bin/python tools/compare_rewrite.py [--json]
+
+The rules: erf-GELU (onnxscript's own ``ort_fusions.erfgelu`` rules, both associations),
+LayerNorm written out (onnxscript's ``rules.fusion._layer_norm.LayerNormFusion``, whose square
+and normalisation alternatives amanda writes as four patterns) and MatMul+Add (the pattern of
+``rules.common._matmul_add_to_gemm.MatMulAddToGemm`` without its rank-2 check, which needs
+shapes onnxscript infers and amanda's guard would read). onnxscript matches the flat ONNX
+graph, commuting operands; amanda matches the imported module tree, and the flat import too,
+to show the hierarchy changes nothing. tests/rewrite/test_onnxscript_counts.py holds the
+numbers this printed (onnxscript 0.7.2).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import onnx
+import onnx_ir as ir
+from onnxscript.rewriter import pattern
+from onnxscript.rewriter.ort_fusions import erfgelu
+from onnxscript.rewriter.rules.fusion import _layer_norm
+
+import amanda
+from amanda.rewrite import Rule, matches
+from amanda.rewrite.library import LAYER_NORM_PATTERNS, erf_gelu, erf_gelu_half_inside, matmul_add
+
+FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "onnx" / "hierarchy"
+MODELS = ("nested", "gpt2", "bert", "resnet", "vit", "mobilenet")
+KINDS = ("torchscript", "dynamo")
+
+
+def _matmul_add_pattern(op, a, b, c):  # noqa: ANN001, ANN202 - onnxscript's pattern convention
+    return op.Add(op.MatMul(a, b), c)
+
+
+def _matmul_add_replacement(op, a, b, c):  # noqa: ANN001, ANN202
+    return op.Gemm(a, b, c)
+
+
+ONNXSCRIPT = {
+    "erf_gelu": [erfgelu.rule1, erfgelu.rule2],
+    "layer_norm": [_layer_norm.LayerNormFusion.rule()],
+    "matmul_add": [pattern.RewriteRule(_matmul_add_pattern, _matmul_add_replacement)],
+}
+AMANDA = {
+    "erf_gelu": [Rule("erf_gelu", erf_gelu), Rule("erf_gelu_half_inside", erf_gelu_half_inside)],
+    "layer_norm": [Rule(p.__name__, p) for p in LAYER_NORM_PATTERNS],
+    "matmul_add": [Rule("matmul_add", matmul_add)],
+}
+
+
+def onnxscript_count(path: Path, rules: list) -> int:
+    """How many rewrites onnxscript's rule set makes on a fresh copy of the model."""
+    model = ir.serde.deserialize_model(onnx.load(str(path)))
+    return pattern.RewriteRuleSet(rules, commute=True).apply_to_model(model)
+
+
+def counts() -> dict[str, dict[str, dict[str, int]]]:
+    """``{fixture: {rule: {"onnxscript": n, "amanda": n, "amanda_flat": n}}}``."""
+    found: dict[str, dict[str, dict[str, int]]] = {}
+    for model in MODELS:
+        for kind in KINDS:
+            path = FIXTURES / f"{model}.{kind}.onnx"
+            tree, flat = amanda.load(path), amanda.load(path, hierarchy=False)
+            found[f"{model}.{kind}"] = {
+                rule: {"onnxscript": onnxscript_count(path, ONNXSCRIPT[rule]), "amanda": len(matches(tree, AMANDA[rule])),
+                       "amanda_flat": len(matches(flat, AMANDA[rule]))} for rule in ONNXSCRIPT}
+    return found
+
+
+def main() -> None:
+    """Print the table (or JSON with ``--json``)."""
+    found = counts()
+    if "--json" in sys.argv:
+        print(json.dumps(found, indent=1))
+        return
+    print(f"{'fixture':24} {'rule':12} {'onnxscript':>10} {'amanda':>7} {'flat':>5}")
+    for fixture, rules in found.items():
+        for rule, n in rules.items():
+            flag = "" if n["onnxscript"] == n["amanda"] == n["amanda_flat"] else "  DIFFERS"
+            print(f"{fixture:24} {rule:12} {n['onnxscript']:>10} {n['amanda']:>7} {n['amanda_flat']:>5}{flag}")
+
+
+if __name__ == "__main__":
+    main()
