@@ -7,9 +7,10 @@ raises there (a ``SchemaError`` or ``ArgumentError`` naming the rule, with the c
 
 Inputs of a pattern op are variables (the same variable twice must be the same value), nested
 pattern ops, numbers (a scalar ``Constant`` within rounding of that number), lists of numbers
-(a ``Constant`` holding exactly those), :data:`ANY` (any value) or ``Optional(var)`` (the port may be unconnected). Keyword arguments are attribute
-predicates: a value the attribute must equal (lists and tuples alike), or a function of the attribute's value (absent:
-None) that returns True. ``_as="name"`` captures the op for the guard and the replacement.
+(a ``Constant`` holding exactly those), :data:`ANY` (any value) or ``Optional(var)`` (the port
+may be unconnected). Keyword arguments are attribute predicates: a value the attribute must
+equal (lists and tuples alike), or a function of the attribute's value (absent: None) that
+returns True. ``_as="name"`` captures the op for the guard and the replacement.
 
 >>> def swish(op, x):
 ...     return op.Mul(x, op.Sigmoid(x))
