@@ -1,5 +1,6 @@
 """Count the matches of the same rules with onnxscript's rewriter and with ``amanda.rewrite`` on
-the real-model fixtures (tests/fixtures/onnx/hierarchy/), and print both side by side.
+the real-model fixtures (tests/fixtures/onnx/hierarchy/) and on the written-out LayerNorms of
+tests/fixtures/onnx/rewrite/ (the real models hold none), and print both side by side.
 
     PYTHONPATH=. /path/to/env-with-onnxscript/bin/python tools/compare_rewrite.py [--json]
 
@@ -29,9 +30,12 @@ import amanda
 from amanda.rewrite import Rule, matches
 from amanda.rewrite.library import LAYER_NORM_PATTERNS, erf_gelu, erf_gelu_half_inside, matmul_add
 
-FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "onnx" / "hierarchy"
+ONNX = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "onnx"
 MODELS = ("nested", "gpt2", "bert", "resnet", "vit", "mobilenet")
 KINDS = ("torchscript", "dynamo")
+# the real models of the hierarchy fixtures, and the written-out LayerNorms (tools/export_rewrite_fixture.py)
+FIXTURES = {**{f"{m}.{k}": ONNX / "hierarchy" / f"{m}.{k}.onnx" for m in MODELS for k in KINDS},
+            "layer_norms": ONNX / "rewrite" / "layer_norms.onnx"}
 
 
 def _matmul_add_pattern(op, a, b, c):  # noqa: ANN001, ANN202 - onnxscript's pattern convention
@@ -63,13 +67,11 @@ def onnxscript_count(path: Path, rules: list) -> int:
 def counts() -> dict[str, dict[str, dict[str, int]]]:
     """``{fixture: {rule: {"onnxscript": n, "amanda": n, "amanda_flat": n}}}``."""
     found: dict[str, dict[str, dict[str, int]]] = {}
-    for model in MODELS:
-        for kind in KINDS:
-            path = FIXTURES / f"{model}.{kind}.onnx"
-            tree, flat = amanda.load(path), amanda.load(path, hierarchy=False)
-            found[f"{model}.{kind}"] = {
-                rule: {"onnxscript": onnxscript_count(path, ONNXSCRIPT[rule]), "amanda": len(matches(tree, AMANDA[rule])),
-                       "amanda_flat": len(matches(flat, AMANDA[rule]))} for rule in ONNXSCRIPT}
+    for fixture, path in FIXTURES.items():
+        tree, flat = amanda.load(path), amanda.load(path, hierarchy=False)
+        found[fixture] = {
+            rule: {"onnxscript": onnxscript_count(path, ONNXSCRIPT[rule]), "amanda": len(matches(tree, AMANDA[rule])),
+                   "amanda_flat": len(matches(flat, AMANDA[rule]))} for rule in ONNXSCRIPT}
     return found
 
 

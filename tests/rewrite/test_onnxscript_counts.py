@@ -1,5 +1,6 @@
 """amanda.rewrite finds as many matches as onnxscript's rewriter for the same rules on the
-real-model fixtures, in the imported module tree and in the flat import alike.
+real-model fixtures (and a model of written-out LayerNorms), in the imported module tree and in
+the flat import alike.
 
 The expected counts were printed by ``tools/compare_rewrite.py`` (onnxscript 0.7.2's rewriter:
 its erf-GELU and LayerNorm fusion rules, and MatMul+Add as its MatMulAddToGemm pattern without
@@ -7,6 +8,9 @@ the rank check); CI has no onnxscript, so they are recorded here."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import numpy as np
 import pytest
 
 import amanda
@@ -28,6 +32,9 @@ ONNXSCRIPT = {
     ("vit", "torchscript"): (2, 0, 8), ("vit", "dynamo"): (0, 0, 8),
     ("mobilenet", "torchscript"): (0, 0, 0), ("mobilenet", "dynamo"): (0, 0, 0),
 }
+# the written-out LayerNorms of tools/export_rewrite_fixture.py (the real models have none)
+LAYER_NORMS = Path(__file__).resolve().parent.parent / "fixtures" / "onnx" / "rewrite" / "layer_norms"
+LAYER_NORMS_ONNXSCRIPT = (3, 3, 3)
 
 
 @pytest.mark.parametrize(("model", "kind"), sorted(ONNXSCRIPT))
@@ -38,3 +45,20 @@ def test_amanda_finds_onnxscripts_matches_with_the_hierarchy_kept(model: str, ki
     expected = dict(zip(RULES, ONNXSCRIPT[(model, kind)], strict=True))
     assert {rule: len(matches(tree, rules)) for rule, rules in RULES.items()} == expected
     assert {rule: len(matches(flat, rules)) for rule, rules in RULES.items()} == expected
+
+
+def test_written_out_layer_norms_match_onnxscripts_and_rewrite_keeps_torchs_output() -> None:
+    """On the written-out LayerNorm fixture amanda finds onnxscript's counts; grouping the
+    LayerNorms and GELUs puts one group in each block's norm and act module, and the model still
+    computes torch's output."""
+    tree = amanda.load(f"{LAYER_NORMS}.onnx")
+    flat = amanda.load(f"{LAYER_NORMS}.onnx", hierarchy=False)
+    expected = dict(zip(RULES, LAYER_NORMS_ONNXSCRIPT, strict=True))
+    assert {rule: len(matches(tree, rules)) for rule, rules in RULES.items()} == expected
+    assert {rule: len(matches(flat, rules)) for rule, rules in RULES.items()} == expected
+    out = amanda.rewrite(tree, RULES["layer_norm"] + RULES["erf_gelu"])
+    groups = {p[:-1] for p in out.select("$..[?own_attrs.metadata.rewritten_by]").paths}
+    assert groups == {(f"blocks.{i}", part) for i in range(3) for part in ("norm", "act")}
+    data = np.load(f"{LAYER_NORMS}.npz")
+    (y,) = amanda.Session(out).run(["y"], {"x": data["x"]})
+    np.testing.assert_allclose(y, data["y"], rtol=1e-5, atol=1e-6)
