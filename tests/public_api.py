@@ -112,6 +112,7 @@ def good_calls(tmp: Path) -> dict[str, tuple[tuple, dict]]:
         "validate": ((net,), {}), "walk": ((net,), {}), "with_attrs": ((net, relu_name), {"k": 1}),
         "grad": ((net, "loss", ["x"]), {"name": "g"}), "freeze": ((dense, None, "inference"), {}),
         "optimize": ((net, None, None, True), {}),
+        "session_pipeline": ((net, {"x": ("float32", (2, 3))}), {}),
         "rewrite": ((net, [silu]), {}), "matches": ((net, silu), {}),
         "Rule": (("silu", _silu, _swish), {"guard": None, "namespace": "amanda/onnx/24", "commute": True}),
         "Optional": ((Var("b"),), {}),
