@@ -2,7 +2,8 @@
 
 Each level (``Level``: plain child-to-child wiring) is matched with the rewrite engine's
 matcher, earlier rules first, no op in two matches. The matched ops leave; the replacement's ops
-come in (the root one under the old root's name, at its place, marked ``amanda_fused_from``
+come in (a replacement that is one of the pattern's values passes it on: the readers of the
+old root read that value; otherwise the root one under the old root's name, at its place, marked ``amanda_fused_from``
 with the names it replaces; one built ``_like`` a captured op is that op, evolved only where
 its inputs changed) and arrays in the replacement become ``Constant`` ops marked
 ``amanda_fused_into``. Readers of the old root's value read the new root's; a replacement's
@@ -46,12 +47,16 @@ class _Rebuild:
         self.taken.add(name)
         return name
 
-    def replace(self, match: Match, new: NewOp) -> None:
+    def replace(self, match: Match, new: NewOp | Value) -> None:
         names = [str(k) for k in match.keys][::-1]  # producers first
         self.drop.update(names)
-        built: dict[int, Endpoint] = {}
-        root = self._build(new, str(match.root), built, tuple(names), match)
-        self.rewire[self.level.output(str(match.root))] = root
+        if isinstance(new, Value):  # the match passes a value through: its readers read that
+            root = new.source
+        else:
+            root = self._build(new, str(match.root), {}, tuple(names), match)
+        old = self.level.output(str(match.root))
+        if root is not None and root != old:
+            self.rewire[old] = root
 
     def _build(self, new: NewOp, name: str, built: dict[int, Endpoint], names: tuple, match: Match) -> Endpoint:
         if id(new) in built:
@@ -98,7 +103,9 @@ class _Rebuild:
         for edge in level.model.edges:
             if edge.dst.op is not SELF and edge.dst.op[0] in self.drop:
                 continue
-            src = rewire.get(edge.src, edge.src)
+            src = edge.src
+            while src in rewire:  # through values passed on by several matches in a row
+                src = rewire[src]
             edges.append(edge if src is edge.src else Edge(src, edge.dst, attrs=edge.attrs or None))
         inner = {e for new in self.new.values() for e in (Endpoint((n.name,), p.name) for n in new for p in n.outputs)}
         for src, dst in self.edges:
@@ -108,7 +115,8 @@ class _Rebuild:
         return level.model.evolve(children=tuple(children), edges=tuple(edges))
 
 
-def _level(level: Level, rules: Sequence[Rule], context: Any, changes: Changes | None) -> tuple[Container, dict]:
+def _level(level: Level, rules: Sequence[Rule], context: Any, changes: Changes | None,
+           kind: str) -> tuple[Container, dict]:
     rebuild = _Rebuild(level)
     view, taken = LevelView(level), set[Any]()
     replaced: list[str] = []
@@ -121,19 +129,19 @@ def _level(level: Level, rules: Sequence[Rule], context: Any, changes: Changes |
             replaced += changes(match) if changes else [str(k) for k in match.keys][::-1]
     if not rebuild.drop:
         return level.model, {}
-    return rebuild.model(), {"replaced": replaced}
+    return rebuild.model(), {kind: replaced}
 
 
 def apply_rules(name: str, model: Container, rules: Sequence[Rule], context: Context | None = None,
-                changes: Changes | None = None) -> PassResult:
+                changes: Changes | None = None, kind: str = "replaced") -> PassResult:
     """The pass ``name``: ``rules`` replaced in every level of ``model``, innermost first;
     ``context(level, path)`` is each level's match context, ``changes(match)`` the names the
-    report lists as replaced (default: every matched op, producers first)."""
+    report lists under ``kind`` (default: every matched op, producers first, as replaced)."""
     def level_fn(m: Container, path: tuple, _: Any) -> tuple[Container, dict]:
         level = Level.of(m)
         if level is None:
             return m, {}
-        return _level(level, rules, context(m, path) if context else None, changes)
+        return _level(level, rules, context(m, path) if context else None, changes, kind)
 
     out, found = on_levels(model, level_fn)
     return PassResult(out, PassReport.of(name, found))

@@ -16,7 +16,7 @@ from amanda.containers.checks import expect_container
 from amanda.containers.container import Container
 from amanda.containers.fusion import fuse
 from amanda.rewrite.match import Match, TreeView, find_matches
-from amanda.rewrite.rule import _checked, replacement_of
+from amanda.rewrite.rule import NewOp, _checked, replacement_of
 
 __all__ = ["matches", "rewrite"]
 
@@ -69,8 +69,9 @@ def rewrite(model: Container, rules: Any) -> Container:
         if len({path[:-1] for path in paths}) != 1:
             continue  # spans containers: listed by matches(), left in place
         new = replacement_of(match)
-        attrs = {k: v for k, v in (new.attrs if new is not None else {}).items() if not callable(v)}
+        made = new if isinstance(new, NewOp) else None  # no op, or a value passed on: the rule names the group
+        attrs = {k: v for k, v in (made.attrs if made is not None else {}).items() if not callable(v)}
         metadata = {"rewritten_by": match.rule.name}
-        model = fuse(model, paths, new.type if new is not None else match.rule.name,
+        model = fuse(model, paths, made.type if made is not None else match.rule.name,
                      attrs={**attrs, "metadata": metadata})
     return model

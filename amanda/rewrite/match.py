@@ -22,8 +22,9 @@ from amanda.rewrite.pattern import Optional, PatternOp, Var, _Any
 
 __all__ = ["COMMUTATIVE", "LevelView", "Match", "TreeView", "find_matches"]
 
-#: op types whose two operands may be swapped (onnxscript's ``commute=True``)
-COMMUTATIVE = frozenset({"Add", "Mul", "Max", "Min", "And", "Or", "Xor", "Equal", "Sum", "Mean"})
+#: op types whose two operands may be swapped (the set onnxscript's ``commute=True`` swaps)
+COMMUTATIVE = frozenset({"Add", "Mul", "And", "Or", "Xor", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "Equal", "Max",
+                         "Mean", "Min", "Sum"})
 
 
 class TreeView:

@@ -5,7 +5,8 @@ the pattern when it is made (see :mod:`amanda.rewrite.pattern`) and checks that 
 replacement's parameters are variables or captures of the pattern. The replacement runs per
 match: it receives the op builder, each variable as a :class:`Value` (its source and, when a
 ``Constant`` produces it, its array), each capture as the op captured, and a parameter named
-``match`` the :class:`~amanda.rewrite.match.Match` itself (its ``context`` comes from the driver). It returns
+``match`` the :class:`~amanda.rewrite.match.Match` itself (its ``context`` comes from the driver).
+It may also return one of its values: the match then passes that value on (``Identity(x)`` -> x). It returns
 ``op.Type(inputs..., attrs...)``: inputs are values, other ``op`` calls, arrays or numbers (new
 ``Constant`` ops) or None; ``_like=captured_op`` keeps that op (its name, uid and attributes)
 with new inputs, and ``_ports=(inputs, outputs)`` names the ports of an op type the rule's
@@ -143,8 +144,9 @@ def _checked(rules: Any) -> list[Rule]:
     return list(items)
 
 
-def replacement_of(match: Match) -> NewOp | None:
-    """The replacement ``match``'s rule builds for it (None when the rule has no replacement)."""
+def replacement_of(match: Match) -> NewOp | Value | None:
+    """The replacement ``match``'s rule builds for it: new ops, or one of the pattern's values
+    to pass on (None when the rule has no replacement)."""
     rule = match.rule
     if rule.replacement is None:
         return None
@@ -157,7 +159,7 @@ def replacement_of(match: Match) -> NewOp | None:
         else:
             args.append(Value(name, match.values.get(name), match.constant(name)))
     found = rule.replacement(_ReplacementBuilder(rule.namespace, rule.name), *args)
-    if not isinstance(found, NewOp):
-        raise ArgumentError.at(f"{rule.name}.replacement", "a replacement returning an op (op.Type(...))",
+    if not isinstance(found, (NewOp, Value)):
+        raise ArgumentError.at(f"{rule.name}.replacement", "a replacement returning an op (op.Type(...)) or a value",
                                type(found).__name__)
     return found
