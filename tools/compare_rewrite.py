@@ -5,6 +5,8 @@ tests/fixtures/onnx/rewrite/ (the real models hold none), and print both side by
     PYTHONPATH=. /path/to/env-with-onnxscript/bin/python tools/compare_rewrite.py [--json]
 
 The rules: erf-GELU (onnxscript's own ``ort_fusions.erfgelu`` rules, both associations),
+tanh-GELU (``ort_fusions.gelu.GeluTanhFusion`` and the same written as GPT-2 exports it, with
+the half taken first),
 LayerNorm written out (onnxscript's ``rules.fusion._layer_norm.LayerNormFusion``, whose square
 and normalisation alternatives amanda writes as four patterns) and MatMul+Add (the pattern of
 ``rules.common._matmul_add_to_gemm.MatMulAddToGemm`` without its rank-2 check, which needs
@@ -17,18 +19,26 @@ numbers this printed (onnxscript 0.7.2).
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
 import onnx
 import onnx_ir as ir
 from onnxscript.rewriter import pattern
-from onnxscript.rewriter.ort_fusions import erfgelu
+from onnxscript.rewriter.ort_fusions import erfgelu, gelu
 from onnxscript.rewriter.rules.fusion import _layer_norm
 
 import amanda
 from amanda.rewrite import Rule, matches
-from amanda.rewrite.library import LAYER_NORM_PATTERNS, erf_gelu, erf_gelu_half_inside, matmul_add
+from amanda.rewrite.library import (
+    LAYER_NORM_PATTERNS,
+    erf_gelu,
+    erf_gelu_half_inside,
+    matmul_add,
+    tanh_gelu,
+    tanh_gelu_half_inside,
+)
 
 ONNX = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "onnx"
 MODELS = ("nested", "gpt2", "bert", "resnet", "vit", "mobilenet")
@@ -46,13 +56,24 @@ def _matmul_add_replacement(op, a, b, c):  # noqa: ANN001, ANN202
     return op.Gemm(a, b, c)
 
 
+def _tanh_gelu_as_exported(op, x):  # noqa: ANN001, ANN202 - GPT-2's (0.5 * x) * (1 + tanh(...))
+    inner = op.Tanh(op.Mul(op.Add(x, op.Mul(op.Pow(x, 3.0), 0.044715)), math.sqrt(2 / math.pi)))
+    return op.Mul(op.Mul(x, 0.5), op.Add(inner, 1.0))
+
+
+def _fast_gelu(op, x):  # noqa: ANN001, ANN202
+    return op.FastGelu(x, _domain="com.microsoft")
+
+
 ONNXSCRIPT = {
     "erf_gelu": [erfgelu.rule1, erfgelu.rule2],
+    "tanh_gelu": [gelu.GeluTanhFusion.rule(), pattern.RewriteRule(_tanh_gelu_as_exported, _fast_gelu)],
     "layer_norm": [_layer_norm.LayerNormFusion.rule()],
     "matmul_add": [pattern.RewriteRule(_matmul_add_pattern, _matmul_add_replacement)],
 }
 AMANDA = {
     "erf_gelu": [Rule("erf_gelu", erf_gelu), Rule("erf_gelu_half_inside", erf_gelu_half_inside)],
+    "tanh_gelu": [Rule("tanh_gelu", tanh_gelu), Rule("tanh_gelu_half_inside", tanh_gelu_half_inside)],
     "layer_norm": [Rule(p.__name__, p) for p in LAYER_NORM_PATTERNS],
     "matmul_add": [Rule("matmul_add", matmul_add)],
 }

@@ -2,11 +2,12 @@
 them, and so can users (``Rule("gelu", erf_gelu, lambda op, x: op.Gelu(x))``).
 
 The forms are the ones onnxscript's rewriter matches (``ort_fusions/erfgelu.py``,
-``rules/fusion/_layer_norm.py``), so the two find the same subgraphs (tools/compare_rewrite.py).
+``ort_fusions/gelu.py``, ``rules/fusion/_layer_norm.py``) and the ones torch's exporters write,
+so the two find the same subgraphs (tools/compare_rewrite.py).
 
 >>> from amanda.rewrite import Rule
->>> [Rule(f.__name__, f).root.type for f in (erf_gelu, erf_gelu_half_inside, silu, matmul_add)]
-['Mul', 'Mul', 'Mul', 'Add']
+>>> [Rule(f.__name__, f).root.type for f in (erf_gelu, erf_gelu_half_inside, tanh_gelu, silu, matmul_add)]
+['Mul', 'Mul', 'Mul', 'Mul', 'Add']
 >>> len(LAYER_NORM_PATTERNS)
 4
 """
@@ -17,7 +18,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["LAYER_NORM_PATTERNS", "erf_gelu", "erf_gelu_half_inside", "layer_norm", "matmul_add", "silu"]
+__all__ = ["LAYER_NORM_PATTERNS", "erf_gelu", "erf_gelu_half_inside", "layer_norm", "matmul_add", "silu", "tanh_gelu",
+           "tanh_gelu_half_inside"]
 
 
 def erf_gelu(op: Any, x: Any) -> Any:
@@ -28,6 +30,20 @@ def erf_gelu(op: Any, x: Any) -> Any:
 def erf_gelu_half_inside(op: Any, x: Any) -> Any:
     """``x * (0.5 * (erf(x / sqrt 2) + 1))``, the same GELU with the half taken first."""
     return op.Mul(x, op.Mul(op.Add(op.Erf(op.Div(x, math.sqrt(2))), 1.0), 0.5))
+
+
+def _tanh_inner(op: Any, x: Any) -> Any:
+    return op.Tanh(op.Mul(op.Add(x, op.Mul(op.Pow(x, 3.0), 0.044715)), math.sqrt(2 / math.pi)))
+
+
+def tanh_gelu(op: Any, x: Any) -> Any:
+    """``(0.5 * x) * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x ** 3)))``, GPT-2's GELU as exported."""
+    return op.Mul(op.Mul(x, 0.5), op.Add(_tanh_inner(op, x), 1.0))
+
+
+def tanh_gelu_half_inside(op: Any, x: Any) -> Any:
+    """``x * (0.5 * (1 + tanh(...)))``, the same with the half taken first (onnxscript's form)."""
+    return op.Mul(x, op.Mul(op.Add(_tanh_inner(op, x), 1.0), 0.5))
 
 
 def silu(op: Any, x: Any) -> Any:

@@ -12,6 +12,7 @@ import amanda
 from amanda import Container, op
 from amanda.namespaces.attr_types import value_key
 from amanda.rewrite import ANY, Rule, matches, rewrite
+from amanda.rewrite.library import tanh_gelu
 from tests.fixtures.onnx import hierarchy_models as fx
 from tests.strategies import check_invariants, containers, dataflow, snapshot
 
@@ -38,6 +39,19 @@ def test_erf_gelu_in_every_mlp_block_becomes_a_marked_group(model: str, blocks: 
     got = amanda.Session(out).run(fx.info(model)["outputs"], fx.feeds(model))
     for ours, theirs in zip(got, fx.expected(model), strict=True):
         np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["torchscript", "dynamo"])
+def test_tanh_gelu_in_every_gpt2_mlp_block_becomes_a_group(kind: str) -> None:
+    """GPT-2's GELU (the tanh form) is grouped inside ``transformer/h.N/mlp/act`` of both
+    exports, and the rewritten model still computes torch's logits."""
+    tree = amanda.load(fx.path("gpt2", kind))
+    out = rewrite(tree, Rule("gelu", tanh_gelu, lambda op, x: op.Gelu(x, approximate="tanh")))
+    groups = out.select("$..[?own_attrs.metadata.rewritten_by=='gelu']").paths
+    assert {p[:-1] for p in groups} == {("transformer", f"h.{i}", "mlp", "act") for i in range(2)}
+    assert {out.descendant(p).attrs["approximate"] for p in groups} == {"tanh"}
+    (logits,) = amanda.Session(out).run(fx.info("gpt2")["outputs"], fx.feeds("gpt2"))
+    np.testing.assert_allclose(logits, fx.expected("gpt2")[0], rtol=1e-4, atol=1e-5)
 
 
 def test_unfuse_puts_every_grouped_op_back() -> None:
