@@ -67,8 +67,9 @@ def eliminate_dead_code(model: Container) -> PassResult:
 
 def _not_input_to_output(m: Match) -> bool:
     """False for an op passing a level input straight to a level output: it keeps the ports distinct."""
-    source, level = m.values["x"], m.view.level
-    return source.op is not SELF or not any(r.op is SELF for r in level.reads(level.output(m.root)))
+    view = m.view
+    result = view.endpoint(m.root, view.ops[m.root].outputs[0].name)
+    return view.key(m.values["x"]) is not None or all(view.key(r) is not None for r in view.reads(result))
 
 
 # an Identity, and an inference Dropout (its mask unread, no training_mode input), pass x on

@@ -41,7 +41,7 @@ def _opset(namespace: str | None) -> int:
 def _target(match: Match, since: int) -> dict[str, Any] | None:
     """Where the fused op lives: the matched ops' ONNX namespace from opset ``since``, else
     amanda's own when the context (level namespace, internal) asks for it, else None (no fusion)."""
-    namespace, internal = match.context
+    namespace, internal = match.context or (None, False)  # no context (amanda.rewrite): the ops' own
     own = next((own_namespace(match.view.ops[k]) for k in match.keys if "namespace" in match.view.ops[k].attrs), {})
     return own if _opset(own.get("namespace", namespace)) >= since else {"namespace": FUSED} if internal else None
 
@@ -77,7 +77,7 @@ def _foldable(m: Match) -> bool:
 
 def _linear(m: Match) -> bool:
     """A constant matrix and bias row; outside a Session's plans, a left operand known 2-D."""
-    types, path, internal = m.context
+    types, path, internal = m.context or (None, (), False)
     b, c = m.constant("b"), m.constant("c")
     if b is None or b.ndim != 2 or c is None or c.ndim > 1:
         return False
@@ -89,7 +89,7 @@ def _linear(m: Match) -> bool:
 
 
 def _gemm(op: Any, a: Any, b: Any, c: Any, match: Match) -> Any:
-    if match.context[2]:  # amanda's own: any rank, the bias written first and added to by BLAS
+    if match.context and match.context[2]:  # amanda's own: any rank, the bias written first and added to by BLAS
         return op.MatMulAdd(a, b, c, _ports=GEMM_PORTS, namespace=FUSED)
     return op.Gemm(a, b, c, **own_namespace(match.op("mm")))
 
