@@ -8,7 +8,7 @@ same directory): the optimisation a Session's plan runs for the feeds' types
 (``exec.plan_cache.optimized_for``, median of 5), a fresh session's plan, and ``Session.run``
 (median of settled blocks); and the op types of the optimised model, which must agree between
 the trees when a change only moves the optimiser onto another engine. Prints each tree's median
-over the rounds and the ratio branch / main.
+over the rounds and the median over the rounds of each round's ratio after / before.
 """
 
 from __future__ import annotations
@@ -97,8 +97,8 @@ def main() -> int:
     if not args.trees:
         parser.error("--trees BEFORE AFTER")
     runs: dict[str, list[dict]] = {tree: [] for tree in args.trees}
-    for _ in range(args.rounds):
-        for tree in args.trees:
+    for round_ in range(args.rounds):
+        for tree in args.trees if round_ % 2 == 0 else args.trees[::-1]:  # ABBA: no tree always first
             argv = [__file__, "--measure", "--only", args.only, "--cache", str(args.cache)]
             code = (f"import sys; sys.path.insert(0, {tree!r}); sys.argv = {argv!r}; "
                     f"exec(compile(open({__file__!r}).read(), {__file__!r}, 'exec'))")
@@ -114,7 +114,9 @@ def main() -> int:
         for key in ("optimise", "plan", "run"):
             b = statistics.median(r[name][key] for r in runs[before])
             a = statistics.median(r[name][key] for r in runs[after])
-            row += [_fmt(b), _fmt(a), f"{a / b:.2f}"]
+            # the ratio of each round's pair (measured minutes apart at most), then their median
+            ratio = statistics.median(x[name][key] / y[name][key] for x, y in zip(runs[after], runs[before]))
+            row += [_fmt(b), _fmt(a), f"{ratio:.2f}"]
         row.append("yes" if runs[before][0][name]["ops"] == runs[after][0][name]["ops"] else
                    f"no: {runs[before][0][name]['ops']} vs {runs[after][0][name]['ops']}")
         print("| " + " | ".join(row) + " |")

@@ -27,7 +27,31 @@ COMMUTATIVE = frozenset({"Add", "Mul", "And", "Or", "Xor", "BitwiseAnd", "Bitwis
                          "Mean", "Min", "Sum"})
 
 
-class TreeView:
+class _View:
+    """What both views share: the ops of one type in dataflow order, where a pattern is anchored."""
+
+    ops: Mapping[Any, Any]
+    _types: dict[str, list] | None = None
+    _position: dict[Any, int] | None = None
+
+    def order(self) -> Any:
+        raise NotImplementedError
+
+    def anchors(self, op_type: str) -> list:
+        """The keys of the ops of type ``op_type``, in dataflow order (the order is computed
+        once per view, and only when an op of that type is there)."""
+        if self._types is None:
+            self._types = {}
+            for key, node in self.ops.items():
+                self._types.setdefault(node.type, []).append(key)
+        if op_type not in self._types:
+            return []
+        if self._position is None:
+            self._position = {key: i for i, key in enumerate(self.order())}
+        return sorted(self._types[op_type], key=self._position.__getitem__)
+
+
+class TreeView(_View):
     """Every leaf op of ``model`` by path; values followed across container boundaries."""
 
     def __init__(self, model: Any) -> None:
@@ -60,7 +84,7 @@ class TreeView:
         return None if endpoint.op is SELF else endpoint.op
 
 
-class LevelView:
+class LevelView(_View):
     """The ops of one level (``passes.level.Level``: its ``ops``, ``source``, ``reads``,
     ``order`` and ``pinned``), keyed by name."""
 
@@ -231,7 +255,7 @@ def find_matches(view: Any, rule: Any, context: Any = None, taken: set | None = 
     with an earlier one (or with ``taken``), each closed and passing the rule's guard."""
     taken = set() if taken is None else taken
     matcher = _Matcher(view, rule.commute)
-    for key in view.order():
+    for key in view.anchors(rule.root.type):
         if key in taken:
             continue
         for ops, values in matcher.op(rule.root, key, ({}, {})):
