@@ -73,9 +73,10 @@ def _not_input_to_output(m: Match) -> bool:
 
 
 # an Identity, and an inference Dropout (its mask unread, no training_mode input), pass x on
-IDENTITIES = (Rule("identity", lambda op, x: op.Identity(x), lambda op, x: x, guard=_not_input_to_output),
+IDENTITIES = (Rule("identity", lambda op, x: op.Identity(x), lambda op, x: x, guard=_not_input_to_output,
+                   check=False),
               Rule("dropout", lambda op, x, ratio: op.Dropout(x, Optional(ratio)), lambda op, x: x,
-                   guard=_not_input_to_output))
+                   guard=_not_input_to_output, check=False))
 
 
 def remove_identities(model: Container) -> PassResult:

@@ -102,7 +102,10 @@ class _ReplacementBuilder:
 class Rule:
     """A named rewrite: ``pattern(op, *vars)``, ``replacement(op, *names)`` (None: the match is
     only grouped, as a container of the rule's name), ``guard(match) -> bool``, the namespace
-    op types are checked in (None: unchecked), and whether commutative ops match either way."""
+    op types are checked in (None: unchecked), whether commutative ops match either way, and
+    whether the pattern's op types and attributes are checked against the namespace now
+    (``check=False``: for rules made while amanda is imported, which must build no namespace;
+    :meth:`checked` runs the check later, as the tests of amanda's own rules do)."""
 
     name: str
     pattern: Callable[..., Any]
@@ -111,6 +114,7 @@ class Rule:
     guard: Callable[[Match], bool] | None = None
     namespace: str | None = CHECKED_NAMESPACE
     commute: bool = True
+    check: bool = True
     root: PatternOp = field(init=False, repr=False)
     variables: tuple[str, ...] = field(init=False, repr=False)
     captures: tuple[str, ...] = field(init=False, repr=False)
@@ -120,11 +124,12 @@ class Rule:
             raise ArgumentError.at("Rule", "a rule name that is an identifier", repr(self.name))
         if self.namespace is not None and not isinstance(self.namespace, str):
             raise ArgumentError.at(f"{self.name}.namespace", "a namespace name or None", type(self.namespace).__name__)
-        if not isinstance(self.commute, bool):
-            raise ArgumentError.at(f"{self.name}.commute", "True or False", type(self.commute).__name__)
+        for flag in ("commute", "check"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ArgumentError.at(f"{self.name}.{flag}", "True or False", type(getattr(self, flag)).__name__)
         if self.guard is not None and not callable(self.guard):
             raise ArgumentError.at(f"{self.name}.guard", "a function of the match", type(self.guard).__name__)
-        root, variables, captures = compile_pattern(self.pattern, self.namespace, self.name)
+        root, variables, captures = compile_pattern(self.pattern, self.namespace if self.check else None, self.name)
         object.__setattr__(self, "root", root)
         object.__setattr__(self, "variables", variables)
         object.__setattr__(self, "captures", captures)
@@ -135,6 +140,14 @@ class Rule:
                     raise ArgumentError.at(f"{self.name}.replacement",
                                            f"parameters among the pattern's variables and captures ({', '.join(known)})",
                                            repr(name), suggest(name, known))
+
+
+    def checked(self) -> Rule:
+        """This rule, its pattern checked against its namespace (a ``SchemaError`` or
+        ``ArgumentError`` for an op type or attribute the namespace does not have)."""
+        if self.namespace is not None:
+            compile_pattern(self.pattern, self.namespace, self.name)
+        return self
 
 
 def _checked(rules: Any) -> list[Rule]:

@@ -51,6 +51,13 @@ def test_wiring_mistakes_fail_when_the_rule_is_made(pattern, replacement, messag
     assert "bad" in str(caught.value.path)
 
 
+def test_a_deferred_check_still_catches_the_misspelling() -> None:
+    """``check=False`` (rules made at import) defers the schema check to ``checked()``."""
+    rule = Rule("bad", lambda op, x: op.Mull(x, x), check=False)
+    with pytest.raises(SchemaError, match="did you mean 'Mul'"):
+        rule.checked()
+
+
 def test_rules_need_identifier_names_and_callable_guards() -> None:
     """A rule name that is no identifier, or a guard that is not a function, is an ArgumentError."""
     with pytest.raises(ArgumentError, match="identifier"):
