@@ -6,7 +6,7 @@ For each tree in turn (alternating, ``--rounds`` times, each in a fresh process 
 first on ``sys.path``) and each model cached by ``bench_models.py`` (``--cache``, default the
 same directory): the optimisation a Session's plan runs for the feeds' types
 (``exec.plan_cache.optimized_for``, median of 5), a fresh session's plan, and ``Session.run``
-(median of settled blocks); and the op types of the optimised model, which must agree between
+(median of settled blocks; ``--optimise-only`` skips these two); and the op types of the optimised model, which must agree between
 the trees when a change only moves the optimiser onto another engine. Prints each tree's median
 over the rounds and the median over the rounds of each round's ratio after / before.
 """
@@ -42,7 +42,7 @@ def _plan(session_type: type, model: object, out: str, feeds: dict) -> None:
         fresh.plan([out], feeds)
 
 
-def measure(cache: Path, models: list[str]) -> dict:
+def measure(cache: Path, models: list[str], optimise_only: bool = False) -> dict:
     """The figures of the amanda on ``sys.path`` for each cached model."""
     import numpy as np
     import onnx
@@ -66,14 +66,16 @@ def measure(cache: Path, models: list[str]) -> dict:
         optimized = optimized_for(model, types)
         optimise = _median_time(lambda: optimized_for(model, types), 5)  # noqa: B023 - called at once
 
-        planned = _median_time(lambda: _plan(Session, model, out, feeds), 3)  # noqa: B023 - called at once
+        counts = collections.Counter(op.type for op in flatten(optimized).ops.values())
+        found[name] = {"optimise": optimise, "ops": dict(sorted(counts.items()))}
+        if optimise_only:
+            continue
+        found[name]["plan"] = _median_time(lambda: _plan(Session, model, out, feeds), 3)  # noqa: B023 - called at once
         with Session(model) as session:
             for _ in range(3):
                 session.run([out], feeds)
             blocks = [_median_time(lambda: session.run([out], feeds), 5) for _ in range(5)]  # noqa: B023
-        counts = collections.Counter(op.type for op in flatten(optimized).ops.values())
-        found[name] = {"optimise": optimise, "plan": planned, "run": statistics.median(blocks),
-                       "ops": dict(sorted(counts.items()))}
+        found[name]["run"] = statistics.median(blocks)
     return found
 
 
@@ -88,11 +90,12 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--cache", type=Path, default=CACHE)
     parser.add_argument("--only", default=",".join(MODELS))
+    parser.add_argument("--optimise-only", action="store_true", help="measure the optimisation alone")
     parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     models = args.only.split(",")
     if args.measure:
-        print(json.dumps(measure(args.cache, models)))
+        print(json.dumps(measure(args.cache, models, args.optimise_only)))
         return 0
     if not args.trees:
         parser.error("--trees BEFORE AFTER")
@@ -100,18 +103,20 @@ def main() -> int:
     for round_ in range(args.rounds):
         for tree in args.trees if round_ % 2 == 0 else args.trees[::-1]:  # ABBA: no tree always first
             argv = [__file__, "--measure", "--only", args.only, "--cache", str(args.cache)]
+            argv += ["--optimise-only"] if args.optimise_only else []
             code = (f"import sys; sys.path.insert(0, {tree!r}); sys.argv = {argv!r}; "
                     f"exec(compile(open({__file__!r}).read(), {__file__!r}, 'exec'))")
             done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
             runs[tree].append(json.loads(done.stdout.strip().splitlines()[-1]))
     before, after = args.trees
-    print("| model | optimise before | after | ratio | plan before | after | ratio | run before | after | ratio | same ops |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    keys = ("optimise",) if args.optimise_only else ("optimise", "plan", "run")
+    print("| model | " + " | ".join(f"{k} before | after | ratio" for k in keys) + " | same ops |")
+    print("|---|" + "---|---|---|" * len(keys) + "---|")
     for name in models:
         if name not in runs[before][0]:
             continue
         row = [name]
-        for key in ("optimise", "plan", "run"):
+        for key in keys:
             b = statistics.median(r[name][key] for r in runs[before])
             a = statistics.median(r[name][key] for r in runs[after])
             # the ratio of each round's pair (measured minutes apart at most), then their median
