@@ -62,6 +62,7 @@ from amanda.namespaces.validation import validate
 from amanda.optim import freeze
 from amanda.passes import optimize
 from amanda.query import Selection, compile_selector, select
+from amanda.rewrite import rewrite
 from amanda.types import OptionalType, SequenceType, TensorType, TypeMap, infer_types
 from amanda.version import __version__ as __version__
 from amanda.viz import render, summary, to_dot
@@ -139,4 +140,5 @@ __all__ = [
     "freeze",
     "optim",
     "optimize",
+    "rewrite",
 ]

@@ -18,12 +18,14 @@ import numpy as np
 
 import amanda
 from amanda import Input, layers, model, ops
+from amanda.rewrite import Rule
+from amanda.rewrite.pattern import Var
 
 # results the library builds and hands out (records, views, rule contexts); users receive them
 # and never construct them, so their constructors are not entry points
 RECORDS = frozenset({
-    "Call", "Change", "Diff", "Effect", "FlatGraph", "LoadedWeights", "NameMap", "Node", "OpBuilder", "OpDef",
-    "OpDefinition",
+    "Call", "Change", "Diff", "Effect", "FlatGraph", "LoadedWeights", "Match", "NameMap", "Node", "OpBuilder",
+    "OpDef", "OpDefinition",
     "OptimizeResult", "Optimizer", "PassReport", "PassResult", "Selection", "Slot", "Summary",
     "SummaryRow", "TypeMap", "Value",
 })
@@ -57,6 +59,14 @@ def public_callables() -> dict[str, Callable[..., Any]]:
     return found
 
 
+def _silu(op: Any, x: Any) -> Any:
+    return op.Mul(x, op.Sigmoid(x))
+
+
+def _swish(op: Any, x: Any) -> Any:
+    return op.Swish(x)
+
+
 def small_net() -> amanda.Container:
     """``loss = ReduceSum(Relu(x))`` over a float32[2, 3] input."""
     x = Input("x", "float32", [2, 3])
@@ -73,6 +83,7 @@ def good_calls(tmp: Path) -> dict[str, tuple[tuple, dict]]:
     weights = tmp / "w.npz"
     amanda.save_weights(dense, weights)
     ns = amanda.namespace("amanda/onnx/17")
+    silu = Rule("silu", _silu, _swish)
     relu = ns.schema("Relu")
     table = amanda.MappingTable("argtest/a", "argtest/b")
     t = amanda.TensorType("float32", [2, 3])
@@ -103,6 +114,11 @@ def good_calls(tmp: Path) -> dict[str, tuple[tuple, dict]]:
         "grad": ((net, "loss", ["x"]), {"name": "g"}), "hvp": ((net, "loss", ["x"]), {"name": "h"}),
         "jvp": ((net, "loss", ["x"]), {"name": "j"}), "freeze": ((dense, None, "inference"), {}),
         "optimize": ((net, None, None, True), {}),
+        "session_pipeline": ((net, {"x": ("float32", (2, 3))}), {}),
+        "rewrite": ((net, [silu]), {}), "matches": ((net, silu), {}),
+        "Rule": (("silu", _silu, _swish), {"guard": None, "namespace": "amanda/onnx/24", "commute": True,
+                                                    "check": True}),
+        "Optional": ((Var("b"),), {}),
         "family": (("amanda/onnx/17",), {}), "Ops": (("amanda/onnx/17",), {}),
         "define": (("ArgTestOp",), {"family": "amanda/argtest", "domain": "", "fresh": True}),
         "iter_ops": ((net,), {}), "new_uid": ((), {}), "phases": ((net,), {}),

@@ -200,7 +200,8 @@ LAYERS = {
     "autodiff": BASE | {"ops", "containers", "namespaces", "io", "types", "build", "layers", "exec"},
     "optim": BASE | {"ops", "containers", "namespaces", "io", "exec", "types", "build", "layers", "autodiff", "progress"},
     "dask": BASE | {"containers", "exec", "io"},
-    "passes": BASE | {"ops", "containers", "namespaces", "io", "types", "exec", "progress"},
+    "rewrite": BASE | {"ops", "containers", "namespaces"},
+    "passes": BASE | {"ops", "containers", "namespaces", "io", "types", "exec", "progress", "rewrite"},
 }
 UPWARD_EXCEPTIONS = {
     ("containers/container.py", "query"),
@@ -210,7 +211,6 @@ UPWARD_EXCEPTIONS = {
     ("namespaces/validation.py", "types"),  # validate adds the type checks, imported when called
     ("containers/compose.py", "types"),  # chain refuses declared types that never fit, imported when called
     ("exec/dist/dask_backend.py", "io"),  # parts travel to Dask workers as JSON text, imported when run
-    ("exec/plan_cache.py", "passes"),  # a Session optimises its plans, imported when called
     ("ops/__init__.py", "build"),  # amanda.ops.<Type> is also the op builder, looked up when used
 }
 

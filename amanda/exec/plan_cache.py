@@ -1,6 +1,6 @@
 """Plans per input type signature: a Session optimises its model for the dtypes and shapes of
-a run's feeds (``amanda.passes``), so shape subgraphs are folded once, at plan time, and feeds
-of a new shape make a new plan.
+a run's feeds (with the pipeline it is given, by default the one ``amanda.passes`` sets), so
+shape subgraphs are folded once, at plan time, and feeds of a new shape make a new plan.
 
 A run is specialised only when every fetch names an output of the model and every feed one of
 its inputs, each value an array that fits its port's declared type; anything else (fetches of
@@ -10,16 +10,20 @@ plan, so names and error messages stay exactly as without optimisation.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from amanda.containers import Container
+from amanda.errors import ArgumentError
 
-__all__ = ["optimized_for", "signature"]
+__all__ = ["Pipeline", "default_pipeline", "optimized_for", "signature", "use_default_pipeline"]
 
 Signature = tuple[tuple[str, str, tuple[int, ...]], ...]
+#: a Session's optimisation: ``pipeline(model, inputs) -> model``, inputs name -> (dtype, shape)
+Pipeline = Callable[[Container, Mapping[str, tuple]], Container]
+_DEFAULT: list[Pipeline] = []  # set by amanda.passes when it is imported
 
 
 _NAMES: dict[np.dtype, str] = {}  # dtype -> name: ``dtype.name`` is a slow property, read every run
@@ -93,16 +97,38 @@ def signature(model: Container, fetches: Sequence[Any], feeds: Any) -> Signature
     return tuple(sorted(found)) if len(found) > 1 else tuple(found)
 
 
-def optimized_for(model: Container, types: Signature) -> Container:
-    """``model`` specialised to ``types`` and optimised with the default passes, GELU (below
-    opset 20), SiLU (below 24) and Linear layers (MatMul+Add) fused into amanda's own ops (the
-    plan runs them; nothing exports them), and max pools moved before the ReLUs that fed them."""
-    # the passes sit above the executor they run constants with
-    from amanda.passes import DEFAULT_PASSES, optimize
-    from amanda.passes.fuse import fuse_gelu_internal, fuse_matmul_add_internal, fuse_swish_internal
+def use_default_pipeline(pipeline: Pipeline) -> None:
+    """Make ``pipeline(model, inputs) -> model`` the one ``Session(optimize=True)`` plans with.
+    ``amanda.passes``, which sits above the executor, sets its own when it is imported (and
+    ``import amanda`` imports it), so the executor never imports the passes.
 
-    passes = [fuse_gelu_internal if name == "fuse_gelu" else name for name in DEFAULT_PASSES]
-    passes.insert(passes.index(fuse_gelu_internal) + 1, fuse_swish_internal)
-    passes.insert(passes.index(fuse_swish_internal) + 1, "pool_before_relu")
-    passes.insert(passes.index("pool_before_relu") + 1, fuse_matmul_add_internal)
-    return optimize(model, passes, inputs={name: (dtype, shape) for name, dtype, shape in types}, quiet=True).model
+    >>> before = default_pipeline()
+    >>> use_default_pipeline(lambda model, inputs: model)
+    >>> default_pipeline() is not before
+    True
+    >>> use_default_pipeline(before)
+    """
+    if not callable(pipeline):
+        raise ArgumentError.at("pipeline", "a function (model, inputs) -> model", type(pipeline).__name__)
+    _DEFAULT[:] = [pipeline]
+
+
+def default_pipeline() -> Pipeline | None:
+    """The pipeline ``Session(optimize=True)`` plans with (None before one is set)."""
+    return _DEFAULT[0] if _DEFAULT else None
+
+
+def optimized_for(model: Container, types: Signature, pipeline: Pipeline | None = None) -> Container:
+    """``model`` specialised to ``types`` and optimised by ``pipeline`` (default: the one set
+    with :func:`use_default_pipeline`; without one, ``model`` as it is).
+
+    >>> import amanda
+    >>> g = amanda.Container(None, "g", inputs=["x"], outputs=["y"], children=[amanda.op("Relu", "r", ["X"], ["Y"])],
+    ...     edges=[("g:x", "r:X"), ("r:Y", "g:y")])
+    >>> optimized_for(g, (("x", "float32", (2,)),), lambda model, inputs: inputs)
+    {'x': ('float32', (2,))}
+    """
+    chosen = pipeline if pipeline is not None else default_pipeline()
+    if chosen is None:
+        return model
+    return chosen(model, {name: (dtype, shape) for name, dtype, shape in types})

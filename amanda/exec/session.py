@@ -36,7 +36,7 @@ from amanda.exec import state as _state
 from amanda.exec.dispatch import OpContext
 from amanda.exec.feeds import check_feeds
 from amanda.exec.plan import Plan, bind_phase, compile_plan
-from amanda.exec.plan_cache import optimized_for, signature
+from amanda.exec.plan_cache import Pipeline, optimized_for, signature
 from amanda.exec.resolve import is_top_name, normalize
 from amanda.exec.runner import DEFAULT_OFFLOAD_ELEMENTS, SEQUENTIAL, Runner, timed_out
 from amanda.exec.tensorflow import executable_form, needs_conversion
@@ -138,7 +138,9 @@ class Session:
     ``client``: a ``dask.distributed`` Client; each device's part then runs on a worker
     (``devices`` maps device names to workers; see ``docs/distribution.md``).
     ``optimize``: plan each feed type signature with the model specialised to it and run
-    through ``amanda.optimize`` (``docs/optimize.md``); False runs the model as given.
+    through the default pipeline, ``amanda.optimize``'s passes and fusion rules
+    (``docs/optimize.md``); a function ``pipeline(model, inputs) -> model`` (``inputs``: name ->
+    (dtype, shape)) is used instead; False runs the model as given.
     A model in which two nodes of other content share a uid is refused with an
     ``InvariantError`` naming both paths (:mod:`amanda.containers.uids`).
     """
@@ -154,7 +156,7 @@ class Session:
         cache: bool | int = False,
         client: Any = None,
         devices: Mapping[str, Any] | None = None,
-        optimize: bool = True,
+        optimize: bool | Pipeline = True,
     ) -> None:
         if positional:  # the removed Session(model, threads)
             raise positional_refused("Session", ("threads",), positional)
@@ -175,9 +177,10 @@ class Session:
         self._runner = Runner(threads, offload_elements)
         self._state: dict[str, Any] = {}
         self._plans: dict[tuple, Plan] = {}
-        if optimize is not True and optimize is not False:
-            raise _bad("optimize", "True or False", optimize)
-        self._optimize = optimize  # plans specialised and optimised per feed types (plan_cache.py)
+        if optimize is not True and optimize is not False and not callable(optimize):
+            raise _bad("optimize", "True or False (or a pipeline function)", optimize)
+        self._optimize = optimize is not False  # plans specialised and optimised per feed types (plan_cache.py)
+        self._pipeline = optimize if callable(optimize) else None  # None: the default pipeline
         self._bodies: dict[tuple, tuple[Container, Plan]] = {}
         self._bound: dict[Any, Container] = {}
         self._lock = threading.RLock()
@@ -300,7 +303,7 @@ class Session:
                         model = self._model_for(phase)
                         _warn_skipped_updates(model, key[0], phase)
                         if types is not None:
-                            model = optimized_for(model, types)
+                            model = optimized_for(model, types, self._pipeline)
                         plan = compile_plan(model, key[0], tuple(names), phase, context=self._context)
                     self._plans[key] = plan
         return plan, types is not None

@@ -36,6 +36,12 @@ VARIABLE = "tensorflow.variable"
 for _op in ("VarHandleOp", "VariableV2", "Variable"):
     register_fact(TENSORFLOW, _op, VARIABLE, True)
 
+# binary ops whose two operands may be swapped (what a rewrite rule with ``commute=True`` tries)
+COMMUTATIVE = "commutative"
+for _op in ("Add", "Mul", "And", "Or", "Xor", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "Equal", "Max", "Mean", "Min",
+            "Sum"):
+    register_fact("amanda/onnx", _op, COMMUTATIVE, True)
+
 # the output is the op's ``value`` attribute: known before any run
 declare("Constant", constant=True)
 

@@ -8,7 +8,7 @@ are the same objects, so they keep their paths, uids and metadata.
 from amanda.passes.cleanup import eliminate_common_subexpressions, eliminate_dead_code, remove_identities
 from amanda.passes.fold import fold_constants, specialize
 from amanda.passes.fuse import fuse_conv_batchnorm, fuse_gelu, fuse_matmul_add
-from amanda.passes.optimize import DEFAULT_PASSES, PASSES, optimize
+from amanda.passes.optimize import DEFAULT_PASSES, PASSES, SESSION_PASSES, optimize, session_pipeline
 from amanda.passes.reorder import pool_before_relu
 from amanda.passes.report import OptimizeResult, PassReport, PassResult
 
@@ -18,6 +18,7 @@ __all__ = [
     "OptimizeResult",
     "PassReport",
     "PassResult",
+    "SESSION_PASSES",
     "eliminate_common_subexpressions",
     "eliminate_dead_code",
     "fold_constants",
@@ -27,5 +28,6 @@ __all__ = [
     "optimize",
     "pool_before_relu",
     "remove_identities",
+    "session_pipeline",
     "specialize",
 ]

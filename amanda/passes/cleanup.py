@@ -17,8 +17,10 @@ from amanda.namespaces.name import NamespaceName
 from amanda.ops.registry import ONNX, effect_of
 from amanda.passes.level import Level, level_namespaces, on_levels, producer_name
 from amanda.passes.report import PassReport, PassResult
+from amanda.passes.rules import apply_rules
+from amanda.rewrite import Match, Optional, Rule
 
-__all__ = ["eliminate_common_subexpressions", "eliminate_dead_code", "remove_identities"]
+__all__ = ["IDENTITIES", "eliminate_common_subexpressions", "eliminate_dead_code", "remove_identities"]
 
 def effectful(node: Container, namespace: str | None = None) -> bool:
     """Whether op ``node`` (in its own namespace, else ``namespace``, the level's) has effects
@@ -75,33 +77,18 @@ def eliminate_dead_code(model: Container) -> PassResult:
     return PassResult(out, PassReport.of("eliminate_dead_code", changes))
 
 
-def _is_identity(node: Container, level: Level) -> bool:
-    if not node.is_op or node.name in level.pinned or len(node.outputs) < 1:
-        return False
-    if node.type == "Identity":
-        return True
-    if node.type == "Dropout":  # inference: the data passes through; the mask must be unused
-        sources = level.inputs(node.name)
-        unused_mask = all(not level.reads(level.output(node.name, i)) for i in range(1, len(node.outputs)))
-        return unused_mask and all(s is None for s in sources[2:])
-    return False
+def _not_input_to_output(m: Match) -> bool:
+    """False for an op passing a level input straight to a level output: it keeps the ports distinct."""
+    view = m.view
+    result = view.endpoint(m.root, view.ops[m.root].outputs[0].name)
+    return view.key(m.values["x"]) is not None or all(view.key(r) is not None for r in view.reads(result))
 
 
-def _identity_level(model: Container, path: tuple, _: Any) -> tuple[Container, dict]:
-    level = Level.of(model)
-    if level is None:
-        return model, {}
-    rewire: dict[Endpoint, Endpoint] = {}
-    gone = []
-    for name, node in level.ops.items():
-        source = level.inputs(name)[0] if node.inputs else None
-        if source is None or not _is_identity(node, level):
-            continue
-        if source.op is SELF and any(r.op is SELF for r in level.reads(level.output(name))):
-            continue  # an input passed straight to an output keeps its op, so the ports stay distinct
-        rewire[level.output(name)] = source
-        gone.append(name)
-    return (level.rebuild(drop=gone, rewire=rewire), {"removed": gone}) if gone else (model, {})
+# an Identity, and an inference Dropout (its mask unread, no training_mode input), pass x on
+IDENTITIES = (Rule("identity", lambda op, x: op.Identity(x), lambda op, x: x, guard=_not_input_to_output,
+                   check=False),
+              Rule("dropout", lambda op, x, ratio: op.Dropout(x, Optional(ratio)), lambda op, x: x,
+                   guard=_not_input_to_output, check=False))
 
 
 def remove_identities(model: Container) -> PassResult:
@@ -115,8 +102,7 @@ def remove_identities(model: Container) -> PassResult:
     (['r'], [Edge('SELF:x', 'r:X'), Edge('r:Y', 'SELF:y')])
     """
     expect_container(model, "model")
-    out, changes = on_levels(model, _identity_level)
-    return PassResult(out, PassReport.of("remove_identities", changes))
+    return apply_rules("remove_identities", model, IDENTITIES, kind="removed")
 
 
 # larger arrays (weights) are compared by the memory they view: hashing every weight's bytes

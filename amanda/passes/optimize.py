@@ -8,15 +8,23 @@ from typing import Any
 from amanda.containers import Container
 from amanda.containers.checks import expect_container, expect_flag, expect_list, expect_mapping, shown
 from amanda.errors import ArgumentError
+from amanda.exec.plan_cache import use_default_pipeline
 from amanda.namespaces.schema import suggest
 from amanda.passes.cleanup import eliminate_common_subexpressions, eliminate_dead_code, remove_identities
 from amanda.passes.fold import fold_constants, specialize
-from amanda.passes.fuse import fuse_conv_batchnorm, fuse_gelu, fuse_matmul_add
+from amanda.passes.fuse import (
+    fuse_conv_batchnorm,
+    fuse_gelu,
+    fuse_gelu_internal,
+    fuse_matmul_add,
+    fuse_matmul_add_internal,
+    fuse_swish_internal,
+)
 from amanda.passes.reorder import pool_before_relu
 from amanda.passes.report import OptimizeResult, PassResult
 from amanda.progress import progress
 
-__all__ = ["DEFAULT_PASSES", "PASSES", "optimize"]
+__all__ = ["DEFAULT_PASSES", "PASSES", "SESSION_PASSES", "optimize", "session_pipeline"]
 
 PASSES: Mapping[str, Callable[[Container], PassResult]] = {
     "remove_identities": remove_identities,
@@ -33,6 +41,13 @@ PASSES: Mapping[str, Callable[[Container], PassResult]] = {
 DEFAULT_PASSES: tuple[str, ...] = (
     "remove_identities", "fold_constants", "eliminate_common_subexpressions", "fuse_conv_batchnorm",
     "fuse_gelu", "eliminate_dead_code",
+)
+# a Session's plans: the defaults with GELU (below opset 20), SiLU (below 24) and Linear layers
+# (MatMul+Add) fused into amanda's own ops (the plan runs them; nothing exports them), and max
+# pools moved before the ReLUs that fed them
+SESSION_PASSES: tuple[str | Callable[[Container], PassResult], ...] = (
+    "remove_identities", "fold_constants", "eliminate_common_subexpressions", "fuse_conv_batchnorm",
+    fuse_gelu_internal, fuse_swish_internal, "pool_before_relu", fuse_matmul_add_internal, "eliminate_dead_code",
 )
 
 
@@ -74,3 +89,20 @@ def optimize(model: Container, passes: Sequence[str | Callable[[Container], Pass
             reports.append(report)
             bar.update()
     return OptimizeResult(model, tuple(reports))
+
+
+def session_pipeline(model: Container, inputs: Mapping[str, Any]) -> Container:
+    """``model`` specialised to ``inputs`` (name -> (dtype, shape)) and run through
+    :data:`SESSION_PASSES`: the pipeline ``Session(optimize=True)`` plans with.
+
+    >>> import amanda, numpy as np
+    >>> g = amanda.Container(None, "g", inputs=["x"], outputs=["y"], children=[amanda.op("Sigmoid", "s", ["X"], ["Y"]),
+    ...     amanda.op("Mul", "m", ["A", "B"], ["C"])], edges=[("g:x", "s:X"), ("g:x", "m:A"), ("s:Y", "m:B"), ("m:C", "g:y")],
+    ...     attrs={"namespace": "amanda/onnx/17"})
+    >>> [c.type for c in session_pipeline(g, {"x": ("float32", (2,))}).children]
+    ['Swish']
+    """
+    return optimize(model, SESSION_PASSES, inputs=inputs, quiet=True).model
+
+
+use_default_pipeline(session_pipeline)

@@ -2,20 +2,22 @@
 
 Relu is monotone, so it commutes with a max over any window that holds at least one real
 (unpadded) value; run after the pool it touches a quarter of the values of a 2x2 pool's input
-(the CNN's two ReLUs: 0.53 -> 0.14 ms at batch 64). Both ops are the same objects afterwards;
-only the edges between them and around them change.
+(the CNN's two ReLUs: 0.53 -> 0.14 ms at batch 64). The move is one rewrite rule whose
+replacement keeps both ops (``_like``): they are the same objects afterwards, at the same
+places; only the edges between them and around them change.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from amanda.containers import Container, Edge, Endpoint
+from amanda.containers import Container
 from amanda.containers.checks import expect_container
-from amanda.passes.level import Level, on_levels
-from amanda.passes.report import PassReport, PassResult
+from amanda.passes.report import PassResult
+from amanda.passes.rules import apply_rules
+from amanda.rewrite import Rule
 
-__all__ = ["pool_before_relu"]
+__all__ = ["POOL_BEFORE_RELU", "pool_before_relu"]
 
 
 def _ints(value: Any, default: int, n: int) -> list[int]:
@@ -44,38 +46,13 @@ def _covered(pool: Container) -> bool:
     return all(0 <= pads[i] < extents[i] and 0 <= pads[n + i] < extents[i] for i in range(n))
 
 
-def _pairs(level: Level) -> list[tuple[str, str]]:
-    """(relu, pool) pairs: a Relu read only by a MaxPool whose Indices nobody reads."""
-    found = []
-    for name, node in level.ops.items():
-        if not node.is_op or node.type != "Relu" or name in level.pinned or len(node.inputs) != 1:
-            continue
-        pool_name = level.only_reader(level.output(name))
-        pool = level.ops.get(pool_name) if pool_name else None
-        if pool is None or pool.type != "MaxPool" or pool_name in level.pinned or len(pool.inputs) != 1:
-            continue
-        if any(level.reads(level.output(pool_name, i)) for i in range(1, len(pool.outputs))):
-            continue
-        if level.inputs(name)[0] is not None and _windows_hold_values(pool):
-            found.append((name, str(pool_name)))
-    return found
+def _swapped(op: Any, x: Any, relu: Container, pool: Container) -> Any:
+    return op.Relu(op.MaxPool(x, _like=pool), _like=relu)
 
 
-def _swap(level: Level, pairs: list[tuple[str, str]]) -> Container:
-    feeds: dict[Endpoint, Endpoint] = {}  # x -> relu:X  becomes  x -> pool:X
-    swaps: dict[tuple, tuple] = {}  # relu:Y -> pool:X  becomes  pool:Y -> relu:X
-    outs: dict[Endpoint, Endpoint] = {}  # pool:Y -> reader  becomes  relu:Y -> reader
-    for relu, pool in pairs:
-        relu_in = Endpoint((relu,), level.ops[relu].inputs[0].name)
-        pool_in = Endpoint((pool,), level.ops[pool].inputs[0].name)
-        feeds[relu_in] = pool_in
-        swaps[(level.output(relu), pool_in)] = (level.output(pool), relu_in)
-        outs[level.output(pool)] = level.output(relu)
-    edges = []
-    for edge in level.model.edges:
-        src, dst = swaps.get((edge.src, edge.dst), (outs.get(edge.src, edge.src), feeds.get(edge.dst, edge.dst)))
-        edges.append(edge if (src, dst) == (edge.src, edge.dst) else Edge(src, dst, attrs=edge.attrs or None))
-    return level.model.evolve(edges=tuple(edges))
+# a Relu read only by a MaxPool whose windows all hold a value (and whose Indices nobody reads)
+POOL_BEFORE_RELU = Rule("pool_before_relu", lambda op, x: op.MaxPool(op.Relu(x, _as="relu"), _as="pool"), _swapped,
+                        guard=lambda m: _windows_hold_values(m.op("pool")), check=False)
 
 
 def pool_before_relu(model: Container) -> PassResult:
@@ -94,12 +71,4 @@ def pool_before_relu(model: Container) -> PassResult:
     [[[0.0, 3.0]]]
     """
     expect_container(model, "model")
-    def level_fn(m: Container, path: tuple, _: Any) -> tuple[Container, dict]:
-        level = Level.of(m)
-        pairs = _pairs(level) if level is not None else []
-        if level is None or not pairs:
-            return m, {}
-        return _swap(level, pairs), {"replaced": [relu for relu, _ in pairs]}
-
-    out, changes = on_levels(model, level_fn)
-    return PassResult(out, PassReport.of("pool_before_relu", changes))
+    return apply_rules("pool_before_relu", model, [POOL_BEFORE_RELU], changes=lambda m: [m.op("relu").name])

@@ -62,7 +62,7 @@ def test_plan_checks_its_arguments_too() -> None:
     ({"threads": 1.5}, r"threads: expected None or an int from 1 to 1024"),
     ({"threads": True}, r"threads: expected None or an int from 1 to 1024"),
     ({"threads": 10**6}, r"threads: expected None or an int from 1 to 1024, found 1000000"),
-    ({"optimize": np.ones(2, bool)}, r"optimize: expected True or False, found ndarray"),
+    ({"optimize": np.ones(2, bool)}, r"optimize: expected True or False \(or a pipeline function\), found ndarray"),
     ({"offload_elements": -1}, r"offload_elements: expected a non-negative int"),
     ({"offload_elements": "big"}, r"offload_elements: expected a non-negative int"),
     ({"max_loop_iterations": -1}, r"max_loop_iterations: expected None or a non-negative int"),
