@@ -20,7 +20,8 @@ def _dropout(read_mask: bool = False, training_input: bool = False) -> Container
         edges.append(("t:output", "d:training_mode"))
     if read_mask:
         edges.append(("d:mask", "g:m"))
-    return Container(None, "g", ["x"], ["y", "m"] if read_mask else ["y"], children, edges, attrs=NS)
+    return Container(None, "g", inputs=["x"], outputs=["y", "m"] if read_mask else ["y"], children=children, edges=edges,
+                     attrs=NS)
 
 
 def test_an_inference_dropout_is_removed_and_its_reader_reads_the_input() -> None:
