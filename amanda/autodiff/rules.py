@@ -45,6 +45,7 @@ from amanda.autodiff.rules_nn import (
     softmax_xent_vjp,
 )
 from amanda.autodiff.rules_norm import lpnorm_vjp, mvn_vjp, rms_vjp
+from amanda.autodiff.rules_recurrent import gru_vjp, lstm_vjp, rnn_vjp
 from amanda.autodiff.rules_resize import resize_vjp
 from amanda.autodiff.rules_shape import (
     NO_GRADIENT,
@@ -94,6 +95,7 @@ _ONNX: dict[str, Rule] = {
     "BatchNormalization": batchnorm_vjp, "LayerNormalization": layernorm_vjp,
     "SoftmaxCrossEntropyLoss": softmax_xent_vjp, "NegativeLogLikelihoodLoss": nll_vjp,
     **dict.fromkeys(NO_GRADIENT, no_gradient_vjp),
+    "RNN": rnn_vjp, "GRU": gru_vjp, "LSTM": lstm_vjp,
 }
 
 #: the registry fact holding an op type's vector-Jacobian rule
