@@ -17,6 +17,18 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
+from amanda.autodiff.rules_decomposed import (
+    COPIED,
+    affine_grid_vjp,
+    global_lp_pool_vjp,
+    group_norm_vjp,
+    lp_pool_vjp,
+    lrn_vjp,
+    replay_vjp,
+    rotary_vjp,
+    swiglu_vjp,
+)
+from amanda.autodiff.rules_linalg import cumprod_vjp, det_vjp, einsum_vjp, reduceprod_vjp
 from amanda.autodiff.rules_math import (
     add_vjp,
     cumsum_vjp,
@@ -95,7 +107,11 @@ _ONNX: dict[str, Rule] = {
     "BatchNormalization": batchnorm_vjp, "LayerNormalization": layernorm_vjp,
     "SoftmaxCrossEntropyLoss": softmax_xent_vjp, "NegativeLogLikelihoodLoss": nll_vjp,
     **dict.fromkeys(NO_GRADIENT, no_gradient_vjp),
-    "RNN": rnn_vjp, "GRU": gru_vjp, "LSTM": lstm_vjp,
+    "RNN": rnn_vjp, "GRU": gru_vjp, "LSTM": lstm_vjp, "Scatter": scatter_vjp,
+    "Einsum": einsum_vjp, "Det": det_vjp, "ReduceProd": reduceprod_vjp, "CumProd": cumprod_vjp,
+    "GroupNormalization": group_norm_vjp, "LRN": lrn_vjp, "LpPool": lp_pool_vjp, "GlobalLpPool": global_lp_pool_vjp,
+    "SwiGLU": swiglu_vjp, "AffineGrid": affine_grid_vjp, "RotaryEmbedding": rotary_vjp,
+    **dict.fromkeys(COPIED, replay_vjp),
 }
 
 #: the registry fact holding an op type's vector-Jacobian rule
