@@ -119,3 +119,105 @@ def _dropped(t: Any, axis: int) -> TensorType:
 
 def _stacked(t: Any) -> TensorType:
     return TensorType(t.dtype, None if t.shape is None else (None, *t.shape))
+
+
+def _with_extra_outputs(body: Container, names: Sequence[str]) -> Container:
+    """``body`` with each of its inputs ``names`` also given out (as an Identity), after its outputs."""
+    from amanda.containers import SELF, Edge, Endpoint
+    from amanda.containers.container import op
+
+    kids, edges, outs = list(body.children), list(body.edges), list(body.outputs)
+    for j, name in enumerate(names):
+        copy = op("Identity", f"stacked_{j}_{next(_count)}", ["input"], ["output"])
+        kids.append(copy)
+        outs.append(Port(f"stacked_{j}"))
+        edges += [Edge(Endpoint(SELF, name), Endpoint((copy.name,), "input")),
+                  Edge(Endpoint((copy.name,), "output"), Endpoint(SELF, f"stacked_{j}"))]
+    return Container(body.type, body.name, inputs=body.inputs, outputs=outs, children=kids, edges=edges,
+                     attrs=body.attrs, controls=body.controls)
+
+
+def _parts(n: Node) -> tuple[list[int], list[tuple[int, str]]]:
+    """The indices of the op's regular inputs, and (index, name) of its captured ones."""
+    regular = [i for i, p in enumerate(n.op.inputs) if not p.attrs.get("captured")]
+    return regular, _captured_inputs(n)
+
+
+def _reverse_body(n: Node, g: Container, feed: dict[str, Value], inputs: list[Value], acc: list[Value],
+                  names: dict[str, list[str]], lead: dict[str, Value] | None = None) -> Container:
+    """The body of the backward Scan or Loop: ``g`` fed this step's values (``feed``, by g's
+    input names), giving ``lead`` (Loop's condition), the previous step's cotangents
+    (``names["carried"]``), the captured gradients added to their sums ``acc``
+    (``names["caps"]``) and scan outputs (``names["scanned"]``)."""
+    outs = apply(g, *[feed[p.name] for p in g.inputs])
+    by_name = dict(zip(g.output_names, outs if isinstance(outs, tuple) else (outs,)))
+    results: dict[str, Value] = dict(lead or {})
+    results.update({f"dc_{j}": by_name[f"grad/{name}"] for j, name in enumerate(names["carried"])})
+    results.update({f"acc_{c}": ops.Add(a, by_name[f"grad/{name}"]) for c, (a, name) in enumerate(zip(acc, names["caps"]))})
+    results.update({f"dx_{m}": by_name[f"grad/{name}"] for m, name in enumerate(names["scanned"])})
+    body = model(inputs, results, name="reverse", attrs={"namespace": n.namespace})
+    return _captured(body, set(names["captured"]))
+
+
+def _inputs(prefix: str, values: Sequence[Any]) -> list[Value]:
+    return [Input(f"{prefix}_{j}", t.dtype, t.shape) for j, t in enumerate(values)]
+
+
+def scan_vjp(n: Node) -> list:
+    """Scan (opset 9 on): the steps again with their states stacked, then a Scan over the steps
+    in reverse (module doc)."""
+    if n.opset is not None and n.opset < 9:
+        raise n.fail("Scan of opset 9 or later", f"opset {n.opset}")
+    body: Container = n.op.attrs["body"]
+    regular, caps = _parts(n)
+    m = int(n.attr("num_scan_inputs"))
+    count = len(regular) - m
+    states, xs = [n.inputs[i] for i in regular[:count]], [n.inputs[i] for i in regular[count:]]
+    _float(n, [*states, *xs], "states and scan inputs")
+    formal = [p.name for p in body.inputs if not p.attrs.get("captured")]
+    in_axes = [int(a) for a in (n.attr("scan_input_axes") or [0] * m)]
+    in_dirs = [int(d) for d in (n.attr("scan_input_directions") or [0] * m)]
+    k = len(n.outputs) - count
+    out_axes = [int(a) for a in (n.attr("scan_output_axes") or [0] * k)]
+    out_dirs = [int(d) for d in (n.attr("scan_output_directions") or [0] * k)]
+    types = {name: v.type for name, v in zip(formal, states)}
+    types.update({name: _dropped(v.type, a) for name, v, a in zip(formal[count:], xs, in_axes)})
+    types.update({name: n.inputs[i].type for i, name in caps})
+    ys = [j for j in range(k) if n.outputs[count + j].type.dtype in _FLOATS]
+    wrt_caps = [name for i, name in caps if n.need(i)]
+    g = body_vjp(n, body, types, list(range(count)) + [count + j for j in ys], formal + wrt_caps)
+    captured = [(name, n.inputs[i]) for i, name in caps]
+    # the forward again, each step's states stacked as extra scan outputs
+    attrs = {key: n.op.attrs[key] for key in n.op.attrs if key not in ("namespace", "metadata", "onnx_node")}
+    again = _op(n, "Scan", [(f"in_{j}", v) for j, v in enumerate([*states, *xs])], captured,
+                [(f"out_{j}", o.type) for j, o in enumerate(n.outputs)]
+                + [(f"st_{j}", _stacked(v.type)) for j, v in enumerate(states)],
+                {**attrs, "body": _with_extra_outputs(body, formal[:count]),
+                 "scan_output_axes": out_axes + [0] * count, "scan_output_directions": out_dirs + [0] * count})
+    # the backward Scan: its states are the cotangents and the captured sums, its steps reversed
+    dc = _inputs("dc_in", [v.type for v in states])
+    acc = _inputs("acc_in", [types[name] for name in wrt_caps])
+    s_in = _inputs("s", [v.type for v in states])
+    x_in = _inputs("x", [types[name] for name in formal[count:]])
+    dy = [Input(f"dy_{j}", n.outputs[count + j].type.dtype, None) for j in ys]
+    cap_in = [Input(name, types[name].dtype, types[name].shape) for _, name in caps]
+    feed = {**dict(zip(formal, s_in + x_in)), **{v.name: v for v in cap_in}}
+    feed.update({f"d:{j}": v for j, v in enumerate(dc)})
+    feed.update({f"d:{count + j}": v for j, v in zip(ys, dy)})
+    reverse = _reverse_body(n, g, feed, dc + acc + s_in + x_in + dy + cap_in, acc,
+                            {"carried": formal[:count], "caps": wrt_caps, "scanned": formal[count:],
+                             "captured": [v.name for v in cap_in]})
+    init = [n.grad(j) for j in range(count)] + [zeros_like(n.inputs[i]) for i, name in caps if name in wrt_caps]
+    scans = again[len(n.outputs):] + xs + [n.grad(count + j) for j in ys]
+    outs = _op(n, "Scan", [(f"in_{j}", v) for j, v in enumerate(init + scans)], captured,
+               [(f"dc_{j}", v.type) for j, v in enumerate(states)]
+               + [(f"acc_{c}", types[name]) for c, name in enumerate(wrt_caps)]
+               + [(f"dx_{j}", v.type) for j, v in enumerate(xs)],
+               {"body": reverse, "num_scan_inputs": len(scans),
+                "scan_input_axes": [0] * count + in_axes + [out_axes[j] for j in ys],
+                "scan_input_directions": [1] * count + [1 - d for d in in_dirs] + [1 - out_dirs[j] for j in ys],
+                "scan_output_axes": in_axes, "scan_output_directions": [1 - d for d in in_dirs]})
+    found: dict[Any, Value] = dict(zip(regular, outs[:count] + outs[count + len(wrt_caps):]))
+    found.update(zip(wrt_caps, outs[count:count + len(wrt_caps)]))
+    return [(found.get(_name(p)) if p.attrs.get("captured") else found.get(i)) if n.need(i) else None
+            for i, p in enumerate(n.op.inputs)]
