@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from amanda.autodiff.rules_control import if_vjp, scan_vjp
+from amanda.autodiff.rules_control import if_vjp, loop_vjp, scan_vjp
 from amanda.autodiff.rules_decomposed import (
     COPIED,
     affine_grid_vjp,
@@ -112,7 +112,7 @@ _ONNX: dict[str, Rule] = {
     "Einsum": einsum_vjp, "Det": det_vjp, "ReduceProd": reduceprod_vjp, "CumProd": cumprod_vjp,
     "GroupNormalization": group_norm_vjp, "LRN": lrn_vjp, "LpPool": lp_pool_vjp, "GlobalLpPool": global_lp_pool_vjp,
     "SwiGLU": swiglu_vjp, "AffineGrid": affine_grid_vjp, "RotaryEmbedding": rotary_vjp,
-    **dict.fromkeys(COPIED, replay_vjp), "If": if_vjp, "Scan": scan_vjp,
+    **dict.fromkeys(COPIED, replay_vjp), "If": if_vjp, "Scan": scan_vjp, "Loop": loop_vjp,
 }
 
 #: the registry fact holding an op type's vector-Jacobian rule

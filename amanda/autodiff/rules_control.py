@@ -221,3 +221,60 @@ def scan_vjp(n: Node) -> list:
     found.update(zip(wrt_caps, outs[count:count + len(wrt_caps)]))
     return [(found.get(_name(p)) if p.attrs.get("captured") else found.get(i)) if n.need(i) else None
             for i, p in enumerate(n.op.inputs)]
+
+
+def loop_vjp(n: Node) -> list:
+    """Loop: the iterations again with their numbers and carried values stacked, then a Loop
+    over as many iterations that reads them backwards (module doc)."""
+    body: Container = n.op.attrs["body"]
+    regular, caps = _parts(n)
+    carried = [n.inputs[i] for i in regular[2:]]
+    count = len(carried)
+    formal = [p.name for p in body.inputs if not p.attrs.get("captured")]
+    k = len(n.outputs) - count
+    diff = [j for j, v in enumerate(carried) if v is not None and v.type.dtype in _FLOATS]
+    ys = [j for j in range(k) if n.outputs[count + j].type.dtype in _FLOATS]
+    types: dict[str, Any] = {formal[0]: TensorType("int64", ()), formal[1]: TensorType("bool", ())}
+    types.update({name: v.type for name, v in zip(formal[2:], carried)})
+    types.update({name: n.inputs[i].type for i, name in caps})
+    wrt_caps = [name for i, name in caps if n.need(i)]
+    wrt = [formal[2 + j] for j in diff]
+    g = body_vjp(n, body, types, [1 + j for j in diff] + [1 + count + j for j in ys], wrt + wrt_caps)
+    captured = [(name, n.inputs[i]) for i, name in caps]
+    # the iterations again, each one's number and carried values stacked as extra scan outputs
+    attrs = {key: n.op.attrs[key] for key in n.op.attrs if key not in ("namespace", "metadata", "onnx_node")}
+    regular_in = [(p, n.inputs[i]) for p, i in zip(["M", "cond"], regular[:2]) if n.inputs[i] is not None]
+    again = _op(n, "Loop", regular_in + [(f"v_{j}", v) for j, v in enumerate(carried)], captured,
+                [(f"out_{j}", o.type) for j, o in enumerate(n.outputs)] + [("iters", TensorType("int64", (None,)))]
+                + [(f"st_{j}", _stacked(v.type)) for j, v in enumerate(carried)],
+                {**attrs, "body": _with_extra_outputs(body, formal[:1] + formal[2:])})
+    iters, stacked = again[len(n.outputs)], again[len(n.outputs) + 1:]
+    trips = ops.Reshape(ops.Shape(iters), np.array([], np.int64))
+    # the backward Loop: iteration s reads step T-1-s of what the forward stacked
+    it, going = Input("it", "int64", ()), Input("going", "bool", ())
+    dc = _inputs("dc_in", [carried[j].type for j in diff])
+    acc = _inputs("acc_in", [types[name] for name in wrt_caps])
+    seen = [Input("iters", "int64", (None,))] + _inputs("st", [_stacked(v.type) for v in carried])
+    dys = [Input(f"dy_{j}", n.outputs[count + j].type.dtype, None) for j in ys]
+    total = Input("trips", "int64", ())
+    cap_in = [Input(name, types[name].dtype, types[name].shape) for _, name in caps]
+    t = ops.Sub(ops.Sub(total, np.array(1, np.int64)), it)
+    step = [ops.Gather(v, t, axis=0) for v in seen]
+    feed: dict[str, Value] = {formal[0]: step[0], formal[1]: ops.Identity(going), **dict(zip(formal[2:], step[1:]))}
+    feed.update({v.name: v for v in cap_in})
+    feed.update({f"d:{1 + j}": v for j, v in zip(diff, dc)})
+    feed.update({f"d:{1 + count + j}": ops.Gather(v, t, axis=0) for j, v in zip(ys, dys)})
+    extra = seen + dys + [total] + cap_in
+    reverse = _reverse_body(n, g, feed, [it, going] + dc + acc + extra, acc,
+                            {"carried": wrt, "caps": wrt_caps, "scanned": [],
+                             "captured": [v.name for v in extra]}, lead={"cond": ops.Identity(going)})
+    init = [n.grad(j) for j in diff] + [zeros_like(n.inputs[i]) for i, name in caps if name in wrt_caps]
+    outside = [iters, *stacked] + [n.grad(count + j) for j in ys] + [trips] + [n.inputs[i] for i, _ in caps]
+    outs = _op(n, "Loop", [("M", trips), ("cond", ops.Constant(value=np.array(True)))]
+               + [(f"v_{j}", v) for j, v in enumerate(init)], list(zip([v.name for v in extra], outside)),
+               [(f"dc_{j}", carried[j].type) for j in diff] + [(f"acc_{c}", types[nm]) for c, nm in enumerate(wrt_caps)],
+               {"body": reverse})
+    found: dict[Any, Value] = dict(zip([regular[2 + j] for j in diff], outs[:len(diff)]))
+    found.update(zip(wrt_caps, outs[len(diff):]))
+    return [(found.get(_name(p)) if p.attrs.get("captured") else found.get(i)) if n.need(i) else None
+            for i, p in enumerate(n.op.inputs)]
