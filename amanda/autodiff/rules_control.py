@@ -188,7 +188,7 @@ def scan_vjp(n: Node) -> list:
     g = body_vjp(n, body, types, list(range(count)) + [count + j for j in ys], formal + wrt_caps)
     captured = [(name, n.inputs[i]) for i, name in caps]
     # the forward again, each step's states stacked as extra scan outputs
-    attrs = {key: n.op.attrs[key] for key in n.op.attrs if key not in ("namespace", "metadata", "onnx_node")}
+    attrs = n.own_attrs()
     again = _op(n, "Scan", [(f"in_{j}", v) for j, v in enumerate([*states, *xs])], captured,
                 [(f"out_{j}", o.type) for j, o in enumerate(n.outputs)]
                 + [(f"st_{j}", _stacked(v.type)) for j, v in enumerate(states)],
@@ -242,7 +242,7 @@ def loop_vjp(n: Node) -> list:
     g = body_vjp(n, body, types, [1 + j for j in diff] + [1 + count + j for j in ys], wrt + wrt_caps)
     captured = [(name, n.inputs[i]) for i, name in caps]
     # the iterations again, each one's number and carried values stacked as extra scan outputs
-    attrs = {key: n.op.attrs[key] for key in n.op.attrs if key not in ("namespace", "metadata", "onnx_node")}
+    attrs = n.own_attrs()
     regular_in = [(p, n.inputs[i]) for p, i in zip(["M", "cond"], regular[:2]) if n.inputs[i] is not None]
     again = _op(n, "Loop", regular_in + [(f"v_{j}", v) for j, v in enumerate(carried)], captured,
                 [(f"out_{j}", o.type) for j, o in enumerate(n.outputs)] + [("iters", TensorType("int64", (None,)))]

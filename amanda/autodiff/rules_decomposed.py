@@ -176,7 +176,7 @@ def replay_vjp(n: Node) -> list:
         args[i] = ops.Cast(positions, to=np.dtype("float64")) if n.op.type == "MaxUnpool" else positions
         spans[i] = (start, end)
         start = end
-    attrs = {k: v for k, v in n.op.attrs.items() if k not in ("namespace", "metadata")}
+    attrs = n.own_attrs()
     picked = getattr(Ops(n.namespace), str(n.op.type))(*args, **attrs)
     picked = ops.Cast(picked, to=np.dtype("int64"))
     flat = np.array([-1], I64)

@@ -148,7 +148,7 @@ def conv_transpose_vjp(n: Node) -> list:
 def maxpool_vjp(n: Node) -> list:
     """MaxPool: the gradient back to the positions the maxima came from."""
     x = n.given(0)
-    attrs = {k: v for k, v in n.op.attrs.items() if k not in ("namespace", "metadata", "storage_order")}
+    attrs = n.own_attrs("storage_order")
     _, indices = ops.MaxPool(x, **attrs)
     win = _Window(n, n.attr("kernel_shape"))
     apart = all(win.strides[i] >= win.extent(i) for i in range(win.nd))  # each element in one window at most

@@ -102,7 +102,7 @@ def select_vjp(n: Node) -> list:
     DepthToSpace, SpaceToDepth, ReverseSequence, Pad's edge/reflect/wrap modes): the forward op
     replayed on positions, the gradient scattered back there."""
     x = n.given(0)
-    attrs = {k: v for k, v in n.op.attrs.items() if k not in ("namespace", "metadata")}
+    attrs = n.own_attrs()
     from amanda.build.builder import Ops
 
     builder = getattr(Ops(), n.op.type)

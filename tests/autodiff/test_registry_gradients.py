@@ -1,0 +1,148 @@
+"""The whole registry: every ONNX op with a kernel has a vector-Jacobian rule or a reason it
+has none, and each differentiable op's rule agrees with central finite differences in
+float64 on the shapes and attributes of ONNX's own backend node test cases.
+
+Each case's one-node model is widened to float64 where the op takes it (float32 otherwise,
+with a wider step), given the loss ``sum(output * r)`` for a random ``r`` per float output,
+imported, and differentiated with respect to every float input; the gradient's directional
+derivatives along two random directions must match central differences of the loss."""
+
+from __future__ import annotations
+
+import copy
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+import amanda  # noqa: E402
+from amanda.autodiff.rules import VJP  # noqa: E402
+from amanda.autodiff.rules_shape import NO_GRADIENT, no_gradient_vjp  # noqa: E402
+from amanda.exec.kernels.registry import ONNX, entries  # noqa: E402
+from amanda.io.onnx_import import from_onnx  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "conformance"))
+import onnx_cases  # noqa: E402
+
+#: cases per op type (the first ones, by name)
+PER_OP = 2
+#: cases whose data sit where the op is not differentiable, so differences disagree there
+KINKED: dict[str, str] = {}
+
+
+def with_kernels() -> list[str]:
+    return [e.op_type for e in entries(ONNX) if e.domain == "" and (e.kernels or e.session_kernels)]
+
+
+def differentiable() -> list[str]:
+    return [t for t in with_kernels() if _rule(t) is not None and _rule(t) is not no_gradient_vjp]
+
+
+def _rule(op_type: str):
+    found = [e.fact(VJP) for e in entries(ONNX) if e.op_type == op_type and e.domain == ""]
+    return found[0] if found else None
+
+
+def test_every_op_with_a_kernel_has_a_rule_or_a_reason():
+    """No op type with a kernel is left out: it has a rule, or NO_GRADIENT says why it has none."""
+    missing = [t for t in with_kernels() if _rule(t) is None]
+    unexplained = [t for t in with_kernels() if _rule(t) is no_gradient_vjp and not NO_GRADIENT.get(t)]
+    assert not missing, f"no rule and no reason: {missing}"
+    assert not unexplained
+    assert len(differentiable()) > 140 and len(with_kernels()) - len(differentiable()) < 80
+
+
+def _widened(model: onnx.ModelProto, inputs: tuple) -> onnx.ModelProto:
+    """The model with its float32 inputs and outputs made float64."""
+    wide = copy.deepcopy(model)
+    for vi in [*wide.graph.input, *wide.graph.output, *wide.graph.value_info]:
+        if vi.type.tensor_type.elem_type == TensorProto.FLOAT:
+            vi.type.tensor_type.elem_type = TensorProto.DOUBLE
+    return wide
+
+
+def _with_loss(model: onnx.ModelProto, outputs: tuple, rng: np.random.Generator) -> onnx.ModelProto:
+    """The model with one output, ``loss = sum_i sum(output_i * r_i)`` over its float outputs."""
+    graph = model.graph
+    terms = []
+    for j, (out, value) in enumerate(zip(list(graph.output), outputs)):
+        elem = out.type.tensor_type.elem_type
+        if elem not in (TensorProto.FLOAT, TensorProto.DOUBLE) or not isinstance(value, np.ndarray):
+            continue
+        dtype = np.float64 if elem == TensorProto.DOUBLE else np.float32
+        r = numpy_helper.from_array(rng.standard_normal(value.shape).astype(dtype), f"r_{j}")
+        graph.initializer.append(r)
+        graph.node.extend([helper.make_node("Mul", [out.name, f"r_{j}"], [f"m_{j}"]),
+                           helper.make_node("ReduceSum", [f"m_{j}"], [f"l_{j}"], keepdims=0)])
+        terms.append(f"l_{j}")
+    if not terms:
+        return model
+    graph.node.append(helper.make_node("Sum", terms, ["loss"]))
+    kind = graph.output[0].type.tensor_type.elem_type if len(terms) else TensorProto.DOUBLE
+    del graph.output[:]
+    graph.output.append(helper.make_tensor_value_info("loss", kind, []))
+    return model
+
+
+def _cases():
+    groups = onnx_cases.cases_by_op()
+    for op_type in differentiable():
+        for case in sorted(groups.get(op_type, []), key=lambda c: c.name)[:PER_OP]:
+            yield pytest.param(case, id=case.name)
+
+
+def _prepared(case):
+    """(model, feeds, float input names, step): float64 where the op takes it."""
+    rng = np.random.default_rng(0)
+    names = [i.name for i in case.model.graph.input if i.name not in {t.name for t in case.model.graph.initializer}]
+    floats = [n for n, v in zip(names, case.inputs) if isinstance(v, np.ndarray) and v.dtype == np.float32]
+    for wide in (True, False):
+        proto = _widened(case.model, case.inputs) if wide else copy.deepcopy(case.model)
+        fixed = [(n, v) for n, v in zip(names, case.inputs) if n not in floats and isinstance(v, np.ndarray)]
+        for n, v in fixed:  # axes, shapes, indices: constants, as in a real model
+            proto.graph.initializer.append(numpy_helper.from_array(v, n))
+        kept = [i for i in proto.graph.input if i.name not in {n for n, _ in fixed}]
+        del proto.graph.input[:]
+        proto.graph.input.extend(kept)
+        feeds = {n: (v.astype(np.float64) if wide else v) for n, v in zip(names, case.inputs) if n in floats}
+        outputs = tuple(o.astype(np.float64) if wide and isinstance(o, np.ndarray) and o.dtype == np.float32 else o
+                        for o in case.outputs)
+        try:
+            net = from_onnx(_with_loss(proto, outputs, rng))
+            with amanda.Session(net, threads=1) as s:
+                s.run(["loss"], feeds)
+        except amanda.AmandaError:
+            continue
+        return net, feeds, floats, (1e-6 if wide else 1e-3)
+    pytest.skip("the case does not import or run in float64 or float32")
+
+
+@pytest.mark.parametrize("case", list(_cases()))
+def test_rule_agrees_with_differences_on_onnx_cases(case):
+    """Directional derivatives of ``amanda.grad`` match central differences of the loss."""
+    net, feeds, floats, eps = _prepared(case)
+    if not floats or "loss" not in net.output_names:
+        pytest.skip("no float input or output")
+    if case.name in KINKED:
+        pytest.skip(KINKED[case.name])
+    g = amanda.grad(net, "loss", floats)
+    with amanda.Session(g, threads=1) as s:
+        grads = s.run([f"grad/{n}" for n in floats], feeds)
+    rng = np.random.default_rng(1)
+    with amanda.Session(net, threads=1) as s:
+        for name, got in zip(floats, grads):
+            base = feeds[name]
+            assert got.shape == base.shape
+            for _ in range(2):
+                v = rng.standard_normal(base.shape).astype(base.dtype)
+                up = float(s.run(["loss"], {**feeds, name: base + eps * v})[0])
+                down = float(s.run(["loss"], {**feeds, name: base - eps * v})[0])
+                numeric = (up - down) / (2 * eps)
+                analytic = float(np.sum(got.astype(np.float64) * v))
+                scale = float(np.sqrt(np.sum(got.astype(np.float64) ** 2) * np.sum(v.astype(np.float64) ** 2)))
+                tol = (1e-6 if eps < 1e-4 else 2e-2) * (1 + scale)
+                assert abs(numeric - analytic) <= tol, (name, numeric, analytic)
