@@ -26,8 +26,9 @@ from typing import Any
 from amanda.autodiff.node import Node
 from amanda.build import ops
 from amanda.build.values import Call, Value
+from amanda.errors import AmandaError
 
-__all__ = ["calls_before", "composite", "vjp_through"]
+__all__ = ["by_port", "calls_before", "composite", "vjp_through"]
 
 
 def _key(v: Value) -> tuple:
@@ -112,6 +113,23 @@ def _total(contributions: dict[tuple, list[Value]], key: tuple) -> Value | None:
     return contributions[key][0]
 
 
+def by_port(n: Node, outputs: list) -> list:
+    """``outputs`` (one per output of the op's schema, in order) picked for the op's own output
+    ports: an imported op keeps only the outputs its model uses (an LSTM's ``Y_h`` alone)."""
+    from amanda.namespaces.namespace import namespace as lookup_namespace
+
+    try:
+        names = [p.name for p in lookup_namespace(n.namespace).schema(str(n.op.type)).outputs]
+    except AmandaError:
+        return outputs[:len(n.outputs)]
+    picked = []
+    for i, port in enumerate(n.op.outputs):
+        name = str(port.attrs.get("onnx_name", port.name))
+        picked.append(outputs[names.index(name)] if name in names and names.index(name) < len(outputs)
+                      else outputs[i] if i < len(outputs) else None)
+    return picked
+
+
 def composite(forward: Callable[[Node], list]) -> Callable[[Node], list]:
     """A vector-Jacobian rule differentiating ``forward(node)``, the op written as builder
     ops (see the module doc)."""
@@ -119,7 +137,7 @@ def composite(forward: Callable[[Node], list]) -> Callable[[Node], list]:
     def vjp(n: Node) -> list:
         from amanda.autodiff.rules import RULES  # the table holds composite rules too
 
-        return vjp_through(n, list(forward(n)), lambda op_type: RULES[("onnx", op_type)])
+        return vjp_through(n, by_port(n, list(forward(n))), lambda op_type: RULES[("onnx", op_type)])
 
     vjp.__name__ = f"{getattr(forward, '__name__', 'forward')}_vjp"
     vjp.__doc__ = forward.__doc__

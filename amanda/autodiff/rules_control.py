@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from amanda.autodiff.node import Node, const, zeros_like
+from amanda.autodiff.node import Node, zeros_like
 from amanda.build import Input, ops
 from amanda.build.model import apply, model
 from amanda.build.values import Call, Value

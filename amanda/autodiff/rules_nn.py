@@ -218,9 +218,14 @@ def batchnorm_vjp(n: Node) -> list:
         x_hat = ops.Mul(ops.Sub(x, ops.Reshape(mean, per_channel)), inv)
         gx = ops.Mul(g, ops.Mul(gamma, inv))
     sum_axes = _i64(axes)
+    stats: list = [None, None]
+    if not int(n.attr("training_mode", 0)) and (n.need(3) or n.need(4)):  # running statistics as inputs
+        stats = [ops.Neg(ops.ReduceSum(gx, sum_axes, keepdims=0)),
+                 ops.Mul(ops.ReduceSum(ops.Mul(gx, x_hat), sum_axes, keepdims=0),
+                         ops.Mul(ops.Reshape(inv, _i64([-1])), const(-0.5, typed)))]
     return [gx if n.need(0) else None,
             ops.ReduceSum(ops.Mul(g, x_hat), sum_axes, keepdims=0) if n.need(1) else None,
-            ops.ReduceSum(g, sum_axes, keepdims=0) if n.need(2) else None, None, None][:len(n.inputs)]
+            ops.ReduceSum(g, sum_axes, keepdims=0) if n.need(2) else None, *stats][:len(n.inputs)]
 
 
 def instancenorm_vjp(n: Node) -> list:

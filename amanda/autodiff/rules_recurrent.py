@@ -12,7 +12,6 @@ The number of time steps must be known when ``grad`` runs (one set of ops per st
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import numpy as np
 
@@ -211,8 +210,7 @@ def _unrolled(kind: str) -> Callable[[Node], list]:
             y_all = ops.Transpose(y_all, perm=[2, 0, 1, 3])
             y_h = ops.Transpose(y_h, perm=[1, 0, 2])
             y_c = None if y_c is None else ops.Transpose(y_c, perm=[1, 0, 2])
-        outs: list[Any] = [y_all, y_h, y_c]
-        return outs[:len(n.outputs)]
+        return [y_all, y_h, y_c] if kind == "LSTM" else [y_all, y_h]
 
     forward.__name__ = kind.lower()
     forward.__doc__ = f"{kind}: the recurrence unrolled over its time steps (module doc)."

@@ -31,7 +31,8 @@ def _rest(n: Node, first: Value | None) -> list:
 def reshape_vjp(n: Node) -> list:
     """Reshape, Flatten, Squeeze, Unsqueeze: the gradient reshaped to the input's shape."""
     x = n.given(0)
-    return _rest(n, ops.Reshape(n.grad(), shape_of(x)))
+    zero = {"allowzero": 1} if int(n.attr("allowzero", 0)) else {}  # a shape with 0s means 0s here too
+    return _rest(n, ops.Reshape(n.grad(), shape_of(x), **zero))
 
 
 def expand_vjp(n: Node) -> list:
@@ -105,7 +106,7 @@ def select_vjp(n: Node) -> list:
     attrs = n.own_attrs()
     from amanda.build.builder import Ops
 
-    builder = getattr(Ops(), n.op.type)
+    builder = getattr(Ops(n.namespace), n.op.type)  # the op's own version (SpaceToDepth's mode is 28's)
     picked = builder(_positions(x), *n.inputs[1:], **attrs)
     return _rest(n, scatter_back(n.grad(), x, picked, n, unique=_apart(n)))
 
@@ -172,6 +173,8 @@ def _apart(n: Node) -> bool:
     constant indices."""
     if n.op.type in ("Slice", "DepthToSpace", "SpaceToDepth", "ReverseSequence", "Compress"):
         return True
+    if n.op.type not in ("Gather", "GatherElements", "GatherND"):  # Tile, Pad: input 1 holds no indices
+        return False
     index = n.inputs[1] if len(n.inputs) > 1 else None
     known = None if index is None or index.constant is None else np.asarray(index.constant).reshape(-1)
     return known is not None and bool((known >= 0).all()) and np.unique(known).size == known.size
