@@ -80,6 +80,8 @@ def vjp_through(n: Node, outputs: list[Value | None], rule_of: Callable[[str], A
     contributions: dict[tuple, list[Value]] = {}
     for out, g in zip(outputs, n.grads):
         if out is not None and g is not None and _key(out) in varying:
+            if getattr(g.type, "rank", None) is None and getattr(out.type, "rank", None) is not None:
+                g = ops.Reshape(g, ops.Shape(out))  # the rank the forward lost, from the computation
             values.setdefault(_key(out), out)
             contributions.setdefault(_key(out), []).append(g)
     for call in reversed(order):

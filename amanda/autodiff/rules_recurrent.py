@@ -189,6 +189,8 @@ def _unrolled(kind: str) -> Callable[[Node], list]:
         if shape is None or type(shape[0]) is not int or rshape is None or not all(type(d) is int for d in rshape):
             raise n.fail("a known number of time steps and known R dims", f"X {x.type!r}, R {r.type!r}")
         steps, dirs, hidden = int(shape[0]), int(rshape[0]), int(rshape[2])
+        # an initial state computed at run time may have no static rank: its layout is known
+        h0, c0 = (None if v is None else ops.Reshape(v, np.array([dirs, -1, hidden], I64)) for v in (h0, c0))
         direction = n.attr("direction", "forward")
         direction = direction.decode() if isinstance(direction, bytes) else str(direction)
         if lens is not None:

@@ -36,9 +36,9 @@ def reshape_vjp(n: Node) -> list:
 
 
 def expand_vjp(n: Node) -> list:
-    """Expand: summed over the axes it broadcast."""
+    """Expand: summed over the axes it broadcast (nothing when only the shape varies)."""
     x = n.given(0)
-    return _rest(n, unbroadcast(n.grad(), x))
+    return _rest(n, unbroadcast(n.grad(), x) if n.need(0) else None)
 
 
 def transpose_vjp(n: Node) -> list:

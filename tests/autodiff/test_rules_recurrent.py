@@ -9,15 +9,15 @@ import pytest
 from amanda import ops
 from tests.autodiff.fd import check
 
-T, B, I, H = 3, 2, 2, 2
+T, B, IN, H = 3, 2, 2, 2
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 
 
 def feeds_for(kind: str, dirs: int, seed: int, layout: int = 0, state: bool = True, bias: bool = True) -> dict:
     rng = np.random.default_rng(seed)
     g = GATES[kind]
-    feeds = {"x": rng.standard_normal((B, T, I) if layout else (T, B, I)),
-             "w": rng.standard_normal((dirs, g * H, I)) * 0.5, "r": rng.standard_normal((dirs, g * H, H)) * 0.5}
+    feeds = {"x": rng.standard_normal((B, T, IN) if layout else (T, B, IN)),
+             "w": rng.standard_normal((dirs, g * H, IN)) * 0.5, "r": rng.standard_normal((dirs, g * H, H)) * 0.5}
     if bias:
         feeds["b"] = rng.standard_normal((dirs, 2 * g * H)) * 0.5
     if state:
