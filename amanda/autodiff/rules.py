@@ -18,9 +18,12 @@ from types import MappingProxyType
 from typing import Any
 
 from amanda.autodiff.rules_control import if_vjp, loop_vjp, scan_vjp
+from amanda.autodiff.rules_construct import onehot_vjp, range_vjp
 from amanda.autodiff.rules_decomposed import (
     COPIED,
     affine_grid_vjp,
+    causal_conv_vjp,
+    col2im_vjp,
     global_lp_pool_vjp,
     group_norm_vjp,
     lp_pool_vjp,
@@ -113,6 +116,7 @@ _ONNX: dict[str, Rule] = {
     "GroupNormalization": group_norm_vjp, "LRN": lrn_vjp, "LpPool": lp_pool_vjp, "GlobalLpPool": global_lp_pool_vjp,
     "SwiGLU": swiglu_vjp, "AffineGrid": affine_grid_vjp, "RotaryEmbedding": rotary_vjp,
     **dict.fromkeys(COPIED, replay_vjp), "If": if_vjp, "Scan": scan_vjp, "Loop": loop_vjp,
+    "OneHot": onehot_vjp, "Range": range_vjp, "CausalConvWithState": causal_conv_vjp, "Col2Im": col2im_vjp,
 }
 
 #: the registry fact holding an op type's vector-Jacobian rule

@@ -6,6 +6,8 @@
   **GlobalLpPool**, **SwiGLU**, **AffineGrid** (a MatMul of theta with the constant grid),
   **RotaryEmbedding** (both layouts, ``interleaved``, ``position_ids``,
   ``rotary_embedding_dim``).
+- **CausalConvWithState** (a depthwise Conv over the state then the input; the new state a
+  Slice) and **Col2Im** (a ConvTranspose by one-hot kernels, one group per channel).
 - **CenterCropPad**, **MaxUnpool**, **TensorScatter** copy elements (or write zeros): the op
   replayed on the positions of its inputs says where each output element came from, and the
   gradient is scattered back there (:func:`replay_vjp`).
@@ -23,7 +25,7 @@ from amanda.build import ops
 from amanda.build.values import Value
 
 __all__ = [
-    "affine_grid_vjp", "global_lp_pool_vjp", "group_norm_vjp", "lp_pool_vjp", "lrn_vjp", "replay_vjp",
+    "affine_grid_vjp", "causal_conv_vjp", "col2im_vjp", "global_lp_pool_vjp", "group_norm_vjp", "lp_pool_vjp", "lrn_vjp", "replay_vjp",
     "rotary_vjp", "swiglu_vjp",
 ]
 
@@ -147,7 +149,56 @@ def _rotary(n: Node) -> list:
     return [ops.Reshape(out, shape_of(x)) if flat else ops.Transpose(out, perm=[0, 2, 1, 3])]
 
 
+def _causal_conv(n: Node) -> list:
+    """CausalConvWithState: a depthwise Conv over the carried state then the input; the new
+    state is the last ``k - 1`` positions."""
+    x, w = n.given(0, 1)
+    bias = n.inputs[2] if len(n.inputs) > 2 else None
+    past = n.inputs[3] if len(n.inputs) > 3 else None
+    if x.type.shape is None or type(x.type.shape[1]) is not int or w.type.shape is None:
+        raise n.fail("known channels and kernel size", f"{x.type!r}, {w.type!r}")
+    channels, k = int(x.type.shape[1]), int(w.type.shape[2])
+    if past is None and k > 1:
+        past = ops.ConstantOfShape(ops.Concat(ops.Shape(x, start=0, end=2), _one(k - 1), axis=0), value=const([0], x))
+    padded = x if past is None else ops.Concat(past, x, axis=2)
+    y = ops.Conv(padded, w, bias, group=channels, kernel_shape=[k])
+    activation = n.attr("activation", "none")
+    if (activation.decode() if isinstance(activation, bytes) else str(activation)) in ("silu", "swish"):
+        y = ops.Mul(y, ops.Sigmoid(y))
+    end = np.array([np.iinfo(np.int64).max], I64)
+    state = ops.Slice(padded, _one(-(k - 1)) if k > 1 else end, end, _one(2))
+    return [y, state]
+
+
+def _col2im(n: Node) -> list:
+    """Col2Im: a ConvTranspose, per channel, of the blocks by one-hot kernels (block position
+    k of channel c is input channel ``c*K + k``)."""
+    x = n.given(0)
+    image = [int(v) for v in n.known(1, "image_shape").reshape(-1)]
+    block = [int(v) for v in n.known(2, "block_shape").reshape(-1)]
+    nd, k = len(image), int(np.prod(block))
+    if x.type.shape is None or type(x.type.shape[1]) is not int:
+        raise n.fail("a known number of block rows", repr(x.type))
+    channels = int(x.type.shape[1]) // k
+    strides = [int(v) for v in (n.attr("strides") or [1] * nd)]
+    dilations = [int(v) for v in (n.attr("dilations") or [1] * nd)]
+    pads = [int(v) for v in (n.attr("pads") or [0] * (2 * nd))]
+    grid = [(image[i] + pads[i] + pads[nd + i] - (dilations[i] * (block[i] - 1) + 1)) // strides[i] + 1
+            for i in range(nd)]
+    made = [(grid[i] - 1) * strides[i] + dilations[i] * (block[i] - 1) + 1 - pads[i] - pads[nd + i] for i in range(nd)]
+    kernel = np.zeros([channels * k, 1, *block], np.dtype(x.type.dtype))
+    for c in range(channels):
+        for j, at in enumerate(np.ndindex(*block)):
+            kernel[(c * k + j, 0, *at)] = 1
+    blocks = ops.Reshape(x, np.array([0, channels * k, *grid], I64))
+    return [ops.ConvTranspose(blocks, kernel, group=channels, kernel_shape=block, strides=strides,
+                              dilations=dilations, pads=pads,
+                              output_padding=[image[i] - made[i] for i in range(nd)])]
+
+
 group_norm_vjp = composite(_group_norm)
+causal_conv_vjp = composite(_causal_conv)
+col2im_vjp = composite(_col2im)
 lrn_vjp = composite(_lrn)
 lp_pool_vjp = composite(_lp_pool)
 global_lp_pool_vjp = composite(_global_lp_pool)

@@ -127,3 +127,63 @@ def test_tensor_scatter(mode):
     write = np.array([1, 3 if mode == "circular" else 2], I64)
     check(lambda past, update: Ops("amanda/onnx/24").TensorScatter(past, update, write, mode=mode, axis=-2),
           {"past": arr(15, (2, 2, 4, 3)), "update": arr(16, (2, 2, 2, 3))})
+
+
+@pytest.mark.parametrize(("k", "activation", "state", "bias"), [(3, "silu", True, True), (2, "none", False, True),
+                                                                (1, "none", False, False), (4, "swish", True, False)])
+def test_causal_conv_with_state(k, activation, state, bias):
+    """CausalConvWithState (opset 27): the output and the new state, with and without a past
+    state and a bias; the past state gets a gradient too."""
+    feeds = {"x": arr(17, (2, 3, 5)), "w": arr(18, (3, 1, k))}
+    if bias:
+        feeds["b"] = arr(19, (3,))
+    if state and k > 1:
+        feeds["past"] = arr(20, (2, 3, k - 1))
+    feeds = {name: v.astype(np.float32) for name, v in feeds.items()}  # the op takes float32 at most
+    conv = Ops("amanda/onnx/27").CausalConvWithState
+
+    def build(x, w, b=None, past=None):
+        y, new = conv(x, w, b, past, activation=activation)
+        out = y if k == 1 else ops.Concat(ops.Reshape(y, np.array([-1], I64)), ops.Reshape(new, np.array([-1], I64)),
+                                          axis=0)
+        return ops.Cast(out, to=np.dtype("float64"))
+
+    check(build, feeds, wrt=list(feeds), rtol=2e-3, atol=1e-3, eps=1e-2)
+
+
+@pytest.mark.parametrize(("image", "block", "attrs"), [
+    ([5, 5], [1, 5], {}),                                            # ONNX's node case
+    ([4, 5], [2, 2], {"strides": [2, 1], "pads": [1, 0, 1, 1]}),
+    ([6], [3], {"dilations": [2]}),
+])
+def test_col2im(image, block, attrs):
+    """Col2Im (opset 18) with strides, pads and dilations: overlapping blocks add up."""
+    nd = len(image)
+    strides, dilations = attrs.get("strides", [1] * nd), attrs.get("dilations", [1] * nd)
+    pads = attrs.get("pads", [0] * 2 * nd)
+    grid = [(image[i] + pads[i] + pads[nd + i] - (dilations[i] * (block[i] - 1) + 1)) // strides[i] + 1
+            for i in range(nd)]
+    x = arr(21, (1, 2 * int(np.prod(block)), int(np.prod(grid))))
+    check(lambda x: Ops("amanda/onnx/18").Col2Im(x, np.array(image, I64), np.array(block, I64), **attrs), {"x": x})
+
+
+@pytest.mark.parametrize("axis", [-1, 0, 1])
+def test_one_hot_values(axis):
+    """OneHot: the off and on values get the gradient summed where each was written."""
+    indices = np.array([[0, 2], [1, -1]], I64)
+    check(lambda v: ops.OneHot(indices, np.array(3, I64), v, axis=axis), {"v": np.array([0.3, 1.7])})
+
+
+def test_range_start_and_delta():
+    """Range: start and delta (the length, 4 here, is fixed by the limit, which gets none);
+    numpy's sums and central differences agree."""
+    r = np.array([0.5, -1.0, 2.0, 0.25])
+    s, d = amanda.Input("s", "float64", ()), amanda.Input("d", "float64", ())
+    net = amanda.model([s, d], {"loss": ops.ReduceSum(ops.Mul(ops.Range(s, np.array(10.0), d), r), keepdims=0)})
+    feeds = {"s": np.array(1.25), "d": np.array(2.5)}
+    with amanda.Session(amanda.grad(net, "loss", ["s", "d"]), threads=1) as session:
+        gs, gd = session.run(["grad/s", "grad/d"], feeds)
+    np.testing.assert_allclose([gs, gd], [r.sum(), (r * np.arange(4)).sum()])
+    with amanda.Session(net, threads=1) as session:
+        for name, got in (("s", gs), ("d", gd)):
+            np.testing.assert_allclose(got, numeric(lambda f: float(session.run(["loss"], f)[0]), feeds, name), rtol=1e-6)
