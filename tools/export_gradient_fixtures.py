@@ -144,7 +144,7 @@ def _onnx_layout(net: nn.Module, grads: dict[str, np.ndarray]) -> dict[str, tupl
         hidden = module.hidden_size
         suffixes = ["", "_reverse"] if module.bidirectional else [""]
 
-        def gates(a: np.ndarray) -> np.ndarray:
+        def gates(a: np.ndarray, order: list = order, hidden: int = hidden) -> np.ndarray:
             return np.concatenate([a[k * hidden:(k + 1) * hidden] for k in order], axis=0)
 
         for kind in ("weight_ih", "weight_hh", "bias"):
@@ -209,7 +209,8 @@ def export(name: str, net: nn.Module, shapes: list[tuple], seeds: list[int], dyn
         loss, grads, input_grads = _param_grads(wrapped, inputs)
         entries = {f"in:{n}": t.numpy() for n, t in zip(["x", "r"], inputs)}
         entries["loss"] = np.array(loss, np.float32)
-        entries.update({f"grad:{n}": g for n, g in _match(proto, _onnx_layout(wrapped, grads), [b.numpy() for b in wrapped.buffers()]).items()})
+        buffers = [b.numpy() for b in wrapped.buffers()]
+        entries.update({f"grad:{n}": g for n, g in _match(proto, _onnx_layout(wrapped, grads), buffers).items()})
         entries["grad:x"] = input_grads[0]
         np.savez_compressed(OUT / f"{name}@{k}.npz", **entries)
     print(name, path.stat().st_size, "bytes")

@@ -25,8 +25,8 @@ from amanda.build import ops
 from amanda.build.values import Value
 
 __all__ = [
-    "affine_grid_vjp", "causal_conv_vjp", "col2im_vjp", "global_lp_pool_vjp", "group_norm_vjp", "lp_pool_vjp", "lrn_vjp", "replay_vjp",
-    "rotary_vjp", "swiglu_vjp",
+    "affine_grid_vjp", "causal_conv_vjp", "col2im_vjp", "global_lp_pool_vjp", "group_norm_vjp", "lp_pool_vjp",
+    "lrn_vjp", "replay_vjp", "rotary_vjp", "swiglu_vjp",
 ]
 
 I64 = np.int64
