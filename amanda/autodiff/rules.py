@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
+from amanda.autodiff.rules_attention import attention_vjp
 from amanda.autodiff.rules_construct import onehot_vjp, range_vjp
 from amanda.autodiff.rules_control import if_vjp, loop_vjp, scan_vjp
 from amanda.autodiff.rules_decomposed import (
@@ -117,6 +118,7 @@ _ONNX: dict[str, Rule] = {
     "SwiGLU": swiglu_vjp, "AffineGrid": affine_grid_vjp, "RotaryEmbedding": rotary_vjp,
     **dict.fromkeys(COPIED, replay_vjp), "If": if_vjp, "Scan": scan_vjp, "Loop": loop_vjp,
     "OneHot": onehot_vjp, "Range": range_vjp, "CausalConvWithState": causal_conv_vjp, "Col2Im": col2im_vjp,
+    "Attention": attention_vjp,
 }
 
 #: the registry fact holding an op type's vector-Jacobian rule
