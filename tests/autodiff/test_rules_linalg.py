@@ -87,3 +87,17 @@ def test_cumprod(exclusive, reverse, axis):
     x = arr(5, (3, 4)) + 3.0
     check(lambda x: Ops("amanda/onnx/26").CumProd(x, np.array(axis, I64), exclusive=exclusive, reverse=reverse),
           {"x": x})
+
+
+@pytest.mark.parametrize(("shape", "opset", "attrs", "length"), [
+    ((2, 5, 1), 20, {}, None),                                  # real signal, axis -2
+    ((2, 4, 2), 20, {"inverse": 1}, None),                      # complex, inverse
+    ((1, 6, 1), 20, {"onesided": 1}, None),
+    ((1, 3, 2), 20, {}, 5),                                     # zero-padded to dft_length
+    ((1, 4, 2), 20, {"inverse": 1, "onesided": 1}, 6),          # irfft
+    ((3, 4, 2, 2), 17, {"axis": 1}, None),                      # opset 17's axis attribute
+])
+def test_dft(shape, opset, attrs, length):
+    """DFT, forward and inverse, one- and two-sided, with dft_length, on real and complex input."""
+    n_len = None if length is None else np.array(length, I64)
+    check(lambda x: Ops(f"amanda/onnx/{opset}").DFT(x, n_len, **attrs), {"x": arr(6, shape)})
