@@ -64,7 +64,7 @@ from amanda.autodiff.rules_nn import (
 from amanda.autodiff.rules_norm import lpnorm_vjp, mvn_vjp, rms_vjp
 from amanda.autodiff.rules_recurrent import gru_vjp, lstm_vjp, rnn_vjp
 from amanda.autodiff.rules_resize import resize_vjp
-from amanda.autodiff.rules_signal import dft_vjp
+from amanda.autodiff.rules_signal import dft_vjp, stft_vjp
 from amanda.autodiff.rules_shape import (
     NO_GRADIENT,
     cast_vjp,
@@ -119,7 +119,7 @@ _ONNX: dict[str, Rule] = {
     "SwiGLU": swiglu_vjp, "AffineGrid": affine_grid_vjp, "RotaryEmbedding": rotary_vjp,
     **dict.fromkeys(COPIED, replay_vjp), "If": if_vjp, "Scan": scan_vjp, "Loop": loop_vjp,
     "OneHot": onehot_vjp, "Range": range_vjp, "CausalConvWithState": causal_conv_vjp, "Col2Im": col2im_vjp,
-    "Attention": attention_vjp, "DFT": dft_vjp,
+    "Attention": attention_vjp, "DFT": dft_vjp, "STFT": stft_vjp,
 }
 
 #: the registry fact holding an op type's vector-Jacobian rule

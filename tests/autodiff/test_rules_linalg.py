@@ -101,3 +101,18 @@ def test_dft(shape, opset, attrs, length):
     """DFT, forward and inverse, one- and two-sided, with dft_length, on real and complex input."""
     n_len = None if length is None else np.array(length, I64)
     check(lambda x: Ops(f"amanda/onnx/{opset}").DFT(x, n_len, **attrs), {"x": arr(6, shape)})
+
+
+@pytest.mark.parametrize(("parts", "window", "frame_length", "onesided"),
+                         [(1, True, None, 1), (1, False, 4, 0), (2, True, 4, 0), (1, True, 3, 1)])
+def test_stft(parts, window, frame_length, onesided):
+    """STFT (opset 17): the signal and the window get gradients; frames overlap (step 2)."""
+    feeds = {"signal": arr(7, (2, 9, parts))}
+    if window:
+        feeds["window"] = arr(8, (frame_length or 4,))
+    length = None if frame_length is None else np.array(frame_length, I64)
+
+    def build(signal, window=None):
+        return Ops("amanda/onnx/17").STFT(signal, np.array(2, I64), window, length, onesided=onesided)
+
+    check(build, feeds)
