@@ -64,7 +64,6 @@ from amanda.autodiff.rules_nn import (
 from amanda.autodiff.rules_norm import lpnorm_vjp, mvn_vjp, rms_vjp
 from amanda.autodiff.rules_recurrent import gru_vjp, lstm_vjp, rnn_vjp
 from amanda.autodiff.rules_resize import resize_vjp
-from amanda.autodiff.rules_signal import dft_vjp, stft_vjp
 from amanda.autodiff.rules_shape import (
     NO_GRADIENT,
     cast_vjp,
@@ -82,11 +81,12 @@ from amanda.autodiff.rules_shape import (
     trilu_vjp,
     where_vjp,
 )
+from amanda.autodiff.rules_signal import dft_vjp, stft_vjp
 from amanda.autodiff.rules_unary import SLOPES, clip_vjp, prelu_vjp, unary_vjp
 from amanda.containers.checks import expect_str
 from amanda.exec.kernels.registry import ONNX, fact, register_fact
 
-__all__ = ["RULES", "VJP", "family", "rule_for"]
+__all__ = ["RULES", "VJP", "WITHOUT_RULE", "family", "rule_for"]
 
 Rule = Callable[[Any], list]
 
@@ -121,6 +121,17 @@ _ONNX: dict[str, Rule] = {
     "OneHot": onehot_vjp, "Range": range_vjp, "CausalConvWithState": causal_conv_vjp, "Col2Im": col2im_vjp,
     "Attention": attention_vjp, "DFT": dft_vjp, "STFT": stft_vjp,
 }
+
+#: differentiable ops with a kernel that have no rule yet, and what one would take: ``grad`` of a
+#: model using one between ``wrt`` and the loss is a SchemaError naming the op
+WITHOUT_RULE: Mapping[str, str] = MappingProxyType({
+    "GridSample": "differentiable in X (a sparse linear map) and in the grid (the interpolation's slopes), "
+                  "for each mode and padding mode",
+    "RoiAlign": "linear in X for fixed boxes; the boxes' gradient through the bilinear sampling points",
+    "MaxRoiPool": "the maximum's position per box and bin, scattered back as MaxPool's rule does",
+    "DeformConv": "Conv's rule plus the bilinear sampling at the learned offsets (and mask)",
+    "LinearAttention": "the token recurrence of its four update rules unrolled, as the recurrent rules do",
+})
 
 #: the registry fact holding an op type's vector-Jacobian rule
 VJP = "autodiff.vjp"
