@@ -181,7 +181,7 @@ def _match(proto: onnx.ModelProto, candidates: dict[str, tuple[np.ndarray, np.nd
 
 def export(name: str, net: nn.Module, shapes: list[tuple], seeds: list[int], dynamo: bool = False,
            fill: list | None = None, fold: bool = False) -> None:
-    """Export ``sum(net(x) * r)`` and torch's gradients for each seed's inputs (``fold``: let the
+    """Export ``sum(net(x) * r)`` and torch's gradients for each input set (``fold``: let the
     exporter fold constants, which an RNN's reordered weights need and BatchNorm must not get)."""
     torch.manual_seed(0)
     for m in net.modules():  # no two initializers alike: the exporter would share one between them

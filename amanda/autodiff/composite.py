@@ -55,35 +55,50 @@ def calls_before(value: Value, stop: set[int]) -> list[Call]:
     return order
 
 
-def vjp_through(n: Node, outputs: list[Value | None], rule_of: Callable[[str], Any]) -> list:
-    """The gradients of ``n``'s inputs, through the builder computation ``outputs`` (one
-    Value, or None for an output the computation does not give, per output of ``n``) that
-    was built from ``n.inputs``; ``rule_of(op_type)`` gives each inner op's rule."""
-    stop = {id(v) for v in n.inputs if v is not None}
+def _calls(outputs: list[Value | None], stop: set[int]) -> list[Call]:
+    """Every call the outputs depend on, producers first, once each."""
     order: list[Call] = []
     seen: set[int] = set()
     for out in outputs:
-        if out is None:
-            continue
-        for call in calls_before(out, stop):
+        for call in calls_before(out, stop) if out is not None else []:
             if id(call) not in seen:
                 seen.add(id(call))
                 order.append(call)
-    wanted = {_key(v): i for i, v in enumerate(n.inputs) if v is not None and n.need(i)}
-    varying = set(wanted)
+    return order
+
+
+def _forward(order: list[Call], varying: set[tuple]) -> dict[tuple, Value]:
+    """Mark what depends on the varying inputs; every value the calls read, by key."""
     values: dict[tuple, Value] = {}
     for call in order:
         for _, v in call.inputs:
             values.setdefault(_key(v), v)
         if any(_key(v) in varying for _, v in call.inputs):
             varying.update((id(call), port.name) for port in call.op.outputs)
+    return values
+
+
+def _seed(n: Node, outputs: list[Value | None], varying: set[tuple], values: dict[tuple, Value]) -> dict:
+    """The op's output gradients as the computation's (a rank the forward lost restored)."""
     contributions: dict[tuple, list[Value]] = {}
     for out, g in zip(outputs, n.grads):
-        if out is not None and g is not None and _key(out) in varying:
-            if getattr(g.type, "rank", None) is None and getattr(out.type, "rank", None) is not None:
-                g = ops.Reshape(g, ops.Shape(out))  # the rank the forward lost, from the computation
-            values.setdefault(_key(out), out)
-            contributions.setdefault(_key(out), []).append(g)
+        if out is None or g is None or _key(out) not in varying:
+            continue
+        if getattr(g.type, "rank", None) is None and getattr(out.type, "rank", None) is not None:
+            g = ops.Reshape(g, ops.Shape(out))
+        values.setdefault(_key(out), out)
+        contributions.setdefault(_key(out), []).append(g)
+    return contributions
+
+
+def vjp_through(n: Node, outputs: list[Value | None], rule_of: Callable[[str], Any]) -> list:
+    """The gradients of ``n``'s inputs, through the builder computation ``outputs`` (one
+    Value, or None for an output the computation does not give, per output of ``n``) that
+    was built from ``n.inputs``; ``rule_of(op_type)`` gives each inner op's rule."""
+    order = _calls(outputs, {id(v) for v in n.inputs if v is not None})
+    varying = {_key(v) for i, v in enumerate(n.inputs) if v is not None and n.need(i)}
+    values = _forward(order, varying)
+    contributions = _seed(n, outputs, varying, values)
     for call in reversed(order):
         outs = [(id(call), port.name) for port in call.op.outputs]
         grads = [_total(contributions, k) for k in outs]
@@ -141,6 +156,7 @@ def composite(forward: Callable[[Node], list]) -> Callable[[Node], list]:
 
         return vjp_through(n, by_port(n, list(forward(n))), lambda op_type: RULES[("onnx", op_type)])
 
-    vjp.__name__ = f"{getattr(forward, '__name__', 'forward')}_vjp"
+    vjp.__name__ = vjp.__qualname__ = f"{getattr(forward, '__name__', 'forward').lstrip('_')}_vjp"
+    vjp.__module__ = forward.__module__
     vjp.__doc__ = forward.__doc__
     return vjp

@@ -173,28 +173,29 @@ def _stack(values: Sequence[Value], axis: int) -> Value:
     return parts[0] if len(parts) == 1 else ops.Concat(*parts, axis=axis)
 
 
+def _inputs(n: Node, kind: str) -> tuple:
+    """X, W, R, sequence_lens, initial_h, initial_c in the sequence-first layout, and the
+    number of steps, directions and hidden size (which must be known)."""
+    x, w, r = n.given(0, 1, 2)
+    extra = list(n.inputs[4:7]) + [None] * 3
+    lens, h0, c0 = extra[0], extra[1], extra[2] if kind == "LSTM" else None
+    if int(n.attr("layout", 0)):
+        x, h0, c0 = (None if v is None else ops.Transpose(v, perm=[1, 0, 2]) for v in (x, h0, c0))
+    shape, rshape = x.type.shape, r.type.shape
+    if shape is None or type(shape[0]) is not int or rshape is None or not all(type(d) is int for d in rshape):
+        raise n.fail("a known number of time steps and known R dims", f"X {x.type!r}, R {r.type!r}")
+    steps, dirs, hidden = int(shape[0]), int(rshape[0]), int(rshape[2])
+    # an initial state computed at run time may have no static rank: its layout is known
+    h0, c0 = (None if v is None else ops.Reshape(v, np.array([dirs, -1, hidden], I64)) for v in (h0, c0))
+    lens = None if lens is None else ops.Cast(lens, to=np.dtype("int64"))
+    return x, w, lens, h0, c0, (steps, dirs, hidden)
+
+
 def _unrolled(kind: str) -> Callable[[Node], list]:
     def forward(n: Node) -> list:
-        x, w, r = n.given(0, 1, 2)
-        layout = int(n.attr("layout", 0))
-        get = n.inputs.__getitem__
-        lens = get(4) if len(n.inputs) > 4 else None
-        h0 = get(5) if len(n.inputs) > 5 else None
-        c0 = get(6) if kind == "LSTM" and len(n.inputs) > 6 else None
-        if layout:
-            x = ops.Transpose(x, perm=[1, 0, 2])
-            h0 = None if h0 is None else ops.Transpose(h0, perm=[1, 0, 2])
-            c0 = None if c0 is None else ops.Transpose(c0, perm=[1, 0, 2])
-        shape, rshape = x.type.shape, r.type.shape
-        if shape is None or type(shape[0]) is not int or rshape is None or not all(type(d) is int for d in rshape):
-            raise n.fail("a known number of time steps and known R dims", f"X {x.type!r}, R {r.type!r}")
-        steps, dirs, hidden = int(shape[0]), int(rshape[0]), int(rshape[2])
-        # an initial state computed at run time may have no static rank: its layout is known
-        h0, c0 = (None if v is None else ops.Reshape(v, np.array([dirs, -1, hidden], I64)) for v in (h0, c0))
+        x, w, lens, h0, c0, (steps, dirs, hidden) = _inputs(n, kind)
         direction = n.attr("direction", "forward")
         direction = direction.decode() if isinstance(direction, bytes) else str(direction)
-        if lens is not None:
-            lens = ops.Cast(lens, to=np.dtype("int64"))
         fns = _activations(n, kind, dirs)
         ys, hs, cs = [], [], []
         for d in range(dirs):
@@ -206,13 +207,10 @@ def _unrolled(kind: str) -> Callable[[Node], list]:
             ys.append(_stack(y, 0))
             hs.append(h)
             cs.append(c)
-        y_all, y_h = _stack(ys, 1), _stack(hs, 0)
-        y_c = _stack([c for c in cs if c is not None], 0) if kind == "LSTM" else None
-        if layout:
-            y_all = ops.Transpose(y_all, perm=[2, 0, 1, 3])
-            y_h = ops.Transpose(y_h, perm=[1, 0, 2])
-            y_c = None if y_c is None else ops.Transpose(y_c, perm=[1, 0, 2])
-        return [y_all, y_h, y_c] if kind == "LSTM" else [y_all, y_h]
+        outs = [_stack(ys, 1), _stack(hs, 0)] + ([_stack([c for c in cs if c is not None], 0)] if kind == "LSTM" else [])
+        if int(n.attr("layout", 0)):
+            outs = [ops.Transpose(outs[0], perm=[2, 0, 1, 3])] + [ops.Transpose(v, perm=[1, 0, 2]) for v in outs[1:]]
+        return outs
 
     forward.__name__ = kind.lower()
     forward.__doc__ = f"{kind}: the recurrence unrolled over its time steps (module doc)."

@@ -82,6 +82,36 @@ def test_every_op_with_a_kernel_has_a_rule_or_a_reason():
     assert len(differentiable()) >= 135 and len(WITHOUT_RULE) <= 5
 
 
+def coverage() -> dict[str, list[str]]:
+    """docs/training.md's coverage table from the registry: gradient (a rule's module and name,
+    ``none: <reason>``, or ``no rule yet: <what it would take>``) -> op types."""
+    groups: dict[str, list[str]] = {}
+    for op in with_kernels():
+        rule = _rule(op)
+        if rule is None:
+            key = f"no rule yet: {WITHOUT_RULE[op]}"
+        elif rule is no_gradient_vjp:
+            key = f"none: {NO_GRADIENT[op]}"
+        else:
+            key = f"`{rule.__module__.rsplit('.', 1)[1]}.{rule.__name__}`"
+        groups.setdefault(key, []).append(op)
+    return groups
+
+
+def coverage_markdown() -> str:
+    """The table as docs/training.md holds it: rules first, then no gradient, then no rule yet."""
+    rows = sorted(coverage().items(), key=lambda kv: (kv[0].startswith("none"), kv[0].startswith("no rule"), kv[0]))
+    return "\n".join(["| op types | gradient |", "|---|---|"]
+                     + [f"| {', '.join(sorted(ops_))} | {key} |" for key, ops_ in rows])
+
+
+def test_the_docs_hold_the_coverage_table():
+    """docs/training.md's coverage table is the registry's (regenerate it with
+    ``python -c "from tests.autodiff.test_registry_gradients import coverage_markdown as c; print(c())"``)."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "training.md").read_text()
+    assert coverage_markdown() in text
+
+
 def test_an_op_without_a_rule_is_an_error_naming_it():
     """grad through an op of WITHOUT_RULE (GridSample) is a SchemaError naming the op."""
     x = amanda.Input("x", "float32", (1, 1, 2, 2))
