@@ -42,6 +42,13 @@ _DEFAULTS = {"RNN": ("Tanh",), "GRU": ("Sigmoid", "Tanh"), "LSTM": ("Sigmoid", "
 Act = Callable[[Value], Value]
 
 
+def _bind(fn: Callable[[Value, float, float], Value], alpha: float, beta: float) -> Act:
+    def act(x: Value) -> Value:
+        return fn(x, alpha, beta)
+
+    return act
+
+
 def _activations(n: Node, kind: str, dirs: int) -> list[list[Act]]:
     """Per direction, the cell's activations with alpha and beta bound (as the kernel reads them)."""
     defaults = _DEFAULTS[kind]
@@ -61,7 +68,7 @@ def _activations(n: Node, kind: str, dirs: int) -> list[list[Act]]:
             alpha = float(alphas.pop(0))
         if count >= 2 and betas:
             beta = float(betas.pop(0))
-        bound.append(lambda x, fn=fn, a=alpha, b=beta: fn(x, a, b))
+        bound.append(_bind(fn, alpha, beta))
     per = len(defaults)
     return [bound[d * per:(d + 1) * per] for d in range(dirs)]
 
@@ -202,8 +209,9 @@ def _unrolled(kind: str) -> Callable[[Node], list]:
             cell = _Cell(n, kind, d, fns[d], hidden)
             h = _zeros(x, hidden) if h0 is None else _pick(h0, d)
             c = (_zeros(x, hidden) if c0 is None else _pick(c0, d)) if kind == "LSTM" else None
-            assert h is not None
-            y, h, c = _direction(cell, x, steps, h, c, lens, direction == "reverse" or d == 1, _pick(w, d))
+            wd = _pick(w, d)
+            assert h is not None and wd is not None
+            y, h, c = _direction(cell, x, steps, h, c, lens, direction == "reverse" or d == 1, wd)
             ys.append(_stack(y, 0))
             hs.append(h)
             cs.append(c)

@@ -31,8 +31,9 @@ def _rest(n: Node, first: Value | None) -> list:
 def reshape_vjp(n: Node) -> list:
     """Reshape, Flatten, Squeeze, Unsqueeze: the gradient reshaped to the input's shape."""
     x = n.given(0)
-    zero = {"allowzero": 1} if int(n.attr("allowzero", 0)) else {}  # a shape with 0s means 0s here too
-    return _rest(n, ops.Reshape(n.grad(), shape_of(x), **zero))
+    if int(n.attr("allowzero", 0)):  # a shape with 0s means 0s here too
+        return _rest(n, ops.Reshape(n.grad(), shape_of(x), allowzero=1))
+    return _rest(n, ops.Reshape(n.grad(), shape_of(x)))
 
 
 def expand_vjp(n: Node) -> list:
