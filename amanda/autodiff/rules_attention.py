@@ -7,8 +7,8 @@ outputs' readers), a boolean or additive mask (padded to the key length; an addi
 gets a gradient), ``is_causal`` (aligned to the bottom right), ``scale`` and ``softcap``.
 Refused with a ``SchemaError`` naming the op: ``nonpad_kv_seqlen``, sliding windows, and a
 loss that reads the ``qk_matmul_output`` output. Causal masking needs the sequence lengths
-known when ``grad`` runs. A query row that may attend no key has no gradient defined (the
-kernel gives it zeros; here it is NaN).
+known when ``grad`` runs. A query row that may attend no key gives zeros (as the kernel) and
+sends no gradient back.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def _attention(n: Node) -> list:
     softcap = float(n.attr("softcap", 0.0))
     if softcap > 0:
         scores = ops.Mul(ops.Tanh(ops.Mul(scores, const(1 / softcap, q))), const(softcap, q))
-    biased = scores
+    bias: Value | None = None
     if mask is not None:
         if mask.type.dtype == "bool":
             mask = ops.Where(mask, const(0, q), const(-np.inf, q))
@@ -77,16 +77,24 @@ def _attention(n: Node) -> list:
             pads = np.zeros(2 * len(mask.type.shape), I64)
             pads[-1] = kv_len - given
             mask = ops.Pad(mask, pads, const(-np.inf, q))
-        biased = ops.Add(biased, mask)
+        bias = mask
     if int(n.attr("is_causal", 0)):
         q_len, kv_len = _static(q, 2, n, "query length"), _static(k, 2, n, "key length")
         distance = np.arange(q_len)[:, None] + (kv_len - q_len) - np.arange(kv_len)[None, :]
-        biased = ops.Add(biased, const(np.where(distance >= 0, 0.0, -np.inf), q))
-    y = ops.MatMul(ops.Softmax(biased, axis=-1), v)
+        causal = const(np.where(distance >= 0, 0.0, -np.inf), q)
+        bias = causal if bias is None else ops.Add(bias, causal)
+    if bias is None:
+        probs = ops.Softmax(scores, axis=-1)
+    else:  # a row that may attend no key gives zeros, as the kernel's (and no NaN reaches the gradient)
+        blocked = ops.IsInf(ops.ReduceMax(bias, axes=[-1], keepdims=1), detect_positive=0)
+        safe = ops.Where(blocked, const(0, q), ops.Add(scores, bias))
+        probs = ops.Where(blocked, const(0, q), ops.Softmax(safe, axis=-1))
+    y = ops.MatMul(probs, v)
     if flat:
         y = ops.Reshape(ops.Transpose(y, perm=[0, 2, 1, 3]), np.array([0, 0, -1], I64))
-    if len(n.grads) > 3 and n.grads[3] is not None:
-        raise n.fail("a loss that does not read qk_matmul_output", "a gradient of it")
+    for port, g in zip(n.op.outputs, n.grads):  # an imported op keeps only the outputs it uses
+        if g is not None and port.attrs.get("onnx_name", port.name) == "qk_matmul_output":
+            raise n.fail("a loss that does not read qk_matmul_output", "a gradient of it")
     return [y, present_k, present_v, None]
 
 

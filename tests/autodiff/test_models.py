@@ -173,11 +173,12 @@ def test_grad_is_pure_tagged_and_prunes_unused_branches():
 def test_an_op_without_a_rule_is_named():
     """An op with no rule between wrt and the loss raises a SchemaError naming its path and type;
     one off that path does not matter."""
-    x = Input("x", "float32", (2, 3))
-    net = model([x], {"loss": ops.ReduceSum(ops.Exp(x), keepdims=0), "other": ops.ReduceSum(ops.Hardmax(x, name="hm"))},
-                name="net")
+    x = Input("x", "float32", (1, 1, 2, 2))
+    grid = ops.Constant(value=np.zeros((1, 2, 2, 2), np.float32))
+    net = model([x], {"loss": ops.ReduceSum(ops.Exp(x), keepdims=0),
+                      "other": ops.ReduceSum(ops.GridSample(x, grid, name="hm"))}, name="net")
     assert amanda.grad(net, "loss", ["x"]).output_names == ("loss", "grad/x")
-    with pytest.raises(amanda.SchemaError, match=r"`hm` \(Hardmax"):
+    with pytest.raises(amanda.SchemaError, match=r"`hm` \(GridSample"):
         amanda.grad(net, "other", ["x"])
 
 
