@@ -39,17 +39,22 @@ def agree(net: amanda.Container, feeds: dict, wrt: list[str]) -> None:
             np.testing.assert_allclose(value, expected, rtol=1e-6, atol=1e-8, err_msg=name)
 
 
-@pytest.mark.parametrize("cond", [True, False])
-def test_if_differentiates_the_taken_branch(cond):
-    """then: sin(x * a); else: x * x + b. The branch not taken gives its values zeros."""
+def if_net(cond: bool) -> tuple[amanda.Container, dict, list[str]]:
+    """then: sin(x * a); else: x * x + b; its feeds and what to differentiate."""
     then = helper.make_graph([node("Mul", ["x", "a"], ["t0"]), node("Sin", ["t0"], ["t"])], "then", [], [vi("t")])
     other = helper.make_graph([node("Mul", ["x", "x"], ["e0"]), node("Add", ["e0", "b"], ["e"])], "else", [], [vi("e")])
     net = imported([node("If", ["cond"], ["y"], then_branch=then, else_branch=other), node("Mul", ["y", "r"], ["yr"]),
                     node("ReduceSum", ["yr"], ["loss"], keepdims=0)],
                    [vi("cond", TensorProto.BOOL, []), *(vi(k, D, [3]) for k in "xabr")])
     rng = np.random.default_rng(0)
-    feeds = {"cond": np.array(cond), **{k: rng.standard_normal(3) for k in "xabr"}}
-    agree(net, feeds, ["x", "a", "b"])
+    return net, {"cond": np.array(cond), **{k: rng.standard_normal(3) for k in "xabr"}}, ["x", "a", "b"]
+
+
+@pytest.mark.parametrize("cond", [True, False])
+def test_if_differentiates_the_taken_branch(cond):
+    """The branch not taken gives its values zeros."""
+    net, feeds, wrt = if_net(cond)
+    agree(net, feeds, wrt)
     with amanda.Session(amanda.grad(net, "loss", ["a", "b"]), threads=1) as s:
         ga, gb = s.run(["grad/a", "grad/b"], feeds)
     assert not (gb if cond else ga).any()
@@ -66,6 +71,10 @@ SCAN_BODY = helper.make_graph(  # h' = tanh(h * w + x_t); y_t = h' * x_t
 def test_scan_through_its_iterations(in_axis, in_dir, out_axis, out_dir):
     """Scan with a state, a scan input and a captured weight, every axis and direction; the
     loss reads the final state and the scan output."""
+    agree(*scan_net(in_axis, in_dir, out_axis, out_dir))
+
+
+def scan_net(in_axis: int, in_dir: int, out_axis: int, out_dir: int) -> tuple[amanda.Container, dict, list[str]]:
     xshape, rshape = ([3, 2] if in_axis == 0 else [2, 3]), ([3, 2] if out_axis == 0 else [2, 3])
     net = imported([node("Scan", ["h0", "x"], ["hT", "ys"], body=SCAN_BODY, num_scan_inputs=1,
                          scan_input_axes=[in_axis], scan_input_directions=[in_dir], scan_output_axes=[out_axis],
@@ -77,7 +86,7 @@ def test_scan_through_its_iterations(in_axis, in_dir, out_axis, out_dir):
     rng = np.random.default_rng(1)
     feeds = {"h0": rng.standard_normal(2), "x": rng.standard_normal(xshape), "w": rng.standard_normal(2),
              "r": rng.standard_normal(rshape), "q": rng.standard_normal(2)}
-    agree(net, feeds, ["h0", "x", "w"])
+    return net, feeds, ["h0", "x", "w"]
 
 
 LOOP_BODY = helper.make_graph(  # s' = tanh(s * w + x * i); scan out s' * x; go on while sum(s') < limit
@@ -92,6 +101,13 @@ LOOP_BODY = helper.make_graph(  # s' = tanh(s * w + x * i); scan out s' * x; go 
 def test_loop_through_its_iterations(limit, iterations):
     """Loop with a trip count, a carried value, a scan output and captured values; the body's
     condition ends it early (a limit of -10: after the first iteration)."""
+    net, feeds, wrt = loop_net(limit)
+    with amanda.Session(net, threads=1) as s:
+        assert s.run(["Loop_0:v_final_and_scan_outputs_1"], feeds)[0].shape[0] == iterations
+    agree(net, feeds, wrt)
+
+
+def loop_net(limit: float) -> tuple[amanda.Container, dict, list[str]]:
     net = imported([node("Loop", ["n", "cond", "s0"], ["s", "sums"], body=LOOP_BODY),
                     node("ReduceSum", ["sums"], ["l1"], keepdims=0), node("Mul", ["s", "q"], ["sq"]),
                     node("ReduceSum", ["sq"], ["l2"], keepdims=0), node("Add", ["l1", "l2"], ["loss"])],
@@ -100,6 +116,22 @@ def test_loop_through_its_iterations(limit, iterations):
     rng = np.random.default_rng(2)
     feeds = {"n": np.array(4), "cond": np.array(True), "s0": rng.standard_normal(2), "x": rng.standard_normal(2),
              "w": rng.standard_normal(2), "limit": np.array(limit), "q": rng.standard_normal(2)}
-    with amanda.Session(net, threads=1) as s:
-        assert s.run(["Loop_0:v_final_and_scan_outputs_1"], feeds)[0].shape[0] == iterations
-    agree(net, feeds, ["s0", "x", "w"])
+    return net, feeds, ["s0", "x", "w"]
+
+
+@pytest.mark.parametrize("build", [lambda: if_net(False), lambda: scan_net(1, 1, 0, 1), lambda: loop_net(10.0)],
+                         ids=["if", "scan", "loop"])
+def test_backward_control_flow_exports_to_onnx(build):
+    """The gradient container (an If, a Scan or a Loop of vector-Jacobian bodies) exports to
+    ONNX, and onnxruntime computes the same loss and gradients."""
+    ort = pytest.importorskip("onnxruntime")
+    from amanda.io.onnx import to_onnx
+
+    net, feeds, wrt = build()
+    g = amanda.grad(net, "loss", wrt)
+    with amanda.Session(g, threads=1) as s:
+        want = s.run(list(g.output_names), feeds)
+    session = ort.InferenceSession(to_onnx(g).SerializeToString(), providers=["CPUExecutionProvider"])
+    names = {i.name for i in session.get_inputs()}
+    for expected, got in zip(want, session.run(None, {k: v for k, v in feeds.items() if k in names})):
+        np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
