@@ -81,6 +81,7 @@ from amanda.autodiff.rules_shape import (
     trilu_vjp,
     where_vjp,
 )
+from amanda.autodiff.rules_sampling import grid_sample_vjp
 from amanda.autodiff.rules_signal import dft_vjp, stft_vjp
 from amanda.autodiff.rules_unary import SLOPES, clip_vjp, prelu_vjp, unary_vjp
 from amanda.containers.checks import expect_str
@@ -120,13 +121,12 @@ _ONNX: dict[str, Rule] = {
     **dict.fromkeys(COPIED, replay_vjp), "If": if_vjp, "Scan": scan_vjp, "Loop": loop_vjp,
     "OneHot": onehot_vjp, "Range": range_vjp, "CausalConvWithState": causal_conv_vjp, "Col2Im": col2im_vjp,
     "Attention": attention_vjp, "DFT": dft_vjp, "STFT": stft_vjp,
+    "GridSample": grid_sample_vjp,
 }
 
 #: differentiable ops with a kernel that have no rule yet, and what one would take: ``grad`` of a
 #: model using one between ``wrt`` and the loss is a SchemaError naming the op
 WITHOUT_RULE: Mapping[str, str] = MappingProxyType({
-    "GridSample": "differentiable in X (a sparse linear map) and in the grid (the interpolation's slopes), "
-                  "for each mode and padding mode",
     "RoiAlign": "linear in X for fixed boxes; the boxes' gradient through the bilinear sampling points",
     "MaxRoiPool": "the maximum's position per box and bin, scattered back as MaxPool's rule does",
     "DeformConv": "Conv's rule plus the bilinear sampling at the learned offsets (and mask)",

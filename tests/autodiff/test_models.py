@@ -174,11 +174,11 @@ def test_an_op_without_a_rule_is_named():
     """An op with no rule between wrt and the loss raises a SchemaError naming its path and type;
     one off that path does not matter."""
     x = Input("x", "float32", (1, 1, 2, 2))
-    grid = ops.Constant(value=np.zeros((1, 2, 2, 2), np.float32))
+    boxes = ops.Constant(value=np.array([[0, 0, 0, 1, 1]], np.float32))
     net = model([x], {"loss": ops.ReduceSum(ops.Exp(x), keepdims=0),
-                      "other": ops.ReduceSum(ops.GridSample(x, grid, name="hm"))}, name="net")
+                      "other": ops.ReduceSum(ops.MaxRoiPool(x, boxes, pooled_shape=[1, 1], name="hm"))}, name="net")
     assert amanda.grad(net, "loss", ["x"]).output_names == ("loss", "grad/x")
-    with pytest.raises(amanda.SchemaError, match=r"`hm` \(GridSample"):
+    with pytest.raises(amanda.SchemaError, match=r"`hm` \(MaxRoiPool"):
         amanda.grad(net, "other", ["x"])
 
 
