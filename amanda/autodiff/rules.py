@@ -64,6 +64,7 @@ from amanda.autodiff.rules_nn import (
 from amanda.autodiff.rules_norm import lpnorm_vjp, mvn_vjp, rms_vjp
 from amanda.autodiff.rules_recurrent import gru_vjp, lstm_vjp, rnn_vjp
 from amanda.autodiff.rules_resize import resize_vjp
+from amanda.autodiff.rules_sampling import grid_sample_vjp
 from amanda.autodiff.rules_shape import (
     NO_GRADIENT,
     cast_vjp,
@@ -81,7 +82,6 @@ from amanda.autodiff.rules_shape import (
     trilu_vjp,
     where_vjp,
 )
-from amanda.autodiff.rules_sampling import grid_sample_vjp
 from amanda.autodiff.rules_signal import dft_vjp, stft_vjp
 from amanda.autodiff.rules_unary import SLOPES, clip_vjp, prelu_vjp, unary_vjp
 from amanda.containers.checks import expect_str

@@ -44,6 +44,7 @@ KINKED = {
     "test_castlike_BFLOAT16_to_FLOAT": "NaN and infinities in the data",
     "test_castlike_DOUBLE_to_FLOAT": "NaN and infinities in the data",
     "test_reduce_min_default_axes_keepdims_example": "tied minima (the rule shares their gradient)",
+    "test_gridsample_aligncorners_true": "grid points on pixel centres, where bilinear sampling has a kink",
 }
 #: what the rules refuse on purpose (a SchemaError naming the op, as docs/training.md says)
 REFUSED = {
