@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from amanda.autodiff.rules_attention import attention_vjp
+from amanda.autodiff.rules_attention import attention_vjp, linear_attention_vjp
 from amanda.autodiff.rules_construct import onehot_vjp, range_vjp
 from amanda.autodiff.rules_control import if_vjp, loop_vjp, scan_vjp
 from amanda.autodiff.rules_decomposed import (
@@ -121,7 +121,7 @@ _ONNX: dict[str, Rule] = {
     **dict.fromkeys(COPIED, replay_vjp), "If": if_vjp, "Scan": scan_vjp, "Loop": loop_vjp,
     "OneHot": onehot_vjp, "Range": range_vjp, "CausalConvWithState": causal_conv_vjp, "Col2Im": col2im_vjp,
     "Attention": attention_vjp, "DFT": dft_vjp, "STFT": stft_vjp,
-    "GridSample": grid_sample_vjp,
+    "GridSample": grid_sample_vjp, "LinearAttention": linear_attention_vjp,
 }
 
 #: differentiable ops with a kernel that have no rule yet, and what one would take: ``grad`` of a
@@ -130,7 +130,6 @@ WITHOUT_RULE: Mapping[str, str] = MappingProxyType({
     "RoiAlign": "linear in X for fixed boxes; the boxes' gradient through the bilinear sampling points",
     "MaxRoiPool": "the maximum's position per box and bin, scattered back as MaxPool's rule does",
     "DeformConv": "Conv's rule plus the bilinear sampling at the learned offsets (and mask)",
-    "LinearAttention": "the token recurrence of its four update rules unrolled, as the recurrent rules do",
 })
 
 #: the registry fact holding an op type's vector-Jacobian rule

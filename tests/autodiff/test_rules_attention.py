@@ -54,3 +54,29 @@ def test_sliding_windows_are_refused():
                                                                                      name="att")[0], keepdims=0)})
     with pytest.raises(amanda.SchemaError, match="att"):
         amanda.grad(net, "loss", ["q"])
+
+
+@pytest.mark.parametrize(("rule", "kv_heads", "past", "per_key_decay"), [
+    ("linear", 2, False, False), ("gated", 1, True, False), ("delta", 2, True, False),
+    ("gated_delta", 1, False, True), ("gated_delta", 2, True, False),
+])
+def test_linear_attention(rule, kv_heads, past, per_key_decay):
+    """LinearAttention (opset 27), each update rule, grouped heads, a past state, decay per head
+    or per key feature, beta: every input gets its gradient."""
+    b, t, q_heads, d = 1, 3, 2, 2
+    feeds = {"q": arr(10, (b, t, q_heads * d)), "k": arr(11, (b, t, kv_heads * d)) * 0.5,
+             "v": arr(12, (b, t, kv_heads * d))}
+    if past:
+        feeds["past"] = arr(13, (b, kv_heads, d, d)) * 0.5
+    if rule in ("gated", "gated_delta"):
+        feeds["decay"] = -np.abs(arr(14, (b, t, kv_heads * (d if per_key_decay else 1))))
+    if rule in ("delta", "gated_delta"):
+        feeds["beta"] = np.abs(arr(15, (b, t, kv_heads))) * 0.5
+    op = Ops("amanda/onnx/27").LinearAttention
+
+    def build(q, k, v, past=None, decay=None, beta=None):
+        y, state = op(q, k, v, past, decay, beta, q_num_heads=q_heads, kv_num_heads=kv_heads, update_rule=rule)
+        flat = [ops.Reshape(x, np.array([-1], np.int64)) for x in (y, state)]
+        return wide(ops.Concat(*flat, axis=0))
+
+    check(build, feeds, wrt=list(feeds), rtol=5e-3, atol=2e-3, eps=1e-2)
