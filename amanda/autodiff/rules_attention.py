@@ -87,7 +87,7 @@ def _attention(n: Node) -> list:
     if int(n.attr("is_causal", 0)):
         q_len, kv_len = _static(q, 2, n, "query length"), _static(k, 2, n, "key length")
         distance = np.arange(q_len)[:, None] + (kv_len - q_len) - np.arange(kv_len)[None, :]
-        causal = const(np.where(distance >= 0, 0.0, -np.inf), q)
+        causal = ops.Constant(value=const(np.where(distance >= 0, 0.0, -np.inf), q))
         bias = causal if bias is None else ops.Add(bias, causal)
     if bias is None:
         probs = ops.Softmax(scores, axis=-1)
