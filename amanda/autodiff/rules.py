@@ -64,7 +64,7 @@ from amanda.autodiff.rules_nn import (
 from amanda.autodiff.rules_norm import lpnorm_vjp, mvn_vjp, rms_vjp
 from amanda.autodiff.rules_recurrent import gru_vjp, lstm_vjp, rnn_vjp
 from amanda.autodiff.rules_resize import resize_vjp
-from amanda.autodiff.rules_sampling import grid_sample_vjp
+from amanda.autodiff.rules_sampling import deform_conv_vjp, grid_sample_vjp
 from amanda.autodiff.rules_shape import (
     NO_GRADIENT,
     cast_vjp,
@@ -122,6 +122,7 @@ _ONNX: dict[str, Rule] = {
     "OneHot": onehot_vjp, "Range": range_vjp, "CausalConvWithState": causal_conv_vjp, "Col2Im": col2im_vjp,
     "Attention": attention_vjp, "DFT": dft_vjp, "STFT": stft_vjp,
     "GridSample": grid_sample_vjp, "LinearAttention": linear_attention_vjp,
+    "DeformConv": deform_conv_vjp,
 }
 
 #: differentiable ops with a kernel that have no rule yet, and what one would take: ``grad`` of a
@@ -129,7 +130,6 @@ _ONNX: dict[str, Rule] = {
 WITHOUT_RULE: Mapping[str, str] = MappingProxyType({
     "RoiAlign": "linear in X for fixed boxes; the boxes' gradient through the bilinear sampling points",
     "MaxRoiPool": "the maximum's position per box and bin, scattered back as MaxPool's rule does",
-    "DeformConv": "Conv's rule plus the bilinear sampling at the learned offsets (and mask)",
 })
 
 #: the registry fact holding an op type's vector-Jacobian rule

@@ -46,3 +46,30 @@ def test_cubic_is_refused():
     net = amanda.model([x], {"loss": amanda.ops.ReduceSum(y, keepdims=0)})
     with pytest.raises(amanda.SchemaError, match="cubic"):
         amanda.grad(net, "loss", ["x"])
+
+
+@pytest.mark.parametrize(("attrs", "offset_group", "with_mask", "with_bias"), [
+    ({}, 1, False, False),
+    ({"strides": [2, 1], "pads": [1, 0, 1, 1]}, 2, True, True),
+    ({"dilations": [1, 2], "group": 2}, 1, True, False),
+])
+def test_deform_conv(attrs, offset_group, with_mask, with_bias):
+    """DeformConv (opset 19) with strides, pads, dilations, groups, offset groups, a mask and a
+    bias: X, W, offsets, mask and bias get gradients (offsets off the integer grid)."""
+    x = arr(6, (1, 2, 4, 4))
+    group = attrs.get("group", 1)
+    w = arr(7, (2, 2 // group, 2, 2))
+    strides, pads = attrs.get("strides", [1, 1]), attrs.get("pads", [0, 0, 0, 0])
+    dil = attrs.get("dilations", [1, 1])
+    out = [(4 + pads[i] + pads[2 + i] - dil[i] * 1 - 1) // strides[i] + 1 for i in range(2)]
+    feeds = {"x": x, "w": w, "offset": np.random.default_rng(8).uniform(-0.8, 0.8, (1, offset_group * 4 * 2, *out)) + 0.13}
+    if with_mask:
+        feeds["mask"] = np.random.default_rng(9).uniform(0.2, 1.0, (1, offset_group * 4, *out))
+    if with_bias:
+        feeds["bias"] = arr(10, (2,))
+    op = Ops("amanda/onnx/19").DeformConv
+
+    def build(x, w, offset, mask=None, bias=None):
+        return op(x, w, offset, bias, mask, offset_group=offset_group, kernel_shape=[2, 2], **attrs)
+
+    check(build, feeds)
