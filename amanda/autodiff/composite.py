@@ -9,11 +9,12 @@ of its ops, so the op's gradient is exactly the gradient of the same function, a
 op is one the table already differentiates (so ``grad(grad(...))`` works too). The forward is
 computed again in the backward part: the price of reusing the rules.
 
+>>> from amanda import op
 >>> from amanda.build import Input, ops
 >>> from amanda.autodiff.node import Node
 >>> x = Input("x", "float64", (3,))
 >>> rule = composite(lambda n: [ops.Mul(n.inputs[0], n.inputs[0])])   # x * x
->>> node = Node(("sq",), None, [x], [x], [Input("g", "float64", (3,))], [True])
+>>> node = Node(("sq",), op("Neg", "sq", ["X"], ["Y"]), [x], [x], [Input("g", "float64", (3,))], [True])
 >>> [c.op.type for c in calls_before(rule(node)[0], {id(x)})]  # (g * x) + (g * x)
 ['Mul', 'Mul', 'Sum']
 """
