@@ -264,6 +264,8 @@ def _label_coefficients(n: Node, scores: Value, labels: Value) -> tuple[Value, V
     the output gradient (class weight, zero where ignored, divided as the mean divides), shaped
     to multiply ``[N, C, ...]``; shared by SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss."""
     weights = n.inputs[2] if len(n.inputs) > 2 else None
+    if n.need(2):  # never zeros in silence
+        raise n.fail("class weights the loss is not differentiated by (constants)", "weights that need a gradient")
     g = n.grad()
     ignore = n.attr("ignore_index")
     safe: Value = labels
