@@ -174,11 +174,11 @@ def test_an_op_without_a_rule_is_named():
     """An op with no rule between wrt and the loss raises a SchemaError naming its path and type;
     one off that path does not matter."""
     x = Input("x", "float32", (1, 1, 2, 2))
-    boxes = ops.Constant(value=np.array([[0, 0, 0, 1, 1]], np.float32))
-    net = model([x], {"loss": ops.ReduceSum(ops.Exp(x), keepdims=0),
-                      "other": ops.ReduceSum(ops.MaxRoiPool(x, boxes, pooled_shape=[1, 1], name="hm"))}, name="net")
+    boxes = ops.Constant(value=np.array([[0, 0, 1, 1]], np.float32))
+    pooled = ops.RoiAlign(x, boxes, np.array([0], np.int64), output_height=1, output_width=1, name="hm")
+    net = model([x], {"loss": ops.ReduceSum(ops.Exp(x), keepdims=0), "other": ops.ReduceSum(pooled)}, name="net")
     assert amanda.grad(net, "loss", ["x"]).output_names == ("loss", "grad/x")
-    with pytest.raises(amanda.SchemaError, match=r"`hm` \(MaxRoiPool"):
+    with pytest.raises(amanda.SchemaError, match=r"`hm` \(RoiAlign"):
         amanda.grad(net, "other", ["x"])
 
 

@@ -73,3 +73,13 @@ def test_deform_conv(attrs, offset_group, with_mask, with_bias):
         return op(x, w, offset, bias, mask, offset_group=offset_group, kernel_shape=[2, 2], **attrs)
 
     check(build, feeds)
+
+
+@pytest.mark.parametrize(("pooled", "scale"), [([2, 2], 1.0), ([1, 3], 0.5), ([3, 2], 1.0)])
+def test_max_roi_pool(pooled, scale):
+    """MaxRoiPool: boxes of two images, partly outside, bins overlapping and empty; X gets each
+    bin's maximum's gradient (distinct values: no ties)."""
+    x = np.random.default_rng(11).permutation(2 * 2 * 5 * 6).reshape(2, 2, 5, 6).astype(np.float64) / 10
+    rois = np.array([[0, 0, 0, 3, 2], [1, 1, 1, 7, 6], [0, 4, 2, 4, 3]], np.float64) / scale
+    rois[:, 0] = [0, 1, 0]
+    check(lambda x: Ops("amanda/onnx/17").MaxRoiPool(x, rois, pooled_shape=pooled, spatial_scale=scale), {"x": x})
