@@ -101,7 +101,7 @@ class Node:
 
 def const(value: Any, like: Value) -> np.ndarray:
     """``value`` as an array of ``like``'s dtype (so float64 graphs stay float64)."""
-    return np.asarray(value, dtype=np.dtype(like.type.dtype or "float32"))
+    return np.asarray(value, dtype=np.dtype(getattr(like.type, "dtype", None) or "float32"))  # untyped: float32
 
 
 def rank(value: Value, node: Node | None = None) -> int:

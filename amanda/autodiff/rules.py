@@ -64,6 +64,7 @@ from amanda.autodiff.rules_nn import (
 from amanda.autodiff.rules_norm import lpnorm_vjp, mvn_vjp, rms_vjp
 from amanda.autodiff.rules_recurrent import gru_vjp, lstm_vjp, rnn_vjp
 from amanda.autodiff.rules_resize import resize_vjp
+from amanda.autodiff.rules_roi import roi_align_vjp
 from amanda.autodiff.rules_sampling import deform_conv_vjp, grid_sample_vjp, max_roi_pool_vjp
 from amanda.autodiff.rules_shape import (
     NO_GRADIENT,
@@ -123,13 +124,12 @@ _ONNX: dict[str, Rule] = {
     "Attention": attention_vjp, "DFT": dft_vjp, "STFT": stft_vjp,
     "GridSample": grid_sample_vjp, "LinearAttention": linear_attention_vjp,
     "DeformConv": deform_conv_vjp, "MaxRoiPool": max_roi_pool_vjp,
+    "RoiAlign": roi_align_vjp,
 }
 
 #: differentiable ops with a kernel that have no rule yet, and what one would take: ``grad`` of a
 #: model using one between ``wrt`` and the loss is a SchemaError naming the op
-WITHOUT_RULE: Mapping[str, str] = MappingProxyType({
-    "RoiAlign": "linear in X for fixed boxes; the boxes' gradient through the bilinear sampling points",
-})
+WITHOUT_RULE: Mapping[str, str] = MappingProxyType({})
 
 #: the registry fact holding an op type's vector-Jacobian rule
 VJP = "autodiff.vjp"

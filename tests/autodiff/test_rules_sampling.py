@@ -83,3 +83,26 @@ def test_max_roi_pool(pooled, scale):
     rois = np.array([[0, 0, 0, 3, 2], [1, 1, 1, 7, 6], [0, 4, 2, 4, 3]], np.float64) / scale
     rois[:, 0] = [0, 1, 0]
     check(lambda x: Ops("amanda/onnx/17").MaxRoiPool(x, rois, pooled_shape=pooled, spatial_scale=scale), {"x": x})
+
+
+@pytest.mark.parametrize(("transform", "ratio", "scale"), [("half_pixel", 2, 1.0), ("output_half_pixel", 1, 0.5),
+                                                           ("half_pixel", 3, 0.5)])
+def test_roi_align(transform, ratio, scale):
+    """RoiAlign (opset 16, avg): X and the boxes get gradients; boxes reach past the edges."""
+    x = arr(12, (2, 2, 5, 6))
+    rois = np.array([[0.3, 0.4, 3.2, 2.9], [1.1, 0.7, 6.4, 5.3], [-0.6, 2.2, 2.7, 4.1]]) / scale
+    batch = np.array([0, 1, 0], np.int64)
+    check(lambda x, rois: Ops("amanda/onnx/16").RoiAlign(x, rois, batch, output_height=2, output_width=3,
+                                                         sampling_ratio=ratio, spatial_scale=scale,
+                                                         coordinate_transformation_mode=transform),
+          {"x": x, "rois": rois})
+
+
+def test_roi_align_max_is_refused():
+    """RoiAlign's max mode is a SchemaError naming the op."""
+    x = amanda.Input("x", "float64", (1, 1, 3, 3))
+    boxes = amanda.ops.Constant(value=np.array([[0.0, 0.0, 2.0, 2.0]]))
+    y = Ops("amanda/onnx/16").RoiAlign(x, boxes, np.array([0], np.int64), mode="max", sampling_ratio=1, name="roi")
+    net = amanda.model([x], {"loss": amanda.ops.ReduceSum(y, keepdims=0)})
+    with pytest.raises(amanda.SchemaError, match="roi"):
+        amanda.grad(net, "loss", ["x"])
