@@ -53,6 +53,13 @@ class Node:
         value = self.op.attrs.get(name)
         return default if value is None else value
 
+    def own_attrs(self, *dropped: str) -> dict[str, Any]:
+        """The forward op's own attributes, to build the same op again: without the namespace,
+        metadata and the importer's bookkeeping (``BOOKKEEPING_ATTRS``), nor ``dropped``."""
+        from amanda.io.onnx_write_graph import BOOKKEEPING_ATTRS
+
+        return {k: v for k, v in self.op.attrs.items() if k not in BOOKKEEPING_ATTRS and k not in dropped}
+
     def need(self, i: int) -> bool:
         """Whether input ``i`` is given and needs a gradient."""
         return i < len(self.needs) and self.needs[i] and self.inputs[i] is not None
@@ -94,7 +101,7 @@ class Node:
 
 def const(value: Any, like: Value) -> np.ndarray:
     """``value`` as an array of ``like``'s dtype (so float64 graphs stay float64)."""
-    return np.asarray(value, dtype=np.dtype(like.type.dtype or "float32"))
+    return np.asarray(value, dtype=np.dtype(getattr(like.type, "dtype", None) or "float32"))  # untyped: float32
 
 
 def rank(value: Value, node: Node | None = None) -> int:

@@ -17,6 +17,23 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
+from amanda.autodiff.rules_attention import attention_vjp, linear_attention_vjp
+from amanda.autodiff.rules_construct import onehot_vjp, range_vjp
+from amanda.autodiff.rules_control import if_vjp, loop_vjp, scan_vjp
+from amanda.autodiff.rules_decomposed import (
+    COPIED,
+    affine_grid_vjp,
+    causal_conv_vjp,
+    col2im_vjp,
+    global_lp_pool_vjp,
+    group_norm_vjp,
+    lp_pool_vjp,
+    lrn_vjp,
+    replay_vjp,
+    rotary_vjp,
+    swiglu_vjp,
+)
+from amanda.autodiff.rules_linalg import cumprod_vjp, det_vjp, einsum_vjp, reduceprod_vjp
 from amanda.autodiff.rules_math import (
     add_vjp,
     cumsum_vjp,
@@ -47,7 +64,10 @@ from amanda.autodiff.rules_nn import (
     softmax_xent_vjp,
 )
 from amanda.autodiff.rules_norm import lpnorm_vjp, mvn_vjp, rms_vjp
+from amanda.autodiff.rules_recurrent import gru_vjp, lstm_vjp, rnn_vjp
 from amanda.autodiff.rules_resize import resize_vjp
+from amanda.autodiff.rules_roi import roi_align_vjp
+from amanda.autodiff.rules_sampling import deform_conv_vjp, grid_sample_vjp, max_roi_pool_vjp
 from amanda.autodiff.rules_shape import (
     NO_GRADIENT,
     cast_vjp,
@@ -57,6 +77,7 @@ from amanda.autodiff.rules_shape import (
     expand_vjp,
     no_gradient_vjp,
     pad_vjp,
+    repeated_select_vjp,
     reshape_vjp,
     scatter_vjp,
     select_vjp,
@@ -66,11 +87,12 @@ from amanda.autodiff.rules_shape import (
     trilu_vjp,
     where_vjp,
 )
+from amanda.autodiff.rules_signal import dft_vjp, stft_vjp
 from amanda.autodiff.rules_unary import SLOPES, clip_vjp, prelu_vjp, unary_vjp
 from amanda.exec.kernels.registry import ONNX, fact, register_fact
 from amanda.namespaces.name import NamespaceName
 
-__all__ = ["RULES", "VJP", "family", "rule_for"]
+__all__ = ["RULES", "VJP", "WITHOUT_RULE", "family", "rule_for"]
 
 Rule = Callable[[Any], list]
 
@@ -86,7 +108,7 @@ _ONNX: dict[str, Rule] = {
     "Mod": mod_vjp, "CumSum": cumsum_vjp,
     **dict.fromkeys(["Reshape", "Flatten", "Squeeze", "Unsqueeze"], reshape_vjp),
     "Expand": expand_vjp, "Transpose": transpose_vjp, "Concat": concat_vjp, "Split": split_vjp,
-    **dict.fromkeys(["Gather", "GatherElements", "GatherND", "Tile"], select_vjp),
+    **dict.fromkeys(["Gather", "GatherElements", "GatherND"], select_vjp), "Tile": repeated_select_vjp,
     **dict.fromkeys(["Slice", "Compress", "DepthToSpace", "SpaceToDepth", "ReverseSequence"], disjoint_select_vjp),
     "ScatterElements": scatter_vjp, "ScatterND": scatter_vjp,
     "Pad": pad_vjp, "TopK": topk_vjp, "Trilu": trilu_vjp, "CastLike": cast_vjp,
@@ -97,7 +119,21 @@ _ONNX: dict[str, Rule] = {
     "BatchNormalization": batchnorm_vjp, "LayerNormalization": layernorm_vjp,
     "SoftmaxCrossEntropyLoss": softmax_xent_vjp, "NegativeLogLikelihoodLoss": nll_vjp,
     **dict.fromkeys(NO_GRADIENT, no_gradient_vjp),
+    "RNN": rnn_vjp, "GRU": gru_vjp, "LSTM": lstm_vjp, "Scatter": scatter_vjp,
+    "Einsum": einsum_vjp, "Det": det_vjp, "ReduceProd": reduceprod_vjp, "CumProd": cumprod_vjp,
+    "GroupNormalization": group_norm_vjp, "LRN": lrn_vjp, "LpPool": lp_pool_vjp, "GlobalLpPool": global_lp_pool_vjp,
+    "SwiGLU": swiglu_vjp, "AffineGrid": affine_grid_vjp, "RotaryEmbedding": rotary_vjp,
+    **dict.fromkeys(COPIED, replay_vjp), "If": if_vjp, "Scan": scan_vjp, "Loop": loop_vjp,
+    "OneHot": onehot_vjp, "Range": range_vjp, "CausalConvWithState": causal_conv_vjp, "Col2Im": col2im_vjp,
+    "Attention": attention_vjp, "DFT": dft_vjp, "STFT": stft_vjp,
+    "GridSample": grid_sample_vjp, "LinearAttention": linear_attention_vjp,
+    "DeformConv": deform_conv_vjp, "MaxRoiPool": max_roi_pool_vjp,
+    "RoiAlign": roi_align_vjp,
 }
+
+#: differentiable ops with a kernel that have no rule yet, and what one would take: ``grad`` of a
+#: model using one between ``wrt`` and the loss is a SchemaError naming the op
+WITHOUT_RULE: Mapping[str, str] = MappingProxyType({})
 
 #: the registry fact holding an op type's vector-Jacobian rule
 VJP = "autodiff.vjp"

@@ -148,7 +148,7 @@ def conv_transpose_vjp(n: Node) -> list:
 def maxpool_vjp(n: Node) -> list:
     """MaxPool: the gradient back to the positions the maxima came from."""
     x = n.given(0)
-    attrs = {k: v for k, v in n.op.attrs.items() if k not in ("namespace", "metadata", "storage_order")}
+    attrs = n.own_attrs("storage_order")
     _, indices = ops.MaxPool(x, **attrs)
     win = _Window(n, n.attr("kernel_shape"))
     apart = all(win.strides[i] >= win.extent(i) for i in range(win.nd))  # each element in one window at most
@@ -218,9 +218,14 @@ def batchnorm_vjp(n: Node) -> list:
         x_hat = ops.Mul(ops.Sub(x, ops.Reshape(mean, per_channel)), inv)
         gx = ops.Mul(g, ops.Mul(gamma, inv))
     sum_axes = _i64(axes)
+    stats: list = [None, None]
+    if not int(n.attr("training_mode", 0)) and (n.need(3) or n.need(4)):  # running statistics as inputs
+        stats = [ops.Neg(ops.ReduceSum(gx, sum_axes, keepdims=0)),
+                 ops.Mul(ops.ReduceSum(ops.Mul(gx, x_hat), sum_axes, keepdims=0),
+                         ops.Mul(ops.Reshape(inv, _i64([-1])), const(-0.5, typed)))]
     return [gx if n.need(0) else None,
             ops.ReduceSum(ops.Mul(g, x_hat), sum_axes, keepdims=0) if n.need(1) else None,
-            ops.ReduceSum(g, sum_axes, keepdims=0) if n.need(2) else None, None, None][:len(n.inputs)]
+            ops.ReduceSum(g, sum_axes, keepdims=0) if n.need(2) else None, *stats][:len(n.inputs)]
 
 
 def instancenorm_vjp(n: Node) -> list:
@@ -259,6 +264,8 @@ def _label_coefficients(n: Node, scores: Value, labels: Value) -> tuple[Value, V
     the output gradient (class weight, zero where ignored, divided as the mean divides), shaped
     to multiply ``[N, C, ...]``; shared by SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss."""
     weights = n.inputs[2] if len(n.inputs) > 2 else None
+    if n.need(2):  # never zeros in silence
+        raise n.fail("class weights the loss is not differentiated by (constants)", "weights that need a gradient")
     g = n.grad()
     ignore = n.attr("ignore_index")
     safe: Value = labels

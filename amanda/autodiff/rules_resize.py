@@ -47,7 +47,7 @@ def _geometry(n: Node, shape: list[int]) -> tuple[list[int], list[float], list[f
         return out, factors, None, attrs, {"coordinate_mode": "asymmetric", "nearest_rule": _legacy_rule(factors)}
     roi, scales, sizes = _given(n, 1, "roi"), _given(n, 2, "scales"), _given(n, 3, "sizes")
     out, factors, full_roi = _plan(np.broadcast_to(np.zeros(()), shape), scales, sizes, roi, n.op.attrs)
-    attrs = {k: v for k, v in n.op.attrs.items() if k not in ("namespace", "metadata")}
+    attrs = n.own_attrs()
     attrs["extrapolation_value"] = 0.0  # a constant fill: no gradient reaches the input from there
     return out, factors, full_roi, attrs, {}
 

@@ -21,7 +21,7 @@ from amanda.build.values import Value
 from amanda.ops.registry import ONNX, entries
 
 __all__ = [
-    "disjoint_select_vjp",
+    "disjoint_select_vjp", "repeated_select_vjp",
     "NO_GRADIENT", "cast_vjp", "concat_vjp", "dropout_vjp", "expand_vjp", "no_gradient_vjp", "reshape_vjp", "scatter_back",
     "pad_vjp", "scatter_vjp", "select_vjp", "topk_vjp", "trilu_vjp",
     "split_vjp", "transpose_vjp", "where_vjp",
@@ -35,13 +35,15 @@ def _rest(n: Node, first: Value | None) -> list:
 def reshape_vjp(n: Node) -> list:
     """Reshape, Flatten, Squeeze, Unsqueeze: the gradient reshaped to the input's shape."""
     x = n.given(0)
+    if int(n.attr("allowzero", 0)):  # a shape with 0s means 0s here too
+        return _rest(n, ops.Reshape(n.grad(), shape_of(x), allowzero=1))
     return _rest(n, ops.Reshape(n.grad(), shape_of(x)))
 
 
 def expand_vjp(n: Node) -> list:
-    """Expand: summed over the axes it broadcast."""
+    """Expand: summed over the axes it broadcast (nothing when only the shape varies)."""
     x = n.given(0)
-    return _rest(n, unbroadcast(n.grad(), x))
+    return _rest(n, unbroadcast(n.grad(), x) if n.need(0) else None)
 
 
 def transpose_vjp(n: Node) -> list:
@@ -102,10 +104,16 @@ def _positions(x: Value) -> Value:
 
 
 def select_vjp(n: Node) -> list:
-    """Ops that copy elements (Gather, GatherElements, GatherND, Tile, Pad's edge/reflect/wrap
-    modes): the forward op replayed on positions, the gradient scattered back there (summed
-    where an element was picked twice)."""
+    """Ops that pick elements by an index input (Gather, GatherElements, GatherND): the forward
+    op replayed on positions, the gradient scattered back there (summed where an element was
+    picked twice, written once where constant indices are distinct)."""
     return _select(n, _distinct_indices(n))
+
+
+def repeated_select_vjp(n: Node) -> list:
+    """Tile (and Pad's edge/reflect/wrap modes): an element may be copied many times, and the op's
+    second input holds counts or pads, not indices; as :func:`select_vjp`, summed."""
+    return _select(n, False)
 
 
 def disjoint_select_vjp(n: Node) -> list:
@@ -116,10 +124,10 @@ def disjoint_select_vjp(n: Node) -> list:
 
 def _select(n: Node, unique: bool) -> list:
     x = n.given(0)
-    attrs = {k: v for k, v in n.op.attrs.items() if k not in ("namespace", "metadata")}
+    attrs = n.own_attrs()
     from amanda.build.builder import Ops
 
-    builder = getattr(Ops(), n.op.type)
+    builder = getattr(Ops(n.namespace), n.op.type)  # the op's own version (SpaceToDepth's mode is 28's)
     picked = builder(_positions(x), *n.inputs[1:], **attrs)
     return _rest(n, scatter_back(n.grad(), x, picked, n, unique=unique))
 
@@ -130,7 +138,7 @@ def pad_vjp(n: Node) -> list:
     wrap modes copy elements: the forward op replayed on positions, as Slice."""
     n.given(0)
     if n.attr("mode", "constant") != "constant":
-        return select_vjp(n)
+        return repeated_select_vjp(n)
     old = n.opset is not None and n.opset < 11
     pads = np.asarray(n.attr("pads") if old else n.known(1, "pads input"), np.int64).reshape(-1)
     g = n.grad()

@@ -37,27 +37,26 @@ NO_GRADIENT: Marks = (
                                              "IsInf")),
     (ONNX, "a logical op (boolean output)", ("Not", "And", "Or", "Xor")),
     (ONNX, "integer output (positions)", ("ArgMax", "ArgMin", "NonZero")),
-    (ONNX, "a random draw", ("Bernoulli", "Multinomial")),
-    (ONNX, "integer or boolean output", ("BitShift", "BitwiseAnd", "BitwiseNot", "BitwiseOr", "BitwiseXor", "BitCast",
-                                         "OptionalHasElement", "SequenceLength", "NonMaxSuppression", "ConvInteger",
-                                         "MatMulInteger", "QLinearConv", "QLinearMatMul", "QuantizeLinear",
-                                         "DynamicQuantizeLinear", "TfIdfVectorizer")),
-    (ONNX, "string data", ("RegexFullMatch", "StringConcat", "StringNormalizer", "StringSplit")),
-    (ONNX, "no input it could pass a gradient to", ("Constant", "RandomNormal", "RandomUniform", "SequenceEmpty",
-                                                    "BlackmanWindow", "HammingWindow", "HannWindow", "MelWeightMatrix")),
+    (ONNX, "a random draw", ("Bernoulli", "Multinomial", "RandomNormal", "RandomUniform")),
+    (ONNX, "no inputs", ("Constant",)),
+    (ONNX, "piecewise constant (a one-hot of the maximum's position)", ("Hardmax",)),
+    (ONNX, "piecewise constant in which elements are equal, which decides its output's shape", ("Unique",)),
+    (ONNX, "a bit-level op (integer bits)", ("BitShift", "BitwiseAnd", "BitwiseNot", "BitwiseOr", "BitwiseXor",
+                                            "BitCast")),
+    (ONNX, "a table of its sizes only (no float input)", ("BlackmanWindow", "HammingWindow", "HannWindow",
+                                                          "MelWeightMatrix")),
+    (ONNX, "quantised (integer) data", ("QuantizeLinear", "DynamicQuantizeLinear", "ConvInteger", "MatMulInteger",
+                                        "QLinearConv", "QLinearMatMul", "DequantizeLinear")),
+    (ONNX, "integer output (indices of the selected boxes)", ("NonMaxSuppression",)),
+    (ONNX, "string data (TfIdfVectorizer: counts of tokens)", ("RegexFullMatch", "StringConcat", "StringNormalizer",
+                                                               "StringSplit", "TfIdfVectorizer")),
+    (ONNX, "sequence or optional values (gradients are tensors: unpack them before the loss's path)", (
+        "Optional", "OptionalGetElement", "OptionalHasElement", "SequenceAt", "SequenceConstruct", "SequenceEmpty",
+        "SequenceErase", "SequenceInsert", "SequenceLength", "SequenceMap", "SplitToSequence", "ConcatFromSequence")),
 )
 
 # these have a gradient that amanda has no rule for (yet)
 GAPS: Marks = (
-    (ONNX, "amanda has no vector-Jacobian rule for it yet", (
-        "AffineGrid", "Attention", "CausalConvWithState", "CenterCropPad", "Col2Im", "CumProd", "DFT", "DeformConv",
-        "DequantizeLinear", "Det", "Einsum", "GRU", "GlobalLpPool", "GridSample", "GroupNormalization", "Hardmax",
-        "LRN", "LSTM", "LinearAttention", "LpPool", "MaxRoiPool", "MaxUnpool", "OneHot", "RNN", "Range", "ReduceProd",
-        "RoiAlign", "RotaryEmbedding", "STFT", "Scatter", "SwiGLU", "TensorScatter", "Unique")),
-    (ONNX, "control flow: amanda differentiates straight-line graphs only", ("If", "Loop", "Scan", "SequenceMap")),
-    (ONNX, "sequences and optionals: amanda differentiates tensors only", (
-        "ConcatFromSequence", "SplitToSequence", "SequenceAt", "SequenceConstruct", "SequenceErase", "SequenceInsert",
-        "Optional", "OptionalGetElement")),
     (CORE, "session state: gradients are taken with respect to values, not through variable ops",
      ("Variable", "Read", "Assign", "AssignAdd")),
     (TENSORFLOW, "a TensorFlow op: amanda differentiates a graph in its ONNX form",

@@ -173,11 +173,16 @@ def test_grad_is_pure_tagged_and_prunes_unused_branches():
 def test_an_op_without_a_rule_is_named():
     """An op with no rule between wrt and the loss raises a SchemaError naming its path and type;
     one off that path does not matter."""
-    x = Input("x", "float32", (2, 3))
-    net = model([x], {"loss": ops.ReduceSum(ops.Exp(x), keepdims=0), "other": ops.ReduceSum(ops.Hardmax(x, name="hm"))},
-                name="net")
+    x = amanda.Port("x", attrs={"dtype": "float32", "shape": [2, 3]})
+    w = amanda.op("Constant", "w", outputs=["output"], attrs={"value": np.ones((3, 4), np.float32)})
+    fused = amanda.op("MatMulAdd", "hm", inputs=["A", "B", "C"], outputs=["Y"], attrs={"namespace": "amanda/fused/1"})
+    exp = amanda.op("Exp", "exp", inputs=["input"], outputs=["output"])
+    net = amanda.Container("Model", "net", inputs=[x], outputs=["loss", "other"], children=[w, fused, exp],
+                           edges=[("net:x", "exp:input"), ("exp:output", "net:loss"), ("net:x", "hm:A"),
+                                  ("w:output", "hm:B"), ("w:output", "hm:C"), ("hm:Y", "net:other")],
+                           attrs={"namespace": "amanda/onnx/17"})
     assert amanda.grad(net, "loss", ["x"]).output_names == ("loss", "grad/x")
-    with pytest.raises(amanda.SchemaError, match=r"`hm` \(Hardmax"):
+    with pytest.raises(amanda.SchemaError, match=r"`hm` \(MatMulAdd"):
         amanda.grad(net, "other", ["x"])
 
 

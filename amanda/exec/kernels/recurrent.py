@@ -54,6 +54,8 @@ def _activations(attrs: Attrs, defaults: Sequence[str], directions: int) -> list
     """Per direction, the cell's activation functions with their alpha and beta bound."""
     names = attrs.get("activations")
     names = [n.decode() if isinstance(n, bytes) else str(n) for n in names] if names else list(defaults) * directions
+    if len(names) > len(defaults) * directions:  # ONNX's schema default lists two for RNN, forward or not
+        names = names[:len(defaults) * directions]
     if len(names) != len(defaults) * directions:
         raise ExecutionError(
             f"expected {len(defaults) * directions} activations, found {len(names)}",

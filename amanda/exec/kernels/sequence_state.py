@@ -106,5 +106,5 @@ def linear_attention_kernel(attrs: Attrs, q: np.ndarray, k: np.ndarray, v: np.nd
 def swiglu_kernel(attrs: Attrs, a: np.ndarray, b: np.ndarray) -> tuple:
     """ONNX SwiGLU: ``a * sigmoid(alpha * a) * b``."""
     alpha = float(attrs.get("alpha", 1.0))
-    gate = (1 / (1 + np.exp(-alpha * a.astype(np.float32)))).astype(a.dtype)
+    gate = (1 / (1 + np.exp(-alpha * a.astype(np.promote_types(a.dtype, np.float32))))).astype(a.dtype)
     return ((a * gate * b).astype(a.dtype),)
