@@ -139,6 +139,11 @@ class Session:
     (``devices`` maps device names to workers; see ``docs/distribution.md``).
     ``optimize``: plan each feed type signature with the model specialised to it and run
     through ``amanda.optimize`` (``docs/optimize.md``); False runs the model as given.
+    ``backend``: ``"numpy"`` runs every op on numpy whatever its ``device``; ``"onnxruntime"``
+    (or ``"onnxruntime:cpu"``, ``"onnxruntime:cuda"``) places every op onnxruntime can run on
+    it, the rest on numpy; ops whose ``device`` attribute names ``onnxruntime:<kind>`` go there
+    without it, and ``placement={selector: device}`` sets that attribute on the nodes each
+    selector matches (``docs/execution.md``, "Devices and backends").
     A model in which two nodes of other content share a uid is refused with an
     ``InvariantError`` naming both paths (:mod:`amanda.containers.uids`).
     """
@@ -155,11 +160,17 @@ class Session:
         client: Any = None,
         devices: Mapping[str, Any] | None = None,
         optimize: bool = True,
+        backend: str | None = None,
+        placement: Mapping[str, str] | None = None,
     ) -> None:
         if positional:  # the deprecated Session(model, threads)
             (threads,) = moved_to_keywords("Session", ("threads",), positional, (threads,), (None,))
         if not isinstance(model, Container):
             raise _bad("model", "a Container", model)
+        if placement is not None:  # devices by selector: {"$..[?type=='GPT2Block']": "onnxruntime:cpu"}
+            from amanda.exec.backends.placed import place_by
+
+            model = place_by(model, placement)
         refuse_uid_clashes(model, "Session")  # state is kept by uid: two nodes of one uid would share it
         if max_loop_iterations is not None and (
                 isinstance(max_loop_iterations, bool) or not isinstance(max_loop_iterations, (int, np.integer))
@@ -192,6 +203,11 @@ class Session:
             from amanda.exec.dist.dask_backend import DaskRunner
 
             self._remote = DaskRunner(self._executable, client, devices, threads, self._state)
+        else:
+            from amanda.exec.backends.placed import PlacedRunner, uses_backend
+
+            if backend != "numpy" and (backend is not None or uses_backend(self._executable)):  # placed parts
+                self._remote = PlacedRunner(self, backend)
 
     # -- public ------------------------------------------------------------------------------
 
