@@ -144,6 +144,8 @@ class Session:
     it, the rest on numpy; ops whose ``device`` attribute names ``onnxruntime:<kind>`` go there
     without it, and ``placement={selector: device}`` sets that attribute on the nodes each
     selector matches (``docs/execution.md``, "Devices and backends").
+    ``profile``: record each run's op times, devices and bytes moved (``session.profile``;
+    ops then run one at a time, see :mod:`amanda.exec.profile`).
     A model in which two nodes of other content share a uid is refused with an
     ``InvariantError`` naming both paths (:mod:`amanda.containers.uids`).
     """
@@ -162,6 +164,7 @@ class Session:
         optimize: bool = True,
         backend: str | None = None,
         placement: Mapping[str, str] | None = None,
+        profile: bool = False,
     ) -> None:
         if positional:  # the deprecated Session(model, threads)
             (threads,) = moved_to_keywords("Session", ("threads",), positional, (threads,), (None,))
@@ -188,6 +191,12 @@ class Session:
         self._plans: dict[tuple, Plan] = {}
         if optimize is not True and optimize is not False:
             raise _bad("optimize", "True or False", optimize)
+        if profile is not True and profile is not False:
+            raise _bad("profile", "True or False", profile)
+        if profile and client is not None:
+            raise _bad("profile", "False with client= (a run on Dask workers is not profiled)", profile)
+        self._profile = profile
+        self._last_profile: Any = None  # the last run's Profile
         self._optimize = optimize  # plans specialised and optimised per feed types (plan_cache.py)
         self._bodies: dict[tuple, tuple[Container, Plan]] = {}
         self._bound: dict[Any, Container] = {}
@@ -260,7 +269,11 @@ class Session:
             values = {self._translated(name): value for name, value in values.items()}
         if self._remote is not None:
             with self._lock:  # one distributed run at a time: runs share the epoch and checkpoint
-                return self._remote.run(self._executable, items, values, phase, seconds)
+                start = time.perf_counter()
+                results = self._remote.run(self._executable, items, values, phase, seconds)
+                if self._profile:
+                    self._last_profile = self._remote.profile(self.model, start, time.perf_counter() - start)
+                return results
         plan, fitted = self._plan(items, frozenset(values), phase, values)  # names already checked above
         if plan.feed_types and not fitted:  # a plan for the feeds' type signature: they fit already
             check_feeds(plan.feed_types, values)
@@ -276,11 +289,26 @@ class Session:
             mode = self._runner.mode(plan)
             previous, self._mode = self._mode, mode
             try:
-                self._runner.run(plan, env, mode, deadline)
+                if self._profile:
+                    self._profiled(plan, env)
+                else:
+                    self._runner.run(plan, env, mode, deadline)
             finally:
                 self._mode = previous
         # a fetched variable reference reads as the variable's value, as in TensorFlow
         return [None if s is None else self._read(env[s]) for s in plan.fetch_slots]
+
+    @property
+    def profile(self) -> Any:
+        """The last run's :class:`~amanda.exec.profile.Profile` (``Session(profile=True)``), or None."""
+        return self._last_profile
+
+    def _profiled(self, plan: Plan, env: list) -> None:
+        from amanda.exec.profile import Profile, run_profiled
+
+        origin = time.perf_counter()
+        events = run_profiled(plan, env, "cpu:0", origin)
+        self._last_profile = Profile(self.model, events, time.perf_counter() - origin)
 
     def _read(self, value: Any) -> Any:
         if isinstance(value, _state.VariableRef):

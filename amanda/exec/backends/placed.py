@@ -22,8 +22,9 @@ from amanda.containers.uids import uid_clashes
 from amanda.errors import ArgumentError, suggest
 from amanda.exec.backends.onnxruntime import ORT_PREFIX, PROVIDERS, OrtPart, check_device, is_ort_device, provider_of
 from amanda.exec.backends.onnxruntime import supported_op as _supported
-from amanda.exec.dist.partition import DONE, Part, Partitioning, partition
+from amanda.exec.dist.partition import DIST, DONE, Part, Partitioning, partition
 from amanda.exec.dist.placement import DEFAULT_DEVICE, devices_of
+from amanda.exec.profile import Event, Profile, common_prefix
 
 __all__ = ["BACKENDS", "PlacedRunner", "assign_devices", "place_by", "uses_backend"]
 
@@ -98,7 +99,8 @@ class _NumpyPart:
         if uid_clashes(container):  # copies of one shared Constant with their scopes' attributes
             container = container.evolve(children=[c.evolve(uid=None) if c.type == "Constant" else c
                                                    for c in container.children])
-        self.session = Session(container, threads=owner.threads, optimize=False, backend="numpy")
+        self.session = Session(container, threads=owner.threads, optimize=False, backend="numpy",
+                               profile=owner._profile)
         self.session._state = owner._state  # variables live on numpy, in the user's session
 
     def run(self, values: Mapping[str, Any]) -> dict[str, Any]:
@@ -119,6 +121,28 @@ def _fallback(part: Part, owner: Any) -> Any:
     return run
 
 
+def _events(part: Part, runner: Any, start: float, seconds: float, moved: int, origin: float) -> list[Event]:
+    """A part's events in model paths: a numpy part's ops (its Recv ops carry the bytes moved),
+    an onnxruntime part as one event on the innermost container of its ops."""
+    ops = [tuple(c.name.split("/")) for c in part.container.children if c.attrs.get("namespace") != DIST]
+    session = getattr(runner, "session", None)
+    profile = session.profile if session is not None else None
+    if profile is None:  # onnxruntime ran it
+        return [Event(common_prefix(ops), "onnxruntime", part.device, start - origin, seconds, moved)]
+    shift = start - origin
+    out = []
+    for e in profile.events:
+        name = e.path[0] if len(e.path) == 1 else "/".join(e.path)
+        bytes_in = moved if e.op_type == "Recv" and name == _first_recv(part) else 0
+        out.append(Event(tuple(name.split("/")), e.op_type, part.device, e.start + shift, e.seconds, bytes_in))
+    return out
+
+
+def _first_recv(part: Part) -> str | None:
+    """The Recv op a part's bytes received are charged to (the first one)."""
+    return next((c.name for c in part.container.children if c.type == "Recv"), None)
+
+
 class PlacedRunner:
     """Runs a Session's model by its placement; ``records`` holds, after each run, one
     ``(part name, device, start, seconds, bytes received from other devices)`` per part."""
@@ -130,6 +154,7 @@ class PlacedRunner:
             check_device(self.default)
         self._runs: dict[tuple, tuple[Partitioning, list]] = {}
         self.records: list[tuple[str, str, float, float, int]] = []
+        self._events: list[Event] = []
 
     def _prepared(self, model: Container, items: tuple, names: frozenset, phase: Any) -> tuple[Partitioning, list]:
         key = (items, names, phase)
@@ -151,6 +176,8 @@ class PlacedRunner:
             seconds: float | None) -> list:
         """The fetches ``items`` given ``values``, in fetch order (None for effects)."""
         partitioning, runners = self._prepared(model, items, frozenset(values), phase)
+        origin = time.perf_counter()
+        self._events = []
         produced: list[dict] = []
         records = []
         parts = partitioning.parts
@@ -164,6 +191,8 @@ class PlacedRunner:
             start = time.perf_counter()
             produced.append(runner.run(inputs))
             records.append((part.name, part.device, start, time.perf_counter() - start, moved))
+            if self.session._profile:
+                self._events.extend(_events(part, runner, start, records[-1][3], moved, origin))
         self.records = records
         results = []
         for source in partitioning.sources:
@@ -174,6 +203,10 @@ class PlacedRunner:
             else:
                 results.append(None)
         return results
+
+    def profile(self, model: Container, start: float, wall: float) -> Profile:
+        """The last run's profile (``start``: when the session began the run, ``wall`` its time)."""
+        return Profile(model, self._events, wall)
 
     def close(self) -> None:
         """Stop the numpy parts' worker threads."""
