@@ -305,9 +305,11 @@ class Session:
 
     def _profiled(self, plan: Plan, env: list) -> None:
         from amanda.exec.profile import Profile, run_profiled
+        from amanda.exec.runner import blas_threads
 
         origin = time.perf_counter()
-        events = run_profiled(plan, env, "cpu:0", origin)
+        with blas_threads(self._runner.budget):  # as a sequential run sets them
+            events = run_profiled(plan, env, "cpu:0", origin)
         self._last_profile = Profile(self.model, events, time.perf_counter() - origin)
 
     def _read(self, value: Any) -> Any:
