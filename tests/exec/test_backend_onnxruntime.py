@@ -166,3 +166,28 @@ def test_cuda_runs_the_fixture_models(tmp_path):
         got = amanda.Session(model, backend="onnxruntime:cuda").run(list(model.output_names), feeds)
         for a, b in zip(got, models.run(proto, feeds)):
             np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_intra_op_threads_follow_the_session_setting(threads):
+    g = Container("G", "g", inputs=["x"], outputs=["y"], attrs={"namespace": NS}, children=[
+        op("Relu", "relu", ["X"], ["Y"])], edges=[("g:x", "relu:X"), ("relu:Y", "g:y")])
+    session = amanda.Session(g, backend="onnxruntime", threads=threads)
+    session.run(["y"], {"x": np.ones(3, np.float32)})
+    (runners,) = [r for _, r in session._remote._runs.values()]
+    (built,) = runners[0]._sessions.values()
+    assert built[0].get_session_options().intra_op_num_threads == threads
+
+
+def test_device_attribute_without_backend_places_the_op():
+    g = _split_model()
+    placed = amanda.containers.with_attrs(g, g.select("$..[?type=='Tanh']"), device="onnxruntime:cpu")
+    session = amanda.Session(placed)
+    x = np.linspace(-1, 1, 6, dtype=np.float32)
+    np.testing.assert_allclose(session.run(["y"], {"x": x})[0], amanda.Session(g).run(["y"], {"x": x})[0],
+                               rtol=1e-6)
+    assert _devices(session) == ["cpu:0", "onnxruntime:cpu"]
+    numpy_only = amanda.Session(placed, backend="numpy")
+    assert numpy_only._remote is None
+    (y,) = numpy_only.run(["y"], {"x": x})
+    np.testing.assert_allclose(y, amanda.Session(g).run(["y"], {"x": x})[0], rtol=1e-6)

@@ -104,33 +104,40 @@ def _is_function(op_type: str, domain: str, opset: int) -> bool:
         return False
 
 
-def onnx_form(part: Part, values: Mapping[str, Any]) -> tuple[Container, list[str]]:
-    """The part as a container the ONNX exporter writes: Recv and Send ops removed, control
-    edges dropped, its inputs typed from ``values``; and the output ports that carry control
-    tokens (no value: the part gives an empty token for them)."""
-    c = part.container
+def _data_edges(c: Container) -> list[Edge]:
+    """The part's edges that carry values (no control edges, no edge into its ``done`` port)."""
+    return [e for e in c.edges if e.src.port != CONTROL and e.dst.port != CONTROL
+            and not (e.dst.op == SELF and e.dst.port == "done")]
+
+
+def _boundary(c: Container, edges: list[Edge]) -> tuple[dict[str, str], dict[str, Endpoint]]:
+    """Recv op -> the input port it takes its value from; Send op -> the value it sends."""
     recv_port: dict[str, str] = {}
     send_src: dict[str, Endpoint] = {}
-    # an op's effective attributes include its enclosing function call's marker: the part runs
-    # the call's ops themselves, so none of them is written as a call
-    kept = [ch.without_attrs(FUNCTION_ATTR) if FUNCTION_ATTR in ch.attrs else ch
-            for ch in c.children if ch.attrs.get("namespace") != DIST]
-    edges: list[Edge] = []
-    for e in c.edges:
-        if e.src.port == CONTROL or e.dst.port == CONTROL or e.dst.op == SELF and e.dst.port == "done":
-            continue
+    for e in edges:
         if e.dst.op != SELF and c.child(e.dst.op[0]).attrs.get("namespace") == DIST:
             if e.src.op == SELF:
                 recv_port[e.dst.op[0]] = e.src.port
             else:
                 send_src[e.dst.op[0]] = e.src
-    tokens = []
-    outputs = []
-    for e in c.edges:
-        if e.src.port == CONTROL or e.dst.port == CONTROL or e.dst.op == SELF and e.dst.port == "done":
-            continue
+    return recv_port, send_src
+
+
+def onnx_form(part: Part, values: Mapping[str, Any]) -> tuple[Container, list[str]]:
+    """The part as a container the ONNX exporter writes: Recv and Send ops removed, control
+    edges dropped, its inputs typed from ``values``; and the output ports that carry control
+    tokens (no value: the part gives an empty token for them)."""
+    c = part.container
+    # an op's effective attributes include its enclosing function call's marker: the part runs
+    # the call's ops themselves, so none of them is written as a call
+    kept = [ch.without_attrs(FUNCTION_ATTR) if FUNCTION_ATTR in ch.attrs else ch
+            for ch in c.children if ch.attrs.get("namespace") != DIST]
+    data = _data_edges(c)
+    recv_port, send_src = _boundary(c, data)
+    tokens, outputs, edges = [], [], []
+    for e in data:
         src, dst = e.src, e.dst
-        if dst.op != SELF and dst.op[0] in recv_port or dst.op != SELF and dst.op[0] in send_src:
+        if dst.op != SELF and (dst.op[0] in recv_port or dst.op[0] in send_src):
             continue
         if src.op != SELF and src.op[0] in recv_port:
             src = Endpoint(SELF, recv_port[src.op[0]])
