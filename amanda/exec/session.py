@@ -211,11 +211,14 @@ class Session:
         if client is not None:
             from amanda.exec.dist.dask_backend import DaskRunner
 
+            if backend is not None:
+                raise _bad("backend", "None with client= (Dask workers run numpy parts)", backend)
             self._remote = DaskRunner(self._executable, client, devices, threads, self._state)
         else:
-            from amanda.exec.backends.placed import PlacedRunner, uses_backend
+            from amanda.exec.backends.placed import PlacedRunner, backend_device, uses_backend
 
-            if backend != "numpy" and (backend is not None or uses_backend(self._executable)):  # placed parts
+            device = backend_device(backend)  # None: numpy, or no backend named
+            if device is not None or (backend is None and uses_backend(self._executable)):  # placed parts
                 self._remote = PlacedRunner(self, backend)
 
     # -- public ------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ BACKENDS = ("numpy", *(ORT_PREFIX.rstrip(":") + suffix for suffix in ("", *(":" 
 
 def backend_device(backend: Any) -> str | None:
     """The default device a ``Session(backend=...)`` gives every op (None for numpy)."""
-    if backend is None or backend == "numpy":
+    if backend is None or isinstance(backend, str) and backend == "numpy":
         return None
     if not isinstance(backend, str) or backend not in BACKENDS:
         hint = suggest(backend, BACKENDS) if isinstance(backend, str) else ""
