@@ -167,10 +167,14 @@ def _signature(values: Mapping[str, Any]) -> tuple:
 
 class OrtPart:
     """One part on an onnxruntime device: an InferenceSession per input signature, made on
-    first use; ``fallback`` (a numpy Session over the part) runs it where onnxruntime refuses."""
+    first use; ``fallback`` (a numpy Session over the part) runs it where onnxruntime refuses;
+    ``spin``: let its threads spin after a run (off where other parts follow)."""
 
-    def __init__(self, part: Part, provider: str, threads: int, fallback: Any) -> None:
+    def __init__(self, part: Part, provider: str, threads: int, fallback: Any, spin: bool = True) -> None:
         self.part, self.provider, self.threads, self.fallback = part, provider, threads, fallback
+        # onnxruntime's intra-op threads spin for a while after a run: with several parts, the
+        # next part's threads would compete with them for the cores
+        self.spin = spin
         self._sessions: dict[tuple, Any] = {}  # signature -> (session, input names, outputs, tokens) or None
 
     def _build(self, values: Mapping[str, Any]) -> Any:
@@ -184,6 +188,8 @@ class OrtPart:
             options = ort.SessionOptions()
             options.intra_op_num_threads = self.threads
             options.inter_op_num_threads = 1
+            if not self.spin:
+                options.add_session_config_entry("session.intra_op.allow_spinning", "0")
             session = ort.InferenceSession(proto.SerializeToString(), options, providers=[self.provider])
         except Exception as exc:  # the exporter's or onnxruntime's refusal: run this part on numpy
             warnings.warn(f"onnxruntime refused part {self.part.name!r} ({_culprits(exc, proto, self.part)}); "

@@ -164,9 +164,11 @@ class PlacedRunner:
             partitioning = partition(placed, list(items), list(names), phase=phase, default=self.default)
             runners: list = []
             threads = self.session._runner.budget
+            alone = len(partitioning.parts) == 1
             for part in partitioning.parts:
                 if is_ort_device(part.device):
-                    runners.append(OrtPart(part, provider_of(part.device), threads, _fallback(part, self.session)))
+                    runners.append(OrtPart(part, provider_of(part.device), threads, _fallback(part, self.session),
+                                           spin=alone))
                 else:
                     runners.append(_NumpyPart(part, self.session))
             found = self._runs[key] = (partitioning, runners)
