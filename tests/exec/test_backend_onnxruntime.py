@@ -191,3 +191,26 @@ def test_device_attribute_without_backend_places_the_op():
     assert numpy_only._remote is None
     (y,) = numpy_only.run(["y"], {"x": x})
     np.testing.assert_allclose(y, amanda.Session(g).run(["y"], {"x": x})[0], rtol=1e-6)
+
+
+def test_gradient_model_places_forward_and_backward_ops():
+    from amanda import Input, layers, model, ops
+
+    x, labels = Input("x", "float32", ("batch", 4)), Input("labels", "int64", ("batch",))
+    logits = layers.Dense(8, 3, name="fc")(layers.Dense(4, 8, activation="tanh", name="hidden")(x))
+    net = model([x, labels], {"loss": ops.SoftmaxCrossEntropyLoss(logits, labels)[0], "logits": logits}, name="net")
+    g = amanda.grad(net, "loss", ["hidden/kernel", "fc/kernel", "x"])
+    feeds = {"x": np.linspace(-1, 1, 8, dtype=np.float32).reshape(2, 4), "labels": np.array([0, 2])}
+    session = amanda.Session(g, backend="onnxruntime")
+    got = session.run(list(g.output_names), feeds)
+    for a, b in zip(got, amanda.Session(g).run(list(g.output_names), feeds)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert "onnxruntime:cpu" in _devices(session)
+
+
+def test_a_run_past_its_timeout_starts_no_further_part():
+    session = amanda.Session(_split_model(), backend="onnxruntime")
+    x = np.ones(4, np.float32)
+    session.run(["y"], {"x": x})
+    with pytest.raises(ExecutionError, match="timeout"):
+        session.run(["y"], {"x": x}, timeout=1e-9)

@@ -25,6 +25,7 @@ from amanda.exec.backends.onnxruntime import supported_op as _supported
 from amanda.exec.dist.partition import DIST, DONE, Part, Partitioning, partition
 from amanda.exec.dist.placement import DEFAULT_DEVICE, devices_of
 from amanda.exec.profile import Event, Profile, common_prefix
+from amanda.exec.runner import timed_out
 
 __all__ = ["BACKENDS", "PlacedRunner", "assign_devices", "place_by", "uses_backend"]
 
@@ -183,7 +184,10 @@ class PlacedRunner:
         produced: list[dict] = []
         records = []
         parts = partitioning.parts
+        deadline = None if seconds is None else origin + seconds
         for part, runner in zip(parts, runners):
+            if deadline is not None and time.perf_counter() > deadline:
+                raise timed_out(part.name)
             inputs = {port: values[name] for port, name in part.feeds.items()}
             moved = 0
             for port, (i, out) in part.receives.items():
