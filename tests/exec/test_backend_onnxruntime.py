@@ -109,9 +109,10 @@ def test_a_part_onnxruntime_refuses_falls_back_with_a_warning_naming_the_op():
     g = Container("G", "g", inputs=["x"], outputs=["y"], attrs={"namespace": NS}, children=[
         op("Relu", "relu", ["X"], ["Y"])], edges=[("g:x", "relu:X"), ("relu:Y", "g:y")])
     x = np.array([-3, 0, 5], np.int16)
-    session = amanda.Session(g, backend="onnxruntime")
+    session = amanda.Session(g, backend="onnxruntime", profile=True)
     with pytest.warns(UserWarning, match="Relu"):
         (y,) = session.run(["y"], {"x": x})
+    assert [e.op_type for e in session.profile.events] == ["numpy fallback"]
     np.testing.assert_array_equal(y, np.array([0, 0, 5], np.int16))
     assert y.dtype == np.int16
     with warnings.catch_warnings():

@@ -175,6 +175,7 @@ class OrtPart:
         # onnxruntime's intra-op threads spin for a while after a run: with several parts, the
         # next part's threads would compete with them for the cores
         self.spin = spin
+        self.fell_back = False  # whether the last run ran on numpy
         self._sessions: dict[tuple, Any] = {}  # signature -> (session, input names, outputs, tokens) or None
 
     def _build(self, values: Mapping[str, Any]) -> Any:
@@ -205,6 +206,7 @@ class OrtPart:
         if key not in self._sessions:
             self._sessions[key] = self._build(values)
         built = self._sessions[key]
+        self.fell_back = built is None
         if built is None:
             return self.fallback(values)
         session, inputs, outputs, tokens = built

@@ -128,8 +128,9 @@ def _events(part: Part, runner: Any, start: float, seconds: float, moved: int, o
     ops = [tuple(c.name.split("/")) for c in part.container.children if c.attrs.get("namespace") != DIST]
     session = getattr(runner, "session", None)
     profile = session.profile if session is not None else None
-    if profile is None:  # onnxruntime ran it
-        return [Event(common_prefix(ops), "onnxruntime", part.device, start - origin, seconds, moved)]
+    if profile is None:  # onnxruntime ran it, or numpy where onnxruntime refused it
+        kind = "numpy fallback" if getattr(runner, "fell_back", False) else "onnxruntime"
+        return [Event(common_prefix(ops), kind, part.device, start - origin, seconds, moved)]
     shift = start - origin
     out = []
     for e in profile.events:
@@ -145,7 +146,8 @@ def _first_recv(part: Part) -> str | None:
 
 
 class PlacedRunner:
-    """Runs a Session's model by its placement; ``records`` holds, after each run, one
+    """Runs a Session's model by its placement (a run's timeout is checked before each part
+    starts; a part already running is not stopped); ``records`` holds, after each run, one
     ``(part name, device, start, seconds, bytes received from other devices)`` per part."""
 
     def __init__(self, session: Any, backend: Any = None) -> None:
