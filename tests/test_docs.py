@@ -209,6 +209,7 @@ UPWARD_EXCEPTIONS = {
     ("namespaces/validation.py", "types"),  # validate adds the type checks, imported when called
     ("containers/compose.py", "types"),  # chain refuses declared types that never fit, imported when called
     ("exec/dist/dask_backend.py", "io"),  # parts travel to Dask workers as JSON text, imported when run
+    ("exec/backends/onnxruntime.py", "io"),  # a part exported for onnxruntime, imported when built
     ("exec/plan_cache.py", "passes"),  # a Session optimises its plans, imported when called
 }
 

@@ -23,7 +23,6 @@ import numpy as np
 from amanda.containers import CONTROL, SELF, Container, Edge, Endpoint, Port
 from amanda.errors import ArgumentError, ExecutionError, suggest
 from amanda.exec.dist.partition import DIST, Part
-from amanda.io.onnx_calls import FUNCTION_ATTR
 
 __all__ = ["ORT_PREFIX", "PROVIDERS", "OrtPart", "check_device", "is_ort_device", "provider_of", "supported_op"]
 
@@ -127,6 +126,8 @@ def onnx_form(part: Part, values: Mapping[str, Any]) -> tuple[Container, list[st
     """The part as a container the ONNX exporter writes: Recv and Send ops removed, control
     edges dropped, its inputs typed from ``values``; and the output ports that carry control
     tokens (no value: the part gives an empty token for them)."""
+    from amanda.io.onnx_calls import FUNCTION_ATTR
+
     c = part.container
     # an op's effective attributes include its enclosing function call's marker: the part runs
     # the call's ops themselves, so none of them is written as a call
