@@ -212,6 +212,7 @@ UPWARD_EXCEPTIONS = {
     ("containers/compose.py", "types"),  # chain refuses declared types that never fit, imported when called
     ("exec/dist/dask_backend.py", "io"),  # parts travel to Dask workers as JSON text, imported when run
     ("ops/__init__.py", "build"),  # amanda.ops.<Type> is also the op builder, looked up when used
+    ("exec/backends/onnxruntime.py", "io"),  # a part exported for onnxruntime, imported when built
 }
 
 

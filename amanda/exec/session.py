@@ -141,6 +141,13 @@ class Session:
     through the default pipeline, ``amanda.optimize``'s passes and fusion rules
     (``docs/optimize.md``); a function ``pipeline(model, inputs) -> model`` (``inputs``: name ->
     (dtype, shape)) is used instead; False runs the model as given.
+    ``backend``: ``"numpy"`` runs every op on numpy whatever its ``device``; ``"onnxruntime"``
+    (or ``"onnxruntime:cpu"``, ``"onnxruntime:cuda"``) places every op onnxruntime can run on
+    it, the rest on numpy; ops whose ``device`` attribute names ``onnxruntime:<kind>`` go there
+    without it, and ``placement={selector: device}`` sets that attribute on the nodes each
+    selector matches (``docs/execution.md``, "Devices and backends").
+    ``profile``: record each run's op times, devices and bytes moved (``session.profile``;
+    ops then run one at a time, see :mod:`amanda.exec.profile`).
     A model in which two nodes of other content share a uid is refused with an
     ``InvariantError`` naming both paths (:mod:`amanda.containers.uids`).
     """
@@ -157,11 +164,18 @@ class Session:
         client: Any = None,
         devices: Mapping[str, Any] | None = None,
         optimize: bool | Pipeline = True,
+        backend: str | None = None,
+        placement: Mapping[str, str] | None = None,
+        profile: bool = False,
     ) -> None:
         if positional:  # the removed Session(model, threads)
             raise positional_refused("Session", ("threads",), positional)
         if not isinstance(model, Container):
             raise _bad("model", "a Container", model)
+        if placement is not None:  # devices by selector: {"$..[?type=='GPT2Block']": "onnxruntime:cpu"}
+            from amanda.exec.backends.placed import place_by
+
+            model = place_by(model, placement)
         refuse_uid_clashes(model, "Session")  # state is kept by uid: two nodes of one uid would share it
         if max_loop_iterations is not None and (
                 isinstance(max_loop_iterations, bool) or not isinstance(max_loop_iterations, (int, np.integer))
@@ -181,6 +195,12 @@ class Session:
             raise _bad("optimize", "True or False (or a pipeline function)", optimize)
         self._optimize = optimize is not False  # plans specialised and optimised per feed types (plan_cache.py)
         self._pipeline = optimize if callable(optimize) else None  # None: the default pipeline
+        if profile is not True and profile is not False:
+            raise _bad("profile", "True or False", profile)
+        if profile and client is not None:
+            raise _bad("profile", "False with client= (a run on Dask workers is not profiled)", profile)
+        self._profile = profile
+        self._last_profile: Any = None  # the last run's Profile
         self._bodies: dict[tuple, tuple[Container, Plan]] = {}
         self._bound: dict[Any, Container] = {}
         self._lock = threading.RLock()
@@ -194,7 +214,15 @@ class Session:
         if client is not None:
             from amanda.exec.dist.dask_backend import DaskRunner
 
+            if backend is not None:
+                raise _bad("backend", "None with client= (Dask workers run numpy parts)", backend)
             self._remote = DaskRunner(self._executable, client, devices, threads, self._state)
+        else:
+            from amanda.exec.backends.placed import PlacedRunner, backend_device, uses_backend
+
+            device = backend_device(backend)  # None: numpy, or no backend named
+            if device is not None or (backend is None and uses_backend(self._executable)):  # placed parts
+                self._remote = PlacedRunner(self, backend)
 
     # -- public ------------------------------------------------------------------------------
 
@@ -247,7 +275,11 @@ class Session:
             values = {self._translated(name): value for name, value in values.items()}
         if self._remote is not None:
             with self._lock:  # one distributed run at a time: runs share the epoch and checkpoint
-                return self._remote.run(self._executable, items, values, phase, seconds)
+                start = time.perf_counter()
+                results = self._remote.run(self._executable, items, values, phase, seconds)
+                if self._profile:
+                    self._last_profile = self._remote.profile(self.model, start, time.perf_counter() - start)
+                return results
         plan, fitted = self._plan(items, frozenset(values), phase, values)  # names already checked above
         if plan.feed_types and not fitted:  # a plan for the feeds' type signature: they fit already
             check_feeds(plan.feed_types, values)
@@ -263,11 +295,28 @@ class Session:
             mode = self._runner.mode(plan)
             previous, self._mode = self._mode, mode
             try:
-                self._runner.run(plan, env, mode, deadline)
+                if self._profile:
+                    self._profiled(plan, env)
+                else:
+                    self._runner.run(plan, env, mode, deadline)
             finally:
                 self._mode = previous
         # a fetched variable reference reads as the variable's value, as in TensorFlow
         return [None if s is None else self._read(env[s]) for s in plan.fetch_slots]
+
+    @property
+    def profile(self) -> Any:
+        """The last run's :class:`~amanda.exec.profile.Profile` (``Session(profile=True)``), or None."""
+        return self._last_profile
+
+    def _profiled(self, plan: Plan, env: list) -> None:
+        from amanda.exec.profile import Profile, run_profiled
+        from amanda.exec.runner import blas_threads
+
+        origin = time.perf_counter()
+        with blas_threads(self._runner.budget):  # as a sequential run sets them
+            events = run_profiled(plan, env, "cpu:0", origin)
+        self._last_profile = Profile(self.model, events, time.perf_counter() - origin)
 
     def _read(self, value: Any) -> Any:
         if isinstance(value, _state.VariableRef):

@@ -1,0 +1,217 @@
+"""The onnxruntime device: placed parts run by onnxruntime, the rest on numpy, joined in one run
+(amanda/exec/backends). References come from onnxruntime on the original file, the fixtures'
+recorded torch outputs, numpy formulas in the test, or amanda's numpy executor."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import amanda
+from amanda import Container, op
+from amanda.errors import AmandaError, ArgumentError, ExecutionError
+
+ort = pytest.importorskip("onnxruntime")
+onnx = pytest.importorskip("onnx")
+from amanda.io.onnx import load_onnx  # noqa: E402
+from tests.fixtures.onnx import hierarchy_models as fx  # noqa: E402
+from tests.fixtures.onnx import onnx_models as models  # noqa: E402
+
+FROM_TORCH = fx.HERE.parent / "from_torch"
+NS = "amanda/onnx/17"
+
+
+def _load(proto, tmp_path):
+    path = tmp_path / "m.onnx"
+    onnx.save(proto, str(path))
+    return load_onnx(path)
+
+
+def _devices(session):
+    return [device for _, device, *_ in session._remote.records]
+
+
+@pytest.mark.parametrize("name", sorted(models.BUILDERS))
+def test_onnx_fixture_models_equal_onnxruntime_and_numpy(name, tmp_path):
+    proto = models.BUILDERS[name]()
+    feeds = models.feeds(name)
+    model = _load(proto, tmp_path)
+    outputs = list(model.output_names)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no part of these falls back
+        got = amanda.Session(model, backend="onnxruntime").run(outputs, feeds)
+    for a, b in zip(got, models.run(proto, feeds)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    if name != "custom_domains":  # numpy has no ai.onnx.ml kernels; onnxruntime runs it above
+        for a, b in zip(got, amanda.Session(model).run(outputs, feeds)):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(("name", "kind"), fx.CASES)
+def test_hierarchy_fixtures_equal_torch(name, kind):
+    model = load_onnx(fx.path(name, kind))
+    session = amanda.Session(model, backend="onnxruntime")
+    got = session.run(list(model.output_names), fx.feeds(name))
+    for a, b in zip(got, fx.expected(name)):
+        np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-4)
+    assert "onnxruntime:cpu" in _devices(session)
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in FROM_TORCH.glob("*.onnx")))
+def test_torch_exports_equal_numpy(name):
+    model = load_onnx(FROM_TORCH / f"{name}.onnx")
+    rng = np.random.default_rng(0)
+    proto = onnx.load(str(FROM_TORCH / f"{name}.onnx"))
+    feeds = {}
+    for i in proto.graph.input:
+        dims = [d.dim_value or 2 for d in i.type.tensor_type.shape.dim]
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(i.type.tensor_type.elem_type)
+        feeds[i.name] = (rng.standard_normal(dims) if dtype.kind == "f" else rng.integers(0, 2, dims)).astype(dtype)
+    outputs = list(model.output_names)
+    got = amanda.Session(model, backend="onnxruntime").run(outputs, feeds)
+    for a, b in zip(got, amanda.Session(model).run(outputs, feeds)):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_selector_placement_sends_the_blocks_only():
+    model = load_onnx(fx.path("gpt2", "dynamo"))
+    session = amanda.Session(model, placement={"$..[?type=='GPT2Block']": "onnxruntime:cpu"})
+    got = session.run(list(model.output_names), fx.feeds("gpt2"))
+    for a, b in zip(got, fx.expected("gpt2")):
+        np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-4)
+    devices = _devices(session)
+    assert "onnxruntime:cpu" in devices and "cpu:0" in devices  # embeddings and head stay on numpy
+
+
+def _split_model():
+    """Relu -> Swish of amanda's fused namespace (onnxruntime lacks it) -> Tanh."""
+    return Container("G", "g", inputs=["x"], outputs=["y"], attrs={"namespace": NS}, children=[
+        op("Relu", "r", ["X"], ["Y"]), op("Swish", "s", ["X"], ["Y"], attrs={"namespace": "amanda/fused"}),
+        op("Tanh", "t", ["input"], ["output"])],
+        edges=[("g:x", "r:X"), ("r:Y", "s:X"), ("s:Y", "t:input"), ("t:output", "g:y")])
+
+
+def test_an_op_onnxruntime_lacks_splits_the_model_around_numpy():
+    x = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
+    session = amanda.Session(_split_model(), backend="onnxruntime")
+    (y,) = session.run(["y"], {"x": x})
+    r = np.maximum(x, 0)
+    np.testing.assert_allclose(y, np.tanh(r / (1 + np.exp(-r))), rtol=1e-6)
+    assert _devices(session) == ["onnxruntime:cpu", "cpu:0", "onnxruntime:cpu"]
+    moved = [record[4] for record in session._remote.records]
+    assert moved == [0, x.nbytes, x.nbytes]  # bytes received from another device, per part
+
+
+def test_a_part_onnxruntime_refuses_falls_back_with_a_warning_naming_the_op():
+    # onnxruntime has Relu kernels for float, double, int8 and int32 only; numpy's keeps int16
+    g = Container("G", "g", inputs=["x"], outputs=["y"], attrs={"namespace": NS}, children=[
+        op("Relu", "relu", ["X"], ["Y"])], edges=[("g:x", "relu:X"), ("relu:Y", "g:y")])
+    x = np.array([-3, 0, 5], np.int16)
+    session = amanda.Session(g, backend="onnxruntime", profile=True)
+    with pytest.warns(UserWarning, match="Relu"):
+        (y,) = session.run(["y"], {"x": x})
+    assert [e.op_type for e in session.profile.events] == ["numpy fallback"]
+    np.testing.assert_array_equal(y, np.array([0, 0, 5], np.int16))
+    assert y.dtype == np.int16
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the refusal is remembered for this signature
+        session.run(["y"], {"x": x})
+
+
+def test_training_keeps_variables_on_numpy():
+    w0 = np.array([[0.5, -1.0], [2.0, 0.25]], np.float32)
+    g = Container("G", "g", inputs=["x"], outputs=["y"], controls=["train"], attrs={"namespace": NS}, children=[
+        op("Variable", "w", [], ["ref"], attrs={"namespace": "amanda/core", "value": w0}),
+        op("Read", "read", ["ref"], ["value"], attrs={"namespace": "amanda/core"}),
+        op("MatMul", "mm", ["A", "B"], ["Y"]),
+        op("Relu", "relu", ["X"], ["Y"]),
+        op("Constant", "lr", [], ["output"], attrs={"value": np.float32(0.1)}),
+        op("Mul", "step", ["A", "B"], ["C"]),
+        op("AssignAdd", "update", ["ref", "value"], [], attrs={"namespace": "amanda/core"})],
+        edges=[("w:ref", "read:ref"), ("g:x", "mm:A"), ("read:value", "mm:B"), ("mm:Y", "relu:X"),
+               ("relu:Y", "g:y"), ("read:value", "step:A"), ("lr:output", "step:B"), ("w:ref", "update:ref"),
+               ("step:C", "update:value"), ("update:-1", "g:train")])
+    x = np.eye(2, dtype=np.float32)
+    session = amanda.Session(g, backend="onnxruntime")
+    for _ in range(3):
+        (y, _t) = session.run(["y", "train"], {"x": x})
+    np.testing.assert_allclose(y, np.maximum(w0 * 1.1 ** 2, 0), rtol=1e-6)
+    np.testing.assert_allclose(next(iter(session.state.values())), w0 * 1.1 ** 3, rtol=1e-6)
+    assert set(_devices(session)) == {"onnxruntime:cpu", "cpu:0"}
+
+
+def test_bad_backend_and_placement_are_named():
+    g = _split_model()
+    with pytest.raises(ArgumentError, match="onnxruntime"):
+        amanda.Session(g, backend="onnxruntim")
+    with pytest.raises(ArgumentError, match="cpu"):
+        amanda.Session(g, placement={"$..[?type=='Relu']": "onnxruntime:cpux"})
+    with pytest.raises(ArgumentError, match="Conv"):
+        amanda.Session(g, placement={"$..[?type=='Conv']": "onnxruntime:cpu"})
+
+
+@pytest.mark.skipif("CUDAExecutionProvider" in ort.get_available_providers(), reason="this onnxruntime has CUDA")
+def test_cuda_without_its_provider_is_a_clear_error():
+    with pytest.raises(ExecutionError, match="gpu") as info:
+        amanda.Session(_split_model(), backend="onnxruntime:cuda")
+    assert isinstance(info.value, AmandaError)
+
+
+@pytest.mark.skipif("CUDAExecutionProvider" not in ort.get_available_providers(), reason="no CUDA provider")
+def test_cuda_runs_the_fixture_models(tmp_path):
+    for name in ("mlp", "cnn", "attention"):
+        proto, feeds = models.BUILDERS[name](), models.feeds(name)
+        model = _load(proto, tmp_path)
+        got = amanda.Session(model, backend="onnxruntime:cuda").run(list(model.output_names), feeds)
+        for a, b in zip(got, models.run(proto, feeds)):
+            np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_intra_op_threads_follow_the_session_setting(threads):
+    g = Container("G", "g", inputs=["x"], outputs=["y"], attrs={"namespace": NS}, children=[
+        op("Relu", "relu", ["X"], ["Y"])], edges=[("g:x", "relu:X"), ("relu:Y", "g:y")])
+    session = amanda.Session(g, backend="onnxruntime", threads=threads)
+    session.run(["y"], {"x": np.ones(3, np.float32)})
+    (runners,) = [r for _, r in session._remote._runs.values()]
+    (built,) = runners[0]._sessions.values()
+    assert built[0].get_session_options().intra_op_num_threads == threads
+
+
+def test_device_attribute_without_backend_places_the_op():
+    g = _split_model()
+    placed = amanda.containers.with_attrs(g, g.select("$..[?type=='Tanh']"), device="onnxruntime:cpu")
+    session = amanda.Session(placed)
+    x = np.linspace(-1, 1, 6, dtype=np.float32)
+    np.testing.assert_allclose(session.run(["y"], {"x": x})[0], amanda.Session(g).run(["y"], {"x": x})[0],
+                               rtol=1e-6)
+    assert _devices(session) == ["cpu:0", "onnxruntime:cpu"]
+    numpy_only = amanda.Session(placed, backend="numpy")
+    assert numpy_only._remote is None
+    (y,) = numpy_only.run(["y"], {"x": x})
+    np.testing.assert_allclose(y, amanda.Session(g).run(["y"], {"x": x})[0], rtol=1e-6)
+
+
+def test_gradient_model_places_forward_and_backward_ops():
+    from amanda import Input, layers, model, ops
+
+    x, labels = Input("x", "float32", ("batch", 4)), Input("labels", "int64", ("batch",))
+    logits = layers.Dense(8, 3, name="fc")(layers.Dense(4, 8, activation="tanh", name="hidden")(x))
+    net = model([x, labels], {"loss": ops.SoftmaxCrossEntropyLoss(logits, labels)[0], "logits": logits}, name="net")
+    g = amanda.grad(net, "loss", ["hidden/kernel", "fc/kernel", "x"])
+    feeds = {"x": np.linspace(-1, 1, 8, dtype=np.float32).reshape(2, 4), "labels": np.array([0, 2])}
+    session = amanda.Session(g, backend="onnxruntime")
+    got = session.run(list(g.output_names), feeds)
+    for a, b in zip(got, amanda.Session(g).run(list(g.output_names), feeds)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert "onnxruntime:cpu" in _devices(session)
+
+
+def test_a_run_past_its_timeout_starts_no_further_part():
+    session = amanda.Session(_split_model(), backend="onnxruntime")
+    x = np.ones(4, np.float32)
+    session.run(["y"], {"x": x})
+    with pytest.raises(ExecutionError, match="timeout"):
+        session.run(["y"], {"x": x}, timeout=1e-9)
