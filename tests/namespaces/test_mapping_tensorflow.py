@@ -517,3 +517,38 @@ def test_tensorflow_itself_agrees(case):
             want = session.run(g.get_tensor_by_name(f"{op_name}:{index}"), feeds)
     got, _ = run_onnx(case)
     np.testing.assert_allclose(got, want, rtol=max(case.rtol, 1e-5), atol=1e-5)
+
+
+def test_tensorflow_builder_infers_types_and_sets_the_namespace():
+    """The dense layer built with TensorFlow's ops needs no T: each op's T is its input's dtype
+    (through ops no type rule covers), arrays become TF Consts, and the model is in
+    amanda/tensorflow/1.13.1, so convert needs no source=; onnxruntime gives numpy's relu(x @ w + b)."""
+    from amanda.build import Input, Ops, model
+    from amanda.io.onnx import to_onnx
+
+    tf = Ops("amanda/tensorflow/1.13.1")
+    x = Input("x", "float32", (None, 4))
+    w = tf.VariableV2(shape=[4, 3], dtype="float32", name="kernel")
+    b = np.array([0.5, -1.0, 2.0], np.float32)
+    hidden = tf.BiasAdd(tf.MatMul(x, w, name="mm"), b, name="bias")
+    out = tf.Reshape(tf.Relu(hidden, name="relu"), np.array([-1], np.int32), name="flat")
+    assert out.type.dtype == "float32"
+    built = model([x], {"y": out})
+    assert built.namespace == "amanda/tensorflow/1.13.1" and validate(built) == []
+    ts = {c.name: c.attrs.get("T") for c in built.children if "T" in c.attrs}
+    assert ts == {"mm": "float32", "bias": "float32", "relu": "float32", "flat": "float32"}
+    assert {c.type for c in built.children} == {"VariableV2", "MatMul", "BiasAdd", "Relu", "Reshape", "Const"}
+    session = ort.InferenceSession(to_onnx(convert(built, "amanda/onnx/17")).SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    xv, wv = f32(2, 4), f32(4, 3)
+    got = session.run(["y"], {"x": xv, "kernel": wv})[0]
+    np.testing.assert_allclose(got, np.maximum(xv @ wv + b, 0).reshape(-1), rtol=1e-5, atol=1e-5)
+
+
+def test_tensorflow_builder_types_t_from_its_own_port():
+    """T comes from the port it constrains: Reshape's T is its tensor's (int64), not its shape's."""
+    from amanda.build import Input, Ops
+
+    tf = Ops("amanda/tensorflow/2.21.0")
+    flat = tf.Reshape(np.array([1, 2], np.int32), Input("x", "int64", (2,)))
+    assert flat.producer.op.attrs["T"] == "int32" and flat.producer.op.attrs["Tshape"] == "int64"
