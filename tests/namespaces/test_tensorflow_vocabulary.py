@@ -183,3 +183,21 @@ def test_importing_amanda_loads_no_tensorflow_vocabulary():
             "assert not calls, calls; print('ok')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.stdout.strip() == "ok", out.stderr
+
+
+def test_validation_names_the_op_port_and_attribute_that_do_not_fit():
+    """Against the whole vocabulary: an unknown attribute (did-you-mean), an unknown port, and a
+    dtype attribute outside its OpDef's allowed types are each reported at the op's path."""
+    from amanda import Container, op
+
+    graph = Container("Graph", "g", children=[
+        op("Relu", "r", ["features"], ["activations"], {"T": "float32", "alpah": 0.1}),
+        op("MatMul", "m", ["a", "c"], ["product"], {"T": "bool"}),
+        op("SparseConcat", "s", ["indices_0"], ["output_indices", "output_values", "output_shape"],
+           {"T": "float32", "N": 2, "concat_dim": 0}),
+    ], attrs={"namespace": "amanda/tensorflow/2.21.0"})
+    found = {(p.path[-1], p.found) for p in validate(graph)}
+    assert ("r", "'alpah'") in found and ("m", "input port 'c'") in found and ("m", "'bool'") in found
+    bad_t = next(p for p in validate(graph) if p.found == "'bool'")
+    assert "'T' of MatMul" in bad_t.expected and "float32" in bad_t.expected
+    assert any(p.path[-1] == "s" and "indices" in p.expected for p in validate(graph))
