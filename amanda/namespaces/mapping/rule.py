@@ -174,6 +174,25 @@ class Match:
         """Path of the captured op from the root of the container being mapped."""
         return (*self._scope.path, self.names[var])
 
+    def constant_input(self, var: str, port: str, through: tuple[str, ...] = ("Identity", "ReadVariableOp"),
+                       ) -> Any:
+        """The array a captured op's input ``port`` always receives: the ``value`` of the
+        ``Const``/``Constant`` feeding it directly or through one-input ``through`` ops of its
+        level (a frozen graph's ``ReadVariableOp``), else None."""
+        name, current = self.names[var], port
+        for _ in range(16):
+            found = self._scope.producers(name, current)
+            if len(found) != 1 or found[0][0] is None:
+                return None
+            name = found[0][0]
+            op = self._scope.ops[name]
+            if op.type in ("Const", "Constant") and op.attrs.get("value") is not None:
+                return op.attrs["value"]
+            if op.type not in through or len(op.input_names) != 1:
+                return None
+            current = op.input_names[0]
+        return None
+
     def namespace(self, var: str) -> str | None:
         """Effective namespace of the captured op."""
         return self._scope.namespace_of(self.names[var])
