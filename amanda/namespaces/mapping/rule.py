@@ -175,22 +175,27 @@ class Match:
         return (*self._scope.path, self.names[var])
 
     def constant_input(self, var: str, port: str, through: tuple[str, ...] = ("Identity", "ReadVariableOp"),
-                       ) -> Any:
-        """The array a captured op's input ``port`` always receives: the ``value`` of the
-        ``Const``/``Constant`` feeding it directly or through one-input ``through`` ops of its
-        level (a frozen graph's ``ReadVariableOp``), else None."""
-        name, current = self.names[var], port
-        for _ in range(16):
-            found = self._scope.producers(name, current)
-            if len(found) != 1 or found[0][0] is None:
-                return None
-            name = found[0][0]
-            op = self._scope.ops[name]
-            if op.type in ("Const", "Constant") and op.attrs.get("value") is not None:
-                return op.attrs["value"]
-            if op.type not in through or len(op.input_names) != 1:
-                return None
-            current = op.input_names[0]
+                       fold: Mapping[str, Callable[[Container, dict[str, Any]], Any]] | None = None) -> Any:
+        """The array a captured op's input ``port`` always receives, else None: the ``value`` of
+        the ``Const``/``Constant`` feeding it directly or through one-input ``through`` ops of
+        its level (a frozen graph's ``ReadVariableOp``), or what ``fold[op type](op, arrays by
+        input port)`` computes from an op all of whose inputs are such constants."""
+        return self._constant(self.names[var], port, through, fold or {}, 32)
+
+    def _constant(self, name: str, port: str, through: tuple[str, ...],
+                  fold: Mapping[str, Callable[[Container, dict[str, Any]], Any]], depth: int) -> Any:
+        found = self._scope.producers(name, port)
+        if depth <= 0 or len(found) != 1 or found[0][0] is None:
+            return None
+        op = self._scope.ops[found[0][0]]
+        if op.type in ("Const", "Constant"):
+            return op.attrs.get("value")
+        if op.type in through and len(op.input_names) == 1:
+            return self._constant(op.name, op.input_names[0], through, fold, depth - 1)
+        if op.type in fold:
+            arrays = {p: self._constant(op.name, p, through, fold, depth - 1) for p in op.input_names}
+            if all(a is not None for a in arrays.values()):
+                return fold[op.type](op, arrays)
         return None
 
     def namespace(self, var: str) -> str | None:

@@ -284,7 +284,9 @@ def python_rules() -> MappingTable:
         Rule("pad", Pattern({"paddings": "Const", "p": ("Pad", "PadV2", "MirrorPad")},
                             ["paddings.output -> p.paddings"]), pad_const),
     ]
-    return MappingTable(SOURCE, TARGET, rules, name="tensorflow_to_onnx")
+    from amanda.namespaces.mapping.tables.tensorflow_onnx_more import more_rules
+
+    return MappingTable(SOURCE, TARGET, rules + more_rules(), name="tensorflow_to_onnx")
 
 
 def tensorflow_to_onnx() -> MappingTable:
