@@ -115,4 +115,4 @@ def validate_op(schema: OpSchema, path: Path, op_type: str,
 def _outside(schema: OpSchema, name: str, type_: str, value: Any) -> bool:
     """A dtype attribute (TensorFlow's ``T``) set to a type its constraint does not allow."""
     allowed = schema.type_constraints.get(name)
-    return type_ == "dtype" and bool(allowed) and isinstance(value, str) and value not in allowed
+    return type_ == "dtype" and bool(allowed) and isinstance(value, str) and value not in (allowed or ())

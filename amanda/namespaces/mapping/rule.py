@@ -187,15 +187,16 @@ class Match:
         found = self._scope.producers(name, port)
         if depth <= 0 or len(found) != 1 or found[0][0] is None:
             return None
-        op = self._scope.ops[found[0][0]]
-        if op.type in ("Const", "Constant"):
+        name = found[0][0]
+        op, op_type = self._scope.ops[name], self._scope.ops[name].type or ""
+        if op_type in ("Const", "Constant"):
             return op.attrs.get("value")
-        if op.type in through and len(op.input_names) == 1:
-            return self._constant(op.name, op.input_names[0], through, fold, depth - 1)
-        if op.type in fold:
-            arrays = {p: self._constant(op.name, p, through, fold, depth - 1) for p in op.input_names}
+        if op_type in through and len(op.input_names) == 1:
+            return self._constant(name, op.input_names[0], through, fold, depth - 1)
+        if op_type in fold:
+            arrays = {p: self._constant(name, p, through, fold, depth - 1) for p in op.input_names}
             if all(a is not None for a in arrays.values()):
-                return fold[op.type](op, arrays)
+                return fold[op_type](op, arrays)
         return None
 
     def namespace(self, var: str) -> str | None:
