@@ -17,9 +17,12 @@ Two sources, both TensorFlow's:
           --python-version 37 --platform manylinux1_x86_64 -d /tmp/tf113
       python tools/gen_tensorflow_vocabulary.py --wheel /tmp/tf113/tensorflow-1.13.1-*.whl
 
-Each run writes ``amanda/namespaces/data/tensorflow-<version>.yaml`` for the ops in ``OPS`` that
-the version has. A vocabulary generated while an older one exists notes, per op, the attributes
-and ports added since the oldest one (e.g. MatMul's ``grad_a``/``grad_b`` after 1.13.1).
+Each run writes ``amanda/namespaces/data/tensorflow-<version>.json.gz``: every op of the version's
+registry (1908 for 2.21.0, 995 in 1.13.1's wheel), the common ones of ``OPS`` first, then the rest
+by name, as gzip'ed JSON of the namespace-schema document (the YAML form would be over a megabyte;
+amanda decompresses it on the first request of the namespace, never at import). A vocabulary
+generated while an older one exists notes, per op, the attributes and ports added since the
+oldest one (e.g. MatMul's ``grad_a``/``grad_b`` after 1.13.1).
 ``--check`` compares instead of writing.
 
 Mapping from an OpDef: each ``input_arg``/``output_arg`` is a port named by the arg; a list arg
@@ -29,7 +32,9 @@ ConcatV2, is moved last and the op's ``doc`` gives TensorFlow's order). ``type_a
 port's type constraint, a type attr's ``allowed_values`` its type list. Attribute types map
 ``type -> dtype``, ``shape -> shape``, ``list(T) -> Ts``; defaults are TensorFlow's (a shape of
 unknown rank is "no default"). ``allowed_values`` of string attrs, minimums, ref ports and
-statefulness are written in ``doc``.
+statefulness are written in ``doc``. The few ops with several list args on one side (SparseConcat's
+``indices``, ``values``, ``shapes``) have them as one trailing variadic port named by the first,
+holding each list's values in TensorFlow's order; the ``doc`` names the args it holds.
 """
 
 from __future__ import annotations
@@ -96,13 +101,16 @@ _ATTR_TYPES = {"type": "dtype", "shape": "shape", "tensor": "tensor", "func": "f
 def opdefs_from_registry() -> tuple[str, dict[str, Any]]:
     """(TensorFlow version, OpDef by name) of the installed TensorFlow's op registry."""
     import tensorflow as tf
+    from tensorflow.core.framework import op_def_pb2
+    from tensorflow.python.client import pywrap_tf_session
     from tensorflow.python.framework import op_def_registry
 
-    found = {}
-    for name in OPS:
-        opdef = op_def_registry.get(name)
-        if opdef is not None:
-            found[name] = opdef
+    ops = op_def_pb2.OpList()
+    ops.ParseFromString(bytes(pywrap_tf_session.TF_GetBuffer(pywrap_tf_session.TF_GetAllOpList())))
+    found = {opdef.name: opdef for opdef in ops.op}
+    for name in OPS:  # the registry the Python side sees: each common op must be there
+        if name not in found and op_def_registry.get(name) is not None:
+            found[name] = op_def_registry.get(name)
     return tf.__version__, found
 
 
@@ -129,8 +137,7 @@ def opdefs_from_wheel(path: Path) -> tuple[str, dict[str, Any]]:
                     ops = op_def_pb2.OpList()
                     ops.ParseFromString(node.args[0].value)
                     for opdef in ops.op:
-                        if opdef.name in OPS:
-                            found[opdef.name] = opdef
+                        found[opdef.name] = opdef
     if version is None:
         raise SystemExit(f"{path}: no .dist-info in the wheel, cannot tell its version")
     return version, found
@@ -244,7 +251,7 @@ def schema_data(opdef: Any, baseline: Mapping[str, Any] | None = None,
     for side, ports, args in (("input", inputs, opdef.input_arg), ("output", outputs, opdef.output_arg)):
         listed = [p for p in ports if p.get("variadic")]
         if len(listed) > 1:
-            raise SystemExit(f"{opdef.name}: {len(listed)} list {side} args; amanda schemas allow one")
+            listed = [_merged(ports, listed, notes, side)]
         if listed and ports[-1] is not listed[0]:
             ports.remove(listed[0])
             ports.append(listed[0])
@@ -266,6 +273,19 @@ def schema_data(opdef: Any, baseline: Mapping[str, Any] | None = None,
     return data
 
 
+def _merged(ports: list[dict[str, Any]], listed: list[dict[str, Any]], notes: list[str],
+            side: str) -> dict[str, Any]:
+    """One variadic port for several list args (amanda's schemas allow one, and last)."""
+    merged = {"name": listed[0]["name"], "variadic": True, "homogeneous": False,
+              "min_arity": sum(p.get("min_arity", 0) for p in listed)}
+    for port in listed:
+        ports.remove(port)
+    ports.append(merged)
+    notes.append(f"the {side} list args {', '.join(p['name'] for p in listed)} are one variadic port "
+                 f"{merged['name']} here, their values in that order")
+    return merged
+
+
 def _since(opdef: Any, old: Any, version: str) -> list[str]:
     """What this OpDef has that the baseline version's OpDef of the same op lacks."""
     if old is None:
@@ -284,31 +304,33 @@ def _since(opdef: Any, old: Any, version: str) -> list[str]:
 
 # --- writing -------------------------------------------------------------------------------------
 
+def order(opdefs: Mapping[str, Any]) -> list[str]:
+    """The op types written: the common ones of ``OPS`` first, then every other one by name."""
+    common = [name for name in OPS if name in opdefs]
+    return common + sorted(set(opdefs) - set(common))
+
+
 def document(version: str, opdefs: Mapping[str, Any], origin: str,
-             baseline: tuple[str, Mapping[str, Any]] | None = None) -> str:
-    """The YAML text of ``amanda/tensorflow/<version>``, checked by loading it back."""
-    from amanda.namespaces.schema_io import dump_namespace_schema, namespace_from_data
-    from amanda.safe_load import load_text
+             baseline: tuple[str, Mapping[str, Any]] | None = None) -> bytes:
+    """The gzip'ed JSON of ``amanda/tensorflow/<version>``, checked by loading it back."""
+    from amanda.namespaces.schema_io import namespace_from_data, namespace_to_data
+    from amanda.namespaces.tensorflow_vocab import vocabulary_bytes, vocabulary_data
 
     base_version, base_defs = baseline if baseline else ("", None)
+    missing = [name for name in OPS if name not in opdefs]
+    source = f"generated from {origin} by {SCRIPT}"
+    if missing:
+        source += f"; not in this version: {', '.join(missing)}"
     body = {
         "namespace": f"amanda/tensorflow/{version}",
-        "source": f"generated from {origin} by {SCRIPT}",
-        "op_schemas": [schema_data(opdefs[name], base_defs, base_version)
-                       for name in OPS if name in opdefs],
+        "source": source,
+        "op_schemas": [schema_data(opdefs[name], base_defs, base_version) for name in order(opdefs)],
     }
     namespace = namespace_from_data({"namespace_schema": body})
-    text = dump_namespace_schema(namespace)
-    if namespace_from_data(load_text(text)) != namespace:
-        raise SystemExit("the vocabulary does not survive its own YAML round trip")
-    missing = [name for name in OPS if name not in opdefs]
-    header = [
-        f"# amanda/tensorflow/{version}: TensorFlow op schemas, {origin}.",
-        f"# Generated by {SCRIPT}; do not edit by hand.",
-    ]
-    if missing:
-        header.append(f"# Not in this version: {', '.join(missing)}.")
-    return "\n".join(header) + "\n" + text
+    data = vocabulary_bytes(namespace_to_data(namespace, attr_style="mapping"))
+    if namespace_from_data(vocabulary_data(data, version)) != namespace:
+        raise SystemExit("the vocabulary does not survive its own JSON round trip")
+    return data
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -324,33 +346,31 @@ def main(argv: list[str] | None = None) -> int:
         version, opdefs = opdefs_from_registry()
         origin = f"tensorflow-cpu {version}'s op registry"
     baseline = _baseline(args.output_dir, version)
-    text = document(version, opdefs, origin, baseline)
-    target = args.output_dir / f"tensorflow-{version}.yaml"
+    data = document(version, opdefs, origin, baseline)
+    target = args.output_dir / f"tensorflow-{version}.json.gz"
     if args.check:
-        if not target.exists() or target.read_text(encoding="utf-8") != text:
+        if not target.exists() or target.read_bytes() != data:
             print(f"{target} is out of date; run python {SCRIPT}", file=sys.stderr)
             return 1
         print(f"{target} is up to date")
         return 0
-    target.write_text(text, encoding="utf-8")
-    print(f"wrote {target}: {len(opdefs)} op schemas")
+    target.write_bytes(data)
+    print(f"wrote {target}: {len(opdefs)} op schemas, {len(data)} bytes")
     return 0
 
 
 def _baseline(directory: Path, version: str) -> tuple[str, dict[str, Any]] | None:
     """The oldest vocabulary already written (as OpDef-like views), to note what is newer."""
     from amanda.namespaces.namespace import version_key
+    from amanda.namespaces.tensorflow_vocab import tensorflow_files, tensorflow_namespace
 
-    files = sorted(directory.glob("tensorflow-*.yaml"),
-                   key=lambda p: version_key(p.stem.split("-", 1)[1]) or ())
+    files = tensorflow_files(directory)
     if not files:
         return None
-    oldest = files[0].stem.split("-", 1)[1]
+    oldest = next(iter(files)).rsplit("/", 1)[1]
     if (version_key(oldest) or ()) >= (version_key(version) or ()):
         return None
-    from amanda.namespaces.schema_io import load_namespace_schema
-
-    ns = load_namespace_schema(files[0])
+    ns = tensorflow_namespace(next(iter(files)), directory)
     return oldest, {t: _OpDefView(s) for t, s in ns.schemas.items()}
 
 

@@ -16,6 +16,7 @@ float32[batch,3]
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -31,7 +32,7 @@ from amanda.namespaces.namespace import namespace as lookup_namespace
 from amanda.namespaces.validate import validate_op
 from amanda.types.node import ABSENT
 from amanda.types.ops import infer_op
-from amanda.types.tensor_type import TensorType, dtype_name
+from amanda.types.tensor_type import TensorType, dtype_name, dtype_problem
 
 __all__ = ["DEFAULT_NAMESPACE", "Input", "OpBuilder", "Ops", "UnknownOpError", "ops"]
 
@@ -92,8 +93,8 @@ class OpBuilder:
         names, values = self._inputs(_trim(args), label)
         outputs = [p.name for p in schema.outputs if not p.variadic] or [f"{schema.outputs[0].name}_0"]
         given = [n for n, v in zip(names, values) if v is not None]
-        attrs = _attributes(schema, {k: _attr(v) for k, v in attrs.items() if v is not None}, values, where,
-                            given, outputs)
+        attrs = _attributes(schema, {k: _attr(v) for k, v in attrs.items() if v is not None},
+                            dict(zip(names, values)), where, given, outputs)
         op = Container(schema.type, label, inputs=[Port(n) for n in names], outputs=outputs,
                        attrs={**attrs, "namespace": self.namespace})
         types = [v.type if v is not None else ABSENT for v in values]
@@ -103,8 +104,10 @@ class OpBuilder:
             problem = result.problems[0]
             raise ArgumentError.at(problem.path, problem.expected, problem.found)
         call = Call(op, tuple((n, v) for n, v in zip(names, values) if v is not None))
+        typed = [t if t is not None else _attr_type(schema, port, attrs)
+                 for port, t in zip(outputs, result.outputs)]
         outs = tuple(Value(call, port, t, f"{label}.{port}", result.values.get(j) if result.values else None)
-                     for j, (port, t) in enumerate(zip(outputs, result.outputs)))
+                     for j, (port, t) in enumerate(zip(outputs, typed)))
         return outs[0] if len(outs) == 1 else outs
 
     def _inputs(self, args: tuple, label: str) -> tuple[tuple[str, ...], list[Value | None]]:
@@ -115,19 +118,39 @@ class OpBuilder:
             raise ArgumentError.at((label,), f"at most {len(fixed)} inputs ({', '.join(p.name for p in fixed)})",
                                    f"{len(args)} inputs", "; ".join(m for m in moved if m))
         names = port_names(self.schema.inputs, len(args), "input")
-        space = self.namespace if "Constant" in lookup_namespace(self.namespace).op_types else DEFAULT_NAMESPACE
+        own = lookup_namespace(self.namespace).op_types
+        space = self.namespace if "Constant" in own or "Const" in own else DEFAULT_NAMESPACE
         return names, [_as_value(a, f"{label}/{n}", space) for a, n in zip(args, names)]
 
 
-def _attributes(schema: Any, attrs: dict[str, Any], values: list[Value | None], where: tuple,
+def _port_schema(ports: Any, name: str) -> Any:
+    """The schema port of an input or output name (``values_2`` is variadic ``values``'s)."""
+    for port in ports:
+        if port.name == name or (port.variadic and name.rsplit("_", 1)[0] == port.name):
+            return port
+    return None
+
+
+def _attr_type(schema: Any, port: str, attrs: Mapping[str, Any]) -> Any:
+    """An output's type from the dtype attribute constraining its port (TensorFlow's ``T`` or
+    ``dtype``) where no type rule gave one: the dtype is known, the shape is not."""
+    declared = _port_schema(schema.outputs, port)
+    dtype = attrs.get(declared.type_constraint) if declared is not None and declared.type_constraint else None
+    return TensorType(dtype, None) if isinstance(dtype, str) and dtype_problem(dtype) is None else None
+
+
+def _attributes(schema: Any, attrs: dict[str, Any], values: Mapping[str, Value | None], where: tuple,
                 given: list[str], outputs: list[str]) -> dict[str, Any]:
     """The op's attributes, checked against the schema (with its ports) and completed with its
-    defaults; a required type attribute (TensorFlow's ``T``) follows the inputs' dtype."""
+    defaults; a type attribute not given (TensorFlow's ``T``, ``Tshape``) is the dtype of the first
+    input on a port it constrains whose dtype is known, before its default."""
     for key, attr in schema.attrs.items():
-        if attr.required and attr.type == "dtype" and key not in attrs:
-            dtypes = [v.type.dtype for v in values if v is not None and getattr(v.type, "dtype", None)]
-            if dtypes:
-                attrs[key] = dtypes[0]
+        if attr.type == "dtype" and key not in attrs:
+            own = [v.type.dtype for n, v in values.items()
+                   if v is not None and getattr(v.type, "dtype", None)
+                   and getattr(_port_schema(schema.inputs, n), "type_constraint", None) == key]
+            if own:
+                attrs[key] = own[0]
     problems = validate_op(schema, where, schema.type, given, outputs, attrs)
     if problems:
         first = problems[0]  # its hint: a close name, or where the name moved between opsets
@@ -158,7 +181,8 @@ def _attr(value: Any) -> Any:
 
 def _as_value(arg: Any, label: str, namespace: str = DEFAULT_NAMESPACE) -> Value | None:
     """A Value for one positional input: Values pass, arrays and numbers become constants (of
-    ``namespace``: the op's own where it has a ``Constant``, so a model keeps one opset)."""
+    ``namespace``: the op's own where it has a ``Constant``, or TensorFlow's ``Const``, so a
+    model keeps one namespace)."""
     if arg is None or isinstance(arg, Value):
         return arg
     if isinstance(arg, (np.ndarray, np.generic, int, float, bool, list, tuple)):
@@ -172,8 +196,11 @@ def _as_value(arg: Any, label: str, namespace: str = DEFAULT_NAMESPACE) -> Value
         if array.dtype == object:
             raise ArgumentError.at(label, "a Value, an array or a number", type(arg).__name__)
         const_name = f"{label}_const_{next(_counter)}"
-        const = Container("Constant", const_name, outputs=["output"],
-                          attrs={"value": array, "namespace": namespace, "initializer": True})
+        attrs = {"value": array, "namespace": namespace, "initializer": True}
+        if "Constant" not in lookup_namespace(namespace).op_types:  # TensorFlow's Const
+            attrs = {"value": array, "dtype": dtype_name(array.dtype), "namespace": namespace}
+        const = Container("Constant" if "initializer" in attrs else "Const", const_name,
+                          outputs=["output"], attrs=attrs)
         return Value(Call(const, ()), "output", TensorType(dtype_name(array.dtype), array.shape), const_name, array)
     raise ArgumentError.at(label, "a Value (from Input or an op), an array or a number", type(arg).__name__)
 

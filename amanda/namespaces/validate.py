@@ -63,7 +63,8 @@ def validate_op(schema: OpSchema, path: Path, op_type: str,
 
     Reports unknown input/output port names, required schema ports the op does not declare,
     too few values of a variadic port, missing required attributes, unknown attributes (except
-    the keys in ``ignore``) and attribute values of the wrong type. An attribute set to None
+    the keys in ``ignore``), attribute values of the wrong type and dtype attributes outside their
+    type constraint (TensorFlow's MatMul ``T="string"``). An attribute set to None
     counts as unset.
 
     >>> from amanda.namespaces import namespace
@@ -104,4 +105,14 @@ def validate_op(schema: OpSchema, path: Path, op_type: str,
         if wanted is not None:
             problems.append(Problem(path, f"attribute {name!r} ({found.type}) to be {wanted}",
                                     f"{type(value).__name__} {brief(value)}"))
+        elif _outside(schema, name, found.type, value):
+            allowed = schema.type_constraints[name]
+            problems.append(Problem(path, f"attribute {name!r} of {schema.type} to be one of "
+                                    f"{', '.join(allowed)}", repr(value), suggest(value, allowed)))
     return problems
+
+
+def _outside(schema: OpSchema, name: str, type_: str, value: Any) -> bool:
+    """A dtype attribute (TensorFlow's ``T``) set to a type its constraint does not allow."""
+    allowed = schema.type_constraints.get(name)
+    return type_ == "dtype" and bool(allowed) and isinstance(value, str) and value not in (allowed or ())

@@ -341,8 +341,54 @@ def cases() -> list[Case]:
         batch_norm_case("fused_batch_norm_v3", "FusedBatchNormV3"),
         batch_norm_case("fused_batch_norm_v3_mean", "FusedBatchNormV3", fetch="batch_mean"),
         batch_norm_case("fused_batch_norm_nchw", "FusedBatchNormV3", layout="NCHW"),
+        *keras_cases(),
     ]
     return out
+
+
+def _depthwise_oracle(x: np.ndarray, w: np.ndarray, stride: int) -> np.ndarray:
+    """Depthwise convolution, VALID, in numpy: out[..., c * M + m] = sum x[.., c] * w[.., c, m]."""
+    h, wd, c, k = w.shape
+    rows = (x.shape[1] - h) // stride + 1
+    cols = (x.shape[2] - wd) // stride + 1
+    out = np.zeros((x.shape[0], rows, cols, c * k), np.float64)
+    for i in range(rows):
+        for j in range(cols):
+            patch = x[:, i * stride:i * stride + h, j * stride:j * stride + wd, :]
+            out[:, i, j, :] = np.einsum("bhwc,hwcm->bcm", patch, w).reshape(x.shape[0], -1)
+    return out.astype(np.float32)
+
+
+def keras_cases() -> list[Case]:
+    """What Keras 3 graphs hold: depthwise convolutions (filter read through Identity), attention's
+    Einsum, layer norm's SquaredDifference, GatherV2, Pack, and Tensordot's folded permutation."""
+    w = f32(2, 2, 3, 2)
+    dw = [const("w", w), tf_op("Identity", "read", ["input"], ["output"], T="float32"),
+          tf_op("DepthwiseConv2dNative", "dw", ["input", "filter"], ["output"], T="float32",
+                strides=[1, 2, 2, 1], padding="VALID", data_format="NHWC", dilations=[1, 1, 1, 1])]
+    x, q = f32(2, 5, 5, 3), f32(2, 3, 4)
+    return [
+        Case("depthwise_conv2d", dw, [("w:output", "read:input"), ("read:output", "dw:filter"), ("x:output", "dw:input")],
+             {"x": x}, "dw:output", lambda f: _depthwise_oracle(f["x"], w, 2), rtol=1e-4),
+        Case("einsum", [tf_op("Einsum", "e", ["inputs_0", "inputs_1"], ["output"], T="float32", N=2, equation="abc,adc->abd")],
+             [("a:output", "e:inputs_0"), ("b:output", "e:inputs_1")], {"a": q, "b": f32(2, 5, 4)}, "e:output",
+             lambda f: np.einsum("abc,adc->abd", f["a"], f["b"]), rtol=1e-4),
+        Case("squared_difference", [tf_op("SquaredDifference", "d", ["x", "y"], ["z"], T="float32")],
+             [("a:output", "d:x"), ("b:output", "d:y")], {"a": q, "b": f32(4)}, "d:z", lambda f: (f["a"] - f["b"]) ** 2),
+        Case("gather_v2", [const("idx", [2, 0, 2], "int32"), const("axis", 1, "int32"),
+                           tf_op("GatherV2", "g", ["params", "indices", "axis"], ["output"], Tparams="float32",
+                                 Tindices="int32", Taxis="int32", batch_dims=0)],
+             [("a:output", "g:params"), ("idx:output", "g:indices"), ("axis:output", "g:axis")], {"a": q}, "g:output",
+             lambda f: f["a"][:, [2, 0, 2]]),
+        Case("pack", [tf_op("Pack", "p", ["values_0", "values_1"], ["output"], T="float32", N=2, axis=-1)],
+             [("a:output", "p:values_0"), ("b:output", "p:values_1")], {"a": q, "b": f32(2, 3, 4)}, "p:output",
+             lambda f: np.stack([f["a"], f["b"]], -1)),
+        Case("transpose_folded_perm", [const("free", [1, 2], "int32"), const("axes", [0], "int32"), const("axis", 0, "int32"),
+                                       tf_op("ConcatV2", "perm", ["values_0", "values_1", "axis"], ["output"], T="int32", N=2, Tidx="int32"),
+                                       tf_op("Transpose", "t", ["x", "perm"], ["y"], T="float32", Tperm="int32")],
+             [("free:output", "perm:values_0"), ("axes:output", "perm:values_1"), ("axis:output", "perm:axis"),
+              ("a:output", "t:x"), ("perm:output", "t:perm")], {"a": q}, "t:y", lambda f: f["a"].transpose(1, 2, 0)),
+    ]
 
 
 CASES = cases()
@@ -517,3 +563,38 @@ def test_tensorflow_itself_agrees(case):
             want = session.run(g.get_tensor_by_name(f"{op_name}:{index}"), feeds)
     got, _ = run_onnx(case)
     np.testing.assert_allclose(got, want, rtol=max(case.rtol, 1e-5), atol=1e-5)
+
+
+def test_tensorflow_builder_infers_types_and_sets_the_namespace():
+    """The dense layer built with TensorFlow's ops needs no T: each op's T is its input's dtype
+    (through ops no type rule covers), arrays become TF Consts, and the model is in
+    amanda/tensorflow/1.13.1, so convert needs no source=; onnxruntime gives numpy's relu(x @ w + b)."""
+    from amanda.build import Input, Ops, model
+    from amanda.io.onnx import to_onnx
+
+    tf = Ops("amanda/tensorflow/1.13.1")
+    x = Input("x", "float32", (None, 4))
+    w = tf.VariableV2(shape=[4, 3], dtype="float32", name="kernel")
+    b = np.array([0.5, -1.0, 2.0], np.float32)
+    hidden = tf.BiasAdd(tf.MatMul(x, w, name="mm"), b, name="bias")
+    out = tf.Reshape(tf.Relu(hidden, name="relu"), np.array([-1], np.int32), name="flat")
+    assert out.type.dtype == "float32"
+    built = model([x], {"y": out})
+    assert built.namespace == "amanda/tensorflow/1.13.1" and validate(built) == []
+    ts = {c.name: c.attrs.get("T") for c in built.children if "T" in c.attrs}
+    assert ts == {"mm": "float32", "bias": "float32", "relu": "float32", "flat": "float32"}
+    assert {c.type for c in built.children} == {"VariableV2", "MatMul", "BiasAdd", "Relu", "Reshape", "Const"}
+    session = ort.InferenceSession(to_onnx(convert(built, "amanda/onnx/17")).SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    xv, wv = f32(2, 4), f32(4, 3)
+    got = session.run(["y"], {"x": xv, "kernel": wv})[0]
+    np.testing.assert_allclose(got, np.maximum(xv @ wv + b, 0).reshape(-1), rtol=1e-5, atol=1e-5)
+
+
+def test_tensorflow_builder_types_t_from_its_own_port():
+    """T comes from the port it constrains: Reshape's T is its tensor's (int64), not its shape's."""
+    from amanda.build import Input, Ops
+
+    tf = Ops("amanda/tensorflow/2.21.0")
+    flat = tf.Reshape(np.array([1, 2], np.int32), Input("x", "int64", (2,)))
+    assert flat.producer.op.attrs["T"] == "int32" and flat.producer.op.attrs["Tshape"] == "int64"

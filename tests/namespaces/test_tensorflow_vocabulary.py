@@ -131,3 +131,73 @@ def test_wheel_opdefs_are_read_without_running_the_wheel(tmp_path):
     version, opdefs = tool().opdefs_from_wheel(wheel)
     assert version == "1.0.0" and list(opdefs) == ["MatMul"]
     assert [a.name for a in opdefs["MatMul"].input_arg] == ["a"]
+
+
+def test_vocabularies_hold_the_whole_registry():
+    """Every op of each version's registry ships: 2.21.0's 1908 (its C registry), 1.13.1's 995 (the
+    OpDefs its wheel serializes), internal and dataset ops included; each loads to a valid schema."""
+    old, new = namespace("amanda/tensorflow/1.13.1"), namespace("amanda/tensorflow/2.21.0")
+    assert len(new.schemas) == 1908 and len(old.schemas) == 995
+    for ns, op in ((new, "MapDataset"), (new, "XlaSharding"), (old, "BoostedTreesBucketize"),
+                   (new, "TensorScatterUpdate"), (old, "DecodeJpeg")):
+        assert op in ns
+    assert "not in TensorFlow 1.13.1" in new.schema("XlaSharding").doc
+
+
+def test_several_list_args_are_one_variadic_port():
+    """SparseConcat's three list inputs (indices, values, shapes) are one trailing variadic port,
+    with 3 * N(>= 2) values at least and its doc naming the args in TensorFlow's order."""
+    schema = namespace("amanda/tensorflow/2.21.0").schema("SparseConcat")
+    assert schema.input_names == ("indices",) and schema.inputs[0].variadic
+    assert schema.inputs[0].min_arity == 6 and not schema.inputs[0].homogeneous
+    assert "indices, values, shapes are one variadic port indices" in schema.doc
+
+
+def test_shipped_file_form_and_corrupt_files(tmp_path):
+    """Files are gzip'ed JSON, a few tens of KB; a file that is not one is a SchemaError naming it."""
+    from amanda.namespaces.tensorflow_vocab import DATA_DIR, vocabulary_bytes, vocabulary_data
+
+    sizes = {p.name: p.stat().st_size for p in DATA_DIR.glob("tensorflow-*.json.gz")}
+    assert set(sizes) == {"tensorflow-1.13.1.json.gz", "tensorflow-2.21.0.json.gz"}
+    assert max(sizes.values()) < 200_000
+    doc = {"namespace_schema": {"namespace": "amanda/tensorflow/9.0.0"}}
+    assert vocabulary_data(vocabulary_bytes(doc), "x") == doc
+    (tmp_path / "tensorflow-9.0.0.json.gz").write_bytes(b"not gzip")
+    with pytest.raises(SchemaError, match="tensorflow-9.0.0.json.gz"):
+        tensorflow_namespace("amanda/tensorflow/9.0.0", tmp_path)
+    (tmp_path / "tensorflow-9.0.0.json.gz").write_bytes(vocabulary_bytes(
+        {"namespace_schema": {"namespace": "amanda/tensorflow/8"}}))
+    with pytest.raises(SchemaError, match="amanda/tensorflow/9.0.0"):
+        tensorflow_namespace("amanda/tensorflow/9.0.0", tmp_path)
+
+
+def test_importing_amanda_loads_no_tensorflow_vocabulary():
+    """The vocabularies are read on first request only (importing amanda stays as fast)."""
+    import subprocess
+    import sys
+
+    code = ("import gzip; calls = []; real = gzip.decompress\n"
+            "gzip.decompress = lambda b: calls.append(1) or real(b)\n"
+            "import amanda\n"
+            "from amanda.namespaces import known_namespaces; known_namespaces()\n"
+            "assert not calls, calls; print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.stdout.strip() == "ok", out.stderr
+
+
+def test_validation_names_the_op_port_and_attribute_that_do_not_fit():
+    """Against the whole vocabulary: an unknown attribute (did-you-mean), an unknown port, and a
+    dtype attribute outside its OpDef's allowed types are each reported at the op's path."""
+    from amanda import Container, op
+
+    graph = Container("Graph", "g", children=[
+        op("Relu", "r", ["features"], ["activations"], {"T": "float32", "alpah": 0.1}),
+        op("MatMul", "m", ["a", "c"], ["product"], {"T": "bool"}),
+        op("SparseConcat", "s", ["indices_0"], ["output_indices", "output_values", "output_shape"],
+           {"T": "float32", "N": 2, "concat_dim": 0}),
+    ], attrs={"namespace": "amanda/tensorflow/2.21.0"})
+    found = {(p.path[-1], p.found) for p in validate(graph)}
+    assert ("r", "'alpah'") in found and ("m", "input port 'c'") in found and ("m", "'bool'") in found
+    bad_t = next(p for p in validate(graph) if p.found == "'bool'")
+    assert "'T' of MatMul" in bad_t.expected and "float32" in bad_t.expected
+    assert any(p.path[-1] == "s" and "indices" in p.expected for p in validate(graph))

@@ -174,6 +174,31 @@ class Match:
         """Path of the captured op from the root of the container being mapped."""
         return (*self._scope.path, self.names[var])
 
+    def constant_input(self, var: str, port: str, through: tuple[str, ...] = ("Identity", "ReadVariableOp"),
+                       fold: Mapping[str, Callable[[Container, dict[str, Any]], Any]] | None = None) -> Any:
+        """The array a captured op's input ``port`` always receives, else None: the ``value`` of
+        the ``Const``/``Constant`` feeding it directly or through one-input ``through`` ops of
+        its level (a frozen graph's ``ReadVariableOp``), or what ``fold[op type](op, arrays by
+        input port)`` computes from an op all of whose inputs are such constants."""
+        return self._constant(self.names[var], port, through, fold or {}, 32)
+
+    def _constant(self, name: str, port: str, through: tuple[str, ...],
+                  fold: Mapping[str, Callable[[Container, dict[str, Any]], Any]], depth: int) -> Any:
+        found = self._scope.producers(name, port)
+        if depth <= 0 or len(found) != 1 or found[0][0] is None:
+            return None
+        name = found[0][0]
+        op, op_type = self._scope.ops[name], self._scope.ops[name].type or ""
+        if op_type in ("Const", "Constant"):
+            return op.attrs.get("value")
+        if op_type in through and len(op.input_names) == 1:
+            return self._constant(name, op.input_names[0], through, fold, depth - 1)
+        if op_type in fold:
+            arrays = {p: self._constant(name, p, through, fold, depth - 1) for p in op.input_names}
+            if all(a is not None for a in arrays.values()):
+                return fold[op_type](op, arrays)
+        return None
+
     def namespace(self, var: str) -> str | None:
         """Effective namespace of the captured op."""
         return self._scope.namespace_of(self.names[var])

@@ -117,6 +117,31 @@ def conv2d(m: Match) -> Replacement | Skip:
                    ports={"conv.filter": "filter_oihw.data"})
 
 
+def depthwise_conv2d(m: Match) -> Replacement | Skip:
+    """DepthwiseConv2dNative with a constant filter [H, W, C, M] (a Const, or one read through
+    Identity/ReadVariableOp) -> Conv with ``group`` C and the filter folded to [C * M, 1, H, W]
+    (TensorFlow's output channel c * M + m is ONNX's)."""
+    attrs = m["conv"].attrs
+    geometry = _geometry(attrs)
+    if isinstance(geometry, Skip):
+        return geometry
+    layout, pads = geometry
+    weights = m.constant_input("conv", "filter")
+    if weights is None:
+        return Skip("its filter is not a constant (ONNX's group must be known)")
+    weights = np.asarray(weights)
+    if weights.ndim != 4:
+        return Skip(f"a filter of rank {weights.ndim} (TensorFlow's is [H, W, C, M])")
+    h, w, c, k = weights.shape
+    folded = weights.reshape(h, w, 1, c * k).transpose(HWIO_TO_OIHW)
+    conv = NewOp("Conv", inputs=["X", "W"], outputs=["Y"], attrs={
+        "group": int(c), "strides": _spatial(attrs["strides"], layout),
+        "dilations": _spatial(attrs.get("dilations", (1, 1, 1, 1)), layout), **pads})
+    return _around(m, "conv", conv, "X", "Y", layout,
+                   extra_ops={"filter": _constant(folded, str(weights.dtype))},
+                   extra_edges=["filter.output -> conv.W"], ports={"conv.filter": None})
+
+
 def pool(m: Match) -> Replacement | Skip:
     """MaxPool / AvgPool -> MaxPool / AveragePool (TensorFlow's SAME average ignores padding,
     as ONNX's count_include_pad=0 does)."""
@@ -244,6 +269,7 @@ def python_rules() -> MappingTable:
     """The Python half of the TensorFlow -> ONNX table (runs before the YAML half)."""
     rules = [
         Rule("conv2d", Pattern({"conv": "Conv2D"}), conv2d),
+        Rule("depthwise_conv2d", Pattern({"conv": "DepthwiseConv2dNative"}), depthwise_conv2d),
         Rule("pool", Pattern({"pool": ("MaxPool", "AvgPool")}), pool),
         Rule("batch_norm", Pattern({"bn": ("FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3")}),
              batch_norm),
@@ -258,7 +284,9 @@ def python_rules() -> MappingTable:
         Rule("pad", Pattern({"paddings": "Const", "p": ("Pad", "PadV2", "MirrorPad")},
                             ["paddings.output -> p.paddings"]), pad_const),
     ]
-    return MappingTable(SOURCE, TARGET, rules, name="tensorflow_to_onnx")
+    from amanda.namespaces.mapping.tables.tensorflow_onnx_more import more_rules
+
+    return MappingTable(SOURCE, TARGET, rules + more_rules(), name="tensorflow_to_onnx")
 
 
 def tensorflow_to_onnx() -> MappingTable:
