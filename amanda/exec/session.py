@@ -123,6 +123,22 @@ def _warn_skipped_updates(model: Container, fetches: tuple, phase: Any) -> None:
                       stacklevel=4)
 
 
+def _check_flags(max_loop_iterations: Any, optimize: Any, profile: Any, client: Any, cache: Any) -> None:
+    """Refuse a Session's settings of the wrong kind, each by its keyword."""
+    if max_loop_iterations is not None and (
+            isinstance(max_loop_iterations, bool) or not isinstance(max_loop_iterations, (int, np.integer))
+            or max_loop_iterations < 0):
+        raise _bad("max_loop_iterations", "None or a non-negative int", max_loop_iterations)
+    if optimize is not True and optimize is not False and not callable(optimize):
+        raise _bad("optimize", "True or False (or a pipeline function)", optimize)
+    if profile is not True and profile is not False:
+        raise _bad("profile", "True or False", profile)
+    if profile and client is not None:
+        raise _bad("profile", "False with client= (a run on Dask workers is not profiled)", profile)
+    if not isinstance(cache, (bool, int, np.integer)) or cache < 0:
+        raise _bad("cache", "True, False or a budget in bytes (a non-negative int)", cache)
+
+
 class Session:
     """Runs ``model``; see ``docs/execution.md``.
 
@@ -177,10 +193,7 @@ class Session:
 
             model = place_by(model, placement)
         refuse_uid_clashes(model, "Session")  # state is kept by uid: two nodes of one uid would share it
-        if max_loop_iterations is not None and (
-                isinstance(max_loop_iterations, bool) or not isinstance(max_loop_iterations, (int, np.integer))
-                or max_loop_iterations < 0):
-            raise _bad("max_loop_iterations", "None or a non-negative int", max_loop_iterations)
+        _check_flags(max_loop_iterations, optimize, profile, client, cache)
         self._timeout = _seconds(timeout, "timeout")
         self._max_loop_iterations = None if max_loop_iterations is None else int(max_loop_iterations)
         self.model = model
@@ -191,14 +204,8 @@ class Session:
         self._runner = Runner(threads, offload_elements)
         self._state: dict[str, Any] = {}
         self._plans: dict[tuple, Plan] = {}
-        if optimize is not True and optimize is not False and not callable(optimize):
-            raise _bad("optimize", "True or False (or a pipeline function)", optimize)
         self._optimize = optimize is not False  # plans specialised and optimised per feed types (plan_cache.py)
         self._pipeline = optimize if callable(optimize) else None  # None: the default pipeline
-        if profile is not True and profile is not False:
-            raise _bad("profile", "True or False", profile)
-        if profile and client is not None:
-            raise _bad("profile", "False with client= (a run on Dask workers is not profiled)", profile)
         self._profile = profile
         self._last_profile: Any = None  # the last run's Profile
         self._bodies: dict[tuple, tuple[Container, Plan]] = {}
@@ -207,8 +214,6 @@ class Session:
         self._mode = SEQUENTIAL
         # the workers hold no reference to the session, so it can be collected; stop them then
         self._finalizer = weakref.finalize(self, Runner.close, self._runner)
-        if not isinstance(cache, (bool, int, np.integer)) or cache < 0:
-            raise _bad("cache", "True, False or a budget in bytes (a non-negative int)", cache)
         self._values = None if not cache else ValueCache(DEFAULT_BUDGET if cache is True else int(cache))
         self._remote: Any = None
         if client is not None:
