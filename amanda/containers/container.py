@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from sys import intern
 from typing import Any
 
 from pyrsistent import PMap, PVector, pvector
@@ -121,7 +122,9 @@ class Container(Displayed):
                 raise ArgumentError.at(where, "attrs as a mapping of attribute names to values", shown(attrs)) from None
             raise InvariantError([Problem(where, "frozen attribute values", str(exc))]) from None
         check_names(type, name, uid)
-        _set(self, "type", type)
+        # a model has few distinct types: one string object each (a loaded document makes a new
+        # one per op) keeps comparisons of types, as a query's type index makes, in the cache
+        _set(self, "type", intern(type) if type.__class__ is str else type)
         _set(self, "name", name)
         _set(self, "inputs", coerce_ports(inputs))
         _set(self, "outputs", coerce_ports(outputs))
