@@ -9,7 +9,8 @@ fresh Python process so that peak RSS (``VmHWM`` of /proc, from the OS) is that 
 - an edit adding a LoRA adapter (two new weights, a MatMul pair and an Add) beside each q and v
   projection of every block, then ``amanda.dump`` beside the original, to a new folder with hard
   links, and (``--copy``) to a new folder by copying: time, bytes written, and a check of the
-  saved model (onnx.checker with its external data, or onnxruntime with ``--onnxruntime``);
+  saved model (onnx.checker with its external data; with ``--onnxruntime``, a session of
+  onnxruntime and one forward over 8 tokens, and the same forward in amanda from the lazy weights);
 - running block 0 on a batch of tokens (the Session prunes to the embedding, the rotary tables
   and the block): time and peak RSS growth against the block's weights.
 
@@ -228,7 +229,22 @@ def step_check(target: str, checker: bool, runtime: bool) -> dict:
         found["run_seconds"] = time.perf_counter() - start
         found["peak_mb"] = _rss_mb()
         found["onnxruntime_finite"] = bool(np.isfinite(logits.astype(np.float32)).all())
+        found["argmax"] = logits.argmax(-1).ravel().tolist()
+        found["last_logits"] = logits[0, -1, :8].astype(float).tolist()
     return found
+
+
+def step_forward(target: str) -> dict:
+    """The saved model's whole forward in amanda over the 8 tokens of the onnxruntime check, from
+    the lazy weights: time, peak RSS, and what to compare with onnxruntime's answer."""
+    model = amanda.load(target)
+    session = amanda.Session(model)
+    ids = np.arange(8, dtype=np.int64)[None] % 100
+    start = time.perf_counter()
+    (logits,) = session.run(["logits"], {"input_ids": ids, "position_ids": np.arange(8, dtype=np.int64)[None]})
+    seconds = time.perf_counter() - start
+    return {"seconds": seconds, "peak_mb": _rss_mb(), "argmax": logits.argmax(-1).ravel().tolist(),
+            "last_logits": logits[0, -1, :8].astype(float).tolist(), "memory": _memory()}
 
 
 def _available_mb() -> float:
@@ -262,7 +278,8 @@ def step_block(path: str, tokens: int) -> dict:
             "finite": bool(np.isfinite(hidden.astype(np.float32)).all())}
 
 
-STEPS = {"load": step_load, "query": step_query, "edit": step_edit, "check": step_check, "block": step_block}
+STEPS = {"load": step_load, "query": step_query, "edit": step_edit, "check": step_check, "block": step_block,
+         "forward": step_forward}
 
 
 def _in_process(step: str, *args: object) -> dict:
@@ -323,6 +340,8 @@ def _measure(options: argparse.Namespace, folder: Path) -> dict:
         edited = _in_process("edit", str(path), str(folder / f"saved_{mode}"), mode)
         edited["check"] = _in_process("check", edited["target"], mode != "link", options.onnxruntime)
         results[f"edit_{mode}"] = edited
+    if options.onnxruntime:  # the edited model's whole forward in amanda, beside onnxruntime's
+        results["forward"] = _in_process("forward", results["edit_beside"]["target"])
     results["block"] = _in_process("block", str(path), options.tokens)
     return results
 
