@@ -28,7 +28,7 @@ from amanda.containers.checks import INTERPRETED_ATTRS, brief, check_names, expe
 from amanda.containers.display import Displayed
 from amanda.containers.edge import SELF, Port, coerce_ports
 from amanda.containers.identity import structural_hash, structurally_equal
-from amanda.containers.values import EMPTY, ArrayViews, attrs_equal, freeze_attrs, holds_arrays
+from amanda.containers.values import EMPTY, ArrayViews, ScalarMap, attrs_equal, freeze_attrs, holds_arrays
 from amanda.deprecation import moved_to_keywords
 from amanda.errors import ArgumentError, InvariantError, PathError, Problem
 
@@ -40,7 +40,7 @@ _EMPTY_VECTOR: PVector = pvector()
 _UID_PREFIX = os.urandom(6).hex()
 _uid_counter = itertools.count()
 _TRUSTED_FIELDS = ("type", "name", "inputs", "outputs", "controls", "children", "edges", "tombstones",
-                   "_attrs", "uid", "_index", "_hash", "_cache", "_arrays")
+                   "_attrs", "uid", "_index", "_hash", "_cache", "_arrays", "_scalars")
 # the parameters after name, keyword-only (positional calls: see amanda.deprecation)
 _KEYWORDS = ("inputs", "outputs", "children", "edges", "tombstones", "attrs", "uid", "controls")
 _DEFAULTS = ((), (), (), (), (), None, None, ())
@@ -61,22 +61,8 @@ class Container(Displayed):
     structural and ignore ``uid``.
     """
 
-    __slots__ = (
-        "_arrays",
-        "_attrs",
-        "_cache",
-        "_hash",
-        "_index",
-        "children",
-        "controls",
-        "edges",
-        "inputs",
-        "name",
-        "outputs",
-        "tombstones",
-        "type",
-        "uid",
-    )
+    __slots__ = ("_arrays", "_attrs", "_cache", "_hash", "_index", "_scalars", "children", "controls", "edges",
+                 "inputs", "name", "outputs", "tombstones", "type", "uid")
     _amanda_frozen = True
     type: str | None
     name: str | None
@@ -88,6 +74,7 @@ class Container(Displayed):
     tombstones: PVector
     _attrs: PMap  # as stored; `attrs` hands out views of its arrays
     _arrays: bool | None  # whether the attributes hold arrays, found on first read
+    _scalars: bool  # whether the attributes are a ScalarMap (plain scalars only), kept here for bulk reads
     uid: str
     _index: dict[str, int]
     _hash: int | None
@@ -131,6 +118,7 @@ class Container(Displayed):
         _set(self, "controls", coerce_ports(controls))
         _set(self, "_attrs", frozen_attrs)
         _set(self, "_arrays", None if frozen_attrs else False)
+        _set(self, "_scalars", frozen_attrs.__class__ is ScalarMap)
         _set(self, "uid", uid if uid is not None else new_uid())
         _set(self, "_hash", None)
         _set(self, "_cache", None)
@@ -160,7 +148,8 @@ class Container(Displayed):
         self = object.__new__(cls)
         attrs = attrs._stored if isinstance(attrs, ArrayViews) else attrs  # a reader's view
         given = (type, name, inputs, outputs, controls, children, edges, tombstones, attrs, uid, index)
-        for field, value in zip(_TRUSTED_FIELDS, (*given, None, None, None), strict=True):
+        unread = (None, None, None, attrs.__class__ is ScalarMap)  # _hash, _cache, _arrays, _scalars
+        for field, value in zip(_TRUSTED_FIELDS, (*given, *unread), strict=True):
             _set(self, field, value)
         return self
 

@@ -27,7 +27,6 @@ from operator import attrgetter, eq, is_, is_not, itemgetter, methodcaller
 from typing import TYPE_CHECKING, Any
 
 from amanda.containers.records import Path
-from amanda.containers.values import ScalarMap
 from amanda.query.columns import Columns
 
 if TYPE_CHECKING:
@@ -36,7 +35,7 @@ if TYPE_CHECKING:
 __all__ = ["IndexEntry", "NodeTable", "frozen", "graph_items", "table"]
 
 _PLAIN = frozenset({str, int, float, bool, type(None)})
-_SCALAR_MAP = {ScalarMap}
+_scalars = attrgetter("_scalars")
 _name = attrgetter("name")
 _type = attrgetter("type")
 _children = attrgetter("children")
@@ -99,11 +98,10 @@ def _values(maps: Iterable[Any]) -> list:
 
 def _may_hold_graphs(nodes: Sequence[Container]) -> bool:
     """Whether any of these nodes holds a graph (or a tuple of graphs) in an attribute. Maps of
-    plain scalars are known by their type (ScalarMap) and never read."""
-    maps = list(map(_stored, nodes))
-    if set(map(type, maps)) == _SCALAR_MAP:
+    plain scalars (a ScalarMap, which each container notes) are never read."""
+    if all(map(_scalars, nodes)):  # read off the containers: their maps stay unread
         return False
-    values = _values(maps)
+    values = _values(map(_stored, nodes))
     kinds = set(map(type, values))
     if kinds <= _PLAIN:
         return False

@@ -104,10 +104,13 @@ def test_a_graph_held_among_blocks_of_plain_ops_is_found():
              for k in range(3)]
     held = Container("B", "held", children=[op("MatMul", "m0", attrs={"i": 0}), op("If", "if", attrs={"then": body})])
     tupled = Container("B", "tupled", children=[op("Loop", "loop", attrs={"bodies": (body,), "shape": (1, 2)})])
-    g = Container("G", "g", children=[plain[0], held, plain[1], tupled, plain[2]])
+    # an op of plain scalars given a graph afterwards (a transform's trusted assembly)
+    later = Container("B", "later", children=[op("Scan", "scan", attrs={"n": 1}).with_attrs(then=body).with_name("s")])
+    g = Container("G", "g", children=[plain[0], held, plain[1], tupled, later, plain[2]])
     assert amanda.query.select(g, "$..[?type=='Inner']").paths == (
         ("held", "if", "then", "in1"), ("held", "if", "then", "in2"),
-        ("tupled", "loop", "bodies[0]", "in1"), ("tupled", "loop", "bodies[0]", "in2"))
+        ("tupled", "loop", "bodies[0]", "in1"), ("tupled", "loop", "bodies[0]", "in2"),
+        ("later", "s", "then", "in1"), ("later", "s", "then", "in2"))
     assert len(amanda.query.select(g, "$..[?type=='MatMul']")) == 10
 
 
