@@ -9,7 +9,8 @@ fresh Python process so that peak RSS (``VmHWM`` of /proc, from the OS) is that 
 - an edit adding a LoRA adapter (two new weights, a MatMul pair and an Add) beside each q and v
   projection of every block, then ``amanda.dump`` beside the original, to a new folder with hard
   links, and (``--copy``) to a new folder by copying: time, bytes written, and a check of the
-  saved model (onnx.checker with its external data, or onnxruntime with ``--onnxruntime``);
+  saved model (onnx.checker with its external data; with ``--onnxruntime``, a session of
+  onnxruntime and one forward over 8 tokens, and the same forward in amanda from the lazy weights);
 - running block 0 on a batch of tokens (the Session prunes to the embedding, the rotary tables
   and the block): time and peak RSS growth against the block's weights.
 
@@ -202,7 +203,9 @@ def step_edit(path: str, out: str, mode: str) -> dict:
 
 def step_check(target: str, checker: bool, runtime: bool) -> dict:
     """The saved model through onnx.checker (which finds its external data files, and refuses
-    hard-linked ones), and through onnxruntime when asked."""
+    hard-linked ones), and through onnxruntime when asked: a session on the saved folder and one
+    forward over 8 tokens, timed, with this process's peak RSS (prepacking off, so that the
+    session holds one copy of the weights)."""
     import onnx
 
     found: dict = {}
@@ -213,21 +216,55 @@ def step_check(target: str, checker: bool, runtime: bool) -> dict:
     if runtime:
         import onnxruntime
 
-        session = onnxruntime.InferenceSession(target, providers=["CPUExecutionProvider"])
+        found["available_before_mb"] = _available_mb()
+        options = onnxruntime.SessionOptions()
+        options.add_session_config_entry("session.disable_prepacking", "1")
+        start = time.perf_counter()
+        session = onnxruntime.InferenceSession(target, options, providers=["CPUExecutionProvider"])
+        found["session_seconds"] = time.perf_counter() - start
+        found["session_peak_mb"] = _rss_mb()
         ids = np.arange(8, dtype=np.int64)[None] % 100
+        start = time.perf_counter()
         logits = session.run(None, {"input_ids": ids, "position_ids": np.arange(8, dtype=np.int64)[None]})[0]
+        found["run_seconds"] = time.perf_counter() - start
+        found["peak_mb"] = _rss_mb()
         found["onnxruntime_finite"] = bool(np.isfinite(logits.astype(np.float32)).all())
+        found["argmax"] = logits.argmax(-1).ravel().tolist()
+        found["last_logits"] = logits[0, -1, :8].astype(float).tolist()
     return found
 
 
+def step_forward(target: str) -> dict:
+    """The saved model's whole forward in amanda over the 8 tokens of the onnxruntime check, from
+    the lazy weights: time, peak RSS, and what to compare with onnxruntime's answer."""
+    model = amanda.load(target)
+    session = amanda.Session(model)
+    ids = np.arange(8, dtype=np.int64)[None] % 100
+    start = time.perf_counter()
+    (logits,) = session.run(["logits"], {"input_ids": ids, "position_ids": np.arange(8, dtype=np.int64)[None]})
+    seconds = time.perf_counter() - start
+    return {"seconds": seconds, "peak_mb": _rss_mb(), "argmax": logits.argmax(-1).ravel().tolist(),
+            "last_logits": logits[0, -1, :8].astype(float).tolist(), "memory": _memory()}
+
+
+def _available_mb() -> float:
+    """The memory the OS says is available to new work (MemAvailable), in MiB."""
+    with open("/proc/meminfo") as info:
+        for line in info:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 def step_block(path: str, tokens: int) -> dict:
-    """Block 0 on ``tokens`` tokens: time, peak RSS growth, the block's weight bytes."""
+    """Block 0 on ``tokens`` tokens: time, peak RSS growth, the block's weight bytes (weights
+    named by their paths joined with dots: a module tree's and a flat import's names agree)."""
     model = amanda.load(path)
     fetch = block_output(model)
-    weights = sum(n.attrs["value"].nbytes for n in model.children
-                  if n.type == "Constant" and n.name.startswith("model.layers.0."))
+    weights = {".".join(path): node.attrs["value"] for path, node in model.select("$..[?type=='Constant']")}
+    block_bytes = sum(w.nbytes for name, w in weights.items() if name.startswith("model.layers.0."))
     session = amanda.Session(model)
-    vocab = model.child("model.embed_tokens.weight").attrs["value"].shape[0]
+    vocab = weights["model.embed_tokens.weight"].shape[0]
     ids = (np.arange(tokens, dtype=np.int64)[None] * 7919) % vocab
     feeds = {"input_ids": ids, "position_ids": np.arange(tokens, dtype=np.int64)[None]}
     before = _memory()
@@ -237,11 +274,12 @@ def step_block(path: str, tokens: int) -> dict:
     after = _memory()
     return {"seconds": seconds, "before": before, "after": after, "peak_growth_mb": after["peak"] - before["peak"],
             "mapped_growth_mb": after["mapped"] - before["mapped"],
-            "block_weight_mb": weights / 2**20, "output_mb": hidden.nbytes / 2**20,
+            "block_weight_mb": block_bytes / 2**20, "output_mb": hidden.nbytes / 2**20,
             "finite": bool(np.isfinite(hidden.astype(np.float32)).all())}
 
 
-STEPS = {"load": step_load, "query": step_query, "edit": step_edit, "check": step_check, "block": step_block}
+STEPS = {"load": step_load, "query": step_query, "edit": step_edit, "check": step_check, "block": step_block,
+         "forward": step_forward}
 
 
 def _in_process(step: str, *args: object) -> dict:
@@ -302,6 +340,8 @@ def _measure(options: argparse.Namespace, folder: Path) -> dict:
         edited = _in_process("edit", str(path), str(folder / f"saved_{mode}"), mode)
         edited["check"] = _in_process("check", edited["target"], mode != "link", options.onnxruntime)
         results[f"edit_{mode}"] = edited
+    if options.onnxruntime:  # the edited model's whole forward in amanda, beside onnxruntime's
+        results["forward"] = _in_process("forward", results["edit_beside"]["target"])
     results["block"] = _in_process("block", str(path), options.tokens)
     return results
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from sys import intern
 from typing import Any
 
 from pyrsistent import PMap, PVector, pvector
@@ -27,7 +28,7 @@ from amanda.containers.checks import INTERPRETED_ATTRS, brief, check_names, expe
 from amanda.containers.display import Displayed
 from amanda.containers.edge import SELF, Port, coerce_ports
 from amanda.containers.identity import structural_hash, structurally_equal
-from amanda.containers.values import EMPTY, ArrayViews, attrs_equal, freeze_attrs, holds_arrays
+from amanda.containers.values import EMPTY, ArrayViews, ScalarMap, attrs_equal, freeze_attrs, holds_arrays
 from amanda.errors import ArgumentError, InvariantError, PathError, Problem
 from amanda.keywords import positional_refused
 
@@ -39,7 +40,7 @@ _EMPTY_VECTOR: PVector = pvector()
 _UID_PREFIX = os.urandom(6).hex()
 _uid_counter = itertools.count()
 _TRUSTED_FIELDS = ("type", "name", "inputs", "outputs", "controls", "children", "edges", "tombstones",
-                   "_attrs", "uid", "_index", "_hash", "_cache", "_arrays")
+                   "_attrs", "uid", "_index", "_hash", "_cache", "_arrays", "_scalars")
 # the parameters after name, keyword-only (positional values: see amanda.keywords)
 _KEYWORDS = ("inputs", "outputs", "children", "edges", "tombstones", "attrs", "uid", "controls")
 
@@ -59,22 +60,8 @@ class Container(Displayed):
     structural and ignore ``uid``.
     """
 
-    __slots__ = (
-        "_arrays",
-        "_attrs",
-        "_cache",
-        "_hash",
-        "_index",
-        "children",
-        "controls",
-        "edges",
-        "inputs",
-        "name",
-        "outputs",
-        "tombstones",
-        "type",
-        "uid",
-    )
+    __slots__ = ("_arrays", "_attrs", "_cache", "_hash", "_index", "_scalars", "children", "controls", "edges",
+                 "inputs", "name", "outputs", "tombstones", "type", "uid")
     _amanda_frozen = True
     type: str | None
     name: str | None
@@ -86,6 +73,7 @@ class Container(Displayed):
     tombstones: PVector
     _attrs: PMap  # as stored; `attrs` hands out views of its arrays
     _arrays: bool | None  # whether the attributes hold arrays, found on first read
+    _scalars: bool  # whether the attributes are a ScalarMap (plain scalars only), kept here for bulk reads
     uid: str
     _index: dict[str, int]
     _hash: int | None
@@ -118,13 +106,16 @@ class Container(Displayed):
                 raise ArgumentError.at(where, "attrs as a mapping of attribute names to values", shown(attrs)) from None
             raise InvariantError([Problem(where, "frozen attribute values", str(exc))]) from None
         check_names(type, name, uid)
-        _set(self, "type", type)
+        # a model has few distinct types: one string object each (a loaded document makes a new
+        # one per op) keeps comparisons of types, as a query's type index makes, in the cache
+        _set(self, "type", intern(type) if type.__class__ is str else type)
         _set(self, "name", name)
         _set(self, "inputs", coerce_ports(inputs))
         _set(self, "outputs", coerce_ports(outputs))
         _set(self, "controls", coerce_ports(controls))
         _set(self, "_attrs", frozen_attrs)
         _set(self, "_arrays", None if frozen_attrs else False)
+        _set(self, "_scalars", frozen_attrs.__class__ is ScalarMap)
         _set(self, "uid", uid if uid is not None else new_uid())
         _set(self, "_hash", None)
         _set(self, "_cache", None)
@@ -141,6 +132,7 @@ class Container(Displayed):
                  uid: str, index: dict[str, int]) -> Container:
         """Assemble already-checked fields (slot by slot: fast); only for transforms that re-checked them."""
         self = object.__new__(cls)
+        stored = attrs._stored if attrs.__class__ is ArrayViews else attrs  # a reader's view
         s = _SLOT_SETTERS
         s[0](self, type)
         s[1](self, name)
@@ -150,12 +142,13 @@ class Container(Displayed):
         s[5](self, children)
         s[6](self, edges)
         s[7](self, tombstones)
-        s[8](self, attrs._stored if attrs.__class__ is ArrayViews else attrs)  # a reader's view
+        s[8](self, stored)
         s[9](self, uid)
         s[10](self, index)
         s[11](self, None)
         s[12](self, None)
         s[13](self, None)
+        s[14](self, stored.__class__ is ScalarMap)
         return self
 
     def __setattr__(self, key: str, value: Any) -> None:

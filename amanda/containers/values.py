@@ -28,10 +28,30 @@ from pyrsistent import PMap, pmap
 
 from amanda.containers.lazy import LazyTensor, lazy_of
 
-EMPTY: PMap = pmap()
-
 _SCALARS = (str, int, float, bool, bytes, type(None))
 _SCALAR_TYPES = frozenset(_SCALARS)
+
+
+class ScalarMap(PMap):
+    """A frozen attribute map whose values are all plain scalars (str, int, float, bool, bytes,
+    None), as :func:`freeze_attrs` found while freezing it: a reader looking for arrays or
+    graphs among attribute values can skip it by its type alone, without reading its values.
+    It is a pmap in every other way; maps derived from it (``set``, ``update`` …) are plain
+    pmaps again, read the slower way.
+
+    >>> attrs = freeze_attrs({"axis": 1, "mode": "constant"})
+    >>> type(attrs).__name__, attrs == {"axis": 1, "mode": "constant"}, type(attrs.set("w", 2)).__name__
+    ('ScalarMap', True, 'PMap')
+    """
+
+    __slots__ = ()
+
+
+def _scalar_map(frozen: PMap) -> ScalarMap:
+    return ScalarMap(len(frozen), frozen._buckets)  # type: ignore[call-arg,attr-defined]  # shares the buckets
+
+
+EMPTY: PMap = _scalar_map(pmap())
 _PLAIN_BASES = (int, float, str, bytes)  # bool cannot be subclassed
 
 
@@ -192,11 +212,13 @@ def freeze_attrs(attrs: Mapping[str, Any] | None) -> PMap:
             if type(value) not in scalars or type(key) is not str or not key.isascii():
                 break
         else:
-            return pmap(attrs)
+            return _scalar_map(pmap(attrs))
+    elif type(attrs) is ScalarMap:
+        return attrs
     elif isinstance(attrs, PMap) and all(
         type(v) in _SCALAR_TYPES and type(k) is str and k.isascii() for k, v in attrs.items()
     ):
-        return attrs
+        return _scalar_map(attrs)
     return pmap({_key(k): freeze(v) for k, v in attrs.items()})
 
 
@@ -278,7 +300,7 @@ def views_of(stored: PMap) -> Any:
 
 def holds_arrays(value: Any) -> bool:
     """Whether a frozen value holds an array anywhere (not counting nested containers)."""
-    if type(value) in _SCALAR_TYPES:
+    if type(value) in _SCALAR_TYPES or type(value) is ScalarMap:
         return False
     if isinstance(value, (np.ndarray, LazyTensor)):
         return True

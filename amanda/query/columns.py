@@ -30,7 +30,6 @@ __all__ = ["Columns", "LazyColumn"]
 MISSING = object()
 _PLAIN = frozenset({str, int, float, bool, type(None)})
 _name = attrgetter("name")
-_type = attrgetter("type")
 _children = attrgetter("children")
 _attrs = attrgetter("attrs")
 
@@ -70,8 +69,6 @@ class Columns:
         nodes = self.nodes
         if kind == "name":
             return list(map(_name, nodes))
-        if kind == "type":
-            return list(map(_type, nodes))
         if kind == "segment":
             column = list(map(_name, nodes))
             column[0] = None

@@ -23,7 +23,7 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from itertools import chain, compress, count, repeat
-from operator import attrgetter, eq, is_not, itemgetter, methodcaller
+from operator import attrgetter, eq, is_, is_not, itemgetter, methodcaller
 from typing import TYPE_CHECKING, Any
 
 from amanda.containers.records import Path
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 __all__ = ["IndexEntry", "NodeTable", "frozen", "graph_items", "table"]
 
 _PLAIN = frozenset({str, int, float, bool, type(None)})
+_scalars = attrgetter("_scalars")
 _name = attrgetter("name")
 _type = attrgetter("type")
 _children = attrgetter("children")
@@ -87,25 +88,28 @@ def _is_graph(value: Any) -> bool:
     return getattr(value, "_amanda_frozen", False) is True and hasattr(value, "children")
 
 
-def _value_types(nodes: Iterable[Container]) -> set:
-    """The types of every attribute value of these nodes, iterated in C where pyrsistent allows."""
+def _values(maps: Iterable[Any]) -> list:
+    """Every value of these attribute maps, read in C where pyrsistent's layout allows."""
     try:
-        buckets = chain.from_iterable(map(_buckets, map(_stored, nodes)))
-        return set(map(type, map(_second, chain.from_iterable(filter(None, buckets)))))
+        return list(map(_second, chain.from_iterable(filter(None, chain.from_iterable(map(_buckets, maps))))))
     except AttributeError:  # another pyrsistent layout: the public, slower way
-        return set(map(type, chain.from_iterable(map(methodcaller("values"), map(_stored, nodes)))))
+        return list(chain.from_iterable(map(methodcaller("values"), maps)))
 
 
 def _may_hold_graphs(nodes: Sequence[Container]) -> bool:
-    """Whether any of these nodes holds a graph (or a tuple of graphs) in an attribute."""
-    kinds = _value_types(nodes)
+    """Whether any of these nodes holds a graph (or a tuple of graphs) in an attribute. Maps of
+    plain scalars (a ScalarMap, which each container notes) are never read."""
+    if all(map(_scalars, nodes)):  # read off the containers: their maps stay unread
+        return False
+    values = _values(map(_stored, nodes))
+    kinds = set(map(type, values))
     if kinds <= _PLAIN:
         return False
     if any(getattr(k, "_amanda_frozen", False) for k in kinds):
         return True
     if tuple in kinds:
-        values = chain.from_iterable(map(methodcaller("values"), map(_stored, nodes)))
-        inner = set(map(type, chain.from_iterable(v for v in values if type(v) is tuple)))
+        tuples = compress(values, map(is_, map(type, values), repeat(tuple)))
+        inner = set(map(type, chain.from_iterable(tuples)))
         return any(getattr(k, "_amanda_frozen", False) for k in inner)
     return False
 
@@ -146,18 +150,18 @@ class NodeTable(Columns):
         self.root = root
         self._columns: dict[Any, Any] = {}
         self._indexes: dict[Any, IndexEntry] = {}
-        self._build(careful=False)
-        if len(self.nodes) > 1 and _may_hold_graphs(self.nodes):
-            # graph-valued attributes somewhere: build again, looking for them block by block
-            self._build(careful=True)
+        self._build()
 
     def __len__(self) -> int:
         return len(self.nodes)
 
     # -- building -----------------------------------------------------------------------------
 
-    def _build(self, careful: bool) -> None:
+    def _build(self) -> None:
+        # one pass, block by block: a block's containers are read while they are in the cache
+        # (their types, for the type column; their attribute maps, for graphs they may hold)
         self.nodes: list[Container] = [self.root]
+        self._types = self._columns[("type",)] = [self.root.type]
         self.parent = array("q", [-1])
         self.end: dict[int, int] = {}  # for nodes with children; a leaf ends at p + 1
         self.kids: dict[int, Sequence[int]] = {}
@@ -166,8 +170,9 @@ class NodeTable(Columns):
         self._segment: dict[int, str] = {}  # path segments of held graphs (not their names)
         self._paths: tuple[tuple, ...] | None = None
         nodes, parent, end, kids, inner = self.nodes, self.parent, self.end, self.kids, self._inner
+        types = self._types
         stack: list[tuple[int, Any]] = []
-        first = self._expand(0, self.root, graph_items(self.root), careful)
+        first = self._expand(0, self.root, graph_items(self.root))
         if first is not None:
             stack.append((0, first))
         while stack:
@@ -175,6 +180,7 @@ class NodeTable(Columns):
             for segment, child, held, is_body in items:
                 q = len(nodes)
                 nodes.append(child)
+                types.append(child.type)
                 parent.append(p)
                 kids[p].append(q)  # type: ignore[attr-defined]
                 if is_body:
@@ -182,7 +188,7 @@ class NodeTable(Columns):
                     self._segment[q] = segment
                 if child.children or held:
                     inner[q] = inner[p] + (segment,)
-                deeper = self._expand(q, child, held, careful)
+                deeper = self._expand(q, child, held)
                 if deeper is not None:
                     stack.append((q, deeper))
                     break
@@ -193,17 +199,18 @@ class NodeTable(Columns):
                 end[p] = len(nodes)
         end[0] = len(nodes)
 
-    def _expand(self, p: int, node: Container, held: list, careful: bool) -> Any:
+    def _expand(self, p: int, node: Container, held: list) -> Any:
         """Append ``node``'s children in bulk when they are plain leaves; otherwise return
         the items still to visit one by one (None when nothing is left)."""
         children = node.children
         bodies = [(segment, graph, graph_items(graph), True) for segment, graph in held]
         if children:
-            block_graphs = careful and _may_hold_graphs(children)
+            block_graphs = _may_hold_graphs(children)
             if not block_graphs and not any(map(len, map(_children, children))):
                 # the common block of plain ops, appended in C
                 start, k = len(self.nodes), len(children)
                 self.nodes.extend(children)
+                self._types.extend(map(_type, children))
                 self.parent.extend(repeat(p, k))
                 if not bodies:
                     self.kids[p] = range(start, start + k)
@@ -309,11 +316,7 @@ class NodeTable(Columns):
         return (kind, key) in self._indexes
 
     def _build_index(self, kind: str, key: Any) -> list[int]:
-        if kind == "type" and ("type",) not in self._columns:
-            # one pass over the nodes; the whole column is built only when a filter reads it
-            # (a comprehension over enumerate beats compress(count(), map(eq, ...)) here)
-            return [p for p, t in enumerate(map(_type, self.nodes)) if t == key]
-        if kind in ("type", "segment", "name"):
+        if kind in ("type", "segment", "name"):  # the type column is built with the table
             return list(compress(count(), map(eq, self.column((kind,)), repeat(key))))
         if kind == "is_op":
             return list(compress(count(), self.column(("is_op",))))

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from amanda import Container, Edge, Port, dumps, loads, op
-from amanda.containers.values import dtype_from_text, dtype_text, freeze, values_equal
+from amanda.containers.values import ScalarMap, dtype_from_text, dtype_text, freeze, freeze_attrs, holds_arrays, values_equal
 from amanda.errors import InvariantError
 from tests.strategies import ARRAYS, ATTRIBUTE_VALUES, ML_ARRAYS
 
@@ -264,3 +264,31 @@ def test_attribute_values_nest_a_bounded_depth() -> None:
     c = amanda.op("X", "x", attrs={"a": ok})
     for fmt in ("yaml", "json"):
         assert amanda.loads(amanda.dumps(c, fmt), fmt) == c
+
+
+def test_maps_of_plain_scalars_are_marked_by_their_type():
+    """freeze_attrs marks a map of plain scalars (a ScalarMap) and nothing else; it equals and
+    hashes like any pmap of the same items, and maps derived from it are unmarked again."""
+    from pyrsistent import pmap
+
+    marked = freeze_attrs({"axis": 1, "mode": "edge", "scale": 0.5, "flag": True, "none": None, "raw": b"x"})
+    assert type(marked) is ScalarMap
+    assert type(freeze_attrs(pmap({"axis": 1}))) is ScalarMap and type(freeze_attrs({})) is ScalarMap
+    for unmarked in ({"w": np.arange(2)}, {"shape": (1, 2)}, {"meta": {"a": "b"}}, {"g": op("Relu", "r")}):
+        assert type(freeze_attrs(unmarked)) is not ScalarMap
+    same = pmap({"axis": 1, "mode": "edge", "scale": 0.5, "flag": True, "none": None, "raw": b"x"})
+    assert marked == same and same == marked and hash(marked) == hash(same)
+    assert dict(marked) == dict(same) and marked != same.set("axis", 2)
+    assert type(marked.set("w", 1)) is not ScalarMap and marked.set("w", 1)["w"] == 1
+    assert not holds_arrays(marked) and holds_arrays(freeze_attrs({"w": np.arange(2)}))
+    a, b = op("Relu", "r", attrs={"axis": 1}), op("Relu", "r", attrs=pmap({"axis": 1}).set("axis", 1))
+    assert a == b and hash(a) == hash(b)
+
+
+def test_types_share_one_string_object():
+    """Equal types of separately made containers are one string object (documents included)."""
+    first = op("".join(["Mat", "Mul"]), "a")
+    second = op("".join(["MatM", "ul"]), "b")
+    assert first.type == "MatMul" and first.type is second.type
+    loaded = loads(dumps(Container("G", "g", children=[first, second])))
+    assert all(child.type is first.type for child in loaded.children)

@@ -83,7 +83,7 @@ def test_all_index_kinds():
     assert "update" in names(t.index("computation", "train"))
 
 
-def test_held_graphs_are_found_in_a_second_careful_pass():
+def test_held_graphs_are_found_in_one_pass_block_by_block():
     """Graph-valued attributes are found wherever they are, with their segments and scopes."""
     g = bodies_model()
     t = table(g)
@@ -94,6 +94,24 @@ def test_held_graphs_are_found_in_a_second_careful_pass():
     assert t.child_named(loop, "bodies[1]") == loop + 3 and t.child_named(loop, "nope") is None
     assert [s for s, _ in graph_items(g.child("block").child("if_1"))] == ["else_branch", "then_branch"]
     assert graph_items(op("Relu", "r", attrs={"shape": (1, 2)})) == []
+
+
+def test_a_graph_held_among_blocks_of_plain_ops_is_found():
+    """Blocks whose ops hold only scalars are passed over by their maps' type; a block with one
+    op holding a graph (beside plain ones) and one holding a tuple with a graph are still read."""
+    body = Container("Body", "body", children=[op("Inner", "in1"), op("Inner", "in2")])
+    plain = [Container("B", f"b{k}", children=[op("MatMul", f"m{j}", attrs={"i": j}) for j in range(3)])
+             for k in range(3)]
+    held = Container("B", "held", children=[op("MatMul", "m0", attrs={"i": 0}), op("If", "if", attrs={"then": body})])
+    tupled = Container("B", "tupled", children=[op("Loop", "loop", attrs={"bodies": (body,), "shape": (1, 2)})])
+    # an op of plain scalars given a graph afterwards (a transform's trusted assembly)
+    later = Container("B", "later", children=[op("Scan", "scan", attrs={"n": 1}).with_attrs(then=body).with_name("s")])
+    g = Container("G", "g", children=[plain[0], held, plain[1], tupled, later, plain[2]])
+    assert amanda.query.select(g, "$..[?type=='Inner']").paths == (
+        ("held", "if", "then", "in1"), ("held", "if", "then", "in2"),
+        ("tupled", "loop", "bodies[0]", "in1"), ("tupled", "loop", "bodies[0]", "in2"),
+        ("later", "s", "then", "in1"), ("later", "s", "then", "in2"))
+    assert len(amanda.query.select(g, "$..[?type=='MatMul']")) == 10
 
 
 def test_children_and_real_children():
