@@ -26,6 +26,7 @@ from typing import Any
 
 from amanda.autodiff.node import Node
 from amanda.build import ops
+from amanda.build.model import calls_in_order
 from amanda.build.values import Call, Value
 from amanda.errors import AmandaError
 
@@ -39,21 +40,7 @@ def _key(v: Value) -> tuple:
 def calls_before(value: Value, stop: set[int]) -> list[Call]:
     """The calls ``value`` depends on, producers first, not looking past values whose id is in
     ``stop`` (the op's inputs) or past inputs of the model."""
-    order: list[Call] = []
-    seen: set[int] = set()
-    stack: list[tuple[Call, bool]] = [] if value.producer is None or id(value) in stop else [(value.producer, False)]
-    while stack:
-        call, expanded = stack.pop()
-        if expanded:
-            order.append(call)
-            continue
-        if id(call) in seen:
-            continue
-        seen.add(id(call))
-        stack.append((call, True))
-        stack.extend((v.producer, False) for _, v in reversed(call.inputs)
-                     if v.producer is not None and id(v) not in stop)
-    return order
+    return calls_in_order([("", value)], stop)
 
 
 def _calls(outputs: list[Value | None], stop: set[int]) -> list[Call]:

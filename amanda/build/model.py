@@ -52,9 +52,10 @@ def _check_inputs(inputs: Any) -> None:
             raise ArgumentError.at("inputs", "Values made by amanda.Input", brief(value))
 
 
-def calls_in_order(wanted: list[tuple[str, Value]]) -> list[Call]:
+def calls_in_order(wanted: list[tuple[str, Value]], stop: frozenset[int] | set[int] = frozenset()) -> list[Call]:
     """Every op the ``(name, Value)`` outputs depend on, producers before consumers (an
-    iterative post-order, so arbitrarily deep graphs work).
+    iterative post-order, so arbitrarily deep graphs work), not looking past values whose id is
+    in ``stop``.
 
     >>> x = Input("x", "float32", ("n",))
     >>> [c.op.type for c in calls_in_order([("y", ops.Neg(ops.Relu(x)))])]
@@ -62,7 +63,8 @@ def calls_in_order(wanted: list[tuple[str, Value]]) -> list[Call]:
     """
     order: list[Call] = []
     seen: set[int] = set()
-    stack: list[tuple[Call, bool]] = [(v.producer, False) for _, v in reversed(wanted) if v.producer is not None]
+    stack: list[tuple[Call, bool]] = [(v.producer, False) for _, v in reversed(wanted)
+                                      if v.producer is not None and id(v) not in stop]
     while stack:
         call, expanded = stack.pop()
         if expanded:
@@ -72,7 +74,8 @@ def calls_in_order(wanted: list[tuple[str, Value]]) -> list[Call]:
             continue
         seen.add(id(call))
         stack.append((call, True))
-        stack.extend((v.producer, False) for _, v in reversed(call.inputs) if v.producer is not None)
+        stack.extend((v.producer, False) for _, v in reversed(call.inputs)
+                     if v.producer is not None and id(v) not in stop)
     return order
 
 
