@@ -19,6 +19,7 @@ from amanda.autodiff.composite import composite
 from amanda.autodiff.node import Node, const
 from amanda.build import ops
 from amanda.build.values import Value
+from amanda.exec.kernels.recurrent import bound_activations
 
 __all__ = ["gru_vjp", "lstm_vjp", "rnn_vjp"]
 
@@ -42,35 +43,10 @@ _DEFAULTS = {"RNN": ("Tanh",), "GRU": ("Sigmoid", "Tanh"), "LSTM": ("Sigmoid", "
 Act = Callable[[Value], Value]
 
 
-def _bind(fn: Callable[[Value, float, float], Value], alpha: float, beta: float) -> Act:
-    def act(x: Value) -> Value:
-        return fn(x, alpha, beta)
-
-    return act
-
-
 def _activations(n: Node, kind: str, dirs: int) -> list[list[Act]]:
-    """Per direction, the cell's activations with alpha and beta bound (as the kernel reads them)."""
-    defaults = _DEFAULTS[kind]
-    names = n.attr("activations")
-    names = [x.decode() if isinstance(x, bytes) else str(x) for x in names] if names else list(defaults) * dirs
-    if len(names) > len(defaults) * dirs:  # ONNX's schema default lists two for RNN, forward or not
-        names = names[:len(defaults) * dirs]
-    if len(names) != len(defaults) * dirs:
-        raise n.fail(f"{len(defaults) * dirs} activations", repr(names))
-    alphas, betas = list(n.attr("activation_alpha") or ()), list(n.attr("activation_beta") or ())
-    bound: list[Act] = []
-    for name in names:
-        if name.lower() not in _ACTIVATIONS:
-            raise n.fail(f"an activation among {sorted(_ACTIVATIONS)}", repr(name))
-        count, (alpha, beta), fn = _ACTIVATIONS[name.lower()]
-        if count >= 1 and alphas:
-            alpha = float(alphas.pop(0))
-        if count >= 2 and betas:
-            beta = float(betas.pop(0))
-        bound.append(_bind(fn, alpha, beta))
-    per = len(defaults)
-    return [bound[d * per:(d + 1) * per] for d in range(dirs)]
+    """Per direction, the cell's activations as builder ops, read as the kernel reads them."""
+    attrs = {key: n.attr(key) for key in ("activations", "activation_alpha", "activation_beta")}
+    return bound_activations(attrs, _DEFAULTS[kind], dirs, _ACTIVATIONS, n.fail)
 
 
 def _cols(v: Value, k: int, h: int) -> Value:

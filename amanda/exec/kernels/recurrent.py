@@ -43,32 +43,33 @@ _ACTIVATIONS: dict[str, tuple[int, tuple[float, float], Callable[..., np.ndarray
 }
 
 
-def _bind(fn: Callable[..., np.ndarray], alpha: float, beta: float) -> Activation:
-    def activation(x: np.ndarray) -> np.ndarray:
+def _bind(fn: Callable[..., Any], alpha: float, beta: float) -> Callable[[Any], Any]:
+    def activation(x: Any) -> Any:
         return fn(x, alpha, beta)
 
     return activation
 
 
-def _activations(attrs: Attrs, defaults: Sequence[str], directions: int) -> list[list[Activation]]:
-    """Per direction, the cell's activation functions with their alpha and beta bound."""
+def bound_activations(attrs: Mapping[str, Any], defaults: Sequence[str], directions: int, table: Mapping[str, Any],
+                      fail: Callable[[str, str], Exception]) -> list[list[Callable[[Any], Any]]]:
+    """Per direction, a recurrent cell's activation functions read from its ``activations``,
+    ``activation_alpha`` and ``activation_beta`` attributes, with alpha and beta bound. ``table``
+    maps a lower-case name to (how many of alpha, beta it takes, their defaults, fn(x, alpha,
+    beta)): numpy functions for the kernel, builder ops for the gradient rule; ``fail(expected,
+    found)`` makes the caller's error."""
     names = attrs.get("activations")
     names = [n.decode() if isinstance(n, bytes) else str(n) for n in names] if names else list(defaults) * directions
     if len(names) > len(defaults) * directions:  # ONNX's schema default lists two for RNN, forward or not
         names = names[:len(defaults) * directions]
     if len(names) != len(defaults) * directions:
-        raise ExecutionError(
-            f"expected {len(defaults) * directions} activations, found {len(names)}",
-            expected=f"{len(defaults) * directions} activation names", found=repr(names),
-        )
+        raise fail(f"{len(defaults) * directions} activation names", repr(names))
     alphas = list(attrs.get("activation_alpha") or ())
     betas = list(attrs.get("activation_beta") or ())
-    bound: list[Activation] = []
+    bound = []
     for name in names:
-        key = name.lower()
-        if key not in _ACTIVATIONS:
-            raise ExecutionError(f"unknown activation {name!r}", expected=f"one of {sorted(_ACTIVATIONS)}", found=name)
-        count, (alpha, beta), fn = _ACTIVATIONS[key]
+        if name.lower() not in table:
+            raise fail(f"an activation among {sorted(table)}", repr(name))
+        count, (alpha, beta), fn = table[name.lower()]
         if count >= 1 and alphas:
             alpha = float(alphas.pop(0))
         if count >= 2 and betas:
@@ -76,6 +77,15 @@ def _activations(attrs: Attrs, defaults: Sequence[str], directions: int) -> list
         bound.append(_bind(fn, alpha, beta))
     per = len(defaults)
     return [bound[d * per:(d + 1) * per] for d in range(directions)]
+
+
+def _kernel_error(expected: str, found: str) -> Exception:
+    return ExecutionError(f"expected {expected}, found {found}", expected=expected, found=found)
+
+
+def _activations(attrs: Attrs, defaults: Sequence[str], directions: int) -> list[list[Activation]]:
+    """Per direction, the cell's numpy activation functions with their alpha and beta bound."""
+    return bound_activations(attrs, defaults, directions, _ACTIVATIONS, _kernel_error)
 
 
 class _Cell:
