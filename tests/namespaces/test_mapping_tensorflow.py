@@ -342,6 +342,7 @@ def cases() -> list[Case]:
         batch_norm_case("fused_batch_norm_v3_mean", "FusedBatchNormV3", fetch="batch_mean"),
         batch_norm_case("fused_batch_norm_nchw", "FusedBatchNormV3", layout="NCHW"),
         *keras_cases(),
+        *recurrent_cases(),
     ]
     return out
 
@@ -388,6 +389,27 @@ def keras_cases() -> list[Case]:
                                        tf_op("Transpose", "t", ["x", "perm"], ["y"], T="float32", Tperm="int32")],
              [("free:output", "perm:values_0"), ("axes:output", "perm:values_1"), ("axis:output", "perm:axis"),
               ("a:output", "t:x"), ("perm:output", "t:perm")], {"a": q}, "t:y", lambda f: f["a"].transpose(1, 2, 0)),
+    ]
+
+
+def recurrent_cases() -> list[Case]:
+    """What Keras's LSTM and tf.while_loop graphs hold besides their loops: comparisons, SelectV2,
+    Fill of computed dims and Range."""
+    cond = RNG.standard_normal((2, 3)) > 0
+    return [
+        binary("Less", np.less),
+        binary("Greater", np.greater),
+        Case("select_v2", [tf_op("SelectV2", "s", ["condition", "t", "e"], ["output"], T="float32")],
+             [("c:output", "s:condition"), ("a:output", "s:t"), ("b:output", "s:e")],
+             {"c": cond, "a": f32(2, 3), "b": f32(3)}, "s:output", lambda f: np.where(f["c"], f["a"], f["b"])),
+        Case("fill", [const("dims", [2, 3], "int32"),
+                      tf_op("Fill", "f", ["dims", "value"], ["output"], T="float32", index_type="int32")],
+             [("dims:output", "f:dims"), ("v:output", "f:value")], {"v": np.array(1.5, np.float32)}, "f:output",
+             lambda f: np.full((2, 3), f["v"], np.float32)),
+        Case("range", [const("start", 1.0, "float32"), const("delta", 1.5, "float32"),
+                       tf_op("Range", "r", ["start", "limit", "delta"], ["output"], Tidx="float32")],
+             [("start:output", "r:start"), ("l:output", "r:limit"), ("delta:output", "r:delta")],
+             {"l": np.array(7.0, np.float32)}, "r:output", lambda f: np.arange(1.0, f["l"], 1.5, dtype=np.float32)),
     ]
 
 
