@@ -410,7 +410,24 @@ def recurrent_cases() -> list[Case]:
                        tf_op("Range", "r", ["start", "limit", "delta"], ["output"], Tidx="float32")],
              [("start:output", "r:start"), ("l:output", "r:limit"), ("delta:output", "r:delta")],
              {"l": np.array(7.0, np.float32)}, "r:output", lambda f: np.arange(1.0, f["l"], 1.5, dtype=np.float32)),
+        strided_slice_case("strided_slice_masks", (4, 5, 6), [1, 0, -1], [3, 0, 0], [1, 2, 1],
+                           lambda x: x[1:3, ::2, -1], begin_mask=0b010, end_mask=0b010, shrink_axis_mask=0b100),
+        strided_slice_case("strided_slice_reversed", (4, 5), [0, 0], [0, 1], [-1, 1],
+                           lambda x: x[::-1, 0:1], begin_mask=0b01, end_mask=0b01),
+        strided_slice_case("strided_slice_last", (4, 5), [-1, 1], [0, 4], [1, 2],
+                           lambda x: x[-1, 1:4:2], shrink_axis_mask=0b01),
     ]
+
+
+def strided_slice_case(id_: str, shape: tuple, begin: list, end: list, strides: list, fn: Callable,
+                       **masks: int) -> Case:
+    attrs = {"begin_mask": 0, "end_mask": 0, "ellipsis_mask": 0, "new_axis_mask": 0, "shrink_axis_mask": 0, **masks}
+    ops = [const("begin", begin, "int32"), const("end", end, "int32"), const("strides", strides, "int32"),
+           tf_op("StridedSlice", "s", ["input", "begin", "end", "strides"], ["output"], T="float32", Index="int32",
+                 **attrs)]
+    edges = [("x:output", "s:input"), ("begin:output", "s:begin"), ("end:output", "s:end"),
+             ("strides:output", "s:strides")]
+    return Case(id_, ops, edges, {"x": f32(*shape)}, "s:output", lambda f: fn(f["x"]))
 
 
 CASES = cases()
