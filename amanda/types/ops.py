@@ -171,6 +171,19 @@ def _declared_outputs(op: Any, path: Path, problems: list[Problem]) -> list:
     return declared
 
 
+_INTEGERS = frozenset({"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"})
+
+
+def _in_dtype(value: Any, t: Any) -> Any:
+    """A value a rule worked out, in its output's dtype: shape values are kept as int64 while
+    known entry by entry, so one that ends as an int32 tensor (a Cast or a Gather of an int32 shape,
+    TensorFlow's ``Shape(out_type=int32)``) is made int32, as running the op would give it."""
+    if isinstance(value, np.ndarray) and isinstance(t, TensorType) and t.dtype in _INTEGERS \
+            and value.dtype.kind in "iu" and value.dtype.name != t.dtype:
+        return value.astype(t.dtype)
+    return value
+
+
 def _apply_rule(rule: Callable[..., Any], node: Node, path: Path, outs: list, result: OpResult) -> None:
     """Run a type rule into ``outs``; what it refuses becomes a problem at ``path``."""
     op = node.op
@@ -178,7 +191,7 @@ def _apply_rule(rule: Callable[..., Any], node: Node, path: Path, outs: list, re
         found = rule(node)
         for j, t in enumerate(found[:len(outs)]):
             outs[j] = t
-        result.values = node.out_values
+        result.values = {j: _in_dtype(v, outs[j] if j < len(outs) else None) for j, v in node.out_values.items()}
         result.bindings = node.bindings
     except TypeMismatch as exc:
         result.problems.append(Problem(path, f"{op.type}: {exc.expected}", str(exc.found)))

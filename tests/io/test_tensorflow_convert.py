@@ -21,7 +21,7 @@ from amanda.namespaces.mapping.convert import convert
 ort = pytest.importorskip("onnxruntime")
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "tensorflow"
-CONVERTED = ["dense", "mobilenet_v2", "resnet_small"]
+CONVERTED = ["dense", "mobilenet_v2", "resnet_small", "transformer_block"]
 
 
 def _fixture(name: str) -> tuple[dict, dict, amanda.Container]:

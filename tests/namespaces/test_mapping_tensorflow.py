@@ -342,6 +342,7 @@ def cases() -> list[Case]:
         batch_norm_case("fused_batch_norm_v3_mean", "FusedBatchNormV3", fetch="batch_mean"),
         batch_norm_case("fused_batch_norm_nchw", "FusedBatchNormV3", layout="NCHW"),
         *keras_cases(),
+        *recurrent_cases(),
     ]
     return out
 
@@ -389,6 +390,44 @@ def keras_cases() -> list[Case]:
              [("free:output", "perm:values_0"), ("axes:output", "perm:values_1"), ("axis:output", "perm:axis"),
               ("a:output", "t:x"), ("perm:output", "t:perm")], {"a": q}, "t:y", lambda f: f["a"].transpose(1, 2, 0)),
     ]
+
+
+def recurrent_cases() -> list[Case]:
+    """What Keras's LSTM and tf.while_loop graphs hold besides their loops: comparisons, SelectV2,
+    Fill of computed dims and Range."""
+    cond = RNG.standard_normal((2, 3)) > 0
+    return [
+        binary("Less", np.less),
+        binary("Greater", np.greater),
+        Case("select_v2", [tf_op("SelectV2", "s", ["condition", "t", "e"], ["output"], T="float32")],
+             [("c:output", "s:condition"), ("a:output", "s:t"), ("b:output", "s:e")],
+             {"c": cond, "a": f32(2, 3), "b": f32(3)}, "s:output", lambda f: np.where(f["c"], f["a"], f["b"])),
+        Case("fill", [const("dims", [2, 3], "int32"),
+                      tf_op("Fill", "f", ["dims", "value"], ["output"], T="float32", index_type="int32")],
+             [("dims:output", "f:dims"), ("v:output", "f:value")], {"v": np.array(1.5, np.float32)}, "f:output",
+             lambda f: np.full((2, 3), f["v"], np.float32)),
+        Case("range", [const("start", 1.0, "float32"), const("delta", 1.5, "float32"),
+                       tf_op("Range", "r", ["start", "limit", "delta"], ["output"], Tidx="float32")],
+             [("start:output", "r:start"), ("l:output", "r:limit"), ("delta:output", "r:delta")],
+             {"l": np.array(7.0, np.float32)}, "r:output", lambda f: np.arange(1.0, f["l"], 1.5, dtype=np.float32)),
+        strided_slice_case("strided_slice_masks", (4, 5, 6), [1, 0, -1], [3, 0, 0], [1, 2, 1],
+                           lambda x: x[1:3, ::2, -1], begin_mask=0b010, end_mask=0b010, shrink_axis_mask=0b100),
+        strided_slice_case("strided_slice_reversed", (4, 5), [0, 0], [0, 1], [-1, 1],
+                           lambda x: x[::-1, 0:1], begin_mask=0b01, end_mask=0b01),
+        strided_slice_case("strided_slice_last", (4, 5), [-1, 1], [0, 4], [1, 2],
+                           lambda x: x[-1, 1:4:2], shrink_axis_mask=0b01),
+    ]
+
+
+def strided_slice_case(id_: str, shape: tuple, begin: list, end: list, strides: list, fn: Callable,
+                       **masks: int) -> Case:
+    attrs = {"begin_mask": 0, "end_mask": 0, "ellipsis_mask": 0, "new_axis_mask": 0, "shrink_axis_mask": 0, **masks}
+    ops = [const("begin", begin, "int32"), const("end", end, "int32"), const("strides", strides, "int32"),
+           tf_op("StridedSlice", "s", ["input", "begin", "end", "strides"], ["output"], T="float32", Index="int32",
+                 **attrs)]
+    edges = [("x:output", "s:input"), ("begin:output", "s:begin"), ("end:output", "s:end"),
+             ("strides:output", "s:strides")]
+    return Case(id_, ops, edges, {"x": f32(*shape)}, "s:output", lambda f: fn(f["x"]))
 
 
 CASES = cases()

@@ -233,3 +233,26 @@ def test_edit_wrapper_reaching_inside_a_block():
     assert types.input(("g", "b3"), "x") == f32 and types[("g", "b3", "relu"), "X"] == i64
     assert types.output(("g", "b3"), "y") == i64 and types[("g", "b5", "neg"), "Y"] == i64
     assert types[(), "y"] == i64 and not types.problems
+
+
+def test_shape_values_take_the_dtype_of_their_port():
+    """TensorFlow's Tensordot: Shape -> Cast(int32) -> Gather -> ReduceProd -> Concat with int32.
+    The gathered dim is known (16) while batch is not; folding ReduceProd on it must give int32,
+    as onnxruntime does, not the int64 that shape values are worked out in."""
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Cast", ["s"], ["s32"], to=TensorProto.INT32),
+        helper.make_node("Gather", ["s32", "last"], ["d"], axis=0),
+        helper.make_node("ReduceProd", ["d"], ["n"], axes=[0], keepdims=1),
+        helper.make_node("Concat", ["minus_one", "n"], ["target"], axis=0),
+    ]
+    inits = [numpy_helper.from_array(np.array([1], np.int32), "last"),
+             numpy_helper.from_array(np.array([-1], np.int32), "minus_one")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F32, ["batch", 16])],
+                              [helper.make_tensor_value_info("target", TensorProto.INT32, [2])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model, full_check=True)
+    types = infer_types(from_onnx(model))
+    assert types[("ReduceProd_3",), "reduced"] == TensorType("int32", (1,))
+    assert types[(), "target"] == TensorType("int32", (2,))
+    assert not types.problems

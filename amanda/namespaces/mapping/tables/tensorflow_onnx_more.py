@@ -1,7 +1,7 @@
 """TensorFlow -> ONNX opset 17: rules for what Keras 3 graphs hold beyond the layers' ops.
 
 Attention (``Einsum``), layer normalization (``SquaredDifference``), embeddings (``GatherV2``),
-``Pack`` and ``Transpose`` whose constant operands arrive through ``Identity``/``ReadVariableOp``
+``Pack``, ``StridedSlice`` and ``Transpose`` whose constant operands arrive through ``Identity``/``ReadVariableOp``
 (frozen graphs) rather than from a ``Const`` beside the op. Each constant is found with
 :meth:`amanda.namespaces.mapping.rule.Match.constant_input`; an op whose operand is computed is
 left unmatched with the reason.
@@ -16,7 +16,9 @@ import numpy as np
 from amanda.namespaces.mapping.pattern import Pattern
 from amanda.namespaces.mapping.rule import Match, NewOp, Replacement, Rule, Skip
 
-__all__ = ["einsum", "gather", "more_rules", "pack", "squared_difference", "transpose"]
+__all__ = ["einsum", "gather", "more_rules", "pack", "squared_difference", "strided_slice", "transpose"]
+
+_OPEN = int(np.iinfo(np.int64).max)  # a Slice bound past the end of any axis
 
 
 def _indexed(names: tuple[str, ...], prefix: str) -> list[str]:
@@ -93,6 +95,49 @@ def transpose(m: Match) -> Replacement | Skip:
                        {"t.x": "t.data", "t.perm": None, "t.y": "t.transposed"})
 
 
+def _slice_bounds(attrs: Any, begin: Any, end: Any, strides: Any) -> tuple[list[int], ...]:
+    """ONNX Slice's starts, ends and steps of a StridedSlice, and the axes it shrinks: a masked
+    bound is open (from the first element, or the last for a negative stride; to past the end);
+    a shrunk axis takes the one element at its begin."""
+    masks = [int(attrs.get(k, 0)) for k in ("begin_mask", "end_mask", "shrink_axis_mask")]
+    starts, ends, steps, shrunk = [], [], [], []
+    for i, (b, e, s) in enumerate(zip(begin, end, strides)):
+        b, e, s = int(b), int(e), int(s)
+        if masks[2] >> i & 1:
+            starts.append(b)
+            ends.append(_OPEN if b == -1 else b + 1)
+            steps.append(1)
+            shrunk.append(i)
+            continue
+        starts.append((_OPEN if s < 0 else 0) if masks[0] >> i & 1 else b)
+        ends.append((-_OPEN if s < 0 else _OPEN) if masks[1] >> i & 1 else e)
+        steps.append(s)
+    return starts, ends, steps, shrunk
+
+
+def strided_slice(m: Match) -> Replacement | Skip:
+    """StridedSlice with constant begin/end/strides -> Slice (bounds in :func:`_slice_bounds`),
+    then a Squeeze of the shrunk axes. An ellipsis or new axes are left unmatched."""
+    old = m["s"]
+    if int(old.attrs.get("ellipsis_mask", 0)) or int(old.attrs.get("new_axis_mask", 0)):
+        return Skip("an ellipsis_mask or new_axis_mask")
+    bounds = [m.constant_input("s", port) for port in ("begin", "end", "strides")]
+    if any(b is None for b in bounds):
+        return Skip("begin, end or strides is not a constant")
+    starts, ends, steps, shrunk = _slice_bounds(old.attrs, *(np.asarray(b).reshape(-1) for b in bounds))
+    ops = {name: NewOp("Constant", attrs={"value": np.asarray(v, np.int64)}) for name, v in
+           (("starts", starts), ("ends", ends), ("axes", list(range(len(starts)))), ("steps", steps))}
+    ops["s"] = NewOp("Slice")
+    edges = [f"{name}.output -> s.{name}" for name in ("starts", "ends", "axes", "steps")]
+    ports = {"s.input": "s.data", "s.begin": None, "s.end": None, "s.strides": None}
+    if shrunk:
+        ops["shrunk"] = NewOp("Constant", attrs={"value": np.asarray(shrunk, np.int64)})
+        ops["squeeze"] = NewOp("Squeeze")
+        edges += ["s.output -> squeeze.data", "shrunk.output -> squeeze.axes"]
+        ports["s.output"] = "squeeze.squeezed"
+    return Replacement(ops, edges, ports)
+
+
 def more_rules() -> list[Rule]:
     """The rules of this module, in the order the table tries them."""
     return [
@@ -101,4 +146,5 @@ def more_rules() -> list[Rule]:
         Rule("gather", Pattern({"g": "GatherV2"}), gather),
         Rule("pack", Pattern({"p": "Pack"}), pack),
         Rule("transpose_constant", Pattern({"t": "Transpose"}), transpose),
+        Rule("strided_slice", Pattern({"s": "StridedSlice"}), strided_slice),
     ]
