@@ -88,20 +88,27 @@ def vjp_through(n: Node, outputs: list[Value | None], rule_of: Callable[[str], A
     values = _forward(order, varying)
     contributions = _seed(n, outputs, varying, values)
     for call in reversed(order):
-        outs = [(id(call), port.name) for port in call.op.outputs]
-        grads = [_total(contributions, k) for k in outs]
-        if all(g is None for g in grads) or not any(k in varying for k in outs):
-            continue
-        given = dict(call.inputs)
-        inner_inputs = [given.get(port.name) for port in call.op.inputs]
-        needs = [v is not None and _key(v) in varying for v in inner_inputs]
-        out_values = [values.get(k) or Value(call, k[1], _like(call, grads), f"{call.op.name}.{k[1]}") for k in outs]
-        inner = Node(n.path, call.op, inner_inputs, out_values, grads, needs, n.namespace)
-        for v, need, g in zip(inner_inputs, needs, rule_of(str(call.op.type))(inner)):
-            if need and g is not None and v is not None:
-                contributions.setdefault(_key(v), []).append(g)
+        _back_through(n, call, contributions, varying, values, rule_of)
     return [(_total(contributions, _key(v)) if v is not None and n.need(i) else None)
             for i, v in enumerate(n.inputs)]
+
+
+def _back_through(n: Node, call: Call, contributions: dict[tuple, list[Value]], varying: set, values: dict,
+                  rule_of: Callable[[str], Any]) -> None:
+    """Add to ``contributions`` the gradients of ``call``'s inputs, by its own rule, from
+    those of its outputs (nothing when none of them varies or has a gradient)."""
+    outs = [(id(call), port.name) for port in call.op.outputs]
+    grads = [_total(contributions, k) for k in outs]
+    if all(g is None for g in grads) or not any(k in varying for k in outs):
+        return
+    given = dict(call.inputs)
+    inner_inputs = [given.get(port.name) for port in call.op.inputs]
+    needs = [v is not None and _key(v) in varying for v in inner_inputs]
+    out_values = [values.get(k) or Value(call, k[1], _like(call, grads), f"{call.op.name}.{k[1]}") for k in outs]
+    inner = Node(n.path, call.op, inner_inputs, out_values, grads, needs, n.namespace)
+    for v, need, g in zip(inner_inputs, needs, rule_of(str(call.op.type))(inner)):
+        if need and g is not None and v is not None:
+            contributions.setdefault(_key(v), []).append(g)
 
 
 def _like(call: Call, grads: list) -> Any:

@@ -182,11 +182,8 @@ def _scan_spec(n: Node) -> SimpleNamespace:
     f.states, f.xs = [n.inputs[i] for i in f.regular[:count]], [n.inputs[i] for i in f.regular[count:]]
     _float(n, [*f.states, *f.xs], "states and scan inputs")
     f.formal = [p.name for p in f.body.inputs if not p.attrs.get("captured")]
-    f.in_axes = [int(a) for a in (n.attr("scan_input_axes") or [0] * m)]
-    f.in_dirs = [int(d) for d in (n.attr("scan_input_directions") or [0] * m)]
     k = len(n.outputs) - count
-    f.out_axes = [int(a) for a in (n.attr("scan_output_axes") or [0] * k)]
-    f.out_dirs = [int(d) for d in (n.attr("scan_output_directions") or [0] * k)]
+    f.in_axes, f.in_dirs, f.out_axes, f.out_dirs = _scan_axes(n, m, k)
     f.types = {name: v.type for name, v in zip(f.formal, f.states)}
     f.types.update({name: _dropped(v.type, a) for name, v, a in zip(f.formal[count:], f.xs, f.in_axes)})
     f.types.update({name: n.inputs[i].type for i, name in f.caps})
@@ -194,6 +191,15 @@ def _scan_spec(n: Node) -> SimpleNamespace:
     f.wrt_caps = [name for i, name in f.caps if n.need(i)]
     f.captured = [(name, n.inputs[i]) for i, name in f.caps]
     return f
+
+
+def _scan_axes(n: Node, m: int, k: int) -> tuple[list[int], list[int], list[int], list[int]]:
+    """The Scan's axes and directions of its ``m`` scan inputs and ``k`` scan outputs (0:
+    the first axis, forward, where the op does not say)."""
+    return ([int(a) for a in (n.attr("scan_input_axes") or [0] * m)],
+            [int(d) for d in (n.attr("scan_input_directions") or [0] * m)],
+            [int(a) for a in (n.attr("scan_output_axes") or [0] * k)],
+            [int(d) for d in (n.attr("scan_output_directions") or [0] * k)])
 
 
 def _scan_reverse(n: Node, f: SimpleNamespace) -> Container:

@@ -61,28 +61,30 @@ def einsum_vjp(n: Node) -> list:
     except ValueError as exc:
         raise n.fail("an equation with one term per input", str(exc)) from None
     g = n.grad()
-    grads: list = []
-    for k, (x, term) in enumerate(zip(values, terms)):
-        if not n.need(k):
-            grads.append(None)
-            continue
-        letters = [c for c in term if c != "."]
-        if len(set(letters)) != len(letters):
-            raise n.fail("operands without repeated subscripts", f"{term!r} in {equation!r}")
-        others = [(v, t) for i, (v, t) in enumerate(zip(values, terms)) if i != k]
-        present = set(out) | {c for _, t in others for c in t}
-        target = "".join(c for c in term if c in present)
-        eq = ",".join(_spelled(t) for t in [out] + [t for _, t in others]) + "->" + _spelled(target)
-        gk = ops.Einsum(g, *[v for v, _ in others], equation=eq)
-        missing = [c for c in term if c not in present]
-        if missing:
-            r = rank(x, n)
-            ell = r - len(letters)
-            where = [i if "." not in term or i < term.index(".") else i - 1 + ell
-                     for i, c in enumerate(term) if c in missing]
-            gk = ops.Expand(ops.Unsqueeze(gk, np.array(where, I64)), shape_of(x))
-        grads.append(unbroadcast(gk, x))
-    return grads
+    return [_einsum_operand_grad(n, g, values, terms, out, k, equation) if n.need(k) else None
+            for k in range(len(values))]
+
+
+def _einsum_operand_grad(n: Node, g: Any, values: list, terms: list, out: str, k: int, equation: str) -> Any:
+    """The gradient of Einsum operand ``k``: the output gradient contracted with the other
+    operands, expanded over the letters only operand ``k`` had (summed away in the output)."""
+    x, term = values[k], terms[k]
+    letters = [c for c in term if c != "."]
+    if len(set(letters)) != len(letters):
+        raise n.fail("operands without repeated subscripts", f"{term!r} in {equation!r}")
+    others = [(v, t) for i, (v, t) in enumerate(zip(values, terms)) if i != k]
+    present = set(out) | {c for _, t in others for c in t}
+    target = "".join(c for c in term if c in present)
+    eq = ",".join(_spelled(t) for t in [out] + [t for _, t in others]) + "->" + _spelled(target)
+    gk = ops.Einsum(g, *[v for v, _ in others], equation=eq)
+    missing = [c for c in term if c not in present]
+    if missing:
+        r = rank(x, n)
+        ell = r - len(letters)
+        where = [i if "." not in term or i < term.index(".") else i - 1 + ell
+                 for i, c in enumerate(term) if c in missing]
+        gk = ops.Expand(ops.Unsqueeze(gk, np.array(where, I64)), shape_of(x))
+    return unbroadcast(gk, x)
 
 
 def det_vjp(n: Node) -> list:

@@ -123,20 +123,9 @@ def _deform_conv(n: Node) -> list:
     mesh = np.meshgrid(*(np.arange(o) for o in out_size), indexing="ij")
     columns = []
     for t, tap in enumerate(taps):
-        parts = []
-        for g in range(offset_group):
-            plane = ops.Slice(x, np.array([g * per_offset], I64), np.array([(g + 1) * per_offset], I64),
-                              np.array([1], I64))
-            base = (g * len(taps) + t) * nd
-            coords = [ops.Add(ops.Gather(offset, np.array(base + d, I64), axis=1),
-                              const(mesh[d] * strides[d] - pads[d] + tap[d] * dilations[d], x)) for d in range(nd)]
-            sample = _bilinear(plane, coords, sizes)
-            if mask is not None:
-                sample = ops.Mul(sample, ops.Unsqueeze(ops.Gather(mask, np.array(g * len(taps) + t, I64), axis=1),
-                                                       np.array([1], I64)))
-            parts.append(sample)
-        joined = parts[0] if len(parts) == 1 else ops.Concat(*parts, axis=1)
-        columns.append(ops.Unsqueeze(joined, np.array([2], I64)))  # [N, C, 1, *out]
+        where = [mesh[d] * strides[d] - pads[d] + tap[d] * dilations[d] for d in range(nd)]
+        pairs = [g * len(taps) + t for g in range(offset_group)]
+        columns.append(_tap_column(x, offset, mask, pairs, per_offset, where, sizes))
     cols = columns[0] if len(columns) == 1 else ops.Concat(*columns, axis=2)
     points = int(np.prod(out_size))
     cols = ops.Reshape(cols, np.array([0, group, channels // group * len(taps), points], I64))
@@ -192,3 +181,30 @@ def _max_roi_pool(n: Node) -> list:
 
 
 max_roi_pool_vjp = composite(_max_roi_pool)
+
+
+def _tap_column(x: Value, offset: Value, mask: Value | None, pairs: list[int], per_offset: int, where: list,
+                sizes: list[int]) -> Value:
+    """The input read at one tap, ``[N, C, 1, *out]``: each offset group's channels at the tap's
+    regular places ``where`` moved by its own offsets (pair ``pairs[g]`` of group ``g``, whose
+    channels are the ``per_offset`` from ``g * per_offset``)."""
+    parts = []
+    for g, index in enumerate(pairs):
+        plane = ops.Slice(x, np.array([g * per_offset], I64), np.array([(g + 1) * per_offset], I64),
+                          np.array([1], I64))
+        parts.append(_tap_sample(x, plane, offset, mask, index, where, sizes))
+    joined = parts[0] if len(parts) == 1 else ops.Concat(*parts, axis=1)
+    return ops.Unsqueeze(joined, np.array([2], I64))
+
+
+def _tap_sample(x: Value, plane: Value, offset: Value, mask: Value | None, index: int, where: list,
+                sizes: list[int]) -> Value:
+    """One offset group's channels (``plane`` of ``x``) read at one tap: at the tap's regular
+    places ``where`` moved by the offsets of pair ``index``, scaled by that pair's mask."""
+    nd = len(where)
+    coords = [ops.Add(ops.Gather(offset, np.array(index * nd + d, I64), axis=1), const(where[d], x))
+              for d in range(nd)]
+    sample = _bilinear(plane, coords, sizes)
+    if mask is not None:
+        sample = ops.Mul(sample, ops.Unsqueeze(ops.Gather(mask, np.array(index, I64), axis=1), np.array([1], I64)))
+    return sample

@@ -104,10 +104,7 @@ class OpBuilder:
             problem = result.problems[0]
             raise ArgumentError.at(problem.path, problem.expected, problem.found)
         call = Call(op, tuple((n, v) for n, v in zip(names, values) if v is not None))
-        typed = [t if t is not None else _attr_type(schema, port, attrs)
-                 for port, t in zip(outputs, result.outputs)]
-        outs = tuple(Value(call, port, t, f"{label}.{port}", result.values.get(j) if result.values else None)
-                     for j, (port, t) in enumerate(zip(outputs, typed)))
+        outs = _output_values(call, schema, label, outputs, result, attrs)
         return outs[0] if len(outs) == 1 else outs
 
     def _inputs(self, args: tuple, label: str) -> tuple[tuple[str, ...], list[Value | None]]:
@@ -121,6 +118,15 @@ class OpBuilder:
         own = lookup_namespace(self.namespace).op_types
         space = self.namespace if "Constant" in own or "Const" in own else DEFAULT_NAMESPACE
         return names, [_as_value(a, f"{label}/{n}", space) for a, n in zip(args, names)]
+
+
+def _output_values(call: Call, schema: Any, label: str, outputs: list[str], result: Any,
+                   attrs: Mapping[str, Any]) -> tuple[Value, ...]:
+    """A :class:`Value` for each output of ``call``, typed by inference (``result``) or else by
+    the dtype attribute constraining its port."""
+    typed = [t if t is not None else _attr_type(schema, port, attrs) for port, t in zip(outputs, result.outputs)]
+    return tuple(Value(call, port, t, f"{label}.{port}", result.values.get(j) if result.values else None)
+                 for j, (port, t) in enumerate(zip(outputs, typed)))
 
 
 def _port_schema(ports: Any, name: str) -> Any:

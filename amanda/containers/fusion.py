@@ -20,6 +20,7 @@ True
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from amanda.containers.checks import expect_container, expect_str
@@ -65,11 +66,31 @@ def _grouped(parent: Container, group: set, shell: tuple, dead: set) -> Containe
     def regrouped(end: Any) -> Any:
         return lift_end(end, (name,)) if inside(end) else end
 
+    inner, outer, inputs, outputs = _split_edges(parent.edges, inside, regrouped, name, dead)
+    members = [k for k in parent.children if k.name in group]
+    # a tombstone deletes an edge stored below one child, so it names the group on both ends or on
+    # neither: the group's go inside with it, where they keep the fused container valid on its own
+    buried = [t for t in parent.tombstones if inside(t[0])]
+    fused = Container(shell[0], name, inputs=list(inputs), outputs=list(outputs), children=members, edges=inner,
+                      tombstones=buried, attrs=shell[2])
+    first = min(parent.child_index(k.name) for k in members)
+    kids = [fused if i == first else k for i, k in enumerate(parent.children) if k.name not in group or i == first]
+    tombstones = [t for t in parent.tombstones if not inside(t[0])]
+    return Container(parent.type, parent.name, inputs=parent.inputs, outputs=parent.outputs, children=kids, edges=outer,
+                     tombstones=tombstones,
+                     attrs=parent.attrs, uid=parent.uid, controls=parent.controls)
+
+
+def _split_edges(edges: Any, inside: Callable[[Any], bool], regrouped: Callable[[Any], Any], name: str,
+                 dead: set) -> tuple[list[Edge], list[Edge], dict[str, None], dict[str, None]]:
+    """``(inner edges, outer edges, input ports, output ports)`` of a new group ``name``: the
+    edges of its parent sorted by whether they stay inside it, and those crossing it (data
+    edges an ancestor did not delete) split at its ports."""
     inner: list[Edge] = []
     outer: list[Edge] = []
     inputs: dict[str, None] = {}
     outputs: dict[str, None] = {}
-    for edge in parent.edges:
+    for edge in edges:
         src_in, dst_in = inside(edge[0]), inside(edge[1])
         if src_in and dst_in:
             inner.append(edge)
@@ -83,18 +104,7 @@ def _grouped(parent: Container, group: set, shell: tuple, dead: set) -> Containe
                 inner.append(half_in)
             (inputs if dst_in else outputs)[port] = None
             outer.append(half_out)
-    members = [k for k in parent.children if k.name in group]
-    # a tombstone deletes an edge stored below one child, so it names the group on both ends or on
-    # neither: the group's go inside with it, where they keep the fused container valid on its own
-    buried = [t for t in parent.tombstones if inside(t[0])]
-    fused = Container(shell[0], name, inputs=list(inputs), outputs=list(outputs), children=members, edges=inner,
-                      tombstones=buried, attrs=shell[2])
-    first = min(parent.child_index(k.name) for k in members)
-    kids = [fused if i == first else k for i, k in enumerate(parent.children) if k.name not in group or i == first]
-    tombstones = [t for t in parent.tombstones if not inside(t[0])]
-    return Container(parent.type, parent.name, inputs=parent.inputs, outputs=parent.outputs, children=kids, edges=outer,
-                     tombstones=tombstones,
-                     attrs=parent.attrs, uid=parent.uid, controls=parent.controls)
+    return inner, outer, inputs, outputs
 
 
 def _fresh(parent: Container, type: str) -> str:

@@ -11,7 +11,7 @@ lines); :mod:`amanda.io.markers` lists them.
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from typing import Any
 
@@ -105,14 +105,7 @@ def _container(body: Any, path: DocPath, kind: str) -> Container:
         body = {}
     fields = _mapping(body, path, _OP_FIELDS if kind == "op" else _SUBGRAPH_FIELDS, kind)
     attrs = dict(_attrs(fields.get("attrs"), path + ("attrs",)))
-    # the format allows the builtin attributes under attrs (`op: attrs: name: g`); a field
-    # given on its own wins, and then an attribute of that name is just an attribute
-    builtin = {}
-    for key in ("name", "type"):
-        if key not in fields and key in attrs:
-            builtin[key] = attrs.pop(key)
-        else:
-            builtin[key] = fields.get(key)
+    builtin = _builtins(fields, attrs)
     if "namespace" in fields:
         attrs["namespace"] = _string(fields["namespace"], path + ("namespace",), optional=False)
     items = _list(fields.get("ops"), path + ("ops",))
@@ -126,29 +119,14 @@ def _container(body: Any, path: DocPath, kind: str) -> Container:
         built = Container(
             _string(builtin["type"], path + ("attrs" if "type" not in fields else "type",)),
             _string(builtin["name"], path + ("attrs" if "name" not in fields else "name",)),
-            inputs=[
-                _port(p, path + ("input_ports", i))
-                for i, p in enumerate(_list(fields.get("input_ports"), path + ("input_ports",)))
-            ],
-            outputs=[
-                _port(p, path + ("output_ports", i))
-                for i, p in enumerate(_list(fields.get("output_ports"), path + ("output_ports",)))
-            ],
+            inputs=_each(fields, path, "input_ports", _port),
+            outputs=_each(fields, path, "output_ports", _port),
             children=children,
-            edges=[
-                _edge(e, path + ("edges", i))
-                for i, e in enumerate(_list(fields.get("edges"), path + ("edges",)))
-            ],
-            tombstones=[
-                _edge(e, path + ("tombstones", i))
-                for i, e in enumerate(_list(fields.get("tombstones"), path + ("tombstones",)))
-            ],
+            edges=_each(fields, path, "edges", _edge),
+            tombstones=_each(fields, path, "tombstones", _edge),
             attrs=attrs,
             uid=_string(fields.get("uid"), path + ("uid",)),
-            controls=[
-                _port(p, path + ("control_ports", i))
-                for i, p in enumerate(_list(fields.get("control_ports"), path + ("control_ports",)))
-            ],
+            controls=_each(fields, path, "control_ports", _port),
         )
         bodies = _BODIES.get()
         # calls of one function share one body, as import made them (the document repeats it)
@@ -161,6 +139,23 @@ def _container(body: Any, path: DocPath, kind: str) -> Container:
         ) from exc
     except TypeError as exc:
         raise FormatError(f"at {show(path)}: {exc}", path=path) from exc
+
+
+def _builtins(fields: Mapping[str, Any], attrs: dict) -> dict[str, Any]:
+    """The container's name and type: the format allows them under attrs (`op: attrs: name: g`);
+    a field given on its own wins, and then an attribute of that name is just an attribute."""
+    builtin = {}
+    for key in ("name", "type"):
+        if key not in fields and key in attrs:
+            builtin[key] = attrs.pop(key)
+        else:
+            builtin[key] = fields.get(key)
+    return builtin
+
+
+def _each(fields: Mapping[str, Any], path: DocPath, key: str, read: Callable[[Any, DocPath], Any]) -> list:
+    """The list field ``key`` of a container, each item read by ``read`` at its own path."""
+    return [read(item, path + (key, i)) for i, item in enumerate(_list(fields.get(key), path + (key,)))]
 
 
 def _child(item: Any, path: DocPath) -> Container:
@@ -212,19 +207,24 @@ def _endpoint(value: Any, path: DocPath) -> Endpoint:
     for key in ("op", "port"):
         if key not in fields:
             raise _fail(path, f"the field {key}", "<missing>")
-    op = fields["op"]
-    if isinstance(op, list):
-        if not op or not all(isinstance(p, (str, int)) and not isinstance(p, bool) for p in op):
-            raise _fail(path + ("op",), "a list of child names or indexes", op)
-        op = tuple(op)
-    elif op is not None and (isinstance(op, bool) or not isinstance(op, (str, int))):
-        raise _fail(path + ("op",), "an op name, index or path", op)
+    op = _endpoint_op(fields["op"], path + ("op",))
     port = fields["port"]
     if isinstance(port, bool) or not isinstance(port, (str, int)) or port == "":
         raise _fail(path + ("port",), "a port name or index (-1 for control)", port)
     if isinstance(port, int) and port < -1:
         raise _fail(path + ("port",), "a port index >= -1", port)
     return Endpoint(SELF if op is None else op, port)
+
+
+def _endpoint_op(op: Any, path: DocPath) -> Any:
+    """The ``op`` field of an endpoint: None (the container itself), a name, an index or a path."""
+    if isinstance(op, list):
+        if not op or not all(isinstance(p, (str, int)) and not isinstance(p, bool) for p in op):
+            raise _fail(path, "a list of child names or indexes", op)
+        return tuple(op)
+    if op is not None and (isinstance(op, bool) or not isinstance(op, (str, int))):
+        raise _fail(path, "an op name, index or path", op)
+    return op
 
 
 # -- attribute values -----------------------------------------------------------------------
@@ -373,17 +373,8 @@ def to_document(item: Container | Edge | Port) -> dict:
 
 
 def _container_doc(c: Container, kind: str) -> dict:
-    doc: dict[str, Any] = {}
     attrs = dict(c.attrs)
-    namespace = attrs.get("namespace")
-    if kind == "graph" and type(namespace) is str and namespace:
-        doc["namespace"] = attrs.pop("namespace")
-    # written even when empty if an attribute shares the name, so reading does not lift it
-    if c.type is not None or "type" in attrs:
-        doc["type"] = c.type
-    if c.name is not None or "name" in attrs:
-        doc["name"] = c.name
-    doc["uid"] = c.uid
+    doc = _header_doc(c, kind, attrs)
     if attrs:
         doc["attrs"] = {k: _encode(v) for k, v in attrs.items()}
     if c.inputs:
@@ -400,6 +391,21 @@ def _container_doc(c: Container, kind: str) -> dict:
         doc["edges"] = [_edge_doc(e, c.name) for e in c.edges]
     if c.tombstones:
         doc["tombstones"] = [_edge_doc(e, c.name) for e in c.tombstones]
+    return doc
+
+
+def _header_doc(c: Container, kind: str, attrs: dict) -> dict[str, Any]:
+    """A container's namespace (a graph's, taken out of ``attrs``), type, name and uid."""
+    doc: dict[str, Any] = {}
+    namespace = attrs.get("namespace")
+    if kind == "graph" and type(namespace) is str and namespace:
+        doc["namespace"] = attrs.pop("namespace")
+    # written even when empty if an attribute shares the name, so reading does not lift it
+    if c.type is not None or "type" in attrs:
+        doc["type"] = c.type
+    if c.name is not None or "name" in attrs:
+        doc["name"] = c.name
+    doc["uid"] = c.uid
     return doc
 
 

@@ -233,9 +233,7 @@ def built(type: str | None, name: str | None, inputs: tuple[Port, ...], outputs:
         problems += port_problems(inputs, _path(where)) + port_problems(outputs, _path(where))
     leaf = not children and not edges
     if leaf and (len(inputs) > 1 or len(outputs) > 1):
-        for ports in (inputs, outputs):
-            if len({p[0] for p in ports}) < len(ports):
-                problems.append(Problem(_path(where), "unique port names", repr([p[0] for p in ports])))
+        problems += _repeated_port_names(inputs, outputs, where)
     if problems:
         raise InvariantError(problems, f"building {type or 'container'} {name!r}")
     if leaf:
@@ -244,6 +242,12 @@ def built(type: str | None, name: str | None, inputs: tuple[Port, ...], outputs:
     return Container._trusted(
         type, name, inputs, outputs, (), pvector(children), pvector(edges), _NO_EDGES, frozen,
         uid or new_uid(), {child.name or "": i for i, child in enumerate(children)})
+
+
+def _repeated_port_names(inputs: tuple[Port, ...], outputs: tuple[Port, ...], where: Any) -> list[Problem]:
+    """A problem for each side of a leaf op that names a port twice."""
+    return [Problem(_path(where), "unique port names", repr([p[0] for p in ports]))
+            for ports in (inputs, outputs) if len({p[0] for p in ports}) < len(ports)]
 
 
 def assemble(group: Group, children: list[Container], ports: dict[str, Port]) -> Container:

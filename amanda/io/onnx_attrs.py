@@ -122,6 +122,12 @@ def attr_to_value(attr: Any, graph: GraphIn | None = None, where: str = "") -> t
         return tuple(_string(v) for v in attr.strings), "strings"
     if kind == 9:
         return tuple(tensor_to_array(t, where) for t in attr.tensors), "tensors"
+    return _structured_value(attr, kind, graph, where)
+
+
+def _structured_value(attr: Any, kind: int, graph: GraphIn | None, where: str) -> tuple[Any, str]:
+    """``(value, type name)`` of an attribute holding graphs, sparse tensors or types (the rare
+    kinds, read after numbers, strings and tensors)."""
     if kind in (5, 10):
         if graph is None:
             raise FormatError(f"{where}graph attribute {attr.name!r} needs a graph converter")
@@ -247,7 +253,13 @@ def fill_attr(
         target.t.CopyFrom(array_to_tensor(np.asarray(value)))
     elif number == 9:
         target.tensors.extend(array_to_tensor(np.asarray(v)) for v in _seq(value))
-    elif number in (5, 10):
+    else:
+        _fill_structured(target, name, value, number, graph)
+
+
+def _fill_structured(target: Any, name: str, value: Any, number: int, graph: GraphOut | None) -> None:
+    """:func:`fill_attr` for the attribute kinds that hold graphs, sparse tensors or types."""
+    if number in (5, 10):
         if graph is None:
             raise TypeError("graph attributes need a graph writer")
         if number == 5:

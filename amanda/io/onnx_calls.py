@@ -128,6 +128,10 @@ class _Collapser:
             if all(a is b for a, b in zip(kids, node.children)):
                 return node
             return node.evolve(children=kids)
+        return self._collapse_bodies(node, ns, where)
+
+    def _collapse_bodies(self, node: Container, ns: str | None, where: tuple) -> Container:
+        """A leaf op with the calls in its graph attributes (If branches, Loop bodies) collapsed."""
         changes: dict[str, Any] = {}
         for key, value in node._attrs.items():
             if isinstance(value, Container):

@@ -171,6 +171,19 @@ class _Exporter(GraphWriter):
 
         add_value_info(model.graph, root)
         info = root.attrs.get("onnx")
+        self._write_opsets(model, info)
+        least = onnx.helper.find_min_ir_version_for(list(model.opset_import), ignore_unknown=True)
+        wanted = _write_header(model, info)
+        model.ir_version = min(max(wanted, least), MAX_IR_VERSION)
+        extra = {k: v for k, v in root.attrs.items() if k not in BOOKKEEPING_ATTRS}
+        write_metadata(
+            model.metadata_props, info.get("metadata_props") if info else None, root.uid, extra
+        )
+        return model
+
+    def _write_opsets(self, model: Any, info: Any) -> None:
+        """The opsets the model imports: those its ops use, then those the imported model
+        declared that none of them uses."""
         stored = dict(info.get("opset_import") or {}) if info else {}
         opsets = {d: v for d, (v, _) in self.opsets.items()}
         for domain, version in stored.items():
@@ -178,27 +191,6 @@ class _Exporter(GraphWriter):
                 opsets[domain] = version
         for domain, version in opsets.items():
             model.opset_import.add(domain=domain, version=version)
-        least = onnx.helper.find_min_ir_version_for(list(model.opset_import), ignore_unknown=True)
-        if info:
-            wanted = int(info.get("ir_version") or MIN_WRITTEN_IR)
-            for key in ("producer_name", "producer_version", "domain", "doc_string"):
-                if info.get(key):
-                    setattr(model, key, info[key])
-            if info.get("model_version"):
-                model.model_version = int(info["model_version"])
-            for blob in info.get("functions") or ():
-                model.functions.add().ParseFromString(blob)
-            for blob in info.get("training_info") or ():
-                model.training_info.add().ParseFromString(blob)
-        else:
-            wanted = MIN_WRITTEN_IR
-            model.producer_name, model.producer_version = "amanda", __version__
-        model.ir_version = min(max(wanted, least), MAX_IR_VERSION)
-        extra = {k: v for k, v in root.attrs.items() if k not in BOOKKEEPING_ATTRS}
-        write_metadata(
-            model.metadata_props, info.get("metadata_props") if info else None, root.uid, extra
-        )
-        return model
 
     # -- checking --------------------------------------------------------------------------
 
@@ -363,3 +355,23 @@ def to_onnx(container: Container, *, check: bool = True, functions: str | None =
         except Exception as exc:  # noqa: BLE001 - ValidationError and friends
             raise exporter._rejected(exc, "checker") from None
     return model
+
+
+def _write_header(model: Any, info: Any) -> int:
+    """The model's producer, version, doc string and kept functions and training info, from
+    the imported model's ``onnx`` attribute (amanda as producer when there is none); returns
+    the IR version that model had (at least the lowest amanda writes)."""
+    if not info:
+        model.producer_name, model.producer_version = "amanda", __version__
+        return MIN_WRITTEN_IR
+    wanted = int(info.get("ir_version") or MIN_WRITTEN_IR)
+    for key in ("producer_name", "producer_version", "domain", "doc_string"):
+        if info.get(key):
+            setattr(model, key, info[key])
+    if info.get("model_version"):
+        model.model_version = int(info["model_version"])
+    for blob in info.get("functions") or ():
+        model.functions.add().ParseFromString(blob)
+    for blob in info.get("training_info") or ():
+        model.training_info.add().ParseFromString(blob)
+    return wanted

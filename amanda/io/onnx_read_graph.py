@@ -142,48 +142,28 @@ class GraphReader:
             for plan in plans:
                 children.append(self._node(plan, scope, types, edges, where, here))
                 bar.update()
+        outputs = self._graph_outputs(g, scope, edges, where, here)
+        meta, extra, uid = read_metadata(g.metadata_props, self.prefix)
+        fields = {"name": gname, "inputs": inputs, "outputs": outputs, "children": children, "edges": edges,
+                  "info": _graph_info(g, meta), "extra": extra, "uid": uid}
+        return fields, scope
+
+    def _graph_outputs(self, g: Any, scope: Scope, edges: list, where: tuple, here: str) -> list[Port]:
+        """The output ports of graph ``g``, each with an edge (added to ``edges``) from its value."""
         outputs: list[Port] = []
         seen: set[str] = set()
         for vi in g.output:
             if vi.name in seen or not vi.name:
-                raise self.fail(
-                    f"{here} declares output {vi.name!r} twice or without a name",
-                    path=where,
-                    expected="unique output names",
-                    found=repr(vi.name),
-                )
+                raise self.fail(f"{here} declares output {vi.name!r} twice or without a name", path=where,
+                                expected="unique output names", found=repr(vi.name))
             seen.add(vi.name)
             src = scope.get(vi.name)
             if src is None:
-                raise self.fail(
-                    f"{here} has output {vi.name!r}, which no input, initializer or node defines",
-                    path=(*where, vi.name),
-                    expected="a defined value",
-                    found=repr(vi.name),
-                )
+                raise self.fail(f"{here} has output {vi.name!r}, which no input, initializer or node defines",
+                                path=(*where, vi.name), expected="a defined value", found=repr(vi.name))
             outputs.append(Port(vi.name, attrs=type_to_attrs(vi)))
             edges.append(Edge(src, Endpoint(SELF, vi.name)))
-        info: dict[str, Any] = {}
-        meta, extra, uid = read_metadata(g.metadata_props, self.prefix)
-        if g.doc_string:
-            info["doc_string"] = g.doc_string
-        if meta:
-            info["metadata_props"] = meta
-        if g.quantization_annotation:
-            info["quantization_annotation"] = tuple(
-                q.SerializeToString() for q in g.quantization_annotation
-            )
-        fields = {
-            "name": gname,
-            "inputs": inputs,
-            "outputs": outputs,
-            "children": children,
-            "edges": edges,
-            "info": info,
-            "extra": extra,
-            "uid": uid,
-        }
-        return fields, scope
+        return outputs
 
     def _initializers(self, g: Any, parent: Scope | None, values: dict, taken: set[str], overridable: set[str],
                       here: str) -> list[Container]:
@@ -309,19 +289,7 @@ class GraphReader:
             ins.pop()  # omitted trailing optional inputs are not declared
         in_names = self._call_inputs(fn, len(ins), name, where, here) if fn else self._port_names(
             schema, "input", len(ins))
-        get = scope.get
-        for port, value in zip(in_names, ins):
-            if value:
-                src = get(value)
-                if src is None:
-                    raise self.fail(
-                        f"{here}: node {name!r} ({node.op_type}) reads {value!r}, which no input, "
-                        "initializer or node output defines",
-                        path=(*where, name),
-                        expected="a defined value",
-                        found=repr(value),
-                    )
-                edges.append(_edge(Edge, (src, _endpoint(Endpoint, (key, port)), EMPTY)))
+        self._read_inputs(node, key, in_names, ins, scope, edges, where, here)
 
         if node.attribute:  # most ops have none: nothing to set up for them
 
@@ -331,14 +299,7 @@ class GraphReader:
             self._attributes(node, schema, body, f"{self.prefix}{here}: node {name!r}: ", attrs, hints)
         if own_ns is not None and not fn:
             attrs["namespace"] = own_ns
-        uid = None
-        if props:
-            meta, extra, uid = read_metadata(props, self.prefix)
-            self._take_scope(meta, name, len(where))
-            if extra:
-                attrs.update(extra)
-            if meta:
-                attrs["metadata"] = meta
+        uid = self._node_metadata(props, attrs, name, len(where)) if props else None
         if original is not None or doc or overload or hints:
             attrs["onnx_node"] = node_info(original, doc, overload, hints)
         inputs = [self._port(n) for n in in_names]
@@ -348,6 +309,29 @@ class GraphReader:
         if fn:
             return self.call(fn, name, inputs, outputs, attrs, uid, here)
         return self._build(node.op_type, name, inputs, outputs, attrs, uid, here)
+
+    def _read_inputs(self, node: Any, key: tuple, in_names: Any, ins: list, scope: Scope, edges: list,
+                     where: tuple, here: str) -> None:
+        """An edge (added to ``edges``) into each input port of op ``key`` from the value it reads."""
+        get = scope.get
+        for port, value in zip(in_names, ins):
+            if value:
+                src = get(value)
+                if src is None:
+                    raise self.fail(f"{here}: node {key[0]!r} ({node.op_type}) reads {value!r}, which no input, "
+                                    "initializer or node output defines", path=(*where, key[0]),
+                                    expected="a defined value", found=repr(value))
+                edges.append(_edge(Edge, (src, _endpoint(Endpoint, (key, port)), EMPTY)))
+
+    def _node_metadata(self, props: Any, attrs: dict, name: str, depth: int) -> str | None:
+        """Read a node's metadata_props into ``attrs`` (its scope names aside); returns its uid."""
+        meta, extra, uid = read_metadata(props, self.prefix)
+        self._take_scope(meta, name, depth)
+        if extra:
+            attrs.update(extra)
+        if meta:
+            attrs["metadata"] = meta
+        return uid
 
     def _call_inputs(self, fn: Any, count: int, name: str, where: tuple, here: str) -> tuple[str, ...]:
         if count > len(fn.inputs):
@@ -438,3 +422,15 @@ class GraphReader:
             raise self.fail(
                 f"{here}: node {name!r} ({op_type}) does not make a valid op: {exc}", path=name
             ) from None
+
+
+def _graph_info(g: Any, meta: dict) -> dict[str, Any]:
+    """What a graph says of itself beyond its nodes: doc string, metadata, quantization."""
+    info: dict[str, Any] = {}
+    if g.doc_string:
+        info["doc_string"] = g.doc_string
+    if meta:
+        info["metadata_props"] = meta
+    if g.quantization_annotation:
+        info["quantization_annotation"] = tuple(q.SerializeToString() for q in g.quantization_annotation)
+    return info

@@ -141,10 +141,7 @@ def _walk(root: Any, where: Any, source: str | None, skip_nodes: bool, only: str
         if descriptor is attribute and message.type in _SCALAR_ATTRIBUTES:
             # a number, string or list of them: the import reads nothing else of it (most
             # attributes are these, and skipping their unset message fields halves the walk)
-            for name in ("name", "ref_attr_name", "doc_string"):
-                item = getattr(message, name)
-                if type(item) is not str:
-                    _bad_text((where, name, None), item, source)
+            _check_attribute_texts(message, where, source)
             continue
         for name, is_text, repeated in _text_plan(descriptor):
             if only is not None and message is root and name != only:
@@ -156,14 +153,30 @@ def _walk(root: Any, where: Any, source: str | None, skip_nodes: bool, only: str
                 if not is_text:
                     extend(zip(items, zip(repeat(where), repeat(name), count())))
                 elif not _ONLY_STR.issuperset(map(type, items)):
-                    i = next(i for i, item in enumerate(items) if type(item) is not str)
-                    _bad_text((where, name, i), items[i], source)
+                    _bad_text_item(items, (where, name), source)
             elif is_text:
-                item = getattr(message, name)
-                if type(item) is not str:
-                    _bad_text((where, name, None), item, source)
+                _check_text(message, name, where, source)
             elif message.HasField(name):
                 append((getattr(message, name), (where, name, None)))
+
+
+def _check_attribute_texts(message: Any, where: Any, source: str | None) -> None:
+    """The text fields of a scalar attribute: the only ones of it the import reads."""
+    for name in ("name", "ref_attr_name", "doc_string"):
+        _check_text(message, name, where, source)
+
+
+def _check_text(message: Any, name: str, where: Any, source: str | None) -> None:
+    """One singular text field of ``message`` must hold text."""
+    item = getattr(message, name)
+    if type(item) is not str:
+        _bad_text((where, name, None), item, source)
+
+
+def _bad_text_item(items: Any, where: tuple[Any, str], source: str | None) -> None:
+    """Name the first item of a repeated text field that is not text."""
+    i = next(i for i, item in enumerate(items) if type(item) is not str)
+    _bad_text((*where, i), items[i], source)
 
 
 def _proto(name: str) -> Any:

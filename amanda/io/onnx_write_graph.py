@@ -106,15 +106,8 @@ class GraphWriter:
         """Where the leaf at ``path`` of the main graph sits in the module tree, if it does."""
         return self.scopes.get(path) if self.scopes and not self.in_function and len(where) == 1 else None
 
-    def graph(
-        self,
-        c: Container,
-        names: Names,
-        captured: Mapping[str, str],
-        where: tuple,
-        top: bool,
-        target: Any = None,
-    ) -> Any:
+    def graph(self, c: Container, names: Names, captured: Mapping[str, str], where: tuple, top: bool,
+              target: Any = None) -> Any:
         g = target if target is not None else self.onnx.GraphProto()
         g.name = c.name or (where[-1] if where else "graph")
         spaces = self.spaces.get(id(c)) or {}
@@ -130,15 +123,7 @@ class GraphWriter:
         self._inputs(c, g, names, captured, value_of, where, top)
         identities = self._outputs(c, g, names, sources, value_of, where, top)
         inits = {path for path in order if is_initializer(ops[path])}
-        for path in order:
-            op = ops[path]
-            for port in op.outputs:
-                if (path, port.name) not in value_of:
-                    name = port.attrs.get("onnx_name")
-                    if name == "":  # an output the call leaves unnamed
-                        value_of[(path, port.name)] = ""
-                        continue
-                    value_of[(path, port.name)] = names.claim(name or f"{where_of(path)}:{port.name}")
+        self._name_values(ops, order, value_of, names)
         for path in order:
             op = ops[path]
             if path in inits:
@@ -160,6 +145,18 @@ class GraphWriter:
             node.output.append(dst)
         self._graph_info(g, c, top)
         return g
+
+    @staticmethod
+    def _name_values(ops: Mapping, order: list, value_of: dict[tuple, str], names: Names) -> None:
+        """Name (in ``value_of``) each op output the graph's outputs did not already name."""
+        for path in order:
+            for port in ops[path].outputs:
+                if (path, port.name) not in value_of:
+                    name = port.attrs.get("onnx_name")
+                    if name == "":  # an output the call leaves unnamed
+                        value_of[(path, port.name)] = ""
+                        continue
+                    value_of[(path, port.name)] = names.claim(name or f"{where_of(path)}:{port.name}")
 
     @staticmethod
     def _order(flat: Any) -> list:
@@ -284,18 +281,8 @@ class GraphWriter:
             for dim in tensor.dims:
                 vi.type.tensor_type.shape.dim.add(dim_value=dim)
 
-    def _node(
-        self,
-        g: Any,
-        op: Container,
-        path: Path,
-        ns: str | None,
-        own: dict[str, Any],
-        producers: Any,
-        value_of: dict,
-        names: Names,
-        where: tuple,
-    ) -> None:
+    def _node(self, g: Any, op: Container, path: Path, ns: str | None, own: dict[str, Any], producers: Any,
+              value_of: dict, names: Names, where: tuple) -> None:
         if op.type is None:
             raise self.fail(f"op {where_of(where + path)} has no type", where + path)
         ns = ns or self.fallback
@@ -316,6 +303,16 @@ class GraphWriter:
         if info.get("doc_string"):
             node.doc_string = info["doc_string"]
         captured: dict[str, str] = {}
+        ins = self._node_inputs(op, path, producers, value_of, captured, where)
+        node.input.extend(self._positional(schema, "input", ins))
+        outs = [(p.name, value_of[(path, p.name)]) for p in op.outputs]
+        # a call names every output of its function, "" for the unused ones (as ONNX asks)
+        node.output.extend(self._positional(schema, "output", outs) if function is None else [v for _, v in outs])
+        self._attributes(node, op, own, path, schema, info, captured, names, where)
+
+    def _node_inputs(self, op: Container, path: Path, producers: Any, value_of: dict, captured: dict[str, str],
+                     where: tuple) -> list[tuple[str, str]]:
+        """``(port, value)`` for each input of ``op`` (its captures go to ``captured`` instead)."""
         ins = []
         for port in op.inputs:
             fed = [e for e in producers(path, port.name) if e[0][1] != CONTROL] if producers else []
@@ -332,11 +329,7 @@ class GraphWriter:
                     captured[port_attrs.get("onnx_name", port.name)] = value
                 continue
             ins.append((port.name, value))
-        node.input.extend(self._positional(schema, "input", ins))
-        outs = [(p.name, value_of[(path, p.name)]) for p in op.outputs]
-        # a call names every output of its function, "" for the unused ones (as ONNX asks)
-        node.output.extend(self._positional(schema, "output", outs) if function is None else [v for _, v in outs])
-        self._attributes(node, op, own, path, schema, info, captured, names, where)
+        return ins
 
     def _node_name(self, original: str | None, path: Path, scoped: str | None = None) -> str:
         """The name the op had in its ONNX file, else its scope-path name or its path, made

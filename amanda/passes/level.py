@@ -112,20 +112,27 @@ class Level:
         children += add
         edges = []
         for edge in self.model.edges:
-            src = edge.src
-            while src in rewire:
-                src = rewire[src]
+            src = _rewired(edge.src, rewire)
             if edge.dst.op is not SELF and edge.dst.op[0] in dropped:
                 continue
             if src.op is not SELF and src.op[0] in dropped and src.op[0] not in readd:
                 continue
-            edges.append(edge if src is edge.src else Edge(src, edge.dst, attrs=edge.attrs or None))
-        for edge in extra:  # a new op may read what another match replaced (two fusions in a row)
-            src = edge.src
-            while src in rewire:
-                src = rewire[src]
-            edges.append(edge if src is edge.src else Edge(src, edge.dst, attrs=edge.attrs or None))
+            edges.append(_from(edge, src))
+        # a new op may read what another match replaced (two fusions in a row)
+        edges += [_from(edge, _rewired(edge.src, rewire)) for edge in extra]
         return self.model.evolve(children=tuple(children), edges=tuple(edges))
+
+
+def _rewired(src: Endpoint, rewire: dict[Endpoint, Endpoint]) -> Endpoint:
+    """Where a reader of ``src`` reads once every rewiring (which may chain) is followed."""
+    while src in rewire:
+        src = rewire[src]
+    return src
+
+
+def _from(edge: Edge, src: Endpoint) -> Edge:
+    """``edge`` reading from ``src`` (the same object when its source is unchanged)."""
+    return edge if src is edge.src else Edge(src, edge.dst, attrs=edge.attrs or None)
 
 
 def producer_name(source: Endpoint | None) -> str | None:

@@ -121,12 +121,8 @@ class _Writer:
                 value = self.function(value, str(value.name), f"{where}/{name}.attr.{key}")
             elif key == "f" and is_call(op):
                 self.function(op.children[0], value if isinstance(value, str) else value["name"], f"{where}/{name}")
-            typed = schema.attrs.get(key) if schema is not None else None
-            kind = kinds.get(key)
-            if kind == "list" and value:  # an empty list at import, given items since
-                kind = None
-            kind = kind or (schema_kind(typed.type) if typed is not None else None) or guess_kind(value)
-            proto.attr[key].CopyFrom(attr_to_proto(value, kind, f"{where}/{name}.attr.{key}"))
+            proto.attr[key].CopyFrom(attr_to_proto(value, _kind(key, value, kinds, schema),
+                                                   f"{where}/{name}.attr.{key}"))
         return proto
 
     def function(self, body: Container, name: str, where: str) -> str:
@@ -182,3 +178,13 @@ def to_graph_def(graph: Container) -> Any:
     out.versions.min_consumer = info.get("min_consumer", 0)
     out.versions.bad_consumers.extend(info.get("bad_consumers", ()))
     return out
+
+
+def _kind(key: str, value: Any, kinds: dict, schema: Any) -> str:
+    """The TensorFlow attribute kind of ``value``: as imported, else as the schema says, else
+    guessed from the value."""
+    kind = kinds.get(key)
+    if kind == "list" and value:  # an empty list at import, given items since
+        kind = None
+    typed = schema.attrs.get(key) if schema is not None else None
+    return kind or (schema_kind(typed.type) if typed is not None else None) or guess_kind(value)

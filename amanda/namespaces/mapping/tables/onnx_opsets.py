@@ -162,6 +162,12 @@ def _compatible(m: Match, source: int, target: int) -> Any:
     problem = _body_problem(op, min(source, target), max(source, target))
     if problem:
         return Skip(problem)
+    return _relabelled(op, updates, in_renames, out_renames)
+
+
+def _relabelled(op: Any, updates: dict[str, Any], in_renames: dict[str, str],
+                out_renames: dict[str, str]) -> Any:
+    """The result of a compatible relabelling: the plain relabel, new attributes, or renamed ports."""
     renamed = any(p in in_renames for p in op.input_names) or any(p in out_renames for p in op.output_names)
     if not updates and not renamed:
         return RELABEL
