@@ -200,20 +200,19 @@ def _function_name(module: _Module, taken: set[str]) -> str:
     else:
         atoms = [a for a in re.split(r"[./]", module.key[-1]) if a and not a.isdigit()]
         base = atoms[-1] if atoms else "Module"
-    base = _NOT_IDENTIFIER.sub("_", base)
-    name, k = base, 0
-    while name in taken:
-        k += 1
-        name = f"{base}_{k}"
-    taken.add(name)
-    return name
+    return _numbered(_NOT_IDENTIFIER.sub("_", base), taken)
 
 
 def _call_name(module: _Module, node: Any, taken: set[str]) -> str:
     parts = node.name.split("/")
     depth = len(module.key) - 1
     name = "/".join(parts[: depth + 1]) if node.name.startswith("/") and len(parts) > depth + 1 else module.key[-1]
-    base, k = name, 0
+    return _numbered(name, taken)
+
+
+def _numbered(base: str, taken: set[str]) -> str:
+    """``base``, or ``base_1``, ``base_2`` … the first not in ``taken``; added to ``taken``."""
+    name, k = base, 0
     while name in taken:
         k += 1
         name = f"{base}_{k}"
