@@ -272,21 +272,22 @@ class Container(Displayed):
         return sorted_ops(self, skip)
 
     def select(self, selector: str) -> Any:
-        """Query this container with a selector (see ``docs/query.md``); a Selection."""
-        from amanda.query import select
+        """Query this container with a selector (see ``docs/query.md``); a Selection (the
+        ``select`` engine that :mod:`amanda.query` installs)."""
+        from amanda.engines import engine
 
-        return select(self, selector)
+        return engine("select")(self, selector)
 
     def __call__(self, *previous: Any) -> Any:
         """``b(a)`` is ``chain(a, b)``: this container applied to the output of ``previous``;
         applied to symbolic values of the op builder, it returns values
-        (:func:`amanda.build.model.apply`)."""
+        (:func:`amanda.build.model.apply`, the ``apply`` engine)."""
         from amanda.containers.compose import chain
 
         if previous and not isinstance(previous[0], Container) and hasattr(previous[0], "producer"):
-            from amanda.build.model import apply
+            from amanda.engines import engine
 
-            return apply(self, *previous)
+            return engine("apply")(self, *previous)
 
         return chain(*previous, self)
 

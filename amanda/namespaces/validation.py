@@ -109,12 +109,13 @@ def validate(
         for label, body in reversed(held_graphs(node)):
             stack.append(((*path, label), body, body.attrs.get("namespace", ns), True))
     from amanda.containers.uids import uid_clashes
-    from amanda.types.checking import check  # types sit above namespaces: imported when used
+    from amanda.engines import engine
 
     if claimed:
         problems += [Problem(path, "a namespace (set attrs.namespace on the op or an enclosing container), "
                              "as the model's other ops have", "none") for path in unclaimed]
-    return problems + check(container) + uid_clashes(original)
+    type_problems: list[Problem] = engine("type_check")(container)  # installed by amanda.types, above namespaces
+    return problems + type_problems + uid_clashes(original)
 
 
 def _namespace(name: Any, cache: dict, mode: str) -> Namespace | SchemaError:
