@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from amanda.containers.checks import brief, expect_list, shown
+from amanda.containers.arguments import brief, expect_list, shown
 from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Edge, Endpoint, Port
 from amanda.errors import AmandaError, ArgumentError

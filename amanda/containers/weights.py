@@ -40,7 +40,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from amanda.containers.checks import expect_container, expect_file, expect_type, shown
+from amanda.containers.arguments import expect_container, expect_file, expect_type, shown
 from amanda.containers.container import Container
 from amanda.containers.npz import Archive
 from amanda.containers.traverse import walk

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from amanda.containers.checks import expect_type
+from amanda.containers.arguments import expect_type
 from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Edge, Endpoint, Port
 from amanda.containers.refs import AttrRef

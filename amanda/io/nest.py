@@ -28,7 +28,7 @@ from typing import Any
 
 from pyrsistent import pvector
 
-from amanda.containers.checks import INTERPRETED_ATTRS, attr_problems, check_names, port_problems
+from amanda.containers.arguments import INTERPRETED_ATTRS, attr_problems, check_names, port_problems
 from amanda.containers.container import Container, new_uid
 from amanda.containers.edge import SELF, Edge, Endpoint, Port, interpreted_ports
 from amanda.containers.values import EMPTY, freeze_attrs

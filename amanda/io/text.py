@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from amanda.containers.checks import expect_file, expect_type, shown
+from amanda.containers.arguments import expect_file, expect_type, shown
 from amanda.containers.container import Container
 from amanda.containers.edge import Edge, Port
 from amanda.errors import ArgumentError, FormatError

@@ -13,7 +13,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from amanda.containers.checks import expect_flag, expect_int, expect_list, expect_mapping, expect_str
+from amanda.containers.arguments import expect_flag, expect_int, expect_list, expect_mapping, expect_str
 from amanda.containers.container import Container
 from amanda.errors import ArgumentError, FormatError
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from amanda.containers.checks import expect_str
+from amanda.containers.arguments import expect_str
 
 __all__ = ["NamespaceName"]
 

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from amanda.containers.checks import expect_type
+from amanda.containers.arguments import expect_type
 from amanda.errors import SchemaError, format_path
 from amanda.namespaces.attr_types import tensor_to_data
 from amanda.namespaces.namespace import Namespace

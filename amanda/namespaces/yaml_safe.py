@@ -11,7 +11,7 @@ import os
 from pathlib import Path as FilePath
 from typing import Any, cast
 
-from amanda.containers.checks import shown
+from amanda.containers.arguments import shown
 from amanda.errors import AmandaError, ArgumentError, FormatError, SchemaError
 from amanda.safe_load import load_located
 

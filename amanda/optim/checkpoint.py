@@ -33,7 +33,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from amanda.containers import Container, replace, walk
-from amanda.containers.checks import expect_container, expect_file, expect_list, expect_mapping, expect_type, shown
+from amanda.containers.arguments import expect_container, expect_file, expect_list, expect_mapping, expect_type, shown
 from amanda.errors import ArgumentError, FormatError, format_path
 from amanda.exec.state import state_key
 

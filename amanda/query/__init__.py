@@ -23,7 +23,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from amanda.containers.checks import brief
+from amanda.containers.arguments import brief
 from amanda.engines import install
 from amanda.errors import QueryError
 from amanda.query.evaluate import Selector

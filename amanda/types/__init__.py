@@ -11,7 +11,7 @@ float32[batch,5]
 """
 
 from amanda.engines import install
-from amanda.types.checking import check
+from amanda.types.consistency import check
 from amanda.types.links import chain_problem
 from amanda.types.tensor_type import (
     Dim,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from amanda.containers.checks import expect_file
+from amanda.containers.arguments import expect_file
 from amanda.containers.container import Container
 from amanda.errors import ArgumentError, FormatError
 from amanda.io.onnx_hierarchy import check_hierarchy

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from amanda.containers.checks import expect_file
+from amanda.containers.arguments import expect_file
 from amanda.containers.container import Container
 from amanda.errors import ArgumentError, FormatError, suggest
 from amanda.io.onnx_hierarchy import check_hierarchy

@@ -36,8 +36,8 @@ from amanda.containers.records import Path
 from amanda.containers.refs import resolve_references
 from amanda.errors import ArgumentError, InvariantError, Problem, SchemaError
 from amanda.namespaces.namespace import Namespace, namespace
+from amanda.namespaces.op_fit import RESERVED_ATTRS, validate_op
 from amanda.namespaces.schema import suggest
-from amanda.namespaces.validate import RESERVED_ATTRS, validate_op
 
 if TYPE_CHECKING:
     from amanda.containers.container import Container
@@ -72,7 +72,7 @@ def validate(
     name the registry does not know raises ``SchemaError`` (``unknown_namespace="raise"``), or
     is reported once per op (``"report"``), or its ops are skipped (``"skip"``).
     """
-    from amanda.containers.checks import expect_container, shown
+    from amanda.containers.arguments import expect_container, shown
 
     expect_container(container, "container")
     if not isinstance(unknown_namespace, str) or unknown_namespace not in _UNKNOWN:
