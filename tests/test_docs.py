@@ -191,9 +191,10 @@ LAYERS = {
     "engines": {"errors"},
     "ops": BASE,  # the op registry: facts only, so that every layer above can read them
     "containers": BASE,
+    "plain_reader": BASE | {"containers"},
     "query": BASE | {"containers", "jmespath_nesting"},
-    "namespaces": BASE | {"ops", "containers", "jmespath_nesting", "progress"},
-    "io": BASE | {"ops", "containers", "namespaces", "types", "progress"},
+    "namespaces": BASE | {"ops", "containers", "plain_reader", "jmespath_nesting", "progress"},
+    "io": BASE | {"ops", "containers", "plain_reader", "namespaces", "types", "progress"},
     "exec": BASE | {"ops", "containers", "namespaces", "progress"},
     "viz": BASE | {"containers", "types"},
     "types": BASE | {"ops", "containers", "namespaces", "exec"},
