@@ -26,7 +26,7 @@ from amanda.containers.arguments import brief, expect_str, shown
 from amanda.containers.container import Container
 from amanda.containers.edge import Port
 from amanda.errors import ArgumentError, SchemaError
-from amanda.io.onnx_ports import port_names
+from amanda.io.onnx.ports import port_names
 from amanda.namespaces.history import extra_input_names, moved_hint
 from amanda.namespaces.namespace import namespace as lookup_namespace
 from amanda.namespaces.op_fit import validate_op

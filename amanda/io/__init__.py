@@ -14,8 +14,8 @@ def _ops_to_onnx(container: Container) -> Any:
     """``container`` as an ONNX model (unchecked) whose ops are written as themselves: an op's
     effective attributes include its enclosing function call's marker, but a part of a
     partitioned model runs the call's ops themselves, so none is written as a call."""
-    from amanda.io.onnx_calls import FUNCTION_ATTR
-    from amanda.io.onnx_export import to_onnx
+    from amanda.io.onnx.calls import FUNCTION_ATTR
+    from amanda.io.onnx.export import to_onnx
 
     children = [ch.without_attrs(FUNCTION_ATTR) if FUNCTION_ATTR in ch.attrs else ch for ch in container.children]
     return to_onnx(container.evolve(children=children), check=False)
@@ -23,7 +23,7 @@ def _ops_to_onnx(container: Container) -> Any:
 
 def _onnx_domain(namespace: str) -> tuple[str, int] | None:
     """The (ONNX domain, opset) of an amanda namespace, or None when it is not ONNX's."""
-    from amanda.io.onnx_ports import domain_of_namespace
+    from amanda.io.onnx.ports import domain_of_namespace
 
     return domain_of_namespace(namespace)
 

@@ -34,7 +34,7 @@ from amanda.io.markers import (
     marker_body,
 )
 from amanda.io.markers import fail as _fail
-from amanda.io.onnx_calls import FUNCTION_ATTR, shared_body
+from amanda.io.onnx.calls import FUNCTION_ATTR, shared_body
 from amanda.plain_reader import dotted
 from amanda.progress import progress
 

@@ -224,7 +224,7 @@ def load(path: str | Path, format: str | None = None, *, hierarchy: Any = "auto"
     (TensorFlow's name scopes) as nested containers where the file records it, ``False`` reads
     the flat graph (``docs/onnx.md``).
     """
-    from amanda.io.onnx_hierarchy import check_hierarchy
+    from amanda.io.onnx.hierarchy import check_hierarchy
 
     check_hierarchy(hierarchy)
     kind = _format_of(path, format)
@@ -267,7 +267,7 @@ def dump(item: Container, path: str | Path, format: str | None = None, *, functi
     ``functions`` (ONNX only): ``"modules"`` writes each repeated module of a module tree as an
     ONNX model-local function (``docs/onnx.md``, "Module hierarchy"); None writes every op.
     """
-    from amanda.io.onnx_module_functions import check_functions
+    from amanda.io.onnx.module_functions import check_functions
 
     check_functions(functions)
     kind = _format_of(path, format)

@@ -22,7 +22,7 @@ from typing import Any
 from amanda.containers.arguments import expect_file
 from amanda.containers.container import Container
 from amanda.errors import ArgumentError, FormatError, suggest
-from amanda.io.onnx_hierarchy import check_hierarchy
+from amanda.io.onnx.hierarchy import check_hierarchy
 from amanda.io.tensorflow.bundle import Bundle
 from amanda.io.tensorflow.files import graph_name, read_bytes
 from amanda.io.tensorflow.protos import message, parse
