@@ -59,7 +59,7 @@ def _parse(name: str) -> NamespaceName:
     version = parts.pop() if len(parts) > 1 and parts[-1][:1].isdigit() else None
     family = "/".join(parts)
     if family.startswith(ONNX + "/"):
-        # amanda/onnx/<domain>/<v>: a domain amanda has no vocabulary for (see io/onnx_ports)
+        # amanda/onnx/<domain>/<v>: a domain amanda has no vocabulary for (see io/onnx/ports)
         return NamespaceName(ONNX, family[len(ONNX) + 1:], version)
     head, _, base = family.rpartition("/")
     if head == "amanda" and base.startswith("onnx-"):
