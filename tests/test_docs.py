@@ -209,17 +209,26 @@ LAYERS = {
 UPWARD_EXCEPTIONS: set[tuple[str, str]] = set()  # none: upper layers install engines (amanda/engines.py)
 
 
-def amanda_imports(path: Path) -> set[str]:
-    """The amanda packages a module imports, at any level of the module."""
+def amanda_imports(path: Path, inside: str | None = None) -> set[str]:
+    """The amanda packages a module imports, at any level of the module: ``import amanda.x``,
+    ``from amanda.x import y``, ``from amanda import x``, relative imports, and
+    ``importlib.import_module("amanda.x")`` with a literal name. ``inside``: the module's package
+    (by default, where it lies under amanda/)."""
     import ast
 
+    package = inside.split(".") if inside else ["amanda", *path.relative_to(ROOT / "amanda").parent.parts]
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
         names = []
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names = [node.module]
+        elif isinstance(node, ast.ImportFrom):
+            base = ".".join(package[: len(package) - node.level + 1]) if node.level else ""
+            module = ".".join(p for p in (base, node.module or "") if p)
+            names = [module] if module != "amanda" else [f"amanda.{alias.name}" for alias in node.names]
+        elif (isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) in
+              ("import_module", "__import__") and node.args and isinstance(node.args[0], ast.Constant)):
+            names = [str(node.args[0].value)]
         found |= {n.split(".")[1] for n in names if n.startswith("amanda.")}
     return found
 
@@ -239,6 +248,15 @@ def test_layers_import_only_downward():
     assert wrong == []
     # the scan sees imports inside functions too: Container.select imports the engines when called
     assert "engines" in amanda_imports(package / "containers" / "container.py")
+
+
+def test_the_import_scan_sees_every_form_of_import(tmp_path) -> None:
+    """Relative imports, ``from amanda import x`` and import_module with a literal name count as
+    imports of the package they name, so no form of import hides an upward one."""
+    module = tmp_path / "probe.py"
+    module.write_text("from ..query import select\nfrom amanda import viz\nimport importlib\n"
+                      "def f():\n    from . import edge\n    return importlib.import_module('amanda.build')\n")
+    assert amanda_imports(module, inside="amanda.containers") == {"query", "viz", "containers", "build"}
 
 
 def test_every_engine_is_installed_by_the_package_it_names() -> None:
