@@ -33,7 +33,7 @@ from bench_exec import ort_session  # noqa: E402
 from common import fmt_time  # noqa: E402
 
 from amanda.exec import Session  # noqa: E402
-from amanda.io.onnx_import import from_onnx  # noqa: E402
+from amanda.io.onnx.importer import from_onnx  # noqa: E402
 
 
 def paired(fns: dict, repeat: int, block: int = 3, settle: float = 0.1) -> dict:

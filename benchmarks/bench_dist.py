@@ -41,7 +41,7 @@ from common import fmt_time, table  # noqa: E402
 
 import amanda  # noqa: E402
 from amanda.exec import Session  # noqa: E402
-from amanda.io.onnx_import import from_onnx  # noqa: E402
+from amanda.io.onnx.importer import from_onnx  # noqa: E402
 
 RNG = np.random.default_rng(0)
 CHUNKS = (2048, 512)  # rows per block of the data-parallel runs; the first is judged

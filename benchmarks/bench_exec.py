@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import fmt_time, table  # noqa: E402
 
 from amanda.exec import Session  # noqa: E402
-from amanda.io.onnx_import import from_onnx  # noqa: E402
+from amanda.io.onnx.importer import from_onnx  # noqa: E402
 
 F = TensorProto.FLOAT
 README = Path(__file__).resolve().parent / "README.md"

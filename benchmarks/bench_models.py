@@ -43,7 +43,7 @@ from bench_exec import alternating_blocks, ort_session  # noqa: E402
 from common import fmt_time  # noqa: E402
 
 from amanda.exec import Session  # noqa: E402
-from amanda.io.onnx_import import from_onnx  # noqa: E402
+from amanda.io.onnx.importer import from_onnx  # noqa: E402
 
 try:
     import torch

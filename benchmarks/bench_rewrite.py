@@ -50,7 +50,7 @@ def measure(cache: Path, models: list[str], optimise_only: bool = False) -> dict
     from amanda.containers.flatten import flatten
     from amanda.exec import Session
     from amanda.exec.plan_cache import optimized_for, signature
-    from amanda.io.onnx_import import from_onnx
+    from amanda.io.onnx.importer import from_onnx
 
     found = {}
     for name in models:

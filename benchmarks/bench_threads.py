@@ -45,7 +45,7 @@ import bench_models  # noqa: E402
 from common import fmt_time  # noqa: E402
 
 from amanda.exec import Session  # noqa: E402
-from amanda.io.onnx_import import from_onnx  # noqa: E402
+from amanda.io.onnx.importer import from_onnx  # noqa: E402
 
 SPIN = "import os, sys\nos.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True:\n    pass\n"
 TARGET = 1.1

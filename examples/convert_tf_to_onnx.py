@@ -15,7 +15,7 @@ import numpy as np
 import amanda
 from amanda.namespaces.mapping import load_mapping
 from amanda.namespaces.mapping.convert import convert
-from amanda.namespaces.validation import validate
+from amanda.namespaces.model_fit import validate
 
 TF_GRAPH = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "documents" / "tensorflow_dense_graph.yaml"
 

@@ -362,7 +362,7 @@ ATTRIBUTE_VALUES = st.recursive(
 
 def _interpretable(attrs: dict) -> dict:
     """Attributes amanda interprets (a namespace …) only with values it accepts; others as drawn."""
-    from amanda.containers.checks import INTERPRETED_ATTRS
+    from amanda.containers.arguments import INTERPRETED_ATTRS
 
     return {k: v for k, v in attrs.items() if k not in INTERPRETED_ATTRS or v is None or INTERPRETED_ATTRS[k][0](v)}
 

@@ -71,12 +71,12 @@ def test_loading_importing_and_converting_show_bars(monkeypatch: pytest.MonkeyPa
 
     import importlib
 
-    for name in ("amanda.io.document", "amanda.io.onnx_read_graph", "amanda.namespaces.mapping.convert"):
+    for name in ("amanda.io.document", "amanda.io.onnx.read_graph", "amanda.namespaces.mapping.convert"):
         monkeypatch.setattr(importlib.import_module(name), "progress", spy)
     g = amanda.chain(amanda.op("Relu", "r", ["x"], ["y"]), inputs=["x"], outputs=["y"], name="g")
     amanda.loads(amanda.dumps(g))
     pytest.importorskip("onnx")
-    from amanda.io.onnx_import import from_onnx
+    from amanda.io.onnx.importer import from_onnx
     from tests.fixtures.onnx import onnx_models as models
 
     amanda.convert(from_onnx(models.mlp()), "amanda/onnx/16")

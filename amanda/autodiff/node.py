@@ -56,7 +56,7 @@ class Node:
     def own_attrs(self, *dropped: str) -> dict[str, Any]:
         """The forward op's own attributes, to build the same op again: without the namespace,
         metadata and the importer's bookkeeping (``BOOKKEEPING_ATTRS``), nor ``dropped``."""
-        from amanda.io.onnx_write_graph import BOOKKEEPING_ATTRS
+        from amanda.io.onnx.write_graph import BOOKKEEPING_ATTRS
 
         return {k: v for k, v in self.op.attrs.items() if k not in BOOKKEEPING_ATTRS and k not in dropped}
 

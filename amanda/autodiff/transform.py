@@ -32,11 +32,11 @@ from amanda.build.builder import DEFAULT_NAMESPACE
 from amanda.build.model import calls_in_order
 from amanda.build.values import Value
 from amanda.containers import CONTROL, SELF, Container, Edge, Endpoint, Port, bind, flatten, walk
-from amanda.containers.checks import brief, expect_container, expect_str
+from amanda.containers.arguments import brief, expect_container, expect_str
+from amanda.containers.invariants import resolve_path
 from amanda.containers.phases import check_phase, computations
 from amanda.containers.refs import resolve_references
 from amanda.containers.update import target_paths
-from amanda.containers.validate import resolve_path
 from amanda.errors import AmandaError, ArgumentError, PathError, SchemaError, format_path
 from amanda.namespaces.mapping import convert
 from amanda.namespaces.name import NamespaceName

@@ -22,14 +22,14 @@ from typing import Any
 import numpy as np
 
 from amanda.build.values import Call, Input, Value
-from amanda.containers.checks import brief, expect_str, shown
+from amanda.containers.arguments import brief, expect_str, shown
 from amanda.containers.container import Container
 from amanda.containers.edge import Port
 from amanda.errors import ArgumentError, SchemaError
-from amanda.io.onnx_ports import port_names
+from amanda.io.onnx.ports import port_names
 from amanda.namespaces.history import extra_input_names, moved_hint
 from amanda.namespaces.namespace import namespace as lookup_namespace
-from amanda.namespaces.validate import validate_op
+from amanda.namespaces.op_fit import validate_op
 from amanda.types.node import ABSENT
 from amanda.types.ops import infer_op
 from amanda.types.tensor_type import TensorType, dtype_name, dtype_problem

@@ -14,7 +14,7 @@ from typing import Any
 
 from amanda.build.builder import DEFAULT_NAMESPACE, ops
 from amanda.build.values import Call, Input, Value
-from amanda.containers.checks import brief, expect_mapping, expect_str
+from amanda.containers.arguments import brief, expect_mapping, expect_str
 from amanda.containers.compose import exposed_controls
 from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Edge, Endpoint, Port

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from amanda.containers.checks import brief
+from amanda.containers.arguments import brief
 from amanda.errors import ArgumentError
 from amanda.types.tensor_type import TensorType, dtype_name, dtype_problem
 

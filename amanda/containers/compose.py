@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from amanda.containers.checks import brief, expect_list, shown
+from amanda.containers.arguments import brief, expect_list, shown
 from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Edge, Endpoint, Port
 from amanda.errors import AmandaError, ArgumentError
@@ -111,9 +111,9 @@ def _check_types(kids: list[Container], pairs: list[list[tuple[str, str]]]) -> N
     first = kids[0]
     if len(kids) < 2 or not first.inputs or not all(p.attrs.get("dtype") is not None for p in first.inputs):
         return  # nothing to type it with: the check would cost without telling anything
-    from amanda.types.links import chain_problem  # types sit above containers: imported when used
+    from amanda.engines import engine
 
-    found = chain_problem(kids, pairs)
+    found = engine("chain_problem")(kids, pairs)  # installed by amanda.types, above containers
     if found is not None:
         k, problem = found
         a, b = kids[k - 1], kids[k]

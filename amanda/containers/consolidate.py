@@ -22,12 +22,12 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
-from amanda.containers.checks import expect_container
+from amanda.containers.arguments import expect_container
 from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Edge
 from amanda.containers.edit import EDIT_TYPE
 from amanda.containers.frames import at, lower, with_child
-from amanda.containers.validate import own_edge_keys
+from amanda.containers.invariants import own_edge_keys
 from amanda.containers.values import values_equal
 
 __all__ = ["consolidate"]

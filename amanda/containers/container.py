@@ -24,7 +24,7 @@ from typing import Any
 
 from pyrsistent import PMap, PVector, pvector
 
-from amanda.containers.checks import INTERPRETED_ATTRS, brief, check_names, expect_type, shown
+from amanda.containers.arguments import INTERPRETED_ATTRS, brief, check_names, expect_type, shown
 from amanda.containers.display import Displayed
 from amanda.containers.edge import SELF, Port, coerce_ports
 from amanda.containers.identity import structural_hash, structurally_equal
@@ -93,7 +93,7 @@ class Container(Displayed):
         uid: str | None = None,
         controls: Iterable[Any] = (),
     ) -> None:
-        from amanda.containers.validate import check_container
+        from amanda.containers.invariants import check_container
 
         if positional:  # the removed positional form (type, name, inputs, outputs, ...)
             raise positional_refused("Container", _KEYWORDS, positional)
@@ -225,7 +225,7 @@ class Container(Displayed):
     def descendant(self, path: str | Sequence[str | int]) -> Container:
         """The descendant at ``path`` (a tuple of names/indexes, or a ``/`` string resolved
         as docs/design.md says: a whole child name wins, otherwise level by level)."""
-        from amanda.containers.validate import resolve_path
+        from amanda.containers.invariants import resolve_path
 
         resolved = resolve_path(self, path)
         if resolved is None:
@@ -272,21 +272,22 @@ class Container(Displayed):
         return sorted_ops(self, skip)
 
     def select(self, selector: str) -> Any:
-        """Query this container with a selector (see ``docs/query.md``); a Selection."""
-        from amanda.query import select
+        """Query this container with a selector (see ``docs/query.md``); a Selection (the
+        ``select`` engine that :mod:`amanda.query` installs)."""
+        from amanda.engines import engine
 
-        return select(self, selector)
+        return engine("select")(self, selector)
 
     def __call__(self, *previous: Any) -> Any:
         """``b(a)`` is ``chain(a, b)``: this container applied to the output of ``previous``;
         applied to symbolic values of the op builder, it returns values
-        (:func:`amanda.build.model.apply`)."""
+        (:func:`amanda.build.model.apply`, the ``apply`` engine)."""
         from amanda.containers.compose import chain
 
         if previous and not isinstance(previous[0], Container) and hasattr(previous[0], "producer"):
-            from amanda.build.model import apply
+            from amanda.engines import engine
 
-            return apply(self, *previous)
+            return engine("apply")(self, *previous)
 
         return chain(*previous, self)
 
@@ -349,7 +350,7 @@ class Container(Displayed):
 
     def _with_own_attrs(self, attrs: PMap) -> Container:
         # only the attributes amanda interprets are checked; the structure is shared as is
-        from amanda.containers.checks import attr_problems
+        from amanda.containers.arguments import attr_problems
         from amanda.containers.frames import inherit_edge_caches
 
         problems = attr_problems(attrs, self._where() or ())

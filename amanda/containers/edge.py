@@ -14,7 +14,7 @@ from typing import Any, Union
 
 from pyrsistent import PMap
 
-from amanda.containers.checks import (
+from amanda.containers.arguments import (
     INTERPRETED_EDGE_ATTRS,
     INTERPRETED_PORT_ATTRS,
     attr_problems,

@@ -17,12 +17,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from amanda.containers.checks import shown
+from amanda.containers.arguments import shown
 from amanda.containers.compose import wrapped_namespace
 from amanda.containers.container import Container
 from amanda.containers.edge import CONTROL, SELF, Edge
 from amanda.containers.frames import find_buried, lift
-from amanda.containers.validate import (
+from amanda.containers.invariants import (
     descend,
     describe_ports,
     live_producers,

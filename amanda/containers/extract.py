@@ -23,11 +23,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from amanda.containers.checks import expect_container
+from amanda.containers.arguments import expect_container
 from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Edge, Endpoint
 from amanda.containers.flatten import flatten
-from amanda.containers.validate import resolve_path
+from amanda.containers.invariants import resolve_path
 from amanda.errors import ArgumentError
 
 __all__ = ["extract"]

@@ -87,7 +87,7 @@ class FlatGraph:
 def flatten(container: Container) -> FlatGraph:
     """The effective dataflow view of ``container`` (cached per container object)."""
     if getattr(container, "_amanda_frozen", False) is not True:
-        from amanda.containers.checks import expect_container
+        from amanda.containers.arguments import expect_container
 
         expect_container(container, "container")
     return container._cached("flat", _build)

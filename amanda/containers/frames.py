@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from amanda.containers import validate
+from amanda.containers import invariants
 from amanda.containers.container import Container
 from amanda.containers.edge import CONTROL, SELF, Edge, Endpoint, Port, forward_attrs
 from amanda.containers.values import EMPTY as _EMPTY
@@ -141,8 +141,8 @@ def route(container: Container, edge: Any, port: str | None = None) -> Container
     new boundary port of that child (named ``port``, by default after the inner end). The
     effective view (:func:`amanda.containers.flatten.flatten`) is unchanged."""
     problems: list[Problem] = []
-    edge = validate.normalise_edge(container, Edge.of(edge), ("route",), problems)
-    if edge is None or edge.key not in validate.own_edge_keys(container) or edge.is_control:
+    edge = invariants.normalise_edge(container, Edge.of(edge), ("route",), problems)
+    if edge is None or edge.key not in invariants.own_edge_keys(container) or edge.is_control:
         found = "a control edge" if edge is not None and edge.is_control else str(edge)
         raise InvariantError(problems or [Problem(container._where(), "a data edge of the container", found)])
     inward = edge[1][0] is not SELF and len(edge[1][0]) > 1
@@ -166,25 +166,25 @@ def route(container: Container, edge: Any, port: str | None = None) -> Container
 def find_buried(container: Container, edge: Any) -> Edge | None:
     """The normalised form of a tombstone of ``container``: the edge it names, owned strictly
     below ``container``, in ``container``'s frame; None if no such edge exists."""
-    src_path = validate.resolve_path(container, edge[0][0])
-    dst_path = validate.resolve_path(container, edge[1][0])
+    src_path = invariants.resolve_path(container, edge[0][0])
+    dst_path = invariants.resolve_path(container, edge[1][0])
     if src_path is None or dst_path is None or src_path is SELF or dst_path is SELF:
         return None
     common = 0
     while common < min(len(src_path), len(dst_path)) and src_path[common] == dst_path[common]:
         common += 1
     for depth in range(common, 0, -1):  # deepest owner first
-        owner = validate.descend(container, src_path[:depth])
+        owner = invariants.descend(container, src_path[:depth])
         if owner.is_op:
             continue
         ends = []
         for side, end, path in (("src", edge[0], src_path), ("dst", edge[1], dst_path)):
             rel = SELF if len(path) == depth else path[depth:]
-            resolved = validate.resolve_port(validate.descend(owner, rel), end[1], side, rel is SELF)
+            resolved = invariants.resolve_port(invariants.descend(owner, rel), end[1], side, rel is SELF)
             if resolved is None:
                 break
             ends.append(_new(Endpoint, (rel, resolved[0])))
-        if len(ends) == 2 and (ends[0], ends[1]) in validate.own_edge_keys(owner):
+        if len(ends) == 2 and (ends[0], ends[1]) in invariants.own_edge_keys(owner):
             return Edge((src_path, ends[0][1]), (dst_path, ends[1][1]))
     return None
 
@@ -361,17 +361,17 @@ def recheck_child(container: Container, name: str) -> None:
     edge_numbers, tomb_numbers = _touching(container).get(name, ((), ()))
     here = (container.name,) if container.name else ()
     problems: list[Problem] = []
-    buried = validate.tombstone_keys(container) if container.tombstones else frozenset()
+    buried = invariants.tombstone_keys(container) if container.tombstones else frozenset()
     for number in edge_numbers:
         edge = container.edges[number]
-        again = validate.normalise_edge(container, edge, (*here, f"edges[{number}]"), problems)
+        again = invariants.normalise_edge(container, edge, (*here, f"edges[{number}]"), problems)
         dst = edge[1]
         if again is None or dst[1] == CONTROL or dst[0] is SELF or len(dst[0]) < 2 or dst[0][0] != name:
             continue
         child = container.children[container._index[name]]
-        for inner in () if child.is_op else validate.live_producers(child, dst[0][1:], dst[1]):
+        for inner in () if child.is_op else invariants.live_producers(child, dst[0][1:], dst[1]):
             lifted = lift(inner, (name,))
-            if lifted.key not in buried and validate.phases_clash(lifted.phase, edge.phase):
+            if lifted.key not in buried and invariants.phases_clash(lifted.phase, edge.phase):
                 problems.append(Problem((*here, str(dst)), "at most one live data edge into an input port",
                                         f"{lifted[0]} and {edge[0]} both feed it", "tombstone the inner edge first"))
     for number in tomb_numbers:

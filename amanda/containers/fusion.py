@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from amanda.containers.checks import expect_container, expect_str
+from amanda.containers.arguments import expect_container, expect_str
 from amanda.containers.container import Container
 from amanda.containers.edge import CONTROL, SELF, Edge
 from amanda.containers.frames import at, buried_above, lift_end, live_tombstones, lower, lower_end, splice, split

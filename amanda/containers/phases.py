@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from amanda.containers.checks import expect_container, expect_str
+from amanda.containers.arguments import expect_container, expect_str
 from amanda.containers.container import Container
 from amanda.containers.edge import CONTROL, SELF
 from amanda.containers.frames import live_tombstones

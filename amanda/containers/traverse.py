@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from amanda.containers.checks import brief, expect_container
+from amanda.containers.arguments import brief, expect_container
 from amanda.containers.edge import SELF
 from amanda.containers.records import Path
 from amanda.errors import ArgumentError
@@ -63,7 +63,7 @@ def _walk(container: Container) -> Iterator[tuple[Path, Container, Mapping[str, 
 
 def effective_attrs(container: Container, path: Any = ()) -> Mapping[str, Any]:
     """Effective attributes of the descendant at ``path`` (ancestors' overlaid by its own)."""
-    from amanda.containers.validate import resolve_path
+    from amanda.containers.invariants import resolve_path
     from amanda.errors import PathError
 
     expect_container(container, "container")
@@ -87,7 +87,7 @@ def sorted_ops(
     Ties are broken by document order (the one sort of :mod:`amanda.containers.order`), so
     ``sorted()`` and ``sorted(skip=...)`` with a ``skip`` that accepts nothing agree.
     """
-    from amanda.containers.checks import shown
+    from amanda.containers.arguments import shown
     from amanda.containers.flatten import flatten
     from amanda.containers.view import View
 

@@ -19,11 +19,11 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from amanda.containers.checks import brief, expect_container, shown
+from amanda.containers.arguments import brief, expect_container, shown
 from amanda.containers.container import Container
 from amanda.containers.edge import SELF
 from amanda.containers.frames import at, step, with_child
-from amanda.containers.validate import resolve_path
+from amanda.containers.invariants import resolve_path
 from amanda.errors import ArgumentError, InvariantError, PathError, Problem
 
 __all__ = ["expect_child_path", "replace", "target_paths", "with_attrs", "with_child"]

@@ -40,13 +40,14 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from amanda.containers.checks import expect_container, expect_file, expect_type, shown
+from amanda.containers.arguments import expect_container, expect_file, expect_type, shown
 from amanda.containers.container import Container
 from amanda.containers.npz import Archive
 from amanda.containers.traverse import walk
 from amanda.containers.uids import refuse_uid_clashes
 from amanda.containers.update import replace
 from amanda.errors import ArgumentError, FormatError, format_path
+from amanda.safe_load import load_text
 
 __all__ = ["LoadedWeights", "load_weights", "save_weights"]
 
@@ -117,11 +118,11 @@ def _paths(archive: Archive) -> dict[str, list[tuple[str, ...]]] | None:
             raise ValueError(f"strings, not {index.dtype}")
         paths: dict[str, list[tuple[str, ...]]] = {}
         for key, text in index.reshape(-1, 2).tolist():
-            entry = json.loads(text)
+            entry = load_text(text, "json")  # plain data under the depth guard
             if not isinstance(entry, list) or not all(isinstance(p, str) for p in entry):
                 raise ValueError(text)
             paths.setdefault(key, []).append(tuple(entry))
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, FormatError) as exc:
         raise FormatError(f"cannot read weights from {archive.shown!r}: a malformed {_PATHS} entry ({exc})",
                           path=archive.shown, expected="rows of (key, JSON list of names)", found=str(exc)) from None
     return paths

@@ -34,8 +34,8 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from amanda.containers import CONTROL, SELF, Endpoint, FlatGraph
+from amanda.containers.invariants import resolve_path
 from amanda.containers.records import Junction, Path
-from amanda.containers.validate import resolve_path
 from amanda.errors import ExecutionError, format_path
 
 if TYPE_CHECKING:

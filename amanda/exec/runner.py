@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from amanda.containers.checks import brief
+from amanda.containers.arguments import brief
 from amanda.errors import ExecutionError
 from amanda.exec.blas import BlasTuner, _blas_libraries, blas_threads  # noqa: F401  (re-exported)
 from amanda.exec.dispatch import failure

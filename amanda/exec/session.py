@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from amanda.containers import CONTROL, SELF, Container, Endpoint
-from amanda.containers.checks import brief
+from amanda.containers.arguments import brief
 from amanda.containers.phases import check_phase
 from amanda.containers.records import Path
 from amanda.containers.uids import refuse_uid_clashes

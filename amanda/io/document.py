@@ -17,13 +17,14 @@ from typing import Any
 
 import numpy as np
 
-from amanda.containers.checks import expect_type
+from amanda.containers.arguments import expect_type
 from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Edge, Endpoint, Port
 from amanda.containers.refs import AttrRef
 from amanda.containers.values import EMPTY, dtype_text
 from amanda.errors import AmandaError, FormatError
 from amanda.io.array_markers import decode_array, decode_bytes
+from amanda.io.markers import READER as _READ
 from amanda.io.markers import (
     decode_dtype,
     decode_float,
@@ -31,10 +32,10 @@ from amanda.io.markers import (
     decode_str,
     encode_scalar,
     marker_body,
-    show,
 )
 from amanda.io.markers import fail as _fail
-from amanda.io.onnx_calls import FUNCTION_ATTR, shared_body
+from amanda.io.onnx.calls import FUNCTION_ATTR, shared_body
+from amanda.plain_reader import dotted
 from amanda.progress import progress
 
 __all__ = ["DocPath", "from_document", "to_document"]
@@ -71,44 +72,15 @@ def from_document(doc: Any) -> Container | Edge | Port:
     raise _fail((), f"one of the keys {', '.join(_KINDS)}", kind)
 
 
-def _mapping(value: Any, path: DocPath, allowed: frozenset, what: str) -> Mapping:
-    if type(value) is not dict and not isinstance(value, Mapping):
-        raise _fail(path, f"a mapping ({what})", value)
-    if not allowed.issuperset(value):
-        unknown = [k for k in value if k not in allowed]
-        raise _fail(
-            path + (unknown[0],),
-            f"one of the fields {', '.join(sorted(allowed))} of {what}",
-            f"<field {unknown[0]!r}>",
-        )
-    return value
-
-
-def _list(value: Any, path: DocPath) -> list:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise _fail(path, "a list", value)
-    return value
-
-
-def _string(value: Any, path: DocPath, optional: bool = True) -> str | None:
-    if value is None and optional:
-        return None
-    if not isinstance(value, str) or not value:
-        raise _fail(path, "a non-empty string", value)
-    return value
-
-
 def _container(body: Any, path: DocPath, kind: str) -> Container:
     if body is None:
         body = {}
-    fields = _mapping(body, path, _OP_FIELDS if kind == "op" else _SUBGRAPH_FIELDS, kind)
+    fields = _READ.fields(body, path, _OP_FIELDS if kind == "op" else _SUBGRAPH_FIELDS, what=kind)
     attrs = dict(_attrs(fields.get("attrs"), path + ("attrs",)))
     builtin = _builtins(fields, attrs)
     if "namespace" in fields:
-        attrs["namespace"] = _string(fields["namespace"], path + ("namespace",), optional=False)
-    items = _list(fields.get("ops"), path + ("ops",))
+        attrs["namespace"] = _READ.text(fields["namespace"], path + ("namespace",), optional=False)
+    items = _READ.listed(fields.get("ops"), path + ("ops",))
     children = []
     # a bar (on a terminal, after a second) over the top container's ops, not inner ones
     with progress(len(items), "loading", quiet=len(path) > 1) as bar:
@@ -117,15 +89,15 @@ def _container(body: Any, path: DocPath, kind: str) -> Container:
             bar.update()
     try:
         built = Container(
-            _string(builtin["type"], path + ("attrs" if "type" not in fields else "type",)),
-            _string(builtin["name"], path + ("attrs" if "name" not in fields else "name",)),
+            _READ.text(builtin["type"], path + ("attrs" if "type" not in fields else "type",)),
+            _READ.text(builtin["name"], path + ("attrs" if "name" not in fields else "name",)),
             inputs=_each(fields, path, "input_ports", _port),
             outputs=_each(fields, path, "output_ports", _port),
             children=children,
             edges=_each(fields, path, "edges", _edge),
             tombstones=_each(fields, path, "tombstones", _edge),
             attrs=attrs,
-            uid=_string(fields.get("uid"), path + ("uid",)),
+            uid=_READ.text(fields.get("uid"), path + ("uid",)),
             controls=_each(fields, path, "control_ports", _port),
         )
         bodies = _BODIES.get()
@@ -135,10 +107,10 @@ def _container(body: Any, path: DocPath, kind: str) -> Container:
         raise
     except AmandaError as exc:
         raise FormatError(
-            f"at {show(path)}: {exc}", path=path, expected=exc.expected, found=exc.found
+            f"at {dotted(path)}: {exc}", path=path, expected=exc.expected, found=exc.found
         ) from exc
     except TypeError as exc:
-        raise FormatError(f"at {show(path)}: {exc}", path=path) from exc
+        raise FormatError(f"at {dotted(path)}: {exc}", path=path) from exc
 
 
 def _builtins(fields: Mapping[str, Any], attrs: dict) -> dict[str, Any]:
@@ -155,7 +127,7 @@ def _builtins(fields: Mapping[str, Any], attrs: dict) -> dict[str, Any]:
 
 def _each(fields: Mapping[str, Any], path: DocPath, key: str, read: Callable[[Any, DocPath], Any]) -> list:
     """The list field ``key`` of a container, each item read by ``read`` at its own path."""
-    return [read(item, path + (key, i)) for i, item in enumerate(_list(fields.get(key), path + (key,)))]
+    return [read(item, path + (key, i)) for i, item in enumerate(_READ.listed(fields.get(key), path + (key,)))]
 
 
 def _child(item: Any, path: DocPath) -> Container:
@@ -168,8 +140,8 @@ def _child(item: Any, path: DocPath) -> Container:
 def _port(value: Any, path: DocPath) -> Port:
     if type(value) is dict and len(value) == 1 and type(value.get("name")) is str and value["name"]:
         return Port(value["name"])
-    fields = _mapping(value, path, _PORT_FIELDS, "a port")
-    name = _string(fields.get("name"), path + ("name",), optional=False)
+    fields = _READ.fields(value, path, _PORT_FIELDS, what="a port")
+    name = _READ.text(fields.get("name"), path + ("name",), optional=False)
     return Port(name, attrs=_attrs(fields.get("attrs"), path + ("attrs",)))  # type: ignore[arg-type]  # not None
 
 
@@ -183,7 +155,7 @@ def _edge(value: Any, path: DocPath) -> Edge:
                 EMPTY,
             ),
         )
-    fields = _mapping(value, path, _EDGE_FIELDS, "an edge")
+    fields = _READ.fields(value, path, _EDGE_FIELDS, what="an edge")
     for key in ("output_port", "input_port"):
         if key not in fields:
             raise _fail(path, f"the field {key}", "<missing>")
@@ -203,7 +175,7 @@ def _endpoint(value: Any, path: DocPath) -> Endpoint:
             and (type(port) is str and port or type(port) is int and port >= -1)
         ):
             return tuple.__new__(Endpoint, (op, port))
-    fields = _mapping(value, path, _ENDPOINT_FIELDS, "an endpoint {op, port}")
+    fields = _READ.fields(value, path, _ENDPOINT_FIELDS, what="an endpoint {op, port}")
     for key in ("op", "port"):
         if key not in fields:
             raise _fail(path, f"the field {key}", "<missing>")

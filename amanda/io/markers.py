@@ -32,34 +32,24 @@ import numpy as np
 
 from amanda.containers.values import dtype_from_text, dtype_text, utf8_text
 from amanda.errors import FormatError
+from amanda.plain_reader import PlainReader
 
-__all__ = ["decode_dtype", "decode_float", "decode_int", "decode_str", "encode_scalar", "fail", "show"]
+__all__ = ["READER", "decode_dtype", "decode_float", "decode_int", "decode_str", "encode_scalar", "fail"]
 
 DocPath = tuple  # keys and indexes from the document root, for error messages
 
 BIG_INT_BITS = 13_000  # about 3,900 digits: below Python's 4,300-digit limit on int <-> str
 _NON_FINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
-
-
-def show(path: DocPath) -> str:
-    """``graph.ops[3].name`` from ``("graph", "ops", 3, "name")``."""
-    text = ""
-    for part in path:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text or "<document>"
+READER = PlainReader(FormatError)  # documents' fields: FormatErrors at paths like graph.ops[3].name
 
 
 def fail(path: DocPath, expected: str, found: Any) -> FormatError:
-    """A FormatError at ``path`` saying what was expected and (shortly) what was found."""
+    """A FormatError at ``path`` (shown as ``graph.ops[3].name``) saying what was expected and
+    (shortly) what was found."""
     shown = found if isinstance(found, str) and found.startswith("<") else repr(found)
     if len(shown) > 80:
         shown = shown[:77] + "..."
-    return FormatError(
-        f"at {show(path)}: expected {expected}, found {shown}",
-        path=path,
-        expected=expected,
-        found=shown,
-    )
+    return READER.error(path, expected, shown)  # type: ignore[return-value]
 
 
 def marker_body(value: Mapping, path: DocPath, marker: str, expected: str) -> tuple[Any, DocPath]:

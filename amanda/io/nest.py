@@ -28,12 +28,12 @@ from typing import Any
 
 from pyrsistent import pvector
 
-from amanda.containers.checks import INTERPRETED_ATTRS, attr_problems, check_names, port_problems
+from amanda.containers.arguments import INTERPRETED_ATTRS, attr_problems, check_names, port_problems
 from amanda.containers.container import Container, new_uid
 from amanda.containers.edge import SELF, Edge, Endpoint, Port, interpreted_ports
 from amanda.containers.values import EMPTY, freeze_attrs
 from amanda.errors import InvariantError, Problem
-from amanda.io.onnx_scope import fresh_name
+from amanda.io.onnx.scope import fresh_name
 
 __all__ = ["Group", "assemble", "built", "lowest_common", "nest", "renamed"]
 

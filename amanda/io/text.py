@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from amanda.containers.checks import expect_file, expect_type, shown
+from amanda.containers.arguments import expect_file, expect_type, shown
 from amanda.containers.container import Container
 from amanda.containers.edge import Edge, Port
 from amanda.errors import ArgumentError, FormatError
@@ -224,7 +224,7 @@ def load(path: str | Path, format: str | None = None, *, hierarchy: Any = "auto"
     (TensorFlow's name scopes) as nested containers where the file records it, ``False`` reads
     the flat graph (``docs/onnx.md``).
     """
-    from amanda.io.onnx_hierarchy import check_hierarchy
+    from amanda.io.onnx.hierarchy import check_hierarchy
 
     check_hierarchy(hierarchy)
     kind = _format_of(path, format)
@@ -267,7 +267,7 @@ def dump(item: Container, path: str | Path, format: str | None = None, *, functi
     ``functions`` (ONNX only): ``"modules"`` writes each repeated module of a module tree as an
     ONNX model-local function (``docs/onnx.md``, "Module hierarchy"); None writes every op.
     """
-    from amanda.io.onnx_module_functions import check_functions
+    from amanda.io.onnx.module_functions import check_functions
 
     check_functions(functions)
     kind = _format_of(path, format)

@@ -13,7 +13,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from amanda.containers.checks import expect_flag, expect_int, expect_list, expect_mapping, expect_str
+from amanda.containers.arguments import expect_flag, expect_int, expect_list, expect_mapping, expect_str
 from amanda.containers.container import Container
 from amanda.errors import ArgumentError, FormatError
 
@@ -57,7 +57,7 @@ def _export(torch: Any, module: Any, args: tuple, kwargs: Mapping[str, Any] | No
 def _check_options(example_kwargs: Any, input_names: Any, output_names: Any, opset: Any, dynamo: Any,
                    hierarchy: Any) -> None:
     """ArgumentError for a :func:`from_torch` option of the wrong type, before torch sees it."""
-    from amanda.io.onnx_hierarchy import check_hierarchy
+    from amanda.io.onnx.hierarchy import check_hierarchy
 
     expect_mapping(example_kwargs, "example_kwargs", "a mapping of keyword names to example inputs", optional=True)
     for key, names in (("input_names", input_names), ("output_names", output_names)):
@@ -85,7 +85,7 @@ def from_torch(
     """The container for a torch ``module``, with its module tree: exported in memory by
     ``torch.onnx.export`` (the torch.export-based exporter, or TorchScript's for
     ``dynamo=False``) with ``example_args`` (a tensor or a tuple of them) and
-    ``example_kwargs``, then imported by :func:`amanda.io.onnx_import.from_onnx`.
+    ``example_kwargs``, then imported by :func:`amanda.io.onnx.importer.from_onnx`.
 
     Every module that ran has its container at its ``named_modules()`` path, and the
     container computes the module's outputs. The module is exported in the mode it is in (call
@@ -126,6 +126,6 @@ def from_torch(
             expected="a module torch.onnx.export accepts with these example inputs",
             found=type(exc).__name__,
         ) from None
-    from amanda.io.onnx_import import from_onnx
+    from amanda.io.onnx.importer import from_onnx
 
     return from_onnx(proto, source=f"torch {name}", hierarchy=hierarchy)

@@ -14,7 +14,7 @@ import numpy as np
 
 from amanda.build import Input, Value, model, ops
 from amanda.build.builder import DEFAULT_NAMESPACE
-from amanda.containers.checks import brief, shown
+from amanda.containers.arguments import brief, shown
 from amanda.containers.container import Container
 from amanda.containers.edge import CONTROL, SELF, Edge, Endpoint, Port
 from amanda.errors import ArgumentError, suggest

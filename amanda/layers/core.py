@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from amanda.build import Input, ops
-from amanda.containers.checks import brief, shown
+from amanda.containers.arguments import brief, shown
 from amanda.containers.container import Container
 from amanda.errors import ArgumentError
 from amanda.layers.base import (

@@ -34,7 +34,7 @@ import numpy as np
 
 from amanda.build.builder import DEFAULT_NAMESPACE
 from amanda.build.values import Call, Value
-from amanda.containers.checks import brief
+from amanda.containers.arguments import brief
 from amanda.containers.container import Container
 from amanda.containers.identity import same_content
 from amanda.errors import ArgumentError

@@ -28,7 +28,7 @@ import numpy as np
 
 from amanda.build import Ops, ops
 from amanda.build.builder import DEFAULT_NAMESPACE
-from amanda.containers.checks import brief
+from amanda.containers.arguments import brief
 from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Edge, Endpoint
 from amanda.containers.phases import bind

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from amanda.containers.checks import expect_container
+from amanda.containers.arguments import expect_container
 from amanda.containers.container import Container
 from amanda.containers.records import Path
 from amanda.containers.uids import uid_places

@@ -16,9 +16,9 @@ from amanda.namespaces.namespace import (
     register_provider,
     unregister_namespace,
 )
+from amanda.namespaces.op_fit import validate_op
 from amanda.namespaces.schema import AttrSchema, OpSchema, PortSchema
 from amanda.namespaces.schema_io import dump_namespace_schema, load_namespace_schema
-from amanda.namespaces.validate import validate_op
 
 __all__ = [
     "AttrSchema",

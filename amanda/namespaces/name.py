@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from amanda.containers.checks import expect_str
+from amanda.containers.arguments import expect_str
 
 __all__ = ["NamespaceName"]
 
@@ -59,7 +59,7 @@ def _parse(name: str) -> NamespaceName:
     version = parts.pop() if len(parts) > 1 and parts[-1][:1].isdigit() else None
     family = "/".join(parts)
     if family.startswith(ONNX + "/"):
-        # amanda/onnx/<domain>/<v>: a domain amanda has no vocabulary for (see io/onnx_ports)
+        # amanda/onnx/<domain>/<v>: a domain amanda has no vocabulary for (see io/onnx/ports)
         return NamespaceName(ONNX, family[len(ONNX) + 1:], version)
     head, _, base = family.rpartition("/")
     if head == "amanda" and base.startswith("onnx-"):

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
-from amanda.containers.checks import brief, expect_flag, expect_str, shown
+from amanda.containers.arguments import brief, expect_flag, expect_str, shown
 from amanda.errors import ArgumentError, SchemaError
 from amanda.keywords import keyword_only_after
 from amanda.namespaces.schema import FrozenMap, OpSchema, members, suggest

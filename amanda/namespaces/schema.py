@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from amanda.containers.checks import brief, sequence_problem, shown
+from amanda.containers.arguments import brief, sequence_problem, shown
 from amanda.errors import Problem, SchemaError, suggest
 from amanda.keywords import keyword_only_after
 from amanda.namespaces.attr_types import ATTR_TYPES, attr_value_problem, coerce_default, value_key

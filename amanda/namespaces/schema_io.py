@@ -32,12 +32,12 @@ from typing import Any
 import numpy as np
 import yaml
 
-from amanda.containers.checks import expect_type
+from amanda.containers.arguments import expect_type, shown
 from amanda.errors import SchemaError, format_path
 from amanda.namespaces.attr_types import tensor_to_data
 from amanda.namespaces.namespace import Namespace
-from amanda.namespaces.schema import AttrSchema, OpSchema, PortSchema, suggest
-from amanda.namespaces.yaml_safe import Path, located_error, parse_yaml, source_text
+from amanda.namespaces.schema import AttrSchema, OpSchema, PortSchema
+from amanda.plain_reader import Path, PlainReader, read_yaml, source_text
 
 __all__ = [
     "dump_namespace_schema",
@@ -59,75 +59,21 @@ _PORT_DEFAULTS = {"optional": False, "variadic": False, "type_constraint": None,
                   "allowed_types": (), "homogeneous": True, "min_arity": 1}
 
 
-class _Reader:
-    """Type-checks plain data field by field, naming the path and line of a bad field."""
-
-    def __init__(self, lines: Mapping[Path, int] | None) -> None:
-        self.lines = lines or {}
-
-    def line(self, path: Path) -> int | None:
-        for end in range(len(path), -1, -1):
-            if path[:end] in self.lines:
-                return self.lines[path[:end]]
-        return None
-
-    def error(self, path: Path, expected: str, found: Any, hint: str = "") -> SchemaError:
-        return located_error(path, expected, found, hint, self.line(path))
-
-    def wrap(self, path: Path, exc: SchemaError) -> SchemaError:
-        if getattr(exc, "line", None) is not None:
-            return exc  # already says where
-        line = self.line(path)
-        where = f" (line {line})" if line is not None else ""
-        error = SchemaError(f"in {format_path(path)}{where}: {exc}", path=path,
-                            expected=exc.expected, found=exc.found)
-        error.line = line  # type: ignore[attr-defined]
-        return error
-
-    def fields(self, value: Any, path: Path, allowed: tuple[str, ...],
-               required: tuple[str, ...] = ()) -> dict[str, Any]:
-        if not isinstance(value, dict):
-            raise self.error(path, "a mapping", _describe(value))
-        for key in value:
-            if key not in allowed:
-                raise self.error(path + (str(key),), f"one of the fields {', '.join(allowed)}",
-                                 f"unknown field {key!r}", suggest(str(key), allowed))
-        for key in required:
-            if key not in value:
-                raise self.error(path, f"the field {key!r}", "it missing")
-        return value
-
-    def get(self, data: Mapping[str, Any], key: str, path: Path, kinds: tuple[type, ...],
-            what: str, default: Any = None) -> Any:
-        if key not in data or (data[key] is None and type(None) not in kinds):
-            return default
-        value = data[key]
-        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
-            raise self.error(path + (key,), what, _describe(value))
-        return value
-
-    def strings(self, value: Any, path: Path) -> tuple[str, ...]:
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise self.error(path, "a list of strings", _describe(value))
-        return tuple(value)
+def _reader(lines: Mapping[Path, int] | None) -> PlainReader:
+    """The plain-data reader of schemas: SchemaErrors at paths shown as ``a/b/0``."""
+    return PlainReader(SchemaError, lines, format_path)
 
 
-def _describe(value: Any) -> str:
-    text = repr(value)
-    text = text if len(text) <= 60 else text[:57] + "..."
-    return f"{type(value).__name__} {text}"
-
-
-def _port(value: Any, path: Path, r: _Reader) -> PortSchema:
+def _port(value: Any, path: Path, r: PlainReader) -> PortSchema:
     if isinstance(value, str):
-        data: dict[str, Any] = {"name": value}
+        data: Mapping[str, Any] = {"name": value}
     else:
         data = r.fields(value, path, _PORT, required=("name",))
     if "type_constraint" in data and "type_attr" in data:
         raise r.error(path + ("type_attr",), "type_constraint or type_attr", "both")
     tc = data.get("type_constraint", data.get("type_attr"))
     if tc is not None and not isinstance(tc, str):
-        raise r.error(path + ("type_constraint",), "a type parameter name", _describe(tc))
+        raise r.error(path + ("type_constraint",), "a type parameter name", shown(tc))
     kwargs: dict[str, Any] = {"type_constraint": tc}
     for key in ("optional", "variadic", "homogeneous"):
         kwargs[key] = r.get(data, key, path, (bool,), "a bool", _PORT_DEFAULTS[key])
@@ -140,18 +86,18 @@ def _port(value: Any, path: Path, r: _Reader) -> PortSchema:
         raise r.wrap(path, exc) from None
 
 
-def _parse_default(text: str, path: Path, r: _Reader) -> Any:
+def _parse_default(text: str, path: Path, r: PlainReader) -> Any:
     try:
-        value, _ = parse_yaml(text, path)
+        value, _ = read_yaml(text, SchemaError, path, format_path)
     except SchemaError as exc:
         raise r.error(path, str(exc.expected), f"{exc.found} in the default {text.strip()!r}"
                       ) from None
     return value
 
 
-def _attr(name: Any, spec: Any, path: Path, r: _Reader) -> AttrSchema:
+def _attr(name: Any, spec: Any, path: Path, r: PlainReader) -> AttrSchema:
     if not isinstance(name, str):
-        raise r.error(path, "an attribute name (a string)", _describe(name))
+        raise r.error(path, "an attribute name (a string)", shown(name))
     if isinstance(spec, str):
         match = _SPEC.match(spec)
         if match is None:
@@ -180,7 +126,7 @@ def op_schema_from_data(data: Any, path: Path = (), lines: Mapping[Path, int] | 
     ... # doctest: +ELLIPSIS
     OpSchema(type='Relu', domain='', since_version=1, inputs=(PortSchema(name='X', ...
     """
-    r = _Reader(lines)
+    r = _reader(lines)
     data = r.fields(data, path, _OP, required=("type",))
     op_type = r.get(data, "type", path, (str,), "an op type name")
     attrs = r.get(data, "attrs", path, (dict,), "a mapping of attribute specs", {})
@@ -215,7 +161,7 @@ def namespace_from_data(data: Any, lines: Mapping[Path, int] | None = None) -> N
     >>> namespace_from_data({"namespace_schema": {"namespace": "x/1"}}).name
     'x/1'
     """
-    r = _Reader(lines)
+    r = _reader(lines)
     top = r.fields(data, (), ("namespace_schema",), required=("namespace_schema",))
     path: Path = ("namespace_schema",)
     body = r.fields(top["namespace_schema"], path, _TOP, required=("namespace",))
@@ -260,7 +206,7 @@ def load_namespace_schema(source: str | bytes | os.PathLike[str]) -> Namespace:
     >>> ns.schema("MatMul").attr("transpose_b").default, ns.version
     (False, '1.13.1')
     """
-    data, lines = parse_yaml(source_text(source, SchemaError, "schema"))
+    data, lines = read_yaml(source_text(source, SchemaError, "schema"), SchemaError, show=format_path)
     return namespace_from_data(data, lines)
 
 

@@ -18,7 +18,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from amanda.containers.checks import expect_file, expect_int, expect_number, expect_str, shown
+from amanda.containers.arguments import expect_file, expect_int, expect_number, expect_str, shown
 from amanda.errors import ArgumentError, suggest
 
 __all__ = ["CALLBACKS", "Callback", "CallbackStates", "Checkpoint", "EarlyStopping", "History", "LambdaCallback",

@@ -33,9 +33,10 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from amanda.containers import Container, replace, walk
-from amanda.containers.checks import expect_container, expect_file, expect_list, expect_mapping, expect_type, shown
+from amanda.containers.arguments import expect_container, expect_file, expect_list, expect_mapping, expect_type, shown
 from amanda.errors import ArgumentError, FormatError, format_path
 from amanda.exec.state import state_key
+from amanda.safe_load import load_text
 
 __all__ = ["Entry", "Restored", "load_checkpoint", "restore", "save_checkpoint", "snapshot"]
 
@@ -187,11 +188,11 @@ def load_checkpoint(path: str | Path) -> tuple[list[Entry], dict[str, Any]]:
     try:
         with np.load(source, allow_pickle=False) as archive:
             stored = {key: archive[key] for key in archive.files}
-        doc = json.loads(str(stored.pop(_META)))
+        doc = load_text(str(stored.pop(_META)), "json")  # plain data under the depth guard
         entries = [Entry(str(item["key"]), tuple(tuple(p) for p in item["paths"]), stored[f"v{i}"])
                    for i, item in enumerate(doc["variables"])]
     except (OSError, ValueError, EOFError, KeyError, TypeError, AttributeError, zipfile.BadZipFile,
-            zlib.error) as exc:
+            zlib.error, FormatError) as exc:
         raise _bad(source, f"{type(exc).__name__}: {exc}") from None
     if doc.get("format") != FORMAT or not isinstance(doc.get("meta"), dict):
         raise _bad(source, f"format {doc.get('format')!r}")

@@ -26,7 +26,7 @@ import numpy as np
 
 from amanda.build import Input, model, ops
 from amanda.containers import SELF, Container, Edge, Endpoint
-from amanda.containers.checks import shown
+from amanda.containers.arguments import shown
 from amanda.errors import ArgumentError
 
 __all__ = ["clip_gradients"]

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from amanda.containers import Container
-from amanda.containers.checks import shown
+from amanda.containers.arguments import shown
 from amanda.errors import ArgumentError, suggest
 
 __all__ = ["batches", "feeds_of", "split"]

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from amanda.containers import Container
-from amanda.containers.checks import expect_container, expect_flag, expect_int, expect_number, expect_str, expect_type, shown
+from amanda.containers.arguments import expect_container, expect_flag, expect_int, expect_number, expect_str, expect_type, shown
 from amanda.containers.phases import computations
 from amanda.errors import ArgumentError, suggest
 from amanda.exec import Session

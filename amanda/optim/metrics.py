@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from amanda.containers.checks import expect_int
+from amanda.containers.arguments import expect_int
 from amanda.errors import ArgumentError, suggest
 
 __all__ = ["METRICS", "TopKAccuracy", "accuracy", "mean_absolute_error", "mean_squared_error", "resolve"]

@@ -27,7 +27,7 @@ from amanda.autodiff.transform import namespace_of
 from amanda.build import Input, Ops
 from amanda.build.values import Call, Value
 from amanda.containers import CONTROL, SELF, Container, Edge, Endpoint, Port
-from amanda.containers.checks import expect_container, expect_str
+from amanda.containers.arguments import expect_container, expect_str
 from amanda.containers.uids import refuse_uid_clashes, uid_places
 from amanda.containers.update import target_paths
 from amanda.errors import ArgumentError, PathError

@@ -17,7 +17,7 @@ from amanda.build import Input, Ops, ops
 from amanda.build.model import apply, model
 from amanda.build.values import Call, Value
 from amanda.containers import Container
-from amanda.containers.checks import brief, expect_number
+from amanda.containers.arguments import brief, expect_number
 from amanda.errors import ArgumentError
 from amanda.optim.vocab import TRAIN
 from amanda.types import TensorType

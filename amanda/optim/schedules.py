@@ -27,7 +27,7 @@ import numpy as np
 from amanda.build import ops
 from amanda.build.values import Call, Value
 from amanda.containers import Container
-from amanda.containers.checks import expect_int, expect_number, shown
+from amanda.containers.arguments import expect_int, expect_number, shown
 from amanda.errors import ArgumentError
 from amanda.optim.optimizers import SGD, Adam, Optimizer, Slot, variable
 from amanda.types import TensorType

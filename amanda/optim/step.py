@@ -40,7 +40,7 @@ from amanda.autodiff.transform import namespace_of
 from amanda.build import Input, Ops
 from amanda.build.model import model as build_model
 from amanda.containers import CONTROL, SELF, Container, Edge, Endpoint, Port, bind, effective_attrs, flatten
-from amanda.containers.checks import expect_container, expect_str
+from amanda.containers.arguments import expect_container, expect_str
 from amanda.containers.phases import computations
 from amanda.errors import FormatError, format_path
 from amanda.exec.state import state_key

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from amanda.containers import SELF, Container, Endpoint
-from amanda.containers.checks import expect_container
+from amanda.containers.arguments import expect_container
 from amanda.namespaces.name import NamespaceName
 from amanda.ops.registry import ONNX, effect_of
 from amanda.passes.level import Level, level_namespaces, on_levels, producer_name

@@ -17,7 +17,7 @@ import numpy as np
 
 import amanda.exec.kernels  # noqa: F401  # registers the kernels
 from amanda.containers import SELF, Container, Endpoint, Port
-from amanda.containers.checks import expect_container, expect_flag, expect_mapping
+from amanda.containers.arguments import expect_container, expect_flag, expect_mapping
 from amanda.errors import ArgumentError
 from amanda.exec.dispatch import output_positions, resolve_kernel
 from amanda.namespaces.name import NamespaceName

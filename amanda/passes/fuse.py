@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from amanda.containers import Container
-from amanda.containers.checks import expect_container
+from amanda.containers.arguments import expect_container
 from amanda.exec.dispatch import parse_namespace
 from amanda.exec.kernels.activations import FUSED
 from amanda.passes.level import level_namespaces, own_namespace

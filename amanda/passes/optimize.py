@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from amanda.containers import Container
-from amanda.containers.checks import expect_container, expect_flag, expect_list, expect_mapping, shown
+from amanda.containers.arguments import expect_container, expect_flag, expect_list, expect_mapping, shown
 from amanda.errors import ArgumentError
 from amanda.exec.plan_cache import use_default_pipeline
 from amanda.namespaces.schema import suggest

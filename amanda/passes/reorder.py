@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from amanda.containers import Container
-from amanda.containers.checks import expect_container
+from amanda.containers.arguments import expect_container
 from amanda.passes.report import PassResult
 from amanda.passes.rules import apply_rules
 from amanda.rewrite import Rule

@@ -23,7 +23,8 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from amanda.containers.checks import brief
+from amanda.containers.arguments import brief
+from amanda.engines import install
 from amanda.errors import QueryError
 from amanda.query.evaluate import Selector
 from amanda.query.selection import Selection
@@ -78,3 +79,6 @@ def select(container: Container, selector: str) -> Selection:
     """
     _check_arguments(selector)
     return _compile(selector, False, "compiled").select(container)
+
+
+install("select", select)  # model.select(...) calls it

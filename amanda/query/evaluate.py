@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from itertools import chain
 from typing import TYPE_CHECKING, Any
 
-from amanda.containers.checks import brief
+from amanda.containers.arguments import brief
 from amanda.errors import QueryError
 from amanda.query.indexes import IndexEntry, frozen, table
 from amanda.query.parse import Step, parse_selector

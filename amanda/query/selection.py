@@ -125,9 +125,9 @@ class Selection:
 
     def _repr_svg_(self) -> str | None:
         """A notebook's drawing of the queried model with the selection highlighted."""
-        from amanda.viz.tree import notebook_svg
+        from amanda.engines import engine
 
-        return notebook_svg(self.root, highlight=self)
+        return engine("notebook_svg")(self.root, highlight=self)  # type: ignore[no-any-return]
 
     def select(self, selector: str) -> Selection:
         """Continue the query from every selected node (``$`` stands for them; it may be

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from amanda.containers.checks import expect_container
+from amanda.containers.arguments import expect_container
 from amanda.containers.container import Container
 from amanda.containers.fusion import fuse
 from amanda.rewrite.match import Match, TreeView, find_matches

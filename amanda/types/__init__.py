@@ -10,7 +10,9 @@
 float32[batch,5]
 """
 
-from amanda.types.checking import check
+from amanda.engines import install
+from amanda.types.consistency import check
+from amanda.types.links import chain_problem
 from amanda.types.tensor_type import (
     Dim,
     OptionalType,
@@ -44,3 +46,6 @@ __all__ = [
     "to_attrs",
     "unify_dims",
 ]
+
+install("chain_problem", chain_problem)  # chain refuses types that never fit
+install("type_check", check)  # validate adds the type checks

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from amanda.containers.checks import brief
+from amanda.containers.arguments import brief
 from amanda.errors import suggest
 
 __all__ = ["ONNX_DTYPES", "VALID_DTYPES", "dtype_name", "dtype_problem"]

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from amanda.containers.checks import brief, expect_mapping, expect_type, sequence_problem, shown
+from amanda.containers.arguments import brief, expect_mapping, expect_type, sequence_problem, shown
 from amanda.errors import AmandaError, ArgumentError
 from amanda.types.dtypes import ONNX_DTYPES, VALID_DTYPES, dtype_name, dtype_problem
 

@@ -29,7 +29,7 @@ import gc
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from amanda.containers.checks import expect_container, expect_mapping
+from amanda.containers.arguments import expect_container, expect_mapping
 from amanda.containers.cycles import cycle_problems
 from amanda.containers.records import Path
 from amanda.containers.refs import resolve_references

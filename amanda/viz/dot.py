@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from amanda.containers.checks import brief
+from amanda.containers.arguments import brief
 from amanda.containers.edge import CONTROL, SELF
 from amanda.containers.flatten import flatten
 from amanda.errors import ArgumentError

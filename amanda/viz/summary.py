@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from amanda.containers.checks import brief
+from amanda.containers.arguments import brief
 from amanda.containers.records import Path
 from amanda.errors import ArgumentError
 from amanda.types import TypeMap, infer_types

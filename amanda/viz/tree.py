@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from amanda.containers.checks import expect_container, expect_int
+from amanda.containers.arguments import expect_container, expect_int
 from amanda.viz.dot import type_label
 
 if TYPE_CHECKING:

@@ -23,7 +23,7 @@ import amanda  # noqa: E402
 from amanda.autodiff.rules import WITHOUT_RULE  # noqa: E402
 from amanda.autodiff.rules_shape import NO_GRADIENT, no_gradient_vjp  # noqa: E402
 from amanda.exec.kernels.registry import ONNX, entries  # noqa: E402
-from amanda.io.onnx_import import from_onnx  # noqa: E402
+from amanda.io.onnx.importer import from_onnx  # noqa: E402
 from amanda.types import infer_types  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "conformance"))

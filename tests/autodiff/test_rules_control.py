@@ -10,7 +10,7 @@ onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper  # noqa: E402
 
 import amanda  # noqa: E402
-from amanda.io.onnx_import import from_onnx  # noqa: E402
+from amanda.io.onnx.importer import from_onnx  # noqa: E402
 from tests.autodiff.fd import numeric  # noqa: E402
 
 D = TensorProto.DOUBLE

@@ -14,7 +14,7 @@ import pytest
 onnx = pytest.importorskip("onnx")
 
 import amanda  # noqa: E402
-from amanda.io.onnx_import import from_onnx  # noqa: E402
+from amanda.io.onnx.importer import from_onnx  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "gradients"
 CASES = sorted(p.stem for p in FIXTURES.glob("*.npz"))

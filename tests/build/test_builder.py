@@ -38,7 +38,7 @@ def test_an_mlp_builds_with_types_runs_and_exports() -> None:
         np.testing.assert_allclose(session.run(["logits"], {"x": x})[0], want, rtol=1e-5, atol=1e-5)
     assert amanda.loads(amanda.dumps(m)) == m
     ort = pytest.importorskip("onnxruntime")
-    from amanda.io.onnx_export import to_onnx
+    from amanda.io.onnx.export import to_onnx
 
     session = ort.InferenceSession(to_onnx(m).SerializeToString(), providers=["CPUExecutionProvider"])
     np.testing.assert_allclose(session.run(None, {"x": x})[0], want, rtol=1e-5, atol=1e-5)

@@ -37,7 +37,7 @@ THREADS = 1  # the sequential interpreter; tests/exec checks the threaded one ag
 
 def _from_onnx() -> Any:
     try:
-        from amanda.io.onnx_import import from_onnx
+        from amanda.io.onnx.importer import from_onnx
     except ImportError:  # the planned public home
         from amanda.io.onnx import from_onnx  # type: ignore[no-redef]
     return from_onnx

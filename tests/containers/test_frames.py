@@ -178,16 +178,16 @@ def test_consolidate_folds_two_wrappers_deleting_the_same_edge():
 
 
 def test_no_module_imports_a_private_name_of_validate():
-    """validate.py's helpers are used through public names (frames.find_buried, frames.lift,
-    validate.normalise_edge), never as private imports."""
+    """invariants.py's helpers are used through public names (frames.find_buried, frames.lift,
+    invariants.normalise_edge), never as private imports."""
     root = Path(amanda.__file__).parent
     private = []
     for path in root.rglob("*.py"):
         text = path.read_text()
-        if "containers.validate import" not in text:
+        if "containers.invariants import" not in text:
             continue
         for node in ast.walk(ast.parse(text)):
-            if isinstance(node, ast.ImportFrom) and node.module == "amanda.containers.validate":
+            if isinstance(node, ast.ImportFrom) and node.module == "amanda.containers.invariants":
                 private += [f"{path.name}: {a.name}" for a in node.names if a.name.startswith("_")]
     assert private == []
 

@@ -284,3 +284,12 @@ def test_arrays_past_a_bound_or_larger_than_their_member_are_format_errors(tmp_p
             member.write(bytes(48))
     with pytest.raises(FormatError, match=r"lying.npz.*takes"):
         load_weights(m, lying)
+
+
+def test_a_weights_file_whose_paths_nest_too_deep_is_a_format_error(tmp_path):
+    """A saved path entry is read by the one plain-data loader, under its depth guard: JSON
+    nested 5,000 levels (json.loads raised RecursionError) is a FormatError naming the file."""
+    deep = tmp_path / "deep.npz"
+    np.savez(deep, __amanda_paths__=np.array([["k", "[" * 5000 + "]" * 5000]]), k=np.ones(1))
+    with pytest.raises(FormatError, match="deep.npz"):
+        load_weights(model(), deep, by="path")

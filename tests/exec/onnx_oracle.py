@@ -10,7 +10,7 @@ import onnxruntime as ort
 from onnx import TensorProto, helper
 
 import amanda
-from amanda.io.onnx_import import from_onnx
+from amanda.io.onnx.importer import from_onnx
 
 
 def one_node(node: onnx.NodeProto, feeds: dict[str, Any], opset: int) -> onnx.ModelProto:

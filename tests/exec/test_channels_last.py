@@ -96,7 +96,7 @@ def test_pools_keep_a_channels_last_input_channels_last(op_type: str, kernel: ob
 def test_a_model_run_on_a_channels_last_feed_matches_onnxruntime() -> None:
     """A Session fed a channels-last array: Conv, Relu, MaxPool, Add and Flatten in between."""
     import amanda
-    from amanda.io.onnx_import import from_onnx
+    from amanda.io.onnx.importer import from_onnx
 
     x = RNG.standard_normal((2, 8, 10, 10)).astype(np.float32)
     w = onnx.numpy_helper.from_array(RNG.standard_normal((8, 8, 3, 3)).astype(np.float32), "w")

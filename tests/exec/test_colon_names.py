@@ -8,7 +8,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import amanda
 from amanda import Endpoint, Input, model, ops
-from amanda.io.onnx_import import from_onnx
+from amanda.io.onnx.importer import from_onnx
 
 RNG = np.random.default_rng(7)
 

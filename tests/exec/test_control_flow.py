@@ -13,7 +13,7 @@ from onnx.reference import ReferenceEvaluator  # noqa: E402
 from amanda import Container, Port, op  # noqa: E402
 from amanda.errors import ExecutionError  # noqa: E402
 from amanda.exec import Session  # noqa: E402
-from amanda.io.onnx_import import from_onnx  # noqa: E402
+from amanda.io.onnx.importer import from_onnx  # noqa: E402
 
 F = TensorProto.FLOAT
 OPSET = [helper.make_opsetid("", 17)]

@@ -232,7 +232,7 @@ def test_shifted_rows_on_two_worker_threads_match_onnxruntime(monkeypatch: pytes
     """Two independent branches of shifted-rows convs run side by side on the threaded scheduler (the
     cblas GEMM called from two threads at once) agree with onnxruntime, run after run."""
     import amanda
-    from amanda.io.onnx_import import from_onnx
+    from amanda.io.onnx.importer import from_onnx
     from tests.exec.onnx_oracle import onnxruntime_outputs
 
     inits = [onnx.numpy_helper.from_array(RNG.standard_normal((32, 32, 3, 3)).astype(np.float32), f"w{i}")

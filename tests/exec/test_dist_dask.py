@@ -19,7 +19,7 @@ import amanda  # noqa: E402
 from amanda.errors import ExecutionError  # noqa: E402
 from amanda.exec import Session  # noqa: E402
 from amanda.exec.dist import dask_backend, devices_of  # noqa: E402
-from amanda.io.onnx_import import from_onnx  # noqa: E402
+from amanda.io.onnx.importer import from_onnx  # noqa: E402
 from tests.exec.dist_faults import FAULTS  # noqa: E402
 from tests.fixtures.onnx import onnx_models as models  # noqa: E402
 

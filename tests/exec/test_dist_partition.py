@@ -13,7 +13,7 @@ pytest.importorskip("onnx")
 
 import amanda  # noqa: E402
 from amanda.exec.dist import PlacementError, devices_of, partition, place, run_partitioned  # noqa: E402
-from amanda.io.onnx_import import from_onnx  # noqa: E402
+from amanda.io.onnx.importer import from_onnx  # noqa: E402
 from tests.fixtures.onnx import onnx_models as models  # noqa: E402
 from tests.strategies import check_invariants, snapshot  # noqa: E402
 

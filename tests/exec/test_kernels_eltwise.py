@@ -16,7 +16,7 @@ onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from amanda.io.onnx_import import from_onnx  # noqa: E402
+from amanda.io.onnx.importer import from_onnx  # noqa: E402
 from tests.exec.onnx_oracle import amanda_outputs, one_node, onnxruntime_outputs  # noqa: E402
 
 

@@ -14,7 +14,7 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper  # noqa: E402
 
 import amanda  # noqa: E402
-from amanda.io.onnx_import import from_onnx  # noqa: E402
+from amanda.io.onnx.importer import from_onnx  # noqa: E402
 from tests.exec.onnx_oracle import amanda_outputs, onnxruntime_outputs  # noqa: E402
 
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}

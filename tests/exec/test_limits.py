@@ -17,7 +17,7 @@ from amanda import Container, op  # noqa: E402
 from amanda.errors import ExecutionError  # noqa: E402
 from amanda.exec import Session  # noqa: E402
 from amanda.exec.kernels.registry import kernel  # noqa: E402
-from amanda.io.onnx_import import from_onnx  # noqa: E402
+from amanda.io.onnx.importer import from_onnx  # noqa: E402
 
 F = TensorProto.FLOAT
 _STARTED: list[str] = []

@@ -151,7 +151,7 @@ def test_cached_runs_of_an_onnx_model_agree_with_onnxruntime(threads: int) -> No
     """With the cache on, the sequential and the threaded runner give onnxruntime's outputs
     for new and repeated feeds, and a repeated feed runs no step."""
     pytest.importorskip("onnx")
-    from amanda.io.onnx_import import from_onnx
+    from amanda.io.onnx.importer import from_onnx
     from tests.fixtures.onnx import onnx_models as models
 
     proto = models.attention()

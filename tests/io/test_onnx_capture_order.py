@@ -10,7 +10,7 @@ onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper  # noqa: E402
 
 import amanda  # noqa: E402
-from amanda.io.onnx_import import from_onnx  # noqa: E402
+from amanda.io.onnx.importer import from_onnx  # noqa: E402
 
 
 def if_model(then_first: bool) -> onnx.ModelProto:
@@ -37,7 +37,7 @@ def test_branch_order_does_not_change_the_model() -> None:
     a, b = from_onnx(if_model(True)), from_onnx(if_model(False))
     assert a.child("branch").input_names == b.child("branch").input_names == ("cond", "alpha", "zeta")
     assert amanda.loads(amanda.dumps(a)) == a
-    from amanda.io.onnx_export import to_onnx
+    from amanda.io.onnx.export import to_onnx
 
     assert from_onnx(to_onnx(b)).child("branch").input_names == a.child("branch").input_names
     feeds = {"cond": np.array(True), "zeta": np.array([1.0, 2.0], np.float32), "alpha": np.array([3.0, 4.0], np.float32)}

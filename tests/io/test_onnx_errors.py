@@ -15,7 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 import amanda
 from amanda import AmandaError, FormatError
 from amanda.io.onnx import dump_onnx, from_onnx, load_onnx
-from amanda.io.onnx_values import require_onnx
+from amanda.io.onnx.values import require_onnx
 from tests.fixtures.onnx import onnx_models as models
 
 vi = helper.make_tensor_value_info

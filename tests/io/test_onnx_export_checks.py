@@ -45,7 +45,7 @@ def test_ill_typed_graph_is_refused_naming_the_op(tmp_path):
 def test_a_model_too_big_to_check_in_memory_is_checked_as_a_file(tmp_path, monkeypatch):
     """Above protobuf's in-memory limit the written file is checked, and removed when rejected."""
     import amanda.io.onnx as onnx_io
-    import amanda.io.onnx_export as export
+    import amanda.io.onnx.export as export
 
     monkeypatch.setattr(export, "PROTO_LIMIT", 0)
     monkeypatch.setattr(onnx_io, "PROTO_LIMIT", 0)

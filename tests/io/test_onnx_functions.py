@@ -17,8 +17,8 @@ from onnx import AttributeProto, TensorProto, helper, numpy_helper  # noqa: E402
 import amanda  # noqa: E402
 from amanda.containers.refs import AttrRef, resolve_references  # noqa: E402
 from amanda.errors import FormatError  # noqa: E402
-from amanda.io.onnx_export import to_onnx  # noqa: E402
-from amanda.io.onnx_import import from_onnx  # noqa: E402
+from amanda.io.onnx.export import to_onnx  # noqa: E402
+from amanda.io.onnx.importer import from_onnx  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "onnx" / "from_torch"
 OPSETS = [helper.make_opsetid("", 17), helper.make_opsetid("local", 1)]

@@ -11,8 +11,8 @@ onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import amanda  # noqa: E402
-from amanda.io.onnx_export import to_onnx  # noqa: E402
-from amanda.io.onnx_import import from_onnx  # noqa: E402
+from amanda.io.onnx.export import to_onnx  # noqa: E402
+from amanda.io.onnx.importer import from_onnx  # noqa: E402
 
 
 def _model(nodes: list, inits: dict[str, np.ndarray], inputs=("x",), outputs=("y",), shape=(2, 3)) -> onnx.ModelProto:

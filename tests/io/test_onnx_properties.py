@@ -15,7 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import amanda
 from amanda.io.onnx import from_onnx, to_onnx
-from amanda.namespaces.validation import validate
+from amanda.namespaces.model_fit import validate
 from tests.fixtures.onnx import onnx_models as models
 
 ACTIVATIONS = ["Relu", "Tanh", "Sigmoid", "Identity", "LeakyRelu", "Softmax", None]

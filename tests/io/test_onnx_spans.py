@@ -1,4 +1,4 @@
-"""Weights read from a model file are views of the file's bytes, not copies (amanda.io.onnx_spans)."""
+"""Weights read from a model file are views of the file's bytes, not copies (amanda.io.onnx.spans)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from onnx import helper, numpy_helper
 import amanda
 from amanda.errors import FormatError
 from amanda.io.onnx import from_onnx
-from amanda.io.onnx_spans import raw_spans, spans_pay
+from amanda.io.onnx.spans import raw_spans, spans_pay
 
 
 def _model(weights: dict[str, np.ndarray]) -> onnx.ModelProto:
@@ -100,7 +100,7 @@ def test_spans_are_looked_for_only_where_weights_outweigh_the_walk():
 def test_weights_in_external_files_do_not_call_for_the_walk(tmp_path, monkeypatch):
     """Weights kept in a data file are not in the model file's bytes: a model whose weights all
     lie there is read without walking its bytes, and its weights stay in their file."""
-    import amanda.io.onnx_import as importer
+    import amanda.io.onnx.importer as importer
 
     model = _model({"a": np.ones((64, 64), np.float32)})
     onnx.save(model, tmp_path / "m.onnx", save_as_external_data=True, all_tensors_to_one_file=True,

@@ -120,7 +120,7 @@ def test_the_unmodified_node_fields_model_imports():
 def test_the_fields_checked_by_name_are_every_text_field_of_the_installed_onnx():
     """The node, tensor and value_info fields the import checks by name are exactly those onnx defines (a new one
     fails here)."""
-    from amanda.io.onnx_text import NODE_TEXT_FIELDS, TENSOR_TEXT_FIELDS, VALUE_INFO_TEXT_FIELDS
+    from amanda.io.onnx.text import NODE_TEXT_FIELDS, TENSOR_TEXT_FIELDS, VALUE_INFO_TEXT_FIELDS
 
     def text_fields(proto):
         kinds = (proto.DESCRIPTOR.fields_by_name[n].type for n in proto.DESCRIPTOR.fields_by_name)

@@ -10,7 +10,7 @@ onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
 from amanda.io.onnx import from_onnx, load_onnx, to_onnx
-from amanda.namespaces.validation import validate
+from amanda.namespaces.model_fit import validate
 from tests.fixtures.onnx import onnx_models as models
 
 

@@ -12,7 +12,7 @@ from onnx import TensorProto, helper
 
 from amanda import Container, Port, SchemaError, op
 from amanda.io.onnx import from_onnx
-from amanda.namespaces.validation import validate
+from amanda.namespaces.model_fit import validate
 from tests.fixtures.onnx import onnx_models as models
 
 vi = helper.make_tensor_value_info

@@ -11,15 +11,15 @@ onnx = pytest.importorskip("onnx")
 from onnx import AttributeProto, TensorProto, helper, numpy_helper
 
 from amanda import Container, FormatError, op
-from amanda.io.onnx_attrs import attr_to_value, fill_attr, infer_attr_type, value_to_attr
-from amanda.io.onnx_ports import (
+from amanda.io.onnx.attrs import attr_to_value, fill_attr, infer_attr_type, value_to_attr
+from amanda.io.onnx.ports import (
     Schemas,
     domain_of_namespace,
     namespace_of_domain,
     port_names,
     port_positions,
 )
-from amanda.io.onnx_values import (
+from amanda.io.onnx.values import (
     DTYPE_NAMES,
     ELEM_TYPES,
     array_to_tensor,
@@ -274,7 +274,7 @@ def test_require_onnx_returns_the_module():
 
 def test_metadata_entries_and_their_errors():
     """uids and extra attributes go into metadata_props and come back; foreign JSON is refused."""
-    from amanda.io.onnx_metadata import read_metadata, write_metadata
+    from amanda.io.onnx.metadata import read_metadata, write_metadata
 
     node = onnx.NodeProto()
     write_metadata(
@@ -292,7 +292,7 @@ def test_metadata_entries_and_their_errors():
 
 def test_value_names_are_unique_through_enclosing_graphs():
     """``Names.claim`` suffixes a name taken here or in any enclosing graph; siblings may reuse."""
-    from amanda.io.onnx_write_graph import Names, is_initializer, where_of
+    from amanda.io.onnx.write_graph import Names, is_initializer, where_of
 
     outer = Names()
     assert outer.claim("x") == "x" and outer.claim("x") == "x_1"
@@ -308,7 +308,7 @@ def test_value_names_are_unique_through_enclosing_graphs():
 def test_scopes_capture_outer_values_once():
     """A ``Scope`` resolves its own values, captures an enclosing graph's once, and knows no others."""
     from amanda import SELF, Endpoint
-    from amanda.io.onnx_read_graph import Scope
+    from amanda.io.onnx.read_graph import Scope
 
     outer = Scope(None)
     outer.values["w"] = Endpoint(("w",), "output")

@@ -14,8 +14,8 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
 import amanda  # noqa: E402
-from amanda.io.onnx_export import to_onnx  # noqa: E402
-from amanda.io.onnx_import import from_onnx  # noqa: E402
+from amanda.io.onnx.export import to_onnx  # noqa: E402
+from amanda.io.onnx.importer import from_onnx  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "onnx" / "from_torch"
 RUNNABLE = ["lstm_tagger", "bigru", "torch_if"]

@@ -13,7 +13,7 @@ import amanda
 from amanda import Input, layers
 from amanda.containers.phases import computations
 from amanda.io.onnx import to_onnx
-from amanda.io.onnx_import import from_onnx
+from amanda.io.onnx.importer import from_onnx
 from amanda.types import infer_types
 
 

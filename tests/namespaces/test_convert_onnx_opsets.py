@@ -10,7 +10,7 @@ from amanda.errors import MappingError
 from amanda.namespaces.mapping import UnmatchedOpsError
 from amanda.namespaces.mapping.convert import conversion_path, convert
 from amanda.namespaces.mapping.tables.onnx_opsets import adapter, newest, opset_pairs
-from amanda.namespaces.validation import validate
+from amanda.namespaces.model_fit import validate
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")

@@ -13,7 +13,7 @@ from amanda.errors import ArgumentError, SchemaError
 from amanda.namespaces import namespace
 from amanda.namespaces.history import extra_input_names, moved_hint
 from amanda.namespaces.onnx_vocab import onnx_vocabulary
-from amanda.namespaces.validate import validate_op
+from amanda.namespaces.op_fit import validate_op
 
 
 def _moves() -> list[tuple[str, str, int, str, str]]:

@@ -22,7 +22,7 @@ from amanda.errors import FormatError
 from amanda.namespaces.mapping import UnmatchedOpsError
 from amanda.namespaces.mapping.convert import convert
 from amanda.namespaces.mapping.tables.tensorflow_onnx import tensorflow_to_onnx
-from amanda.namespaces.validation import validate
+from amanda.namespaces.model_fit import validate
 
 ort = pytest.importorskip("onnxruntime")
 TF = "amanda/tensorflow/2.21.0"

@@ -8,7 +8,7 @@ import pytest
 import amanda
 from amanda.autodiff.rules import family, rule_for
 from amanda.exec.dispatch import parse_namespace
-from amanda.io.onnx_ports import domain_of_namespace
+from amanda.io.onnx.ports import domain_of_namespace
 from amanda.namespaces.name import NamespaceName
 
 CASES = [

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 import amanda
 from amanda.namespaces.mapping import UnmatchedOpsError
 from amanda.namespaces.mapping.convert import convert
-from amanda.namespaces.validation import validate
+from amanda.namespaces.model_fit import validate
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")

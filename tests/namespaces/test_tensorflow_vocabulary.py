@@ -8,8 +8,8 @@ import pytest
 import amanda
 from amanda.errors import SchemaError
 from amanda.namespaces import known_namespaces, namespace
+from amanda.namespaces.model_fit import validate
 from amanda.namespaces.tensorflow_vocab import tensorflow_files, tensorflow_namespace
-from amanda.namespaces.validation import validate
 
 ROOT = Path(__file__).resolve().parents[2]
 TF_GRAPH = ROOT / "tests" / "fixtures" / "documents" / "tensorflow_dense_graph.yaml"

@@ -173,3 +173,12 @@ def test_wrong_types_name_the_argument(tmp_path):
         with pytest.raises(amanda.ArgumentError) as info:
             call()
         assert amanda.errors.format_path(info.value.path) == where and info.value.found, where
+
+
+def test_a_checkpoint_whose_meta_nests_too_deep_is_a_format_error(tmp_path):
+    """The meta document is read by the one plain-data loader, under its depth guard: JSON
+    nested 5,000 levels (json.loads raised RecursionError) is a FormatError naming the file."""
+    deep = tmp_path / "deep.npz"
+    np.savez(deep, __amanda_checkpoint__=np.array("[" * 5000 + "]" * 5000))
+    with pytest.raises(amanda.FormatError, match="deep.npz"):
+        load_checkpoint(deep)

@@ -146,7 +146,7 @@ def test_conv_batchnorm_folding_matches_onnxruntime() -> None:
     pytest.importorskip("onnxruntime")
     from onnx import TensorProto, helper, numpy_helper
 
-    from amanda.io.onnx_import import from_onnx
+    from amanda.io.onnx.importer import from_onnx
     from tests.fixtures.onnx.onnx_models import run as ort_run
 
     inits = [numpy_helper.from_array(v.astype(np.float32), n) for n, v in {

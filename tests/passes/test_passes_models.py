@@ -13,8 +13,8 @@ ort = pytest.importorskip("onnxruntime")
 
 import amanda  # noqa: E402
 from amanda.errors import ExecutionError  # noqa: E402
-from amanda.io.onnx_export import to_onnx  # noqa: E402
-from amanda.io.onnx_import import from_onnx  # noqa: E402
+from amanda.io.onnx.export import to_onnx  # noqa: E402
+from amanda.io.onnx.importer import from_onnx  # noqa: E402
 from tests.fixtures.onnx import onnx_models  # noqa: E402
 
 FROM_TORCH = Path(__file__).resolve().parents[1] / "fixtures" / "onnx" / "from_torch"

@@ -13,7 +13,7 @@ onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper  # noqa: E402
 
-from amanda.io.onnx_import import from_onnx  # noqa: E402
+from amanda.io.onnx.importer import from_onnx  # noqa: E402
 from tests.exec.onnx_oracle import onnxruntime_outputs  # noqa: E402
 
 RNG = np.random.default_rng(9)

@@ -15,7 +15,7 @@ from typing import Any
 import onnx
 
 from amanda.io.onnx import from_onnx
-from amanda.io.onnx_values import type_to_value
+from amanda.io.onnx.values import type_to_value
 from amanda.types import infer_types
 from amanda.types.tensor_type import OptionalType, SequenceType, TensorType, from_attrs
 

@@ -9,8 +9,8 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper  # noqa: E402
 
-from amanda.io.onnx_export import to_onnx  # noqa: E402
-from amanda.io.onnx_import import from_onnx  # noqa: E402
+from amanda.io.onnx.export import to_onnx  # noqa: E402
+from amanda.io.onnx.importer import from_onnx  # noqa: E402
 from amanda.types.onnx_info import is_inferred  # noqa: E402
 
 

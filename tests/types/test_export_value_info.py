@@ -10,7 +10,7 @@ import pytest
 onnx = pytest.importorskip("onnx")
 
 from amanda.io.onnx import from_onnx, to_onnx
-from amanda.io.onnx_values import type_to_value
+from amanda.io.onnx.values import type_to_value
 from amanda.types import from_attrs
 from tests.types.oracle import compare_one, onnx_types, strip_types
 

@@ -82,11 +82,11 @@ def _kernels(provider: str) -> frozenset[tuple[str, str]]:
 
 def supported_op(op: Container, namespace: Any, provider: str) -> bool:
     """Whether onnxruntime's ``provider`` can run ``op`` (of effective ``namespace``)."""
-    from amanda.io.onnx_ports import domain_of_namespace
+    from amanda.engines import engine
 
     if not isinstance(namespace, str) or not namespace.startswith("amanda/onnx"):
         return False
-    domain = domain_of_namespace(namespace)
+    domain = engine("onnx_domain")(namespace)  # installed by amanda.io, above the executor
     if domain is None:
         return False
     return op.type == "Constant" or (domain[0], op.type) in _kernels(provider) or _is_function(op.type, *domain)
@@ -126,13 +126,8 @@ def onnx_form(part: Part, values: Mapping[str, Any]) -> tuple[Container, list[st
     """The part as a container the ONNX exporter writes: Recv and Send ops removed, control
     edges dropped, its inputs typed from ``values``; and the output ports that carry control
     tokens (no value: the part gives an empty token for them)."""
-    from amanda.io.onnx_calls import FUNCTION_ATTR
-
     c = part.container
-    # an op's effective attributes include its enclosing function call's marker: the part runs
-    # the call's ops themselves, so none of them is written as a call
-    kept = [ch.without_attrs(FUNCTION_ATTR) if FUNCTION_ATTR in ch.attrs else ch
-            for ch in c.children if ch.attrs.get("namespace") != DIST]
+    kept = [ch for ch in c.children if ch.attrs.get("namespace") != DIST]
     data = _data_edges(c)
     recv_port, send_src = _boundary(c, data)
     tokens, outputs, edges = [], [], []
@@ -180,13 +175,14 @@ class OrtPart:
         self._sessions: dict[tuple, Any] = {}  # signature -> (session, input names, outputs, tokens) or None
 
     def _build(self, values: Mapping[str, Any]) -> Any:
-        from amanda.io.onnx_export import to_onnx
+        from amanda.engines import engine
 
+        to_onnx = engine("to_onnx")  # installed by amanda.io, above the executor
         ort = _onnxruntime()
         proto = None
         try:
             form, tokens = onnx_form(self.part, values)
-            proto = to_onnx(form, check=False)
+            proto = to_onnx(form)
             options = ort.SessionOptions()
             options.intra_op_num_threads = self.threads
             options.inter_op_num_threads = 1

@@ -106,7 +106,7 @@ def run_part_task(session_id: str, device: str, epoch: str, seed: Mapping | None
     """
     from amanda.exec.runner import timed_out
     from amanda.exec.session import Session
-    from amanda.io.text import loads
+    from amanda.engines import engine
 
     remaining = None if deadline is None else deadline - time.time()
     if remaining is not None and remaining <= 0:
@@ -117,7 +117,7 @@ def run_part_task(session_id: str, device: str, epoch: str, seed: Mapping | None
     if session is None:
         if text is None:
             raise PartMoved(part, expected, _worker_address(), "the worker has lost the part (it restarted)")
-        session = Session(loads(text, "json"), threads=threads)
+        session = Session(engine("loads")(text, "json"), threads=threads)
         session._state = entry.state  # the device's variables, shared by all its parts
         entry.parts[token] = session
     feeds = dict(inputs)
@@ -174,8 +174,9 @@ class _Compiled:
     which parts the client gathers (those with fetches or with ops that may change state)."""
 
     def __init__(self, partitioning: Partitioning, model: Container, feeds: list) -> None:
-        from amanda.io.text import dumps
+        from amanda.engines import engine
 
+        dumps = engine("dumps")  # installed by amanda.io, above the executor
         self.partitioning = partitioning
         self.texts = [dumps(p.container, "json") for p in partitioning.parts]
         self.tokens = [uuid.uuid4().hex for _ in partitioning.parts]

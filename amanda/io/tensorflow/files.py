@@ -10,10 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from amanda.containers.checks import expect_file
+from amanda.containers.arguments import expect_file
 from amanda.containers.container import Container
 from amanda.errors import ArgumentError, FormatError
-from amanda.io.onnx_hierarchy import check_hierarchy
+from amanda.io.onnx.hierarchy import check_hierarchy
 from amanda.io.tensorflow.protos import message, parse, require_protobuf
 from amanda.io.tensorflow.read_graph import from_graph_def
 from amanda.io.tensorflow.write_graph import to_graph_def

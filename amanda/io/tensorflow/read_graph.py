@@ -2,7 +2,7 @@
 
 Every node becomes an op (or a call container, :mod:`.functions`) placed in the container of
 its name scope (``dense/MatMul`` is the op ``MatMul`` in the container ``dense``), with the
-nesting the ONNX importer uses for scope-path names (:func:`amanda.io.onnx_hierarchy.nest_graph`);
+nesting the ONNX importer uses for scope-path names (:func:`amanda.io.onnx.hierarchy.nest_graph`);
 ``hierarchy=False`` keeps them flat under their full names. Control inputs become control edges
 (port ``-1``) held by the top container with full paths. The vocabulary is chosen from the
 graph's ``versions.producer``: the oldest shipped one whose TensorFlow writes that producer or a
@@ -18,7 +18,7 @@ from typing import Any
 from amanda.containers.container import Container
 from amanda.containers.edge import CONTROL, SELF, Edge, Endpoint, Port
 from amanda.errors import FormatError
-from amanda.io.onnx_hierarchy import check_hierarchy, nest_graph
+from amanda.io.onnx.hierarchy import check_hierarchy, nest_graph
 from amanda.io.tensorflow.functions import Library
 from amanda.io.tensorflow.read_nodes import Flat, read_nodes
 

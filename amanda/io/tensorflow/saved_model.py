@@ -19,10 +19,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from amanda.containers.checks import expect_file
+from amanda.containers.arguments import expect_file
 from amanda.containers.container import Container
 from amanda.errors import ArgumentError, FormatError, suggest
-from amanda.io.onnx_hierarchy import check_hierarchy
+from amanda.io.onnx.hierarchy import check_hierarchy
 from amanda.io.tensorflow.bundle import Bundle
 from amanda.io.tensorflow.files import graph_name, read_bytes
 from amanda.io.tensorflow.protos import message, parse

@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from amanda.containers.checks import brief, expect_flag, expect_type, shown
+from amanda.containers.arguments import brief, expect_flag, expect_type, shown
 from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Edge, Endpoint, Port
 from amanda.errors import AmandaError, MappingError, SchemaError

@@ -52,7 +52,7 @@ class NameMap(Mapping[Endpoint, "Endpoint | None"]):
     def _key(self, key: Any) -> Endpoint:
         end = Endpoint.of(key)
         if isinstance(end.op, str) and self.source is not None:
-            from amanda.containers.validate import resolve_path
+            from amanda.containers.invariants import resolve_path
 
             resolved = resolve_path(self.source, end.op)
             if resolved is not None:

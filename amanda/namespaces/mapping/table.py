@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from amanda.containers.checks import brief, expect_flag, expect_str, expect_type, sequence_problem, shown
+from amanda.containers.arguments import brief, expect_flag, expect_str, expect_type, sequence_problem, shown
 from amanda.containers.order import topological
 from amanda.errors import CycleError, MappingError
 from amanda.namespaces.mapping.rule import Rule

@@ -27,7 +27,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from amanda.errors import MappingError, SchemaError
+from amanda.containers.arguments import shown
+from amanda.errors import MappingError
 from amanda.namespaces.mapping.expressions import (
     compile_value,
     evaluate_value,
@@ -37,8 +38,7 @@ from amanda.namespaces.mapping.expressions import (
 from amanda.namespaces.mapping.pattern import NAMESPACE_CHOICES, EdgePattern, OpPattern, Pattern
 from amanda.namespaces.mapping.rule import RELABEL, Match, NewOp, Replacement, Rule
 from amanda.namespaces.mapping.table import MappingTable
-from amanda.namespaces.schema import suggest
-from amanda.namespaces.yaml_safe import parse_yaml, source_text
+from amanda.plain_reader import PlainReader, dotted, read_yaml, source_text
 
 __all__ = ["load_mapping", "table_from_data"]
 
@@ -53,51 +53,13 @@ _GLOBALS = {"$source", "$target"}
 Path = tuple[str, ...]
 
 
-class _Reader:
-    """Checks plain data field by field; errors carry the document path and line."""
+class _Reader(PlainReader):
+    """The plain-data reader of mapping tables (MappingErrors), with the templates' compiler."""
 
-    def __init__(self, lines: Mapping[Path, int]) -> None:
-        self.lines = lines
-
-    def error(self, path: Path, expected: str, found: Any, hint: str = "") -> MappingError:
-        line = None
-        for end in range(len(path), -1, -1):
-            if path[:end] in self.lines:
-                line = self.lines[path[:end]]
-                break
-        where = _where(path)
-        text = f"at {where}: expected {expected}, found {found}"
-        if hint:
-            text += f" ({hint})"
-        if line is not None:
-            text += f" (line {line})"
-        error = MappingError(text, path=where, expected=expected, found=str(found))
-        error.line = line  # type: ignore[attr-defined]
-        return error
-
-    def fields(self, value: Any, path: Path, allowed: tuple[str, ...], required: tuple[str, ...] = ()
-               ) -> dict[str, Any]:
-        if not isinstance(value, dict):
-            raise self.error(path, "a mapping", _short(value))
-        for key in value:
-            if key not in allowed:
-                raise self.error((*path, str(key)), f"one of the fields {', '.join(allowed)}",
-                                 f"unknown field {key!r}", suggest(str(key), allowed))
-        for key in required:
-            if key not in value:
-                raise self.error(path, f"the field {key!r}", "it missing")
-        return value
-
-    def strings(self, value: Any, path: Path) -> tuple[str, ...]:
-        if value is None:
-            return ()
-        if isinstance(value, str):
-            value = [value]
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise self.error(path, "a list of strings", _short(value))
-        return tuple(value)
+    __slots__ = ()
 
     def compiled(self, value: Any, path: Path, variables: set[str]) -> Any:
+        """``value`` with its ``${...}`` templates compiled; they may read only ``variables``."""
         try:
             result = compile_value(value, path)
         except MappingError as exc:
@@ -107,18 +69,6 @@ class _Reader:
             raise self.error(path, f"expressions reading the matcher's variables ({', '.join(sorted(variables))})",
                              ", ".join(unknown))
         return result
-
-
-def _where(path: Path) -> str:
-    text = ""
-    for part in path:
-        text += f"[{part}]" if part.isdigit() else (f".{part}" if text else part)
-    return text or "<root>"
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return f"{type(value).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
 
 
 def _variable(key: Any, path: Path, r: _Reader) -> str:
@@ -133,7 +83,7 @@ def _type_names(value: Any, path: Path, r: _Reader) -> tuple[str, ...] | None:
     names = [value] if isinstance(value, str) else value
     if not isinstance(names, list) or not names or not all(isinstance(v, str) and _TYPE_NAME.match(v)
                                                           for v in names):
-        raise r.error(path, "an op type name, a list of them, or '*'", _short(value))
+        raise r.error(path, "an op type name, a list of them, or '*'", shown(value))
     return tuple(names)
 
 
@@ -144,7 +94,7 @@ def _op_pattern(value: Any, path: Path, r: _Reader) -> OpPattern:
     types = _type_names(data.get("type", "*"), (*path, "type"), r)
     attrs = data.get("attrs") or {}
     if not isinstance(attrs, dict):
-        raise r.error((*path, "attrs"), "a mapping of literal attribute values", _short(attrs))
+        raise r.error((*path, "attrs"), "a mapping of literal attribute values", shown(attrs))
     for key, literal in attrs.items():
         if isinstance(literal, str) and "${" in literal:
             raise r.error((*path, "attrs", str(key)), "a literal value (use match.where for expressions)",
@@ -159,13 +109,13 @@ def _pattern(value: Any, path: Path, r: _Reader) -> tuple[Pattern, set[str]]:
     data = r.fields(value, path, _MATCH, required=("ops",))
     ops_data = data["ops"]
     if not isinstance(ops_data, dict) or not ops_data:
-        raise r.error((*path, "ops"), "a mapping of variables to op patterns", _short(ops_data))
+        raise r.error((*path, "ops"), "a mapping of variables to op patterns", shown(ops_data))
     ops = {_variable(k, (*path, "ops", str(k)), r): _op_pattern(v, (*path, "ops", str(k)), r)
            for k, v in ops_data.items()}
     edges = []
-    for i, text in enumerate(r.strings(data.get("edges"), (*path, "edges"))):
+    for i, text in enumerate(r.strings(data.get("edges"), (*path, "edges"), one_or_none=True)):
         try:
-            edge = EdgePattern.parse(text, _where((*path, "edges", str(i))))
+            edge = EdgePattern.parse(text, dotted((*path, "edges", str(i))))
         except MappingError as exc:
             raise r.error((*path, "edges", str(i)), str(exc.expected), exc.found) from None
         for var in (edge.src, edge.dst):
@@ -198,10 +148,10 @@ def _op_spec(value: Any, path: Path, r: _Reader, variables: set[str]) -> dict[st
         _type_names(data["type"], (*path, "type"), r)
     keep = data.get("keep_attrs")
     if keep is not None and not isinstance(keep, bool):
-        r.strings(keep, (*path, "keep_attrs"))
-    r.strings(data.get("drop_attrs"), (*path, "drop_attrs"))
+        r.strings(keep, (*path, "keep_attrs"), one_or_none=True)
+    r.strings(data.get("drop_attrs"), (*path, "drop_attrs"), one_or_none=True)
     if "attrs" in data and not isinstance(data["attrs"], dict):
-        raise r.error((*path, "attrs"), "a mapping of attribute values", _short(data["attrs"]))
+        raise r.error((*path, "attrs"), "a mapping of attribute values", shown(data["attrs"]))
     return {key: r.compiled(v, (*path, key), variables) for key, v in data.items()}
 
 
@@ -212,20 +162,20 @@ def _mapper(value: Any, path: Path, r: _Reader, matched: set[str]) -> Any:
     variables = {"$" + v for v in matched}
     ops_data = data.get("ops") or {}
     if not isinstance(ops_data, dict):
-        raise r.error((*path, "ops"), "a mapping of variables to ops", _short(ops_data))
+        raise r.error((*path, "ops"), "a mapping of variables to ops", shown(ops_data))
     ops = {_variable(k, (*path, "ops", str(k)), r): _op_spec(v, (*path, "ops", str(k)), r, variables)
            for k, v in ops_data.items()}
     for var, spec in ops.items():
         if var not in matched and "type" not in spec:
             raise r.error((*path, "ops", "$" + var), f"a type for the created op ${var}", "none")
     edges = [r.compiled(e, (*path, "edges", str(i)), variables)
-             for i, e in enumerate(r.strings(data.get("edges"), (*path, "edges")))]
+             for i, e in enumerate(r.strings(data.get("edges"), (*path, "edges"), one_or_none=True))]
     for i, edge in enumerate(edges):
         if isinstance(edge, str):
             _check_edge(edge, set(ops), (*path, "edges", str(i)), r)
     ports = data.get("ports") or {}
     if not isinstance(ports, dict):
-        raise r.error((*path, "ports"), "a mapping '$var.port' -> endpoint(s) or null", _short(ports))
+        raise r.error((*path, "ports"), "a mapping '$var.port' -> endpoint(s) or null", shown(ports))
     for key in ports:
         var = str(key).partition(".")[0].lstrip("$")
         if var not in matched:
@@ -233,14 +183,14 @@ def _mapper(value: Any, path: Path, r: _Reader, matched: set[str]) -> Any:
                           repr(key))
     inputs = data.get("inputs") or []
     if not isinstance(inputs, list):
-        raise r.error((*path, "inputs"), "a list of ports", _short(inputs))
+        raise r.error((*path, "inputs"), "a list of ports", shown(inputs))
     return _YamlMapper(ops, edges, r.compiled(ports, (*path, "ports"), variables),
-                       r.compiled(inputs, (*path, "inputs"), variables), _where(path))
+                       r.compiled(inputs, (*path, "inputs"), variables), dotted(path))
 
 
 def _check_edge(text: str, variables: set[str], path: Path, r: _Reader) -> None:
     try:
-        edge = EdgePattern.parse(text, _where(path))
+        edge = EdgePattern.parse(text, dotted(path))
     except MappingError as exc:
         raise r.error(path, str(exc.expected), exc.found) from None
     for var in (edge.src, edge.dst):
@@ -281,35 +231,35 @@ def _rule(value: Any, path: Path, r: _Reader) -> Rule:
     data = r.fields(value, path, _RULE, required=("name", "match", "map"))
     name = data["name"]
     if not isinstance(name, str) or not name:
-        raise r.error((*path, "name"), "a rule name", _short(name))
+        raise r.error((*path, "name"), "a rule name", shown(name))
     pattern, variables = _pattern(data["match"], (*path, "match"), r)
     mapper = _mapper(data["map"], (*path, "map"), r, variables)
     doc = data.get("doc", "")
     if not isinstance(doc, str):
-        raise r.error((*path, "doc"), "a string", _short(doc))
-    return Rule(name, pattern, mapper, r.strings(data.get("apply_after"), (*path, "apply_after")),
-                r.strings(data.get("tags"), (*path, "tags")), doc)
+        raise r.error((*path, "doc"), "a string", shown(doc))
+    return Rule(name, pattern, mapper, r.strings(data.get("apply_after"), (*path, "apply_after"), one_or_none=True),
+                r.strings(data.get("tags"), (*path, "tags"), one_or_none=True), doc)
 
 
 def table_from_data(data: Any, lines: Mapping[Path, int] | None = None) -> MappingTable:
     """Build a ``MappingTable`` from a parsed ``{mapping: ...}`` document."""
-    r = _Reader(lines or {})
+    r = _Reader(MappingError, lines)
     top = r.fields(data, (), ("mapping",), required=("mapping",))
     path: Path = ("mapping",)
     body = r.fields(top["mapping"], path, _TOP, required=("source", "target", "rules"))
     for key in ("source", "target", "name", "doc"):
         if key in body and not isinstance(body[key], str):
-            raise r.error((*path, key), "a string", _short(body[key]))
+            raise r.error((*path, key), "a string", shown(body[key]))
     if body.get("on_unmatched", "error") not in ("error", "pass"):
         raise r.error((*path, "on_unmatched"), "error or pass", repr(body["on_unmatched"]))
     if not isinstance(body.get("fixed_point", False), bool):
-        raise r.error((*path, "fixed_point"), "a bool", _short(body["fixed_point"]))
+        raise r.error((*path, "fixed_point"), "a bool", shown(body["fixed_point"]))
     iterations = body.get("max_iterations", 100)
     if not isinstance(iterations, int) or isinstance(iterations, bool) or iterations < 1:
-        raise r.error((*path, "max_iterations"), "an int >= 1", _short(iterations))
+        raise r.error((*path, "max_iterations"), "an int >= 1", shown(iterations))
     rules_data = body["rules"]
     if not isinstance(rules_data, list):
-        raise r.error((*path, "rules"), "a list of rules", _short(rules_data))
+        raise r.error((*path, "rules"), "a list of rules", shown(rules_data))
     rules = [_rule(item, (*path, "rules", str(i)), r) for i, item in enumerate(rules_data)]
     try:
         return MappingTable(body["source"], body["target"], rules, name=body.get("name"),
@@ -326,12 +276,6 @@ def load_mapping(source: str | bytes | os.PathLike[str]) -> MappingTable:
     A ``str`` is read as a path when it names a file or has neither a newline nor a ':'.
     Raises ``MappingError`` (with the field's path and line) for anything malformed or unsafe.
     """
-    text = source_text(source, MappingError, "mapping")
-    try:
-        data, lines = parse_yaml(text)
-    except SchemaError as exc:
-        error = MappingError(str(exc), path=exc.path, expected=exc.expected, found=exc.found)
-        error.line = getattr(exc, "line", None)  # type: ignore[attr-defined]
-        raise error from None
+    data, lines = read_yaml(source_text(source, MappingError, "mapping"), MappingError)
     return table_from_data(data, lines)
 

@@ -28,8 +28,8 @@ from amanda.namespaces.mapping.table import MappingTable
 from amanda.namespaces.mapping.tables.onnx_changes import CHANGES, VALUES_ADDED
 from amanda.namespaces.mapping.tables.onnx_legacy import DROPPED
 from amanda.namespaces.mapping.tables.onnx_legacy_late import ALL_LEGACY, nonnegative_axes
-from amanda.namespaces.validate import validate_op
-from amanda.namespaces.validation import IGNORED_ATTRS
+from amanda.namespaces.model_fit import IGNORED_ATTRS
+from amanda.namespaces.op_fit import validate_op
 
 __all__ = ["FIRST", "adapter", "changed_types", "changes", "name", "newest", "opset_pairs"]
 

@@ -15,11 +15,11 @@ from typing import Any, NamedTuple
 from amanda.containers.container import Container
 from amanda.containers.edge import Port
 from amanda.errors import InvariantError
-from amanda.io.onnx_attrs import ATTR_TYPE_NAMES, attr_to_value
-from amanda.io.onnx_calls import FUNCTION_ATTR, with_body
-from amanda.io.onnx_metadata import read_metadata
-from amanda.io.onnx_ports import namespace_of_domain
-from amanda.io.onnx_read_graph import GraphReader
+from amanda.io.onnx.attrs import ATTR_TYPE_NAMES, attr_to_value
+from amanda.io.onnx.calls import FUNCTION_ATTR, with_body
+from amanda.io.onnx.metadata import read_metadata
+from amanda.io.onnx.ports import namespace_of_domain
+from amanda.io.onnx.read_graph import GraphReader
 
 __all__ = ["Function", "FunctionReader"]
 

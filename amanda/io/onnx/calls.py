@@ -206,9 +206,9 @@ def _domains(graph: Any, found: set[str]) -> set[str]:
 def write_function(writer: Any, target: Any, definition: Definition) -> None:
     """Fill the ``FunctionProto`` ``target`` with ``definition``, through the exporter's graph
     writer (``writer.opsets`` gives each domain's version)."""
-    from amanda.io.onnx_attrs import fill_attr
-    from amanda.io.onnx_metadata import write_metadata
-    from amanda.io.onnx_write_graph import Names
+    from amanda.io.onnx.attrs import fill_attr
+    from amanda.io.onnx.metadata import write_metadata
+    from amanda.io.onnx.write_graph import Names
 
     saved = writer.node_names
     writer.node_names, writer.in_function = set(), True  # node names are unique per function

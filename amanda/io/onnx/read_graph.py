@@ -16,13 +16,13 @@ from amanda.containers.refs import AttrRef
 from amanda.containers.values import EMPTY
 from amanda.errors import FormatError, InvariantError
 from amanda.io.nest import built
-from amanda.io.onnx_attrs import ATTR_TYPE_NAMES, attr_to_value
-from amanda.io.onnx_hierarchy import take_scope
-from amanda.io.onnx_metadata import node_info, read_metadata
-from amanda.io.onnx_ports import Schemas, port_names
-from amanda.io.onnx_scope import Scope, capture_ports, fresh_name
-from amanda.io.onnx_text import attribute_text_ok, check_text, props_text_ok
-from amanda.io.onnx_values import sparse_to_value, tensor_to_array, type_to_attrs, value_port
+from amanda.io.onnx.attrs import ATTR_TYPE_NAMES, attr_to_value
+from amanda.io.onnx.hierarchy import take_scope
+from amanda.io.onnx.metadata import node_info, read_metadata
+from amanda.io.onnx.ports import Schemas, port_names
+from amanda.io.onnx.scope import Scope, capture_ports, fresh_name
+from amanda.io.onnx.text import attribute_text_ok, check_text, props_text_ok
+from amanda.io.onnx.values import sparse_to_value, tensor_to_array, type_to_attrs, value_port
 from amanda.progress import progress
 
 _ONLY_STR = frozenset({str})

@@ -1,6 +1,6 @@
 """Saving a model as ONNX with external data, writing only what is new.
 
-``dump_onnx`` exports under :func:`~amanda.io.onnx_external.writing_external`, so a weight that
+``dump_onnx`` exports under :func:`~amanda.io.onnx.external.writing_external`, so a weight that
 still lies in a data file (a lazy tensor of a loaded model) comes out as a reference to its bytes
 there. :func:`write_external` then makes each such file reachable from the new model's folder,
 and writes the rest:
@@ -36,7 +36,7 @@ from typing import Any, BinaryIO, NamedTuple
 
 from amanda.containers.lazy import FileStamp
 from amanda.errors import FormatError
-from amanda.io.onnx_external import References
+from amanda.io.onnx.external import References
 
 __all__ = ["DumpReport", "write_external"]
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from pyrsistent import pvector
 
 from amanda.containers import frames
-from amanda.containers.checks import (
+from amanda.containers.arguments import (
     INTERPRETED_EDGE_ATTRS,
     attr_problems,
     port_problems,

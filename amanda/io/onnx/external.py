@@ -10,7 +10,7 @@ cannot view in place, and every tensor on a big-endian machine are read at once 
 
 Saving (:func:`writing_external`, used by ``dump_onnx``): while a dump runs, a lazy tensor is
 written as a reference to where it already lies rather than as its bytes
-(``amanda.io.onnx_dump`` then decides how the new model reaches that file).
+(``amanda.io.onnx.dump`` then decides how the new model reaches that file).
 
 >>> import os, tempfile, numpy as np, onnx
 >>> from onnx import numpy_helper
@@ -152,7 +152,7 @@ class ExternalReader:
 
     def _read(self, tensor: Any, location: str, stamp: FileStamp, entries: dict[str, str], where: str) -> Any:
         """Packed types (and big-endian machines): the bytes read into a copy of the tensor."""
-        from amanda.io.onnx_values import tensor_to_array
+        from amanda.io.onnx.values import tensor_to_array
 
         offset, length = self._range(tensor, location, entries, stamp)
         with open(stamp.path, "rb") as file:

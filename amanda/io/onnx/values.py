@@ -22,7 +22,7 @@ from pyrsistent import pmap
 from amanda.containers.edge import Port
 from amanda.containers.values import freeze_array
 from amanda.errors import FormatError
-from amanda.io.onnx_spans import array_at
+from amanda.io.onnx.spans import array_at
 
 __all__ = [
     "DTYPE_NAMES",
@@ -136,16 +136,16 @@ def tensor_to_array(tensor: Any, where: str = "", span: tuple[int, int] | None =
     """A read-only array with the tensor's dtype, shape and values.
 
     ``span``: where the tensor's raw bytes lie in ``data``, the bytes its message was parsed
-    from (``amanda.io.onnx_spans``): the array is then a view of them, not a copy.
+    from (``amanda.io.onnx.spans``): the array is then a view of them, not a copy.
 
     String tensors give ``bytes_`` arrays (numpy drops trailing NUL bytes of each string).
     A tensor whose data lies in an external file gives a lazy tensor while a model is loaded
-    from its file (``amanda.io.onnx_external``), and raises FormatError otherwise.
+    from its file (``amanda.io.onnx.external``), and raises FormatError otherwise.
     """
     number = tensor.data_type
     dims = tuple(tensor.dims)
     if tensor.data_location == _EXTERNAL:
-        from amanda.io.onnx_external import external_tensor
+        from amanda.io.onnx.external import external_tensor
 
         return external_tensor(tensor, where)
     dtype = _RAW_DTYPES.get(number)
@@ -180,7 +180,7 @@ def array_to_tensor(array: Any, name: str = "") -> Any:
     onnx = require_onnx()
     array = np.asarray(array)
     if not array.flags.writeable:  # a weight still in its file is written where it lies, in a dump
-        from amanda.io.onnx_external import external_reference
+        from amanda.io.onnx.external import external_reference
 
         reference = external_reference(array, name)
         if reference is not None:

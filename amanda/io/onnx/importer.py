@@ -3,7 +3,7 @@
 Graph inputs and outputs become the container's ports, initializers ``Constant`` ops with
 ``initializer: true``, nodes leaf ops whose ports carry the schema's formal names, and graph
 attributes (If/Loop/Scan bodies) containers inside the op's attributes. Text fields that are
-not UTF-8 are refused (``amanda.io.onnx_text``); attribute strings are bytes and may hold anything. Every value name is
+not UTF-8 are refused (``amanda.io.onnx.text``); attribute strings are bytes and may hold anything. Every value name is
 resolved once through a dict per graph, so importing is linear in the model's size.
 """
 
@@ -15,14 +15,14 @@ from typing import Any
 from amanda.containers.container import Container
 from amanda.containers.edge import Port
 from amanda.errors import FormatError
-from amanda.io.onnx_functions import FunctionReader
-from amanda.io.onnx_hierarchy import check_hierarchy, nest_graph, takes_scopes
-from amanda.io.onnx_metadata import read_metadata
-from amanda.io.onnx_module_functions import inline_modules
-from amanda.io.onnx_ports import Schemas, namespace_of_domain
-from amanda.io.onnx_spans import raw_spans, spans_pay
-from amanda.io.onnx_text import check_text, check_text_outside_nodes
-from amanda.io.onnx_values import require_onnx
+from amanda.io.onnx.functions import FunctionReader
+from amanda.io.onnx.hierarchy import check_hierarchy, nest_graph, takes_scopes
+from amanda.io.onnx.metadata import read_metadata
+from amanda.io.onnx.module_functions import inline_modules
+from amanda.io.onnx.ports import Schemas, namespace_of_domain
+from amanda.io.onnx.spans import raw_spans, spans_pay
+from amanda.io.onnx.text import check_text, check_text_outside_nodes
+from amanda.io.onnx.values import require_onnx
 from amanda.parse_guards import gc_paused
 
 __all__ = ["MIN_IR_VERSION", "check_model_header", "check_text", "from_onnx"]
@@ -171,7 +171,7 @@ def from_onnx(model: Any, *, source: str | None = None, hierarchy: Any = "auto",
     scope-path node names, else flat), ``True`` (the same), ``False`` (flat), ``"metadata"`` or
     ``"names"`` (from that source only). Calls of the module functions that
     ``dump(..., functions="modules")`` writes are first put back as the nodes they stand for
-    (:func:`~amanda.io.onnx_module_functions.inline_modules`), so the tree comes back whole.
+    (:func:`~amanda.io.onnx.module_functions.inline_modules`), so the tree comes back whole.
 
     >>> from onnx import TensorProto, helper
     >>> graph = helper.make_graph(

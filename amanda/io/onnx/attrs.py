@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from amanda.errors import FormatError
-from amanda.io.onnx_values import (
+from amanda.io.onnx.values import (
     array_to_tensor,
     require_onnx,
     sparse_to_value,

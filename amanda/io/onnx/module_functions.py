@@ -1,6 +1,6 @@
 """Repeated modules written as ONNX model-local functions: ``dump(m, path, functions="modules")``.
 
-The export of a module tree (``amanda.io.onnx_hierarchy_export``) marks every node with the
+The export of a module tree (``amanda.io.onnx.hierarchy_export``) marks every node with the
 modules it sits in (``pkg.torch.onnx.name_scopes`` and ``class_hierarchy``). :func:`fold_modules`
 reads those marks back from the exported ``ModelProto`` and groups the modules of one class whose
 nodes are the same computation: the same ops, attributes and wiring, up to the names of their
@@ -26,7 +26,7 @@ import json
 import re
 from typing import Any, NamedTuple
 
-from amanda.io.onnx_hierarchy import CLASS_HIERARCHY, NAME_SCOPES
+from amanda.io.onnx.hierarchy import CLASS_HIERARCHY, NAME_SCOPES
 from amanda.io.scope_names import parse_scope_list, scope_list_text
 
 __all__ = [
@@ -225,7 +225,7 @@ def fold_modules(model: Any) -> int:
     as model-local functions, as the module docstring says; the number of calls made.
 
     >>> import amanda
-    >>> from amanda.io.onnx_export import to_onnx
+    >>> from amanda.io.onnx.export import to_onnx
     >>> typed = {"dtype": "float32", "shape": (2,)}
     >>> g = amanda.Container(None, "g", inputs=[amanda.Port("x", attrs=typed)], outputs=[amanda.Port("y", attrs=typed)],
     ...     children=[amanda.op("Relu", "relu", ["X"], ["Y"])], edges=[("g:x", "relu:X"), ("relu:Y", "g:y")],

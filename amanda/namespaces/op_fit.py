@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from amanda.containers.checks import brief, expect_mapping, expect_str, expect_type, shown
+from amanda.containers.arguments import brief, expect_mapping, expect_str, expect_type, shown
 from amanda.containers.records import Path
 from amanda.errors import ArgumentError, Problem
 from amanda.namespaces.attr_types import attr_value_problem

@@ -17,11 +17,11 @@ from amanda.containers.flatten import flatten
 from amanda.containers.records import Path
 from amanda.containers.refs import AttrRef
 from amanda.errors import AmandaError, FormatError
-from amanda.io.onnx_attrs import fill_attr, infer_attr_type
-from amanda.io.onnx_hierarchy_export import LeafScope, scoped_metadata
-from amanda.io.onnx_metadata import write_metadata
-from amanda.io.onnx_ports import port_positions
-from amanda.io.onnx_values import array_to_tensor, attrs_to_type, value_to_sparse
+from amanda.io.onnx.attrs import fill_attr, infer_attr_type
+from amanda.io.onnx.hierarchy_export import LeafScope, scoped_metadata
+from amanda.io.onnx.metadata import write_metadata
+from amanda.io.onnx.ports import port_positions
+from amanda.io.onnx.values import array_to_tensor, attrs_to_type, value_to_sparse
 
 __all__ = ["BOOKKEEPING_ATTRS", "GraphWriter", "Names", "is_initializer", "where_of"]
 

@@ -17,15 +17,15 @@ from amanda.containers.edge import SELF, Edge, Port
 from amanda.containers.flatten import flatten
 from amanda.containers.records import Path
 from amanda.errors import FormatError
-from amanda.io.onnx_calls import FUNCTION_ATTR, Definition, collapse_calls, function_domain, write_function
-from amanda.io.onnx_external import referencing
-from amanda.io.onnx_hierarchy import CONTAINERS_KEY
-from amanda.io.onnx_hierarchy_export import scope_table
-from amanda.io.onnx_metadata import write_metadata
-from amanda.io.onnx_module_functions import check_functions, fold_modules
-from amanda.io.onnx_ports import Schemas, domain_of_namespace, namespace_of_domain
-from amanda.io.onnx_values import DTYPE_NAMES, require_onnx
-from amanda.io.onnx_write_graph import (
+from amanda.io.onnx.calls import FUNCTION_ATTR, Definition, collapse_calls, function_domain, write_function
+from amanda.io.onnx.external import referencing
+from amanda.io.onnx.hierarchy import CONTAINERS_KEY
+from amanda.io.onnx.hierarchy_export import scope_table
+from amanda.io.onnx.metadata import write_metadata
+from amanda.io.onnx.module_functions import check_functions, fold_modules
+from amanda.io.onnx.ports import Schemas, domain_of_namespace, namespace_of_domain
+from amanda.io.onnx.values import DTYPE_NAMES, require_onnx
+from amanda.io.onnx.write_graph import (
     BOOKKEEPING_ATTRS,
     GraphWriter,
     Names,
@@ -323,7 +323,7 @@ def to_onnx(container: Container, *, check: bool = True, functions: str | None =
     ONNX's strict shape inference and checker first, and a ``FormatError`` naming the
     offending op's path is raised instead of returning a model ONNX would reject.
     ``functions="modules"`` writes each repeated module as a model-local function
-    (:func:`~amanda.io.onnx_module_functions.fold_modules`); None (the default) writes every op.
+    (:func:`~amanda.io.onnx.module_functions.fold_modules`); None (the default) writes every op.
 
     >>> import amanda
     >>> relu = amanda.op("Relu", "relu", inputs=["X"], outputs=["Y"])

@@ -24,12 +24,12 @@ from typing import Any
 
 from amanda.containers.container import Container
 from amanda.errors import FormatError
-from amanda.io.onnx_dump import DumpReport, write_external
-from amanda.io.onnx_export import DEFAULT_OPSET, MAX_IR_VERSION, PROTO_LIMIT, to_onnx
-from amanda.io.onnx_external import reading_external, writing_external
-from amanda.io.onnx_import import MIN_IR_VERSION, check_model_header, from_onnx
-from amanda.io.onnx_module_functions import check_functions
-from amanda.io.onnx_values import require_onnx
+from amanda.io.onnx.dump import DumpReport, write_external
+from amanda.io.onnx.export import DEFAULT_OPSET, MAX_IR_VERSION, PROTO_LIMIT, to_onnx
+from amanda.io.onnx.external import reading_external, writing_external
+from amanda.io.onnx.importer import MIN_IR_VERSION, check_model_header, from_onnx
+from amanda.io.onnx.module_functions import check_functions
+from amanda.io.onnx.values import require_onnx
 
 __all__ = [
     "DEFAULT_OPSET",
@@ -96,7 +96,7 @@ def dump_onnx(
     functions: str | None = None,
 ) -> DumpReport:
     """Write ``container``'s effective view as an ONNX file the ONNX checker accepts, and
-    return a :class:`~amanda.io.onnx_dump.DumpReport` of what was written.
+    return a :class:`~amanda.io.onnx.dump.DumpReport` of what was written.
 
     ``external_data``: True writes tensors of ``size_threshold`` bytes or more to a data file
     next to the model (``location``, default ``<file name>.data``); None (the default) does so
@@ -105,7 +105,7 @@ def dump_onnx(
     such weights. Weights still in their files are not written again: a data file in the
     model's folder is referred to where it is; one elsewhere is cloned (where the file system
     shares blocks), hard-linked (``link=True``) or else copied, with a warning (see "Large
-    models" in ``docs/onnx.md`` and ``amanda.io.onnx_dump``). Existing files are never written
+    models" in ``docs/onnx.md`` and ``amanda.io.onnx.dump``). Existing files are never written
     into. A model the checker rejects raises ``FormatError``, and no file is written.
     ``functions="modules"`` writes each repeated module of a module tree as an ONNX model-local
     function called once per instance (see "Module hierarchy" in ``docs/onnx.md``).

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from amanda.containers.checks import expect_container, expect_mapping
+from amanda.containers.arguments import expect_container, expect_mapping
 from amanda.errors import AmandaError, Problem
 from amanda.types.typemap import infer_types
 

@@ -16,8 +16,8 @@ import json
 from typing import Any, NamedTuple
 
 from amanda.containers.container import Container
-from amanda.io.onnx_calls import FUNCTION_ATTR
-from amanda.io.onnx_hierarchy import CLASS_HIERARCHY, NAME_SCOPES
+from amanda.io.onnx.calls import FUNCTION_ATTR
+from amanda.io.onnx.hierarchy import CLASS_HIERARCHY, NAME_SCOPES
 from amanda.io.scope_names import parse_scope_list, relative_name, scope_list_text, unqualified
 
 __all__ = ["LeafScope", "ScopeTable", "is_hierarchical", "scope_table"]

@@ -36,8 +36,8 @@ from amanda.containers.records import Path
 from amanda.containers.refs import resolve_references
 from amanda.errors import ArgumentError, InvariantError, Problem, SchemaError
 from amanda.namespaces.namespace import Namespace, namespace
+from amanda.namespaces.op_fit import RESERVED_ATTRS, validate_op
 from amanda.namespaces.schema import suggest
-from amanda.namespaces.validate import RESERVED_ATTRS, validate_op
 
 if TYPE_CHECKING:
     from amanda.containers.container import Container
@@ -72,7 +72,7 @@ def validate(
     name the registry does not know raises ``SchemaError`` (``unknown_namespace="raise"``), or
     is reported once per op (``"report"``), or its ops are skipped (``"skip"``).
     """
-    from amanda.containers.checks import expect_container, shown
+    from amanda.containers.arguments import expect_container, shown
 
     expect_container(container, "container")
     if not isinstance(unknown_namespace, str) or unknown_namespace not in _UNKNOWN:
@@ -109,12 +109,13 @@ def validate(
         for label, body in reversed(held_graphs(node)):
             stack.append(((*path, label), body, body.attrs.get("namespace", ns), True))
     from amanda.containers.uids import uid_clashes
-    from amanda.types.checking import check  # types sit above namespaces: imported when used
+    from amanda.engines import engine
 
     if claimed:
         problems += [Problem(path, "a namespace (set attrs.namespace on the op or an enclosing container), "
                              "as the model's other ops have", "none") for path in unclaimed]
-    return problems + check(container) + uid_clashes(original)
+    type_problems: list[Problem] = engine("type_check")(container)  # installed by amanda.types, above namespaces
+    return problems + type_problems + uid_clashes(original)
 
 
 def _namespace(name: Any, cache: dict, mode: str) -> Namespace | SchemaError:
