@@ -9,8 +9,8 @@ the same model.
 from __future__ import annotations
 
 import json
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest

@@ -14,7 +14,11 @@ from amanda.namespaces.mapping.convert import convert
 from amanda.namespaces.mapping.driver import UnmatchedOpsError
 from amanda.namespaces.mapping.tables.tensorflow_onnx_control import function_body
 from amanda.namespaces.mapping.tables.tensorflow_onnx_scopes import (
-    ScopeFlatteningTable, flat_scopes, opening_scopes, shipped_table)
+    ScopeFlatteningTable,
+    flat_scopes,
+    opening_scopes,
+    shipped_table,
+)
 
 TF = "amanda/tensorflow/2.21.0"
 

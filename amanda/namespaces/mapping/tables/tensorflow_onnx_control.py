@@ -91,8 +91,8 @@ def _edge(src: tuple[Any, str], dst: tuple[Any, str]) -> Edge:
                 Endpoint(dst[0] if dst[0] is SELF else (dst[0],), dst[1]))
 
 
-def function_body(name: str, functions: list[tuple[Container, list[tuple[Any, str]]]],
-                  inputs: list[Port], outputs: list[tuple[Port, tuple[Any, str]]]) -> Container:
+def function_body(name: str, functions: list[tuple[Container, list[tuple[Any, Any]]]],
+                  inputs: list[Port], outputs: list[tuple[Port, tuple[Any, Any]]]) -> Container:
     """A TensorFlow container holding ``functions`` (each with the source of every argument:
     ``(SELF, port)`` or ``(function name, result index)``), converted to ONNX; ``outputs``
     are ``(port, source)`` pairs in the same form."""

@@ -12,7 +12,7 @@ name map still reads the scoped graph's endpoints (``dense/MatMul_:product``).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Edge, Endpoint
@@ -69,8 +69,8 @@ class ScopeFlatteningTable(MappingTable):
             return super().apply(container, on_unmatched=on_unmatched, fixed_point=fixed_point,
                                  with_names=with_names)
         flat, opened = flat_scopes(container)
-        result, names = super().apply(flat, on_unmatched=on_unmatched, fixed_point=fixed_point,
-                                      with_names=True)  # type: ignore[misc]
+        applied = super().apply(flat, on_unmatched=on_unmatched, fixed_point=fixed_point, with_names=True)
+        result, names = cast("tuple[Container, NameMap]", applied)
         if opened:
             names = NameMap(opened, container).then(names)
         return (result, names) if with_names else result
