@@ -95,3 +95,26 @@ def test_scoped_import_converts_to_the_flat_imports_model(name: str) -> None:
                 np.testing.assert_allclose(got, data[out["key"]], rtol=1e-4, atol=1e-4)
     for flat, scoped in zip(*results, strict=True):
         np.testing.assert_allclose(scoped, flat, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("hierarchy", [False, True])
+def test_lowered_control_flow_is_raised_and_converts(hierarchy: bool) -> None:
+    """The lowered graph (Switch/Merge/Enter/Exit/NextIteration) converts, via a raised While
+    and If, to a model giving TensorFlow's outputs in onnxruntime and in the Session."""
+    from amanda.namespaces.mapping.tables.tensorflow_onnx_lowered import raise_control_flow
+    from amanda.namespaces.mapping.tables.tensorflow_onnx_scopes import flat_scopes
+
+    spec = json.loads((FIXTURES / "control_flow.json").read_text(encoding="utf-8"))
+    data = dict(np.load(FIXTURES / "control_flow.npz"))
+    graph = load_graphdef(FIXTURES / spec["lowered"], hierarchy=hierarchy and "auto")
+    raised, moved = raise_control_flow(flat_scopes(graph)[0])
+    kinds = sorted(c.type or "" for c in raised.children)
+    assert kinds.count("While") == 1 and kinds.count("If") == 1 and "Switch" not in kinds and "Merge" not in kinds
+    assert len(moved) == 6  # five Exits and the conditional's Merge
+    outputs = {o["key"]: str(endpoint(graph, o["tensor"])) for o in spec["outputs"]}
+    by_tensor = {i["tensor"].split(":")[0]: data[i["key"]] for i in spec["inputs"]}
+    got = _run_converted(graph, outputs, lambda port: by_tensor[port.name])
+    np.testing.assert_allclose(got[0], data["output_0"], rtol=1e-4, atol=1e-4)
+    feeds = {str(endpoint(graph, i["tensor"])): data[i["key"]] for i in spec["inputs"]}
+    (session,) = amanda.Session(graph).run(list(outputs.values()), feeds)
+    np.testing.assert_allclose(session, data["output_0"], rtol=1e-4, atol=1e-4)

@@ -177,3 +177,22 @@ def test_scopes_are_opened_and_names_still_resolve() -> None:
     converted, names = table.apply(graph, with_names=True)
     assert [c.type for c in converted.children] == ["Relu"]
     assert str(names.resolve("block/r:activations")) == "block/r:Y"
+
+
+def test_raise_control_flow_leaves_graphs_without_lowered_ops_and_unknown_shapes() -> None:
+    """A graph with no Enter or Switch comes back as it is; a Switch whose sides never meet in a
+    Merge is no conditional it recognises, so it stays (and is reported unmatched)."""
+    from amanda.namespaces.mapping.tables.tensorflow_onnx_lowered import raise_control_flow
+
+    plain = _graph([_placeholder("x", (2,))], [])
+    assert raise_control_flow(plain) == (plain, {})
+    children = [_placeholder("x", (2,)), _placeholder("p", (), "bool"),
+                op("Switch", "s", ["data", "pred"], ["output_false", "output_true"], {"T": "float32"}),
+                op("Merge", "m", ["inputs_0", "inputs_1"], ["output", "value_index"], {"T": "float32", "N": 2})]
+    edges = [("x:output", "s:data"), ("p:output", "s:pred"), ("s:output_true", "m:inputs_0"), ("x:output", "m:inputs_1")]
+    graph = _graph(children, edges)
+    raised, moved = raise_control_flow(graph)
+    assert moved == {} and sorted(c.type for c in raised.children) == ["Merge", "Placeholder", "Placeholder", "Switch"]
+    with pytest.raises(UnmatchedOpsError) as info:
+        convert(graph, "amanda/onnx/17")
+    assert {kind for _, kind, _ in info.value.ops} == {"Switch", "Merge"}

@@ -6,7 +6,7 @@ op and the ``Const`` that gives its axes, permutation or filter in different con
 fold a constant cannot see it. The shipped table therefore maps a scoped graph as its flat
 form: every leaf op (call containers' function bodies included) named by its path joined
 with ``/`` (``dense/MatMul_/ReadVariableOp``), the edges lifted to the top, as
-:func:`amanda.containers.flatten.flatten` computes them. The converted graph is flat; the
+:class:`amanda.containers.view.View` computes them. The converted graph is flat; the
 name map still reads the scoped graph's endpoints (``dense/MatMul_:product``).
 """
 
@@ -16,7 +16,7 @@ from typing import Any, cast
 
 from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Edge, Endpoint
-from amanda.containers.flatten import flatten
+from amanda.containers.view import View
 from amanda.namespaces.mapping.names import NameMap
 from amanda.namespaces.mapping.table import MappingTable
 
@@ -40,10 +40,10 @@ def flat_scopes(container: Container) -> tuple[Container, dict[Endpoint, Endpoin
     """
     if not any(child.children for child in container.children):
         return container, {}
-    view = flatten(container)
-    flat_name = {path: "/".join(path) for path in view.ops}
+    view = View(container)  # not flatten(): a lowered loop's NextIteration -> Merge edge closes a cycle
+    flat_name = {path: "/".join(path) for path in view.units}
     children = [op if op.name == flat_name[path] else op.evolve(name=flat_name[path])
-                for path, op in view.ops.items()]
+                for path, op in view.units.items()]
 
     def end(point: Any) -> Endpoint:
         return Endpoint(SELF, point[1]) if point[0] is SELF else Endpoint((flat_name[point[0]],), point[1])
@@ -51,7 +51,7 @@ def flat_scopes(container: Container) -> tuple[Container, dict[Endpoint, Endpoin
     edges = [Edge(end(edge[0]), end(edge[1]), attrs=edge[2]) for edge in view.edges]
     names: dict[Endpoint, Endpoint | None] = {
         Endpoint(path, port): Endpoint((flat_name[path],), port)
-        for path, op in view.ops.items() for port in op.output_names}
+        for path, op in view.units.items() for port in op.output_names}
     return container.evolve(children=children, edges=edges), names
 
 
@@ -68,9 +68,14 @@ class ScopeFlatteningTable(MappingTable):
         if not isinstance(container, Container):
             return super().apply(container, on_unmatched=on_unmatched, fixed_point=fixed_point,
                                  with_names=with_names)
+        from amanda.namespaces.mapping.tables.tensorflow_onnx_lowered import raise_control_flow
+
         flat, opened = flat_scopes(container)
+        flat, raised = raise_control_flow(flat)
         applied = super().apply(flat, on_unmatched=on_unmatched, fixed_point=fixed_point, with_names=True)
         result, names = cast("tuple[Container, NameMap]", applied)
+        if raised:
+            names = NameMap(raised, flat).then(names)
         if opened:
             names = NameMap(opened, container).then(names)
         return (result, names) if with_names else result
