@@ -71,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         "amanda": amanda_convert, "scoped": lambda spec: amanda_convert(spec, True), "tf2onnx": tf2onnx_convert}
     converted = {name: 0 for name in converters}
     specs = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(FIXTURES.glob("*.json"))]
+    specs += [{**spec, "name": f"{spec['name']}_lowered", "frozen": spec["lowered"]} for spec in specs if spec.get("lowered")]
     print(f"{'fixture':20} {'amanda':>10} {'scoped':>10} {'tf2onnx':>10} {'ratio':>7} {'scoped':>7}")
     for spec in specs:
         times: dict[str, list[float]] = {name: [] for name in converters}
