@@ -38,7 +38,7 @@ from amanda.namespaces.mapping.pattern import Pattern
 from amanda.namespaces.mapping.rule import Match, NewOp, Replacement, Rule, Skip
 from amanda.namespaces.mapping.tables.tensorflow_onnx import _REDUCE, SOURCE, TARGET
 
-__all__ = ["control_rules", "function_body", "if_branch", "reduce_folded", "set_item", "while_loop"]
+__all__ = ["control_rules", "function_body", "if_branch", "reduce_folded", "reserve", "set_item", "split", "while_loop"]
 
 _BOOL = 9  # ONNX's TensorProto.BOOL
 _INT64 = 7
