@@ -196,3 +196,19 @@ def test_raise_control_flow_leaves_graphs_without_lowered_ops_and_unknown_shapes
     with pytest.raises(UnmatchedOpsError) as info:
         convert(graph, "amanda/onnx/17")
     assert {kind for _, kind, _ in info.value.ops} == {"Switch", "Merge"}
+
+
+def test_bad_arguments_raise_amanda_errors() -> None:
+    """A value that is not a container, or a function body wired to a missing function, result
+    or input, raises an AmandaError naming it."""
+    from amanda.errors import AmandaError
+    from amanda.namespaces.mapping.tables.tensorflow_onnx_lowered import raise_control_flow
+
+    for call in (lambda: flat_scopes("g"), lambda: raise_control_flow(3)):  # type: ignore[arg-type]
+        with pytest.raises(AmandaError):
+            call()
+    fn = _function("f")
+    for wrong in ((SELF, "nope"), ("g", 0), ("f", 1)):
+        with pytest.raises(AmandaError) as info:
+            function_body("w", [(fn, [wrong])], [Port("x")], [(Port("y"), ("f", 0))])
+        assert info.value.path is not None

@@ -33,6 +33,7 @@ import numpy as np
 from amanda.containers.container import Container, op
 from amanda.containers.edge import SELF, Edge, Endpoint, Port
 from amanda.containers.flatten import flatten
+from amanda.errors import MappingError
 from amanda.namespaces.mapping.functions import onnx_dtype
 from amanda.namespaces.mapping.pattern import Pattern
 from amanda.namespaces.mapping.rule import Match, NewOp, Replacement, Rule, Skip
@@ -96,12 +97,18 @@ def function_body(name: str, functions: list[tuple[Container, list[tuple[Any, An
     """A TensorFlow container holding ``functions`` (each with the source of every argument:
     ``(SELF, port)`` or ``(function name, result index)``), converted to ONNX; ``outputs``
     are ``(port, source)`` pairs in the same form."""
-    by_name = {f.name: f for f, _ in functions}
+    by_name = {str(f.name): f for f, _ in functions}
+    taken = {p.name for p in inputs}
 
     def source(where: tuple[Any, Any]) -> tuple[Any, str]:
-        if where[0] is SELF:
+        if where[0] is SELF and where[1] in taken:
             return where
-        return where[0], by_name[where[0]].outputs[int(where[1])].name
+        fn = by_name.get(where[0])
+        if fn is None or not 0 <= int(where[1]) < len(fn.outputs):
+            raise MappingError.at((name, str(where[0])), "(SELF, an input port) or (a function's name, one of "
+                                  "its result indices)", repr(where),
+                                  f"functions: {', '.join(sorted(by_name))}; inputs: {', '.join(sorted(taken))}")
+        return where[0], fn.outputs[int(where[1])].name
 
     edges = [_edge(source(src), (f.name, port.name))
              for f, sources in functions for port, src in zip(f.inputs, sources)]

@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from amanda.containers.checks import expect_container
 from amanda.containers.container import Container, op
 from amanda.containers.edge import SELF, Edge, Endpoint, Port
 from amanda.ops.registry import fact
@@ -321,6 +322,7 @@ def raise_control_flow(container: Container) -> tuple[Container, dict[Endpoint, 
     """``container`` (flat) with its lowered loops and conditionals raised to ``While`` and
     ``If`` ops, and where each value moved (an ``Exit`` or ``Merge`` output -> the new op's);
     unchanged (with an empty map) when it holds no ``Enter`` or ``Switch``."""
+    expect_container(container, "container")
     kinds = {c.type for c in container.children}
     if "Enter" not in kinds and "Switch" not in kinds:
         return container, {}

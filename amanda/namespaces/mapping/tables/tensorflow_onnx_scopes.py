@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from amanda.containers.checks import check_names
+from amanda.containers.checks import check_names, expect_container
 from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Edge, Endpoint
 from amanda.containers.view import View
@@ -39,6 +39,7 @@ def flat_scopes(container: Container) -> tuple[Container, dict[Endpoint, Endpoin
     >>> [c.name for c in flat.children], str(names[Endpoint(("block", "r"), "y")])
     (['block/r'], 'block/r:y')
     """
+    expect_container(container, "container")
     if not any(child.children for child in container.children):
         return container, {}
     view = View(container)  # not flatten(): a lowered loop's NextIteration -> Merge edge closes a cycle
