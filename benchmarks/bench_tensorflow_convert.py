@@ -1,6 +1,7 @@
 """TensorFlow -> ONNX conversion of the fixtures' frozen graphs: amanda (import flat, convert to
-ONNX 17, ``to_onnx`` with its checks, serialize) against tf2onnx (``tf2onnx.convert.from_graph_def``
-at opset 17, which also serializes) on the same file; which fixtures each converts.
+ONNX 17, ``to_onnx`` with its checks, serialize; and the same from the scoped import, the
+default) against tf2onnx (``tf2onnx.convert.from_graph_def`` at opset 17, which also serializes)
+on the same file; which fixtures each converts.
 
 Needs tf2onnx and TensorFlow (not dependencies of amanda); run it where they are installed::
 
@@ -27,14 +28,14 @@ sys.path.insert(0, str(ROOT))
 FIXTURES = ROOT / "tests" / "fixtures" / "tensorflow"
 
 
-def amanda_convert(spec: dict) -> bytes:
-    """amanda: the frozen graph imported flat, converted, exported and serialized."""
+def amanda_convert(spec: dict, hierarchy: bool = False) -> bytes:
+    """amanda: the frozen graph imported flat (or scoped), converted, exported and serialized."""
     from amanda.io.onnx import to_onnx
     from amanda.io.tensorflow import endpoint
     from amanda.io.tensorflow.files import load_graphdef
     from amanda.namespaces.mapping.convert import convert
 
-    graph = load_graphdef(FIXTURES / (spec.get("frozen") or spec["graphdef"]), hierarchy=False)
+    graph = load_graphdef(FIXTURES / (spec.get("frozen") or spec["graphdef"]), hierarchy=hierarchy and "auto")
     outputs = {o["key"]: str(endpoint(graph, o["tensor"])) for o in spec["outputs"]}
     return to_onnx(convert(graph, "amanda/onnx/17", outputs=outputs)).SerializeToString()
 
@@ -66,10 +67,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args(argv)
-    converters: dict[str, Callable[[dict], bytes]] = {"amanda": amanda_convert, "tf2onnx": tf2onnx_convert}
+    converters: dict[str, Callable[[dict], bytes]] = {
+        "amanda": amanda_convert, "scoped": lambda spec: amanda_convert(spec, True), "tf2onnx": tf2onnx_convert}
     converted = {name: 0 for name in converters}
     specs = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(FIXTURES.glob("*.json"))]
-    print(f"{'fixture':20} {'amanda':>10} {'tf2onnx':>10} {'ratio':>7}")
+    specs += [{**spec, "name": f"{spec['name']}_lowered", "frozen": spec["lowered"]} for spec in specs if spec.get("lowered")]
+    print(f"{'fixture':20} {'amanda':>10} {'scoped':>10} {'tf2onnx':>10} {'ratio':>7} {'scoped':>7}")
     for spec in specs:
         times: dict[str, list[float]] = {name: [] for name in converters}
         errors: dict[str, str] = {}
@@ -85,9 +88,9 @@ def main(argv: list[str] | None = None) -> int:
         med: dict[str, Any] = {n: statistics.median(t) if t else None for n, t in times.items()}
         for name in converters:
             converted[name] += name not in errors
-        ratio = f"{med['amanda'] / med['tf2onnx']:.2f}x" if med["amanda"] and med["tf2onnx"] else "-"
+        ratios = [f"{med[n] / med['tf2onnx']:.2f}x" if med[n] and med["tf2onnx"] else "-" for n in ("amanda", "scoped")]
         cells = [f"{med[n] * 1e3:8.1f}ms" if med[n] else "    failed" for n in converters]
-        print(f"{spec['name']:20} {cells[0]:>10} {cells[1]:>10} {ratio:>7}")
+        print(f"{spec['name']:20} {cells[0]:>10} {cells[1]:>10} {cells[2]:>10} {ratios[0]:>7} {ratios[1]:>7}")
         for name, why in errors.items():
             print(f"    {name}: {why}")
     print("converted: " + ", ".join(f"{n} {c} of {len(specs)}" for n, c in converted.items()))

@@ -160,10 +160,11 @@ def executable_form(model: Container, target: str = "amanda/onnx/17") -> tuple[C
     """The model as a Session runs it, and the NameMap from the model's names to its names."""
     from amanda.namespaces.mapping import MappingTable
     from amanda.namespaces.mapping.tables.tensorflow_onnx import tensorflow_to_onnx
+    from amanda.namespaces.mapping.tables.tensorflow_onnx_scopes import opening_scopes
 
     shipped = tensorflow_to_onnx().select(skip=["variables"])
-    table = MappingTable(shipped.source, target, [r for r in shipped.rules if r.name not in _KEPT_RULES],
-                         name="tensorflow_for_session")
+    table = opening_scopes(MappingTable(shipped.source, target, [r for r in shipped.rules if r.name not in _KEPT_RULES],
+                                        name="tensorflow_for_session"))
     prepared = _with_reads(model)
     converted, names = table.apply(prepared, on_unmatched="pass", with_names=True)
     return converted, names

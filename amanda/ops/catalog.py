@@ -36,6 +36,12 @@ VARIABLE = "tensorflow.variable"
 for _op in ("VarHandleOp", "VariableV2", "Variable"):
     register_fact(TENSORFLOW, _op, VARIABLE, True)
 
+# lowered TensorFlow control flow (a loop frame's and a conditional's plumbing), which the
+# TensorFlow -> ONNX table raises back to While and If before its rules run
+LOWERED_CONTROL_FLOW = "tensorflow.lowered_control_flow"
+for _op in ("Enter", "Exit", "Merge", "Switch", "NextIteration", "LoopCond"):
+    register_fact(TENSORFLOW, _op, LOWERED_CONTROL_FLOW, True)
+
 # binary ops whose two operands may be swapped (what a rewrite rule with ``commute=True`` tries)
 COMMUTATIVE = "commutative"
 for _op in ("Add", "Mul", "And", "Or", "Xor", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "Equal", "Max", "Mean", "Min",

@@ -65,7 +65,9 @@ def _ports(namespace: str, op_type: str) -> tuple[dict[str, Any], Any] | None:
             return None
         fixed, variadic = {}, None
         for port in schema.inputs:
-            entry = (_allowed(port.allowed_types), port.type_constraint)
+            # a heterogeneous variadic port (Loop's V) binds its type parameter to no one dtype
+            bind = port.type_constraint if port.homogeneous or not port.variadic else None
+            entry = (_allowed(port.allowed_types), bind)
             if port.variadic:
                 variadic = entry
             else:

@@ -14,9 +14,9 @@ __all__ = ["register_shipped"]
 
 def register_shipped(register: Callable[..., Any]) -> None:
     """Register every shipped table with ``register`` (``convert.register_table``)."""
-    from amanda.namespaces.mapping.tables import onnx_opsets, tensorflow_onnx
+    from amanda.namespaces.mapping.tables import onnx_opsets, tensorflow_onnx, tensorflow_onnx_scopes
 
-    register(factory=tensorflow_onnx.tensorflow_to_onnx, source=tensorflow_onnx.SOURCE,
+    register(factory=tensorflow_onnx_scopes.shipped_table, source=tensorflow_onnx.SOURCE,
              target=tensorflow_onnx.TARGET, name="tensorflow_to_onnx")
     for low, high in onnx_opsets.opset_pairs():
         register(factory=lambda a=low, b=high: onnx_opsets.adapter(a, b),

@@ -284,9 +284,10 @@ def python_rules() -> MappingTable:
         Rule("pad", Pattern({"paddings": "Const", "p": ("Pad", "PadV2", "MirrorPad")},
                             ["paddings.output -> p.paddings"]), pad_const),
     ]
+    from amanda.namespaces.mapping.tables.tensorflow_onnx_control import control_rules
     from amanda.namespaces.mapping.tables.tensorflow_onnx_more import more_rules
 
-    return MappingTable(SOURCE, TARGET, rules + more_rules(), name="tensorflow_to_onnx")
+    return MappingTable(SOURCE, TARGET, rules + more_rules() + control_rules(), name="tensorflow_to_onnx")
 
 
 def tensorflow_to_onnx() -> MappingTable:
