@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from amanda.containers.checks import expect_container
+from amanda.containers.arguments import expect_container
 from amanda.containers.container import Container, op
 from amanda.containers.edge import SELF, Edge, Endpoint, Port
 from amanda.ops.registry import fact

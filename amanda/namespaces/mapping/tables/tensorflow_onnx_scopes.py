@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from amanda.containers.checks import check_names, expect_container
+from amanda.containers.arguments import check_names, expect_container
 from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Edge, Endpoint
 from amanda.containers.view import View
