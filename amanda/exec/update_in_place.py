@@ -9,9 +9,11 @@ runs the ``AdamStep`` as one step that reads the variables itself and writes the
 
 - the moments' ``Read`` ops are read by the step alone, and each of its results by one
   ``Assign`` to the variable it read (whose own result nobody reads), nothing fetched;
-- the weight comes from a ``Read`` of the variable the weight's ``Assign`` writes; each
-  variable's reference is read by those ops alone and no other ``Variable`` op of the plan
-  has its key. The step then waits for the weight's ``Read`` (ordering, as before).
+- the weight comes from a ``Read`` of the variable the weight's ``Assign`` writes, or (AdamW)
+  from a ``Mul`` of that ``Read`` by a scalar read by the step alone, the decay of its
+  ``WeightDecay`` container, which the step then computes; each variable's reference is read
+  by those ops alone and no other ``Variable`` op of the plan has its key. The step then waits
+  for the weight's ``Read`` (ordering, as before).
 
 At run time a stored array is written in place only when nothing but the store refers to it
 (its reference count; a view, a fetched value, ``session.state``'s reader, an op that has yet
@@ -31,6 +33,7 @@ import numpy as np
 
 from amanda.exec.dispatch import OpContext, Resolved, parse_namespace
 from amanda.exec.kernels.grad_kernels import TRAIN, adam_arithmetic, adam_step
+from amanda.exec.kernels.registry import ONNX
 from amanda.exec.kernels.relaid import forget
 from amanda.exec.state import CORE
 
@@ -63,21 +66,38 @@ def adam_update(ctx: OpContext, attrs: Mapping[str, Any], w_ref: Any, g: np.ndar
                 step: np.ndarray, rate: np.ndarray | None = None) -> tuple:
     """One weight's Adam step on the store: in place where :func:`_private` allows it for the
     weight and both moments, else new arrays stored in their place."""
-    store: MutableMapping[str, Any] = ctx.state
+    return _update(ctx.state, attrs, None, w_ref, g, m_ref, v_ref, step, rate)
+
+
+def adamw_update(ctx: OpContext, attrs: Mapping[str, Any], factor: np.ndarray, w_ref: Any, g: np.ndarray, m_ref: Any,
+                 v_ref: Any, step: np.ndarray, rate: np.ndarray | None = None) -> tuple:
+    """:func:`adam_update` of a weight first multiplied by ``factor`` (AdamW's decoupled decay,
+    the ``Mul`` of its ``WeightDecay`` container)."""
+    return _update(ctx.state, attrs, factor, w_ref, g, m_ref, v_ref, step, rate)
+
+
+def _update(store: MutableMapping[str, Any], attrs: Mapping[str, Any], factor: Any, w_ref: Any, g: np.ndarray,
+            m_ref: Any, v_ref: Any, step: np.ndarray, rate: np.ndarray | None) -> tuple:
     keys = (w_ref.key, m_ref.key, v_ref.key)
     g = np.asarray(g)
-    if all(_private(store, key, g) for key in keys):
+    fits = factor is None or (isinstance(factor, np.ndarray) and factor.ndim == 0 and factor.dtype == g.dtype)
+    if fits and all(_private(store, key, g) for key in keys):
         arrays = [store[key] for key in keys]
         for a in arrays:
             a.setflags(write=True)
         try:
+            if factor is not None:
+                np.multiply(arrays[0], factor, out=arrays[0])
             adam_arithmetic(attrs, arrays[0], g, arrays[1], arrays[2], step, rate, in_place=True)
         finally:
             for a in arrays:
                 a.setflags(write=False)
                 forget(a)  # the kernels' relaid copies of the old values
         return ()
-    made = adam_step(attrs, store[keys[0]], g, store[keys[1]], store[keys[2]], step, rate)
+    w = store[keys[0]]
+    if factor is not None:  # as the Mul kernel computes it
+        w = np.asarray(np.multiply(w, factor)).astype(w.dtype, copy=False)
+    made = adam_step(attrs, w, g, store[keys[1]], store[keys[2]], step, rate)
     for key, value in zip(keys, made):
         value = np.asarray(value)
         if value.flags.writeable:
@@ -118,6 +138,14 @@ class _Graph:
     def unread(self, i: int) -> bool:
         return all(not self.readers.get(s) and s not in self.keep for _, s in self.ops[i].outs)
 
+    def decay(self, j: int, step: int) -> int | None:
+        """The slot of the factor when op ``j`` is a ``Mul`` (AdamW's decay) of a value by a
+        scalar read by the AdamStep at ``step`` alone, else None."""
+        r = self.ops[j]
+        if not _is(r, ONNX, "Mul") or len(r.ins) != 2 or len(r.outs) != 1 or self.only_reader(r.outs[0][1]) != step:
+            return None
+        return r.ins[1]
+
     def fusion(self, i: int) -> tuple[list[int], list[int], list[int]] | None:
         """For the AdamStep at ``i``: its ``Read`` ops, ``Assign`` ops and variable reference
         slots (weight, m, v), or None where the step cannot update in place."""
@@ -130,6 +158,8 @@ class _Graph:
             out = dict(r.outs).get(k)
             a = None if out is None else self.only_reader(out)
             read = self.writer.get(r.ins[names.index(name)])
+            if name == "weight" and read is not None and self.decay(read, i) is not None:
+                read = self.writer.get(self.ops[read].ins[0])  # AdamW: the Read the decay multiplies
             if a is None or read is None or not _is(self.ops[a], CORE, "Assign") or not self.unread(a) \
                     or not _is(self.ops[read], CORE, "Read"):
                 return None
@@ -167,6 +197,11 @@ def update_in_place(ops: list[Any], keep: frozenset[int],
         names = r.op.input_names
         ins = tuple(refs[_MOMENTS.index(n)] if n in _MOMENTS else r.ins[k] for k, n in enumerate(names))
         fn: Callable[..., tuple] = partial(adam_update, ctx)
+        mul = graph.writer[r.ins[names.index("weight")]]
+        if mul != reads[0]:  # AdamW: the decay's Mul runs in the step
+            ins = (graph.decay(mul, i), *ins)  # type: ignore[assignment]
+            fn = partial(adamw_update, ctx)
+            dropped[ops[mul].path] = r.path
         replaced[i] = r._replace(fn=fn, ins=ins, outs=(), kernel=Resolved(fn, r.kernel.attrs, session=True, heavy=False))
         after[r.path] = [ops[reads[0]].path]
         for j in (*reads[1:], *assigns):

@@ -7,7 +7,7 @@ import pytest
 
 import amanda
 from amanda import Input, layers, ops
-from amanda.optim import SGD, Adam, AdamW, minimize
+from amanda.optim import SGD, Adam, AdamW, CosineDecay, Scheduled, minimize
 
 RNG = np.random.default_rng(3)
 
@@ -76,13 +76,27 @@ def test_a_held_or_fetched_value_never_changes():
     assert not any(np.array_equal(v, before) for v in session.state.values())  # the weight did move
 
 
-@pytest.mark.parametrize("optimizer", [Adam(lr=0.01), Adam(lr=0.01, weight_decay=0.1), AdamW(lr=0.01),
-                                       SGD(lr=0.1, momentum=0.9)], ids=["adam", "l2", "adamw", "sgd"])
-def test_in_place_and_new_arrays_give_the_same_bits(optimizer):
+OPTIMIZERS = {"adam": Adam(lr=0.01), "l2": Adam(lr=0.01, weight_decay=0.1), "adamw": AdamW(lr=0.01),
+              "adamw-scheduled": Scheduled(AdamW(lr=0.01), CosineDecay(10)), "sgd": SGD(lr=0.1, momentum=0.9)}
+
+
+@pytest.mark.parametrize("kind", ["adam", "adamw", "adamw-scheduled"])
+def test_every_weight_and_moment_stays_the_same_array(kind):
+    net, feeds = _conv_net()
+    session = amanda.Session(minimize(net, "loss", OPTIMIZERS[kind]), threads=1)
+    _steps(session, feeds, 1)
+    ids = {k: id(v) for k, v in session.state.items() if v.ndim}  # not the scalar step counts
+    _steps(session, feeds, 2)
+    kept = [k for k, v in session.state.items() if k in ids and id(v) == ids[k]]
+    assert len(kept) == 3 * 6  # six weights (two convs, BatchNorm's scale and bias), each with m and v
+
+
+@pytest.mark.parametrize("kind", list(OPTIMIZERS))
+def test_in_place_and_new_arrays_give_the_same_bits(kind):
     """A session whose stored arrays a caller holds makes new arrays each step; the other writes
     in place (conv weights too, whose kernels keep relaid copies): the same losses and state."""
     net, feeds = _conv_net()
-    trainer = minimize(net, "loss", optimizer)
+    trainer = minimize(net, "loss", OPTIMIZERS[kind])
     free, held = amanda.Session(trainer, threads=1), amanda.Session(trainer, threads=1)
     hold: list = []
     assert _steps(free, feeds, 4) == _steps(held, feeds, 4, hold)
