@@ -153,28 +153,33 @@ class _Graph:
         names = r.op.input_names
         if len(r.outs) != 3 or any(n not in names for n in _MOMENTS):
             return None
-        reads, assigns, refs = [], [], []
-        for k, name in enumerate(_MOMENTS):
-            out = dict(r.outs).get(k)
-            a = None if out is None else self.only_reader(out)
-            read = self.writer.get(r.ins[names.index(name)])
-            if name == "weight" and read is not None and self.decay(read, i) is not None:
-                read = self.writer.get(self.ops[read].ins[0])  # AdamW: the Read the decay multiplies
-            if a is None or read is None or not _is(self.ops[a], CORE, "Assign") or not self.unread(a) \
-                    or not _is(self.ops[read], CORE, "Read"):
-                return None
-            ref = self.ops[a].ins[0]
-            variable = self.writer.get(ref)
-            ctx = None if variable is None else _context(self.ops[variable])
-            if self.ops[read].ins[0] != ref or ctx is None or self.keys.get(ctx.key) != 1 or \
-                    sorted(self.readers.get(ref, [])) != sorted([read, a]) or ref in self.keep:
-                return None
-            if name != "weight" and self.only_reader(self.ops[read].outs[0][1]) != i:
-                return None
-            reads.append(read)
-            assigns.append(a)
-            refs.append(ref)
+        found = [self.stored(i, k, name) for k, name in enumerate(_MOMENTS)]
+        if any(f is None for f in found):
+            return None
+        reads, assigns, refs = (list(column) for column in zip(*found))  # type: ignore[misc]
         return reads, assigns, refs
+
+    def stored(self, i: int, k: int, name: str) -> tuple[int, int, int] | None:
+        """For input ``name`` (result ``k``) of the AdamStep at ``i``: the ``Read`` it comes
+        from, the ``Assign`` storing the result and the variable's reference slot, or None."""
+        r = self.ops[i]
+        out = dict(r.outs).get(k)
+        a = None if out is None else self.only_reader(out)
+        read = self.writer.get(r.ins[r.op.input_names.index(name)])
+        if name == "weight" and read is not None and self.decay(read, i) is not None:
+            read = self.writer.get(self.ops[read].ins[0])  # AdamW: the Read the decay multiplies
+        if a is None or read is None or not _is(self.ops[a], CORE, "Assign") or not self.unread(a) \
+                or not _is(self.ops[read], CORE, "Read"):
+            return None
+        ref = self.ops[a].ins[0]
+        variable = self.writer.get(ref)
+        ctx = None if variable is None else _context(self.ops[variable])
+        if self.ops[read].ins[0] != ref or ctx is None or self.keys.get(ctx.key) != 1 or \
+                sorted(self.readers.get(ref, [])) != sorted([read, a]) or ref in self.keep:
+            return None
+        if name != "weight" and self.only_reader(self.ops[read].outs[0][1]) != i:
+            return None
+        return read, a, ref
 
 
 def update_in_place(ops: list[Any], keep: frozenset[int],
