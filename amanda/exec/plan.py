@@ -45,6 +45,7 @@ from amanda.exec.inplace import donate
 from amanda.exec.kernels.relaid import mark_constant
 from amanda.exec.resolve import FetchSpec, Into, control_sources, data_source, resolve_feed, resolve_fetch
 from amanda.exec.schedule import BY_SIZE, INLINE, POOL, Schedule, schedule, with_frees, writers
+from amanda.exec.update_in_place import update_in_place
 
 if TYPE_CHECKING:
     from amanda.containers import Container
@@ -312,7 +313,8 @@ def _compile(
     model: Container, flat: FlatGraph, order: tuple[Path, ...], pruned: _Pruned,
     context: ContextFactory | None, default_namespace: str | None, prefix: Path,
 ) -> Plan:
-    """The stages: resolve kernels, allocate slots, fold constants, schedule, donate."""
+    """The stages: resolve kernels, allocate slots, fold constants, optimiser updates in place,
+    schedule, donate."""
     resolved = _resolve(model, flat, order, context, default_namespace, prefix)
     slots = _Slots()
     feed_slots = slots.feeds(pruned, set(order))
@@ -325,11 +327,12 @@ def _compile(
             running.append(r)
     fetch_slots = tuple(slots(key) if kind == "value" else None for kind, key in pruned.targets)
     keep = frozenset(s for s in fetch_slots if s is not None)
+    running, controls = update_in_place(running, keep, pruned.controls)  # optimiser steps on the store
     steps = with_frees([Step(r.fn, r.kernel.attrs, r.ins, r.outs, ()) for r in running], keep)
     infos = [StepInfo(r.where, r.op.type, r.namespace,
                       INLINE if r.kernel.session else (POOL if r.kernel.heavy else BY_SIZE), r.path)
              for r in running]
-    plan_schedule = schedule(steps, [r.path for r in running], pruned.controls,  # stage 4
+    plan_schedule = schedule(steps, [r.path for r in running], controls,  # stage 4
                              [info.placement for info in infos], [r.kernel.heavy for r in running], keep)
     steps = donate(steps, [info.op_type for info in infos], [_family(info) for info in infos],  # stage 5
                    writers(steps), list(plan_schedule.uses), keep)

@@ -149,11 +149,19 @@ def _leaves(flat: FlatGraph, path: Path) -> tuple[Path, ...]:
 
 
 def _named_control_sources(model: Container, flat: FlatGraph, path: Path, port: str) -> tuple[Path, ...]:
+    """The leaf ops a named control ``port`` of the container at ``path`` runs: those linked to
+    it, and where a container's own named control port is linked, the ops that port runs (a
+    layer's ``train`` port runs its updates, not its ops of other phases)."""
     node = model if not path else _node(model, path)
     paths: list[tuple] = []
     for edge in node.edges:
         if edge[1][0] is SELF and edge[1][1] == port and edge[0][0] is not SELF:
-            paths.extend(_leaves(flat, path + tuple(edge[0][0])))
+            source = path + tuple(edge[0][0])
+            inner = edge[0][1]
+            if source not in flat.ops and isinstance(inner, str) and inner in _node(model, source).control_names:
+                paths.extend(_named_control_sources(model, flat, source, inner))
+            else:
+                paths.extend(_leaves(flat, source))
     return tuple(paths)
 
 

@@ -17,8 +17,9 @@ input, so the dataflow says which variable they touch.
 - ``Assign`` (inputs: reference, value; output: the new value).
 - ``AssignAdd`` (inputs: reference, delta; output: the new value).
 
-Values in the store are read-only arrays that are replaced, never written in place,
-so a value a ``Read`` returned stays what it was when read.
+Values in the store are read-only arrays that are replaced, so a value a ``Read``
+returned stays what it was when read. The one exception is an optimiser's update of an
+array nothing but the store refers to (:mod:`amanda.exec.update_in_place`): no one can see it.
 
 >>> import amanda, numpy as np
 >>> from amanda import Container, op

@@ -10,8 +10,9 @@ value of a run gets a *key* saying what it was computed from:
 - a step's output: the step and its inputs' keys;
 - the output of a session kernel (``Read``, ``Assign``, control flow) or of an op that draws
   random numbers without a ``seed``: the output object itself, by identity. Variables are
-  replaced, never written in place, so a variable's value object *is* its version: ops that
-  read a variable are reused until someone assigns it.
+  replaced, so a variable's value object *is* its version: ops that read a variable are reused
+  until someone assigns it (an optimiser writes a stored array in place only when nothing else
+  refers to it, and a cache entry's key does).
 
 A step whose key was seen before returns the stored outputs instead of calling its kernel.
 Stored arrays are made read-only (so fetched values may be read-only, and in-place kernels

@@ -115,8 +115,9 @@ class SGD(Optimizer):
 class Adam(Optimizer):
     """``torch.optim.Adam``: moments ``m, v`` with bias correction; ``weight_decay`` adds
     ``weight_decay * w`` to the gradient (L2). Each weight's step is one fused ``AdamStep`` op
-    (namespace ``amanda/train``) whose results three ``Assign`` ops store; a scheduled rate
-    (``Scheduled``) is its input ``lr``."""
+    (namespace ``amanda/train``) whose results three ``Assign`` ops store (a session's plan runs
+    them as one step writing the stored arrays in place, :mod:`amanda.exec.update_in_place`); a
+    scheduled rate (``Scheduled``) is its input ``lr``."""
 
     lr: float = 1e-3
     betas: tuple[float, float] = (0.9, 0.999)

@@ -24,7 +24,7 @@ import numpy as np
 
 from amanda.exec.kernels.registry import kernel
 
-__all__ = ["TRAIN", "adam_step"]
+__all__ = ["TRAIN", "adam_arithmetic", "adam_step"]
 
 TRAIN = "amanda/train"
 
@@ -34,22 +34,32 @@ def adam_step(attrs: Mapping[str, Any], w: np.ndarray, g: np.ndarray, m: np.ndar
               step: np.ndarray, rate: np.ndarray | None = None) -> tuple:
     """``(weight, m, v)`` after one Adam step at step count ``step`` (already counted), at the
     rate ``rate`` when given, else the ``lr`` attribute."""
+    shape = np.shape(w)
+    if not shape:  # a scalar weight: numpy would give scalars, which cannot be written into
+        w1, g1, m1, v1 = (np.reshape(a, (1,)) for a in (w, g, m, v))
+        made = adam_arithmetic(attrs, w1, g1, m1, v1, step, rate)
+        return tuple(a.reshape(shape) for a in made)
+    return adam_arithmetic(attrs, w, g, m, v, step, rate)
+
+
+def adam_arithmetic(attrs: Mapping[str, Any], w: np.ndarray, g: np.ndarray, m: np.ndarray, v: np.ndarray,
+                    step: np.ndarray, rate: np.ndarray | None = None, in_place: bool = False) -> tuple:
+    """:func:`adam_step` on arrays of at least one dimension; ``in_place`` writes the new
+    weight and moments into ``w``, ``m`` and ``v`` (writeable, of one dtype) by the same
+    operations in the same order, so both give the same bits."""
     lr = float(attrs.get("lr", 1e-3)) if rate is None else float(rate)
     b1, b2 = float(attrs.get("beta1", 0.9)), float(attrs.get("beta2", 0.999))
     eps, decay = float(attrs.get("eps", 1e-8)), float(attrs.get("weight_decay", 0.0))
     t = float(step)
     dtype = w.dtype.type
-    shape = np.shape(w)
-    if not shape:  # a scalar weight: numpy would give scalars, which cannot be written into
-        w, g, m, v = (np.reshape(a, (1,)) for a in (w, g, m, v))
     if decay and int(attrs.get("decoupled", 0)):
-        w = w * dtype(1 - lr * decay)
+        w = np.multiply(w, dtype(1 - lr * decay), out=w if in_place else None)
     elif decay:
         g = g + w * dtype(decay)
-    m_new = m * dtype(b1)
+    m_new = np.multiply(m, dtype(b1), out=m if in_place else None)
     scratch = g * dtype(1 - b1)
     m_new += scratch
-    v_new = v * dtype(b2)
+    v_new = np.multiply(v, dtype(b2), out=v if in_place else None)
     np.multiply(g, g, out=scratch)
     scratch *= dtype(1 - b2)
     v_new += scratch
@@ -58,5 +68,4 @@ def adam_step(attrs: Mapping[str, Any], w: np.ndarray, g: np.ndarray, m: np.ndar
     scratch += dtype(eps)
     np.divide(m_new, scratch, out=scratch)
     scratch *= dtype(lr / (1 - b1 ** t))
-    made = (np.subtract(w, scratch, out=scratch), m_new, v_new)
-    return tuple(a.reshape(shape) for a in made) if not shape else made
+    return np.subtract(w, scratch, out=w if in_place else scratch), m_new, v_new

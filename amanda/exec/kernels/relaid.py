@@ -2,7 +2,8 @@
 
 A model's weights are read-only constants that every run passes again, so a kernel that wants
 them transposed or packed (the conv layouts of ``conv_last.py``, Gemm's transposed product) keeps
-its copy instead of making it on each run. The copy lives as long as the weight array does.
+its copy instead of making it on each run. The copy lives as long as the weight array does, or
+until :func:`forget` says the array was written in place.
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ import numpy as np
 
 from amanda.containers.lazy import is_mapped
 
-__all__ = ["RELAID", "mark_constant", "relaid", "relaid_if_constant"]
+__all__ = ["RELAID", "forget", "mark_constant", "relaid", "relaid_if_constant"]
 
 # (id(weight), layout) -> (weak reference to the weight, its relaid copy)
 RELAID: dict[tuple[int, Any], tuple[Any, np.ndarray]] = {}
+# id(weight) -> the layouts RELAID holds for it (forget)
+_LAYOUTS: dict[int, set[Any]] = {}
 # id(array) -> weak reference: read-only arrays plans hold as constants (mark_constant)
 _CONSTANT: dict[int, Any] = {}
 
@@ -40,8 +43,33 @@ def relaid(w: np.ndarray, layout: Any, make: Callable[[np.ndarray], np.ndarray])
     copy = make(w)
     if not w.flags.writeable:
         RELAID[key] = (weakref.ref(w), copy)
-        weakref.finalize(w, RELAID.pop, key, None)
+        _LAYOUTS.setdefault(key[0], set()).add(layout)
+        weakref.finalize(w, _drop, key)
     return copy
+
+
+def _drop(key: tuple[int, Any]) -> None:
+    RELAID.pop(key, None)
+    layouts = _LAYOUTS.get(key[0])
+    if layouts is not None:
+        layouts.discard(key[1])
+        if not layouts:
+            _LAYOUTS.pop(key[0], None)
+
+
+def forget(w: np.ndarray) -> None:
+    """Drop the copies kept for ``w``, whose values were just written in place (an optimiser's
+    update of a stored weight nothing else refers to, :mod:`amanda.exec.update_in_place`).
+
+    >>> w = np.ones(2)
+    >>> w.flags.writeable = False
+    >>> first = relaid(w, "doc", lambda w: w * 2)
+    >>> forget(w)
+    >>> relaid(w, "doc", lambda w: w * 2) is first
+    False
+    """
+    for layout in _LAYOUTS.pop(id(w), ()):
+        RELAID.pop((id(w), layout), None)
 
 
 def _forget(key: int, _: Any) -> None:
