@@ -13,7 +13,7 @@ formal body inputs, in order.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -51,17 +51,40 @@ def _split(ctx: OpContext, values: Sequence[Any]) -> tuple[list[Any], dict[str, 
     return regular, captured
 
 
-def _formal(body: Any) -> list[str]:
-    return list(_ports(body)[1])
+def _formal(body: Any, count: int) -> tuple[str, ...]:
+    """The body's first ``count`` formal input names: values past its formal inputs are not
+    fed (nor are formal inputs past the values)."""
+    return _ports(body)[1][:count]
 
 
-def _feeds(ctx: OpContext, body: Any, formal: Mapping[str, Any], captured: Mapping[str, Any]) -> dict[str, Any]:
-    feeds = dict(formal)
-    for name in _ports(body)[2]:
-        if name not in captured:
-            raise ExecutionError.at(ctx.path, f"a captured input `{name}` on the op for its body", "none")
-        feeds[name] = captured[name]
-    return feeds
+def _prepared(ctx: OpContext, body: Any, formal: Sequence[str]) -> tuple[Callable[[Sequence[Any]], list], tuple]:
+    """``run(values) -> outputs`` of ``body`` fed ``formal`` then its captured inputs, and the
+    captured names: made once per op and body (kept in ``ctx.bodies``), so an iteration looks
+    up no plan, builds no feed dict and checks no names."""
+    key = (id(body), tuple(formal))
+    found = ctx.bodies.get(key)
+    if found is None or found[0] is not body:
+        captured = _ports(body)[2]
+        names = (*formal, *captured)
+        outputs = body.output_names
+        if ctx.body_runner is not None:
+            run = ctx.body_runner(body, names, outputs)
+        else:  # a context without one: each run by name
+
+            def run(values: Sequence[Any]) -> list:
+                return ctx.run_body(body, dict(zip(names, values)), outputs)
+
+        found = ctx.bodies[key] = (body, run, captured)
+    return found[1], found[2]
+
+
+def _captured_values(ctx: OpContext, names: Sequence[str], captured: Mapping[str, Any]) -> list[Any]:
+    """The values of a body's captured inputs, in its order (an error names one the op lacks)."""
+    try:
+        return [captured[name] for name in names]
+    except KeyError:
+        missing = next(n for n in names if n not in captured)
+        raise ExecutionError.at(ctx.path, f"a captured input `{missing}` on the op for its body", "none") from None
 
 
 def _truth(value: Any) -> bool:
@@ -73,7 +96,8 @@ def run_if(ctx: OpContext, attrs: Mapping[str, Any], *values: Any) -> tuple:
     """ONNX If: run ``then_branch`` or ``else_branch``; its outputs are the op's."""
     regular, captured = _split(ctx, values)
     body = attrs["then_branch"] if _truth(regular[0]) else attrs["else_branch"]
-    return tuple(ctx.run_body(body, _feeds(ctx, body, {}, captured), body.output_names))
+    run, names = _prepared(ctx, body, ())
+    return tuple(run(_captured_values(ctx, names, captured)))
 
 
 @session_kernel("Loop", ONNX)
@@ -86,23 +110,25 @@ def run_loop(ctx: OpContext, attrs: Mapping[str, Any], *values: Any) -> tuple:
     regular, captured = _split(ctx, values)
     trips, cond, carried = regular[0], regular[1], list(regular[2:])
     body = attrs["body"]
-    formal = _formal(body)
-    outputs = body.output_names
-    n, k = len(carried), len(outputs) - 1 - len(carried)
+    formal = _formal(body, 2 + len(carried))
+    run, names = _prepared(ctx, body, formal)
+    caps = _captured_values(ctx, names, captured)
+    n, k = len(carried), len(body.output_names) - 1 - len(carried)
+    width = len(formal)
     limit = None if trips is None else int(np.asarray(trips).reshape(-1)[0])
     going = True if cond is None else _truth(cond)
     counter_dtype = np.int64 if trips is None else np.asarray(trips).dtype
     scans: list[list[Any]] = [[] for _ in range(k)]
+    iteration = ctx.iteration
     i = 0
     while going and (limit is None or i < limit):
-        ctx.iteration(i)
-        given = {formal[0]: np.array(i, dtype=counter_dtype), formal[1]: np.array(going)}
-        given.update(zip(formal[2:], carried))
-        result = ctx.run_body(body, _feeds(ctx, body, given, captured), outputs)
+        iteration(i)
+        given = [np.array(i, dtype=counter_dtype), np.array(going), *carried]
+        result = run([*given[:width], *caps] if len(given) != width else [*given, *caps])
         if result[0] is None:
             raise ExecutionError.at(ctx.path, "a condition output from the loop body", "None")
         going = _truth(result[0])
-        carried = list(result[1:1 + n])
+        carried = result[1:1 + n]
         for j in range(k):
             scans[j].append(result[1 + n + j])
         i += 1
@@ -114,21 +140,20 @@ def _scan_once(
     ctx: OpContext, attrs: Mapping[str, Any], body: Any, states: list[Any], scanned: list[np.ndarray],
     captured: Mapping[str, Any], axes: Sequence[int], directions: Sequence[int], length: int | None = None,
 ) -> tuple[list[Any], list[np.ndarray]]:
-    formal = _formal(body)
-    outputs = body.output_names
     n = len(states)
-    k = len(outputs) - n
+    formal = _formal(body, n + len(scanned))
+    run, names = _prepared(ctx, body, formal)
+    caps = _captured_values(ctx, names, captured)
+    k = len(body.output_names) - n
     moved = [np.moveaxis(x, a % x.ndim, 0) for x, a in zip(scanned, axes)]
     steps = moved[0].shape[0] if moved else 0
     if length is not None:
         steps = length
     slices: list[list[Any]] = [[] for _ in range(k)]
     for t in range(steps):
-        given = dict(zip(formal[:n], states))
-        for name, x, d in zip(formal[n:], moved, directions):
-            given[name] = x[steps - 1 - t if d else t]
-        result = ctx.run_body(body, _feeds(ctx, body, given, captured), outputs)
-        states = list(result[:n])
+        given = [*states, *(x[steps - 1 - t if d else t] for x, d in zip(moved, directions))]
+        result = run([*given[:len(formal)], *caps])
+        states = result[:n]
         for j in range(k):
             slices[j].append(result[n + j])
     out_axes = list(attrs.get("scan_output_axes") or [0] * k)
@@ -184,12 +209,13 @@ def run_sequence_map(ctx: OpContext, attrs: Mapping[str, Any], *values: Any) -> 
     give their i-th element, tensor inputs themselves; each output is a sequence."""
     regular, captured = _split(ctx, values)
     body = attrs["body"]
-    formal = _formal(body)
-    outputs = body.output_names
+    formal = _formal(body, len(regular))
+    run, names = _prepared(ctx, body, formal)
+    caps = _captured_values(ctx, names, captured)
     count = len(regular[0])
-    results: list[list[Any]] = [[] for _ in outputs]
+    results: list[list[Any]] = [[] for _ in body.output_names]
     for i in range(count):
-        given = {name: (v[i] if isinstance(v, list) else v) for name, v in zip(formal, regular)}
-        for j, value in enumerate(ctx.run_body(body, _feeds(ctx, body, given, captured), outputs)):
+        given = [v[i] if isinstance(v, list) else v for v in regular[:len(formal)]]
+        for j, value in enumerate(run([*given, *caps])):
             results[j].append(value)
     return tuple(results)

@@ -1,0 +1,139 @@
+"""Recurrent and control-flow models against onnxruntime, in one run.
+
+The torch fixtures of tests/fixtures/onnx/from_torch (an LSTM tagger, a two-layer bidirectional
+GRU, a ``torch.cond`` If and a scripted Loop with an If in its body) run in amanda's
+``Session`` at its default thread setting and at ``threads=1``, and in onnxruntime at two
+intra-op threads (spinning off, so its idle threads do not take the cores amanda's blocks run
+on). The three runners take turns, block by block; each figure is the median over the blocks
+of a block's mean per run, after warm-up blocks are dropped. The ratio is amanda's median over
+onnxruntime's.
+
+    python benchmarks/bench_recurrent.py [--blocks 15] [--runs 50] [--profile lstm_tagger]
+
+``--profile NAME`` prints cProfile's top functions for ``threads=1`` runs of one fixture, and
+the number of numpy calls a run makes (by ``sys.setprofile``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import pstats
+import statistics
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+import amanda
+from amanda.io.onnx_import import from_onnx
+
+FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "onnx" / "from_torch"
+MODELS = ["lstm_tagger", "bigru", "torch_if", "scripted_loop"]
+WARMUP = 3
+
+
+def feeds(name: str) -> dict[str, np.ndarray]:
+    """Inputs of the shapes and dtypes the fixture records (token ids below the vocabulary)."""
+    rng = np.random.default_rng(0)
+    spec = json.loads((FIXTURES / f"{name}.json").read_text())
+    return {k: rng.integers(0, 50, v["shape"]).astype(v["dtype"]) if "int" in v["dtype"]
+            else rng.standard_normal(v["shape"]).astype(v["dtype"]) for k, v in spec.items()}
+
+
+def runners(name: str) -> dict[str, Any]:
+    """name -> a function making one run, for amanda (default threads, threads=1) and onnxruntime."""
+    proto = onnx.load(FIXTURES / f"{name}.onnx")
+    inputs = feeds(name)
+    outputs = [o.name for o in proto.graph.output]
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 2
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    reference = ort.InferenceSession(proto.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    model = from_onnx(proto)
+    default, single = amanda.Session(model), amanda.Session(model, threads=1)
+    want = reference.run(None, inputs)
+    for session in (default, single):
+        for got, expected in zip(session.run(outputs, inputs), want):
+            np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+    return {"amanda": lambda: default.run(outputs, inputs), "amanda threads=1": lambda: single.run(outputs, inputs),
+            "onnxruntime": lambda: reference.run(None, inputs)}
+
+
+def measure(name: str, blocks: int, runs: int) -> dict[str, float]:
+    """Median seconds per run of each runner, blocks alternating."""
+    fns = runners(name)
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    for block in range(blocks + WARMUP):
+        for key, fn in fns.items():
+            start = time.perf_counter()
+            for _ in range(runs):
+                fn()
+            if block >= WARMUP:
+                times[key].append((time.perf_counter() - start) / runs)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def numpy_calls(fn: Any) -> Counter:
+    """The numpy functions (and ufuncs) one call of ``fn`` makes, counted by name."""
+    counts: Counter = Counter()
+
+    def tracer(frame: Any, event: str, arg: Any) -> None:
+        if event == "c_call":
+            module = getattr(arg, "__module__", None) or ""
+            owner = getattr(arg, "__self__", None)
+            if module.startswith("numpy") or isinstance(owner, (np.ndarray, np.ufunc)):
+                counts[getattr(arg, "__qualname__", repr(arg))] += 1
+
+    sys.setprofile(tracer)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return counts
+
+
+def profile(name: str, runs: int) -> None:
+    """cProfile's top functions over ``runs`` threads=1 runs, and the numpy calls of one run."""
+    fn = runners(name)["amanda threads=1"]
+    fn()
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(runs):
+        fn()
+    profiler.disable()
+    pstats.Stats(profiler).sort_stats("tottime").print_stats(20)
+    counts = numpy_calls(fn)
+    print(f"numpy calls per run: {sum(counts.values())}")
+    for call, count in counts.most_common(15):
+        print(f"  {count:4d} {call}")
+
+
+def main() -> None:
+    """Print a markdown table of the fixtures' run times and ratios to onnxruntime."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--blocks", type=int, default=15)
+    parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--profile", choices=MODELS)
+    parser.add_argument("models", nargs="*", default=MODELS)
+    args = parser.parse_args()
+    if args.profile:
+        profile(args.profile, args.runs * 20)
+        return
+    print("| model | amanda | amanda threads=1 | onnxruntime (2 threads) | ratio | ratio threads=1 |")
+    print("|---|---|---|---|---|---|")
+    for name in args.models:
+        found = measure(name, args.blocks, args.runs)
+        base = found["onnxruntime"]
+        print(f"| `{name}` | {found['amanda'] * 1e6:.1f} µs | {found['amanda threads=1'] * 1e6:.1f} µs | "
+              f"{base * 1e6:.1f} µs | {found['amanda'] / base:.2f}x | {found['amanda threads=1'] / base:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()
