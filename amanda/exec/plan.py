@@ -319,7 +319,7 @@ def _compile(
     for r in wired:  # stage 3: constants, and pure ops of constants, now, into the template
         if _foldable(r):
             fold_constant(r.fn, r.kernel.attrs, r.outs, slots.template, r.where, r.namespace)
-        elif r.kernel.session or not fold_pure(r.fn, r.kernel.attrs, r.op.type, r.namespace, r.ins, r.outs,
+        elif r.kernel.session or not fold_pure(r.fn, r.kernel.attrs, str(r.op.type), r.namespace, r.ins, r.outs,
                                                slots.template, constant):
             running.append(r)
             continue

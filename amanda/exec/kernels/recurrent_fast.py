@@ -151,7 +151,7 @@ def _gru_steps(xw: np.ndarray, rec: np.ndarray, y: np.ndarray, lbr: bool) -> Non
     tmp = np.empty_like(cand)
     half = np.array(0.5, xw.dtype)
     xzr, xh = xw[:, :2], xw[:, 2]
-    gates_zr, rec_h = (rec, None) if lbr else (rec[:2 * rows], np.ascontiguousarray(rec[2 * rows:, :rows]))
+    gates_zr, rec_h = (rec, rec) if lbr else (rec[:2 * rows], np.ascontiguousarray(rec[2 * rows:, :rows]))
     flat_zr = flat if lbr else flat[:2 * rows]
     dot, add, mul, sub, tanh = np.dot, np.add, np.multiply, np.subtract, np.tanh
     before = y[-1]
