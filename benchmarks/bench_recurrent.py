@@ -8,7 +8,7 @@ on). The three runners take turns, block by block; each figure is the median ove
 of a block's mean per run, after warm-up blocks are dropped. The ratio is amanda's median over
 onnxruntime's.
 
-    python benchmarks/bench_recurrent.py [--blocks 15] [--runs 50] [--profile lstm_tagger]
+    PYTHONPATH=. python benchmarks/bench_recurrent.py [--blocks 15] [--runs 50] [--profile lstm_tagger]
 
 ``--profile NAME`` prints cProfile's top functions for ``threads=1`` runs of one fixture, and
 the number of numpy calls a run makes (by ``sys.setprofile``).
@@ -81,21 +81,36 @@ def measure(name: str, blocks: int, runs: int) -> dict[str, float]:
 
 
 def numpy_calls(fn: Any) -> Counter:
-    """The numpy functions (and ufuncs) one call of ``fn`` makes, counted by name."""
+    """The numpy calls one call of ``fn`` makes, counted by name: array methods and C functions
+    (seen by ``sys.setprofile``), and ufuncs and ``np.dot``/``np.matmul`` called through the
+    ``np`` module (wrapped for the call, as a profiler does not see ufunc calls)."""
     counts: Counter = Counter()
 
     def tracer(frame: Any, event: str, arg: Any) -> None:
-        if event == "c_call":
-            module = getattr(arg, "__module__", None) or ""
-            owner = getattr(arg, "__self__", None)
-            if module.startswith("numpy") or isinstance(owner, (np.ndarray, np.ufunc)):
-                counts[getattr(arg, "__qualname__", repr(arg))] += 1
+        if event != "c_call":
+            return
+        module = getattr(arg, "__module__", None) or ""
+        if module.startswith("numpy") or isinstance(getattr(arg, "__self__", None), np.ndarray):
+            counts[getattr(arg, "__qualname__", repr(arg))] += 1
 
+    def counting(name: str, real: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            counts[name] += 1
+            return real(*args, **kwargs)
+
+        return call
+
+    wrapped = {name: getattr(np, name) for name in dir(np)
+               if isinstance(getattr(np, name, None), np.ufunc) or name in ("dot", "matmul")}
+    for name, real in wrapped.items():
+        setattr(np, name, counting(name, real))
     sys.setprofile(tracer)
     try:
         fn()
     finally:
         sys.setprofile(None)
+        for name, real in wrapped.items():
+            setattr(np, name, real)
     return counts
 
 

@@ -5,29 +5,33 @@ A small recurrent layer's time goes to numpy's per-call cost, not arithmetic, so
 the fewest calls on contiguous arrays, all into buffers made once per run:
 
 - the state is kept transposed, ``[directions * hidden, batch]``, and both directions of a
-  bidirectional layer step together: one block-diagonal GEMM (``np.dot`` into a buffer) gives
-  every gate of both directions, gate-major, so each gate is one contiguous block;
-- the input projection of every step and direction is one GEMM before the loop, laid out the
-  same way (a reverse direction's steps already reversed in time), biases added once;
+  bidirectional layer step together;
+- below each step's state sit that step's inputs (each direction's, a reverse direction's in
+  reversed time) and a row of ones, so one GEMM (``np.dot`` into a buffer) of a block matrix
+  ``[R | W | biases]`` gives every gate of both directions, input projection and biases
+  included, gate-major, so each gate is one contiguous block; the step writes its state into
+  the next step's rows, and the states of all steps are ``Y``;
 - sigmoid is ``0.5 + 0.5 tanh(x / 2)``: the sigmoid gates' rows of W, R and the biases are
   halved once (exact in binary floating point), so one ``tanh`` serves every gate;
-- a GRU's state carries a row of ones and R a bias column, so the recurrent bias is in the GEMM.
+- a GRU (``linear_before_reset``) gets its candidate's input and recurrent parts as two blocks
+  of the same GEMM.
 
-The weights in these layouts are kept per read-only weight array (:func:`relaid`).
+The block matrix is kept per read-only W, R and B (made again when any of them is writeable).
 """
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import numpy as np
-
-from amanda.exec.kernels.relaid import relaid
 
 __all__ = ["fast_recurrent", "fits_fast_path"]
 
 _SIGMOID_GATES = {"RNN": 0, "GRU": 2, "LSTM": 3}  # the leading gates (ONNX order) that are sigmoids
 _GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
+# (kind, linear_before_reset, id(W), id(R), id(B)) -> (weak references to them, the matrices)
+_KEPT: dict[tuple, tuple[tuple, tuple]] = {}
 
 
 def fits_fast_path(kind: str, attrs: Any, x: np.ndarray, arrays: tuple, lens: Any, p: Any) -> bool:
@@ -47,89 +51,93 @@ def fits_fast_path(kind: str, attrs: Any, x: np.ndarray, arrays: tuple, lens: An
     return lens is None or bool((np.asarray(lens) >= x.shape[0]).all())
 
 
-def _scaled(kind: str, a: np.ndarray, hidden: int) -> np.ndarray:
-    """``a`` ([dirs, gates * hidden, ...]) with its sigmoid gates' rows halved."""
+def _halved(kind: str, a: np.ndarray, hidden: int) -> np.ndarray:
+    """``a`` ([gates * hidden, ...] or [gates * hidden]) with its sigmoid gates' rows halved."""
     out = np.array(a, copy=True)
-    out[:, :_SIGMOID_GATES[kind] * hidden] *= 0.5
+    out[:_SIGMOID_GATES[kind] * hidden] *= 0.5
     return out
 
 
-def _input_weights(kind: str, w: np.ndarray, hidden: int) -> np.ndarray:
-    """W as ``[input, gates * dirs * hidden]``: columns gate-major, then direction, then unit."""
-    dirs, rows, size = w.shape
-    gates = rows // hidden
-    scaled = _scaled(kind, w, hidden).reshape(dirs, gates, hidden, size)
-    return np.ascontiguousarray(scaled.transpose(3, 1, 0, 2).reshape(size, gates * dirs * hidden))
-
-
-def _recurrent_weights(kind: str, r: np.ndarray, hidden: int) -> np.ndarray:
-    """R as one block-diagonal matrix ``[gates * dirs * hidden, dirs * hidden]`` (rows as in
-    :func:`_input_weights`, a direction's columns its own state's)."""
-    dirs, rows, _ = r.shape
-    gates = rows // hidden
-    scaled = _scaled(kind, r, hidden).reshape(dirs, gates, hidden, hidden)
-    block = np.zeros((gates, dirs, hidden, dirs, hidden), r.dtype)
-    for d in range(dirs):
-        block[:, d, :, d, :] = scaled[d]
-    return block.reshape(gates * dirs * hidden, dirs * hidden)
-
-
-def _biases(kind: str, b: np.ndarray, hidden: int, lbr: bool) -> np.ndarray:
-    """The bias added to the input projection (``[gates * dirs * hidden]``) and, for a GRU, then
-    the recurrent bias column of R (``[gates * dirs * hidden]``); sigmoid gates' halved."""
-    gates, dirs = _GATES[kind], b.shape[0]
-    wb = _scaled(kind, b[:, :gates * hidden], hidden).reshape(dirs, gates, hidden)
-    rb = _scaled(kind, b[:, gates * hidden:], hidden).reshape(dirs, gates, hidden)
+def _blocks(kind: str, lbr: bool) -> list[tuple[int, bool, bool, str]]:
+    """Per row block of the GEMM: (ONNX gate, takes R, takes W, bias: "both", "W", "R")."""
     if kind != "GRU":
-        return (wb + rb).transpose(1, 0, 2).reshape(-1)
-    if not lbr:  # the candidate's recurrent bias sits outside the reset product: add it once
-        wb = wb.copy()
-        wb[:, 2] += rb[:, 2]
-        rb = rb.copy()
-        rb[:, 2] = 0
-    return np.concatenate((wb.transpose(1, 0, 2).reshape(-1), rb.transpose(1, 0, 2).reshape(-1)))
+        return [(g, True, True, "both") for g in range(_GATES[kind])]
+    if lbr:  # the candidate's input part, then its recurrent part (the reset gate scales only that)
+        return [(0, True, True, "both"), (1, True, True, "both"), (2, False, True, "W"), (2, True, False, "R")]
+    return [(0, True, True, "both"), (1, True, True, "both"), (2, False, True, "both")]
 
 
-def _projection(kind: str, x: np.ndarray, w: np.ndarray, bias: np.ndarray, hidden: int,
-                reversed_dirs: list[bool]) -> np.ndarray:
-    """Every step's input projection, ``[steps, gates, dirs * hidden, batch]``, each direction's
-    steps in the order it runs them."""
+def _matrices(kind: str, lbr: bool, w: np.ndarray, r: np.ndarray, b: np.ndarray | None) -> tuple:
+    """The GEMM's block matrix ``[blocks * dirs * hidden, dirs * hidden + dirs * input + 1]``
+    and, for a GRU without ``linear_before_reset``, the candidate's block-diagonal R."""
+    dirs, rows, size = w.shape
+    hidden = r.shape[-1]
+    gates = rows // hidden
+    blocks = _blocks(kind, lbr)
+    state = dirs * hidden
+    out = np.zeros((len(blocks), dirs, hidden, state + dirs * size + 1), w.dtype)
+    rec_h = np.zeros((dirs, hidden, state), w.dtype)
+    for d in range(dirs):
+        wd = _halved(kind, w[d], hidden).reshape(gates, hidden, size)
+        rd = _halved(kind, r[d], hidden).reshape(gates, hidden, hidden)
+        bd = np.zeros((2, gates, hidden), w.dtype) if b is None else np.stack(
+            [_halved(kind, b[d, :rows], hidden), _halved(kind, b[d, rows:], hidden)]).reshape(2, gates, hidden)
+        for k, (g, takes_r, takes_w, bias) in enumerate(blocks):
+            if takes_r:
+                out[k, d, :, d * hidden:(d + 1) * hidden] = rd[g]
+            if takes_w:
+                out[k, d, :, state + d * size:state + (d + 1) * size] = wd[g]
+            out[k, d, :, -1] = bd[0, g] + bd[1, g] if bias == "both" else bd[0 if bias == "W" else 1, g]
+        if kind == "GRU":
+            rec_h[d, :, d * hidden:(d + 1) * hidden] = r[d, 2 * hidden:]
+    return out.reshape(-1, out.shape[-1]), rec_h.reshape(state, state)
+
+
+def _kept(kind: str, lbr: bool, w: np.ndarray, r: np.ndarray, b: np.ndarray | None) -> tuple:
+    """:func:`_matrices`, kept while W, R and B live when all three are read-only."""
+    arrays = (w, r, b)
+    if any(a is not None and a.flags.writeable for a in arrays):
+        return _matrices(kind, lbr, w, r, b)
+    key = (kind, lbr, id(w), id(r), id(b))
+    hit = _KEPT.get(key)
+    if hit is not None and all(ref() is a for ref, a in zip(hit[0], arrays) if a is not None):
+        return hit[1]
+    made = _matrices(kind, lbr, w, r, b)
+    _KEPT[key] = (tuple(None if a is None else weakref.ref(a) for a in arrays), made)
+    for a in arrays:
+        if a is not None:
+            weakref.finalize(a, _KEPT.pop, key, None)
+    return made
+
+
+def _stacked(x: np.ndarray, h0: np.ndarray | None, dirs: int, hidden: int, backwards: list[bool]) -> np.ndarray:
+    """``[steps + 1, dirs * hidden + dirs * input + 1, batch]``: row block 0 of step 0 the
+    initial state (transposed), below each step's state its inputs per direction and a one."""
     steps, batch, size = x.shape
-    dirs = len(reversed_dirs)
-    gates = _GATES[kind]
-    cols = relaid(w, ("recurrent_fast.W", kind), lambda w: _input_weights(kind, w, hidden))
-    proj = x.reshape(steps * batch, size) @ cols
-    proj += bias
-    parts = proj.reshape(steps, batch, gates, dirs, hidden)
-    out = np.empty((steps, gates, dirs, hidden, batch), x.dtype)
-    for d, rev in enumerate(reversed_dirs):
-        src = parts[::-1, :, :, d] if rev else parts[:, :, :, d]
-        out[:, :, d] = src.transpose(0, 2, 3, 1)
-    return out.reshape(steps, gates, dirs * hidden, batch)
+    state = dirs * hidden
+    z = np.empty((steps + 1, state + dirs * size + 1, batch), x.dtype)
+    if h0 is None:
+        z[0, :state] = 0
+    else:
+        z[0, :state] = h0.transpose(0, 2, 1).reshape(state, batch)
+    for d, back in enumerate(backwards):
+        z[:steps, state + d * size:state + (d + 1) * size] = (x[::-1] if back else x).transpose(0, 2, 1)
+    z[:, -1] = 1
+    return z
 
 
-def _state(given: np.ndarray | None, dirs: int, batch: int, hidden: int, dtype: Any, ones: bool = False) -> np.ndarray:
-    """An initial state ``[dirs, batch, hidden]`` transposed to ``[dirs * hidden (+1), batch]``."""
-    rows = dirs * hidden
-    out = np.zeros((rows + ones, batch), dtype)
-    if given is not None:
-        out[:rows] = given.transpose(0, 2, 1).reshape(rows, batch)
-    if ones:
-        out[rows] = 1
-    return out
-
-
-def _lstm_steps(xw: np.ndarray, rec: np.ndarray, h: np.ndarray, c: np.ndarray, y: np.ndarray) -> None:
-    """The LSTM loop (gates i, o, f, c): ``y[t]`` is step t's state; ``c`` ends as the cell."""
-    g = np.empty(xw.shape[1:], xw.dtype)
+def _lstm_steps(m: np.ndarray, z: np.ndarray, c: np.ndarray, rows: int) -> None:
+    """The LSTM loop (gates i, o, f, c): step t reads ``z[t]``, writes its state into
+    ``z[t + 1]``'s first ``rows``; ``c`` ends as the cell."""
+    g = np.empty((4, rows, z.shape[-1]), z.dtype)
     flat = g.reshape(-1, g.shape[-1])
     sig, i, o, f, cand = g[:3], g[0], g[1], g[2], g[3]
     tmp = np.empty_like(c)
-    half = np.array(0.5, xw.dtype)
+    half = np.array(0.5, z.dtype)
+    states = z[:, :rows]
     dot, add, mul, tanh = np.dot, np.add, np.multiply, np.tanh
-    for t in range(xw.shape[0]):
-        dot(rec, h, flat)
-        add(g, xw[t], g)
+    for t in range(z.shape[0] - 1):
+        dot(m, z[t], flat)
         tanh(g, g)
         mul(sig, half, sig)
         add(sig, half, sig)
@@ -137,97 +145,80 @@ def _lstm_steps(xw: np.ndarray, rec: np.ndarray, h: np.ndarray, c: np.ndarray, y
         mul(i, cand, tmp)
         add(c, tmp, c)
         tanh(c, tmp)
-        h = y[t]
-        mul(o, tmp, h)
+        mul(o, tmp, states[t + 1])
 
 
-def _gru_steps(xw: np.ndarray, rec: np.ndarray, y: np.ndarray, lbr: bool) -> None:
-    """The GRU loop (gates z, r, h): ``y[t]`` is the state after step t with a row of ones
-    below it, ``y[-1]`` (one past the steps) the initial one."""
-    rows = xw.shape[2]
-    g = np.empty(xw.shape[1:], xw.dtype)
+def _gru_steps(m: np.ndarray, rec_h: np.ndarray, z: np.ndarray, rows: int, lbr: bool) -> None:
+    """The GRU loop (gates z, r, then the candidate's input part and, with ``lbr``, its
+    recurrent part): as :func:`_lstm_steps`."""
+    g = np.empty((4 if lbr else 3, rows, z.shape[-1]), z.dtype)
     flat = g.reshape(-1, g.shape[-1])
-    zr, z, reset, cand = g[:2], g[0], g[1], g[2]
+    zr, update, reset, cand = g[:2], g[0], g[1], g[2]
+    part = g[3] if lbr else np.empty_like(cand)
     tmp = np.empty_like(cand)
-    half = np.array(0.5, xw.dtype)
-    xzr, xh = xw[:, :2], xw[:, 2]
-    gates_zr, rec_h = (rec, rec) if lbr else (rec[:2 * rows], np.ascontiguousarray(rec[2 * rows:, :rows]))
-    flat_zr = flat if lbr else flat[:2 * rows]
+    half = np.array(0.5, z.dtype)
+    states = z[:, :rows]
     dot, add, mul, sub, tanh = np.dot, np.add, np.multiply, np.subtract, np.tanh
-    before = y[-1]
-    state = before[:rows]
-    for t in range(xw.shape[0]):
-        dot(gates_zr, before, flat_zr)
-        add(zr, xzr[t], zr)
+    for t in range(z.shape[0] - 1):
+        dot(m, z[t], flat)
         tanh(zr, zr)
         mul(zr, half, zr)
         add(zr, half, zr)
+        state = states[t]
         if lbr:
-            mul(reset, cand, cand)
+            mul(reset, part, part)
         else:
             mul(reset, state, tmp)
-            dot(rec_h, tmp, cand)
-        add(cand, xh[t], cand)
+            dot(rec_h, tmp, part)
+        add(cand, part, cand)
         tanh(cand, cand)
         sub(state, cand, tmp)
-        mul(z, tmp, tmp)
-        before = y[t]
-        state = before[:rows]
-        add(cand, tmp, state)
+        mul(update, tmp, tmp)
+        add(cand, tmp, states[t + 1])
 
 
-def _outputs(y: np.ndarray, steps: int, dirs: int, hidden: int, reversed_dirs: list[bool]) -> tuple:
+def _rnn_steps(m: np.ndarray, z: np.ndarray, rows: int) -> None:
+    """The RNN loop with tanh: ``h = tanh([R | W | b] z[t])`` into ``z[t + 1]``."""
+    g = np.empty((rows, z.shape[-1]), z.dtype)
+    states = z[:, :rows]
+    dot, tanh = np.dot, np.tanh
+    for t in range(z.shape[0] - 1):
+        dot(m, z[t], g)
+        tanh(g, states[t + 1])
+
+
+def _outputs(z: np.ndarray, steps: int, dirs: int, hidden: int, backwards: list[bool]) -> tuple:
     """``Y`` ([steps, dirs, batch, hidden], each direction in time order) and ``Y_h`` from the
-    transposed states ``y`` ([steps, >= dirs * hidden, batch])."""
-    batch = y.shape[-1]
-    per = y[:steps, :dirs * hidden].reshape(steps, dirs, hidden, batch)
-    y_all = np.empty((steps, dirs, batch, hidden), y.dtype)
-    for d, rev in enumerate(reversed_dirs):
-        y_all[:, d] = (per[::-1, d] if rev else per[:, d]).transpose(0, 2, 1)
+    stacked states ``z`` (step t's state in ``z[t + 1]``)."""
+    batch = z.shape[-1]
+    per = z[1:, :dirs * hidden].reshape(steps, dirs, hidden, batch)
+    y_all = np.empty((steps, dirs, batch, hidden), z.dtype)
+    for d, back in enumerate(backwards):
+        y_all[:, d] = (per[::-1, d] if back else per[:, d]).transpose(0, 2, 1)
     return y_all, np.ascontiguousarray(per[steps - 1].transpose(0, 2, 1))
 
 
 def fast_recurrent(kind: str, attrs: Any, x: np.ndarray, w: np.ndarray, r: np.ndarray, b: np.ndarray | None,
-                   h0: np.ndarray | None, c0: np.ndarray | None, reversed_dirs: list[bool]) -> tuple:
+                   h0: np.ndarray | None, c0: np.ndarray | None, backwards: list[bool]) -> tuple:
     """``(Y, Y_h, Y_c)`` of a layer that :func:`fits_fast_path` (``Y_c`` None but for an LSTM);
-    ``x`` is ``[steps, batch, input]`` (layout 0), ``reversed_dirs`` says per direction whether it
+    ``x`` is ``[steps, batch, input]`` (layout 0), ``backwards`` says per direction whether it
     runs backwards in time."""
     steps, batch, _ = x.shape
     dirs, hidden = w.shape[0], r.shape[-1]
-    lbr = bool(int(attrs.get("linear_before_reset", 0)))
-    if b is None:
-        b = np.zeros((dirs, 2 * _GATES[kind] * hidden), x.dtype)
-    biases = relaid(b, ("recurrent_fast.B", kind, lbr), lambda b: _biases(kind, b, hidden, lbr))
-    bias = biases[:_GATES[kind] * dirs * hidden]
-    xw = _projection(kind, x, w, bias, hidden, reversed_dirs)
-    rec = relaid(r, ("recurrent_fast.R", kind), lambda r: _recurrent_weights(kind, r, hidden))
     rows = dirs * hidden
+    lbr = kind == "GRU" and bool(int(attrs.get("linear_before_reset", 0)))
+    m, rec_h = _kept(kind, lbr, w, r, b)
+    z = _stacked(x, h0, dirs, hidden, backwards)
     cell = None
-    if kind == "GRU":
-        rec = np.concatenate((rec, biases[len(bias):, None]), axis=1)
-        y = np.empty((steps + 1, rows + 1, batch), x.dtype)
-        y[-1] = _state(h0, dirs, batch, hidden, x.dtype, ones=True)
-        y[:-1, rows] = 1
-        _gru_steps(xw, rec, y, lbr)
+    if kind == "LSTM":
+        cell = np.zeros((rows, batch), x.dtype)
+        if c0 is not None:
+            cell[:] = c0.transpose(0, 2, 1).reshape(rows, batch)
+        _lstm_steps(m, z, cell, rows)
+    elif kind == "GRU":
+        _gru_steps(m, rec_h, z, rows, lbr)
     else:
-        y = np.empty((steps, rows, batch), x.dtype)
-        h = _state(h0, dirs, batch, hidden, x.dtype)
-        if kind == "LSTM":
-            cell = _state(c0, dirs, batch, hidden, x.dtype)
-            _lstm_steps(xw, rec, h, cell, y)
-        else:
-            _rnn_steps(xw[:, 0], rec, h, y)
-    y_all, y_h = _outputs(y, steps, dirs, hidden, reversed_dirs)
+        _rnn_steps(m, z, rows)
+    y_all, y_h = _outputs(z, steps, dirs, hidden, backwards)
     y_c = None if cell is None else np.ascontiguousarray(cell.reshape(dirs, hidden, batch).transpose(0, 2, 1))
     return y_all, y_h, y_c
-
-
-def _rnn_steps(xw: np.ndarray, rec: np.ndarray, h: np.ndarray, y: np.ndarray) -> None:
-    """The RNN loop with tanh: ``y[t] = tanh(xw[t] + R h)``."""
-    dot, add, tanh = np.dot, np.add, np.tanh
-    for t in range(xw.shape[0]):
-        g = y[t]
-        dot(rec, h, g)
-        add(g, xw[t], g)
-        tanh(g, g)
-        h = g
