@@ -88,6 +88,8 @@ def _captured_values(ctx: OpContext, names: Sequence[str], captured: Mapping[str
 
 
 def _truth(value: Any) -> bool:
+    if type(value) is np.ndarray and value.ndim == 0:  # a condition is mostly a scalar
+        return bool(value)
     return bool(np.asarray(value).reshape(-1)[0])
 
 
