@@ -192,9 +192,12 @@ def _outputs(z: np.ndarray, steps: int, dirs: int, hidden: int, backwards: list[
     stacked states ``z`` (step t's state in ``z[t + 1]``)."""
     batch = z.shape[-1]
     per = z[1:, :dirs * hidden].reshape(steps, dirs, hidden, batch)
-    y_all = np.empty((steps, dirs, batch, hidden), z.dtype)
-    for d, back in enumerate(backwards):
-        y_all[:, d] = (per[::-1, d] if back else per[:, d]).transpose(0, 2, 1)
+    if not any(backwards):
+        y_all = np.ascontiguousarray(per.transpose(0, 1, 3, 2))
+    else:
+        y_all = np.empty((steps, dirs, batch, hidden), z.dtype)
+        for d, back in enumerate(backwards):
+            y_all[:, d] = (per[::-1, d] if back else per[:, d]).transpose(0, 2, 1)
     return y_all, np.ascontiguousarray(per[steps - 1].transpose(0, 2, 1))
 
 
