@@ -39,16 +39,9 @@ def _ports(node: Any) -> tuple[tuple[str | None, ...], tuple[str, ...], tuple[st
     return node._cached("exec.control_flow.ports", build)  # type: ignore[no-any-return]
 
 
-def _split(ctx: OpContext, values: Sequence[Any]) -> tuple[list[Any], dict[str, Any]]:
-    """The op's positional inputs and its captured values by port name."""
-    regular: list[Any] = []
-    captured: dict[str, Any] = {}
-    for name, value in zip(_ports(ctx.op)[0], values):
-        if name is None:
-            regular.append(value)
-        else:
-            captured[name] = value
-    return regular, captured
+def _regular(ctx: OpContext, values: Sequence[Any]) -> list[Any]:
+    """The op's positional (not captured) inputs."""
+    return [value for name, value in zip(_ports(ctx.op)[0], values) if name is None]
 
 
 def _formal(body: Any, count: int) -> tuple[str, ...]:
@@ -58,9 +51,9 @@ def _formal(body: Any, count: int) -> tuple[str, ...]:
 
 
 def _prepared(ctx: OpContext, body: Any, formal: Sequence[str]) -> tuple[Callable[[Sequence[Any]], list], tuple]:
-    """``run(values) -> outputs`` of ``body`` fed ``formal`` then its captured inputs, and the
-    captured names: made once per op and body (kept in ``ctx.bodies``), so an iteration looks
-    up no plan, builds no feed dict and checks no names."""
+    """``run(values) -> outputs`` of ``body`` fed ``formal`` then its captured inputs, and where
+    among the op's inputs each captured value is: made once per op and body (kept in
+    ``ctx.bodies``), so an iteration looks up no plan, builds no feed dict and checks no names."""
     key = (id(body), tuple(formal))
     found = ctx.bodies.get(key)
     if found is None or found[0] is not body:
@@ -74,17 +67,21 @@ def _prepared(ctx: OpContext, body: Any, formal: Sequence[str]) -> tuple[Callabl
             def run(values: Sequence[Any]) -> list:
                 return ctx.run_body(body, dict(zip(names, values)), outputs)
 
-        found = ctx.bodies[key] = (body, run, captured)
+        found = ctx.bodies[key] = (body, run, _positions(ctx, captured))
     return found[1], found[2]
 
 
-def _captured_values(ctx: OpContext, names: Sequence[str], captured: Mapping[str, Any]) -> list[Any]:
-    """The values of a body's captured inputs, in its order (an error names one the op lacks)."""
-    try:
-        return [captured[name] for name in names]
-    except KeyError:
-        missing = next(n for n in names if n not in captured)
-        raise ExecutionError.at(ctx.path, f"a captured input `{missing}` on the op for its body", "none") from None
+def _positions(ctx: OpContext, names: Sequence[str]) -> tuple[int, ...]:
+    """Where among the op's inputs the values of a body's captured ``names`` are (an error
+    names one the op lacks)."""
+    at: dict[str, int] = {}
+    for i, name in enumerate(_ports(ctx.op)[0]):
+        if name is not None:
+            at.setdefault(name, i)
+    missing = [n for n in names if n not in at]
+    if missing:
+        raise ExecutionError.at(ctx.path, f"a captured input `{missing[0]}` on the op for its body", "none")
+    return tuple(at[n] for n in names)
 
 
 def _truth(value: Any) -> bool:
@@ -96,10 +93,12 @@ def _truth(value: Any) -> bool:
 @session_kernel("If", ONNX)
 def run_if(ctx: OpContext, attrs: Mapping[str, Any], *values: Any) -> tuple:
     """ONNX If: run ``then_branch`` or ``else_branch``; its outputs are the op's."""
-    regular, captured = _split(ctx, values)
-    body = attrs["then_branch"] if _truth(regular[0]) else attrs["else_branch"]
-    run, names = _prepared(ctx, body, ())
-    return tuple(run(_captured_values(ctx, names, captured)))
+    first = ctx.bodies.get("cond")
+    if first is None:  # where the condition is among the inputs (the first port not captured)
+        first = ctx.bodies["cond"] = _ports(ctx.op)[0].index(None)
+    body = attrs["then_branch"] if _truth(values[first]) else attrs["else_branch"]
+    run, at = _prepared(ctx, body, ())
+    return tuple(run([values[i] for i in at]))
 
 
 @session_kernel("Loop", ONNX)
@@ -109,12 +108,12 @@ def run_loop(ctx: OpContext, attrs: Mapping[str, Any], *values: Any) -> tuple:
     Outputs: the final loop-carried values, then each scan output stacked along a new
     first axis.
     """
-    regular, captured = _split(ctx, values)
+    regular = _regular(ctx, values)
     trips, cond, carried = regular[0], regular[1], list(regular[2:])
     body = attrs["body"]
     formal = _formal(body, 2 + len(carried))
-    run, names = _prepared(ctx, body, formal)
-    caps = _captured_values(ctx, names, captured)
+    run, at = _prepared(ctx, body, formal)
+    caps = [values[i] for i in at]
     n, k = len(carried), len(body.output_names) - 1 - len(carried)
     width = len(formal)
     limit = None if trips is None else int(np.asarray(trips).reshape(-1)[0])
@@ -140,12 +139,12 @@ def run_loop(ctx: OpContext, attrs: Mapping[str, Any], *values: Any) -> tuple:
 
 def _scan_once(
     ctx: OpContext, attrs: Mapping[str, Any], body: Any, states: list[Any], scanned: list[np.ndarray],
-    captured: Mapping[str, Any], axes: Sequence[int], directions: Sequence[int], length: int | None = None,
+    inputs: Sequence[Any], axes: Sequence[int], directions: Sequence[int], length: int | None = None,
 ) -> tuple[list[Any], list[np.ndarray]]:
     n = len(states)
     formal = _formal(body, n + len(scanned))
-    run, names = _prepared(ctx, body, formal)
-    caps = _captured_values(ctx, names, captured)
+    run, at = _prepared(ctx, body, formal)
+    caps = [inputs[i] for i in at]
     k = len(body.output_names) - n
     moved = [np.moveaxis(x, a % x.ndim, 0) for x, a in zip(scanned, axes)]
     steps = moved[0].shape[0] if moved else 0
@@ -172,19 +171,19 @@ def _scan_once(
 @session_kernel("Scan", ONNX, since=9)
 def run_scan(ctx: OpContext, attrs: Mapping[str, Any], *values: Any) -> tuple:
     """ONNX Scan (opset 9 on): iterate ``body`` over slices of the scan inputs."""
-    regular, captured = _split(ctx, values)
+    regular = _regular(ctx, values)
     m = int(attrs["num_scan_inputs"])
     states, scanned = list(regular[: len(regular) - m]), list(regular[len(regular) - m:])
     axes = list(attrs.get("scan_input_axes") or [0] * m)
     directions = list(attrs.get("scan_input_directions") or [0] * m)
-    states, stacked = _scan_once(ctx, attrs, attrs["body"], states, scanned, captured, axes, directions)
+    states, stacked = _scan_once(ctx, attrs, attrs["body"], states, scanned, values, axes, directions)
     return tuple(states + stacked)
 
 
 @session_kernel("Scan", ONNX, since=8)
 def run_scan_v8(ctx: OpContext, attrs: Mapping[str, Any], *values: Any) -> tuple:
     """ONNX Scan opset 8: a leading batch axis, optional ``sequence_lens``, scan along axis 1."""
-    regular, captured = _split(ctx, values)
+    regular = _regular(ctx, values)
     lens, rest = regular[0], regular[1:]
     m = int(attrs["num_scan_inputs"])
     states, scanned = rest[: len(rest) - m], rest[len(rest) - m:]
@@ -195,7 +194,7 @@ def run_scan_v8(ctx: OpContext, attrs: Mapping[str, Any], *values: Any) -> tuple
     for b in range(batch):
         length = None if lens is None else int(np.asarray(lens).reshape(-1)[b])
         s, y = _scan_once(ctx, {}, attrs["body"], [x[b] for x in states], [x[b] for x in scanned],
-                          captured, [0] * m, directions, length)
+                          values, [0] * m, directions, length)
         for j, v in enumerate(s):
             finals[j].append(v)
         if not outs:
@@ -209,11 +208,11 @@ def run_scan_v8(ctx: OpContext, attrs: Mapping[str, Any], *values: Any) -> tuple
 def run_sequence_map(ctx: OpContext, attrs: Mapping[str, Any], *values: Any) -> tuple:
     """ONNX SequenceMap: run ``body`` once per element of the input sequence; sequence inputs
     give their i-th element, tensor inputs themselves; each output is a sequence."""
-    regular, captured = _split(ctx, values)
+    regular = _regular(ctx, values)
     body = attrs["body"]
     formal = _formal(body, len(regular))
-    run, names = _prepared(ctx, body, formal)
-    caps = _captured_values(ctx, names, captured)
+    run, at = _prepared(ctx, body, formal)
+    caps = [values[i] for i in at]
     count = len(regular[0])
     results: list[list[Any]] = [[] for _ in body.output_names]
     for i in range(count):
