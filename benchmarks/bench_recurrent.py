@@ -6,10 +6,10 @@ GRU, a ``torch.cond`` If and a scripted Loop with an If in its body) run in aman
 intra-op threads (spinning off, so its idle threads do not take the cores amanda's blocks run
 on). The three runners take turns, block by block; each figure is the median over the blocks
 of a block's mean per run, after warm-up blocks are dropped, and the ratio is amanda's median
-over onnxruntime's. On a loaded machine the best block's ratio (``--best``) is the steadier one:
-amanda's many short calls lose more to other processes than onnxruntime's few.
+over onnxruntime's; the last two columns are the best blocks' ratio, the steadier one on a
+loaded machine (amanda's many short calls lose more to other processes than onnxruntime's few).
 
-    PYTHONPATH=. python benchmarks/bench_recurrent.py [--blocks 15] [--runs 50] [--profile lstm_tagger]
+    PYTHONPATH=. python benchmarks/bench_recurrent.py [--blocks 150] [--runs 3] [--profile lstm_tagger]
 
 ``--profile NAME`` prints cProfile's top functions for ``threads=1`` runs of one fixture, and
 the number of numpy calls a run makes (by ``sys.setprofile``).
@@ -67,8 +67,8 @@ def runners(name: str) -> dict[str, Any]:
             "onnxruntime": lambda: reference.run(None, inputs)}
 
 
-def measure(name: str, blocks: int, runs: int, best: bool = False) -> dict[str, float]:
-    """Median (or, with ``best``, least) seconds per run of each runner, blocks alternating."""
+def measure(name: str, blocks: int, runs: int) -> dict[str, tuple[float, float]]:
+    """(median, least) seconds per run of each runner over blocks that alternate runners."""
     fns = runners(name)
     times: dict[str, list[float]] = {k: [] for k in fns}
     for block in range(blocks + WARMUP):
@@ -78,7 +78,7 @@ def measure(name: str, blocks: int, runs: int, best: bool = False) -> dict[str, 
                 fn()
             if block >= WARMUP:
                 times[key].append((time.perf_counter() - start) / runs)
-    return {k: min(v) if best else statistics.median(v) for k, v in times.items()}
+    return {k: (statistics.median(v), min(v)) for k, v in times.items()}
 
 
 def numpy_calls(fn: Any) -> Counter:
@@ -134,22 +134,23 @@ def profile(name: str, runs: int) -> None:
 def main() -> None:
     """Print a markdown table of the fixtures' run times and ratios to onnxruntime."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--blocks", type=int, default=15)
-    parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--blocks", type=int, default=150)
+    parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--profile", choices=MODELS)
-    parser.add_argument("--best", action="store_true", help="the best block instead of the median")
     parser.add_argument("models", nargs="*", default=MODELS)
     args = parser.parse_args()
     if args.profile:
-        profile(args.profile, args.runs * 20)
+        profile(args.profile, 1000)
         return
-    print("| model | amanda | amanda threads=1 | onnxruntime (2 threads) | ratio | ratio threads=1 |")
-    print("|---|---|---|---|---|---|")
+    print("| model | amanda | amanda threads=1 | onnxruntime (2 threads) | ratio | ratio threads=1 "
+          "| best-block ratio | best-block ratio threads=1 |")
+    print("|---|---|---|---|---|---|---|---|")
     for name in args.models:
-        found = measure(name, args.blocks, args.runs, args.best)
-        base = found["onnxruntime"]
-        print(f"| `{name}` | {found['amanda'] * 1e6:.1f} µs | {found['amanda threads=1'] * 1e6:.1f} µs | "
-              f"{base * 1e6:.1f} µs | {found['amanda'] / base:.2f}x | {found['amanda threads=1'] / base:.2f}x |")
+        found = measure(name, args.blocks, args.runs)
+        (mine, mine_best), (single, single_best), (base, base_best) = (
+            found["amanda"], found["amanda threads=1"], found["onnxruntime"])
+        print(f"| `{name}` | {mine * 1e6:.1f} µs | {single * 1e6:.1f} µs | {base * 1e6:.1f} µs | {mine / base:.2f}x "
+              f"| {single / base:.2f}x | {mine_best / base_best:.2f}x | {single_best / base_best:.2f}x |")
 
 
 if __name__ == "__main__":
