@@ -94,17 +94,23 @@ def numpy_calls(fn: Any) -> Counter:
         if module.startswith("numpy") or isinstance(getattr(arg, "__self__", None), np.ndarray):
             counts[getattr(arg, "__qualname__", repr(arg))] += 1
 
-    def counting(name: str, real: Any) -> Any:
-        def call(*args: Any, **kwargs: Any) -> Any:
-            counts[name] += 1
-            return real(*args, **kwargs)
+    class Counting:
+        """A ufunc (or function) that counts its calls; ``reduce`` and the rest pass through."""
 
-        return call
+        def __init__(self, name: str, real: Any) -> None:
+            self.name, self.real = name, real
+
+        def __call__(self, *args: Any, **kwargs: Any) -> Any:
+            counts[self.name] += 1
+            return self.real(*args, **kwargs)
+
+        def __getattr__(self, attr: str) -> Any:
+            return getattr(self.real, attr)
 
     wrapped = {name: getattr(np, name) for name in dir(np)
                if isinstance(getattr(np, name, None), np.ufunc) or name in ("dot", "matmul")}
     for name, real in wrapped.items():
-        setattr(np, name, counting(name, real))
+        setattr(np, name, Counting(name, real))
     sys.setprofile(tracer)
     try:
         fn()
