@@ -388,7 +388,7 @@ class Session:
 
     def _context(self, op: Container, path: Path, namespace: str, opset: int | None) -> OpContext:
         def run_body(body: Container, inputs: Mapping[str, Any], outputs: Sequence[str]) -> list:
-            return self._run_body(body, inputs, outputs, path, namespace)
+            return self._body_runner(body, tuple(inputs), outputs, path, namespace)(list(inputs.values()))
 
         def iteration(i: int) -> None:
             self._iteration(i, path)
@@ -412,31 +412,20 @@ class Session:
         if deadline is not None and time.monotonic() > deadline:
             raise timed_out(f"{format_path(path)} (iteration {i})")
 
-    def _body_plan(self, body: Container, names: Any, outputs: Sequence[str], prefix: tuple, namespace: str) -> Plan:
-        """The plan of a nested container (a control-flow body) for these fed names, made once."""
-        key = (id(body), tuple(outputs), frozenset(names), prefix)
-        cached = self._bodies.get(key)
-        if cached is None or cached[0] is not body:
-            # the body is held here too, so its id cannot be reused while the entry lives
-            # every op of a body runs each iteration, as in a function call: its stateful
-            # ops have effects even when no output depends on them
-            fetches = (*outputs, Endpoint(SELF, CONTROL))
-            plan = compile_plan(body, fetches, tuple(names), None, context=self._context,
-                                default_namespace=namespace, prefix=prefix)
-            cached = self._bodies[key] = (body, plan)
-        return cached[1]
-
-    def _run_body(
-        self, body: Container, inputs: Mapping[str, Any], outputs: Sequence[str], prefix: tuple, namespace: str
-    ) -> list:
-        """Run a nested container (a control-flow body) with this session's runner and state."""
-        return self._body_runner(body, tuple(inputs), outputs, prefix, namespace)(list(inputs.values()))
-
     def _body_runner(self, body: Container, names: Sequence[str], outputs: Sequence[str], prefix: tuple,
                      namespace: str) -> Callable[[Sequence[Any]], list]:
-        """``run(values) -> outputs`` of a body fed ``names`` in order: its plan, slots and
-        fetches looked up once, so that a loop's iteration is a template copy and a run."""
-        plan = self._body_plan(body, names, outputs, prefix, namespace)
+        """``run(values) -> outputs`` of a nested container (a control-flow body) fed ``names``
+        in order, with this session's runner and state: its plan (made once per body and fed
+        names), slots and fetches looked up once, so that an iteration is a copy and a run."""
+        key = (id(body), tuple(outputs), frozenset(names), prefix)
+        cached = self._bodies.get(key)
+        if cached is None or cached[0] is not body:  # held here, so its id is not reused meanwhile
+            # every op of a body runs each iteration, as in a function call: its stateful
+            # ops have effects even when no output depends on them
+            wanted = (*outputs, Endpoint(SELF, CONTROL))
+            cached = self._bodies[key] = (body, compile_plan(
+                body, wanted, tuple(names), None, context=self._context, default_namespace=namespace, prefix=prefix))
+        plan = cached[1]
         template, slots = plan.template, [plan.feed_slots[n] for n in names]
         fed = [(i, s) for i, s in enumerate(slots) if s is not None]
         fetches = plan.fetch_slots[:-1]
