@@ -123,3 +123,5 @@ def test_which_layers_fit_the_fast_path() -> None:
     assert not fits_fast_path("GRU", {}, x, (w.astype(np.float64), w, None, None, None), None, None)
     assert not fits_fast_path("RNN", {}, x.astype(np.int32), (w.astype(np.int32),) * 2, None, None)
     assert not fits_fast_path("RNN", {}, x[:0], arrays, None, None)
+    big = np.zeros((2, 4 * 64, 4), np.float32), np.zeros((2, 4 * 64, 64), np.float32)
+    assert not fits_fast_path("LSTM", {}, x, (*big, None, None, None), None, None)  # 2 directions of 64

@@ -26,24 +26,34 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["fast_recurrent", "fits_fast_path"]
+__all__ = ["MAX_BLOCK_ELEMENTS", "fast_recurrent", "fits_fast_path"]
 
 _SIGMOID_GATES = {"RNN": 0, "GRU": 2, "LSTM": 3}  # the leading gates (ONNX order) that are sigmoids
 _GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
+#: the largest block matrix (gates * dirs * hidden by dirs * (hidden + input) + 1, with the
+#: zeros between directions) the fast path takes: a step reads all of it, where the per-direction
+#: path reads only R and projects every step's input in one GEMM; past L2's size that costs more
+#: than the calls it saves
+MAX_BLOCK_ELEMENTS = 1 << 16
 # (kind, linear_before_reset, id(W), id(R), id(B)) -> (weak references to them, the matrices)
 _KEPT: dict[tuple, tuple[tuple, tuple]] = {}
 
 
 def fits_fast_path(kind: str, attrs: Any, x: np.ndarray, arrays: tuple, lens: Any, p: Any) -> bool:
     """Whether a layer takes the fast path: default activations, no clip, full-length sequences
-    (``lens`` None or none shorter than X), one float dtype for every array, at least one step
-    (an LSTM without peepholes or ``input_forget``; a GRU of either ``linear_before_reset``)."""
+    (``lens`` None or none shorter than X), one float dtype for every array, at least one step,
+    a block matrix of at most :data:`MAX_BLOCK_ELEMENTS` (an LSTM without peepholes or
+    ``input_forget``; a GRU of either ``linear_before_reset``). ``arrays`` is (W, R, B,
+    initial_h, initial_c)."""
     if attrs.get("activations") is not None or attrs.get("clip") is not None or not x.shape[0]:
         return False
     if kind == "LSTM" and (p is not None or int(attrs.get("input_forget", 0))):
         return False
     dtype = x.dtype
     if dtype != np.float32 and dtype != np.float64:
+        return False
+    (dirs, rows, size), hidden = arrays[0].shape, arrays[1].shape[-1]
+    if (rows // max(hidden, 1) + 1) * dirs * hidden * (dirs * (hidden + size) + 1) > MAX_BLOCK_ELEMENTS:
         return False
     for a in arrays:
         if a is not None and a.dtype != dtype:
