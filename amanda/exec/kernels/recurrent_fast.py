@@ -28,8 +28,6 @@ import numpy as np
 
 __all__ = ["MAX_BLOCK_ELEMENTS", "fast_recurrent", "fits_fast_path"]
 
-_SIGMOID_GATES = {"RNN": 0, "GRU": 2, "LSTM": 3}  # the leading gates (ONNX order) that are sigmoids
-_GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 #: the largest block matrix (gates * dirs * hidden by dirs * (hidden + input) + 1, with the
 #: zeros between directions) the fast path takes: a step reads all of it, where the per-direction
 #: path reads only R and projects every step's input in one GEMM; past L2's size that costs more
@@ -61,17 +59,18 @@ def fits_fast_path(kind: str, attrs: Any, x: np.ndarray, arrays: tuple, lens: An
     return lens is None or bool((np.asarray(lens) >= x.shape[0]).all())
 
 
-def _halved(kind: str, a: np.ndarray, hidden: int) -> np.ndarray:
-    """``a`` ([gates * hidden, ...] or [gates * hidden]) with its sigmoid gates' rows halved."""
+def _halved(a: np.ndarray, gates: int, hidden: int) -> np.ndarray:
+    """``a`` ([gates * hidden, ...] or [gates * hidden]) with its sigmoid gates' rows halved:
+    every gate but the last in ONNX's order (an LSTM's i, o, f; a GRU's z, r; none of an RNN's)."""
     out = np.array(a, copy=True)
-    out[:_SIGMOID_GATES[kind] * hidden] *= 0.5
+    out[:(gates - 1) * hidden] *= 0.5
     return out
 
 
-def _blocks(kind: str, lbr: bool) -> list[tuple[int, bool, bool, str]]:
+def _blocks(kind: str, gates: int, lbr: bool) -> list[tuple[int, bool, bool, str]]:
     """Per row block of the GEMM: (ONNX gate, takes R, takes W, bias: "both", "W", "R")."""
     if kind != "GRU":
-        return [(g, True, True, "both") for g in range(_GATES[kind])]
+        return [(g, True, True, "both") for g in range(gates)]
     if lbr:  # the candidate's input part, then its recurrent part (the reset gate scales only that)
         return [(0, True, True, "both"), (1, True, True, "both"), (2, False, True, "W"), (2, True, False, "R")]
     return [(0, True, True, "both"), (1, True, True, "both"), (2, False, True, "both")]
@@ -83,15 +82,15 @@ def _matrices(kind: str, lbr: bool, w: np.ndarray, r: np.ndarray, b: np.ndarray 
     dirs, rows, size = w.shape
     hidden = r.shape[-1]
     gates = rows // hidden
-    blocks = _blocks(kind, lbr)
+    blocks = _blocks(kind, gates, lbr)
     state = dirs * hidden
     out = np.zeros((len(blocks), dirs, hidden, state + dirs * size + 1), w.dtype)
     rec_h = np.zeros((dirs, hidden, state), w.dtype)
     for d in range(dirs):
-        wd = _halved(kind, w[d], hidden).reshape(gates, hidden, size)
-        rd = _halved(kind, r[d], hidden).reshape(gates, hidden, hidden)
+        wd = _halved(w[d], gates, hidden).reshape(gates, hidden, size)
+        rd = _halved(r[d], gates, hidden).reshape(gates, hidden, hidden)
         bd = np.zeros((2, gates, hidden), w.dtype) if b is None else np.stack(
-            [_halved(kind, b[d, :rows], hidden), _halved(kind, b[d, rows:], hidden)]).reshape(2, gates, hidden)
+            [_halved(b[d, :rows], gates, hidden), _halved(b[d, rows:], gates, hidden)]).reshape(2, gates, hidden)
         for k, (g, takes_r, takes_w, bias) in enumerate(blocks):
             if takes_r:
                 out[k, d, :, d * hidden:(d + 1) * hidden] = rd[g]
