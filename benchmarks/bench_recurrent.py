@@ -9,7 +9,7 @@ of a block's mean per run, after warm-up blocks are dropped, and the ratio is am
 over onnxruntime's; the last two columns are the best blocks' ratio, the steadier one on a
 loaded machine (amanda's many short calls lose more to other processes than onnxruntime's few).
 
-    PYTHONPATH=. python benchmarks/bench_recurrent.py [--blocks 150] [--runs 3] [--profile lstm_tagger]
+    PYTHONPATH=. python benchmarks/bench_recurrent.py [--blocks 150] [--runs 3] [--apart] [--profile lstm_tagger]
 
 ``--profile NAME`` prints cProfile's top functions for ``threads=1`` runs of one fixture, and
 the number of numpy calls a run makes (by ``sys.setprofile``).
@@ -67,17 +67,21 @@ def runners(name: str) -> dict[str, Any]:
             "onnxruntime": lambda: reference.run(None, inputs)}
 
 
-def measure(name: str, blocks: int, runs: int) -> dict[str, tuple[float, float]]:
-    """(median, least) seconds per run of each runner over blocks that alternate runners."""
+def measure(name: str, blocks: int, runs: int, apart: bool = False) -> dict[str, tuple[float, float]]:
+    """(median, least) seconds per run of each runner over blocks that alternate runners (with
+    ``apart``, each runner's blocks one after the other: onnxruntime runs faster when its runs
+    follow each other than between amanda's)."""
     fns = runners(name)
     times: dict[str, list[float]] = {k: [] for k in fns}
-    for block in range(blocks + WARMUP):
-        for key, fn in fns.items():
-            start = time.perf_counter()
-            for _ in range(runs):
-                fn()
-            if block >= WARMUP:
-                times[key].append((time.perf_counter() - start) / runs)
+    order = [(block, key) for key in fns for block in range(blocks + WARMUP)] if apart else \
+        [(block, key) for block in range(blocks + WARMUP) for key in fns]
+    for block, key in order:
+        fn = fns[key]
+        start = time.perf_counter()
+        for _ in range(runs):
+            fn()
+        if block >= WARMUP:
+            times[key].append((time.perf_counter() - start) / runs)
     return {k: (statistics.median(v), min(v)) for k, v in times.items()}
 
 
@@ -143,6 +147,7 @@ def main() -> None:
     parser.add_argument("--blocks", type=int, default=150)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--profile", choices=MODELS)
+    parser.add_argument("--apart", action="store_true", help="each runner's blocks in a row, not alternating")
     parser.add_argument("models", nargs="*", default=MODELS)
     args = parser.parse_args()
     if args.profile:
@@ -152,7 +157,7 @@ def main() -> None:
           "| best-block ratio | best-block ratio threads=1 |")
     print("|---|---|---|---|---|---|---|---|")
     for name in args.models:
-        found = measure(name, args.blocks, args.runs)
+        found = measure(name, args.blocks, args.runs, args.apart)
         (mine, mine_best), (single, single_best), (base, base_best) = (
             found["amanda"], found["amanda threads=1"], found["onnxruntime"])
         print(f"| `{name}` | {mine * 1e6:.1f} µs | {single * 1e6:.1f} µs | {base * 1e6:.1f} µs | {mine / base:.2f}x "
