@@ -7,8 +7,9 @@ Each model is exported with a fixed seed; a JSON file beside it records the inpu
 dtypes the tests feed. The models: an LSTM tagger (embedding, LSTM, linear), a two-layer
 bidirectional GRU, a model whose forward branches on its input with ``torch.cond`` (an ONNX If,
 then-branch written first, as torch writes it), a small MLP exported with its modules as
-model-local functions, and one whose function takes an attribute (each call's LeakyRelu slope,
-which the body refers to with ``ref_attr_name``).
+model-local functions, one whose function takes an attribute (each call's LeakyRelu slope,
+which the body refers to with ``ref_attr_name``), and a scripted loop whose body branches (an
+ONNX Loop with an If in its body).
 """
 
 from __future__ import annotations
@@ -109,6 +110,30 @@ def export_function_attributes() -> None:
     _save("function_attributes", {"x": x})
 
 
+class ScriptedLoop(torch.nn.Module):
+    """Sums the input's rows, doubling those whose sum is positive and negating the others: a
+    TorchScript loop with a data-dependent branch in its body."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        acc = torch.zeros_like(x[0])
+        for i in range(x.size(0)):
+            row = x[i]
+            if bool(row.sum() > 0):
+                acc = acc + row * 2.0
+            else:
+                acc = acc - row
+        return acc
+
+
+def export_scripted_loop() -> None:
+    """The scripted Loop-with-If model (its own seed, so adding it changed no other fixture)."""
+    torch.manual_seed(2)
+    x = torch.randn(6, 4)
+    torch.onnx.export(torch.jit.script(ScriptedLoop()), (x,), OUT / "scripted_loop.onnx", dynamo=False,
+                      opset_version=17, input_names=["x"], output_names=["y"])
+    _save("scripted_loop", {"x": x})
+
+
 def _save(name: str, inputs: dict[str, torch.Tensor]) -> None:
     spec = {k: {"shape": list(v.shape), "dtype": str(v.dtype).removeprefix("torch.")} for k, v in inputs.items()}
     (OUT / f"{name}.json").write_text(json.dumps(spec, indent=1) + "\n")
@@ -135,6 +160,7 @@ def main() -> None:
                       input_names=["x"], output_names=["y"], export_modules_as_functions={Block})
     _save("local_functions", {"x": x})
     export_function_attributes()
+    export_scripted_loop()
     print(f"wrote {sorted(p.name for p in OUT.iterdir())}")
 
 

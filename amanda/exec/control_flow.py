@@ -13,7 +13,7 @@ formal body inputs, in order.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -39,41 +39,66 @@ def _ports(node: Any) -> tuple[tuple[str | None, ...], tuple[str, ...], tuple[st
     return node._cached("exec.control_flow.ports", build)  # type: ignore[no-any-return]
 
 
-def _split(ctx: OpContext, values: Sequence[Any]) -> tuple[list[Any], dict[str, Any]]:
-    """The op's positional inputs and its captured values by port name."""
-    regular: list[Any] = []
-    captured: dict[str, Any] = {}
-    for name, value in zip(_ports(ctx.op)[0], values):
-        if name is None:
-            regular.append(value)
-        else:
-            captured[name] = value
-    return regular, captured
+def _regular(ctx: OpContext, values: Sequence[Any]) -> list[Any]:
+    """The op's positional (not captured) inputs."""
+    return [value for name, value in zip(_ports(ctx.op)[0], values) if name is None]
 
 
-def _formal(body: Any) -> list[str]:
-    return list(_ports(body)[1])
+def _formal(body: Any, count: int) -> tuple[str, ...]:
+    """The body's first ``count`` formal input names: values past its formal inputs are not
+    fed (nor are formal inputs past the values)."""
+    return _ports(body)[1][:count]
 
 
-def _feeds(ctx: OpContext, body: Any, formal: Mapping[str, Any], captured: Mapping[str, Any]) -> dict[str, Any]:
-    feeds = dict(formal)
-    for name in _ports(body)[2]:
-        if name not in captured:
-            raise ExecutionError.at(ctx.path, f"a captured input `{name}` on the op for its body", "none")
-        feeds[name] = captured[name]
-    return feeds
+def _prepared(ctx: OpContext, body: Any, formal: Sequence[str]) -> tuple[Callable[[Sequence[Any]], list], tuple]:
+    """``run(values) -> outputs`` of ``body`` fed ``formal`` then its captured inputs, and where
+    among the op's inputs each captured value is: made once per op and body (kept in
+    ``ctx.bodies``), so an iteration looks up no plan, builds no feed dict and checks no names."""
+    key = (id(body), tuple(formal))
+    found = ctx.bodies.get(key)
+    if found is None or found[0] is not body:
+        captured = _ports(body)[2]
+        names = (*formal, *captured)
+        outputs = body.output_names
+        if ctx.body_runner is not None:
+            run = ctx.body_runner(body, names, outputs)
+        else:  # a context without one: each run by name
+
+            def run(values: Sequence[Any]) -> list:
+                return ctx.run_body(body, dict(zip(names, values)), outputs)
+
+        found = ctx.bodies[key] = (body, run, _positions(ctx, captured))
+    return found[1], found[2]
+
+
+def _positions(ctx: OpContext, names: Sequence[str]) -> tuple[int, ...]:
+    """Where among the op's inputs the values of a body's captured ``names`` are (an error
+    names one the op lacks)."""
+    at: dict[str, int] = {}
+    for i, name in enumerate(_ports(ctx.op)[0]):
+        if name is not None:
+            at.setdefault(name, i)
+    missing = [n for n in names if n not in at]
+    if missing:
+        raise ExecutionError.at(ctx.path, f"a captured input `{missing[0]}` on the op for its body", "none")
+    return tuple(at[n] for n in names)
 
 
 def _truth(value: Any) -> bool:
+    if type(value) is np.ndarray and value.ndim == 0:  # a condition is mostly a scalar
+        return bool(value)
     return bool(np.asarray(value).reshape(-1)[0])
 
 
 @session_kernel("If", ONNX)
 def run_if(ctx: OpContext, attrs: Mapping[str, Any], *values: Any) -> tuple:
     """ONNX If: run ``then_branch`` or ``else_branch``; its outputs are the op's."""
-    regular, captured = _split(ctx, values)
-    body = attrs["then_branch"] if _truth(regular[0]) else attrs["else_branch"]
-    return tuple(ctx.run_body(body, _feeds(ctx, body, {}, captured), body.output_names))
+    first = ctx.bodies.get("cond")
+    if first is None:  # where the condition is among the inputs (the first port not captured)
+        first = ctx.bodies["cond"] = _ports(ctx.op)[0].index(None)
+    body = attrs["then_branch"] if _truth(values[first]) else attrs["else_branch"]
+    run, at = _prepared(ctx, body, ())
+    return tuple(run([values[i] for i in at]))
 
 
 @session_kernel("Loop", ONNX)
@@ -83,26 +108,28 @@ def run_loop(ctx: OpContext, attrs: Mapping[str, Any], *values: Any) -> tuple:
     Outputs: the final loop-carried values, then each scan output stacked along a new
     first axis.
     """
-    regular, captured = _split(ctx, values)
+    regular = _regular(ctx, values)
     trips, cond, carried = regular[0], regular[1], list(regular[2:])
     body = attrs["body"]
-    formal = _formal(body)
-    outputs = body.output_names
-    n, k = len(carried), len(outputs) - 1 - len(carried)
+    formal = _formal(body, 2 + len(carried))
+    run, at = _prepared(ctx, body, formal)
+    caps = [values[i] for i in at]
+    n, k = len(carried), len(body.output_names) - 1 - len(carried)
+    width = len(formal)
     limit = None if trips is None else int(np.asarray(trips).reshape(-1)[0])
     going = True if cond is None else _truth(cond)
     counter_dtype = np.int64 if trips is None else np.asarray(trips).dtype
     scans: list[list[Any]] = [[] for _ in range(k)]
+    iteration = ctx.iteration
     i = 0
     while going and (limit is None or i < limit):
-        ctx.iteration(i)
-        given = {formal[0]: np.array(i, dtype=counter_dtype), formal[1]: np.array(going)}
-        given.update(zip(formal[2:], carried))
-        result = ctx.run_body(body, _feeds(ctx, body, given, captured), outputs)
+        iteration(i)
+        given = [np.array(i, dtype=counter_dtype), np.array(going), *carried]
+        result = run([*given[:width], *caps] if len(given) != width else [*given, *caps])
         if result[0] is None:
             raise ExecutionError.at(ctx.path, "a condition output from the loop body", "None")
         going = _truth(result[0])
-        carried = list(result[1:1 + n])
+        carried = result[1:1 + n]
         for j in range(k):
             scans[j].append(result[1 + n + j])
         i += 1
@@ -112,23 +139,22 @@ def run_loop(ctx: OpContext, attrs: Mapping[str, Any], *values: Any) -> tuple:
 
 def _scan_once(
     ctx: OpContext, attrs: Mapping[str, Any], body: Any, states: list[Any], scanned: list[np.ndarray],
-    captured: Mapping[str, Any], axes: Sequence[int], directions: Sequence[int], length: int | None = None,
+    inputs: Sequence[Any], axes: Sequence[int], directions: Sequence[int], length: int | None = None,
 ) -> tuple[list[Any], list[np.ndarray]]:
-    formal = _formal(body)
-    outputs = body.output_names
     n = len(states)
-    k = len(outputs) - n
+    formal = _formal(body, n + len(scanned))
+    run, at = _prepared(ctx, body, formal)
+    caps = [inputs[i] for i in at]
+    k = len(body.output_names) - n
     moved = [np.moveaxis(x, a % x.ndim, 0) for x, a in zip(scanned, axes)]
     steps = moved[0].shape[0] if moved else 0
     if length is not None:
         steps = length
     slices: list[list[Any]] = [[] for _ in range(k)]
     for t in range(steps):
-        given = dict(zip(formal[:n], states))
-        for name, x, d in zip(formal[n:], moved, directions):
-            given[name] = x[steps - 1 - t if d else t]
-        result = ctx.run_body(body, _feeds(ctx, body, given, captured), outputs)
-        states = list(result[:n])
+        given = [*states, *(x[steps - 1 - t if d else t] for x, d in zip(moved, directions))]
+        result = run([*given[:len(formal)], *caps])
+        states = result[:n]
         for j in range(k):
             slices[j].append(result[n + j])
     out_axes = list(attrs.get("scan_output_axes") or [0] * k)
@@ -145,19 +171,19 @@ def _scan_once(
 @session_kernel("Scan", ONNX, since=9)
 def run_scan(ctx: OpContext, attrs: Mapping[str, Any], *values: Any) -> tuple:
     """ONNX Scan (opset 9 on): iterate ``body`` over slices of the scan inputs."""
-    regular, captured = _split(ctx, values)
+    regular = _regular(ctx, values)
     m = int(attrs["num_scan_inputs"])
     states, scanned = list(regular[: len(regular) - m]), list(regular[len(regular) - m:])
     axes = list(attrs.get("scan_input_axes") or [0] * m)
     directions = list(attrs.get("scan_input_directions") or [0] * m)
-    states, stacked = _scan_once(ctx, attrs, attrs["body"], states, scanned, captured, axes, directions)
+    states, stacked = _scan_once(ctx, attrs, attrs["body"], states, scanned, values, axes, directions)
     return tuple(states + stacked)
 
 
 @session_kernel("Scan", ONNX, since=8)
 def run_scan_v8(ctx: OpContext, attrs: Mapping[str, Any], *values: Any) -> tuple:
     """ONNX Scan opset 8: a leading batch axis, optional ``sequence_lens``, scan along axis 1."""
-    regular, captured = _split(ctx, values)
+    regular = _regular(ctx, values)
     lens, rest = regular[0], regular[1:]
     m = int(attrs["num_scan_inputs"])
     states, scanned = rest[: len(rest) - m], rest[len(rest) - m:]
@@ -168,7 +194,7 @@ def run_scan_v8(ctx: OpContext, attrs: Mapping[str, Any], *values: Any) -> tuple
     for b in range(batch):
         length = None if lens is None else int(np.asarray(lens).reshape(-1)[b])
         s, y = _scan_once(ctx, {}, attrs["body"], [x[b] for x in states], [x[b] for x in scanned],
-                          captured, [0] * m, directions, length)
+                          values, [0] * m, directions, length)
         for j, v in enumerate(s):
             finals[j].append(v)
         if not outs:
@@ -182,14 +208,15 @@ def run_scan_v8(ctx: OpContext, attrs: Mapping[str, Any], *values: Any) -> tuple
 def run_sequence_map(ctx: OpContext, attrs: Mapping[str, Any], *values: Any) -> tuple:
     """ONNX SequenceMap: run ``body`` once per element of the input sequence; sequence inputs
     give their i-th element, tensor inputs themselves; each output is a sequence."""
-    regular, captured = _split(ctx, values)
+    regular = _regular(ctx, values)
     body = attrs["body"]
-    formal = _formal(body)
-    outputs = body.output_names
+    formal = _formal(body, len(regular))
+    run, at = _prepared(ctx, body, formal)
+    caps = [values[i] for i in at]
     count = len(regular[0])
-    results: list[list[Any]] = [[] for _ in outputs]
+    results: list[list[Any]] = [[] for _ in body.output_names]
     for i in range(count):
-        given = {name: (v[i] if isinstance(v, list) else v) for name, v in zip(formal, regular)}
-        for j, value in enumerate(ctx.run_body(body, _feeds(ctx, body, given, captured), outputs)):
+        given = [v[i] if isinstance(v, list) else v for v in regular[:len(formal)]]
+        for j, value in enumerate(run([*given, *caps])):
             results[j].append(value)
     return tuple(results)

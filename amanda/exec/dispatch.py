@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -100,7 +100,10 @@ class OpContext:
     ``namespace``: its effective namespace; ``run_body``: runs a nested container
     (``run_body(body, inputs_by_name, output_names)``) with this session's executor;
     ``iteration``: called by a loop before its iteration ``i`` (counting from 0), raises
-    an ExecutionError past the session's iteration limit or the run's timeout.
+    an ExecutionError past the session's iteration limit or the run's timeout;
+    ``body_runner``: ``body_runner(body, input_names, output_names)`` gives ``run(values) ->
+    outputs`` for a body run many times (its plan made once); ``bodies``: what the op's
+    kernel keeps between its runs (control flow keeps its bodies' runners there).
     """
 
     state: dict
@@ -111,6 +114,8 @@ class OpContext:
     namespace: str
     run_body: Callable[[Container, Mapping[str, Any], Sequence[str]], list]
     iteration: Callable[[int], None] = lambda i: None
+    body_runner: Callable[[Container, Sequence[str], Sequence[str]], Callable[[Sequence[Any]], list]] | None = None
+    bodies: dict = field(default_factory=dict)
 
 
 @dataclass

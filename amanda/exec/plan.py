@@ -27,22 +27,19 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-import numpy as np
-
 from amanda.containers import SELF, Endpoint, FlatGraph, bind, flatten, walk
 from amanda.containers.records import Path
 from amanda.containers.refs import resolve_references
 from amanda.errors import ExecutionError, format_path
 from amanda.exec.dispatch import (
     OpContext,
-    failure,
     output_positions,
     parse_namespace,
     resolve_kernel,
 )
 from amanda.exec.feeds import PortType, feed_types
 from amanda.exec.inplace import donate
-from amanda.exec.kernels.relaid import mark_constant
+from amanda.exec.plan_fold import fold_constant, fold_pure
 from amanda.exec.resolve import FetchSpec, Into, control_sources, data_source, resolve_feed, resolve_fetch
 from amanda.exec.schedule import BY_SIZE, INLINE, POOL, Schedule, schedule, with_frees, writers
 from amanda.exec.update_in_place import update_in_place
@@ -320,11 +317,15 @@ def _compile(
     feed_slots = slots.feeds(pruned, set(order))
     wired = [slots.wire(r, pruned) for r in resolved]
     running = []
-    for r in wired:  # stage 3: constants now, into the template
+    constant = {0}  # slots whose value is known now: folded ops' outputs (slot 0: None)
+    for r in wired:  # stage 3: constants, and pure ops of constants, now, into the template
         if _foldable(r):
-            _fold(r.fn, r.kernel.attrs, r.outs, slots.template, r.where, r.namespace)
-        else:
+            fold_constant(r.fn, r.kernel.attrs, r.outs, slots.template, r.where, r.namespace)
+        elif r.kernel.session or not fold_pure(r.fn, r.kernel.attrs, str(r.op.type), r.namespace, r.ins, r.outs,
+                                               slots.template, constant):
             running.append(r)
+            continue
+        constant.update(s for _, s in r.outs)
     fetch_slots = tuple(slots(key) if kind == "value" else None for kind, key in pruned.targets)
     keep = frozenset(s for s in fetch_slots if s is not None)
     running, controls = update_in_place(running, keep, pruned.controls)  # optimiser steps on the store
@@ -344,18 +345,3 @@ def _family(info: StepInfo) -> str | None:
     """The kernel family of a step run by a plain kernel (whose registry entry says whether
     it is ``fresh``), None for one run inline (session kernels)."""
     return parse_namespace(info.namespace)[0] if info.namespace and info.placement != INLINE else None
-
-
-def _fold(fn: Callable, attrs: Any, outs: tuple, template: list, where: str, namespace: Any) -> None:
-    """Evaluate a Constant now; its value is shared by every run, so it is made read-only."""
-    try:
-        result = fn(attrs)
-    except Exception as exc:  # noqa: BLE001 - re-raised with the op's path
-        raise failure(where, "Constant", namespace, (), exc) from exc
-    for k, s in outs:
-        value = result[k]
-        if isinstance(value, np.ndarray) and value.flags.writeable:
-            value = value.view()
-            value.setflags(write=False)
-        mark_constant(value)  # the same array on every run: kernels may keep a relaid copy
-        template[s] = value

@@ -16,7 +16,7 @@ import threading
 import time
 import warnings
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
@@ -388,12 +388,16 @@ class Session:
 
     def _context(self, op: Container, path: Path, namespace: str, opset: int | None) -> OpContext:
         def run_body(body: Container, inputs: Mapping[str, Any], outputs: Sequence[str]) -> list:
-            return self._run_body(body, inputs, outputs, path, namespace)
+            return self._body_runner(body, tuple(inputs), outputs, path, namespace)(list(inputs.values()))
 
         def iteration(i: int) -> None:
             self._iteration(i, path)
 
-        return OpContext(self._state, _state.state_key(op), path, op, opset, namespace, run_body, iteration)
+        def body_runner(body: Container, names: Sequence[str], outputs: Sequence[str]) -> Callable:
+            return self._body_runner(body, names, outputs, path, namespace)
+
+        return OpContext(self._state, _state.state_key(op), path, op, opset, namespace, run_body, iteration,
+                         body_runner)
 
     def _iteration(self, i: int, path: Path) -> None:
         """Stop a loop at ``path`` before iteration ``i`` past the limit or the run's deadline."""
@@ -408,25 +412,30 @@ class Session:
         if deadline is not None and time.monotonic() > deadline:
             raise timed_out(f"{format_path(path)} (iteration {i})")
 
-    def _run_body(
-        self, body: Container, inputs: Mapping[str, Any], outputs: Sequence[str], prefix: tuple, namespace: str
-    ) -> list:
-        """Run a nested container (a control-flow body) with this session's runner and state."""
-        key = (id(body), tuple(outputs), frozenset(inputs), prefix)
+    def _body_runner(self, body: Container, names: Sequence[str], outputs: Sequence[str], prefix: tuple,
+                     namespace: str) -> Callable[[Sequence[Any]], list]:
+        """``run(values) -> outputs`` of a nested container (a control-flow body) fed ``names``
+        in order, with this session's runner and state: its plan (made once per body and fed
+        names), slots and fetches looked up once, so that an iteration is a copy and a run."""
+        key = (id(body), tuple(outputs), frozenset(names), prefix)
         cached = self._bodies.get(key)
-        if cached is None or cached[0] is not body:
-            # the body is held here too, so its id cannot be reused while the entry lives
+        if cached is None or cached[0] is not body:  # held here, so its id is not reused meanwhile
             # every op of a body runs each iteration, as in a function call: its stateful
             # ops have effects even when no output depends on them
-            fetches = (*outputs, Endpoint(SELF, CONTROL))
-            plan = compile_plan(body, fetches, tuple(inputs), None, context=self._context,
-                                default_namespace=namespace, prefix=prefix)
-            cached = self._bodies[key] = (body, plan)
+            wanted = (*outputs, Endpoint(SELF, CONTROL))
+            cached = self._bodies[key] = (body, compile_plan(
+                body, wanted, tuple(names), None, context=self._context, default_namespace=namespace, prefix=prefix))
         plan = cached[1]
-        env = plan.template.copy()
-        for name, value in inputs.items():
-            s = plan.feed_slots[name]
-            if s is not None:
-                env[s] = value
-        self._runner.execute(plan, env, self._mode)
-        return [env[s] for s in plan.fetch_slots[:-1]]  # type: ignore[index]
+        template, slots = plan.template, [plan.feed_slots[n] for n in names]
+        fed = [(i, s) for i, s in enumerate(slots) if s is not None]
+        fetches = plan.fetch_slots[:-1]
+        execute = self._runner.execute
+
+        def run(values: Sequence[Any]) -> list:
+            env = template.copy()
+            for i, s in fed:
+                env[s] = values[i]
+            execute(plan, env, self._mode)
+            return [env[s] for s in fetches]  # type: ignore[index]
+
+        return run

@@ -20,6 +20,7 @@ from amanda.containers import SELF, Container, Endpoint, Port
 from amanda.containers.arguments import expect_container, expect_flag, expect_mapping
 from amanda.errors import ArgumentError
 from amanda.exec.dispatch import output_positions, resolve_kernel
+from amanda.exec.plan_fold import MAX_FOLDED_BYTES
 from amanda.namespaces.name import NamespaceName
 from amanda.ops.registry import entry
 from amanda.passes.cleanup import effectful
@@ -29,8 +30,6 @@ from amanda.types import TensorType, infer_types
 
 __all__ = ["fold_constants", "specialize"]
 
-# outputs larger than this stay computed per run: folding would trade time for memory
-MAX_FOLDED_BYTES = 64 << 20
 
 
 def _onnx_family(namespace: str | None) -> bool:

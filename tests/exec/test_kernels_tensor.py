@@ -391,6 +391,21 @@ def test_out_of_range_index_raises():
         run("Gather", 13, {}, np.arange(3), np.array([3]))
 
 
+@pytest.mark.parametrize("indices", [[-4], [3], [0, -4], [-1, 3]])
+def test_indices_past_either_end_raise(indices: list) -> None:
+    """Below -n or at n and above raise, alone or beside indices in range."""
+    with pytest.raises(ExecutionError):
+        run("Gather", 13, {}, np.arange(3), np.array(indices))
+
+
+def test_negative_indices_wrap_once() -> None:
+    """-n .. -1 read from the end, mixed with non-negative ones, as numpy's indexing does."""
+    x = np.arange(10, 13)
+    for indices in ([-3, -1, 0, 2], [[-1, 1], [0, -2]], 2, -3):
+        (got,) = run("Gather", 13, {}, x, np.array(indices))
+        np.testing.assert_array_equal(got, x[np.array(indices)])
+
+
 def test_scatter_kernels_do_not_modify_inputs():
     """Scatter-type kernels return new arrays and leave their inputs unchanged."""
     data = np.zeros((3, 3), np.float32)

@@ -1,5 +1,5 @@
 """Real models exported from torch (tools/export_fixture_models.py, committed so CI needs no
-torch): an LSTM tagger, a two-layer bidirectional GRU and a torch.cond If run as onnxruntime
+torch): an LSTM tagger, a two-layer bidirectional GRU and a torch.cond If and a scripted Loop with an If in its body run as onnxruntime
 runs them, and survive YAML and ONNX round trips."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from amanda.io.onnx.export import to_onnx  # noqa: E402
 from amanda.io.onnx.importer import from_onnx  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "onnx" / "from_torch"
-RUNNABLE = ["lstm_tagger", "bigru", "torch_if"]
+RUNNABLE = ["lstm_tagger", "bigru", "torch_if", "scripted_loop"]
 
 
 def feeds(name: str, seed: int) -> dict[str, np.ndarray]:

@@ -28,7 +28,15 @@ def normalize_indices(indices: np.ndarray, dim: Any, name: str = "indices") -> n
     ``dim`` may be an array broadcasting against ``indices`` (one bound per column).
     """
     idx = np.asarray(indices).astype(np.int64, copy=False)
-    idx = np.where(idx < 0, idx + dim, idx)
+    if isinstance(dim, (int, np.integer)) and idx.size:  # one bound: two reductions, no temporaries
+        low, high = int(idx.min()), int(idx.max())
+        if low >= 0 and high < dim:
+            return idx
+        if low >= -dim and high < dim:
+            return np.where(idx < 0, idx + dim, idx)
+        idx = np.where(idx < 0, idx + dim, idx)
+    else:
+        idx = np.where(idx < 0, idx + dim, idx)
     if idx.size and (np.any(idx < 0) or np.any(idx >= dim)):
         raise ExecutionError.at(
             name, f"indices in [-{dim}, {dim})", f"values in [{idx.min()}, {idx.max()}]"

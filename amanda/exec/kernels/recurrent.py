@@ -17,6 +17,7 @@ import numpy as np
 
 from amanda.errors import ExecutionError
 from amanda.exec.kernels.math_util import attr_str
+from amanda.exec.kernels.recurrent_fast import fast_recurrent, fits_fast_path
 from amanda.exec.kernels.registry import kernel
 
 Attrs = Mapping[str, Any]
@@ -205,6 +206,27 @@ def _part(a: np.ndarray | None, d: int) -> np.ndarray | None:
     return None if a is None else a[d]
 
 
+def _by_direction(kind: str, attrs: Attrs, fns: list, x: np.ndarray, w: np.ndarray, r: np.ndarray,
+                  b: np.ndarray | None, p: np.ndarray | None, lens: np.ndarray, h0: np.ndarray | None,
+                  c0: np.ndarray | None, backwards: list[bool]) -> tuple:
+    """``(Y, Y_h, Y_c)`` (``Y_c`` None but for an LSTM), one direction after the other, one
+    :class:`_Cell` step at a time: any activation, clip, peepholes and sequence lengths."""
+    batch, hidden = x.shape[1], r.shape[-1]
+    ys, hs, cs = [], [], []
+    for d in range(w.shape[0]):
+        cell = _Cell(kind, w[d], r[d], _part(b, d), _part(p, d), fns[d], attrs)
+        h = np.zeros((batch, hidden), x.dtype) if h0 is None else h0[d]
+        c = (np.zeros((batch, hidden), x.dtype) if c0 is None else c0[d]) if kind == "LSTM" else None
+        y, h, c = _run_direction(cell, x, lens, h, c, backwards[d])
+        ys.append(y)
+        hs.append(h)
+        cs.append(c)
+    y_all = np.stack(ys, axis=1).astype(x.dtype, copy=False)  # [steps, dirs, batch, hidden]
+    y_h = np.stack(hs).astype(x.dtype, copy=False)
+    y_c = np.stack([c for c in cs if c is not None]).astype(x.dtype, copy=False) if kind == "LSTM" else None
+    return y_all, y_h, y_c
+
+
 def _recurrent(kind: str, gates: int, defaults: Sequence[str], attrs: Attrs, x: np.ndarray, w: np.ndarray,
                r: np.ndarray, b: np.ndarray | None, lens: np.ndarray | None, h0: np.ndarray | None,
                c0: np.ndarray | None = None, p: np.ndarray | None = None) -> tuple:
@@ -218,20 +240,13 @@ def _recurrent(kind: str, gates: int, defaults: Sequence[str], attrs: Attrs, x: 
     if r.shape[1] != gates * hidden:
         raise ExecutionError(f"{kind}: R has {r.shape[1]} rows, expected {gates} x hidden_size {hidden}",
                              expected=f"{gates * hidden}", found=str(r.shape[1]))
-    lens = np.full(batch, steps) if lens is None else np.asarray(lens).astype(np.int64)
-    fns = _activations(attrs, defaults, dirs)
-    ys, hs, cs = [], [], []
-    for d in range(dirs):
-        cell = _Cell(kind, w[d], r[d], _part(b, d), _part(p, d), fns[d], attrs)
-        h = np.zeros((batch, hidden), x.dtype) if h0 is None else h0[d]
-        c = (np.zeros((batch, hidden), x.dtype) if c0 is None else c0[d]) if kind == "LSTM" else None
-        y, h, c = _run_direction(cell, x, lens, h, c, direction == "reverse" or d == 1)
-        ys.append(y)
-        hs.append(h)
-        cs.append(c)
-    y_all = np.stack(ys, axis=1).astype(x.dtype, copy=False)  # [steps, dirs, batch, hidden]
-    y_h = np.stack(hs).astype(x.dtype, copy=False)
-    y_c = np.stack([c for c in cs if c is not None]).astype(x.dtype, copy=False) if kind == "LSTM" else None
+    backwards = [direction == "reverse" or d == 1 for d in range(dirs)]
+    if fits_fast_path(kind, attrs, x, (w, r, b, h0, c0), lens, p):
+        y_all, y_h, y_c = fast_recurrent(kind, attrs, x, w, r, b, h0, c0, backwards)
+    else:
+        lens = np.full(batch, steps) if lens is None else np.asarray(lens).astype(np.int64)
+        fns = _activations(attrs, defaults, dirs)
+        y_all, y_h, y_c = _by_direction(kind, attrs, fns, x, w, r, b, p, lens, h0, c0, backwards)
     if layout:
         y_all = np.ascontiguousarray(np.transpose(y_all, (2, 0, 1, 3)))
         y_h = np.ascontiguousarray(np.swapaxes(y_h, 0, 1))
