@@ -33,7 +33,7 @@ import onnx
 import onnxruntime as ort
 
 import amanda
-from amanda.io.onnx_import import from_onnx
+from amanda.io.onnx.importer import from_onnx
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "onnx" / "from_torch"
 MODELS = ["lstm_tagger", "bigru", "torch_if", "scripted_loop"]

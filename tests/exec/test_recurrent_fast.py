@@ -15,7 +15,7 @@ from onnx import helper, numpy_helper  # noqa: E402
 
 import amanda  # noqa: E402
 from amanda.exec.kernels.recurrent_fast import fits_fast_path  # noqa: E402
-from amanda.io.onnx_import import from_onnx  # noqa: E402
+from amanda.io.onnx.importer import from_onnx  # noqa: E402
 
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 OPTIONAL = ["B", "sequence_lens", "initial_h", "initial_c"]
