@@ -57,7 +57,7 @@ from amanda.exec import Session
 from amanda.io import dump, dumps, load, loads
 from amanda.io.torch_capture import from_torch
 from amanda.namespaces import namespace
-from amanda.namespaces.mapping import MappingTable, NameMap, convert, load_mapping, register_table
+from amanda.rewrite.mapping import MappingTable, NameMap, convert, load_mapping, register_table
 from amanda.namespaces.validation import validate
 from amanda.optim import freeze
 from amanda.passes import optimize

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 
 import amanda
-from amanda.namespaces.mapping import load_mapping
-from amanda.namespaces.mapping.convert import convert
+from amanda.rewrite.mapping import load_mapping
+from amanda.rewrite.mapping.convert import convert
 from amanda.namespaces.validation import validate
 
 TF_GRAPH = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "documents" / "tensorflow_dense_graph.yaml"

@@ -192,15 +192,15 @@ LAYERS = {
     "query": BASE | {"containers", "jmespath_nesting"},
     "namespaces": BASE | {"ops", "containers", "jmespath_nesting", "progress"},
     "io": BASE | {"ops", "containers", "namespaces", "types", "progress"},
-    "exec": BASE | {"ops", "containers", "namespaces", "progress"},
+    "exec": BASE | {"ops", "containers", "namespaces", "progress", "rewrite"},
     "viz": BASE | {"containers", "types"},
     "types": BASE | {"ops", "containers", "namespaces", "exec"},
     "build": BASE | {"ops", "containers", "namespaces", "io", "types"},
     "layers": BASE | {"ops", "containers", "namespaces", "io", "types", "build"},
-    "autodiff": BASE | {"ops", "containers", "namespaces", "io", "types", "build", "layers", "exec"},
+    "autodiff": BASE | {"ops", "containers", "namespaces", "io", "types", "build", "layers", "exec", "rewrite"},
     "optim": BASE | {"ops", "containers", "namespaces", "io", "exec", "types", "build", "layers", "autodiff", "progress"},
     "dask": BASE | {"containers", "exec", "io"},
-    "rewrite": BASE | {"ops", "containers", "namespaces"},
+    "rewrite": BASE | {"ops", "containers", "namespaces", "jmespath_nesting", "progress"},
     "passes": BASE | {"ops", "containers", "namespaces", "io", "types", "exec", "progress", "rewrite"},
 }
 UPWARD_EXCEPTIONS = {

@@ -16,7 +16,7 @@ import pytest
 import amanda
 from amanda.io.tensorflow import endpoint
 from amanda.io.tensorflow.files import load_graphdef
-from amanda.namespaces.mapping.convert import convert
+from amanda.rewrite.mapping.convert import convert
 
 ort = pytest.importorskip("onnxruntime")
 

@@ -19,9 +19,9 @@ import pytest
 import amanda
 from amanda import Container, op
 from amanda.errors import FormatError
-from amanda.namespaces.mapping import UnmatchedOpsError
-from amanda.namespaces.mapping.convert import convert
-from amanda.namespaces.mapping.tables.tensorflow_onnx import tensorflow_to_onnx
+from amanda.rewrite.mapping import UnmatchedOpsError
+from amanda.rewrite.mapping.convert import convert
+from amanda.rewrite.mapping.tables.tensorflow_onnx import tensorflow_to_onnx
 from amanda.namespaces.validation import validate
 
 ort = pytest.importorskip("onnxruntime")

@@ -20,7 +20,7 @@ from amanda.containers.edge import SELF, Edge, Port
 from amanda.errors import InvariantError, MappingError
 
 if TYPE_CHECKING:
-    from amanda.namespaces.mapping.driver import Context
+    from amanda.rewrite.mapping.driver import Context
 
 __all__ = ["Scope", "end_name"]
 

@@ -9,7 +9,7 @@ edges (``"g.Y -> t.data"``); ``ports`` says where a matched op's port goes for t
 cross the match's boundary (``{"mm.a": "g.A"}``); ``inputs`` adds input ports to the container
 the match is in (``"SELF.x"`` in edges and ports). docs/mapping.md gives the full semantics.
 
->>> from amanda.namespaces.mapping.pattern import Pattern
+>>> from amanda.rewrite.mapping.pattern import Pattern
 >>> def relu(m):
 ...     return Replacement({"r": NewOp("Relu", inputs=["X"], outputs=["Y"])})
 >>> Rule("relu", Pattern({"r": "Relu"}), relu).name
@@ -26,12 +26,12 @@ import numpy as np
 
 from amanda.containers.edge import Port
 from amanda.errors import MappingError
-from amanda.namespaces.mapping.pattern import Pattern
+from amanda.rewrite.mapping.pattern import Pattern
 from amanda.namespaces.schema import FrozenMap
 
 if TYPE_CHECKING:
     from amanda.containers.container import Container
-    from amanda.namespaces.mapping.scope import Scope
+    from amanda.rewrite.mapping.scope import Scope
 
 __all__ = ["RELABEL", "Match", "NewOp", "Replacement", "Rule", "Skip"]
 

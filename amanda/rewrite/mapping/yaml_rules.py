@@ -28,15 +28,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from amanda.errors import MappingError, SchemaError
-from amanda.namespaces.mapping.expressions import (
+from amanda.rewrite.mapping.expressions import (
     compile_value,
     evaluate_value,
     template_variables,
     truthy,
 )
-from amanda.namespaces.mapping.pattern import NAMESPACE_CHOICES, EdgePattern, OpPattern, Pattern
-from amanda.namespaces.mapping.rule import RELABEL, Match, NewOp, Replacement, Rule
-from amanda.namespaces.mapping.table import MappingTable
+from amanda.rewrite.mapping.pattern import NAMESPACE_CHOICES, EdgePattern, OpPattern, Pattern
+from amanda.rewrite.mapping.rule import RELABEL, Match, NewOp, Replacement, Rule
+from amanda.rewrite.mapping.table import MappingTable
 from amanda.namespaces.schema import suggest
 from amanda.namespaces.yaml_safe import parse_yaml, source_text
 

@@ -22,7 +22,7 @@ from amanda.namespaces.attr_types import value_key
 from amanda.namespaces.schema import FrozenMap
 
 if TYPE_CHECKING:
-    from amanda.namespaces.mapping.scope import Scope
+    from amanda.rewrite.mapping.scope import Scope
 
 __all__ = ["NAMESPACE_CHOICES", "EdgePattern", "OpPattern", "Pattern", "find_matches",
            "parse_endpoint"]

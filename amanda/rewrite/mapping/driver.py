@@ -32,16 +32,16 @@ from typing import TYPE_CHECKING, Any
 from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Endpoint
 from amanda.errors import AmandaError, MappingError
-from amanda.namespaces.mapping.deep import hand_down, is_outer, take_back
-from amanda.namespaces.mapping.names import NameMap
-from amanda.namespaces.mapping.pattern import find_matches
-from amanda.namespaces.mapping.rewrite import apply_replacement
-from amanda.namespaces.mapping.rule import Match, Rule, Skip
-from amanda.namespaces.mapping.scope import Scope
-from amanda.namespaces.mapping.table import check_unmatched
+from amanda.rewrite.mapping.deep import hand_down, is_outer, take_back
+from amanda.rewrite.mapping.names import NameMap
+from amanda.rewrite.mapping.pattern import find_matches
+from amanda.rewrite.mapping.rewrite import apply_replacement
+from amanda.rewrite.mapping.rule import Match, Rule, Skip
+from amanda.rewrite.mapping.scope import Scope
+from amanda.rewrite.mapping.table import check_unmatched
 
 if TYPE_CHECKING:
-    from amanda.namespaces.mapping.table import MappingTable
+    from amanda.rewrite.mapping.table import MappingTable
 
 __all__ = ["MappingLoopError", "UnmatchedOpsError", "in_namespace", "run_table"]
 
