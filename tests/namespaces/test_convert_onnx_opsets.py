@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from amanda.errors import MappingError
+from amanda.namespaces.validation import validate
 from amanda.rewrite.mapping import UnmatchedOpsError
 from amanda.rewrite.mapping.convert import conversion_path, convert
 from amanda.rewrite.mapping.tables.onnx_opsets import adapter, newest, opset_pairs
-from amanda.namespaces.validation import validate
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")

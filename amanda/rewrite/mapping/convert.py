@@ -35,10 +35,10 @@ from amanda.containers.checks import brief, expect_flag, expect_type, shown
 from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Edge, Endpoint, Port
 from amanda.errors import AmandaError, MappingError, SchemaError
+from amanda.progress import progress
 from amanda.rewrite.mapping.driver import in_namespace
 from amanda.rewrite.mapping.names import NameMap
 from amanda.rewrite.mapping.table import MappingTable, check_unmatched
-from amanda.progress import progress
 
 __all__ = ["TableEntry", "conversion_path", "convert", "expose", "register_table", "registered_tables"]
 

@@ -26,8 +26,8 @@ import numpy as np
 
 from amanda.containers.edge import Port
 from amanda.errors import MappingError
-from amanda.rewrite.mapping.pattern import Pattern
 from amanda.namespaces.schema import FrozenMap
+from amanda.rewrite.mapping.pattern import Pattern
 
 if TYPE_CHECKING:
     from amanda.containers.container import Container

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 from amanda.containers.checks import brief, expect_flag, expect_str, expect_type, sequence_problem, shown
 from amanda.containers.order import topological
 from amanda.errors import CycleError, MappingError
-from amanda.rewrite.mapping.rule import Rule
 from amanda.namespaces.schema import suggest
+from amanda.rewrite.mapping.rule import Rule
 
 if TYPE_CHECKING:
     from amanda.containers.container import Container

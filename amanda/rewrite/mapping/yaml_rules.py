@@ -28,6 +28,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from amanda.errors import MappingError, SchemaError
+from amanda.namespaces.schema import suggest
+from amanda.namespaces.yaml_safe import parse_yaml, source_text
 from amanda.rewrite.mapping.expressions import (
     compile_value,
     evaluate_value,
@@ -37,8 +39,6 @@ from amanda.rewrite.mapping.expressions import (
 from amanda.rewrite.mapping.pattern import NAMESPACE_CHOICES, EdgePattern, OpPattern, Pattern
 from amanda.rewrite.mapping.rule import RELABEL, Match, NewOp, Replacement, Rule
 from amanda.rewrite.mapping.table import MappingTable
-from amanda.namespaces.schema import suggest
-from amanda.namespaces.yaml_safe import parse_yaml, source_text
 
 __all__ = ["load_mapping", "table_from_data"]
 

@@ -23,12 +23,12 @@ from typing import Any
 import numpy as np
 
 from amanda.namespaces.attr_types import ONNX_DTYPES
-from amanda.rewrite.mapping.pattern import Pattern
-from amanda.rewrite.mapping.rule import RELABEL, Match, NewOp, Replacement, Skip
-from amanda.rewrite.mapping.tables.onnx_changes import Rule, _named, _one
 from amanda.namespaces.name import NamespaceName
 from amanda.ops.registry import ONNX as ONNX_FAMILY
 from amanda.ops.registry import entry
+from amanda.rewrite.mapping.pattern import Pattern
+from amanda.rewrite.mapping.rule import RELABEL, Match, NewOp, Replacement, Skip
+from amanda.rewrite.mapping.tables.onnx_changes import Rule, _named, _one
 
 __all__ = ["DROPPED", "LEGACY", "Move", "attrs_to_inputs", "constant", "dtype_of", "inputs_to_attrs", "shape_of",
            "with_constants"]
