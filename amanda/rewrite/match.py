@@ -184,14 +184,15 @@ class _Matcher:
             if ops[id(node)][1] == key:
                 yield state
             return
-        if key in self.view.pinned or any(k == key for _, k in ops.values()):
+        if key in self.view.pinned or (ops and any(k == key for _, k in ops.values())):
             return
         found = self.view.ops.get(key)
         if found is None or not node.accepts(found) or not self.view.admits(key, found, node.namespace):
             return
         if node.ports is not None:  # inputs constrained by port name, the others free
             pairs = [(wanted, self.view.source(key, port)) for port, wanted in node.ports.items()]
-            yield from self.inputs(pairs, ({**ops, id(node): (node, key)}, values))
+            yield from self.inputs(pairs, ({**ops, id(node): (node, key)}, values)) if pairs else \
+                iter((({**ops, id(node): (node, key)}, values),))
             return
         if len(node.inputs) < _connected(self.view, key, found):
             return
@@ -301,6 +302,11 @@ def bindings(view: Any, roots: list[PatternOp]) -> Iterator[dict[int, tuple[Patt
     ``roots``, each bound to a different op, the first root's anchors in order: all of them,
     with no closure, ``taken`` or guard (the mapping driver, which picks among them)."""
     matcher = _Matcher(view, False)
+    if len(roots) == 1:  # the common case, without the recursion
+        for key in view.anchors(roots[0].type):
+            for ops, _ in matcher.op(roots[0], key, ({}, {})):
+                yield ops
+        return
 
     def extend(i: int, state: tuple[dict, dict]) -> Iterator[dict[int, tuple[PatternOp, Any]]]:
         if i == len(roots):

@@ -264,8 +264,12 @@ def find_matches(scope: Scope, pattern: Pattern, namespace_ok: Callable[[str, st
     asks for (``source``, ``target`` or ``any``). The guard ``where`` is not run here.
     """
     roots, var_of, checked = pattern.compiled
+    view = ScopeView(scope, namespace_ok)
+    if len(var_of) == 1 and not checked:  # one op: the anchors, in document order already
+        var = pattern.variables[0]
+        return [{var: key} for ops in bindings(view, roots) for _, key in ops.values()]
     found = []
-    for ops in bindings(ScopeView(scope, namespace_ok), roots):
+    for ops in bindings(view, roots):
         bound = {var_of[i]: key for i, (_, key) in ops.items()}
         if all(_edge_holds(scope, edge, bound) for edge in checked):
             found.append({var: bound[var] for var in pattern.variables})
