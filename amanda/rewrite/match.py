@@ -5,9 +5,10 @@ A view answers five questions: its ops by key, the source feeding an op's input 
 an output, the ops in dataflow order, and which ops control edges pin. :class:`TreeView` keys
 ops by their path from the root (``flatten``'s view); :class:`LevelView` by their name in one
 level; a mapping table's ``ScopeView`` (:mod:`amanda.rewrite.mapping.pattern`) by their name in
-the level being converted, where :func:`bindings` lists every binding for the driver to choose. The matcher anchors the pattern's root at each op in order, walks the pattern towards its
-inputs, tries both operand orders of commutative ops, and accepts a match only when the values
-computed inside it are read by nothing outside it and its ops are not taken by an earlier match.
+the level being converted, where :func:`bindings` lists every binding for the driver to choose.
+The matcher anchors the pattern's root at each op in order, walks the pattern towards its inputs,
+tries both operand orders of commutative ops, and accepts a match only when the values computed
+inside it are read by nothing outside it and its ops are not taken by an earlier match.
 """
 
 from __future__ import annotations
