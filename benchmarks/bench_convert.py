@@ -4,7 +4,7 @@ TensorFlow frozen graphs (imported flat) converted to ONNX 17, and imported ONNX
 between opsets (down to 11, ops without an older form kept, and up to 24: every rule of the
 opset tables tried on every op). The
 models are loaded once; each conversion runs ``--repeat`` times after one warm-up and the median
-is printed as JSON (milliseconds), so two source trees can be compared in one run::
+is printed as JSON (milliseconds of CPU time), so two source trees can be compared in one run::
 
     for tree in /path/a /path/b /path/a /path/b; do PYTHONPATH=$tree python benchmarks/bench_convert.py; done
 """
@@ -43,13 +43,14 @@ def cases() -> dict[str, Callable[[], Any]]:
 
 
 def median_ms(fn: Callable[[], Any], repeat: int) -> float:
-    """Median wall time of ``fn`` in milliseconds, after one warm-up call."""
+    """Median CPU time of ``fn`` in milliseconds (this process; conversion runs in one thread,
+    so other work on a shared machine counts less than in wall time), after one warm-up call."""
     fn()
     times = []
     for _ in range(repeat):
-        start = time.perf_counter()
+        start = time.process_time()
         fn()
-        times.append(time.perf_counter() - start)
+        times.append(time.process_time() - start)
     return round(statistics.median(times) * 1000, 2)
 
 
