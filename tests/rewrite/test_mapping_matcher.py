@@ -6,6 +6,7 @@ in a model's tree view too."""
 from __future__ import annotations
 
 import itertools
+import pickle
 import random
 
 from hypothesis import given, settings
@@ -109,12 +110,23 @@ def test_a_pattern_compiles_to_pattern_ops_with_inputs_by_port():
     producer's port); the op no edge leaves is the root; control edges are checked after."""
     pattern = Pattern({"c": "Const", "o": ("Pad", "PadV2"), "d": "*"},
                       ["c.output -> o.paddings", "d.-1 -> o.-1"])
-    roots, variables, checked = pattern.compiled
-    assert [variables[id(r)] for r in roots] == ["o", "d"]
+    roots, checked = pattern.compiled
+    assert [r.capture for r in roots] == ["o", "d"]
     assert roots[0].type == ("Pad", "PadV2") and roots[1].type is None
     fed = roots[0].ports["paddings"]
     assert isinstance(fed, Output) and fed.port == "output" and fed.op.type == ("Const",)
     assert [(e.src, e.dst) for e in checked] == [("d", "o")]
+
+
+def test_a_compiled_pattern_pickles_and_matches_the_same_after():
+    """Patterns travel (tables are sent to worker processes): the compiled form pickles too."""
+    level = Container(None, "g", children=[op("F", "a", [], ["y"], {"k": 1}), op("F", "b", [], ["y"], {"k": 2}),
+                                           op("G", "c", ["x"], [])], edges=[("b:y", "c:x")])
+    pattern = Pattern({"f": OpPattern("F", {"k": 2}), "g": "G"}, ["f.y -> g.x"])
+    again = pickle.loads(pickle.dumps(pattern))
+    scope = Scope(level, (), None, None)
+    assert find_matches(scope, again, lambda n, c: True) == find_matches(scope, pattern, lambda n, c: True) == [
+        {"f": "b", "g": "c"}]
 
 
 def test_namespace_choice_admits_ops_through_the_view():

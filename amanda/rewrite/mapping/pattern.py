@@ -178,19 +178,24 @@ def _edge_holds(scope: Scope, edge: EdgePattern, bound: Mapping[str, str]) -> bo
     return (src, edge.src_port) in scope.producers(dst, edge.dst_port)
 
 
-def _attr_test(wanted: Any) -> Callable[[Any], bool]:
-    key = value_key(_plain(wanted))
-    return lambda found: found is not None and value_key(_plain(found)) == key
+@dataclass(frozen=True, slots=True)
+class _Equals:
+    """The attribute test of an ``OpPattern``'s literal value (a class, so patterns pickle)."""
+
+    key: Any
+
+    def __call__(self, found: Any) -> bool:
+        return found is not None and value_key(_plain(found)) == self.key
 
 
-def compile_pattern(pattern: Pattern) -> tuple[list[PatternOp], dict[int, str], tuple[EdgePattern, ...]]:
-    """``pattern`` as the rewrite engine's pattern ops: one per variable (its types, attribute
-    tests and namespace choice), each data edge an input by port name; the roots to anchor
-    (the variables no edge leaves first, then any not reached from them), the variable of
-    each op, and the edges checked after binding (control edges, a second edge into a port)."""
+def compile_pattern(pattern: Pattern) -> tuple[list[PatternOp], tuple[EdgePattern, ...]]:
+    """``pattern`` as the rewrite engine's pattern ops: one per variable, captured under the
+    variable's name (its types, attribute tests and namespace choice), each data edge an input
+    by port name; the roots to anchor (the variables no edge leaves first, then any not reached
+    from them) and the edges checked after binding (control edges, a second edge into a port)."""
     ports: dict[str, dict[str, Any]] = {var: {} for var in pattern.variables}
-    nodes = {var: PatternOp(op.types, (), {k: _attr_test(v) for k, v in op.attrs.items()},
-                            ports=ports[var], namespace=op.namespace) for var, op in pattern.ops}
+    nodes = {var: PatternOp(op.types, (), {k: _Equals(value_key(_plain(v))) for k, v in op.attrs.items()},
+                            capture=var, ports=ports[var], namespace=op.namespace) for var, op in pattern.ops}
     checked: list[EdgePattern] = []
     feeds: set[str] = set()
     for edge in pattern.edges:
@@ -205,7 +210,7 @@ def compile_pattern(pattern: Pattern) -> tuple[list[PatternOp], dict[int, str], 
         if id(nodes[var]) not in reached:
             roots.append(nodes[var])
             reached |= {id(n) for n in _reach(nodes[var])}
-    return roots, {id(node): var for var, node in nodes.items()}, tuple(checked)
+    return roots, tuple(checked)
 
 
 def _reach(node: PatternOp) -> list[PatternOp]:
@@ -263,14 +268,14 @@ def find_matches(scope: Scope, pattern: Pattern, namespace_ok: Callable[[str, st
     ``namespace_ok(name, choice)`` says whether the op ``name`` is in the namespace the pattern
     asks for (``source``, ``target`` or ``any``). The guard ``where`` is not run here.
     """
-    roots, var_of, checked = pattern.compiled
+    roots, checked = pattern.compiled
     view = ScopeView(scope, namespace_ok)
-    if len(var_of) == 1 and not checked:  # one op: the anchors, in document order already
+    if len(pattern.ops) == 1 and not checked:  # one op: the anchors, in document order already
         var = pattern.variables[0]
         return [{var: key} for ops in bindings(view, roots) for _, key in ops.values()]
     found = []
     for ops in bindings(view, roots):
-        bound = {var_of[i]: key for i, (_, key) in ops.items()}
+        bound = {str(node.capture): key for node, key in ops.values()}
         if all(_edge_holds(scope, edge, bound) for edge in checked):
             found.append({var: bound[var] for var in pattern.variables})
     position = scope.position
