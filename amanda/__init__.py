@@ -57,12 +57,12 @@ from amanda.exec import Session
 from amanda.io import dump, dumps, load, loads
 from amanda.io.torch_capture import from_torch
 from amanda.namespaces import namespace
-from amanda.namespaces.mapping import MappingTable, NameMap, convert, load_mapping, register_table
 from amanda.namespaces.model_fit import validate
 from amanda.optim import freeze
 from amanda.passes import optimize
 from amanda.query import Selection, compile_selector, select
 from amanda.rewrite import rewrite
+from amanda.rewrite.mapping import MappingTable, NameMap, convert, load_mapping, register_table
 from amanda.types import OptionalType, SequenceType, TensorType, TypeMap, infer_types
 from amanda.version import __version__ as __version__
 from amanda.viz import render, summary, to_dot

@@ -81,8 +81,8 @@ def _convert(args: argparse.Namespace) -> int:
     if args.namespace:
         model = cast(Container, amanda.convert(model, args.namespace, outputs=outputs or None))
     elif outputs:
-        from amanda.namespaces.mapping.convert import expose
-        from amanda.namespaces.mapping.names import NameMap
+        from amanda.rewrite.mapping.convert import expose
+        from amanda.rewrite.mapping.names import NameMap
 
         model = expose(model, NameMap({}, model), outputs)
     amanda.dump(model, args.target)

@@ -1,6 +1,6 @@
 """The one reader of plain data: YAML text to plain data with each field's line, and the checks
 that read plain data field by field into containers (``amanda.io.document``), namespace schemas
-(``amanda.namespaces.schema_io``) and mapping tables (``amanda.namespaces.mapping``).
+(``amanda.namespaces.schema_io``) and mapping tables (``amanda.rewrite.mapping``).
 
 Text is parsed by :mod:`amanda.safe_load` (plain data only, bounded depth and aliases). A field
 of the wrong kind raises the reader's error class (``FormatError`` for documents, ``SchemaError``

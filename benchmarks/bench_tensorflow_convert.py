@@ -33,7 +33,7 @@ def amanda_convert(spec: dict, hierarchy: bool = False) -> bytes:
     from amanda.io.onnx import to_onnx
     from amanda.io.tensorflow import endpoint
     from amanda.io.tensorflow.files import load_graphdef
-    from amanda.namespaces.mapping.convert import convert
+    from amanda.rewrite.mapping.convert import convert
 
     graph = load_graphdef(FIXTURES / (spec.get("frozen") or spec["graphdef"]), hierarchy=hierarchy and "auto")
     outputs = {o["key"]: str(endpoint(graph, o["tensor"])) for o in spec["outputs"]}

@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 
 import amanda
-from amanda.namespaces.mapping import load_mapping
-from amanda.namespaces.mapping.convert import convert
 from amanda.namespaces.model_fit import validate
+from amanda.rewrite.mapping import load_mapping
+from amanda.rewrite.mapping.convert import convert
 
 TF_GRAPH = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "documents" / "tensorflow_dense_graph.yaml"
 

@@ -10,7 +10,7 @@ import numpy as np
 import amanda
 from amanda.io.tensorflow import endpoint
 from amanda.io.tensorflow.files import load_graphdef
-from amanda.namespaces.mapping.convert import convert
+from amanda.rewrite.mapping.convert import convert
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "tensorflow"
 

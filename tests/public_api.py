@@ -236,7 +236,7 @@ def builder_calls() -> dict[str, tuple[Callable[..., Any], tuple, dict]]:
 def restored_registries(directory: Path) -> Iterator[None]:
     """Run in ``directory`` with the namespace and table registries as they were afterwards."""
     registry = importlib.import_module("amanda.namespaces.namespace")
-    tables = importlib.import_module("amanda.namespaces.mapping.convert")
+    tables = importlib.import_module("amanda.rewrite.mapping.convert")
     tables.registered_tables()
     saved = dict(registry._registered), list(registry._providers), list(tables._entries)
     cwd = os.getcwd()

@@ -195,15 +195,15 @@ LAYERS = {
     "query": BASE | {"containers", "jmespath_nesting"},
     "namespaces": BASE | {"ops", "containers", "plain_reader", "jmespath_nesting", "progress"},
     "io": BASE | {"ops", "containers", "plain_reader", "namespaces", "types", "progress"},
-    "exec": BASE | {"ops", "containers", "namespaces", "progress"},
+    "exec": BASE | {"ops", "containers", "namespaces", "progress", "rewrite"},
     "viz": BASE | {"containers", "types"},
     "types": BASE | {"ops", "containers", "namespaces", "exec"},
     "build": BASE | {"ops", "containers", "namespaces", "io", "types"},
     "layers": BASE | {"ops", "containers", "namespaces", "io", "types", "build"},
-    "autodiff": BASE | {"ops", "containers", "namespaces", "io", "types", "build", "layers", "exec"},
+    "autodiff": BASE | {"ops", "containers", "namespaces", "io", "types", "build", "layers", "exec", "rewrite"},
     "optim": BASE | {"ops", "containers", "namespaces", "io", "exec", "types", "build", "layers", "autodiff", "progress"},
     "dask": BASE | {"containers", "exec", "io"},
-    "rewrite": BASE | {"ops", "containers", "namespaces"},
+    "rewrite": BASE | {"ops", "containers", "plain_reader", "namespaces", "jmespath_nesting", "progress"},
     "passes": BASE | {"ops", "containers", "namespaces", "io", "types", "exec", "progress", "rewrite"},
 }
 UPWARD_EXCEPTIONS: set[tuple[str, str]] = set()  # none: upper layers install engines (amanda/engines.py)

@@ -71,7 +71,7 @@ def test_loading_importing_and_converting_show_bars(monkeypatch: pytest.MonkeyPa
 
     import importlib
 
-    for name in ("amanda.io.document", "amanda.io.onnx.read_graph", "amanda.namespaces.mapping.convert"):
+    for name in ("amanda.io.document", "amanda.io.onnx.read_graph", "amanda.rewrite.mapping.convert"):
         monkeypatch.setattr(importlib.import_module(name), "progress", spy)
     g = amanda.chain(amanda.op("Relu", "r", ["x"], ["y"]), inputs=["x"], outputs=["y"], name="g")
     amanda.loads(amanda.dumps(g))

@@ -32,7 +32,7 @@ def amanda_op_types() -> set[str]:
     """The TensorFlow op types some rule of the shipped TensorFlow -> ONNX table matches (a rule
     that only explains why it cannot map, like ``reduce_dynamic``, counts too: its op type has
     other rules)."""
-    from amanda.namespaces.mapping.tables.tensorflow_onnx import tensorflow_to_onnx
+    from amanda.rewrite.mapping.tables.tensorflow_onnx import tensorflow_to_onnx
 
     found: set[str] = set()
     for rule in tensorflow_to_onnx().ordered_rules():

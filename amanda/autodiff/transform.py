@@ -38,9 +38,9 @@ from amanda.containers.phases import check_phase, computations
 from amanda.containers.refs import resolve_references
 from amanda.containers.update import target_paths
 from amanda.errors import AmandaError, ArgumentError, PathError, SchemaError, format_path
-from amanda.namespaces.mapping import convert
 from amanda.namespaces.name import NamespaceName
 from amanda.ops.registry import entry
+from amanda.rewrite.mapping import convert
 from amanda.types import infer_types, to_attrs
 
 __all__ = ["checked_phase", "differentiate", "grad", "namespace_of", "wrt_endpoints"]

@@ -158,9 +158,9 @@ def _with_reads(model: Container) -> Container:
 
 def executable_form(model: Container, target: str = "amanda/onnx/17") -> tuple[Container, Any]:
     """The model as a Session runs it, and the NameMap from the model's names to its names."""
-    from amanda.namespaces.mapping import MappingTable
-    from amanda.namespaces.mapping.tables.tensorflow_onnx import tensorflow_to_onnx
-    from amanda.namespaces.mapping.tables.tensorflow_onnx_scopes import opening_scopes
+    from amanda.rewrite.mapping import MappingTable
+    from amanda.rewrite.mapping.tables.tensorflow_onnx import tensorflow_to_onnx
+    from amanda.rewrite.mapping.tables.tensorflow_onnx_scopes import opening_scopes
 
     shipped = tensorflow_to_onnx().select(skip=["variables"])
     table = opening_scopes(MappingTable(shipped.source, target, [r for r in shipped.rules if r.name not in _KEPT_RULES],

@@ -4,9 +4,11 @@ followed through container ports, so a match may span containers) or the ops of 
 A view answers five questions: its ops by key, the source feeding an op's input port, who reads
 an output, the ops in dataflow order, and which ops control edges pin. :class:`TreeView` keys
 ops by their path from the root (``flatten``'s view); :class:`LevelView` by their name in one
-level. The matcher anchors the pattern's root at each op in order, walks the pattern towards its
-inputs, tries both operand orders of commutative ops, and accepts a match only when the values
-computed inside it are read by nothing outside it and its ops are not taken by an earlier match.
+level; a mapping table's ``ScopeView`` (:mod:`amanda.rewrite.mapping.pattern`) by their name in
+the level being converted, where :func:`bindings` lists every binding for the driver to choose.
+The matcher anchors the pattern's root at each op in order, walks the pattern towards its inputs,
+tries both operand orders of commutative ops, and accepts a match only when the values computed
+inside it are read by nothing outside it and its ops are not taken by an earlier match.
 """
 
 from __future__ import annotations
@@ -20,9 +22,9 @@ from amanda.containers.edge import CONTROL, SELF, Endpoint
 from amanda.containers.flatten import flatten
 from amanda.ops import catalog
 from amanda.ops.registry import op_types
-from amanda.rewrite.pattern import Optional, PatternOp, Var, _Any
+from amanda.rewrite.pattern import Optional, Output, PatternOp, Var, _Any
 
-__all__ = ["COMMUTATIVE", "LevelView", "Match", "TreeView", "find_matches"]
+__all__ = ["COMMUTATIVE", "LevelView", "Match", "TreeView", "bindings", "find_matches"]
 
 #: op types whose two operands may be swapped (the registry's ``commutative`` fact, the set
 #: onnxscript's ``commute=True`` swaps)
@@ -38,6 +40,11 @@ class _View:
 
     def order(self) -> Any:
         raise NotImplementedError
+
+    def admits(self, key: Any, node: Any, choice: str | None) -> bool:
+        """Whether the op ``node`` at ``key`` may be matched: a leaf op (a mapping's view also
+        asks for the namespace ``choice``)."""
+        return bool(node.is_op)
 
     def anchors(self, op_type: str) -> list:
         """The keys of the ops of type ``op_type``, in dataflow order (the order is computed
@@ -178,10 +185,17 @@ class _Matcher:
             if ops[id(node)][1] == key:
                 yield state
             return
-        if key in self.view.pinned or any(k == key for _, k in ops.values()):
+        if key in self.view.pinned or (ops and any(k == key for _, k in ops.values())):
             return
         found = self.view.ops.get(key)
-        if found is None or not node.accepts(found) or len(node.inputs) < _connected(self.view, key, found):
+        if found is None or not node.accepts(found) or not self.view.admits(key, found, node.namespace):
+            return
+        if node.ports is not None:  # inputs constrained by port name, the others free
+            pairs = [(wanted, self.view.source(key, port)) for port, wanted in node.ports.items()]
+            yield from self.inputs(pairs, ({**ops, id(node): (node, key)}, values)) if pairs else \
+                iter((({**ops, id(node): (node, key)}, values),))
+            return
+        if len(node.inputs) < _connected(self.view, key, found):
             return
         sources = [self.view.source(key, p.name) for p in found.inputs]
         sources += [None] * (len(node.inputs) - len(sources))
@@ -216,17 +230,29 @@ class _Matcher:
             bound = values.get(wanted.name, source)
             if bound == source:
                 yield ops, {**values, wanted.name: source}
-        elif isinstance(wanted, PatternOp):
-            key = self.view.key(source)
-            found = None if key is None else self.view.ops.get(key)
-            if found is not None and found.outputs and found.outputs[0].name == source.port:
-                yield from self.op(wanted, key, state)
+        elif isinstance(wanted, (PatternOp, Output)):
+            yield from self.producer(wanted, source, state)
         elif isinstance(wanted, (list, tuple)):
             found = constant_at(self.view, source)
             if found is not None and found.size == len(wanted) and np.array_equal(found.reshape(-1), wanted):
                 yield state
         elif _close(constant_at(self.view, source), float(wanted)):
             yield state
+
+
+    def producer(self, wanted: PatternOp | Output, source: Endpoint, state: tuple[dict, dict]
+                 ) -> Iterator[tuple[dict, dict]]:
+        """Pattern op ``wanted`` at the op producing ``source``: from its first output, or from
+        the output an :class:`Output` names."""
+        key = self.view.key(source)
+        found = None if key is None else self.view.ops.get(key)
+        if found is None:
+            return
+        if isinstance(wanted, Output):
+            if source.port == wanted.port:
+                yield from self.op(wanted.op, key, state)
+        elif found.outputs and found.outputs[0].name == source.port:
+            yield from self.op(wanted, key, state)
 
 
 def _connected(view: Any, key: Any, node: Any) -> int:
@@ -270,3 +296,25 @@ def find_matches(view: Any, rule: Any, context: Any = None, taken: set | None = 
             taken.update(keys)
             yield match
             break
+
+
+def bindings(view: Any, roots: list[PatternOp]) -> Iterator[dict[int, tuple[PatternOp, Any]]]:
+    """Every binding (pattern op id -> (pattern op, key)) of the pattern ops reachable from
+    ``roots``, each bound to a different op, the first root's anchors in order: all of them,
+    with no closure, ``taken`` or guard (the mapping driver, which picks among them)."""
+    matcher = _Matcher(view, False)
+    if len(roots) == 1:  # the common case, without the recursion
+        for key in view.anchors(roots[0].type):
+            for ops, _ in matcher.op(roots[0], key, ({}, {})):
+                yield ops
+        return
+
+    def extend(i: int, state: tuple[dict, dict]) -> Iterator[dict[int, tuple[PatternOp, Any]]]:
+        if i == len(roots):
+            yield state[0]
+            return
+        for key in view.anchors(roots[i].type):
+            for after in matcher.op(roots[i], key, state):
+                yield from extend(i + 1, after)
+
+    yield from extend(0, ({}, {}))

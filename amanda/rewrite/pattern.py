@@ -31,7 +31,7 @@ from amanda.namespaces.attr_types import value_key
 from amanda.namespaces.namespace import namespace as lookup_namespace
 from amanda.namespaces.schema import suggest
 
-__all__ = ["ANY", "Optional", "PatternOp", "Var", "compile_pattern", "parameters"]
+__all__ = ["ANY", "Optional", "Output", "PatternOp", "Var", "compile_pattern", "parameters"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,19 +63,40 @@ class _Any:
 ANY = _Any()
 
 
+@dataclass(frozen=True, slots=True)
+class Output:
+    """The value of output ``port`` of pattern op ``op`` (a bare pattern op stands for its
+    first output): how a mapping pattern's edge ``"a.y -> b.x"`` is written."""
+
+    op: PatternOp
+    port: str
+
+
 @dataclass(eq=False, slots=True)
 class PatternOp:
     """One op of a pattern: its type, its inputs in port order, attribute predicates, and the
-    name it is captured under (None: not captured)."""
+    name it is captured under (None: not captured).
 
-    type: str
+    A mapping table's pattern (:mod:`amanda.rewrite.mapping.pattern`) compiles to the same
+    ops with three more things: ``type`` may be a tuple of alternatives or None (any type),
+    ``ports`` names the inputs it constrains by port (other inputs are free) instead of
+    ``inputs``, and ``namespace`` is the choice (``source``, ``target``, ``any``) the view
+    admits the op under."""
+
+    type: str | tuple[str, ...] | None
     inputs: tuple[Any, ...]
     attrs: dict[str, Any] = field(default_factory=dict)
     capture: str | None = None
+    ports: dict[str, Any] | None = None
+    namespace: str | None = None
 
     def accepts(self, node: Any) -> bool:
-        """Whether ``node`` has this type and every attribute predicate holds."""
-        if node.type != self.type or not node.is_op:
+        """Whether ``node`` has this type (one of them) and every attribute predicate holds."""
+        wanted_type = self.type
+        if isinstance(wanted_type, str) or wanted_type is None:
+            if wanted_type is not None and node.type != wanted_type:
+                return False
+        elif node.type not in wanted_type:
             return False
         for key, wanted in self.attrs.items():
             found = node.attrs.get(key)

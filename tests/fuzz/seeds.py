@@ -112,7 +112,7 @@ def mapping_texts() -> tuple[str, ...]:
     that load, and tables over the user namespaces of :func:`user_graph`."""
     docs = (ROOT / "docs" / "mapping.md").read_text()
     blocks = re.findall(r'load_mapping\("""\n(.*?)"""\)', docs, re.DOTALL)
-    shipped = ROOT / "amanda" / "namespaces" / "mapping" / "tables" / "tensorflow_onnx.yaml"
+    shipped = ROOT / "amanda" / "rewrite" / "mapping" / "tables" / "tensorflow_onnx.yaml"
     dense = _MAPPING_HEAD + """\
     - name: dense
       tags: [fusion]

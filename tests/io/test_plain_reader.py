@@ -7,9 +7,9 @@ import pytest
 
 import amanda
 from amanda.errors import FormatError, MappingError, SchemaError
-from amanda.namespaces.mapping import load_mapping
 from amanda.namespaces.schema_io import load_namespace_schema
 from amanda.plain_reader import PlainReader, read_yaml, source_text
+from amanda.rewrite.mapping import load_mapping
 
 
 def test_a_misspelt_field_is_named_with_its_path_line_and_a_did_you_mean_in_all_three() -> None:

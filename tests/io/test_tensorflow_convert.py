@@ -18,7 +18,7 @@ import pytest
 import amanda
 from amanda.io.tensorflow import endpoint
 from amanda.io.tensorflow.files import load_graphdef
-from amanda.namespaces.mapping.convert import convert
+from amanda.rewrite.mapping.convert import convert
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -101,8 +101,8 @@ def test_scoped_import_converts_to_the_flat_imports_model(name: str) -> None:
 def test_lowered_control_flow_is_raised_and_converts(hierarchy: bool) -> None:
     """The lowered graph (Switch/Merge/Enter/Exit/NextIteration) converts, via a raised While
     and If, to a model giving TensorFlow's outputs in onnxruntime and in the Session."""
-    from amanda.namespaces.mapping.tables.tensorflow_onnx_lowered import raise_control_flow
-    from amanda.namespaces.mapping.tables.tensorflow_onnx_scopes import flat_scopes
+    from amanda.rewrite.mapping.tables.tensorflow_onnx_lowered import raise_control_flow
+    from amanda.rewrite.mapping.tables.tensorflow_onnx_scopes import flat_scopes
 
     spec = json.loads((FIXTURES / "control_flow.json").read_text(encoding="utf-8"))
     data = dict(np.load(FIXTURES / "control_flow.npz"))

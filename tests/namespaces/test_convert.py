@@ -6,15 +6,15 @@ import amanda
 from amanda import SELF, Container, op
 from amanda.containers import Endpoint
 from amanda.errors import MappingError
-from amanda.namespaces.mapping import RELABEL, MappingTable, NewOp, Pattern, Replacement
-from amanda.namespaces.mapping.convert import (
+from amanda.rewrite.mapping import RELABEL, MappingTable, NewOp, Pattern, Replacement
+from amanda.rewrite.mapping.convert import (
     conversion_path,
     convert,
     expose,
     register_table,
     registered_tables,
 )
-from amanda.namespaces.mapping.names import NameMap
+from amanda.rewrite.mapping.names import NameMap
 
 TF_GRAPH = "tests/fixtures/documents/tensorflow_dense_graph.yaml"
 

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from amanda.errors import MappingError
-from amanda.namespaces.mapping import UnmatchedOpsError
-from amanda.namespaces.mapping.convert import conversion_path, convert
-from amanda.namespaces.mapping.tables.onnx_opsets import adapter, newest, opset_pairs
 from amanda.namespaces.model_fit import validate
+from amanda.rewrite.mapping import UnmatchedOpsError
+from amanda.rewrite.mapping.convert import conversion_path, convert
+from amanda.rewrite.mapping.tables.onnx_opsets import adapter, newest, opset_pairs
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")

@@ -7,7 +7,7 @@ import amanda
 from amanda import SELF, Container, op
 from amanda.containers import Endpoint
 from amanda.errors import MappingError
-from amanda.namespaces.mapping import (
+from amanda.rewrite.mapping import (
     RELABEL,
     MappingLoopError,
     MappingTable,

@@ -10,9 +10,9 @@ import pytest
 from amanda import Container, op
 from amanda.errors import MappingError
 from amanda.jmespath_nesting import MAX_NESTING, MAX_TREE_DEPTH
-from amanda.namespaces.mapping import load_mapping
-from amanda.namespaces.mapping.budget import MAX_WORK
-from amanda.namespaces.mapping.expressions import compile_template
+from amanda.rewrite.mapping import load_mapping
+from amanda.rewrite.mapping.budget import MAX_WORK
+from amanda.rewrite.mapping.expressions import compile_template
 
 CAPTURES = {"$m": {"name": "relu", "attrs": {"k": [1, 2, 3]}}}
 

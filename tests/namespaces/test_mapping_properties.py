@@ -5,7 +5,7 @@ from pathlib import Path
 
 from hypothesis import given, settings
 
-from amanda.namespaces.mapping import RELABEL, MappingTable, NewOp, Pattern, Replacement
+from amanda.rewrite.mapping import RELABEL, MappingTable, NewOp, Pattern, Replacement
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from strategies import check_invariants, containers, dataflow, snapshot

@@ -19,10 +19,10 @@ import pytest
 import amanda
 from amanda import Container, op
 from amanda.errors import FormatError
-from amanda.namespaces.mapping import UnmatchedOpsError
-from amanda.namespaces.mapping.convert import convert
-from amanda.namespaces.mapping.tables.tensorflow_onnx import tensorflow_to_onnx
 from amanda.namespaces.model_fit import validate
+from amanda.rewrite.mapping import UnmatchedOpsError
+from amanda.rewrite.mapping.convert import convert
+from amanda.rewrite.mapping.tables.tensorflow_onnx import tensorflow_to_onnx
 
 ort = pytest.importorskip("onnxruntime")
 TF = "amanda/tensorflow/2.21.0"

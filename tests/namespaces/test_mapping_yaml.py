@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 import amanda
 from amanda import Container, op
 from amanda.errors import MappingError
-from amanda.namespaces.mapping import MappingTable, load_mapping
-from amanda.namespaces.mapping.expressions import compile_template, onnx_dtype
+from amanda.rewrite.mapping import MappingTable, load_mapping
+from amanda.rewrite.mapping.expressions import compile_template, onnx_dtype
 
 HEAD = """
 mapping:

@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import amanda
-from amanda.namespaces.mapping import UnmatchedOpsError
-from amanda.namespaces.mapping.convert import convert
 from amanda.namespaces.model_fit import validate
+from amanda.rewrite.mapping import UnmatchedOpsError
+from amanda.rewrite.mapping.convert import convert
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from amanda.errors import MappingError
-from amanda.namespaces.mapping import UnmatchedOpsError
-from amanda.namespaces.mapping.convert import convert
+from amanda.rewrite.mapping import UnmatchedOpsError
+from amanda.rewrite.mapping.convert import convert
 
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
@@ -195,7 +195,7 @@ SPECIFIC = {
 def test_every_schema_change_from_1_to_11_is_covered():
     """Every op whose schema changed between opsets 1 and 11 (onnx's schema history) has a
     specific rule for that step or is one the generic rule relabels for a stated reason."""
-    from amanda.namespaces.mapping.tables.onnx_opsets import changed_types
+    from amanda.rewrite.mapping.tables.onnx_opsets import changed_types
 
     history: dict[str, set[int]] = {}
     for schema in onnx.defs.get_all_schemas_with_history():

@@ -10,10 +10,10 @@ import pytest
 import amanda
 from amanda import Container, op
 from amanda.containers.edge import SELF, Port
-from amanda.namespaces.mapping.convert import convert
-from amanda.namespaces.mapping.driver import UnmatchedOpsError
-from amanda.namespaces.mapping.tables.tensorflow_onnx_control import function_body
-from amanda.namespaces.mapping.tables.tensorflow_onnx_scopes import (
+from amanda.rewrite.mapping.convert import convert
+from amanda.rewrite.mapping.driver import UnmatchedOpsError
+from amanda.rewrite.mapping.tables.tensorflow_onnx_control import function_body
+from amanda.rewrite.mapping.tables.tensorflow_onnx_scopes import (
     ScopeFlatteningTable,
     flat_scopes,
     opening_scopes,
@@ -182,7 +182,7 @@ def test_scopes_are_opened_and_names_still_resolve() -> None:
 def test_raise_control_flow_leaves_graphs_without_lowered_ops_and_unknown_shapes() -> None:
     """A graph with no Enter or Switch comes back as it is; a Switch whose sides never meet in a
     Merge is no conditional it recognises, so it stays (and is reported unmatched)."""
-    from amanda.namespaces.mapping.tables.tensorflow_onnx_lowered import raise_control_flow
+    from amanda.rewrite.mapping.tables.tensorflow_onnx_lowered import raise_control_flow
 
     plain = _graph([_placeholder("x", (2,))], [])
     assert raise_control_flow(plain) == (plain, {})
@@ -202,7 +202,7 @@ def test_bad_arguments_raise_amanda_errors() -> None:
     """A value that is not a container, or a function body wired to a missing function, result
     or input, raises an AmandaError naming it."""
     from amanda.errors import AmandaError
-    from amanda.namespaces.mapping.tables.tensorflow_onnx_lowered import raise_control_flow
+    from amanda.rewrite.mapping.tables.tensorflow_onnx_lowered import raise_control_flow
 
     for call in (lambda: flat_scopes("g"), lambda: raise_control_flow(3)):  # type: ignore[arg-type]
         with pytest.raises(AmandaError):

@@ -20,7 +20,7 @@ from amanda.ops.registry import entries
 PACKAGE = Path(amanda.__file__).parent
 # the registry itself, and tables about conversion between vocabularies (which name ops of the
 # source and target namespaces as data)
-EXEMPT = ("ops/", "namespaces/mapping/tables/")
+EXEMPT = ("ops/", "rewrite/mapping/tables/")
 
 
 def op_names() -> frozenset[str]:

@@ -16,7 +16,7 @@ work.
 >>> search(jmespath.compile("[@, @][] | [@, @][]").parsed, [1, 2], jmespath.Options(), budget=20)
 Traceback (most recent call last):
 ...
-amanda.namespaces.mapping.budget.WorkExceeded: the expression does more than 20 units of work
+amanda.rewrite.mapping.budget.WorkExceeded: the expression does more than 20 units of work
 """
 
 from __future__ import annotations

@@ -35,10 +35,10 @@ from amanda.containers.arguments import brief, expect_flag, expect_type, shown
 from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Edge, Endpoint, Port
 from amanda.errors import AmandaError, MappingError, SchemaError
-from amanda.namespaces.mapping.driver import in_namespace
-from amanda.namespaces.mapping.names import NameMap
-from amanda.namespaces.mapping.table import MappingTable, check_unmatched
 from amanda.progress import progress
+from amanda.rewrite.mapping.driver import in_namespace
+from amanda.rewrite.mapping.names import NameMap
+from amanda.rewrite.mapping.table import MappingTable, check_unmatched
 
 __all__ = ["TableEntry", "conversion_path", "convert", "expose", "register_table", "registered_tables"]
 
@@ -75,7 +75,7 @@ def register_table(table: MappingTable | None = None, *, source: str | None = No
     """Register a table (or a factory building one, with its ``source`` and ``target``) for
     :func:`convert`; tables registered later lose ties to earlier ones.
 
-    >>> from amanda.namespaces.mapping import MappingTable
+    >>> from amanda.rewrite.mapping import MappingTable
     >>> entry = register_table(MappingTable("doctest/a", "doctest/b"))
     >>> [e.name for e in conversion_path("doctest/a", "doctest/b")]
     ['doctest/a -> doctest/b']
@@ -107,7 +107,7 @@ def _load_shipped() -> None:
         if _shipped:
             return
         _shipped = True
-        from amanda.namespaces.mapping.tables import register_shipped
+        from amanda.rewrite.mapping.tables import register_shipped
 
         register_shipped(register_table)
 

@@ -16,7 +16,7 @@ from amanda.containers.edge import SELF, Edge
 from amanda.containers.frames import lift_end, lower_end
 
 if TYPE_CHECKING:
-    from amanda.namespaces.mapping.scope import Scope
+    from amanda.rewrite.mapping.scope import Scope
 
 __all__ = ["OUTER", "hand_down", "is_outer", "take_back"]
 

@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from amanda.namespaces.mapping.pattern import Pattern
-from amanda.namespaces.mapping.rule import Match, NewOp, Replacement, Rule, Skip
-from amanda.namespaces.mapping.table import MappingTable
+from amanda.rewrite.mapping.pattern import Pattern
+from amanda.rewrite.mapping.rule import Match, NewOp, Replacement, Rule, Skip
+from amanda.rewrite.mapping.table import MappingTable
 
 __all__ = ["SOURCE", "TARGET", "python_rules", "tensorflow_to_onnx"]
 
@@ -284,14 +284,14 @@ def python_rules() -> MappingTable:
         Rule("pad", Pattern({"paddings": "Const", "p": ("Pad", "PadV2", "MirrorPad")},
                             ["paddings.output -> p.paddings"]), pad_const),
     ]
-    from amanda.namespaces.mapping.tables.tensorflow_onnx_control import control_rules
-    from amanda.namespaces.mapping.tables.tensorflow_onnx_more import more_rules
+    from amanda.rewrite.mapping.tables.tensorflow_onnx_control import control_rules
+    from amanda.rewrite.mapping.tables.tensorflow_onnx_more import more_rules
 
     return MappingTable(SOURCE, TARGET, rules + more_rules() + control_rules(), name="tensorflow_to_onnx")
 
 
 def tensorflow_to_onnx() -> MappingTable:
     """The shipped TensorFlow -> ONNX 17 table: the Python rules, then the YAML ones."""
-    from amanda.namespaces.mapping.yaml_rules import load_mapping
+    from amanda.rewrite.mapping.yaml_rules import load_mapping
 
     return python_rules() + load_mapping(YAML_RULES)

@@ -22,14 +22,14 @@ from typing import Any
 
 from amanda.containers.edge import Port
 from amanda.namespaces.attr_types import value_key
-from amanda.namespaces.mapping.pattern import Pattern
-from amanda.namespaces.mapping.rule import RELABEL, Match, NewOp, Replacement, Rule, Skip
-from amanda.namespaces.mapping.table import MappingTable
-from amanda.namespaces.mapping.tables.onnx_changes import CHANGES, VALUES_ADDED
-from amanda.namespaces.mapping.tables.onnx_legacy import DROPPED
-from amanda.namespaces.mapping.tables.onnx_legacy_late import ALL_LEGACY, nonnegative_axes
 from amanda.namespaces.model_fit import IGNORED_ATTRS
 from amanda.namespaces.op_fit import validate_op
+from amanda.rewrite.mapping.pattern import Pattern
+from amanda.rewrite.mapping.rule import RELABEL, Match, NewOp, Replacement, Rule, Skip
+from amanda.rewrite.mapping.table import MappingTable
+from amanda.rewrite.mapping.tables.onnx_changes import CHANGES, VALUES_ADDED
+from amanda.rewrite.mapping.tables.onnx_legacy import DROPPED
+from amanda.rewrite.mapping.tables.onnx_legacy_late import ALL_LEGACY, nonnegative_axes
 
 __all__ = ["FIRST", "adapter", "changed_types", "changes", "name", "newest", "opset_pairs"]
 

@@ -9,7 +9,7 @@ for 7 to 11); ``LEGACY[v]`` has the shape of ``onnx_changes.CHANGES[v]``.
 - 6: ``consumed_inputs`` dropped (``DROPPED``); Cast ``to`` a type name -> a type code; Tile
   ``(input, tiles, axis)`` -> ``(input, repeats)``; BatchNormalization-1 needs consumed_inputs.
 
->>> from amanda.namespaces.mapping.tables.onnx_opsets import adapter
+>>> from amanda.rewrite.mapping.tables.onnx_opsets import adapter
 >>> adapter(4, 5).rule_names, adapter(6, 5).rule_names[:3]
 (['reshape_shape_to_input', 'compatible'], ['cast_to_name', 'tile_repeats_to_tiles', 'tile_repeats_to_tiles_capturing_none'])
 """
@@ -23,12 +23,12 @@ from typing import Any
 import numpy as np
 
 from amanda.namespaces.attr_types import ONNX_DTYPES
-from amanda.namespaces.mapping.pattern import Pattern
-from amanda.namespaces.mapping.rule import RELABEL, Match, NewOp, Replacement, Skip
-from amanda.namespaces.mapping.tables.onnx_changes import Rule, _named, _one
 from amanda.namespaces.name import NamespaceName
 from amanda.ops.registry import ONNX as ONNX_FAMILY
 from amanda.ops.registry import entry
+from amanda.rewrite.mapping.pattern import Pattern
+from amanda.rewrite.mapping.rule import RELABEL, Match, NewOp, Replacement, Skip
+from amanda.rewrite.mapping.tables.onnx_changes import Rule, _named, _one
 
 __all__ = ["DROPPED", "LEGACY", "Move", "attrs_to_inputs", "constant", "dtype_of", "inputs_to_attrs", "shape_of",
            "with_constants"]

@@ -20,7 +20,7 @@ from amanda.containers.edge import SELF, Edge, Port
 from amanda.errors import InvariantError, MappingError
 
 if TYPE_CHECKING:
-    from amanda.namespaces.mapping.driver import Context
+    from amanda.rewrite.mapping.driver import Context
 
 __all__ = ["Scope", "end_name"]
 
@@ -57,10 +57,11 @@ class Scope:
     """
 
     def __init__(self, container: Container, path: tuple[str, ...], inherited: str | None,
-                 ctx: Context) -> None:
+                 ctx: Context, parent: Scope | None = None) -> None:
         self.container = container
         self.path = path
         self.ctx = ctx
+        self.parent = parent  # the enclosing level's scope (values followed up through input ports)
         self.ops: dict[str, Container] = {child.name: child for child in container.children}
         self.pos: dict[str, tuple[int, ...]] = {child.name: (i,) for i, child in enumerate(container.children)}
         self.inputs: list[Port] = list(container.inputs)

@@ -6,6 +6,10 @@ types, literal attribute values, and which namespace the op must be in); each ``
 A binding is injective. Matches come in document order of the ops bound to the variables, in the
 pattern's variable order, so the driver's order is deterministic.
 
+A pattern is matched by the rewrite engine's matcher (:mod:`amanda.rewrite.match`): when it is
+made it compiles to pattern ops, each data edge an input by port name, and :class:`ScopeView`
+shows the matcher the level being converted.
+
 >>> p = Pattern({"mm": "MatMul", "b": "BiasAdd"}, ["mm.product -> b.value"])
 >>> p.variables, p.edges[0]
 (('mm', 'b'), EdgePattern('mm', 'product', 'b', 'value'))
@@ -13,19 +17,22 @@ pattern's variable order, so the driver's order is deterministic.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from amanda.containers.edge import SELF, Endpoint
 from amanda.errors import MappingError
 from amanda.namespaces.attr_types import value_key
 from amanda.namespaces.schema import FrozenMap
+from amanda.rewrite.match import _View, bindings
+from amanda.rewrite.pattern import Output, PatternOp
 
 if TYPE_CHECKING:
-    from amanda.namespaces.mapping.scope import Scope
+    from amanda.rewrite.mapping.scope import Scope
 
-__all__ = ["NAMESPACE_CHOICES", "EdgePattern", "OpPattern", "Pattern", "find_matches",
-           "parse_endpoint"]
+__all__ = ["NAMESPACE_CHOICES", "EdgePattern", "OpPattern", "Pattern", "ScopeView", "compile_pattern",
+           "find_matches", "parse_endpoint"]
 
 NAMESPACE_CHOICES = ("source", "target", "any")
 
@@ -137,6 +144,7 @@ class Pattern:
     ops: Any
     edges: Any = ()
     where: Callable[[Any], bool] | None = None
+    compiled: Any = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         items = self.ops.items() if isinstance(self.ops, Mapping) else self.ops
@@ -157,6 +165,7 @@ class Pattern:
                                           f"{edge} naming ${var}")
         object.__setattr__(self, "ops", ops)
         object.__setattr__(self, "edges", edges)
+        object.__setattr__(self, "compiled", compile_pattern(self))
 
     @property
     def variables(self) -> tuple[str, ...]:
@@ -169,45 +178,106 @@ def _edge_holds(scope: Scope, edge: EdgePattern, bound: Mapping[str, str]) -> bo
     return (src, edge.src_port) in scope.producers(dst, edge.dst_port)
 
 
-def _candidates(scope: Scope, pattern: Pattern, var: str, op_pattern: OpPattern,
-                bound: Mapping[str, str]) -> list[str]:
-    # follow an edge from a bound variable when there is one: far fewer candidates
+@dataclass(frozen=True, slots=True)
+class _Equals:
+    """The attribute test of an ``OpPattern``'s literal value (a class, so patterns pickle)."""
+
+    key: Any
+
+    def __call__(self, found: Any) -> bool:
+        return found is not None and value_key(_plain(found)) == self.key
+
+
+def compile_pattern(pattern: Pattern) -> tuple[list[PatternOp], tuple[EdgePattern, ...]]:
+    """``pattern`` as the rewrite engine's pattern ops: one per variable, captured under the
+    variable's name (its types, attribute tests and namespace choice), each data edge an input
+    by port name; the roots to anchor (the variables no edge leaves first, then any not reached
+    from them) and the edges checked after binding (control edges, a second edge into a port)."""
+    ports: dict[str, dict[str, Any]] = {var: {} for var in pattern.variables}
+    nodes = {var: PatternOp(op.types, (), {k: _Equals(value_key(_plain(v))) for k, v in op.attrs.items()},
+                            capture=var, ports=ports[var], namespace=op.namespace) for var, op in pattern.ops}
+    checked: list[EdgePattern] = []
+    feeds: set[str] = set()
     for edge in pattern.edges:
-        if edge.dst == var and edge.src in bound:
-            return [name for name, port in scope.consumers(bound[edge.src], edge.src_port)
-                    if port == edge.dst_port]
-        if edge.src == var and edge.dst in bound:
-            return [name for name, port in scope.producers(bound[edge.dst], edge.dst_port)
-                    if port == edge.src_port and name is not None]
-    return scope.names_of_types(op_pattern.types)
+        if edge.is_control or edge.dst_port in ports[edge.dst]:
+            checked.append(edge)
+            continue
+        ports[edge.dst][str(edge.dst_port)] = Output(nodes[edge.src], str(edge.src_port))
+        feeds.add(edge.src)
+    roots: list[PatternOp] = []
+    reached: set[int] = set()
+    for var in [v for v in pattern.variables if v not in feeds] + list(pattern.variables):
+        if id(nodes[var]) not in reached:
+            roots.append(nodes[var])
+            reached |= {id(n) for n in _reach(nodes[var])}
+    return roots, tuple(checked)
+
+
+def _reach(node: PatternOp) -> list[PatternOp]:
+    seen: dict[int, PatternOp] = {}
+    stack = [node]
+    while stack:
+        op = stack.pop()
+        if id(op) not in seen:
+            seen[id(op)] = op
+            stack.extend(value.op for value in (op.ports or {}).values())
+    return list(seen.values())
+
+
+class ScopeView(_View):
+    """One container level being converted, as the rewrite engine's matcher sees it: its leaf
+    children by name, in document order; an op is admitted when it is in the namespace its
+    pattern op asks for (``namespace_ok(name, choice)``)."""
+
+    def __init__(self, scope: Scope, namespace_ok: Callable[[str, str], bool]) -> None:
+        self.scope = scope
+        self.ops = scope.ops
+        self.pinned: frozenset = frozenset()
+        self._namespace_ok = namespace_ok
+
+    def anchors(self, op_type: Any) -> list:
+        """The leaf children of these types (any for None), in document order."""
+        types = (op_type,) if isinstance(op_type, str) else op_type
+        return sorted(set(self.scope.names_of_types(types)), key=self.scope.position.__getitem__)
+
+    def admits(self, key: Any, node: Any, choice: str | None) -> bool:
+        """Whether child ``key`` is a leaf op in the namespace ``choice`` asks for."""
+        return self.scope.is_leaf(key) and self._namespace_ok(key, choice or "source")
+
+    def source(self, key: Any, port: str) -> Endpoint | None:
+        """The producer feeding input ``port`` of child ``key`` (its name; SELF for the level's input)."""
+        fed = self.scope.producers(key, port)
+        return Endpoint(SELF if fed[0][0] is None else fed[0][0], fed[0][1]) if fed else None
+
+    def order(self) -> list:
+        """Children's names in document order."""
+        return self.scope.names
+
+    @staticmethod
+    def key(endpoint: Endpoint) -> Any:
+        """The child an endpoint belongs to (None for the level's own ports and deeper ops)."""
+        return endpoint.op if isinstance(endpoint.op, str) else None
 
 
 def find_matches(scope: Scope, pattern: Pattern, namespace_ok: Callable[[str, str], bool]
-                 ) -> Iterator[dict[str, str]]:
-    """Every binding of ``pattern``'s variables to leaf ops of ``scope`` (var -> op name).
+                 ) -> list[dict[str, str]]:
+    """Every binding of ``pattern``'s variables to leaf ops of ``scope`` (var -> op name), found
+    by the rewrite engine's matcher (:func:`amanda.rewrite.match.bindings`) and ordered by the
+    ops' document positions in the pattern's variable order.
 
     ``namespace_ok(name, choice)`` says whether the op ``name`` is in the namespace the pattern
     asks for (``source``, ``target`` or ``any``). The guard ``where`` is not run here.
     """
-    ops = pattern.ops
-    order = scope.position
-
-    def extend(i: int, bound: dict[str, str]) -> Iterator[dict[str, str]]:
-        if i == len(ops):
-            yield dict(bound)
-            return
-        var, op_pattern = ops[i]
-        taken = set(bound.values())
-        names = _candidates(scope, pattern, var, op_pattern, bound)
-        for name in sorted(set(names), key=order.__getitem__):
-            if name in taken or not scope.is_leaf(name):
-                continue
-            if not op_pattern.accepts(scope.ops[name]) or not namespace_ok(name, op_pattern.namespace):
-                continue
-            bound[var] = name
-            if all(_edge_holds(scope, e, bound) for e in pattern.edges
-                   if e.src in bound and e.dst in bound and var in (e.src, e.dst)):
-                yield from extend(i + 1, bound)
-            del bound[var]
-
-    yield from extend(0, {})
+    roots, checked = pattern.compiled
+    view = ScopeView(scope, namespace_ok)
+    if len(pattern.ops) == 1 and not checked:  # one op: the anchors, in document order already
+        var = pattern.variables[0]
+        return [{var: key} for ops in bindings(view, roots) for _, key in ops.values()]
+    found = []
+    for ops in bindings(view, roots):
+        bound = {str(node.capture): key for node, key in ops.values()}
+        if all(_edge_holds(scope, edge, bound) for edge in checked):
+            found.append({var: bound[var] for var in pattern.variables})
+    position = scope.position
+    found.sort(key=lambda b: [position[b[var]] for var in pattern.variables])
+    return found

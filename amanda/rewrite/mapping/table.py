@@ -5,7 +5,7 @@ the same source and target compose with ``+`` (the left table's rules first). Na
 registered schema: a table may map between user-defined vocabularies.
 
 >>> import amanda
->>> from amanda.namespaces.mapping import MappingTable, NewOp, Pattern, Replacement
+>>> from amanda.rewrite.mapping import MappingTable, NewOp, Pattern, Replacement
 >>> def relu(m):
 ...     return Replacement({"r": NewOp("Rectifier")})
 >>> table = MappingTable("demo/a", "demo/b", [(Pattern({"r": "Relu"}), relu)])
@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING, Any
 from amanda.containers.arguments import brief, expect_flag, expect_str, expect_type, sequence_problem, shown
 from amanda.containers.order import topological
 from amanda.errors import CycleError, MappingError
-from amanda.namespaces.mapping.rule import Rule
 from amanda.namespaces.schema import suggest
+from amanda.rewrite.mapping.rule import Rule
 
 if TYPE_CHECKING:
     from amanda.containers.container import Container
-    from amanda.namespaces.mapping.names import NameMap
+    from amanda.rewrite.mapping.names import NameMap
 
 __all__ = ["MappingTable"]
 
@@ -170,7 +170,7 @@ class MappingTable:
         ``on_unmatched``: ``"error"`` raises ``UnmatchedOpsError`` listing every op of the source
         namespace no rule mapped; ``"pass"`` keeps them. The input is never modified.
         """
-        from amanda.namespaces.mapping.driver import run_table
+        from amanda.rewrite.mapping.driver import run_table
 
         if on_unmatched is not None:
             check_unmatched(on_unmatched)

@@ -1,6 +1,6 @@
 """The functions mapping expressions may call besides JMESPath's own: arrays, arithmetic,
 lists and dtypes. Each is pure, and each bounds what it builds (``MAX_ELEMENTS`` per call, and
-every element charged to the evaluation's budget, :mod:`amanda.namespaces.mapping.budget`).
+every element charged to the evaluation's budget, :mod:`amanda.rewrite.mapping.budget`).
 
 >>> import jmespath
 >>> jmespath.search("add(`1`, mul(`2`, `3`))", {}, options=OPTIONS)
@@ -15,7 +15,7 @@ import jmespath  # type: ignore[import-untyped]
 import jmespath.functions  # type: ignore[import-untyped]
 import numpy as np
 
-from amanda.namespaces.mapping import budget
+from amanda.rewrite.mapping import budget
 
 __all__ = ["FUNCTIONS", "MAX_ELEMENTS", "OPTIONS", "onnx_dtype", "truthy"]
 

@@ -9,7 +9,7 @@ edges (``"g.Y -> t.data"``); ``ports`` says where a matched op's port goes for t
 cross the match's boundary (``{"mm.a": "g.A"}``); ``inputs`` adds input ports to the container
 the match is in (``"SELF.x"`` in edges and ports). docs/mapping.md gives the full semantics.
 
->>> from amanda.namespaces.mapping.pattern import Pattern
+>>> from amanda.rewrite.mapping.pattern import Pattern
 >>> def relu(m):
 ...     return Replacement({"r": NewOp("Relu", inputs=["X"], outputs=["Y"])})
 >>> Rule("relu", Pattern({"r": "Relu"}), relu).name
@@ -26,12 +26,13 @@ import numpy as np
 
 from amanda.containers.edge import Port
 from amanda.errors import MappingError
-from amanda.namespaces.mapping.pattern import Pattern
 from amanda.namespaces.schema import FrozenMap
+from amanda.rewrite.mapping.pattern import Pattern
+from amanda.rewrite.mapping.values import producer
 
 if TYPE_CHECKING:
     from amanda.containers.container import Container
-    from amanda.namespaces.mapping.scope import Scope
+    from amanda.rewrite.mapping.scope import Scope
 
 __all__ = ["RELABEL", "Match", "NewOp", "Replacement", "Rule", "Skip"]
 
@@ -180,21 +181,21 @@ class Match:
         the ``Const``/``Constant`` feeding it directly or through one-input ``through`` ops of
         its level (a frozen graph's ``ReadVariableOp``), or what ``fold[op type](op, arrays by
         input port)`` computes from an op all of whose inputs are such constants."""
-        return self._constant(self.names[var], port, through, fold or {}, 32)
+        return self._constant(self._scope, self.names[var], port, through, fold or {}, 32)
 
-    def _constant(self, name: str, port: str, through: tuple[str, ...],
+    def _constant(self, level: Any, name: str, port: str, through: tuple[str, ...],
                   fold: Mapping[str, Callable[[Container, dict[str, Any]], Any]], depth: int) -> Any:
-        found = self._scope.producers(name, port)
-        if depth <= 0 or len(found) != 1 or found[0][0] is None:
+        found = producer(level, name, port) if depth > 0 else None
+        if found is None:
             return None
-        name = found[0][0]
-        op, op_type = self._scope.ops[name], self._scope.ops[name].type or ""
+        level, name, _ = found
+        op, op_type = level.ops[name], level.ops[name].type or ""
         if op_type in ("Const", "Constant"):
             return op.attrs.get("value")
         if op_type in through and len(op.input_names) == 1:
-            return self._constant(name, op.input_names[0], through, fold, depth - 1)
+            return self._constant(level, name, op.input_names[0], through, fold, depth - 1)
         if op_type in fold:
-            arrays = {p: self._constant(name, p, through, fold, depth - 1) for p in op.input_names}
+            arrays = {p: self._constant(level, name, p, through, fold, depth - 1) for p in op.input_names}
             if all(a is not None for a in arrays.values()):
                 return fold[op_type](op, arrays)
         return None

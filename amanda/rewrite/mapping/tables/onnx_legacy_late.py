@@ -15,7 +15,7 @@ shape of ``onnx_changes.CHANGES[v]``.
   enlarging and up when shrinking, as onnxruntime computes it); Scatter became ScatterElements;
   Gemm's ``C`` became optional.
 
->>> from amanda.namespaces.mapping.tables.onnx_opsets import adapter
+>>> from amanda.rewrite.mapping.tables.onnx_opsets import adapter
 >>> adapter(10, 11).rule_names[:3]
 ['clip_min_max_to_inputs', 'pad_pads_to_inputs', 'resize_roi_and_modes']
 """
@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from amanda.namespaces.mapping.rule import RELABEL, Match, NewOp, Replacement, Skip
-from amanda.namespaces.mapping.tables.onnx_changes import Rule, _one
-from amanda.namespaces.mapping.tables.onnx_legacy import (
+from amanda.rewrite.mapping.rule import RELABEL, Match, NewOp, Replacement, Skip
+from amanda.rewrite.mapping.tables.onnx_changes import Rule, _one
+from amanda.rewrite.mapping.tables.onnx_legacy import (
     LEGACY,
     LEGACY_ATTR,
     attrs_to_inputs,

@@ -10,7 +10,7 @@ outputs, input_attrs, output_attrs, consumers}``; arrays stay arrays (use ``to_l
 Expressions are compiled when a table is loaded, so a syntax error (or Python smuggled in), or
 nesting past the limits of :mod:`amanda.jmespath_nesting`, is a ``MappingError`` at load time. Evaluation
 can only read the captures and call JMESPath's built-in functions plus the pure functions of
-:mod:`amanda.namespaces.mapping.functions` (``FUNCTIONS``); every node it evaluates and every
+:mod:`amanda.rewrite.mapping.functions` (``FUNCTIONS``); every node it evaluates and every
 value it builds is charged to a budget (``budget.MAX_WORK``, 5 * 10^6), so no expression can run
 away.
 
@@ -36,8 +36,8 @@ import jmespath.exceptions
 
 from amanda.errors import MappingError
 from amanda.jmespath_nesting import MAX_NESTING, MAX_TREE_DEPTH, too_deep, tree_too_deep
-from amanda.namespaces.mapping import budget
-from amanda.namespaces.mapping.functions import FUNCTIONS, MAX_ELEMENTS, OPTIONS, onnx_dtype, truthy
+from amanda.rewrite.mapping import budget
+from amanda.rewrite.mapping.functions import FUNCTIONS, MAX_ELEMENTS, OPTIONS, onnx_dtype, truthy
 
 __all__ = ["FUNCTIONS", "MAX_ELEMENTS", "Template", "compile_template", "compile_value", "evaluate_value",
            "onnx_dtype", "quote_variables", "truthy"]

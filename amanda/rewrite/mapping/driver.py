@@ -32,16 +32,16 @@ from typing import TYPE_CHECKING, Any
 from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Endpoint
 from amanda.errors import AmandaError, MappingError
-from amanda.namespaces.mapping.deep import hand_down, is_outer, take_back
-from amanda.namespaces.mapping.names import NameMap
-from amanda.namespaces.mapping.pattern import find_matches
-from amanda.namespaces.mapping.rewrite import apply_replacement
-from amanda.namespaces.mapping.rule import Match, Rule, Skip
-from amanda.namespaces.mapping.scope import Scope
-from amanda.namespaces.mapping.table import check_unmatched
+from amanda.rewrite.mapping.deep import hand_down, is_outer, take_back
+from amanda.rewrite.mapping.names import NameMap
+from amanda.rewrite.mapping.pattern import find_matches
+from amanda.rewrite.mapping.rewrite import apply_replacement
+from amanda.rewrite.mapping.rule import Match, Rule, Skip
+from amanda.rewrite.mapping.scope import Scope
+from amanda.rewrite.mapping.table import check_unmatched
 
 if TYPE_CHECKING:
-    from amanda.namespaces.mapping.table import MappingTable
+    from amanda.rewrite.mapping.table import MappingTable
 
 __all__ = ["MappingLoopError", "UnmatchedOpsError", "in_namespace", "run_table"]
 
@@ -199,10 +199,10 @@ def _run_rules(scope: Scope, ctx: Context) -> None:
 
 def _map_level(container: Container, path: tuple[str, ...], inherited: str | None,
                new_inherited: str | None, ctx: Context, incoming: list | None = None,
-               ) -> tuple[Container, list, list]:
+               parent: Scope | None = None) -> tuple[Container, list, list]:
     """Map one container level (its nested containers first); returns the new container, the
     input ports it added (to hoist), and the handed-down edges as its rules left them."""
-    scope = Scope(container, path, inherited, ctx)
+    scope = Scope(container, path, inherited, ctx, parent)
     for edge in incoming or ():
         scope.add_edge(edge, mark=False)
     namespace = _new_namespace(container, new_inherited, ctx, not path)
@@ -211,7 +211,7 @@ def _map_level(container: Container, path: tuple[str, ...], inherited: str | Non
         if child.children:
             originals, passed = hand_down(scope, name)
             mapped, hoisted, returned = _map_level(child, (*path, name), scope.old_namespace,
-                                                   namespace, ctx, passed)
+                                                   namespace, ctx, passed, scope)
             scope.replace_child(name, mapped)
             take_back(scope, name, originals, returned)
             for port in hoisted:

@@ -29,16 +29,16 @@ from typing import Any
 
 from amanda.containers.arguments import shown
 from amanda.errors import MappingError
-from amanda.namespaces.mapping.expressions import (
+from amanda.plain_reader import PlainReader, dotted, read_yaml, source_text
+from amanda.rewrite.mapping.expressions import (
     compile_value,
     evaluate_value,
     template_variables,
     truthy,
 )
-from amanda.namespaces.mapping.pattern import NAMESPACE_CHOICES, EdgePattern, OpPattern, Pattern
-from amanda.namespaces.mapping.rule import RELABEL, Match, NewOp, Replacement, Rule
-from amanda.namespaces.mapping.table import MappingTable
-from amanda.plain_reader import PlainReader, dotted, read_yaml, source_text
+from amanda.rewrite.mapping.pattern import NAMESPACE_CHOICES, EdgePattern, OpPattern, Pattern
+from amanda.rewrite.mapping.rule import RELABEL, Match, NewOp, Replacement, Rule
+from amanda.rewrite.mapping.table import MappingTable
 
 __all__ = ["load_mapping", "table_from_data"]
 

@@ -34,10 +34,10 @@ from amanda.containers.container import Container, op
 from amanda.containers.edge import SELF, Edge, Endpoint, Port
 from amanda.containers.flatten import flatten
 from amanda.errors import MappingError
-from amanda.namespaces.mapping.functions import onnx_dtype
-from amanda.namespaces.mapping.pattern import Pattern
-from amanda.namespaces.mapping.rule import Match, NewOp, Replacement, Rule, Skip
-from amanda.namespaces.mapping.tables.tensorflow_onnx import _REDUCE, SOURCE, TARGET
+from amanda.rewrite.mapping.functions import onnx_dtype
+from amanda.rewrite.mapping.pattern import Pattern
+from amanda.rewrite.mapping.rule import Match, NewOp, Replacement, Rule, Skip
+from amanda.rewrite.mapping.tables.tensorflow_onnx import _REDUCE, SOURCE, TARGET
 
 __all__ = ["control_rules", "function_body", "if_branch", "reduce_folded", "reserve", "set_item", "split", "while_loop"]
 
@@ -46,12 +46,12 @@ _INT64 = 7
 
 
 def _shipped_table() -> Any:
-    from amanda.namespaces.mapping.convert import registered_tables
+    from amanda.rewrite.mapping.convert import registered_tables
 
     for entry in registered_tables():
         if entry.name == "tensorflow_to_onnx":
             return entry.table()
-    from amanda.namespaces.mapping.tables.tensorflow_onnx_scopes import shipped_table
+    from amanda.rewrite.mapping.tables.tensorflow_onnx_scopes import shipped_table
 
     return shipped_table()  # pragma: no cover - the registry always holds it
 

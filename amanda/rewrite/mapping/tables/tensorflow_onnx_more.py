@@ -3,7 +3,7 @@
 Attention (``Einsum``), layer normalization (``SquaredDifference``), embeddings (``GatherV2``),
 ``Pack``, ``StridedSlice`` and ``Transpose`` whose constant operands arrive through ``Identity``/``ReadVariableOp``
 (frozen graphs) rather than from a ``Const`` beside the op. Each constant is found with
-:meth:`amanda.namespaces.mapping.rule.Match.constant_input`; an op whose operand is computed is
+:meth:`amanda.rewrite.mapping.rule.Match.constant_input`; an op whose operand is computed is
 left unmatched with the reason.
 """
 
@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from amanda.namespaces.mapping.pattern import Pattern
-from amanda.namespaces.mapping.rule import Match, NewOp, Replacement, Rule, Skip
+from amanda.rewrite.mapping.pattern import Pattern
+from amanda.rewrite.mapping.rule import Match, NewOp, Replacement, Rule, Skip
 
 __all__ = ["einsum", "gather", "more_rules", "pack", "squared_difference", "strided_slice", "transpose"]
 

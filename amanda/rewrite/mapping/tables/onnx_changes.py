@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from amanda.namespaces.mapping.pattern import Pattern
-from amanda.namespaces.mapping.rule import RELABEL, Match, NewOp, Replacement, Skip
+from amanda.rewrite.mapping.pattern import Pattern
+from amanda.rewrite.mapping.rule import RELABEL, Match, NewOp, Replacement, Skip
 
 __all__ = ["CHANGES", "changed_types"]
 

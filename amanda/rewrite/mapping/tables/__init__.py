@@ -14,7 +14,7 @@ __all__ = ["register_shipped"]
 
 def register_shipped(register: Callable[..., Any]) -> None:
     """Register every shipped table with ``register`` (``convert.register_table``)."""
-    from amanda.namespaces.mapping.tables import onnx_opsets, tensorflow_onnx, tensorflow_onnx_scopes
+    from amanda.rewrite.mapping.tables import onnx_opsets, tensorflow_onnx, tensorflow_onnx_scopes
 
     register(factory=tensorflow_onnx_scopes.shipped_table, source=tensorflow_onnx.SOURCE,
              target=tensorflow_onnx.TARGET, name="tensorflow_to_onnx")

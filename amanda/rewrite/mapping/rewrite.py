@@ -22,13 +22,13 @@ from amanda.containers.container import Container
 from amanda.containers.edge import CONTROL, SELF, Edge, Port
 from amanda.errors import MappingError, SchemaError
 from amanda.namespaces.attr_types import value_key
-from amanda.namespaces.mapping.deep import is_outer
-from amanda.namespaces.mapping.pattern import parse_endpoint
-from amanda.namespaces.mapping.rule import RELABEL, NewOp, Replacement
-from amanda.namespaces.mapping.scope import Scope, end_name
+from amanda.rewrite.mapping.deep import is_outer
+from amanda.rewrite.mapping.pattern import parse_endpoint
+from amanda.rewrite.mapping.rule import RELABEL, NewOp, Replacement
+from amanda.rewrite.mapping.scope import Scope, end_name
 
 if TYPE_CHECKING:
-    from amanda.namespaces.mapping.rule import Rule
+    from amanda.rewrite.mapping.rule import Rule
 
 __all__ = ["apply_replacement"]
 

@@ -18,8 +18,8 @@ from amanda.containers.arguments import check_names, expect_container
 from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Edge, Endpoint
 from amanda.containers.view import View
-from amanda.namespaces.mapping.names import NameMap
-from amanda.namespaces.mapping.table import MappingTable
+from amanda.rewrite.mapping.names import NameMap
+from amanda.rewrite.mapping.table import MappingTable
 
 __all__ = ["ScopeFlatteningTable", "flat_scopes", "opening_scopes"]
 
@@ -79,7 +79,7 @@ class ScopeFlatteningTable(MappingTable):
         if not isinstance(container, Container):
             return super().apply(container, on_unmatched=on_unmatched, fixed_point=fixed_point,
                                  with_names=with_names)
-        from amanda.namespaces.mapping.tables.tensorflow_onnx_lowered import raise_control_flow
+        from amanda.rewrite.mapping.tables.tensorflow_onnx_lowered import raise_control_flow
 
         flat, opened = flat_scopes(container)
         flat, raised = raise_control_flow(flat)
@@ -106,6 +106,6 @@ def opening_scopes(table: MappingTable) -> ScopeFlatteningTable:
 def shipped_table() -> ScopeFlatteningTable:
     """The shipped TensorFlow -> ONNX table (:func:`tensorflow_onnx.tensorflow_to_onnx`), opening
     name scopes before its rules run."""
-    from amanda.namespaces.mapping.tables.tensorflow_onnx import tensorflow_to_onnx
+    from amanda.rewrite.mapping.tables.tensorflow_onnx import tensorflow_to_onnx
 
     return opening_scopes(tensorflow_to_onnx())

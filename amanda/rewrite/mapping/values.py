@@ -1,0 +1,69 @@
+"""Following a value across container boundaries while a level is converted.
+
+The driver converts one level at a time, but an importer that keeps name scopes puts a ``Const``
+in one container and the op reading it in another. :func:`producer` answers where the value
+feeding an input comes from, up through the level's input ports into the enclosing levels (the
+driver's scopes, or plain containers) and down through the output ports of nested containers,
+so that ``Match.constant_input`` reads a constant wherever the importer put it.
+
+>>> from amanda import Container, op
+>>> inner = Container(None, "scope", outputs=["c"], children=[op("Const", "k", [], ["output"])],
+...                   edges=[("k:output", "scope:c")])
+>>> g = Container(None, "g", children=[inner, op("Mean", "m", ["input", "axes"], ["output"])],
+...               edges=[("scope:c", "m:axes")])
+>>> level, name, port = producer(Level(g, None), "m", "axes")
+>>> name, port, level.container.name
+('k', 'output', 'scope')
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from amanda.containers.container import Container
+from amanda.containers.edge import SELF
+from amanda.rewrite.mapping.scope import end_name
+
+__all__ = ["Level", "producer"]
+
+
+class Level:
+    """A plain container met while following a value (the level being converted is a ``Scope``,
+    which answers the same: ``container``, ``ops``, ``producers`` and ``parent``)."""
+
+    def __init__(self, container: Container, parent: Any) -> None:
+        self.container = container
+        self.parent = parent
+        self.ops = {child.name: child for child in container.children}
+
+    def producers(self, name: str | None, port: Any) -> list[tuple[Any, Any]]:
+        """``(op name, None for SELF or a path, port)`` of each edge into input ``port`` of child
+        ``name`` (None: into the container's own output ``port``)."""
+        wanted = SELF if name is None else (name,)
+        return [(end_name(e.src), e.src.port) for e in self.container.edges
+                if e.dst.op == wanted and e.dst.port == port]
+
+
+def producer(level: Any, name: str | None, port: Any, depth: int = 32) -> tuple[Any, str, Any] | None:
+    """``(level, op name, output port)`` of the leaf op whose value feeds input ``port`` of child
+    ``name`` of ``level`` (None: the level's own output ``port``), followed through container
+    ports; None when nothing or several edges feed it, or after ``depth`` boundaries."""
+    fed = level.producers(name, port)
+    if len(fed) != 1 or depth <= 0:
+        return None
+    src, out = fed[0]
+    if src is None:  # the level's own input: fed from the enclosing level
+        parent = level.parent
+        return None if parent is None else producer(parent, level.container.name, out, depth - 1)
+    path = src if isinstance(src, tuple) else (src,)
+    for step in path[:-1]:
+        child = level.ops.get(step)
+        if child is None or not child.children:
+            return None
+        level = Level(child, level)
+    child = level.ops.get(path[-1])
+    if child is None:
+        return None
+    if not child.children:
+        return level, path[-1], out
+    return producer(Level(child, level), None, out, depth - 1)
