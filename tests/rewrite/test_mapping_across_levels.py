@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from amanda import Container, op
-from amanda.rewrite.mapping.convert import convert
+from amanda.rewrite.mapping.tables.tensorflow_onnx import tensorflow_to_onnx
 from amanda.rewrite.mapping.values import Level, producer
 
 ort = pytest.importorskip("onnxruntime")
@@ -54,10 +54,12 @@ def graph(where: str) -> Container:
 
 @pytest.mark.parametrize("where", ["enclosing", "sibling", "nested"])
 def test_a_constant_in_another_scope_converts_and_computes(where: str) -> None:
-    """The Transpose becomes ONNX's with its perm as an attribute, and onnxruntime transposes."""
+    """The Transpose becomes ONNX's with its perm as an attribute, and onnxruntime transposes.
+    The rules run on the scoped graph itself (the table without the shipped one's opening of
+    scopes), so the tree is kept and the perm is read across the container boundary."""
     from amanda.io.onnx import to_onnx
 
-    converted = convert(graph(where), "amanda/onnx/17")
+    converted = tensorflow_to_onnx().apply(graph(where))
     transpose = converted.descendant(("block", "t"))
     assert transpose.type == "Transpose" and list(transpose.attrs["perm"]) == PERM
     session = ort.InferenceSession(to_onnx(converted).SerializeToString(), providers=["CPUExecutionProvider"])
