@@ -26,12 +26,12 @@ from itertools import repeat
 from operator import attrgetter
 from typing import Any
 
-from pyrsistent import pvector
+from pyrsistent import PMap, pvector
 
 from amanda.containers.checks import INTERPRETED_ATTRS, attr_problems, check_names, port_problems
 from amanda.containers.container import Container, new_uid
 from amanda.containers.edge import SELF, Edge, Endpoint, Port, interpreted_ports
-from amanda.containers.values import EMPTY, freeze_attrs
+from amanda.containers.values import EMPTY, ScalarMap, freeze_attrs
 from amanda.errors import InvariantError, Problem
 from amanda.io.onnx_scope import fresh_name
 
@@ -220,12 +220,13 @@ def built(type: str | None, name: str | None, inputs: tuple[Port, ...], outputs:
     for fields that are valid by construction (unique port names; each child's name unique and
     not the container's; every edge a normal :class:`Edge` between existing ports, one into
     each input; nothing to rename), without checking all that again. Only what came from
-    outside is checked: names, uid, attributes and port attributes amanda interprets, and, on
+    outside is checked: names, uid, attributes (a dict, frozen here, or a map
+    :func:`~amanda.containers.values.freeze_attrs` made) and port attributes amanda interprets, and, on
     a leaf op (no children, no edges), that its port names are unique (problems reported at
     ``where``, a path or a function giving it, called only then)."""
     check_names(type, name, uid)
-    try:
-        frozen = freeze_attrs(attrs)
+    try:  # a map freeze_attrs made (an attribute set the reader shares between ops) is kept
+        frozen = attrs if attrs.__class__ is ScalarMap or attrs.__class__ is PMap else freeze_attrs(attrs)
     except TypeError as exc:
         raise InvariantError([Problem(_path(where) or None, "frozen attribute values", str(exc))]) from None
     problems = attr_problems(frozen, _path(where)) if not _INTERPRETED.isdisjoint(attrs) else []

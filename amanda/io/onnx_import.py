@@ -20,6 +20,7 @@ from amanda.io.onnx_hierarchy import check_hierarchy, nest_graph, takes_scopes
 from amanda.io.onnx_metadata import read_metadata
 from amanda.io.onnx_module_functions import inline_modules
 from amanda.io.onnx_ports import Schemas, namespace_of_domain
+from amanda.io.onnx_shared_attrs import SharedAttributes
 from amanda.io.onnx_spans import raw_spans, spans_pay
 from amanda.io.onnx_text import check_text, check_text_outside_nodes
 from amanda.io.onnx_values import require_onnx
@@ -40,6 +41,7 @@ class _Importer(FunctionReader):
         self.schemas = Schemas()
         self.names: dict[tuple[int, str, int], tuple[str, ...]] = {}
         self.ports: dict[str, Port] = {}
+        self.shared = SharedAttributes()
         self.opsets = self._opsets(model)
         self.default = self.opsets.get("")
         self.read_functions(model)

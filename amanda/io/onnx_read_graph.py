@@ -21,6 +21,7 @@ from amanda.io.onnx_hierarchy import take_scope
 from amanda.io.onnx_metadata import node_info, read_metadata
 from amanda.io.onnx_ports import Schemas, port_names
 from amanda.io.onnx_scope import Scope, capture_ports, fresh_name
+from amanda.io.onnx_shared_attrs import SharedAttributes
 from amanda.io.onnx_text import attribute_text_ok, check_text, props_text_ok
 from amanda.io.onnx_values import sparse_to_value, tensor_to_array, type_to_attrs, value_port
 from amanda.progress import progress
@@ -49,6 +50,7 @@ class GraphReader:
     proto: Any  # the ModelProto being read
     source: str | None
     in_function: bool = False  # reading a function body: attribute references are kept
+    shared: SharedAttributes  # attribute sets converted once per import (amanda.io.onnx_shared_attrs)
     scope_texts: dict | None = None  # where the main graph's torch scope metadata is taken to
     serialized: bytes = b""  # the bytes the model was parsed from, where known
     spans: list[tuple[int, int]] | None = None  # where the main graph's weights lie in them
@@ -291,17 +293,27 @@ class GraphReader:
             schema, "input", len(ins))
         self._read_inputs(node, key, in_names, ins, scope, edges, where, here)
 
+        shared = None
         if node.attribute:  # most ops have none: nothing to set up for them
+            set_key = None if self.in_function else self.shared.key(node, schema)
+            shared = self.shared.get(set_key)
+            if shared is None:  # a set not seen before (or not shared): converted here
 
-            def body(g: Any, label: str) -> Container:
-                return self._body(g, scope, (*where, name, label), captured)
+                def body(g: Any, label: str) -> Container:
+                    return self._body(g, scope, (*where, name, label), captured)
 
-            self._attributes(node, schema, body, f"{self.prefix}{here}: node {name!r}: ", attrs, hints)
+                self._attributes(node, schema, body, f"{self.prefix}{here}: node {name!r}: ", attrs, hints)
+                shared = self.shared.keep(set_key, attrs, hints)
+            else:
+                attrs.update(shared.values)
+                hints.update(shared.hints)
         if own_ns is not None and not fn:
             attrs["namespace"] = own_ns
         uid = self._node_metadata(props, attrs, name, len(where)) if props else None
         if original is not None or doc or overload or hints:
             attrs["onnx_node"] = node_info(original, doc, overload, hints)
+        elif shared is not None and not props and own_ns is None and not fn:
+            attrs = shared.frozen()  # nothing of the op's own: the set's map, frozen once
         inputs = [self._port(n) for n in in_names]
         if captured:
             inputs += capture_ports(captured, in_names, key, scope, edges)
@@ -412,11 +424,11 @@ class GraphReader:
         name: str,
         inputs: Any,
         outputs: Any,
-        attrs: dict,
+        attrs: Any,
         uid: str | None,
         here: str,
     ) -> Container:
-        try:
+        try:  # attrs: a dict, or a map freeze_attrs made (shared between ops)
             return built(op_type, name, tuple(inputs), tuple(outputs), (), (), attrs, uid, (name,))
         except InvariantError as exc:
             raise self.fail(

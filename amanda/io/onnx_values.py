@@ -17,10 +17,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-from pyrsistent import pmap
 
 from amanda.containers.edge import Port
-from amanda.containers.values import freeze_array
+from amanda.containers.maps import map_of
+from amanda.containers.values import ScalarMap, freeze_array
 from amanda.errors import FormatError
 from amanda.io.onnx_spans import array_at
 
@@ -311,7 +311,7 @@ def value_port(port: str, value: str, typed: Any) -> Any:
         attrs.update(type_to_attrs(typed))
         if "type" in attrs:
             return Port(port, attrs=attrs)
-    return tuple.__new__(Port, (port, pmap(attrs)))
+    return tuple.__new__(Port, (port, map_of(attrs, ScalarMap)))  # strings: what freeze_attrs makes
 
 
 def _fill_tensor(target: Any, value: Mapping[str, Any]) -> None:
