@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyrsistent import PMap, pmap, pvector
+from pyrsistent import PMap, pvector
 
 __all__ = ["map_of"]
-
 
 _new_map = object.__new__
 _pvector = pvector
@@ -24,6 +23,7 @@ def map_of(items: dict[str, Any], cls: type = PMap) -> Any:
     about half the time of ``pmap``, which the import pays for every op's attribute and port
     maps. The values are stored as given (freeze them first).
 
+    >>> from pyrsistent import pmap
     >>> m = map_of({"a": 1, "b": (2,)})
     >>> m == pmap({"a": 1, "b": (2,)}), list(m.items()) == list(pmap({"a": 1, "b": (2,)}).items())
     (True, True)
@@ -37,7 +37,7 @@ def map_of(items: dict[str, Any], cls: type = PMap) -> Any:
             buckets[index] = [pair]
         else:
             bucket.append(pair)
-    made = _new_map(cls)
+    made: Any = _new_map(cls)
     made._size = len(items)
     made._buckets = _pvector(buckets)
     return made
