@@ -79,7 +79,9 @@ class _Importer(FunctionReader):
         self.scope_texts = {} if takes_scopes(hierarchy) else None
         if serialized is not None:
             self._find_spans(model.graph, serialized)
+        self.defer = hierarchy is not False  # main-graph ops inside modules are built as their level opens
         fields, _ = self.graph(model.graph, None, (model.graph.name or "graph",))
+        self.defer = False
         fields = nest_graph(fields, hierarchy, self.prefix, self.scope_texts)
         meta, extra, uid = read_metadata(model.metadata_props, self.prefix)
         info: dict[str, Any] = {"ir_version": int(model.ir_version)}
