@@ -71,9 +71,10 @@ def can_wait(attrs: Any, inputs: Any, out_names: tuple[str, ...]) -> bool:
     """Whether an op of these attributes and ports may be built later with nothing checked
     then: no attribute amanda interprets but ``initializer: true`` (checked when built) and no
     port name twice."""
-    interpreted = _INTERPRETED.intersection(attrs)
-    if interpreted and (interpreted != _INITIALIZER or attrs["initializer"] is not True):
-        return False
+    if not _INTERPRETED.isdisjoint(attrs):
+        interpreted = _INTERPRETED.intersection(attrs)
+        if interpreted != _INITIALIZER or attrs["initializer"] is not True:
+            return False
     return ((len(inputs) < 2 or len({p[0] for p in inputs}) == len(inputs))
             and (len(out_names) < 2 or len(set(out_names)) == len(out_names)))
 
@@ -91,5 +92,7 @@ def pending_op(type: str, name: str, inputs: list[Port], out_names: tuple[str, .
     except InvariantError:
         return None
     values = tuple(outputs)
+    if not types:  # no value_info in the graph (TorchScript's exports, most files)
+        return PendingOp(type, name, tuple(inputs), out_names, values, (None,) * len(values), attrs, uid)
     typed = tuple(None if not v or (vi := types.get(v)) is None else type_to_attrs(vi) for v in values)
     return PendingOp(type, name, tuple(inputs), out_names, values, typed, attrs, uid)

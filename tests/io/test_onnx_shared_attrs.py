@@ -72,3 +72,23 @@ def test_keys_leave_out_bodies_and_large_sets() -> None:
     assert cache.get(None) is None and cache.keep(None, {}, {}) is None
     entry = cache.keep(cache.key(a, None), {"transB": 1}, {})
     assert cache.get(cache.key(b, None)) is entry and entry.frozen() is entry.frozen() == {"transB": 1}
+
+
+def test_read_attributes_and_ports_as_the_reader_makes_them() -> None:
+    """``read_attributes`` gives the file's values (and the types a schema does not give);
+    ``typed_port`` and ``value_port`` agree; ``graph_info``
+    keeps what a graph says of itself (text that is not UTF-8: tests/io/test_onnx_text_fields.py)."""
+    from amanda.io.onnx_attrs import read_attributes
+    from amanda.io.onnx_metadata import graph_info
+    from amanda.io.onnx_values import type_to_attrs, typed_port, value_port
+
+    node = helper.make_node("Gemm", ["a", "b"], ["y"], alpha=0.5, transB=1, mode="x")
+    attrs: dict = {}
+    hints: dict = {}
+    assert read_attributes(node, None, None, "", attrs, hints) is True
+    assert attrs == {"alpha": 0.5, "transB": 1, "mode": "x"} and hints == {}
+    info = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 3])
+    assert typed_port("Y", "y", type_to_attrs(info)) == value_port("Y", "y", info)
+    assert value_port("Y", "y", info).attrs["shape"] == ("n", 3) and typed_port("Y", "y", None).attrs == {"onnx_name": "y"}
+    graph = helper.make_graph([], "g", [], [], doc_string="about g")
+    assert graph_info(graph, {"k": "v"}) == {"doc_string": "about g", "metadata_props": {"k": "v"}}
