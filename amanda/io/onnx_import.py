@@ -79,7 +79,9 @@ class _Importer(FunctionReader):
         self.scope_texts = {} if takes_scopes(hierarchy) else None
         if serialized is not None:
             self._find_spans(model.graph, serialized)
-        self.defer = hierarchy is not False  # main-graph ops inside modules are built as their level opens
+        # main-graph ops inside modules are built as their level opens (a graph with no scope-path
+        # name and no node metadata imports flat: nothing to defer)
+        self.defer = hierarchy is not False and any("/" in n.name or n.metadata_props for n in model.graph.node)
         fields, _ = self.graph(model.graph, None, (model.graph.name or "graph",))
         self.defer = False
         fields = nest_graph(fields, hierarchy, self.prefix, self.scope_texts)
