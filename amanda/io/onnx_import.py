@@ -81,7 +81,7 @@ class _Importer(FunctionReader):
             self._find_spans(model.graph, serialized)
         # main-graph ops inside modules are built as their level opens (a graph with no scope-path
         # name and no node metadata imports flat: nothing to defer)
-        self.defer = hierarchy is not False and any("/" in n.name or n.metadata_props for n in model.graph.node)
+        self.defer = hierarchy is not False and _may_nest(model.graph)
         fields, _ = self.graph(model.graph, None, (model.graph.name or "graph",))
         self.defer = False
         fields = nest_graph(fields, hierarchy, self.prefix, self.scope_texts)
@@ -121,6 +121,16 @@ class _Importer(FunctionReader):
         spans = raw_spans(serialized)
         if spans is not None and len(spans) == len(g.initializer):
             self.serialized, self.spans = serialized, spans
+
+
+def _may_nest(g: Any) -> bool:
+    """Whether some node of ``g`` has a scope-path name or metadata (where the module tree
+    comes from); a name that is not text is left to the reader, which refuses it."""
+    for node in g.node:
+        name = node.name
+        if node.metadata_props or (type(name) is str and "/" in name):
+            return True
+    return False
 
 
 def check_model_header(model: Any, source: str | None = None) -> None:
