@@ -27,6 +27,7 @@ import numpy as np
 from pyrsistent import PMap, pmap
 
 from amanda.containers.lazy import LazyTensor, lazy_of
+from amanda.containers.maps import map_of
 
 _SCALARS = (str, int, float, bool, bytes, type(None))
 _SCALAR_TYPES = frozenset(_SCALARS)
@@ -49,6 +50,7 @@ class ScalarMap(PMap):
 
 def _scalar_map(frozen: PMap) -> ScalarMap:
     return ScalarMap(len(frozen), frozen._buckets)  # type: ignore[call-arg,attr-defined]  # shares the buckets
+
 
 
 EMPTY: PMap = _scalar_map(pmap())
@@ -172,8 +174,8 @@ def freeze(value: Any, depth: int = 0) -> Any:
 def _freeze_mapping(value: Mapping, depth: int) -> PMap:
     if all(type(v) in _SCALAR_TYPES and type(k) is str and k.isascii() for k, v in value.items()):
         # a flat mapping of plain values (an imported node's metadata) needs no walk
-        return value if isinstance(value, PMap) else pmap(value)
-    return pmap({_key(k): freeze(v, depth + 1) for k, v in value.items()})
+        return value if isinstance(value, PMap) else map_of(value) if type(value) is dict else pmap(value)
+    return map_of({_key(k): freeze(v, depth + 1) for k, v in value.items()})
 
 
 def _key(key: Any) -> Any:
@@ -212,7 +214,8 @@ def freeze_attrs(attrs: Mapping[str, Any] | None) -> PMap:
             if type(value) not in scalars or type(key) is not str or not key.isascii():
                 break
         else:
-            return _scalar_map(pmap(attrs))
+            return map_of(attrs, ScalarMap)
+        return map_of({_key(k): freeze(v) for k, v in attrs.items()})
     elif type(attrs) is ScalarMap:
         return attrs
     elif isinstance(attrs, PMap) and all(

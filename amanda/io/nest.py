@@ -26,13 +26,15 @@ from itertools import repeat
 from operator import attrgetter
 from typing import Any
 
-from pyrsistent import pvector
+from pyrsistent import PMap, pvector
 
 from amanda.containers.arguments import INTERPRETED_ATTRS, attr_problems, check_names, port_problems
 from amanda.containers.container import Container, new_uid
+from amanda.containers.deferred import deferred
 from amanda.containers.edge import SELF, Edge, Endpoint, Port, interpreted_ports
-from amanda.containers.values import EMPTY, freeze_attrs
+from amanda.containers.values import EMPTY, ScalarMap, freeze_attrs
 from amanda.errors import InvariantError, Problem
+from amanda.io.onnx.pending import PendingOp
 from amanda.io.onnx.scope import fresh_name
 
 __all__ = ["Group", "assemble", "built", "lowest_common", "nest", "renamed"]
@@ -151,6 +153,8 @@ def _names(group: Group, leaf_names: Mapping[str, str], final: dict[str, str], o
         wanted = leaf_names.get(item, item)
         if wanted in taken:
             wanted = fresh_name(wanted, taken)
+        if wanted != item:
+            check_names(None, wanted, None)  # here, not when a deferred level is opened
         taken.add(wanted)
         final[item] = wanted
         if item not in order:
@@ -161,7 +165,10 @@ def _value_name(ops: Mapping[str, Container], op: str | None, port: str) -> str:
     """The name of the value an op's output port (or the graph's input port) carries."""
     if op is None:
         return port
-    for found in ops[op].outputs:
+    held = ops[op]
+    if type(held) is PendingOp:
+        return held.value_of(port) or f"{op}:{port}"
+    for found in held.outputs:
         if found[0] == port:
             return found[1].get("onnx_name") or f"{op}:{port}"
     return f"{op}:{port}"
@@ -215,27 +222,29 @@ def _path(where: Any) -> tuple[str, ...]:
 
 def built(type: str | None, name: str | None, inputs: tuple[Port, ...], outputs: tuple[Port, ...],
           children: Sequence[Container], edges: Sequence[Edge], attrs: Mapping[str, Any], uid: str | None,
-          where: Any) -> Container:
+          where: Any, make: Any = None) -> Container:
     """``Container(type, name, inputs=..., outputs=..., children=..., edges=..., attrs=..., uid=...)``
     for fields that are valid by construction (unique port names; each child's name unique and
     not the container's; every edge a normal :class:`Edge` between existing ports, one into
     each input; nothing to rename), without checking all that again. Only what came from
-    outside is checked: names, uid, attributes and port attributes amanda interprets, and, on
+    outside is checked: names, uid, attributes (a dict, frozen here, or a map
+    :func:`~amanda.containers.values.freeze_attrs` made) and port attributes amanda interprets, and, on
     a leaf op (no children, no edges), that its port names are unique (problems reported at
-    ``where``, a path or a function giving it, called only then)."""
+    ``where``, a path or a function giving it, called only then). With ``make`` (and no
+    ``children`` or ``edges``), the container's level is made by ``make()`` when first opened
+    (:func:`~amanda.containers.deferred.deferred`)."""
     check_names(type, name, uid)
-    try:
-        frozen = freeze_attrs(attrs)
-    except TypeError as exc:
-        raise InvariantError([Problem(_path(where) or None, "frozen attribute values", str(exc))]) from None
+    frozen = _frozen(attrs, where)
     problems = attr_problems(frozen, _path(where)) if not _INTERPRETED.isdisjoint(attrs) else []
     if interpreted_ports(inputs) or interpreted_ports(outputs):
         problems += port_problems(inputs, _path(where)) + port_problems(outputs, _path(where))
-    leaf = not children and not edges
+    leaf = not children and not edges and make is None
     if leaf and (len(inputs) > 1 or len(outputs) > 1):
         problems += _repeated_port_names(inputs, outputs, where)
     if problems:
         raise InvariantError(problems, f"building {type or 'container'} {name!r}")
+    if make is not None:
+        return deferred(type, name, inputs, outputs, frozen, uid or new_uid(), make)
     if leaf:
         return Container._trusted(type, name, inputs, outputs, (), _NO_EDGES, _NO_EDGES, _NO_EDGES, frozen,
                                   uid or new_uid(), _NO_CHILDREN)
@@ -244,15 +253,27 @@ def built(type: str | None, name: str | None, inputs: tuple[Port, ...], outputs:
         uid or new_uid(), {child.name or "": i for i, child in enumerate(children)})
 
 
+def _frozen(attrs: Mapping[str, Any], where: Any) -> Any:
+    """``attrs`` frozen; a map freeze_attrs made (an attribute set the reader shares between
+    ops) is kept as it is."""
+    if attrs.__class__ is ScalarMap or attrs.__class__ is PMap:
+        return attrs
+    try:
+        return freeze_attrs(attrs)
+    except TypeError as exc:
+        raise InvariantError([Problem(_path(where) or None, "frozen attribute values", str(exc))]) from None
+
+
 def _repeated_port_names(inputs: tuple[Port, ...], outputs: tuple[Port, ...], where: Any) -> list[Problem]:
     """A problem for each side of a leaf op that names a port twice."""
     return [Problem(_path(where), "unique port names", repr([p[0] for p in ports]))
             for ports in (inputs, outputs) if len({p[0] for p in ports}) < len(ports)]
 
 
-def assemble(group: Group, children: list[Container], ports: dict[str, Port]) -> Container:
+def assemble(group: Group, children: list[Container], ports: dict[str, Port], make: Any = None) -> Container:
     """The container of ``group``, assembled from fields that are valid by construction (see
-    :func:`built`): its ports carry no attributes and are shared through ``ports``."""
+    :func:`built`): its ports carry no attributes and are shared through ``ports``. With
+    ``make`` (and no ``children``), its level is made by ``make()`` when first opened."""
 
     def port(name: str) -> Port:
         found = ports.get(name)
@@ -261,33 +282,49 @@ def assemble(group: Group, children: list[Container], ports: dict[str, Port]) ->
         return found
 
     return built(group.type, group.name, tuple(map(port, group.inputs.values())),
-                 tuple(map(port, group.outputs.values())), children, group.edges, group.attrs, group.uid,
-                 group.path)
+                 tuple(map(port, group.outputs.values())), children, () if make else group.edges, group.attrs,
+                 group.uid, group.path, make)
 
 
 def _named_in_place(op: Container, name: str) -> Container:
     """``op``, which no one but the caller has seen yet, given its final name (checked): what
     :func:`renamed` gives, without the copy."""
+    if type(op) is PendingOp:
+        return op.build(name)
     if name != op.name:
-        check_names(None, name, None)
-        _set(op, "name", name)
+        _set(op, "name", name)  # checked when the names were given (_names)
     return op
 
 
-def _build(group: Group, ops: Mapping[str, Container], final: Mapping[str, str],
-           ports: dict[str, Port], rename: Any) -> list[Container]:
+def _build(group: Group, ops: Mapping[str, Any], final: Mapping[str, str],
+           ports: dict[str, Port], rename: Any, lazy: bool = False) -> list[Container]:
+    """The children of ``group``; with ``lazy``, its sub-groups' levels are made when opened."""
     children = [rename(ops[n], final[n]) for n in group.weights]
     for item in group.items:
         if isinstance(item, Group):
-            children.append(assemble(item, _build(item, ops, final, ports, rename), ports))
+            if lazy:
+                children.append(assemble(item, [], ports, _level(item, ops, final, ports, rename)))
+            else:
+                children.append(assemble(item, _build(item, ops, final, ports, rename), ports))
         else:
             children.append(rename(ops[item], final[item]))
     return children
 
 
-def nest(children: list[Container], edges: Iterable[Any], place: Mapping[str, Group],
+def _level(group: Group, ops: Mapping[str, Any], final: Mapping[str, str], ports: dict[str, Port],
+           rename: Any) -> Any:
+    """What makes ``group``'s level when its container is opened: its children and edges."""
+
+    def make() -> tuple[list[Container], list[Edge]]:
+        return _build(group, ops, final, ports, rename, True), group.edges
+
+    return make
+
+
+def nest(children: list[Any], edges: Iterable[Any], place: Mapping[str, Group],
          root: Group, *, graph: str | None = None, weights: Iterable[str] = (),
-         leaf_names: Mapping[str, str] | None = None, fresh: bool = False) -> tuple[list[Container], list[Edge]]:
+         leaf_names: Mapping[str, str] | None = None, fresh: bool = False,
+         lazy: bool = False) -> tuple[list[Container], list[Edge]]:
     """The root's children and edges once the ops of a flat graph are moved into the groups
     ``place`` names (op name -> group; an op it leaves out stays in the root).
 
@@ -295,7 +332,10 @@ def nest(children: list[Container], edges: Iterable[Any], place: Mapping[str, Gr
     (``SELF``, or the graph's name ``graph``). ``weights`` lists the ops that go first in their
     group; ``leaf_names`` the names ops take inside their group (made unique there).
     ``fresh``: the children were just built by the caller and no one else holds them (an
-    importer's), so they take their new names in place instead of being copied under them.
+    importer's), so they take their new names in place instead of being copied under them;
+    they may also be :class:`~amanda.io.onnx.pending.PendingOp` values, built under their names.
+    ``lazy`` (with ``fresh``): each group's level is made when its container is first opened
+    (``amanda.containers.deferred``); the root's level is made now.
     """
     ops = {op.name or "": op for op in children}
     first = set(weights)
@@ -328,4 +368,4 @@ def nest(children: list[Container], edges: Iterable[Any], place: Mapping[str, Gr
                                                  edge[2] if len(edge) > 2 else EMPTY)))
                 continue
         _route(edge, place, root, final, ops, graph)
-    return _build(root, ops, final, {}, _named_in_place if fresh else renamed), root.edges
+    return _build(root, ops, final, {}, _named_in_place if fresh else renamed, lazy and fresh), root.edges

@@ -18,7 +18,9 @@ from typing import Any
 
 import numpy as np
 
+from amanda.containers.refs import AttrRef
 from amanda.errors import FormatError
+from amanda.io.onnx.text import attribute_text_ok
 from amanda.io.onnx.values import (
     array_to_tensor,
     require_onnx,
@@ -30,7 +32,7 @@ from amanda.io.onnx.values import (
 )
 
 __all__ = [
-    "ATTR_TYPE_NAMES", "attr_to_value", "fill_attr", "infer_attr_type", "value_to_attr",
+    "ATTR_TYPE_NAMES", "attr_to_value", "fill_attr", "infer_attr_type", "read_attributes", "value_to_attr",
 ]
 
 # AttributeProto.AttributeType numbers by their lower-case names (the names op schemas use)
@@ -292,3 +294,37 @@ def value_to_attr(
         raise TypeError(f"cannot tell the ONNX attribute type of {value!r}")
     fill_attr(attr, name, value, chosen, graph)
     return attr
+
+
+def read_attributes(node: Any, schema: Any, body: GraphIn | None, where: str, attrs: dict, hints: dict,
+                    in_function: bool = False) -> bool:
+    """Fill ``attrs`` with a ``NodeProto``'s attribute values and ``hints`` with the types its
+    schema (or None) does not give; False, having stopped, at an attribute whose text is not
+    UTF-8 (the caller names it). In a function body (``in_function``), a reference to a function
+    attribute is kept as an :class:`~amanda.containers.refs.AttrRef` (the call's value is taken
+    where it is needed). ``body`` converts graph attributes; ``where`` prefixes messages.
+
+    >>> from onnx import AttributeProto, helper
+    >>> node = helper.make_node("Concat", ["a"], ["b"], axis=1)
+    >>> node.attribute.extend([helper.make_attribute("pads", [], attr_type=AttributeProto.INTS)])
+    >>> attrs, hints = {}, {}
+    >>> read_attributes(node, None, None, "", attrs, hints), attrs, hints
+    (True, {'axis': 1, 'pads': ()}, {'pads': 'ints'})
+    """
+    for attr in node.attribute:
+        if not attribute_text_ok(attr):
+            return False
+        if attr.ref_attr_name and in_function:
+            attrs[attr.name] = AttrRef(attr.ref_attr_name, ATTR_TYPE_NAMES.get(attr.type, "undefined"))
+            continue
+        value, kind = attr_to_value(attr, body, where)
+        attr_name = attr.name
+        attrs[attr_name] = value
+        if schema is None:
+            if isinstance(value, tuple) and not value:
+                hints[attr_name] = kind  # an empty list could be any list type
+        else:
+            known = schema.attrs.get(attr_name)
+            if known is None or known.type != kind:
+                hints[attr_name] = kind  # keep what the file says where the schema disagrees
+    return True

@@ -23,6 +23,7 @@ from typing import Any
 from amanda.containers.container import Container
 from amanda.errors import ArgumentError, FormatError
 from amanda.io.nest import Group, lowest_common, nest
+from amanda.io.onnx.pending import PendingOp
 from amanda.io.scope_names import parse_scope_list, qualify, relative_name, repeat_base, split_node_name
 
 __all__ = ["CLASS_HIERARCHY", "CONTAINERS_KEY", "HIERARCHY_MODES", "NAME_SCOPES", "check_hierarchy",
@@ -268,7 +269,9 @@ def nest_graph(fields: dict[str, Any], hierarchy: Any = "auto", prefix: str = ""
     into the containers of the scopes that produced them; unchanged for ``hierarchy=False`` or
     a graph without scope information. ``texts`` holds the scope metadata the reader took out
     of the nodes (:func:`take_scope`). The ops are the reader's own, seen by no one yet: they
-    take their names in the tree in place."""
+    take their names in the tree in place, and those it left to build
+    (:class:`~amanda.io.onnx.pending.PendingOp`) are built under them when their module's level
+    is first opened (``amanda.containers.deferred``)."""
     check_hierarchy(hierarchy)
     if hierarchy is False:
         return fields
@@ -279,8 +282,8 @@ def nest_graph(fields: dict[str, Any], hierarchy: Any = "auto", prefix: str = ""
     weight_set = set(weights)
     ops = [n for n in all_names if n not in weight_set]
     mode = _mode(hierarchy, texts, ops, prefix)
-    if mode is None:
-        return fields
+    if mode is None:  # flat after all: the ops the reader left to build are built now
+        return dict(fields, children=[op.build(op.name) if type(op) is PendingOp else op for op in children])
     placer = _Placer(fields, texts)
     if mode == "metadata":
         separator = "."
@@ -295,7 +298,7 @@ def nest_graph(fields: dict[str, Any], hierarchy: Any = "auto", prefix: str = ""
     _place_weights(placer, weights, fields["edges"], separator)
     _apply_saved(placer.root, fields["info"], prefix)
     kids, edges = nest(children, fields["edges"], placer.place, placer.root, graph=fields["name"],
-                       weights=weights, leaf_names=placer.leaf_names, fresh=True)
+                       weights=weights, leaf_names=placer.leaf_names, fresh=True, lazy=True)
     out = dict(fields, children=kids, edges=edges)
     cls = placer.root_class
     if cls:

@@ -20,6 +20,7 @@ from amanda.io.onnx.hierarchy import check_hierarchy, nest_graph, takes_scopes
 from amanda.io.onnx.metadata import read_metadata
 from amanda.io.onnx.module_functions import inline_modules
 from amanda.io.onnx.ports import Schemas, namespace_of_domain
+from amanda.io.onnx.shared_attrs import SharedAttributes
 from amanda.io.onnx.spans import raw_spans, spans_pay
 from amanda.io.onnx.text import check_text, check_text_outside_nodes
 from amanda.io.onnx.values import require_onnx
@@ -40,6 +41,7 @@ class _Importer(FunctionReader):
         self.schemas = Schemas()
         self.names: dict[tuple[int, str, int], tuple[str, ...]] = {}
         self.ports: dict[str, Port] = {}
+        self.shared = SharedAttributes()
         self.opsets = self._opsets(model)
         self.default = self.opsets.get("")
         self.read_functions(model)
@@ -77,7 +79,11 @@ class _Importer(FunctionReader):
         self.scope_texts = {} if takes_scopes(hierarchy) else None
         if serialized is not None:
             self._find_spans(model.graph, serialized)
+        # main-graph ops inside modules are built as their level opens (a graph with no scope-path
+        # name and no node metadata imports flat: nothing to defer)
+        self.defer = hierarchy is not False and _may_nest(model.graph)
         fields, _ = self.graph(model.graph, None, (model.graph.name or "graph",))
+        self.defer = False
         fields = nest_graph(fields, hierarchy, self.prefix, self.scope_texts)
         meta, extra, uid = read_metadata(model.metadata_props, self.prefix)
         info: dict[str, Any] = {"ir_version": int(model.ir_version)}
@@ -115,6 +121,16 @@ class _Importer(FunctionReader):
         spans = raw_spans(serialized)
         if spans is not None and len(spans) == len(g.initializer):
             self.serialized, self.spans = serialized, spans
+
+
+def _may_nest(g: Any) -> bool:
+    """Whether some node of ``g`` has a scope-path name or metadata (where the module tree
+    comes from); a name that is not text is left to the reader, which refuses it."""
+    for node in g.node:
+        name = node.name
+        if node.metadata_props or (type(name) is str and "/" in name):
+            return True
+    return False
 
 
 def check_model_header(model: Any, source: str | None = None) -> None:

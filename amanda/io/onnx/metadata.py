@@ -20,7 +20,7 @@ from typing import Any
 from amanda.errors import AmandaError, FormatError
 from amanda.safe_load import load_text
 
-__all__ = ["ATTR_KEY", "UID_KEY", "node_info", "read_metadata", "write_metadata"]
+__all__ = ["ATTR_KEY", "UID_KEY", "graph_info", "node_info", "read_metadata", "write_metadata"]
 
 UID_KEY = "amanda.uid"  # metadata_props key holding an op's (or graph's) uid
 ATTR_KEY = "amanda.attr."  # metadata_props prefix of amanda attributes ONNX has no slot for
@@ -85,4 +85,16 @@ def node_info(original: str | None, doc: str, overload: str, hints: dict[str, st
     for field, value in (("name", original), ("doc_string", doc), ("overload", overload), ("attr_types", hints)):
         if value or (field == "name" and value is not None):
             info[field] = value
+    return info
+
+
+def graph_info(g: Any, meta: dict) -> dict[str, Any]:
+    """What a graph says of itself beyond its nodes: doc string, metadata, quantization."""
+    info: dict[str, Any] = {}
+    if g.doc_string:
+        info["doc_string"] = g.doc_string
+    if meta:
+        info["metadata_props"] = meta
+    if g.quantization_annotation:
+        info["quantization_annotation"] = tuple(q.SerializeToString() for q in g.quantization_annotation)
     return info

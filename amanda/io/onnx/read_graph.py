@@ -12,16 +12,17 @@ from typing import Any
 
 from amanda.containers.container import Container
 from amanda.containers.edge import SELF, Edge, Endpoint, Port
-from amanda.containers.refs import AttrRef
 from amanda.containers.values import EMPTY
 from amanda.errors import FormatError, InvariantError
 from amanda.io.nest import built
-from amanda.io.onnx.attrs import ATTR_TYPE_NAMES, attr_to_value
+from amanda.io.onnx.attrs import read_attributes
 from amanda.io.onnx.hierarchy import take_scope
-from amanda.io.onnx.metadata import node_info, read_metadata
+from amanda.io.onnx.metadata import graph_info, node_info, read_metadata
+from amanda.io.onnx.pending import pending_op
 from amanda.io.onnx.ports import Schemas, port_names
 from amanda.io.onnx.scope import Scope, capture_ports, fresh_name
-from amanda.io.onnx.text import attribute_text_ok, check_text, props_text_ok
+from amanda.io.onnx.shared_attrs import SharedAttributes
+from amanda.io.onnx.text import check_text, props_text_ok
 from amanda.io.onnx.values import sparse_to_value, tensor_to_array, type_to_attrs, value_port
 from amanda.progress import progress
 
@@ -49,6 +50,8 @@ class GraphReader:
     proto: Any  # the ModelProto being read
     source: str | None
     in_function: bool = False  # reading a function body: attribute references are kept
+    shared: SharedAttributes  # attribute sets converted once per import (amanda.io.onnx.shared_attrs)
+    defer: bool = False  # reading the main graph of a nested import: ops may be built later (onnx_pending)
     scope_texts: dict | None = None  # where the main graph's torch scope metadata is taken to
     serialized: bytes = b""  # the bytes the model was parsed from, where known
     spans: list[tuple[int, int]] | None = None  # where the main graph's weights lie in them
@@ -145,7 +148,7 @@ class GraphReader:
         outputs = self._graph_outputs(g, scope, edges, where, here)
         meta, extra, uid = read_metadata(g.metadata_props, self.prefix)
         fields = {"name": gname, "inputs": inputs, "outputs": outputs, "children": children, "edges": edges,
-                  "info": _graph_info(g, meta), "extra": extra, "uid": uid}
+                  "info": graph_info(g, meta), "extra": extra, "uid": uid}
         return fields, scope
 
     def _graph_outputs(self, g: Any, scope: Scope, edges: list, where: tuple, here: str) -> list[Port]:
@@ -170,11 +173,12 @@ class GraphReader:
         """The Constant ops of ``g``'s dense initializers (the main graph's weights are views of
         the bytes the model was parsed from, where their spans were found)."""
         taking = self._scope_texts_of(parent, 1)
-        spans = self.spans if parent is None and not self.in_function else None
+        main = parent is None and not self.in_function
+        spans = self.spans if main else None
         return [self._initializer(tensor, tensor.name,
                                   {"value": tensor_to_array(tensor, self.prefix, spans[i] if spans else None,
                                                             self.serialized)},
-                                  values, taken, overridable, here, taking)
+                                  values, taken, overridable, here, taking, main and self.defer)
                 for i, tensor in enumerate(g.initializer)]
 
     def _initializer(
@@ -187,7 +191,8 @@ class GraphReader:
         overridable: set[str],
         here: str,
         taking: dict | None = None,
-    ) -> Container:
+        wait: bool = False,
+    ) -> Any:
         if not name or name in values:
             raise self.fail(
                 f"{here} defines initializer {name!r} twice or without a name",
@@ -214,6 +219,9 @@ class GraphReader:
         if node_info:
             attrs["onnx_node"] = node_info
         values[name] = Endpoint((op_name,), _CONSTANT_OUTPUT)
+        waiting = pending_op("Constant", op_name, [], (_CONSTANT_OUTPUT,), (name,), {}, attrs, uid) if wait else None
+        if waiting is not None:
+            return waiting  # a weight of a nested import: built when its level opens
         output = Port(_CONSTANT_OUTPUT, attrs={"onnx_name": name})
         return self._build("Constant", op_name, (), (output,), attrs, uid, here)
 
@@ -274,7 +282,7 @@ class GraphReader:
 
     def _node(
         self, plan: tuple, scope: Scope, types: dict, edges: list, where: tuple, here: str
-    ) -> Container:
+    ) -> Any:  # a Container, or a PendingOp (amanda.io.onnx.pending)
         node, name, original, own_ns, schema, out_names, fn = plan
         key = (name,)
         attrs: dict[str, Any] = {}
@@ -291,24 +299,54 @@ class GraphReader:
             schema, "input", len(ins))
         self._read_inputs(node, key, in_names, ins, scope, edges, where, here)
 
-        if node.attribute:  # most ops have none: nothing to set up for them
-
-            def body(g: Any, label: str) -> Container:
-                return self._body(g, scope, (*where, name, label), captured)
-
-            self._attributes(node, schema, body, f"{self.prefix}{here}: node {name!r}: ", attrs, hints)
-        if own_ns is not None and not fn:
-            attrs["namespace"] = own_ns
-        uid = self._node_metadata(props, attrs, name, len(where)) if props else None
-        if original is not None or doc or overload or hints:
-            attrs["onnx_node"] = node_info(original, doc, overload, hints)
+        # most ops have no attributes: nothing to set up for them
+        shared = self._node_attributes(node, schema, scope, (*where, name), here, captured, attrs,
+                                       hints) if node.attribute else None
+        attrs, uid = self._own_attrs(plan, attrs, hints, shared, len(where))
         inputs = [self._port(n) for n in in_names]
         if captured:
             inputs += capture_ports(captured, in_names, key, scope, edges)
+        elif self.defer and not fn and not self.in_function and len(where) == 1:  # a main-graph op of a nested
+            waiting = pending_op(node.op_type, name, inputs, out_names, node.output, types, attrs, uid)  # import:
+            if waiting is not None:
+                return waiting  # checked now, built when its level opens
         outputs = self._outputs(node.output, out_names, types, fn is not None)
         if fn:
             return self.call(fn, name, inputs, outputs, attrs, uid, here)
         return self._build(node.op_type, name, inputs, outputs, attrs, uid, here)
+
+    def _own_attrs(self, plan: tuple, attrs: dict, hints: dict, shared: Any, depth: int) -> tuple[Any, str | None]:
+        """The op's attributes (its set's values and what the node says of itself: namespace,
+        metadata, onnx_node) and uid. An op with nothing of its own takes its set's shared map."""
+        node, name, original, own_ns, _, _, fn = plan
+        doc, overload, props = node.doc_string, node.overload, node.metadata_props
+        if own_ns is not None and not fn:
+            attrs["namespace"] = own_ns
+        uid = self._node_metadata(props, attrs, name, depth) if props else None
+        if original is not None or doc or overload or hints:
+            attrs["onnx_node"] = node_info(original, doc, overload, hints)
+        elif shared is not None and not props and own_ns is None and not fn:
+            return shared.frozen(), uid  # the set's map, frozen once
+        return attrs, uid
+
+    def _node_attributes(self, node: Any, schema: Any, scope: Scope, where: tuple, here: str, captured: list,
+                         attrs: dict, hints: dict) -> Any:
+        """Fill ``attrs`` and ``hints`` for the node at ``where``: its attribute set converted
+        here, or found converted (``amanda.io.onnx.shared_attrs``); the set's shared entry or None."""
+        set_key = None if self.in_function else self.shared.key(node, schema)
+        shared = self.shared.get(set_key)
+        if shared is not None:
+            attrs.update(shared.values)
+            hints.update(shared.hints)
+            return shared
+
+        def body(g: Any, label: str) -> Container:
+            return self._body(g, scope, (*where, label), captured)
+
+        if not read_attributes(node, schema, body, f"{self.prefix}{here}: node {where[-1]!r}: ", attrs, hints,
+                               self.in_function):
+            raise self.text_fault()
+        return self.shared.keep(set_key, attrs, hints)
 
     def _read_inputs(self, node: Any, key: tuple, in_names: Any, ins: list, scope: Scope, edges: list,
                      where: tuple, here: str) -> None:
@@ -348,27 +386,6 @@ class GraphReader:
             if value or call:
                 outputs.append(value_port(port, value, types.get(value)))
         return outputs
-
-    def _attributes(self, node: Any, schema: Any, body: Any, where: str, attrs: dict, hints: dict) -> None:
-        """Fill ``attrs`` with the node's attribute values and ``hints`` with the types the
-        schema does not give; in a function body, a reference to a function attribute is kept
-        as an :class:`AttrRef` (the call's value is taken where it is needed)."""
-        for attr in node.attribute:
-            if not attribute_text_ok(attr):
-                raise self.text_fault()
-            if attr.ref_attr_name and self.in_function:
-                attrs[attr.name] = AttrRef(attr.ref_attr_name, ATTR_TYPE_NAMES.get(attr.type, "undefined"))
-                continue
-            value, kind = attr_to_value(attr, body, where)
-            attr_name = attr.name
-            attrs[attr_name] = value
-            if schema is None:
-                if isinstance(value, tuple) and not value:
-                    hints[attr_name] = kind  # an empty list could be any list type
-            else:
-                known = schema.attrs.get(attr_name)
-                if known is None or known.type != kind:
-                    hints[attr_name] = kind  # keep what the file says where the schema disagrees
 
     def _body(
         self, g: Any, parent: Scope, where: tuple[str, ...], captured: list[str]
@@ -412,25 +429,14 @@ class GraphReader:
         name: str,
         inputs: Any,
         outputs: Any,
-        attrs: dict,
+        attrs: Any,
         uid: str | None,
         here: str,
     ) -> Container:
-        try:
+        try:  # attrs: a dict, or a map freeze_attrs made (shared between ops)
             return built(op_type, name, tuple(inputs), tuple(outputs), (), (), attrs, uid, (name,))
         except InvariantError as exc:
             raise self.fail(
                 f"{here}: node {name!r} ({op_type}) does not make a valid op: {exc}", path=name
             ) from None
 
-
-def _graph_info(g: Any, meta: dict) -> dict[str, Any]:
-    """What a graph says of itself beyond its nodes: doc string, metadata, quantization."""
-    info: dict[str, Any] = {}
-    if g.doc_string:
-        info["doc_string"] = g.doc_string
-    if meta:
-        info["metadata_props"] = meta
-    if g.quantization_annotation:
-        info["quantization_annotation"] = tuple(q.SerializeToString() for q in g.quantization_annotation)
-    return info

@@ -17,10 +17,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-from pyrsistent import pmap
 
 from amanda.containers.edge import Port
-from amanda.containers.values import freeze_array
+from amanda.containers.maps import map_of
+from amanda.containers.values import ScalarMap, freeze_array
 from amanda.errors import FormatError
 from amanda.io.onnx.spans import array_at
 
@@ -34,6 +34,7 @@ __all__ = [
     "tensor_to_array",
     "type_to_attrs",
     "type_to_value",
+    "typed_port",
     "value_port",
     "value_to_sparse",
     "value_to_type",
@@ -306,12 +307,22 @@ def value_port(port: str, value: str, typed: Any) -> Any:
     >>> value_port("Y", "y", None).attrs["onnx_name"]
     'y'
     """
-    attrs = {"onnx_name": value}
-    if typed is not None:
-        attrs.update(type_to_attrs(typed))
-        if "type" in attrs:
-            return Port(port, attrs=attrs)
-    return tuple.__new__(Port, (port, pmap(attrs)))
+    return typed_port(port, value, None if typed is None else type_to_attrs(typed))
+
+
+def typed_port(port: str, value: str, typed: dict[str, Any] | None) -> Any:
+    """:func:`value_port` for the port attributes :func:`type_to_attrs` made of the value's
+    ``ValueInfoProto`` (``typed``, or None).
+
+    >>> typed_port("Y", "y", {"dtype": "float32", "shape": (2,)}).attrs["shape"]
+    (2,)
+    """
+    if typed is None:  # strings only: what freeze_attrs makes of them
+        return tuple.__new__(Port, (port, map_of({"onnx_name": value}, ScalarMap)))
+    attrs = {"onnx_name": value, **typed}
+    if "type" in attrs:
+        return Port(port, attrs=attrs)
+    return tuple.__new__(Port, (port, map_of(attrs)))
 
 
 def _fill_tensor(target: Any, value: Mapping[str, Any]) -> None:
