@@ -21,7 +21,7 @@ from typing import Any
 
 from pyrsistent import PMap, pvector
 
-from amanda.containers.checks import INTERPRETED_ATTRS, check_names
+from amanda.containers.arguments import INTERPRETED_ATTRS, check_names
 from amanda.containers.container import Container, new_uid
 from amanda.containers.edge import Port
 from amanda.containers.values import ScalarMap, freeze_attrs
