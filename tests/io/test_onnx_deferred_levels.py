@@ -20,7 +20,8 @@ from amanda.containers.traverse import walk  # noqa: E402
 from amanda.containers.values import EMPTY, attrs_equal  # noqa: E402
 from amanda.errors import FormatError  # noqa: E402
 from amanda.io import nest as nest_module  # noqa: E402
-from amanda.io import onnx_hierarchy, onnx_read_graph  # noqa: E402
+from amanda.io.onnx import hierarchy as onnx_hierarchy  # noqa: E402
+from amanda.io.onnx import read_graph as onnx_read_graph  # noqa: E402
 from amanda.io.onnx.importer import from_onnx  # noqa: E402
 from amanda.io.onnx.pending import PendingOp, can_wait, pending_op  # noqa: E402
 from tests.fixtures.onnx import hierarchy_models as fx  # noqa: E402
