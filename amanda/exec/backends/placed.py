@@ -168,10 +168,12 @@ class PlacedRunner:
             runners: list = []
             threads = self.session._runner.budget
             alone = len(partitioning.parts) == 1
+            shapes = {p.name: p.attrs.get("shape") for p in model.inputs}
             for part in partitioning.parts:
                 if is_ort_device(part.device):
+                    declared = {port: shapes.get(feed) for port, feed in part.feeds.items()}
                     runners.append(OrtPart(part, provider_of(part.device), threads, _fallback(part, self.session),
-                                           spin=alone))
+                                           spin=alone, declared=declared))
                 else:
                     runners.append(_NumpyPart(part, self.session))
             found = self._runs[key] = (partitioning, runners)
