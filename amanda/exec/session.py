@@ -50,8 +50,10 @@ DEFAULT_MAX_LOOP_ITERATIONS = 1_000_000
 
 
 def _as_value(value: Any) -> Any:
-    """A fed value as kernels expect it: arrays stay, scalars become 0-d arrays, sequences stay."""
-    if type(value) is np.ndarray or isinstance(value, (list, tuple, np.ndarray)) or value is None:
+    """A fed value as kernels expect it: arrays stay (an array device's too: a type with
+    ``__array_function__``), scalars become 0-d arrays, sequences stay."""
+    if type(value) is np.ndarray or isinstance(value, (list, tuple, np.ndarray)) or value is None \
+            or hasattr(type(value), "__array_function__"):
         return value
     return np.asarray(value)
 
