@@ -239,3 +239,34 @@ def test_real_cupy_runs_the_split_model_as_numpy_does():
     assert type(y) is np.ndarray
     np.testing.assert_allclose(y, amanda.Session(model).run(["y"], {"x": x})[0], rtol=1e-5, atol=1e-6)
     assert [r[1] for r in session._remote.records] == ["cupy:0", "cpu:0", "cupy:0"]
+
+
+def test_the_docs_list_the_marked_kernels():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "execution.md").read_text()
+    listing = text.split("<!-- device-arrays -->")[1].split("<!-- /device-arrays -->")[0]
+    import amanda.exec.kernels  # noqa: F401  (registers every kernel)
+    from amanda.ops.registry import entries
+
+    marked = sorted(e.op_type for e in entries(ONNX, "") if e.fact(DEVICE_ARRAYS, False))
+    assert sorted(part.strip(" `\n") for part in listing.split(",")) == marked
+
+
+def test_array_device_names_and_values(device):
+    assert arrays.is_array_device("cupy") and arrays.is_array_device("cupy:1")
+    assert not arrays.is_array_device("cpu:0") and not arrays.is_array_device(None)
+    assert (arrays.device_index("cupy"), arrays.device_index("cupy:2")) == (0, 2)
+    with pytest.raises(ArgumentError, match="device number"):
+        arrays.device_index("cupy:first")
+    assert arrays.library_of("cupy:0") is arrays.LIBRARIES["cupy"]
+    assert arrays.check_array_device("cupy:0") is arrays.LIBRARIES["cupy"]
+    assert arrays.movable(np.zeros(2, np.int8)) and not arrays.movable(np.array(["a"]))
+    assert not arrays.movable(to_device(np.zeros(2), 0)) and not arrays.movable([1.0])
+    x = to_device(np.arange(4, dtype=np.float64), 0)
+    assert arrays.nbytes(x) == 32 and arrays.nbytes("text") == 0
+    back = arrays.to_host(x)
+    assert type(back) is np.ndarray and back.tolist() == [0, 1, 2, 3]
+    template = [None, np.ones(2, np.float32), np.array(["s"]), 3]
+    arrays.on_device(template, arrays.LIBRARIES["cupy"], 0)
+    assert isinstance(template[1], DeviceArray) and type(template[2]) is np.ndarray and template[3] == 3

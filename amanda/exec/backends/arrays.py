@@ -12,7 +12,7 @@ bytes); a part's constants are copied to the device once, with its plan.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +24,7 @@ from amanda.ops.catalog import DEVICE_ARRAYS
 from amanda.ops.registry import ONNX, entry, fact
 
 __all__ = ["CUPY", "LIBRARIES", "ArrayLibrary", "check_array_device", "device_index", "is_array_device",
-           "runs_on_arrays", "to_host"]
+           "library_of", "movable", "nbytes", "on_device", "runs_on_arrays", "to_host"]
 
 
 @dataclass(frozen=True)
@@ -137,14 +137,15 @@ def nbytes(value: Any) -> int:
     return int(getattr(value, "nbytes", 0)) if hasattr(value, "dtype") else 0
 
 
+def movable(value: Any) -> bool:
+    """Whether ``value`` is a host array of a dtype a device holds (bool, integers, floats,
+    complex): strings, objects and narrow floats (bfloat16, float8) stay on the host."""
+    return type(value) is np.ndarray and value.dtype.kind in "biufc"
+
+
 def on_device(template: list, library: ArrayLibrary, index: int) -> None:
-    """Copy a plan's constants (its environment template's host arrays of a dtype the device
-    holds) to the device, in place."""
+    """Copy a plan's constants (its environment template's :func:`movable` arrays) to the
+    device, in place."""
     for i, value in enumerate(template):
-        if type(value) is np.ndarray and value.dtype.kind in "biufc":
+        if movable(value):
             template[i] = library.to_device(value, index)
-
-
-def host_inputs(values: Mapping[str, Any]) -> list[str]:
-    """The ports of ``values`` that hold host arrays."""
-    return [k for k, v in values.items() if type(v) is np.ndarray]

@@ -197,7 +197,7 @@ def _inputs(parts: tuple, part: Part, runner: Any, values: Mapping[Any, Any], pr
     inputs, moved = {}, 0
     for port, name in part.feeds.items():
         value = values[name]
-        if device and type(value) is np.ndarray:
+        if device and arrays.movable(value):
             key = (name, part.device)
             if key not in fed:
                 fed[key] = runner.library.to_device(value, runner.index)
@@ -206,7 +206,7 @@ def _inputs(parts: tuple, part: Part, runner: Any, values: Mapping[Any, Any], pr
         inputs[port] = value
     for port, (i, out) in part.receives.items():
         value = produced[i][out]
-        if device and type(value) is np.ndarray:
+        if device and arrays.movable(value):
             value = runner.library.to_device(value, runner.index)
         elif not device and type(value) is not np.ndarray:
             value = arrays.to_host(value)
