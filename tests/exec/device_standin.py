@@ -3,8 +3,8 @@ device's plumbing (amanda/exec/backends/arrays.py).
 
 :class:`DeviceArray` is a numpy ndarray subclass that overrides NumPy's dispatch protocols
 (``__array_ufunc__``, ``__array_function__``) as CuPy does: a ``np.*`` call on it gives a
-DeviceArray, and it refuses what CuPy refuses: a host array (an ndarray, even 0-d) mixed into a call with device arrays, a host ``out=`` buffer, and raw memory
-access (``ctypes``: BLAS through a pointer). A kernel that converts to host memory
+DeviceArray, and it refuses what CuPy refuses: a host array (an ndarray, even 0-d) mixed into a call with device arrays, a host ``out=`` buffer, raw memory
+access (``ctypes``: BLAS through a pointer), and the flags CuPy lacks (``writeable``). A kernel that converts to host memory
 (``np.asarray``, scipy, ``np.empty`` filled by assignment) gives host arrays, which the next
 call refuses or the output check catches. It is chosen over dask.array (which implements the
 same protocols) because it is eager and refuses host operands and ``ctypes``, as CuPy does,
@@ -84,6 +84,19 @@ class DeviceArray(np.ndarray):
     @property
     def ctypes(self) -> Any:  # type: ignore[override]
         raise HostArrayError("raw memory of a device array")
+
+    @property
+    def flags(self) -> Any:  # type: ignore[override]
+        """Only the flags CuPy's arrays have (no ``writeable``, ``aligned`` ...)."""
+        flags = self.view(np.ndarray).flags
+        return _Flags(flags.c_contiguous, flags.f_contiguous, flags.owndata)
+
+
+class _Flags:
+    """CuPy's ``ndarray.flags``: contiguity and ownership only."""
+
+    def __init__(self, c_contiguous: bool, f_contiguous: bool, owndata: bool) -> None:
+        self.c_contiguous, self.f_contiguous, self.owndata = c_contiguous, f_contiguous, owndata
 
 
 def to_device(value: np.ndarray, index: int) -> DeviceArray:

@@ -213,6 +213,29 @@ def test_bad_array_devices_are_named(device):
         amanda.Session(model, backend="cupyy")
 
 
+def _hierarchy_cases():
+    from tests.fixtures.onnx import hierarchy_models
+
+    return hierarchy_models, hierarchy_models.CASES
+
+
+@pytest.mark.parametrize(("name", "kind"), _hierarchy_cases()[1])
+def test_fixture_models_on_the_device_equal_numpy(device, name, kind):
+    from amanda.io.onnx import load_onnx
+
+    fx = _hierarchy_cases()[0]
+    model = load_onnx(fx.path(name, kind))
+    outputs = list(model.output_names)
+    session = amanda.Session(model, backend="cupy")
+    got = session.run(outputs, fx.feeds(name))
+    for a, b in zip(got, amanda.Session(model).run(outputs, fx.feeds(name))):
+        assert type(a) is np.ndarray
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    for a, b in zip(got, fx.expected(name)):
+        np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-4)
+    assert "cupy:0" in [r[1] for r in session._remote.records]
+
+
 def _has_gpu() -> bool:
     try:
         import cupy
@@ -226,6 +249,21 @@ def test_backend_cupy_without_cupy_or_a_gpu_names_the_gpu_extra():
     model, _ = _split_model()
     with pytest.raises(ExecutionError, match=r"amanda\[gpu\]"):
         amanda.Session(model, backend="cupy")
+
+
+@pytest.mark.parametrize(("name", "kind"), _hierarchy_cases()[1])
+def test_real_cupy_runs_the_fixture_models_as_numpy_does(name, kind):
+    pytest.importorskip("cupy")
+    if not _has_gpu():
+        pytest.skip("no CUDA GPU")
+    from amanda.io.onnx import load_onnx
+
+    fx = _hierarchy_cases()[0]
+    model = load_onnx(fx.path(name, kind))
+    outputs = list(model.output_names)
+    got = amanda.Session(model, backend="cupy").run(outputs, fx.feeds(name))
+    for a, b in zip(got, fx.expected(name)):
+        np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-4)
 
 
 def test_real_cupy_runs_the_split_model_as_numpy_does():
