@@ -44,7 +44,8 @@ for _op in ("Add", "Mul", "And", "Or", "Xor", "BitwiseAnd", "BitwiseOr", "Bitwis
 
 # kernels that run unchanged on the arrays of a library implementing NumPy's dispatch protocols
 # (CuPy's on a GPU): each passes every ONNX node case of the dtypes such a device holds on arrays
-# that refuse host memory (tests/exec/test_backend_arrays.py); the ``cupy`` device runs them
+# that refuse host memory, with no Python-level loop (tests/exec/test_backend_arrays.py); the
+# ``cupy`` device runs them
 DEVICE_ARRAYS = "device_arrays"
 for _op in (
     "Abs", "Acos", "Acosh", "Add", "And", "ArgMax", "ArgMin", "Asin", "Asinh", "Atan", "Atanh",

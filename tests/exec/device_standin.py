@@ -3,12 +3,14 @@ device's plumbing (amanda/exec/backends/arrays.py).
 
 :class:`DeviceArray` is a numpy ndarray subclass that overrides NumPy's dispatch protocols
 (``__array_ufunc__``, ``__array_function__``) as CuPy does: a ``np.*`` call on it gives a
-DeviceArray, and it refuses what CuPy refuses: a host array (an ndarray, even 0-d) mixed into a call with device arrays, a host ``out=`` buffer, raw memory
-access (``ctypes``: BLAS through a pointer), and the flags CuPy lacks (``writeable``). A kernel that converts to host memory
+DeviceArray, and it refuses what CuPy refuses: a host array (an ndarray, even 0-d) mixed into a
+call with device arrays, a host ``out=`` buffer, raw memory access (``ctypes``: BLAS through a
+pointer), and the flags CuPy lacks (``writeable``). A kernel that converts to host memory
 (``np.asarray``, scipy, ``np.empty`` filled by assignment) gives host arrays, which the next
-call refuses or the output check catches. It is chosen over dask.array (which implements the
-same protocols) because it is eager and refuses host operands and ``ctypes``, as CuPy does,
-where dask.array silently wraps host arrays and has no ``out=``.
+call refuses or the output check catches; :data:`CALLS` counts the array calls and element
+reads, so a Python-level loop over elements shows. It is chosen over dask.array (which
+implements the same protocols) because it is eager and refuses host operands and ``ctypes``, as
+CuPy does, where dask.array silently wraps host arrays and has no ``out=``.
 """
 
 from __future__ import annotations
@@ -56,10 +58,18 @@ def _wrap(value: Any) -> Any:
     return value
 
 
+CALLS = [0]  # dispatched calls and element reads on device arrays: a Python-level loop shows here
+
+
 class DeviceArray(np.ndarray):
     """An array "on the device" (module docstring)."""
 
+    def __getitem__(self, key: Any) -> Any:
+        CALLS[0] += 1
+        return super().__getitem__(key)
+
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        CALLS[0] += 1
         out = kwargs.get("out")
         _refuse_host(inputs)
         if out is not None:
@@ -72,6 +82,7 @@ class DeviceArray(np.ndarray):
         return _wrap(result)
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        CALLS[0] += 1
         _refuse_host(args)
         _refuse_host(kwargs.values())
         out = kwargs.get("out")
