@@ -50,8 +50,10 @@ DEFAULT_MAX_LOOP_ITERATIONS = 1_000_000
 
 
 def _as_value(value: Any) -> Any:
-    """A fed value as kernels expect it: arrays stay, scalars become 0-d arrays, sequences stay."""
-    if type(value) is np.ndarray or isinstance(value, (list, tuple, np.ndarray)) or value is None:
+    """A fed value as kernels expect it: arrays stay (an array device's too: a type with
+    ``__array_function__``), scalars become 0-d arrays, sequences stay."""
+    if type(value) is np.ndarray or isinstance(value, (list, tuple, np.ndarray)) or value is None \
+            or hasattr(type(value), "__array_function__"):
         return value
     return np.asarray(value)
 
@@ -159,7 +161,8 @@ class Session:
     (dtype, shape)) is used instead; False runs the model as given.
     ``backend``: ``"numpy"`` runs every op on numpy whatever its ``device``; ``"onnxruntime"``
     (or ``"onnxruntime:cpu"``, ``"onnxruntime:cuda"``) places every op onnxruntime can run on
-    it, the rest on numpy; ops whose ``device`` attribute names ``onnxruntime:<kind>`` go there
+    it, the rest on numpy; ``"cupy"`` (``"cupy:0"``) runs the kernels that run unchanged on CuPy
+    arrays on the GPU; ops whose ``device`` attribute names ``onnxruntime:<kind>`` go there
     without it, and ``placement={selector: device}`` sets that attribute on the nodes each
     selector matches (``docs/execution.md``, "Devices and backends").
     ``profile``: record each run's op times, devices and bytes moved (``session.profile``;

@@ -48,6 +48,27 @@ for _op in ("Add", "Mul", "And", "Or", "Xor", "BitwiseAnd", "BitwiseOr", "Bitwis
             "Sum"):
     register_fact("amanda/onnx", _op, COMMUTATIVE, True)
 
+# kernels that run unchanged on the arrays of a library implementing NumPy's dispatch protocols
+# (CuPy's on a GPU): each passes every ONNX node case of the dtypes such a device holds on arrays
+# that refuse host memory, with no Python-level loop (tests/exec/test_backend_arrays.py); the
+# ``cupy`` device runs them
+DEVICE_ARRAYS = "device_arrays"
+for _op in (
+    "Abs", "Acos", "Acosh", "Add", "And", "ArgMax", "ArgMin", "Asin", "Asinh", "Atan", "Atanh",
+    "BatchNormalization", "BitShift", "BitwiseAnd", "BitwiseNot", "BitwiseOr", "BitwiseXor", "Cast",
+    "CastLike", "Ceil", "Celu", "Clip", "Cos", "Cosh", "DequantizeLinear", "Div", "Einsum", "Elu", "Equal",
+    "Exp", "Flatten", "Floor", "GatherElements", "Gelu", "Gemm", "GlobalMaxPool", "Greater", "GreaterOrEqual",
+    "GroupNormalization", "HardSigmoid", "HardSwish", "Identity", "InstanceNormalization", "IsInf", "IsNaN",
+    "LRN", "LayerNormalization", "LeakyRelu", "Less", "LessOrEqual", "Log", "LogSoftmax", "LpNormalization",
+    "MatMul", "Max", "Mean", "MeanVarianceNormalization", "Min", "Mish", "Mod", "Mul", "Neg", "Not", "Or",
+    "PRelu", "Pad", "RMSNormalization", "Reciprocal", "ReduceL1", "ReduceL2", "ReduceLogSum",
+    "ReduceLogSumExp", "ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum", "ReduceSumSquare",
+    "Relu", "Reshape", "RotaryEmbedding", "Round", "STFT", "Scatter", "Selu", "Shrink", "Sign", "Sin", "Sinh",
+    "Slice", "Softplus", "Softsign", "Sqrt", "Squeeze", "Sub", "Sum", "SwiGLU", "Swish", "Tan", "Tanh",
+    "TensorScatter", "ThresholdedRelu", "Tile", "Transpose", "Trilu", "Unsqueeze", "Where", "Xor",
+):
+    register_fact("amanda/onnx", _op, DEVICE_ARRAYS, True)
+
 # the output is the op's ``value`` attribute: known before any run
 declare("Constant", constant=True)
 

@@ -215,3 +215,60 @@ def test_a_run_past_its_timeout_starts_no_further_part():
     session.run(["y"], {"x": x})
     with pytest.raises(ExecutionError, match="timeout"):
         session.run(["y"], {"x": x}, timeout=1e-9)
+
+
+def _optimised_ops(data: bytes, tmp_path) -> dict:
+    """onnxruntime's optimised graph of a model, as op type -> count."""
+    options = ort.SessionOptions()
+    options.optimized_model_filepath = str(tmp_path / "optimised.onnx")
+    options.log_severity_level = 3
+    ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+    ops: dict = {}
+    for node in onnx.load(options.optimized_model_filepath).graph.node:
+        ops[node.op_type] = ops.get(node.op_type, 0) + 1
+    return ops
+
+
+def _residual_norm_model():
+    """x[n, t, 16] @ w + c, reshaped by x's shape, + x, LayerNormalization: with fixed
+    dimensions or typed intermediate values onnxruntime fuses it otherwise than this file."""
+    h = onnx.helper
+    width = 16
+    rng = np.random.default_rng(0)
+    inits = [onnx.numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
+             for name, shape in (("w", (width, width)), ("c", (width,)), ("g", (width,)), ("b", (width,)))]
+    nodes = [h.make_node("MatMul", ["x", "w"], ["m"]), h.make_node("Add", ["m", "c"], ["mc"]),
+             h.make_node("Shape", ["x"], ["shape"]), h.make_node("Reshape", ["mc", "shape"], ["r"]),
+             h.make_node("Add", ["r", "x"], ["s"]), h.make_node("LayerNormalization", ["s", "g", "b"], ["y"])]
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["n", "t", width])],
+                         [h.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["n", "t", width])], inits)
+    proto = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    proto.ir_version = 8
+    return proto
+
+
+def test_a_whole_model_part_optimises_to_the_original_files_graph(tmp_path):
+    from amanda.exec.backends.onnxruntime import onnx_form, part_proto
+
+    proto = _residual_norm_model()
+    feeds = {"x": np.random.default_rng(1).standard_normal((2, 4, 16)).astype(np.float32)}
+    session = amanda.Session(_load(proto, tmp_path), backend="onnxruntime")
+    theirs = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(session.run(["y"], feeds)[0], theirs.run(["y"], feeds)[0], rtol=1e-5, atol=1e-5)
+    (partitioning, runners), = session._remote._runs.values()
+    (part,) = partitioning.parts
+    form, _ = onnx_form(part, {port: feeds[name] for port, name in part.feeds.items()}, runners[0].declared)
+    assert [tuple(p.attrs["shape"]) for p in form.inputs] == [("n", "t", 16)]  # the file's named dimensions
+    written = part_proto(form)
+    assert not written.graph.value_info
+    assert _optimised_ops(written.SerializeToString(), tmp_path) == _optimised_ops(proto.SerializeToString(), tmp_path)
+
+
+def test_a_feed_that_does_not_fit_the_declared_shape_keeps_its_own():
+    from amanda.exec.backends.onnxruntime import _type_attrs
+
+    value = np.zeros((2, 3), np.float32)
+    assert _type_attrs(value, "x", ("n", 3)) == {"dtype": "float32", "shape": ["n", 3]}
+    assert _type_attrs(value, "x", ("n", 4)) == {"dtype": "float32", "shape": [2, 3]}
+    assert _type_attrs(value, "x", ("n",)) == {"dtype": "float32", "shape": [2, 3]}
+    assert _type_attrs(value, "x", None) == {"dtype": "float32", "shape": [2, 3]}

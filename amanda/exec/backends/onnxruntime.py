@@ -24,7 +24,8 @@ from amanda.containers import CONTROL, SELF, Container, Edge, Endpoint, Port
 from amanda.errors import ArgumentError, ExecutionError, suggest
 from amanda.exec.dist.partition import DIST, Part
 
-__all__ = ["ORT_PREFIX", "PROVIDERS", "OrtPart", "check_device", "is_ort_device", "provider_of", "supported_op"]
+__all__ = ["ORT_PREFIX", "PROVIDERS", "OrtPart", "check_device", "is_ort_device", "onnx_form", "part_proto", "provider_of",
+           "supported_op"]
 
 ORT_PREFIX = "onnxruntime:"
 PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
@@ -122,10 +123,13 @@ def _boundary(c: Container, edges: list[Edge]) -> tuple[dict[str, str], dict[str
     return recv_port, send_src
 
 
-def onnx_form(part: Part, values: Mapping[str, Any]) -> tuple[Container, list[str]]:
+def onnx_form(part: Part, values: Mapping[str, Any],
+              declared: Mapping[str, Any] | None = None) -> tuple[Container, list[str]]:
     """The part as a container the ONNX exporter writes: Recv and Send ops removed, control
     edges dropped, its inputs typed from ``values``; and the output ports that carry control
-    tokens (no value: the part gives an empty token for them)."""
+    tokens (no value: the part gives an empty token for them). ``declared``: input port -> the
+    shape the model declares for the feed it takes; where the value fits it, the port keeps
+    its symbolic dimensions (see :func:`_type_attrs`)."""
     c = part.container
     kept = [ch for ch in c.children if ch.attrs.get("namespace") != DIST]
     data = _data_edges(c)
@@ -145,16 +149,39 @@ def onnx_form(part: Part, values: Mapping[str, Any]) -> tuple[Container, list[st
         if dst.op == SELF:
             outputs.append(dst.port)
         edges.append(Edge(src, dst))
-    inputs = [Port(p, attrs=_type_attrs(values[p], p)) for p in c.input_names]
+    declared = declared or {}
+    inputs = [Port(p, attrs=_type_attrs(values[p], p, declared.get(p))) for p in c.input_names]
     form = Container("Part", c.name, inputs=inputs, outputs=[Port(p) for p in outputs], children=kept,
                      edges=edges)
     return form, tokens
 
 
-def _type_attrs(value: Any, port: str) -> dict[str, Any]:
+def part_proto(form: Container) -> Any:
+    """The ONNX model onnxruntime runs for a part's :func:`onnx_form`: amanda's export without
+    the types of intermediate values (``value_info``). Files as exporters write them carry none,
+    and onnxruntime infers them itself; given them, its optimiser fuses more (``Add`` and
+    ``LayerNormalization`` into ``SkipLayerNormalization``, for one), which ran a BERT 1.16-1.39x
+    slower at 2 threads than the same model without them (benchmarks/README.md)."""
+    from amanda.engines import engine
+
+    proto = engine("to_onnx")(form)  # installed by amanda.io, above the executor
+    del proto.graph.value_info[:]
+    return proto
+
+
+def _type_attrs(value: Any, port: str, declared: Any = None) -> dict[str, Any]:
+    """A part input's type: ``value``'s dtype, and the model's ``declared`` shape where
+    ``value`` fits it (its named dimensions stay named), else ``value``'s shape. With every
+    dimension fixed, onnxruntime's optimiser folds the shape computations and rewrites a
+    MatMul and Add over 3-d values as Reshape, Gemm, Reshape (and BiasGelu as Gemm and Gelu):
+    a graph other than the original file's, which ran BERT and ConvNeXt slower."""
     if not isinstance(value, np.ndarray):
         raise ArgumentError.at(port, "an array (onnxruntime takes tensors only)", type(value).__name__)
-    return {"dtype": value.dtype.name, "shape": list(value.shape)}
+    shape = list(value.shape)
+    if isinstance(declared, (list, tuple)) and len(declared) == len(shape) and all(
+            isinstance(d, str) or d == n for d, n in zip(declared, shape)):
+        shape = list(declared)
+    return {"dtype": value.dtype.name, "shape": shape}
 
 
 def _signature(values: Mapping[str, Any]) -> tuple:
@@ -166,8 +193,10 @@ class OrtPart:
     first use; ``fallback`` (a numpy Session over the part) runs it where onnxruntime refuses;
     ``spin``: let its threads spin after a run (off where other parts follow)."""
 
-    def __init__(self, part: Part, provider: str, threads: int, fallback: Any, spin: bool = True) -> None:
+    def __init__(self, part: Part, provider: str, threads: int, fallback: Any, spin: bool = True,
+                 declared: Mapping[str, Any] | None = None) -> None:
         self.part, self.provider, self.threads, self.fallback = part, provider, threads, fallback
+        self.declared = declared  # input port -> the model's declared shape of its feed
         # onnxruntime's intra-op threads spin for a while after a run: with several parts, the
         # next part's threads would compete with them for the cores
         self.spin = spin
@@ -175,14 +204,11 @@ class OrtPart:
         self._sessions: dict[tuple, Any] = {}  # signature -> (session, input names, outputs, tokens) or None
 
     def _build(self, values: Mapping[str, Any]) -> Any:
-        from amanda.engines import engine
-
-        to_onnx = engine("to_onnx")  # installed by amanda.io, above the executor
         ort = _onnxruntime()
         proto = None
         try:
-            form, tokens = onnx_form(self.part, values)
-            proto = to_onnx(form)
+            form, tokens = onnx_form(self.part, values, self.declared)
+            proto = part_proto(form)
             options = ort.SessionOptions()
             options.intra_op_num_threads = self.threads
             options.inter_op_num_threads = 1

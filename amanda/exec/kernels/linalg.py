@@ -59,7 +59,7 @@ def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     # ``a`` (a transposed view) is copied first: one pass, where numpy's fallback would run
     # one small product per batch row
     if b.ndim == 2 and a.ndim > 2:
-        rows = np.ascontiguousarray(a).reshape(-1, a.shape[-1])
+        rows = np.ascontiguousarray(a, like=a).reshape(-1, a.shape[-1])  # like=: a GPU array stays one
         return np.matmul(rows, b).reshape(*a.shape[:-1], b.shape[-1])
     return np.matmul(a, b)
 
@@ -71,9 +71,10 @@ def _dense(a: np.ndarray, b: np.ndarray, c: np.ndarray | None) -> np.ndarray | N
 
     OpenBLAS runs the MLP's (64, 784) @ (784, 512) about 10% faster in that orientation
     (two threads: 483 -> 435 µs for the three layers), as onnxruntime's MLAS-sized gap asks.
-    None where the layer does not fit (the caller computes it as usual)."""
+    None where the layer does not fit, or for another library's arrays (the caller computes it
+    as usual)."""
     m, n = a.shape[0], b.shape[1]
-    if (m >= n or a.dtype != b.dtype or a.dtype.char not in "fd"
+    if (m >= n or type(a) is not np.ndarray or type(b) is not np.ndarray or a.dtype != b.dtype or a.dtype.char not in "fd"
             or (c is not None and (c.dtype != a.dtype or c.shape not in ((n,), (1, n))))):
         return None
     # a plan's constant weights only (a transposed weight, Gemm's transB, needs no copy): a

@@ -37,11 +37,15 @@ def attr_ints(attrs: Mapping[str, Any], name: str) -> list[int] | None:
 
 
 def as_array(value: Any, dtype: Any = None) -> np.ndarray:
-    """``value`` as an ndarray (numpy ufuncs return scalars for 0-d inputs).
+    """``value`` as an ndarray (numpy ufuncs return scalars for 0-d inputs); an array of
+    another library that implements NumPy's ``__array_function__`` (CuPy's on a GPU) stays
+    that library's array (NEP 35's ``like=``), so kernels that call this run on it unchanged.
 
     >>> as_array(np.float32(1)).shape
     ()
     """
+    if type(value) is not np.ndarray and hasattr(type(value), "__array_function__"):
+        return np.asarray(value, dtype=dtype, like=value)
     return np.asarray(value, dtype=dtype)
 
 
