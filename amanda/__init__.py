@@ -8,7 +8,7 @@
 ['f', 'g']
 """
 
-from amanda import layers, ops, optim
+from amanda import layers, ops, opset, optim
 from amanda.autodiff import grad, hvp, jvp
 from amanda.build import Input, model
 from amanda.containers import (

@@ -198,6 +198,7 @@ LAYERS = {
     "build": BASE | {"ops", "containers", "namespaces", "io", "types"},
     "layers": BASE | {"ops", "containers", "namespaces", "io", "types", "build"},
     "autodiff": BASE | {"ops", "containers", "namespaces", "io", "types", "build", "layers", "exec"},
+    "opset": BASE | {"ops", "containers", "namespaces", "io", "types", "build", "layers", "exec", "autodiff"},
     "optim": BASE | {"ops", "containers", "namespaces", "io", "exec", "types", "build", "layers", "autodiff", "progress"},
     "dask": BASE | {"containers", "exec", "io"},
     "rewrite": BASE | {"ops", "containers", "namespaces"},

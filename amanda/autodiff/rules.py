@@ -13,7 +13,7 @@ input is ``unary_vjp``; Reshape, Flatten, Squeeze and Unsqueeze are ``reshape_vj
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -69,7 +69,6 @@ from amanda.autodiff.rules_resize import resize_vjp
 from amanda.autodiff.rules_roi import roi_align_vjp
 from amanda.autodiff.rules_sampling import deform_conv_vjp, grid_sample_vjp, max_roi_pool_vjp
 from amanda.autodiff.rules_shape import (
-    NO_GRADIENT,
     cast_vjp,
     concat_vjp,
     disjoint_select_vjp,
@@ -89,7 +88,7 @@ from amanda.autodiff.rules_shape import (
 )
 from amanda.autodiff.rules_signal import dft_vjp, stft_vjp
 from amanda.autodiff.rules_unary import SLOPES, clip_vjp, prelu_vjp, unary_vjp
-from amanda.exec.kernels.registry import ONNX, fact, register_fact
+from amanda.exec.kernels.registry import ONNX, OpDef, entries, entry, register_fact
 from amanda.namespaces.name import NamespaceName
 
 __all__ = ["RULES", "VJP", "WITHOUT_RULE", "family", "rule_for"]
@@ -118,7 +117,6 @@ _ONNX: dict[str, Rule] = {
     "LpNormalization": lpnorm_vjp, "MeanVarianceNormalization": mvn_vjp, "RMSNormalization": rms_vjp,
     "BatchNormalization": batchnorm_vjp, "LayerNormalization": layernorm_vjp,
     "SoftmaxCrossEntropyLoss": softmax_xent_vjp, "NegativeLogLikelihoodLoss": nll_vjp,
-    **dict.fromkeys(NO_GRADIENT, no_gradient_vjp),
     "RNN": rnn_vjp, "GRU": gru_vjp, "LSTM": lstm_vjp, "Scatter": scatter_vjp,
     "Einsum": einsum_vjp, "Det": det_vjp, "ReduceProd": reduceprod_vjp, "CumProd": cumprod_vjp,
     "GroupNormalization": group_norm_vjp, "LRN": lrn_vjp, "LpPool": lp_pool_vjp, "GlobalLpPool": global_lp_pool_vjp,
@@ -140,19 +138,43 @@ VJP = "autodiff.vjp"
 for _op_type, _rule in _ONNX.items():  # the rules live in the op registry, beside the kernels
     register_fact(ONNX, _op_type, VJP, _rule)
 
-#: (namespace family, op type) -> vector-Jacobian rule: a read-only listing of the registry's facts
-RULES: Mapping[tuple[str, str], Rule] = MappingProxyType(
-    {(ONNX, op_type): fact(ONNX, op_type, VJP) for op_type in _ONNX})
+def _rule_of(found: OpDef | None) -> Rule | None:
+    if found is None:
+        return None
+    if found.vjp is not None:
+        return found.vjp
+    return no_gradient_vjp if found.no_gradient is not None else None
+
+
+class _Rules(Mapping[tuple[str, str], Rule]):
+    """(namespace family, op type) -> vector-Jacobian rule: a live, read-only listing of the
+    registry's rules in the default domain (``no_gradient_vjp`` for an op marked ``no_gradient``)."""
+
+    def __getitem__(self, key: tuple[str, str]) -> Rule:
+        found = _rule_of(entry(key[0], key[1]))
+        if found is None:
+            raise KeyError(key)
+        return found
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        return iter([(e.family, e.op_type) for e in entries(domain="") if _rule_of(e) is not None])
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+RULES: Mapping[tuple[str, str], Rule] = _Rules()
 
 
 def rule_for(namespace: str, op_type: str) -> Rule | None:
-    """The vector-Jacobian rule of ``op_type`` in ``namespace`` (from the op registry), or None.
+    """The vector-Jacobian rule of ``op_type`` in ``namespace`` (from the op registry), or None;
+    ``no_gradient_vjp`` for an op marked ``no_gradient``.
 
     >>> rule_for("amanda/onnx/17", "Relu").__name__, rule_for("amanda/onnx/17", "NoSuchOp")
     ('unary_vjp', None)
     """
     name = NamespaceName.parse(namespace)
-    return fact(name.family, str(op_type), VJP, domain=name.domain)
+    return _rule_of(entry(name.family, str(op_type), domain=name.domain))
 
 
 def family(namespace: str) -> str:

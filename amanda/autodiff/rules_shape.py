@@ -9,8 +9,7 @@ where the positions cannot repeat: a Slice's, a MaxPool's whose windows do not o
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from types import MappingProxyType
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -235,10 +234,24 @@ def dropout_vjp(n: Node) -> list:
     return _rest(n, kept if ratio == 0 else ops.Mul(kept, factor))
 
 
-#: op type -> why no input gets a gradient through it: a listing of the registry's
-#: ``no_gradient`` reasons (declared in :mod:`amanda.ops.catalog`)
-NO_GRADIENT: Mapping[str, str] = MappingProxyType(
-    {e.op_type: e.no_gradient for e in entries(ONNX) if e.no_gradient is not None})
+class _NoGradient(Mapping[str, str]):
+    """op type -> why no input gets a gradient through it: a live listing of the registry's
+    ``no_gradient`` reasons (declared beside each op's kernel, or in :mod:`amanda.ops.gradients`)."""
+
+    def _table(self) -> dict[str, str]:
+        return {e.op_type: e.no_gradient for e in entries(ONNX) if e.no_gradient is not None}
+
+    def __getitem__(self, op_type: str) -> str:
+        return self._table()[op_type]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._table())
+
+    def __len__(self) -> int:
+        return len(self._table())
+
+
+NO_GRADIENT: Mapping[str, str] = _NoGradient()
 
 
 def no_gradient_vjp(n: Node) -> list:

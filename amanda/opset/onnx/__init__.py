@@ -1,0 +1,5 @@
+"""The ONNX op families; importing this package registers each family's ops (kernel, type rule
+and gradient of each op, side by side in its family's module)."""
+
+
+__all__: list[str] = []
