@@ -8,7 +8,8 @@
 ['f', 'g']
 """
 
-from amanda import layers, ops, opset, optim
+import amanda.opset  # noqa: F401  (registers the shipped op families: kernel, type rule and gradient of each op)
+from amanda import layers, ops, optim
 from amanda.autodiff import grad, hvp, jvp
 from amanda.build import Input, model
 from amanda.containers import (

@@ -21,7 +21,6 @@ from amanda.autodiff.rules_attention import attention_vjp, linear_attention_vjp
 from amanda.autodiff.rules_construct import onehot_vjp, range_vjp
 from amanda.autodiff.rules_control import if_vjp, loop_vjp, scan_vjp
 from amanda.autodiff.rules_decomposed import (
-    COPIED,
     affine_grid_vjp,
     causal_conv_vjp,
     col2im_vjp,
@@ -84,10 +83,9 @@ from amanda.autodiff.rules_shape import (
     topk_vjp,
     transpose_vjp,
     trilu_vjp,
-    where_vjp,
 )
 from amanda.autodiff.rules_signal import dft_vjp, stft_vjp
-from amanda.autodiff.rules_unary import SLOPES, clip_vjp, prelu_vjp, unary_vjp
+from amanda.autodiff.rules_unary import clip_vjp, prelu_vjp, unary_vjp
 from amanda.exec.kernels.registry import ONNX, OpDef, entries, entry, register_fact
 from amanda.namespaces.name import NamespaceName
 
@@ -96,36 +94,36 @@ __all__ = ["RULES", "VJP", "WITHOUT_RULE", "family", "rule_for"]
 Rule = Callable[[Any], list]
 
 _ONNX: dict[str, Rule] = {
-    "Add": add_vjp, "Sum": add_vjp, "Sub": sub_vjp, "Mul": mul_vjp, "Div": div_vjp, "Pow": pow_vjp,
+    **dict.fromkeys(["Add", "Sum"], add_vjp), "Sub": sub_vjp, "Mul": mul_vjp, "Div": div_vjp, "Pow": pow_vjp,
     "MatMul": matmul_vjp, "Gemm": gemm_vjp,
-    **dict.fromkeys(SLOPES, unary_vjp),
-    **dict.fromkeys(["Mean", "Max", "Min"], variadic_vjp), "Clip": clip_vjp, "PRelu": prelu_vjp,
-    "Softmax": softmax_vjp, "LogSoftmax": log_softmax_vjp,
-    "ReduceSum": reduce_vjp, **dict.fromkeys(["ReduceMean", "GlobalAveragePool"], mean_reduce_vjp),
-    **dict.fromkeys(["ReduceMax", "ReduceMin", "GlobalMaxPool"], extreme_reduce_vjp),
-    **dict.fromkeys(["ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"], norm_reduce_vjp),
-    "Mod": mod_vjp, "CumSum": cumsum_vjp,
-    **dict.fromkeys(["Reshape", "Flatten", "Squeeze", "Unsqueeze"], reshape_vjp),
+    **dict.fromkeys([
+        "Abs", "Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh", "Ceil", "Celu", "Cos", "Cosh", "Elu", "Erf", "Exp",
+        "Floor", "Gelu", "HardSigmoid", "HardSwish", "Identity", "LeakyRelu", "Log", "Mish", "Neg", "Reciprocal", "Relu",
+        "Round", "Selu", "Shrink", "Sigmoid", "Sign", "Sin", "Sinh", "Softplus", "Softsign", "Sqrt", "Swish", "Tan",
+        "Tanh", "ThresholdedRelu",
+    ], unary_vjp),
+    **dict.fromkeys(["Max", "Mean", "Min"], variadic_vjp), "Clip": clip_vjp, "PRelu": prelu_vjp, "Softmax": softmax_vjp,
+    "LogSoftmax": log_softmax_vjp, "ReduceSum": reduce_vjp,
+    **dict.fromkeys(["GlobalAveragePool", "ReduceMean"], mean_reduce_vjp),
+    **dict.fromkeys(["GlobalMaxPool", "ReduceMax", "ReduceMin"], extreme_reduce_vjp),
+    **dict.fromkeys(["ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"], norm_reduce_vjp),
+    "Mod": mod_vjp, "CumSum": cumsum_vjp, **dict.fromkeys(["Flatten", "Reshape", "Squeeze", "Unsqueeze"], reshape_vjp),
     "Expand": expand_vjp, "Transpose": transpose_vjp, "Concat": concat_vjp, "Split": split_vjp,
     **dict.fromkeys(["Gather", "GatherElements", "GatherND"], select_vjp), "Tile": repeated_select_vjp,
-    **dict.fromkeys(["Slice", "Compress", "DepthToSpace", "SpaceToDepth", "ReverseSequence"], disjoint_select_vjp),
-    "ScatterElements": scatter_vjp, "ScatterND": scatter_vjp,
-    "Pad": pad_vjp, "TopK": topk_vjp, "Trilu": trilu_vjp, "CastLike": cast_vjp,
-    "Where": where_vjp, "Cast": cast_vjp, "Dropout": dropout_vjp,
-    "Conv": conv_vjp, "MaxPool": maxpool_vjp, "AveragePool": avgpool_vjp,
-    "Resize": resize_vjp, "Upsample": resize_vjp, "ConvTranspose": conv_transpose_vjp, "InstanceNormalization": instancenorm_vjp,
-    "LpNormalization": lpnorm_vjp, "MeanVarianceNormalization": mvn_vjp, "RMSNormalization": rms_vjp,
-    "BatchNormalization": batchnorm_vjp, "LayerNormalization": layernorm_vjp,
-    "SoftmaxCrossEntropyLoss": softmax_xent_vjp, "NegativeLogLikelihoodLoss": nll_vjp,
-    "RNN": rnn_vjp, "GRU": gru_vjp, "LSTM": lstm_vjp, "Scatter": scatter_vjp,
-    "Einsum": einsum_vjp, "Det": det_vjp, "ReduceProd": reduceprod_vjp, "CumProd": cumprod_vjp,
-    "GroupNormalization": group_norm_vjp, "LRN": lrn_vjp, "LpPool": lp_pool_vjp, "GlobalLpPool": global_lp_pool_vjp,
-    "SwiGLU": swiglu_vjp, "AffineGrid": affine_grid_vjp, "RotaryEmbedding": rotary_vjp,
-    **dict.fromkeys(COPIED, replay_vjp), "If": if_vjp, "Scan": scan_vjp, "Loop": loop_vjp,
-    "OneHot": onehot_vjp, "Range": range_vjp, "CausalConvWithState": causal_conv_vjp, "Col2Im": col2im_vjp,
-    "Attention": attention_vjp, "DFT": dft_vjp, "STFT": stft_vjp,
-    "GridSample": grid_sample_vjp, "LinearAttention": linear_attention_vjp,
-    "DeformConv": deform_conv_vjp, "MaxRoiPool": max_roi_pool_vjp,
+    **dict.fromkeys(["Compress", "DepthToSpace", "ReverseSequence", "Slice", "SpaceToDepth"], disjoint_select_vjp),
+    **dict.fromkeys(["Scatter", "ScatterElements", "ScatterND"], scatter_vjp), "Pad": pad_vjp, "TopK": topk_vjp,
+    "Trilu": trilu_vjp, **dict.fromkeys(["Cast", "CastLike"], cast_vjp), "Dropout": dropout_vjp, "Conv": conv_vjp,
+    "MaxPool": maxpool_vjp, "AveragePool": avgpool_vjp, **dict.fromkeys(["Resize", "Upsample"], resize_vjp),
+    "ConvTranspose": conv_transpose_vjp, "InstanceNormalization": instancenorm_vjp, "LpNormalization": lpnorm_vjp,
+    "MeanVarianceNormalization": mvn_vjp, "RMSNormalization": rms_vjp, "BatchNormalization": batchnorm_vjp,
+    "LayerNormalization": layernorm_vjp, "SoftmaxCrossEntropyLoss": softmax_xent_vjp, "NegativeLogLikelihoodLoss": nll_vjp,
+    "RNN": rnn_vjp, "GRU": gru_vjp, "LSTM": lstm_vjp, "Einsum": einsum_vjp, "Det": det_vjp, "ReduceProd": reduceprod_vjp,
+    "CumProd": cumprod_vjp, "GroupNormalization": group_norm_vjp, "LRN": lrn_vjp, "LpPool": lp_pool_vjp,
+    "GlobalLpPool": global_lp_pool_vjp, "SwiGLU": swiglu_vjp, "AffineGrid": affine_grid_vjp, "RotaryEmbedding": rotary_vjp,
+    **dict.fromkeys(["CenterCropPad", "MaxUnpool", "TensorScatter"], replay_vjp), "If": if_vjp, "Scan": scan_vjp,
+    "Loop": loop_vjp, "OneHot": onehot_vjp, "Range": range_vjp, "CausalConvWithState": causal_conv_vjp,
+    "Col2Im": col2im_vjp, "Attention": attention_vjp, "DFT": dft_vjp, "STFT": stft_vjp, "GridSample": grid_sample_vjp,
+    "LinearAttention": linear_attention_vjp, "DeformConv": deform_conv_vjp, "MaxRoiPool": max_roi_pool_vjp,
     "RoiAlign": roi_align_vjp,
 }
 

@@ -23,7 +23,7 @@ __all__ = [
     "disjoint_select_vjp", "repeated_select_vjp",
     "NO_GRADIENT", "cast_vjp", "concat_vjp", "dropout_vjp", "expand_vjp", "no_gradient_vjp", "reshape_vjp", "scatter_back",
     "pad_vjp", "scatter_vjp", "select_vjp", "topk_vjp", "trilu_vjp",
-    "split_vjp", "transpose_vjp", "where_vjp",
+    "split_vjp", "transpose_vjp",
 ]
 
 
@@ -193,15 +193,6 @@ def _distinct_indices(n: Node) -> bool:
     index = n.inputs[1] if len(n.inputs) > 1 else None
     known = None if index is None or index.constant is None else np.asarray(index.constant).reshape(-1)
     return known is not None and bool((known >= 0).all()) and np.unique(known).size == known.size
-
-
-def where_vjp(n: Node) -> list:
-    """Where: the gradient to the chosen side, zeros to the other."""
-    cond, a, b = n.given(0, 1, 2)
-    g = n.grad()
-    zero = const(0, g)
-    return [None, unbroadcast(ops.Where(cond, g, zero), a) if n.need(1) else None,
-            unbroadcast(ops.Where(cond, zero, g), b) if n.need(2) else None]
 
 
 def cast_vjp(n: Node) -> list:

@@ -31,28 +31,31 @@ Marks = tuple[tuple[str, str, tuple[str, ...]], ...]
 # values the inputs give only the shape of
 NO_GRADIENT: Marks = (
     (ONNX, "a shape query", ("Shape", "Size")),
-    (ONNX, "its values do not depend on its input's values", ("ConstantOfShape", "EyeLike", "RandomNormalLike",
-                                                              "RandomUniformLike")),
-    (ONNX, "a comparison (boolean output)", ("Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual", "IsNaN",
-                                             "IsInf")),
-    (ONNX, "a logical op (boolean output)", ("Not", "And", "Or", "Xor")),
+    (ONNX, "its values do not depend on its input's values", (
+        "ConstantOfShape", "EyeLike", "RandomNormalLike", "RandomUniformLike",
+    )),
+    (ONNX, "a comparison (boolean output)", ("IsNaN", "IsInf")),
     (ONNX, "integer output (positions)", ("ArgMax", "ArgMin", "NonZero")),
     (ONNX, "a random draw", ("Bernoulli", "Multinomial", "RandomNormal", "RandomUniform")),
     (ONNX, "no inputs", ("Constant",)),
     (ONNX, "piecewise constant (a one-hot of the maximum's position)", ("Hardmax",)),
     (ONNX, "piecewise constant in which elements are equal, which decides its output's shape", ("Unique",)),
-    (ONNX, "a bit-level op (integer bits)", ("BitShift", "BitwiseAnd", "BitwiseNot", "BitwiseOr", "BitwiseXor",
-                                            "BitCast")),
-    (ONNX, "a table of its sizes only (no float input)", ("BlackmanWindow", "HammingWindow", "HannWindow",
-                                                          "MelWeightMatrix")),
-    (ONNX, "quantised (integer) data", ("QuantizeLinear", "DynamicQuantizeLinear", "ConvInteger", "MatMulInteger",
-                                        "QLinearConv", "QLinearMatMul", "DequantizeLinear")),
+    (ONNX, "a bit-level op (integer bits)", ("BitShift", "BitwiseAnd", "BitwiseNot", "BitwiseOr", "BitwiseXor", "BitCast")),
+    (ONNX, "a table of its sizes only (no float input)", (
+        "BlackmanWindow", "HammingWindow", "HannWindow", "MelWeightMatrix",
+    )),
+    (ONNX, "quantised (integer) data", (
+        "QuantizeLinear", "DynamicQuantizeLinear", "ConvInteger", "MatMulInteger", "QLinearConv", "QLinearMatMul",
+        "DequantizeLinear",
+    )),
     (ONNX, "integer output (indices of the selected boxes)", ("NonMaxSuppression",)),
-    (ONNX, "string data (TfIdfVectorizer: counts of tokens)", ("RegexFullMatch", "StringConcat", "StringNormalizer",
-                                                               "StringSplit", "TfIdfVectorizer")),
+    (ONNX, "string data (TfIdfVectorizer: counts of tokens)", (
+        "RegexFullMatch", "StringConcat", "StringNormalizer", "StringSplit", "TfIdfVectorizer",
+    )),
     (ONNX, "sequence or optional values (gradients are tensors: unpack them before the loss's path)", (
         "Optional", "OptionalGetElement", "OptionalHasElement", "SequenceAt", "SequenceConstruct", "SequenceEmpty",
-        "SequenceErase", "SequenceInsert", "SequenceLength", "SequenceMap", "SplitToSequence", "ConcatFromSequence")),
+        "SequenceErase", "SequenceInsert", "SequenceLength", "SequenceMap", "SplitToSequence", "ConcatFromSequence",
+    )),
 )
 
 # these have a gradient that amanda has no rule for (yet)

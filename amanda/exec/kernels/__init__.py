@@ -11,7 +11,6 @@ from amanda.exec.kernels import (
     identity,  # noqa: F401
     indexing,  # noqa: F401
     linalg,  # noqa: F401
-    logic,  # noqa: F401
     losses,  # noqa: F401
     normalization,  # noqa: F401
     pool,  # noqa: F401

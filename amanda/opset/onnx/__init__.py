@@ -2,4 +2,8 @@
 and gradient of each op, side by side in its family's module)."""
 
 
+from amanda.opset.onnx import (  # noqa: F401
+    logic,
+)
+
 __all__: list[str] = []

@@ -37,13 +37,13 @@ def along_axis(node: Node) -> list:
     return [node.type(0)]
 
 
-@rule("Not", "IsInf", "IsNaN")
+@rule("IsInf", "IsNaN")
 def bool_like_first(node: Node) -> list:
     """A bool tensor of the first input's shape."""
     return [TensorType("bool", node.shape(0))]
 
 
-def _dtype_of_all(node: Node, ports: range | list) -> str | None:
+def dtype_of_all(node: Node, ports: range | list) -> str | None:
     found = None
     for i in ports:
         d = node.dtype(i)
@@ -60,20 +60,19 @@ def _shapes(node: Node, ports: Any) -> list:
     return [node.shape(i) for i in ports]
 
 
-def _legacy(node: Node) -> bool:
+def legacy(node: Node) -> bool:
     return node.opset < 7 and bool(node.attr("broadcast", 0))
 
 
 _ARITH = {"Add": operator.add, "Sub": operator.sub, "Mul": operator.mul}
 
 
-@rule("Add", "Sub", "Mul", "Div", "Mod", "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor",
-      "And", "Or", "Xor", "Max", "Min", "Mean", "Sum")
+@rule("Add", "Sub", "Mul", "Div", "Mod", "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "Max", "Min", "Mean", "Sum")
 def broadcasting(node: Node) -> list:
     """Inputs of one dtype broadcast together (numpy rules; symbols must agree)."""
     ports = range(len(node.types))
-    dtype = _dtype_of_all(node, ports)
-    if _legacy(node):
+    dtype = dtype_of_all(node, ports)
+    if legacy(node):
         return [TensorType(dtype, node.shape(0))]
     shape = node.broadcast(*_shapes(node, ports))
     fn = _ARITH.get(node.op.type)
@@ -85,33 +84,16 @@ def broadcasting(node: Node) -> list:
 @rule("Pow")
 def power(node: Node) -> list:
     """The base's dtype, broadcast with the exponent."""
-    shape = node.shape(0) if _legacy(node) else node.broadcast(node.shape(0), node.shape(1))
+    shape = node.shape(0) if legacy(node) else node.broadcast(node.shape(0), node.shape(1))
     return [TensorType(node.dtype(0), shape)]
 
 
 @rule("PRelu")
 def prelu(node: Node) -> list:
     """The input's type; the slope must broadcast to it."""
-    _dtype_of_all(node, [0, 1])
+    dtype_of_all(node, [0, 1])
     shape = node.broadcast(node.shape(0), node.shape(1))
     return [TensorType(node.dtype(0), shape if node.shape(0) is None else node.shape(0))]
-
-
-@rule("Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual")
-def comparison(node: Node) -> list:
-    """A bool tensor of the broadcast shape of two inputs of one dtype."""
-    _dtype_of_all(node, [0, 1])
-    shape = node.shape(0) if _legacy(node) else node.broadcast(node.shape(0), node.shape(1))
-    return [TensorType("bool", shape)]
-
-
-@rule("Where")
-def where(node: Node) -> list:
-    """X and Y share a dtype; the condition is bool; all three broadcast."""
-    if node.dtype(0) not in (None, "bool"):
-        raise node.fail("a bool condition", str(node.dtype(0)))
-    dtype = _dtype_of_all(node, [1, 2])
-    return [TensorType(dtype, node.broadcast(node.shape(0), node.shape(1), node.shape(2)))]
 
 
 @rule("Cast")
