@@ -34,22 +34,15 @@ from amanda.autodiff.rules_decomposed import (
 )
 from amanda.autodiff.rules_linalg import cumprod_vjp, det_vjp, einsum_vjp, reduceprod_vjp
 from amanda.autodiff.rules_math import (
-    add_vjp,
     cumsum_vjp,
-    div_vjp,
     extreme_reduce_vjp,
     gemm_vjp,
     log_softmax_vjp,
     matmul_vjp,
     mean_reduce_vjp,
-    mod_vjp,
-    mul_vjp,
     norm_reduce_vjp,
-    pow_vjp,
     reduce_vjp,
     softmax_vjp,
-    sub_vjp,
-    variadic_vjp,
 )
 from amanda.autodiff.rules_nn import (
     avgpool_vjp,
@@ -94,20 +87,16 @@ __all__ = ["RULES", "VJP", "WITHOUT_RULE", "family", "rule_for"]
 Rule = Callable[[Any], list]
 
 _ONNX: dict[str, Rule] = {
-    **dict.fromkeys(["Add", "Sum"], add_vjp), "Sub": sub_vjp, "Mul": mul_vjp, "Div": div_vjp, "Pow": pow_vjp,
     "MatMul": matmul_vjp, "Gemm": gemm_vjp,
     **dict.fromkeys([
-        "Abs", "Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh", "Ceil", "Celu", "Cos", "Cosh", "Elu", "Erf", "Exp",
-        "Floor", "Gelu", "HardSigmoid", "HardSwish", "Identity", "LeakyRelu", "Log", "Mish", "Neg", "Reciprocal", "Relu",
-        "Round", "Selu", "Shrink", "Sigmoid", "Sign", "Sin", "Sinh", "Softplus", "Softsign", "Sqrt", "Swish", "Tan",
-        "Tanh", "ThresholdedRelu",
+        "Celu", "Elu", "Gelu", "HardSigmoid", "HardSwish", "Identity", "LeakyRelu", "Mish", "Relu", "Selu", "Shrink",
+        "Sigmoid", "Softplus", "Softsign", "Swish", "ThresholdedRelu",
     ], unary_vjp),
-    **dict.fromkeys(["Max", "Mean", "Min"], variadic_vjp), "Clip": clip_vjp, "PRelu": prelu_vjp, "Softmax": softmax_vjp,
-    "LogSoftmax": log_softmax_vjp, "ReduceSum": reduce_vjp,
+    "Clip": clip_vjp, "PRelu": prelu_vjp, "Softmax": softmax_vjp, "LogSoftmax": log_softmax_vjp, "ReduceSum": reduce_vjp,
     **dict.fromkeys(["GlobalAveragePool", "ReduceMean"], mean_reduce_vjp),
     **dict.fromkeys(["GlobalMaxPool", "ReduceMax", "ReduceMin"], extreme_reduce_vjp),
     **dict.fromkeys(["ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"], norm_reduce_vjp),
-    "Mod": mod_vjp, "CumSum": cumsum_vjp, **dict.fromkeys(["Flatten", "Reshape", "Squeeze", "Unsqueeze"], reshape_vjp),
+    "CumSum": cumsum_vjp, **dict.fromkeys(["Flatten", "Reshape", "Squeeze", "Unsqueeze"], reshape_vjp),
     "Expand": expand_vjp, "Transpose": transpose_vjp, "Concat": concat_vjp, "Split": split_vjp,
     **dict.fromkeys(["Gather", "GatherElements", "GatherND"], select_vjp), "Tile": repeated_select_vjp,
     **dict.fromkeys(["Compress", "DepthToSpace", "ReverseSequence", "Slice", "SpaceToDepth"], disjoint_select_vjp),

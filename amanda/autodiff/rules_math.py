@@ -12,81 +12,10 @@ from amanda.autodiff.node import Node, axes_of, const, rank, shape_of, size_of, 
 from amanda.build import ops
 from amanda.build.values import Value
 
-__all__ = [
-    "add_vjp", "div_vjp", "extreme_reduce_vjp", "mean_reduce_vjp",
-    "gemm_vjp", "log_softmax_vjp", "matmul_vjp", "mul_vjp", "pow_vjp", "reduce_vjp",
-    "cumsum_vjp", "mod_vjp", "norm_reduce_vjp", "softmax_vjp", "sub_vjp", "variadic_vjp",
+__all__ = [ "extreme_reduce_vjp", "mean_reduce_vjp",
+    "gemm_vjp", "log_softmax_vjp", "matmul_vjp", "reduce_vjp",
+    "cumsum_vjp", "norm_reduce_vjp", "softmax_vjp",
 ]
-
-
-def add_vjp(n: Node) -> list:
-    """Add (and Sum, of any number of inputs): the gradient passes to every input, summed over
-    broadcast axes."""
-    g = n.grad()
-    return [unbroadcast(g, x) if n.need(i) else None for i, x in enumerate(n.inputs)]
-
-
-def variadic_vjp(n: Node) -> list:
-    """Mean: the gradient divided by the input count; Max, Min: to the inputs equal to the
-    output (shared evenly between ties), each summed over its broadcast axes."""
-    g = n.grad()
-    if n.op.type == "Mean":
-        share = ops.Div(g, const(len(n.inputs), g))
-        return [unbroadcast(share, x) if n.need(i) else None for i, x in enumerate(n.inputs)]
-    if n.op.type not in ("Max", "Min"):
-        raise n.fail("Mean, Max or Min", str(n.op.type))
-    y = n.outputs[0]
-    hits = [ops.Cast(ops.Equal(x, y), to=np.dtype(g.type.dtype)) for x in [n.given(i) for i in range(len(n.inputs))]]
-    ties = hits[0] if len(hits) == 1 else ops.Sum(*hits)
-    share = ops.Div(g, ties)
-    return [unbroadcast(ops.Mul(share, hit), x) if n.need(i) else None
-            for i, (x, hit) in enumerate(zip(n.inputs, hits))]
-
-
-def sub_vjp(n: Node) -> list:
-    """Sub: ``g`` and ``-g``."""
-    g = n.grad()
-    a, b = n.inputs
-    return [unbroadcast(g, a) if n.need(0) else None, unbroadcast(ops.Neg(g), b) if n.need(1) else None]
-
-
-def mul_vjp(n: Node) -> list:
-    """Mul: ``g*b`` and ``g*a``."""
-    g = n.grad()
-    a, b = n.inputs
-    return [unbroadcast(ops.Mul(g, b), a) if n.need(0) else None,
-            unbroadcast(ops.Mul(g, a), b) if n.need(1) else None]
-
-
-def div_vjp(n: Node) -> list:
-    """Div: ``g/b`` and ``-g*y/b``."""
-    g = n.grad()
-    a, b = n.inputs
-    y = n.outputs[0]
-    return [unbroadcast(ops.Div(g, b), a) if n.need(0) else None,
-            unbroadcast(ops.Neg(ops.Div(ops.Mul(g, y), b)), b) if n.need(1) else None]
-
-
-def pow_vjp(n: Node) -> list:
-    """Pow: ``g*b*a^(b-1)`` and ``g*y*log(a)``."""
-    g = n.grad()
-    a, b = n.inputs
-    out: list = [None, None]
-    if n.need(0):
-        bb = b if b.type.dtype == a.type.dtype else ops.Cast(b, to=np.dtype(a.type.dtype))
-        out[0] = unbroadcast(ops.Mul(g, ops.Mul(bb, ops.Pow(a, ops.Sub(bb, const(1, a))))), a)
-    if n.need(1):
-        out[1] = unbroadcast(ops.Mul(ops.Mul(g, n.outputs[0]), ops.Log(a)), b)
-    return out
-
-
-def mod_vjp(n: Node) -> list:
-    """Mod of floats (``fmod`` or numpy's): ``y = a - b * q`` with ``q = (a - y) / b`` constant
-    almost everywhere: ``g`` and ``-g * q``."""
-    a, b = n.given(0, 1)
-    g = n.grad()
-    q = ops.Div(ops.Sub(a, n.outputs[0]), b)
-    return [unbroadcast(g, a) if n.need(0) else None, unbroadcast(ops.Neg(ops.Mul(g, q)), b) if n.need(1) else None]
 
 
 def cumsum_vjp(n: Node) -> list:

@@ -34,13 +34,12 @@ NO_GRADIENT: Marks = (
     (ONNX, "its values do not depend on its input's values", (
         "ConstantOfShape", "EyeLike", "RandomNormalLike", "RandomUniformLike",
     )),
-    (ONNX, "a comparison (boolean output)", ("IsNaN", "IsInf")),
     (ONNX, "integer output (positions)", ("ArgMax", "ArgMin", "NonZero")),
     (ONNX, "a random draw", ("Bernoulli", "Multinomial", "RandomNormal", "RandomUniform")),
     (ONNX, "no inputs", ("Constant",)),
     (ONNX, "piecewise constant (a one-hot of the maximum's position)", ("Hardmax",)),
     (ONNX, "piecewise constant in which elements are equal, which decides its output's shape", ("Unique",)),
-    (ONNX, "a bit-level op (integer bits)", ("BitShift", "BitwiseAnd", "BitwiseNot", "BitwiseOr", "BitwiseXor", "BitCast")),
+    (ONNX, "a bit-level op (integer bits)", ("BitCast",)),
     (ONNX, "a table of its sizes only (no float input)", (
         "BlackmanWindow", "HammingWindow", "HannWindow", "MelWeightMatrix",
     )),

@@ -12,11 +12,8 @@ from amanda.types.tensor_type import ONNX_DTYPES, TensorType
 
 
 @rule(
-    "Abs", "Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh", "Ceil", "Cos", "Cosh", "Erf",
-    "Exp", "Floor", "Log", "Neg", "Reciprocal", "Relu", "Round", "Sigmoid", "Sign", "Sin",
-    "Sinh", "Softplus", "Softsign", "Sqrt", "Tan", "Tanh", "Elu", "Selu", "Celu", "LeakyRelu",
-    "HardSigmoid", "HardSwish", "Mish", "Gelu", "Shrink", "ThresholdedRelu", "BitwiseNot",
-    "Clip", "LpNormalization", "MeanVarianceNormalization", "Trilu", "CumSum",
+    "Relu", "Sigmoid", "Softplus", "Softsign", "Elu", "Selu", "Celu", "LeakyRelu", "HardSigmoid", "HardSwish", "Mish",
+    "Gelu", "Shrink", "ThresholdedRelu", "Clip", "LpNormalization", "MeanVarianceNormalization", "Trilu", "CumSum",
     "ReverseSequence", "InstanceNormalization", "GroupNormalization", "Identity", "Swish",
 )
 def same_as_first(node: Node) -> list:
@@ -37,7 +34,6 @@ def along_axis(node: Node) -> list:
     return [node.type(0)]
 
 
-@rule("IsInf", "IsNaN")
 def bool_like_first(node: Node) -> list:
     """A bool tensor of the first input's shape."""
     return [TensorType("bool", node.shape(0))]
@@ -67,7 +63,6 @@ def legacy(node: Node) -> bool:
 _ARITH = {"Add": operator.add, "Sub": operator.sub, "Mul": operator.mul}
 
 
-@rule("Add", "Sub", "Mul", "Div", "Mod", "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "Max", "Min", "Mean", "Sum")
 def broadcasting(node: Node) -> list:
     """Inputs of one dtype broadcast together (numpy rules; symbols must agree)."""
     ports = range(len(node.types))
@@ -79,13 +74,6 @@ def broadcasting(node: Node) -> list:
     if fn is not None and len(node.types) == 2:
         node.set_value(0, _partial_arith(node.value(0), node.value(1), fn))
     return [TensorType(dtype, shape)]
-
-
-@rule("Pow")
-def power(node: Node) -> list:
-    """The base's dtype, broadcast with the exponent."""
-    shape = node.shape(0) if legacy(node) else node.broadcast(node.shape(0), node.shape(1))
-    return [TensorType(node.dtype(0), shape)]
 
 
 @rule("PRelu")

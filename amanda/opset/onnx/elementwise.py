@@ -13,8 +13,15 @@ from typing import Any
 
 import numpy as np
 
+from amanda.autodiff.node import Node, const, unbroadcast
+from amanda.autodiff.rules_unary import unary_vjp
+from amanda.build import ops
 from amanda.exec.kernels.math_util import as_array, attr_str, erf, legacy_broadcast, wide
 from amanda.exec.kernels.registry import kernel
+from amanda.ops import define
+from amanda.types.node import Node as TypedNode
+from amanda.types.rules.elementwise import bool_like_first, broadcasting, legacy, same_as_first
+from amanda.types.tensor_type import TensorType
 
 Attrs = Mapping[str, Any]
 
@@ -178,11 +185,45 @@ def pow_kernel(attrs: Attrs, x: np.ndarray, y: np.ndarray) -> tuple:
     return (as_array(out).astype(x.dtype, copy=False),)
 
 
+def power(node: TypedNode) -> list:
+    """The base's dtype, broadcast with the exponent."""
+    shape = node.shape(0) if legacy(node) else node.broadcast(node.shape(0), node.shape(1))
+    return [TensorType(node.dtype(0), shape)]
+
+
+def pow_vjp(n: Node) -> list:
+    """Pow: ``g*b*a^(b-1)`` and ``g*y*log(a)``."""
+    g = n.grad()
+    a, b = n.inputs
+    out: list = [None, None]
+    if n.need(0):
+        bb = b if b.type.dtype == a.type.dtype else ops.Cast(b, to=np.dtype(a.type.dtype))
+        out[0] = unbroadcast(ops.Mul(g, ops.Mul(bb, ops.Pow(a, ops.Sub(bb, const(1, a))))), a)
+    if n.need(1):
+        out[1] = unbroadcast(ops.Mul(ops.Mul(g, n.outputs[0]), ops.Log(a)), b)
+    return out
+
+
+define("Pow", type_rule=power, vjp=pow_vjp)
+
+
 @kernel("Mod", since=10)
 def mod_kernel(attrs: Attrs, a: np.ndarray, b: np.ndarray) -> tuple:
     """ONNX Mod: ``fmod=0`` takes the divisor's sign (integers only), ``fmod=1`` the dividend's."""
     fn = np.fmod if int(attrs.get("fmod", 0)) else np.mod
     return _same_dtype(fn, a, b)
+
+
+def mod_vjp(n: Node) -> list:
+    """Mod of floats (``fmod`` or numpy's): ``y = a - b * q`` with ``q = (a - y) / b`` constant
+    almost everywhere: ``g`` and ``-g * q``."""
+    a, b = n.given(0, 1)
+    g = n.grad()
+    q = ops.Div(ops.Sub(a, n.outputs[0]), b)
+    return [unbroadcast(g, a) if n.need(0) else None, unbroadcast(ops.Neg(ops.Mul(g, q)), b) if n.need(1) else None]
+
+
+define("Mod", type_rule=broadcasting, vjp=mod_vjp)
 
 
 @kernel("BitShift", since=11)
@@ -193,10 +234,16 @@ def bitshift_kernel(attrs: Attrs, x: np.ndarray, y: np.ndarray) -> tuple:
     return _same_dtype(fn, x, y.astype(x.dtype, copy=False))
 
 
+define("BitShift", type_rule=broadcasting, no_gradient="a bit-level op (integer bits)")
+
+
 @kernel("IsNaN", since=9)
 def isnan_kernel(attrs: Attrs, x: np.ndarray) -> tuple:
     """ONNX IsNaN: a bool tensor."""
     return (as_array(np.isnan(x.astype(wide(x.dtype), copy=False))),)
+
+
+define("IsNaN", type_rule=bool_like_first, no_gradient="a comparison (boolean output)")
 
 
 @kernel("IsInf", since=10)
@@ -207,3 +254,95 @@ def isinf_kernel(attrs: Attrs, x: np.ndarray) -> tuple:
     pos = bool(int(attrs.get("detect_positive", 1)))
     out = np.isinf(x) & ((neg & (x < 0)) | (pos & (x > 0)))
     return (as_array(out),)
+
+
+define("IsInf", type_rule=bool_like_first, no_gradient="a comparison (boolean output)")
+
+
+# ---- type rules and gradients shared by several ops of this family ----
+
+
+def add_vjp(n: Node) -> list:
+    """Add (and Sum, of any number of inputs): the gradient passes to every input, summed over
+    broadcast axes."""
+    g = n.grad()
+    return [unbroadcast(g, x) if n.need(i) else None for i, x in enumerate(n.inputs)]
+
+
+def variadic_vjp(n: Node) -> list:
+    """Mean: the gradient divided by the input count; Max, Min: to the inputs equal to the
+    output (shared evenly between ties), each summed over its broadcast axes."""
+    g = n.grad()
+    if n.op.type == "Mean":
+        share = ops.Div(g, const(len(n.inputs), g))
+        return [unbroadcast(share, x) if n.need(i) else None for i, x in enumerate(n.inputs)]
+    if n.op.type not in ("Max", "Min"):
+        raise n.fail("Mean, Max or Min", str(n.op.type))
+    y = n.outputs[0]
+    hits = [ops.Cast(ops.Equal(x, y), to=np.dtype(g.type.dtype)) for x in [n.given(i) for i in range(len(n.inputs))]]
+    ties = hits[0] if len(hits) == 1 else ops.Sum(*hits)
+    share = ops.Div(g, ties)
+    return [unbroadcast(ops.Mul(share, hit), x) if n.need(i) else None
+            for i, (x, hit) in enumerate(zip(n.inputs, hits))]
+
+
+def sub_vjp(n: Node) -> list:
+    """Sub: ``g`` and ``-g``."""
+    g = n.grad()
+    a, b = n.inputs
+    return [unbroadcast(g, a) if n.need(0) else None, unbroadcast(ops.Neg(g), b) if n.need(1) else None]
+
+
+def mul_vjp(n: Node) -> list:
+    """Mul: ``g*b`` and ``g*a``."""
+    g = n.grad()
+    a, b = n.inputs
+    return [unbroadcast(ops.Mul(g, b), a) if n.need(0) else None,
+            unbroadcast(ops.Mul(g, a), b) if n.need(1) else None]
+
+
+def div_vjp(n: Node) -> list:
+    """Div: ``g/b`` and ``-g*y/b``."""
+    g = n.grad()
+    a, b = n.inputs
+    y = n.outputs[0]
+    return [unbroadcast(ops.Div(g, b), a) if n.need(0) else None,
+            unbroadcast(ops.Neg(ops.Div(ops.Mul(g, y), b)), b) if n.need(1) else None]
+
+
+# each op's type rule and gradient, beside the kernels registered above
+define("Abs", type_rule=same_as_first, vjp=unary_vjp)
+define("Acos", type_rule=same_as_first, vjp=unary_vjp)
+define("Acosh", type_rule=same_as_first, vjp=unary_vjp)
+define("Add", type_rule=broadcasting, vjp=add_vjp)
+define("Asin", type_rule=same_as_first, vjp=unary_vjp)
+define("Asinh", type_rule=same_as_first, vjp=unary_vjp)
+define("Atan", type_rule=same_as_first, vjp=unary_vjp)
+define("Atanh", type_rule=same_as_first, vjp=unary_vjp)
+define("BitwiseAnd", type_rule=broadcasting, no_gradient="a bit-level op (integer bits)")
+define("BitwiseNot", type_rule=same_as_first, no_gradient="a bit-level op (integer bits)")
+define("BitwiseOr", type_rule=broadcasting, no_gradient="a bit-level op (integer bits)")
+define("BitwiseXor", type_rule=broadcasting, no_gradient="a bit-level op (integer bits)")
+define("Ceil", type_rule=same_as_first, vjp=unary_vjp)
+define("Cos", type_rule=same_as_first, vjp=unary_vjp)
+define("Cosh", type_rule=same_as_first, vjp=unary_vjp)
+define("Div", type_rule=broadcasting, vjp=div_vjp)
+define("Erf", type_rule=same_as_first, vjp=unary_vjp)
+define("Exp", type_rule=same_as_first, vjp=unary_vjp)
+define("Floor", type_rule=same_as_first, vjp=unary_vjp)
+define("Log", type_rule=same_as_first, vjp=unary_vjp)
+define("Max", type_rule=broadcasting, vjp=variadic_vjp)
+define("Mean", type_rule=broadcasting, vjp=variadic_vjp)
+define("Min", type_rule=broadcasting, vjp=variadic_vjp)
+define("Mul", type_rule=broadcasting, vjp=mul_vjp)
+define("Neg", type_rule=same_as_first, vjp=unary_vjp)
+define("Reciprocal", type_rule=same_as_first, vjp=unary_vjp)
+define("Round", type_rule=same_as_first, vjp=unary_vjp)
+define("Sign", type_rule=same_as_first, vjp=unary_vjp)
+define("Sin", type_rule=same_as_first, vjp=unary_vjp)
+define("Sinh", type_rule=same_as_first, vjp=unary_vjp)
+define("Sqrt", type_rule=same_as_first, vjp=unary_vjp)
+define("Sub", type_rule=broadcasting, vjp=sub_vjp)
+define("Sum", type_rule=broadcasting, vjp=add_vjp)
+define("Tan", type_rule=same_as_first, vjp=unary_vjp)
+define("Tanh", type_rule=same_as_first, vjp=unary_vjp)
