@@ -78,7 +78,7 @@ from amanda.autodiff.rules_shape import (
     trilu_vjp,
 )
 from amanda.autodiff.rules_signal import dft_vjp, stft_vjp
-from amanda.autodiff.rules_unary import clip_vjp, prelu_vjp, unary_vjp
+from amanda.autodiff.rules_unary import unary_vjp
 from amanda.exec.kernels.registry import ONNX, OpDef, entries, entry, register_fact
 from amanda.namespaces.name import NamespaceName
 
@@ -87,13 +87,8 @@ __all__ = ["RULES", "VJP", "WITHOUT_RULE", "family", "rule_for"]
 Rule = Callable[[Any], list]
 
 _ONNX: dict[str, Rule] = {
-    "MatMul": matmul_vjp, "Gemm": gemm_vjp,
-    **dict.fromkeys([
-        "Celu", "Elu", "Gelu", "HardSigmoid", "HardSwish", "Identity", "LeakyRelu", "Mish", "Relu", "Selu", "Shrink",
-        "Sigmoid", "Softplus", "Softsign", "Swish", "ThresholdedRelu",
-    ], unary_vjp),
-    "Clip": clip_vjp, "PRelu": prelu_vjp, "Softmax": softmax_vjp, "LogSoftmax": log_softmax_vjp, "ReduceSum": reduce_vjp,
-    **dict.fromkeys(["GlobalAveragePool", "ReduceMean"], mean_reduce_vjp),
+    "MatMul": matmul_vjp, "Gemm": gemm_vjp, "Identity": unary_vjp, "Softmax": softmax_vjp, "LogSoftmax": log_softmax_vjp,
+    "ReduceSum": reduce_vjp, **dict.fromkeys(["GlobalAveragePool", "ReduceMean"], mean_reduce_vjp),
     **dict.fromkeys(["GlobalMaxPool", "ReduceMax", "ReduceMin"], extreme_reduce_vjp),
     **dict.fromkeys(["ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"], norm_reduce_vjp),
     "CumSum": cumsum_vjp, **dict.fromkeys(["Flatten", "Reshape", "Squeeze", "Unsqueeze"], reshape_vjp),

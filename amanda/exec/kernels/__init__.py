@@ -1,6 +1,5 @@
 """Every kernel module; importing this package registers all kernels."""
 from amanda.exec.kernels import (
-    activations,  # noqa: F401
     attention,  # noqa: F401
     cast,  # noqa: F401
     construct,  # noqa: F401

@@ -7,11 +7,11 @@ from typing import Any
 
 import numpy as np
 
-from amanda.exec.kernels.activations import FUSED
 from amanda.exec.kernels.cblas import accumulate, cblas_gemm, rows_times
 from amanda.exec.kernels.math_util import as_array, attr_str, wide
 from amanda.exec.kernels.registry import kernel
 from amanda.exec.kernels.relaid import relaid_if_constant
+from amanda.ops.catalog import FUSED
 
 Attrs = Mapping[str, Any]
 

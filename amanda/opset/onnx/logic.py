@@ -15,6 +15,7 @@ from amanda.build import ops
 from amanda.exec.kernels.math_util import as_array, legacy_broadcast, wide
 from amanda.exec.kernels.registry import kernel
 from amanda.ops import define
+from amanda.types.node import Node as TypedNode
 from amanda.types.rules.elementwise import bool_like_first, broadcasting, dtype_of_all, legacy
 from amanda.types.tensor_type import TensorType
 
@@ -68,7 +69,7 @@ def where_kernel(attrs: Attrs, condition: np.ndarray, x: np.ndarray, y: np.ndarr
     return (as_array(out).astype(x.dtype, copy=False),)
 
 
-def where(node: Node) -> list:
+def where(node: TypedNode) -> list:
     """X and Y share a dtype; the condition is bool; all three broadcast."""
     if node.dtype(0) not in (None, "bool"):
         raise node.fail("a bool condition", str(node.dtype(0)))
@@ -91,7 +92,7 @@ define("Where", type_rule=where, vjp=where_vjp)
 # ---- type rules and gradients shared by several ops of this family ----
 
 
-def comparison(node: Node) -> list:
+def comparison(node: TypedNode) -> list:
     """A bool tensor of the broadcast shape of two inputs of one dtype."""
     dtype_of_all(node, [0, 1])
     shape = node.shape(0) if legacy(node) else node.broadcast(node.shape(0), node.shape(1))

@@ -12,9 +12,8 @@ from amanda.types.tensor_type import ONNX_DTYPES, TensorType
 
 
 @rule(
-    "Relu", "Sigmoid", "Softplus", "Softsign", "Elu", "Selu", "Celu", "LeakyRelu", "HardSigmoid", "HardSwish", "Mish",
-    "Gelu", "Shrink", "ThresholdedRelu", "Clip", "LpNormalization", "MeanVarianceNormalization", "Trilu", "CumSum",
-    "ReverseSequence", "InstanceNormalization", "GroupNormalization", "Identity", "Swish",
+    "LpNormalization", "MeanVarianceNormalization", "Trilu", "CumSum", "ReverseSequence", "InstanceNormalization",
+    "GroupNormalization", "Identity",
 )
 def same_as_first(node: Node) -> list:
     """The output has the type of the first input (unary elementwise ops, normalisations)."""
@@ -74,14 +73,6 @@ def broadcasting(node: Node) -> list:
     if fn is not None and len(node.types) == 2:
         node.set_value(0, _partial_arith(node.value(0), node.value(1), fn))
     return [TensorType(dtype, shape)]
-
-
-@rule("PRelu")
-def prelu(node: Node) -> list:
-    """The input's type; the slope must broadcast to it."""
-    dtype_of_all(node, [0, 1])
-    shape = node.broadcast(node.shape(0), node.shape(1))
-    return [TensorType(node.dtype(0), shape if node.shape(0) is None else node.shape(0))]
 
 
 @rule("Cast")

@@ -12,7 +12,6 @@ import numpy as np
 from amanda.types.dtypes import dtype_name
 from amanda.types.node import Node
 from amanda.types.rules import rule
-from amanda.types.rules.elementwise import same_as_first
 from amanda.types.rules.linalg import matmul
 from amanda.types.tensor_type import TensorType
 
@@ -24,7 +23,6 @@ TRAIN = "amanda/train"
 FUSED = "amanda/fused"
 DIST = "amanda/dist"
 
-rule("Gelu", "Swish", family=FUSED)(same_as_first)
 rule("MatMulAdd", family=FUSED)(matmul)  # its bias row broadcasts into the product
 
 

@@ -13,14 +13,19 @@ from typing import Any
 
 import numpy as np
 
+from amanda.autodiff.node import Node, const, unbroadcast
+from amanda.autodiff.rules_unary import unary_vjp
+from amanda.build import ops
+from amanda.build.values import Value
 from amanda.exec.kernels.math_util import as_array, attr_str, erf, gelu32, wide
 from amanda.exec.kernels.registry import kernel
+from amanda.ops import define
+from amanda.ops.catalog import FUSED
+from amanda.types.node import Node as TypedNode
+from amanda.types.rules.elementwise import dtype_of_all, same_as_first
+from amanda.types.tensor_type import TensorType
 
 Attrs = Mapping[str, Any]
-
-# ops amanda's plans fuse elementwise chains into (amanda/passes/fuse.py); not ONNX ops, so a
-# Session uses them only inside its plans and optimised models never export them
-FUSED = "amanda/fused"
 
 _SELU_ALPHA = 1.67326319217681884765625
 _SELU_GAMMA = 1.05070102214813232421875
@@ -145,14 +150,39 @@ for _op, (_fn, _since) in _ACTIVATIONS.items():
     kernel(_op, since=_since)(_activation_kernel(_op, _fn))
 
 
+# ops amanda's plans fuse elementwise chains into (amanda/passes/fuse.py); not ONNX ops, so a
+# Session uses them only inside its plans and optimised models never export them
+_FUSED_WHY = "a fused op made by optimize: differentiate before optimising"
 for _op in ("Gelu", "Swish"):
     kernel(_op, family=FUSED)(_activation_kernel(_op, _ACTIVATIONS[_op][0]))
+    define(_op, family=FUSED, type_rule=same_as_first, gradient_gap=_FUSED_WHY)
 
 
 @kernel("PRelu", since=1)
 def prelu_kernel(attrs: Attrs, x: np.ndarray, slope: np.ndarray) -> tuple:
     """ONNX PRelu: ``slope * x`` where ``x < 0``; ``slope`` broadcasts to ``x``."""
     return (as_array(np.where(x < 0, x * slope, x)).astype(x.dtype, copy=False),)
+
+
+def prelu(node: TypedNode) -> list:
+    """The input's type; the slope must broadcast to it."""
+    dtype_of_all(node, [0, 1])
+    shape = node.broadcast(node.shape(0), node.shape(1))
+    return [TensorType(node.dtype(0), shape if node.shape(0) is None else node.shape(0))]
+
+
+def prelu_vjp(n: Node) -> list:
+    """PRelu: ``g`` where ``x > 0``, ``g * slope`` elsewhere; the slope gets ``g * x`` there,
+    summed over the axes it was broadcast along."""
+    x, slope = n.given(0, 1)
+    g = n.grad()
+    positive = ops.Greater(x, const(0, x))
+    zero = const(0, g)
+    return [ops.Where(positive, g, ops.Mul(g, slope)) if n.need(0) else None,
+            unbroadcast(ops.Where(positive, zero, ops.Mul(g, x)), slope) if n.need(1) else None]
+
+
+define("PRelu", type_rule=prelu, vjp=prelu_vjp)
 
 
 def _clip(x: np.ndarray, low: Any, high: Any) -> tuple:
@@ -171,9 +201,63 @@ def clip_attr_kernel(attrs: Attrs, x: np.ndarray) -> tuple:
     return _clip(x, attrs.get("min"), attrs.get("max"))
 
 
+def clip_vjp(n: Node) -> list:
+    """Clip: the gradient where ``min <= x <= max``; each bound gets the gradient of the
+    elements it clipped (summed, it is a scalar)."""
+    x = n.given(0)
+    g = n.grad()
+    zero = const(0, g)
+    low, high = _bound(n, 1, "min"), _bound(n, 2, "max")
+    # max(x, min) then min(., max): with min > max every element is max
+    above = None if high is None else ops.Greater(x if low is None else ops.Max(x, low), high)
+    below = None if low is None else ops.Less(x, low)
+    if below is not None and above is not None:
+        below = ops.And(below, ops.Not(above))
+    gx = g
+    for mask in (below, above):
+        gx = gx if mask is None else ops.Where(mask, zero, gx)
+    out: list = [gx] + [None] * (len(n.inputs) - 1)
+    for i, mask in ((1, below), (2, above)):
+        if mask is not None and n.need(i):
+            out[i] = unbroadcast(ops.Where(mask, g, zero), n.inputs[i])
+    return out
+
+
+define("Clip", type_rule=same_as_first, vjp=clip_vjp)
+
+
 @kernel("Clip", since=11)
 def clip_kernel(
     attrs: Attrs, x: np.ndarray, low: np.ndarray | None = None, high: np.ndarray | None = None
 ) -> tuple:
     """ONNX Clip from opset 11: bounds are optional scalar inputs."""
     return _clip(x, low, high)
+
+
+# ---- type rules and gradients shared by several ops of this family ----
+
+
+def _bound(n: Node, i: int, name: str) -> Value | None:
+    """Clip's bound ``i`` (``min`` 1, ``max`` 2): an input from opset 11, an attribute before."""
+    if n.opset is not None and n.opset < 11:
+        value = n.attr(name)
+        return None if value is None else const(float(value), n.inputs[0])  # type: ignore[return-value]
+    return n.inputs[i] if i < len(n.inputs) else None
+
+
+# each op's type rule and gradient, beside the kernels registered above
+define("Celu", type_rule=same_as_first, vjp=unary_vjp)
+define("Elu", type_rule=same_as_first, vjp=unary_vjp)
+define("Gelu", type_rule=same_as_first, vjp=unary_vjp)
+define("HardSigmoid", type_rule=same_as_first, vjp=unary_vjp)
+define("HardSwish", type_rule=same_as_first, vjp=unary_vjp)
+define("LeakyRelu", type_rule=same_as_first, vjp=unary_vjp)
+define("Mish", type_rule=same_as_first, vjp=unary_vjp)
+define("Relu", type_rule=same_as_first, vjp=unary_vjp)
+define("Selu", type_rule=same_as_first, vjp=unary_vjp)
+define("Shrink", type_rule=same_as_first, vjp=unary_vjp)
+define("Sigmoid", type_rule=same_as_first, vjp=unary_vjp)
+define("Softplus", type_rule=same_as_first, vjp=unary_vjp)
+define("Softsign", type_rule=same_as_first, vjp=unary_vjp)
+define("Swish", type_rule=same_as_first, vjp=unary_vjp)
+define("ThresholdedRelu", type_rule=same_as_first, vjp=unary_vjp)
