@@ -32,16 +32,13 @@ from amanda.autodiff.rules_decomposed import (
     rotary_vjp,
     swiglu_vjp,
 )
-from amanda.autodiff.rules_linalg import cumprod_vjp, det_vjp, einsum_vjp, reduceprod_vjp
+from amanda.autodiff.rules_linalg import det_vjp, einsum_vjp
 from amanda.autodiff.rules_math import (
-    cumsum_vjp,
     extreme_reduce_vjp,
     gemm_vjp,
     log_softmax_vjp,
     matmul_vjp,
     mean_reduce_vjp,
-    norm_reduce_vjp,
-    reduce_vjp,
     softmax_vjp,
 )
 from amanda.autodiff.rules_nn import (
@@ -88,11 +85,9 @@ Rule = Callable[[Any], list]
 
 _ONNX: dict[str, Rule] = {
     "MatMul": matmul_vjp, "Gemm": gemm_vjp, "Identity": unary_vjp, "Softmax": softmax_vjp, "LogSoftmax": log_softmax_vjp,
-    "ReduceSum": reduce_vjp, **dict.fromkeys(["GlobalAveragePool", "ReduceMean"], mean_reduce_vjp),
-    **dict.fromkeys(["GlobalMaxPool", "ReduceMax", "ReduceMin"], extreme_reduce_vjp),
-    **dict.fromkeys(["ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"], norm_reduce_vjp),
-    "CumSum": cumsum_vjp, **dict.fromkeys(["Flatten", "Reshape", "Squeeze", "Unsqueeze"], reshape_vjp),
-    "Expand": expand_vjp, "Transpose": transpose_vjp, "Concat": concat_vjp, "Split": split_vjp,
+    "GlobalAveragePool": mean_reduce_vjp, "GlobalMaxPool": extreme_reduce_vjp,
+    **dict.fromkeys(["Flatten", "Reshape", "Squeeze", "Unsqueeze"], reshape_vjp), "Expand": expand_vjp,
+    "Transpose": transpose_vjp, "Concat": concat_vjp, "Split": split_vjp,
     **dict.fromkeys(["Gather", "GatherElements", "GatherND"], select_vjp), "Tile": repeated_select_vjp,
     **dict.fromkeys(["Compress", "DepthToSpace", "ReverseSequence", "Slice", "SpaceToDepth"], disjoint_select_vjp),
     **dict.fromkeys(["Scatter", "ScatterElements", "ScatterND"], scatter_vjp), "Pad": pad_vjp, "TopK": topk_vjp,
@@ -101,9 +96,9 @@ _ONNX: dict[str, Rule] = {
     "ConvTranspose": conv_transpose_vjp, "InstanceNormalization": instancenorm_vjp, "LpNormalization": lpnorm_vjp,
     "MeanVarianceNormalization": mvn_vjp, "RMSNormalization": rms_vjp, "BatchNormalization": batchnorm_vjp,
     "LayerNormalization": layernorm_vjp, "SoftmaxCrossEntropyLoss": softmax_xent_vjp, "NegativeLogLikelihoodLoss": nll_vjp,
-    "RNN": rnn_vjp, "GRU": gru_vjp, "LSTM": lstm_vjp, "Einsum": einsum_vjp, "Det": det_vjp, "ReduceProd": reduceprod_vjp,
-    "CumProd": cumprod_vjp, "GroupNormalization": group_norm_vjp, "LRN": lrn_vjp, "LpPool": lp_pool_vjp,
-    "GlobalLpPool": global_lp_pool_vjp, "SwiGLU": swiglu_vjp, "AffineGrid": affine_grid_vjp, "RotaryEmbedding": rotary_vjp,
+    "RNN": rnn_vjp, "GRU": gru_vjp, "LSTM": lstm_vjp, "Einsum": einsum_vjp, "Det": det_vjp,
+    "GroupNormalization": group_norm_vjp, "LRN": lrn_vjp, "LpPool": lp_pool_vjp, "GlobalLpPool": global_lp_pool_vjp,
+    "SwiGLU": swiglu_vjp, "AffineGrid": affine_grid_vjp, "RotaryEmbedding": rotary_vjp,
     **dict.fromkeys(["CenterCropPad", "MaxUnpool", "TensorScatter"], replay_vjp), "If": if_vjp, "Scan": scan_vjp,
     "Loop": loop_vjp, "OneHot": onehot_vjp, "Range": range_vjp, "CausalConvWithState": causal_conv_vjp,
     "Col2Im": col2im_vjp, "Attention": attention_vjp, "DFT": dft_vjp, "STFT": stft_vjp, "GridSample": grid_sample_vjp,

@@ -18,11 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from amanda.autodiff.node import Node, const, rank, shape_of, unbroadcast
-from amanda.autodiff.rules_math import _kept, _reduced_axes
+from amanda.autodiff.node import Node, rank, shape_of, unbroadcast
 from amanda.build import ops
 
-__all__ = ["cumprod_vjp", "det_vjp", "einsum_vjp", "parse_einsum", "reduceprod_vjp"]
+__all__ = [ "det_vjp", "einsum_vjp", "parse_einsum",]
 
 I64 = np.int64
 
@@ -110,28 +109,3 @@ def det_vjp(n: Node) -> list:
     return [ops.Mul(g, ops.Concat(*rows, axis=-2))]
 
 
-def reduceprod_vjp(n: Node) -> list:
-    """ReduceProd: the product of the other elements of each reduced group (module doc)."""
-    x = n.given(0)
-    axes = _reduced_axes(n)
-    rest = [None] * (len(n.inputs) - 1)
-    if axes == []:
-        return [n.grad(), *rest]
-    g = _kept(n, n.grad(), axes)
-    kw: dict[str, Any] = {} if axes is None else {"axes": np.array(axes, I64)}  # an attribute of ReduceProd at 17
-    zero, one = const(0, x), const(1, x)
-    is_zero = ops.Equal(x, zero)
-    safe = ops.Where(is_zero, one, x)
-    nonzero_product = ops.ReduceProd(safe, keepdims=1, **kw)
-    zeros = ops.ReduceSum(ops.Cast(is_zero, to=np.dtype(x.type.dtype)), kw.get("axes"), keepdims=1)
-    at_zero = ops.Where(ops.Equal(zeros, one), nonzero_product, zero)
-    elsewhere = ops.Where(ops.Equal(zeros, zero), ops.Div(nonzero_product, safe), zero)
-    return [ops.Mul(g, ops.Where(is_zero, at_zero, elsewhere)), *rest]
-
-
-def cumprod_vjp(n: Node) -> list:
-    """CumProd: ``cumsum(g * y)`` in the other direction, over ``x`` (module doc)."""
-    x, axis = n.given(0, 1)
-    summed = ops.CumSum(ops.Mul(n.grad(), n.outputs[0]), axis, exclusive=int(n.attr("exclusive", 0)),
-                        reverse=1 - int(n.attr("reverse", 0)))
-    return [ops.Div(summed, x), None]

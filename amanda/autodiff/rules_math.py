@@ -13,17 +13,8 @@ from amanda.build import ops
 from amanda.build.values import Value
 
 __all__ = [ "extreme_reduce_vjp", "mean_reduce_vjp",
-    "gemm_vjp", "log_softmax_vjp", "matmul_vjp", "reduce_vjp",
-    "cumsum_vjp", "norm_reduce_vjp", "softmax_vjp",
+    "gemm_vjp", "log_softmax_vjp", "matmul_vjp", "softmax_vjp",
 ]
-
-
-def cumsum_vjp(n: Node) -> list:
-    """CumSum: the cumulative sum of the gradient in the other direction."""
-    n.given(0)
-    axis = n.given(1)
-    return [ops.CumSum(n.grad(), axis, exclusive=int(n.attr("exclusive", 0)), reverse=1 - int(n.attr("reverse", 0))),
-            None]
 
 
 def _swap_last(v: Value, r: int) -> Value:
@@ -73,7 +64,7 @@ def gemm_vjp(n: Node) -> list:
     return out
 
 
-def _reduced_axes(n: Node) -> list[int] | None:
+def reduced_axes(n: Node) -> list[int] | None:
     """The axes a Reduce* op reduced (None: all), from its attribute or its axes input."""
     r = rank(n.inputs[0], n)  # type: ignore[arg-type]
     axes = n.attr("axes")
@@ -84,7 +75,7 @@ def _reduced_axes(n: Node) -> list[int] | None:
     return axes_of(axes, r)
 
 
-def _kept(n: Node, g: Value, axes: list[int] | None) -> Value:
+def kept(n: Node, g: Value, axes: list[int] | None) -> Value:
     """The output gradient with the reduced axes back as size 1."""
     if int(n.attr("keepdims", 1)):
         return g
@@ -93,39 +84,34 @@ def _kept(n: Node, g: Value, axes: list[int] | None) -> Value:
     return ops.Unsqueeze(g, np.array(list(range(r)) if axes is None else axes, np.int64)) if r else g
 
 
-def reduce_vjp(n: Node) -> list:
-    """ReduceSum: the gradient spread back over the reduced axes."""
-    return _reduce(n, "sum")
-
-
 def mean_reduce_vjp(n: Node) -> list:
     """ReduceMean, GlobalAveragePool: the gradient spread back over the reduced axes, divided
     by their size."""
-    return _reduce(n, "mean")
+    return reduce(n, "mean")
 
 
 def extreme_reduce_vjp(n: Node) -> list:
     """ReduceMax, ReduceMin, GlobalMaxPool: the gradient spread back onto the extreme elements
     (shared evenly between ties)."""
-    return _reduce(n, "extreme")
+    return reduce(n, "extreme")
 
 
-def _reduce(n: Node, kind: str) -> list:
+def reduce(n: Node, kind: str) -> list:
     x = n.given(0)
     if n.op.type in ("GlobalAveragePool", "GlobalMaxPool"):
         axes: list[int] | None = list(range(2, rank(x, n)))
         g = n.grad()
     else:
-        axes = _reduced_axes(n)
+        axes = reduced_axes(n)
         if axes == []:
             return [n.grad(), None]
-        g = _kept(n, n.grad(), axes)
+        g = kept(n, n.grad(), axes)
     spread = ops.Expand(g, shape_of(x))
     if kind == "mean":
         count = ops.Cast(ops.Div(size_of(x), size_of(n.outputs[0])), to=np.dtype(x.type.dtype))
         return [ops.Div(spread, count)] + [None] * (len(n.inputs) - 1)
     if kind == "extreme":
-        y = n.outputs[0] if n.op.type == "GlobalMaxPool" else _kept(n, n.outputs[0], axes)
+        y = n.outputs[0] if n.op.type == "GlobalMaxPool" else kept(n, n.outputs[0], axes)
         hit = ops.Cast(ops.Equal(x, y), to=np.dtype(x.type.dtype))
         kw = {} if axes is None else {"axes": np.array(axes, np.int64)}
         ties = ops.ReduceSum(hit, kw.get("axes"), keepdims=1)
@@ -158,26 +144,3 @@ def log_softmax_vjp(n: Node) -> list:
     return [ops.Sub(g, ops.Mul(ops.Exp(y), ops.ReduceSum(g, axis, keepdims=1)))]
 
 
-def norm_reduce_vjp(n: Node) -> list:
-    """ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum, ReduceLogSumExp: the output gradient
-    spread back over the reduced axes times each element's local slope."""
-    x = n.given(0)
-    axes = _reduced_axes(n)
-    if axes == []:  # noop_with_empty_axes: the kernel passes the input through
-        return [n.grad()] + [None] * (len(n.inputs) - 1)
-    spread = ops.Expand(_kept(n, n.grad(), axes), shape_of(x))
-    y = ops.Expand(_kept(n, n.outputs[0], axes), shape_of(x))
-    kind = n.op.type
-    if kind == "ReduceL1":
-        slope = ops.Sign(x)
-    elif kind == "ReduceL2":
-        slope = ops.Div(x, y)
-    elif kind == "ReduceSumSquare":
-        slope = ops.Mul(x, const(2, x))
-    elif kind == "ReduceLogSum":
-        slope = ops.Exp(ops.Neg(y))
-    elif kind == "ReduceLogSumExp":
-        slope = ops.Exp(ops.Sub(x, y))
-    else:
-        raise n.fail("ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum or ReduceLogSumExp", str(kind))
-    return [ops.Mul(spread, slope)] + [None] * (len(n.inputs) - 1)

@@ -15,7 +15,6 @@ from amanda.exec.kernels import (
     quantize,  # noqa: F401
     random,  # noqa: F401
     recurrent,  # noqa: F401
-    reduce,  # noqa: F401
     resize,  # noqa: F401
     sampling,  # noqa: F401
     sequence_state,  # noqa: F401

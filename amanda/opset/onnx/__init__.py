@@ -6,6 +6,7 @@ from amanda.opset.onnx import (  # noqa: F401
     activations,
     elementwise,
     logic,
+    reduce,
 )
 
 __all__: list[str] = []

@@ -12,7 +12,7 @@ from amanda.types.tensor_type import ONNX_DTYPES, TensorType
 
 
 @rule(
-    "LpNormalization", "MeanVarianceNormalization", "Trilu", "CumSum", "ReverseSequence", "InstanceNormalization",
+    "LpNormalization", "MeanVarianceNormalization", "Trilu", "ReverseSequence", "InstanceNormalization",
     "GroupNormalization", "Identity",
 )
 def same_as_first(node: Node) -> list:
