@@ -9,8 +9,8 @@ import numpy as np
 
 from amanda.errors import ExecutionError
 from amanda.exec.kernels.cast import onnx_dtype
+from amanda.exec.kernels.math_util import int_list
 from amanda.exec.kernels.registry import kernel
-from amanda.exec.kernels.shape import int_list
 
 _LOW_PRECISION = frozenset({"float16", "bfloat16"})
 # Range's stash_type (a TensorProto code) -> the dtype low-precision ranges are computed in

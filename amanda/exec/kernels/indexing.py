@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 
 from amanda.errors import ExecutionError
+from amanda.exec.kernels.math_util import axis_of
 from amanda.exec.kernels.registry import kernel
-from amanda.exec.kernels.shape import axis_of
 
 # reduction attribute -> numpy ufunc applied unbuffered (repeated indices accumulate)
 _REDUCTIONS = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}

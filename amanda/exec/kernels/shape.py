@@ -15,25 +15,8 @@ import numpy as np
 
 from amanda.errors import ExecutionError
 from amanda.exec.kernels.arity import output_count
+from amanda.exec.kernels.math_util import axis_of, int_list
 from amanda.exec.kernels.registry import kernel
-
-
-def axis_of(axis: Any, rank: int, name: str = "axis") -> int:
-    """``axis`` normalised into ``[0, rank)``; raises when out of range.
-
-    >>> axis_of(-1, 3)
-    2"""
-    a = int(axis)
-    if not -rank <= a < rank:
-        raise ExecutionError.at(name, f"an axis in [{-rank}, {rank})", str(a))
-    return a + rank if a < 0 else a
-
-
-def int_list(value: Any) -> list[int]:
-    """An attribute or 1-D input as a list of python ints (``[]`` for None)."""
-    if value is None:
-        return []
-    return [int(v) for v in np.asarray(value).reshape(-1)]
 
 
 def _reshape(x: np.ndarray, shape: Sequence[int], allowzero: bool) -> np.ndarray:

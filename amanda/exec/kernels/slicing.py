@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 
 from amanda.errors import ExecutionError
+from amanda.exec.kernels.math_util import axis_of, int_list
 from amanda.exec.kernels.registry import kernel
-from amanda.exec.kernels.shape import axis_of, int_list
 
 
 def _bound(start: int, end: int, step: int, dim: int) -> slice:

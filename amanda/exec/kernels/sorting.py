@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 
 from amanda.errors import ExecutionError
+from amanda.exec.kernels.math_util import axis_of
 from amanda.exec.kernels.registry import kernel
-from amanda.exec.kernels.shape import axis_of
 
 
 def top_k(x: np.ndarray, k: int, axis: int, largest: bool) -> tuple[np.ndarray, np.ndarray]:
