@@ -59,19 +59,13 @@ from amanda.autodiff.rules_roi import roi_align_vjp
 from amanda.autodiff.rules_sampling import deform_conv_vjp, grid_sample_vjp, max_roi_pool_vjp
 from amanda.autodiff.rules_shape import (
     cast_vjp,
-    concat_vjp,
     disjoint_select_vjp,
     dropout_vjp,
-    expand_vjp,
     no_gradient_vjp,
     pad_vjp,
-    repeated_select_vjp,
-    reshape_vjp,
     scatter_vjp,
     select_vjp,
-    split_vjp,
     topk_vjp,
-    transpose_vjp,
     trilu_vjp,
 )
 from amanda.autodiff.rules_signal import dft_vjp, stft_vjp
@@ -86,10 +80,8 @@ Rule = Callable[[Any], list]
 _ONNX: dict[str, Rule] = {
     "MatMul": matmul_vjp, "Gemm": gemm_vjp, "Identity": unary_vjp, "Softmax": softmax_vjp, "LogSoftmax": log_softmax_vjp,
     "GlobalAveragePool": mean_reduce_vjp, "GlobalMaxPool": extreme_reduce_vjp,
-    **dict.fromkeys(["Flatten", "Reshape", "Squeeze", "Unsqueeze"], reshape_vjp), "Expand": expand_vjp,
-    "Transpose": transpose_vjp, "Concat": concat_vjp, "Split": split_vjp,
-    **dict.fromkeys(["Gather", "GatherElements", "GatherND"], select_vjp), "Tile": repeated_select_vjp,
-    **dict.fromkeys(["Compress", "DepthToSpace", "ReverseSequence", "Slice", "SpaceToDepth"], disjoint_select_vjp),
+    **dict.fromkeys(["Gather", "GatherElements", "GatherND"], select_vjp),
+    **dict.fromkeys(["Compress", "ReverseSequence", "Slice"], disjoint_select_vjp),
     **dict.fromkeys(["Scatter", "ScatterElements", "ScatterND"], scatter_vjp), "Pad": pad_vjp, "TopK": topk_vjp,
     "Trilu": trilu_vjp, **dict.fromkeys(["Cast", "CastLike"], cast_vjp), "Dropout": dropout_vjp, "Conv": conv_vjp,
     "MaxPool": maxpool_vjp, "AveragePool": avgpool_vjp, **dict.fromkeys(["Resize", "Upsample"], resize_vjp),

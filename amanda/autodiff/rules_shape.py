@@ -14,65 +14,20 @@ from typing import Any
 
 import numpy as np
 
-from amanda.autodiff.node import Node, const, rank, shape_of, size_of, unbroadcast, zeros_like
+from amanda.autodiff.node import Node, const, rank, shape_of, size_of, zeros_like
 from amanda.build import ops
 from amanda.build.values import Value
 from amanda.ops.registry import ONNX, entries
 
 __all__ = [
     "disjoint_select_vjp", "repeated_select_vjp",
-    "NO_GRADIENT", "cast_vjp", "concat_vjp", "dropout_vjp", "expand_vjp", "no_gradient_vjp", "reshape_vjp", "scatter_back",
+    "NO_GRADIENT", "cast_vjp", "dropout_vjp", "no_gradient_vjp", "scatter_back",
     "pad_vjp", "scatter_vjp", "select_vjp", "topk_vjp", "trilu_vjp",
-    "split_vjp", "transpose_vjp",
 ]
 
 
 def _rest(n: Node, first: Value | None) -> list:
     return [first] + [None] * (len(n.inputs) - 1)
-
-
-def reshape_vjp(n: Node) -> list:
-    """Reshape, Flatten, Squeeze, Unsqueeze: the gradient reshaped to the input's shape."""
-    x = n.given(0)
-    if int(n.attr("allowzero", 0)):  # a shape with 0s means 0s here too
-        return _rest(n, ops.Reshape(n.grad(), shape_of(x), allowzero=1))
-    return _rest(n, ops.Reshape(n.grad(), shape_of(x)))
-
-
-def expand_vjp(n: Node) -> list:
-    """Expand: summed over the axes it broadcast (nothing when only the shape varies)."""
-    x = n.given(0)
-    return _rest(n, unbroadcast(n.grad(), x) if n.need(0) else None)
-
-
-def transpose_vjp(n: Node) -> list:
-    """Transpose: the inverse permutation."""
-    x = n.given(0)
-    perm = n.attr("perm")
-    perm = list(range(rank(x, n)))[::-1] if perm is None else [int(p) for p in perm]
-    return [ops.Transpose(n.grad(), perm=[int(i) for i in np.argsort(perm)])]
-
-
-def concat_vjp(n: Node) -> list:
-    """Concat: each input's stretch of the gradient along the axis."""
-    g = n.grad()
-    r = rank(n.outputs[0], n)
-    axis = int(n.attr("axis")) % r
-    axes = np.array([axis], np.int64)
-    start: Value | np.ndarray = np.array([0], np.int64)
-    out: list = []
-    for i in range(len(n.inputs)):
-        x = n.given(i)
-        end = ops.Add(start, shape_of(x, axis, axis + 1))
-        out.append(ops.Slice(g, start, end, axes) if n.need(i) else None)
-        start = end
-    return out
-
-
-def split_vjp(n: Node) -> list:
-    """Split: the outputs' gradients (zeros where none) joined along the axis."""
-    parts = [n.grad(i) for i in range(len(n.outputs))]
-    return _rest(n, ops.Concat(*parts, axis=int(n.attr("axis", 0))))
 
 
 #: the first opset whose ScatterElements adds the updates of repeated positions

@@ -30,7 +30,6 @@ Marks = tuple[tuple[str, str, tuple[str, ...]], ...]
 # no input gets a gradient through these: their outputs are integers, booleans, shapes, or
 # values the inputs give only the shape of
 NO_GRADIENT: Marks = (
-    (ONNX, "a shape query", ("Shape", "Size")),
     (ONNX, "its values do not depend on its input's values", (
         "ConstantOfShape", "EyeLike", "RandomNormalLike", "RandomUniformLike",
     )),

@@ -1,12 +1,13 @@
 """The ONNX op families; importing this package registers each family's ops (kernel, type rule
 and gradient of each op, side by side in its family's module)."""
 
-
 from amanda.opset.onnx import (  # noqa: F401
     activations,
     elementwise,
+    layout,
     logic,
     reduce,
+    shape,
 )
 
 __all__: list[str] = []

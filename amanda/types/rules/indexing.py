@@ -141,40 +141,6 @@ def center_crop_pad(node: Node) -> list:
     return [TensorType(node.dtype(0), out)]
 
 
-def _block(node: Node, grow: bool) -> list:
-    shape = node.shape(0)
-    b = int(node.attr("blocksize", 1))
-    if shape is None:
-        return [TensorType(node.dtype(0), None)]
-    if len(shape) != 4:
-        raise node.fail("a rank-4 input", f"rank {len(shape)}")
-    n, c, h, w = shape
-
-    def div(d: Dim, k: int) -> Dim:
-        if type(d) is int and d % k:
-            raise node.fail(f"a dim divisible by {k}", str(d))
-        return d // k if type(d) is int else None
-
-    def mul(d: Dim, k: int) -> Dim:
-        return d * k if type(d) is int else None
-
-    if grow:
-        return [TensorType(node.dtype(0), (n, div(c, b * b), mul(h, b), mul(w, b)))]
-    return [TensorType(node.dtype(0), (n, mul(c, b * b), div(h, b), div(w, b)))]
-
-
-@rule("DepthToSpace")
-def depth_to_space(node: Node) -> list:
-    """``[N, C / b², H·b, W·b]``."""
-    return _block(node, True)
-
-
-@rule("SpaceToDepth")
-def space_to_depth(node: Node) -> list:
-    """``[N, C·b², H / b, W / b]``."""
-    return _block(node, False)
-
-
 def _scaled(node: Node, shape: Any, scales: Any) -> list:
     if len(scales) != len(shape):
         raise node.fail(f"{len(shape)} scales", str(len(scales)))
