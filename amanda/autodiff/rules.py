@@ -18,7 +18,7 @@ from types import MappingProxyType
 from typing import Any
 
 from amanda.autodiff.rules_attention import attention_vjp, linear_attention_vjp
-from amanda.autodiff.rules_construct import onehot_vjp, range_vjp
+from amanda.autodiff.rules_construct import range_vjp
 from amanda.autodiff.rules_control import if_vjp, loop_vjp, scan_vjp
 from amanda.autodiff.rules_decomposed import (
     affine_grid_vjp,
@@ -63,8 +63,6 @@ from amanda.autodiff.rules_shape import (
     dropout_vjp,
     no_gradient_vjp,
     pad_vjp,
-    scatter_vjp,
-    select_vjp,
     topk_vjp,
     trilu_vjp,
 )
@@ -80,9 +78,7 @@ Rule = Callable[[Any], list]
 _ONNX: dict[str, Rule] = {
     "MatMul": matmul_vjp, "Gemm": gemm_vjp, "Identity": unary_vjp, "Softmax": softmax_vjp, "LogSoftmax": log_softmax_vjp,
     "GlobalAveragePool": mean_reduce_vjp, "GlobalMaxPool": extreme_reduce_vjp,
-    **dict.fromkeys(["Gather", "GatherElements", "GatherND"], select_vjp),
-    **dict.fromkeys(["Compress", "ReverseSequence", "Slice"], disjoint_select_vjp),
-    **dict.fromkeys(["Scatter", "ScatterElements", "ScatterND"], scatter_vjp), "Pad": pad_vjp, "TopK": topk_vjp,
+    **dict.fromkeys(["Compress", "ReverseSequence", "Slice"], disjoint_select_vjp), "Pad": pad_vjp, "TopK": topk_vjp,
     "Trilu": trilu_vjp, **dict.fromkeys(["Cast", "CastLike"], cast_vjp), "Dropout": dropout_vjp, "Conv": conv_vjp,
     "MaxPool": maxpool_vjp, "AveragePool": avgpool_vjp, **dict.fromkeys(["Resize", "Upsample"], resize_vjp),
     "ConvTranspose": conv_transpose_vjp, "InstanceNormalization": instancenorm_vjp, "LpNormalization": lpnorm_vjp,
@@ -92,8 +88,8 @@ _ONNX: dict[str, Rule] = {
     "GroupNormalization": group_norm_vjp, "LRN": lrn_vjp, "LpPool": lp_pool_vjp, "GlobalLpPool": global_lp_pool_vjp,
     "SwiGLU": swiglu_vjp, "AffineGrid": affine_grid_vjp, "RotaryEmbedding": rotary_vjp,
     **dict.fromkeys(["CenterCropPad", "MaxUnpool", "TensorScatter"], replay_vjp), "If": if_vjp, "Scan": scan_vjp,
-    "Loop": loop_vjp, "OneHot": onehot_vjp, "Range": range_vjp, "CausalConvWithState": causal_conv_vjp,
-    "Col2Im": col2im_vjp, "Attention": attention_vjp, "DFT": dft_vjp, "STFT": stft_vjp, "GridSample": grid_sample_vjp,
+    "Loop": loop_vjp, "Range": range_vjp, "CausalConvWithState": causal_conv_vjp, "Col2Im": col2im_vjp,
+    "Attention": attention_vjp, "DFT": dft_vjp, "STFT": stft_vjp, "GridSample": grid_sample_vjp,
     "LinearAttention": linear_attention_vjp, "DeformConv": deform_conv_vjp, "MaxRoiPool": max_roi_pool_vjp,
     "RoiAlign": roi_align_vjp,
 }

@@ -10,25 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from amanda.autodiff.node import Node, const, shape_of, size_of
+from amanda.autodiff.node import Node, size_of
 from amanda.build import ops
 
-__all__ = ["onehot_vjp", "range_vjp"]
+__all__ = [ "range_vjp"]
 
 I64 = np.int64
-
-
-def onehot_vjp(n: Node) -> list:
-    """OneHot: ``values`` gets ``[sum of g where off, sum of g where on]`` (module doc)."""
-    indices, depth, values = n.given(0, 1, 2)
-    if not n.need(2):
-        return [None, None, None]
-    g = n.grad()
-    hot = ops.OneHot(indices, depth, const([0, 1], g), axis=int(n.attr("axis", -1)))
-    on = ops.ReduceSum(ops.Mul(g, hot), keepdims=0)
-    off = ops.Sub(ops.ReduceSum(g, keepdims=0), on)
-    pair = ops.Concat(ops.Reshape(off, np.array([1], I64)), ops.Reshape(on, np.array([1], I64)), axis=0)
-    return [None, None, ops.Reshape(pair, shape_of(values))]
 
 
 def range_vjp(n: Node) -> list:

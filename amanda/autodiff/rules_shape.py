@@ -10,7 +10,6 @@ where the positions cannot repeat: a Slice's, a MaxPool's whose windows do not o
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any
 
 import numpy as np
 
@@ -22,7 +21,7 @@ from amanda.ops.registry import ONNX, entries
 __all__ = [
     "disjoint_select_vjp", "repeated_select_vjp",
     "NO_GRADIENT", "cast_vjp", "dropout_vjp", "no_gradient_vjp", "scatter_back",
-    "pad_vjp", "scatter_vjp", "select_vjp", "topk_vjp", "trilu_vjp",
+    "pad_vjp", "select_vjp", "topk_vjp", "trilu_vjp",
 ]
 
 
@@ -117,23 +116,6 @@ def topk_vjp(n: Node) -> list:
     axis = int(n.attr("axis", -1))
     picked = ops.GatherElements(_positions(x), n.outputs[1], axis=axis)
     return _rest(n, scatter_back(n.grad(0), x, picked, n, unique=True))
-
-
-def scatter_vjp(n: Node) -> list:
-    """ScatterElements, ScatterND (reduction none or add): the updates get the gradient at the
-    positions they were written to; the data gets the gradient, zeroed where it was overwritten
-    (kept where the updates were added)."""
-    data, indices, updates = n.given(0, 1, 2)
-    reduction = n.attr("reduction", "none")
-    if reduction not in ("none", "add"):
-        raise n.fail("reduction none or add", f"reduction {reduction!r}")
-    g = n.grad()
-    nd = n.op.type == "ScatterND"
-    attrs: dict[str, Any] = {} if nd else {"axis": int(n.attr("axis", 0))}
-    gather = ops.GatherND if nd else ops.GatherElements
-    scatter = ops.ScatterND if nd else ops.ScatterElements
-    gd = g if reduction == "add" else scatter(g, indices, zeros_like(updates), **attrs)
-    return [gd if n.need(0) else None, None, gather(g, indices, **attrs) if n.need(2) else None]
 
 
 def trilu_vjp(n: Node) -> list:

@@ -33,7 +33,6 @@ NO_GRADIENT: Marks = (
     (ONNX, "its values do not depend on its input's values", (
         "ConstantOfShape", "EyeLike", "RandomNormalLike", "RandomUniformLike",
     )),
-    (ONNX, "integer output (positions)", ("NonZero",)),
     (ONNX, "a random draw", ("Bernoulli", "Multinomial", "RandomNormal", "RandomUniform")),
     (ONNX, "no inputs", ("Constant",)),
     (ONNX, "piecewise constant (a one-hot of the maximum's position)", ("Hardmax",)),

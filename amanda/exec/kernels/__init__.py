@@ -7,7 +7,6 @@ from amanda.exec.kernels import (
     conv_transpose,  # noqa: F401
     detection,  # noqa: F401
     identity,  # noqa: F401
-    indexing,  # noqa: F401
     linalg,  # noqa: F401
     losses,  # noqa: F401
     normalization,  # noqa: F401

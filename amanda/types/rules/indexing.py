@@ -15,7 +15,6 @@ def _unknown(node: Node, i: int = 0) -> list:
     return [TensorType(node.dtype(i), None if shape is None else (None,) * len(shape))]
 
 
-@rule("Gather")
 def gather(node: Node) -> list:
     """``data[:axis] + indices.shape + data[axis+1:]``; gathers shape values too."""
     data, idx = node.shape(0), node.shape(1)
@@ -32,55 +31,11 @@ def gather(node: Node) -> list:
     return [TensorType(node.dtype(0), (*data[:axis], *idx, *data[axis + 1:]))]  # type: ignore[index]
 
 
-@rule("GatherElements")
-def gather_elements(node: Node) -> list:
-    """The indices' shape with the data's dtype; both of one rank."""
-    data, idx = node.shape(0), node.shape(1)
-    if data is not None and idx is not None and len(data) != len(idx):
-        raise node.fail(f"indices of rank {len(data)}", f"rank {len(idx)}")
-    return [TensorType(node.dtype(0), idx)]
-
-
-@rule("GatherND")
-def gather_nd(node: Node) -> list:
-    """``indices.shape[:-1] + data.shape[batch_dims + indices.shape[-1]:]``."""
-    data, idx = node.shape(0), node.shape(1)
-    b = int(node.attr("batch_dims", 0))
-    if data is None or idx is None or not idx or type(idx[-1]) is not int:
-        return [TensorType(node.dtype(0), None)]
-    if b + idx[-1] > len(data):
-        raise node.fail(f"index tuples of at most {len(data) - b} entries", str(idx[-1]))
-    return [TensorType(node.dtype(0), (*idx[:-1], *data[b + idx[-1]:]))]
-
-
-@rule("Scatter", "ScatterElements", "ScatterND")
 def scatter(node: Node) -> list:
     """The data's type; updates must have the data's dtype."""
     if node.dtype(2) not in (None, node.dtype(0)) and node.dtype(0) is not None:
         raise node.fail(f"updates of dtype {node.dtype(0)}", str(node.dtype(2)))
     return [node.type(0)]
-
-
-@rule("OneHot")
-def one_hot(node: Node) -> list:
-    """The indices' shape with ``depth`` inserted at ``axis``; the dtype of ``values``."""
-    shape = node.shape(0)
-    depth = node.value(1)
-    d: Dim = None
-    if depth is not None and not isinstance(depth, Partial) and getattr(depth, "size", 0) == 1:
-        d = int(depth.reshape(-1)[0])
-    if shape is None:
-        return [TensorType(node.dtype(2), None)]
-    axis = node.axis(int(node.attr("axis", -1)), len(shape) + 1)
-    out = list(shape)
-    out.insert(axis, d)  # type: ignore[arg-type]
-    return [TensorType(node.dtype(2), out)]
-
-
-@rule("NonZero")
-def nonzero(node: Node) -> list:
-    """int64 ``[rank, number of non-zero entries]``."""
-    return [TensorType("int64", (node.rank(0), None))]
 
 
 @rule("Compress")

@@ -11,9 +11,19 @@ from typing import Any
 
 import numpy as np
 
+from amanda.autodiff.node import Node as GradNode
+from amanda.autodiff.node import const, shape_of, zeros_like
+from amanda.autodiff.rules_construct import I64
+from amanda.autodiff.rules_shape import select_vjp
+from amanda.build import ops
 from amanda.errors import ExecutionError
 from amanda.exec.kernels.math_util import axis_of
 from amanda.exec.kernels.registry import kernel
+from amanda.ops import define
+from amanda.types.node import Node, Partial
+from amanda.types.rules.indexing import gather as gather_type
+from amanda.types.rules.indexing import scatter as scatter_type
+from amanda.types.tensor_type import Dim, TensorType
 
 # reduction attribute -> numpy ufunc applied unbuffered (repeated indices accumulate)
 _REDUCTIONS = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
@@ -44,6 +54,9 @@ def gather(attrs: Mapping[str, Any], x: np.ndarray, indices: np.ndarray) -> tupl
     return (np.take(x, idx, axis=axis),)
 
 
+define("Gather", type_rule=gather_type, vjp=select_vjp)
+
+
 def _element_coords(indices: np.ndarray, axis: int) -> tuple:
     """Coordinates addressed by an element-wise index tensor along ``axis``."""
     grid: list[Any] = list(np.indices(indices.shape, sparse=True))
@@ -57,6 +70,17 @@ def gather_elements(attrs: Mapping[str, Any], x: np.ndarray, indices: np.ndarray
     axis = axis_of(attrs.get("axis", 0), x.ndim)
     idx = normalize_indices(indices, x.shape[axis])
     return (x[_element_coords(idx, axis)],)
+
+
+def gather_elements_type(node: Node) -> list:
+    """The indices' shape with the data's dtype; both of one rank."""
+    data, idx = node.shape(0), node.shape(1)
+    if data is not None and idx is not None and len(data) != len(idx):
+        raise node.fail(f"indices of rank {len(data)}", f"rank {len(idx)}")
+    return [TensorType(node.dtype(0), idx)]
+
+
+define("GatherElements", type_rule=gather_elements_type, vjp=select_vjp)
 
 
 def _nd_coords(x_shape: tuple, indices: np.ndarray, batch_dims: int) -> tuple:
@@ -78,6 +102,20 @@ def gather_nd(attrs: Mapping[str, Any], x: np.ndarray, indices: np.ndarray) -> t
     """ONNX GatherND (``batch_dims`` from opset 12)."""
     batch_dims = int(attrs.get("batch_dims", 0))
     return (np.ascontiguousarray(x[_nd_coords(x.shape, indices, batch_dims)]),)
+
+
+def gather_nd_type(node: Node) -> list:
+    """``indices.shape[:-1] + data.shape[batch_dims + indices.shape[-1]:]``."""
+    data, idx = node.shape(0), node.shape(1)
+    b = int(node.attr("batch_dims", 0))
+    if data is None or idx is None or not idx or type(idx[-1]) is not int:
+        return [TensorType(node.dtype(0), None)]
+    if b + idx[-1] > len(data):
+        raise node.fail(f"index tuples of at most {len(data) - b} entries", str(idx[-1]))
+    return [TensorType(node.dtype(0), (*idx[:-1], *data[b + idx[-1]:]))]
+
+
+define("GatherND", type_rule=gather_nd_type, vjp=select_vjp)
 
 
 def _scatter_elements(
@@ -142,9 +180,74 @@ def one_hot(
     return (np.where(hot, on, off).astype(values.dtype),)
 
 
+def one_hot_type(node: Node) -> list:
+    """The indices' shape with ``depth`` inserted at ``axis``; the dtype of ``values``."""
+    shape = node.shape(0)
+    depth = node.value(1)
+    d: Dim = None
+    if depth is not None and not isinstance(depth, Partial) and getattr(depth, "size", 0) == 1:
+        d = int(depth.reshape(-1)[0])
+    if shape is None:
+        return [TensorType(node.dtype(2), None)]
+    axis = node.axis(int(node.attr("axis", -1)), len(shape) + 1)
+    out = list(shape)
+    out.insert(axis, d)  # type: ignore[arg-type]
+    return [TensorType(node.dtype(2), out)]
+
+
+def onehot_vjp(n: GradNode) -> list:
+    """OneHot: ``values`` gets ``[sum of g where off, sum of g where on]`` (module doc)."""
+    indices, depth, values = n.given(0, 1, 2)
+    if not n.need(2):
+        return [None, None, None]
+    g = n.grad()
+    hot = ops.OneHot(indices, depth, const([0, 1], g), axis=int(n.attr("axis", -1)))
+    on = ops.ReduceSum(ops.Mul(g, hot), keepdims=0)
+    off = ops.Sub(ops.ReduceSum(g, keepdims=0), on)
+    pair = ops.Concat(ops.Reshape(off, np.array([1], I64)), ops.Reshape(on, np.array([1], I64)), axis=0)
+    return [None, None, ops.Reshape(pair, shape_of(values))]
+
+
+define("OneHot", type_rule=one_hot_type, vjp=onehot_vjp)
+
+
 @kernel("NonZero", since=9)
 def non_zero(attrs: Mapping[str, Any], x: np.ndarray) -> tuple:
     """ONNX NonZero: int64 ``(rank, count)`` coordinates of the non-zero elements."""
     if x.ndim == 0:
         return (np.zeros((0, int(bool(x))), dtype=np.int64),)
     return (np.array(np.nonzero(x), dtype=np.int64).reshape(x.ndim, -1),)
+
+
+def nonzero(node: Node) -> list:
+    """int64 ``[rank, number of non-zero entries]``."""
+    return [TensorType("int64", (node.rank(0), None))]
+
+
+define("NonZero", type_rule=nonzero, no_gradient="integer output (positions)")
+
+
+# ---- type rules and gradients shared by several ops of this family ----
+
+
+def scatter_vjp(n: GradNode) -> list:
+    """ScatterElements, ScatterND (reduction none or add): the updates get the gradient at the
+    positions they were written to; the data gets the gradient, zeroed where it was overwritten
+    (kept where the updates were added)."""
+    data, indices, updates = n.given(0, 1, 2)
+    reduction = n.attr("reduction", "none")
+    if reduction not in ("none", "add"):
+        raise n.fail("reduction none or add", f"reduction {reduction!r}")
+    g = n.grad()
+    nd = n.op.type == "ScatterND"
+    attrs: dict[str, Any] = {} if nd else {"axis": int(n.attr("axis", 0))}
+    gather = ops.GatherND if nd else ops.GatherElements
+    scatter = ops.ScatterND if nd else ops.ScatterElements
+    gd = g if reduction == "add" else scatter(g, indices, zeros_like(updates), **attrs)
+    return [gd if n.need(0) else None, None, gather(g, indices, **attrs) if n.need(2) else None]
+
+
+# each op's type rule and gradient, beside the kernels registered above
+define("Scatter", type_rule=scatter_type, vjp=scatter_vjp)
+define("ScatterElements", type_rule=scatter_type, vjp=scatter_vjp)
+define("ScatterND", type_rule=scatter_type, vjp=scatter_vjp)
