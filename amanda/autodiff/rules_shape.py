@@ -13,19 +13,18 @@ from collections.abc import Iterator, Mapping
 
 import numpy as np
 
-from amanda.autodiff.node import Node, const, rank, shape_of, size_of, zeros_like
+from amanda.autodiff.node import Node, const, shape_of, size_of, zeros_like
 from amanda.build import ops
 from amanda.build.values import Value
 from amanda.ops.registry import ONNX, entries
 
 __all__ = [
     "disjoint_select_vjp", "repeated_select_vjp",
-    "NO_GRADIENT", "cast_vjp", "dropout_vjp", "no_gradient_vjp", "scatter_back",
-    "pad_vjp", "select_vjp", "topk_vjp", "trilu_vjp",
+    "NO_GRADIENT", "cast_vjp", "dropout_vjp", "no_gradient_vjp", "scatter_back", "select_vjp", "topk_vjp",
 ]
 
 
-def _rest(n: Node, first: Value | None) -> list:
+def rest(n: Node, first: Value | None) -> list:
     return [first] + [None] * (len(n.inputs) - 1)
 
 
@@ -82,32 +81,7 @@ def _select(n: Node, unique: bool) -> list:
 
     builder = getattr(Ops(n.namespace), n.op.type)  # the op's own version (SpaceToDepth's mode is 28's)
     picked = builder(_positions(x), *n.inputs[1:], **attrs)
-    return _rest(n, scatter_back(n.grad(), x, picked, n, unique=unique))
-
-
-def pad_vjp(n: Node) -> list:
-    """Pad. Constant mode: the gradient padded by the negated pads (a crop where the op padded,
-    zeros where it cropped); the pad value gets the rest of the gradient. Edge, reflect and
-    wrap modes copy elements: the forward op replayed on positions, as Slice."""
-    n.given(0)
-    if n.attr("mode", "constant") != "constant":
-        return repeated_select_vjp(n)
-    old = n.opset is not None and n.opset < 11
-    pads = np.asarray(n.attr("pads") if old else n.known(1, "pads input"), np.int64).reshape(-1)
-    g = n.grad()
-    if len(n.inputs) > 3 and n.inputs[3] is not None:  # pads of some axes (opset 18): made full
-        r = rank(n.inputs[0], n)  # type: ignore[arg-type]
-        axes = [int(a) % r for a in n.known(3, "axes input").reshape(-1)]
-        full = np.zeros(2 * r, np.int64)
-        for i, a in enumerate(axes):
-            full[a], full[r + a] = pads[i], pads[len(axes) + i]
-        pads = full
-    gx = ops.Pad(g, -pads)
-    out: list = [gx] + [None] * (len(n.inputs) - 1)
-    if n.need(2):  # the pad value fills what the input did not
-        out[2] = ops.Reshape(ops.Sub(ops.ReduceSum(g, keepdims=0), ops.ReduceSum(gx, keepdims=0)),
-                             shape_of(n.inputs[2]))  # type: ignore[arg-type]
-    return out
+    return rest(n, scatter_back(n.grad(), x, picked, n, unique=unique))
 
 
 def topk_vjp(n: Node) -> list:
@@ -115,14 +89,7 @@ def topk_vjp(n: Node) -> list:
     x = n.given(0)
     axis = int(n.attr("axis", -1))
     picked = ops.GatherElements(_positions(x), n.outputs[1], axis=axis)
-    return _rest(n, scatter_back(n.grad(0), x, picked, n, unique=True))
-
-
-def trilu_vjp(n: Node) -> list:
-    """Trilu: the same triangle of the gradient (the op is a mask)."""
-    n.given(0)
-    k = n.inputs[1] if len(n.inputs) > 1 else None
-    return _rest(n, ops.Trilu(n.grad(), k, upper=int(n.attr("upper", 1))))
+    return rest(n, scatter_back(n.grad(0), x, picked, n, unique=True))
 
 
 def _distinct_indices(n: Node) -> bool:
@@ -136,8 +103,8 @@ def cast_vjp(n: Node) -> list:
     """Cast, CastLike: the gradient cast back to the input's dtype (none for non-float inputs)."""
     x = n.given(0)
     if x.type.dtype not in ("float16", "float32", "float64", "bfloat16"):
-        return _rest(n, None)
-    return _rest(n, ops.Cast(n.grad(), to=np.dtype(x.type.dtype)))
+        return rest(n, None)
+    return rest(n, ops.Cast(n.grad(), to=np.dtype(x.type.dtype)))
 
 
 def dropout_vjp(n: Node) -> list:
@@ -147,7 +114,7 @@ def dropout_vjp(n: Node) -> list:
     g = n.grad()
     training = n.inputs[2] if len(n.inputs) > 2 else None
     if training is None or (training.constant is not None and not bool(np.asarray(training.constant))):
-        return _rest(n, g)
+        return rest(n, g)
     ratio = float(n.known(1, "ratio")) if len(n.inputs) > 1 and n.inputs[1] is not None else 0.5
     if len(n.outputs) > 1:
         kept_mask = n.outputs[1]
@@ -159,7 +126,7 @@ def dropout_vjp(n: Node) -> list:
     factor: Value | np.ndarray = const(1 / (1 - ratio), g)
     if training.constant is None:  # decided at run time: outside training the mask is all ones
         factor = ops.Where(training, factor, const(1, g))
-    return _rest(n, kept if ratio == 0 else ops.Mul(kept, factor))
+    return rest(n, kept if ratio == 0 else ops.Mul(kept, factor))
 
 
 class _NoGradient(Mapping[str, str]):

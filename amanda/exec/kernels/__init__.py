@@ -18,7 +18,6 @@ from amanda.exec.kernels import (
     sampling,  # noqa: F401
     sequence_state,  # noqa: F401
     signal,  # noqa: F401
-    slicing,  # noqa: F401
     softmax,  # noqa: F401
     sorting,  # noqa: F401
     strings,  # noqa: F401

@@ -9,6 +9,7 @@ from amanda.opset.onnx import (  # noqa: F401
     logic,
     reduce,
     shape,
+    slicing,
 )
 
 __all__: list[str] = []

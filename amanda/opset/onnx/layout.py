@@ -13,7 +13,7 @@ import numpy as np
 
 from amanda.autodiff.node import Node as GradNode
 from amanda.autodiff.node import rank, shape_of
-from amanda.autodiff.rules_shape import _rest, disjoint_select_vjp, repeated_select_vjp
+from amanda.autodiff.rules_shape import disjoint_select_vjp, repeated_select_vjp, rest
 from amanda.build import ops
 from amanda.build.values import Value
 from amanda.errors import ExecutionError
@@ -137,7 +137,7 @@ def split_v1(attrs: Mapping[str, Any], x: np.ndarray, split: np.ndarray | None =
 def split_vjp(n: GradNode) -> list:
     """Split: the outputs' gradients (zeros where none) joined along the axis."""
     parts = [n.grad(i) for i in range(len(n.outputs))]
-    return _rest(n, ops.Concat(*parts, axis=int(n.attr("axis", 0))))
+    return rest(n, ops.Concat(*parts, axis=int(n.attr("axis", 0))))
 
 
 define("Split", type_rule=split_type, vjp=split_vjp)

@@ -15,7 +15,7 @@ import numpy as np
 
 from amanda.autodiff.node import Node as GradNode
 from amanda.autodiff.node import shape_of, unbroadcast
-from amanda.autodiff.rules_shape import _rest
+from amanda.autodiff.rules_shape import rest
 from amanda.build import ops
 from amanda.errors import ExecutionError
 from amanda.exec.kernels.math_util import axis_of, int_list
@@ -117,7 +117,7 @@ def expand_type(node: Node) -> list:
 def expand_vjp(n: GradNode) -> list:
     """Expand: summed over the axes it broadcast (nothing when only the shape varies)."""
     x = n.given(0)
-    return _rest(n, unbroadcast(n.grad(), x) if n.need(0) else None)
+    return rest(n, unbroadcast(n.grad(), x) if n.need(0) else None)
 
 
 define("Expand", type_rule=expand_type, vjp=expand_vjp)
@@ -277,8 +277,8 @@ def reshape_vjp(n: GradNode) -> list:
     """Reshape, Flatten, Squeeze, Unsqueeze: the gradient reshaped to the input's shape."""
     x = n.given(0)
     if int(n.attr("allowzero", 0)):  # a shape with 0s means 0s here too
-        return _rest(n, ops.Reshape(n.grad(), shape_of(x), allowzero=1))
-    return _rest(n, ops.Reshape(n.grad(), shape_of(x)))
+        return rest(n, ops.Reshape(n.grad(), shape_of(x), allowzero=1))
+    return rest(n, ops.Reshape(n.grad(), shape_of(x)))
 
 
 # each op's type rule and gradient, beside the kernels registered above

@@ -11,10 +11,7 @@ from amanda.types.rules import rule
 from amanda.types.tensor_type import ONNX_DTYPES, TensorType
 
 
-@rule(
-    "LpNormalization", "MeanVarianceNormalization", "Trilu", "ReverseSequence", "InstanceNormalization",
-    "GroupNormalization", "Identity",
-)
+@rule("LpNormalization", "MeanVarianceNormalization", "InstanceNormalization", "GroupNormalization", "Identity")
 def same_as_first(node: Node) -> list:
     """The output has the type of the first input (unary elementwise ops, normalisations)."""
     t = node.type(0)

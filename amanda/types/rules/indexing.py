@@ -38,18 +38,6 @@ def scatter(node: Node) -> list:
     return [node.type(0)]
 
 
-@rule("Compress")
-def compress(node: Node) -> list:
-    """The kept entries along ``axis`` (all of them flattened without one)."""
-    shape, axis = node.shape(0), node.attr("axis")
-    if node.dtype(1) not in (None, "bool"):
-        raise node.fail("a bool condition", str(node.dtype(1)))
-    if axis is None or shape is None:
-        return [TensorType(node.dtype(0), (None,) if axis is None else None)]
-    a = node.axis(int(axis), len(shape))
-    return [TensorType(node.dtype(0), [None if i == a else d for i, d in enumerate(shape)])]
-
-
 @rule("TopK")
 def top_k(node: Node) -> list:
     """Values and int64 indices: the input's shape with K along ``axis``."""
@@ -81,19 +69,6 @@ def unique(node: Node) -> list:
         y = TensorType(node.dtype(0), [None if i == a else d for i, d in enumerate(shape)])
         inverse = TensorType("int64", (shape[a],))
     return [y, TensorType("int64", (None,)), inverse, TensorType("int64", (None,))]
-
-
-@rule("CenterCropPad")
-def center_crop_pad(node: Node) -> list:
-    """The listed axes (all by default) take the sizes of the shape input."""
-    shape, sizes = node.shape(0), node.dims(1)
-    if shape is None or sizes is None:
-        return _unknown(node)
-    axes = node.attr("axes") or list(range(len(shape)))
-    out = list(shape)
-    for a, s in zip(axes, sizes):
-        out[node.axis(int(a), len(shape))] = s  # type: ignore[index]
-    return [TensorType(node.dtype(0), out)]
 
 
 def _scaled(node: Node, shape: Any, scales: Any) -> list:

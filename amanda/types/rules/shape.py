@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from amanda.types.node import Node, Partial, from_dims
+from amanda.types.node import Node, Partial
 from amanda.types.rules import rule
 from amanda.types.tensor_type import ONNX_DTYPES, Dim, TensorType, dtype_name
 
@@ -77,63 +77,6 @@ def split(node: Node) -> list:
     elif type(total) is int and sum(sizes) != total:
         raise node.fail(f"split sizes adding up to {total}", str(list(sizes)))
     return [TensorType(node.dtype(0), [*shape[:axis], s, *shape[axis + 1:]]) for s in sizes]  # type: ignore[index]
-
-
-def _slice_len(d: Dim, start: int, end: int, step: int) -> Dim:
-    if type(d) is int:
-        return len(range(*slice(start, end, step).indices(d)))
-    if start == 0 and step == 1 and end >= 2**31 - 1:
-        return d
-    return None
-
-
-@rule("Slice")
-def slice_(node: Node) -> list:
-    """Per-axis Python slicing with ``starts``, ``ends``, ``axes`` and ``steps``."""
-    shape = node.shape(0)
-    if node.opset < 10:
-        starts, ends, axes, steps = node.attr("starts"), node.attr("ends"), node.attr("axes"), None
-    else:
-        starts, ends = node.ints(1), node.ints(2)
-        axes = node.ints(3) if node.present(3) else None
-        steps = node.ints(4) if node.present(4) else None
-        if (node.present(3) and axes is None) or (node.present(4) and steps is None):
-            starts = None
-    if shape is None or starts is None or ends is None:
-        return [TensorType(node.dtype(0), None if shape is None else (None,) * len(shape))]
-    axes = list(axes) if axes else list(range(len(starts)))
-    steps = list(steps) if steps else [1] * len(starts)
-    out = list(shape)
-    for s, e, a, st in zip(starts, ends, axes, steps):
-        if st == 0:
-            raise node.fail("non-zero steps", "0")
-        a = node.axis(int(a), len(shape))
-        out[a] = _slice_len(shape[a], int(s), int(e), int(st))  # type: ignore[index]
-    dims = node.dims(0)
-    if isinstance(node.value(0), Partial) and len(axes) == 1 and dims is not None:
-        node.set_value(0, from_dims(dims[slice(int(starts[0]), int(ends[0]), int(steps[0]))]))
-    return [TensorType(node.dtype(0), out)]
-
-
-@rule("Pad")
-def pad(node: Node) -> list:
-    """Each padded dim grows by its begin and end pads."""
-    shape = node.shape(0)
-    pads = node.attr("pads") if node.opset < 11 else node.ints(1)
-    if shape is None or pads is None:
-        return [TensorType(node.dtype(0), None if shape is None else (None,) * len(shape))]
-    axes = node.ints(3) if node.present(3) else list(range(len(shape)))
-    if axes is None:
-        return [TensorType(node.dtype(0), (None,) * len(shape))]
-    if len(pads) != 2 * len(axes):
-        raise node.fail(f"{2 * len(axes)} pads", str(len(pads)))
-    out = list(shape)
-    for k, given in enumerate(axes):
-        a = node.axis(given, len(shape))
-        d = shape[a]
-        grow = int(pads[k]) + int(pads[k + len(axes)])
-        out[a] = d + grow if type(d) is int else (d if grow == 0 else None)  # type: ignore[index]
-    return [TensorType(node.dtype(0), out)]
 
 
 @rule("ConstantOfShape")
