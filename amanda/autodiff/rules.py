@@ -18,7 +18,6 @@ from types import MappingProxyType
 from typing import Any
 
 from amanda.autodiff.rules_attention import attention_vjp, linear_attention_vjp
-from amanda.autodiff.rules_construct import range_vjp
 from amanda.autodiff.rules_control import if_vjp, loop_vjp, scan_vjp
 from amanda.autodiff.rules_decomposed import (
     affine_grid_vjp,
@@ -83,7 +82,7 @@ _ONNX: dict[str, Rule] = {
     "LSTM": lstm_vjp, "Einsum": einsum_vjp, "Det": det_vjp, "GroupNormalization": group_norm_vjp, "LRN": lrn_vjp,
     "LpPool": lp_pool_vjp, "GlobalLpPool": global_lp_pool_vjp, "SwiGLU": swiglu_vjp, "AffineGrid": affine_grid_vjp,
     "RotaryEmbedding": rotary_vjp, **dict.fromkeys(["MaxUnpool", "TensorScatter"], replay_vjp), "If": if_vjp,
-    "Scan": scan_vjp, "Loop": loop_vjp, "Range": range_vjp, "CausalConvWithState": causal_conv_vjp, "Col2Im": col2im_vjp,
+    "Scan": scan_vjp, "Loop": loop_vjp, "CausalConvWithState": causal_conv_vjp, "Col2Im": col2im_vjp,
     "Attention": attention_vjp, "DFT": dft_vjp, "STFT": stft_vjp, "GridSample": grid_sample_vjp,
     "LinearAttention": linear_attention_vjp, "DeformConv": deform_conv_vjp, "MaxRoiPool": max_roi_pool_vjp,
     "RoiAlign": roi_align_vjp,

@@ -30,11 +30,8 @@ Marks = tuple[tuple[str, str, tuple[str, ...]], ...]
 # no input gets a gradient through these: their outputs are integers, booleans, shapes, or
 # values the inputs give only the shape of
 NO_GRADIENT: Marks = (
-    (ONNX, "its values do not depend on its input's values", (
-        "ConstantOfShape", "EyeLike", "RandomNormalLike", "RandomUniformLike",
-    )),
+    (ONNX, "its values do not depend on its input's values", ("RandomNormalLike", "RandomUniformLike")),
     (ONNX, "a random draw", ("Bernoulli", "Multinomial", "RandomNormal", "RandomUniform")),
-    (ONNX, "no inputs", ("Constant",)),
     (ONNX, "piecewise constant (a one-hot of the maximum's position)", ("Hardmax",)),
     (ONNX, "piecewise constant in which elements are equal, which decides its output's shape", ("Unique",)),
     (ONNX, "a bit-level op (integer bits)", ("BitCast",)),

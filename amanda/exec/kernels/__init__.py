@@ -2,7 +2,6 @@
 from amanda.exec.kernels import (
     attention,  # noqa: F401
     cast,  # noqa: F401
-    construct,  # noqa: F401
     conv,  # noqa: F401
     conv_transpose,  # noqa: F401
     detection,  # noqa: F401

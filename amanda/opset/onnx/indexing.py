@@ -13,7 +13,6 @@ import numpy as np
 
 from amanda.autodiff.node import Node as GradNode
 from amanda.autodiff.node import const, shape_of, zeros_like
-from amanda.autodiff.rules_construct import I64
 from amanda.autodiff.rules_shape import select_vjp
 from amanda.build import ops
 from amanda.errors import ExecutionError
@@ -24,6 +23,8 @@ from amanda.types.node import Node, Partial
 from amanda.types.rules.indexing import gather as gather_type
 from amanda.types.rules.indexing import scatter as scatter_type
 from amanda.types.tensor_type import Dim, TensorType
+
+I64 = np.int64  # the dtype of index tensors the gradients build
 
 # reduction attribute -> numpy ufunc applied unbuffered (repeated indices accumulate)
 _REDUCTIONS = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
