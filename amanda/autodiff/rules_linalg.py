@@ -21,7 +21,7 @@ import numpy as np
 from amanda.autodiff.node import Node, rank, shape_of, unbroadcast
 from amanda.build import ops
 
-__all__ = [ "det_vjp", "einsum_vjp", "parse_einsum",]
+__all__ = [ "einsum_vjp", "parse_einsum",]
 
 I64 = np.int64
 
@@ -84,28 +84,5 @@ def _einsum_operand_grad(n: Node, g: Any, values: list, terms: list, out: str, k
                  for i, c in enumerate(term) if c in missing]
         gk = ops.Expand(ops.Unsqueeze(gk, np.array(where, I64)), shape_of(x))
     return unbroadcast(gk, x)
-
-
-def det_vjp(n: Node) -> list:
-    """Det: the output gradient times the cofactor matrix (module doc)."""
-    x = n.given(0)
-    shape = x.type.shape
-    if shape is None or len(shape) < 2 or type(shape[-1]) is not int:
-        raise n.fail("a matrix of known size", repr(x.type))
-    size = int(shape[-1])
-    g = ops.Unsqueeze(n.grad(), np.array([-2, -1], I64))
-    if size == 1:
-        return [ops.Expand(g, shape_of(x))]
-    rows = []
-    for i in range(size):
-        keep_i = np.array([r for r in range(size) if r != i], I64)
-        without_row = ops.Gather(x, keep_i, axis=-2)
-        row = []
-        for j in range(size):
-            minor = ops.Gather(without_row, np.array([c for c in range(size) if c != j], I64), axis=-1)
-            d = ops.Unsqueeze(ops.Det(minor), np.array([-1], I64))
-            row.append(d if (i + j) % 2 == 0 else ops.Neg(d))
-        rows.append(ops.Unsqueeze(ops.Concat(*row, axis=-1), np.array([-2], I64)))
-    return [ops.Mul(g, ops.Concat(*rows, axis=-2))]
 
 

@@ -20,7 +20,7 @@ from amanda.ops.registry import ONNX, entries
 
 __all__ = [
     "disjoint_select_vjp", "repeated_select_vjp",
-    "NO_GRADIENT", "cast_vjp", "dropout_vjp", "no_gradient_vjp", "scatter_back", "select_vjp", "topk_vjp",
+    "NO_GRADIENT", "dropout_vjp", "no_gradient_vjp", "scatter_back", "select_vjp",
 ]
 
 
@@ -84,27 +84,11 @@ def _select(n: Node, unique: bool) -> list:
     return rest(n, scatter_back(n.grad(), x, picked, n, unique=unique))
 
 
-def topk_vjp(n: Node) -> list:
-    """TopK: the values' gradient back to the positions its ``Indices`` output names."""
-    x = n.given(0)
-    axis = int(n.attr("axis", -1))
-    picked = ops.GatherElements(_positions(x), n.outputs[1], axis=axis)
-    return rest(n, scatter_back(n.grad(0), x, picked, n, unique=True))
-
-
 def _distinct_indices(n: Node) -> bool:
     """Whether the op's index input (a Gather's) is constant and picks no element twice."""
     index = n.inputs[1] if len(n.inputs) > 1 else None
     known = None if index is None or index.constant is None else np.asarray(index.constant).reshape(-1)
     return known is not None and bool((known >= 0).all()) and np.unique(known).size == known.size
-
-
-def cast_vjp(n: Node) -> list:
-    """Cast, CastLike: the gradient cast back to the input's dtype (none for non-float inputs)."""
-    x = n.given(0)
-    if x.type.dtype not in ("float16", "float32", "float64", "bfloat16"):
-        return rest(n, None)
-    return rest(n, ops.Cast(n.grad(), to=np.dtype(x.type.dtype)))
 
 
 def dropout_vjp(n: Node) -> list:

@@ -33,8 +33,6 @@ NO_GRADIENT: Marks = (
     (ONNX, "its values do not depend on its input's values", ("RandomNormalLike", "RandomUniformLike")),
     (ONNX, "a random draw", ("Bernoulli", "Multinomial", "RandomNormal", "RandomUniform")),
     (ONNX, "piecewise constant (a one-hot of the maximum's position)", ("Hardmax",)),
-    (ONNX, "piecewise constant in which elements are equal, which decides its output's shape", ("Unique",)),
-    (ONNX, "a bit-level op (integer bits)", ("BitCast",)),
     (ONNX, "a table of its sizes only (no float input)", (
         "BlackmanWindow", "HammingWindow", "HannWindow", "MelWeightMatrix",
     )),

@@ -1,7 +1,6 @@
 """Every kernel module; importing this package registers all kernels."""
 from amanda.exec.kernels import (
     attention,  # noqa: F401
-    cast,  # noqa: F401
     conv,  # noqa: F401
     conv_transpose,  # noqa: F401
     detection,  # noqa: F401
@@ -18,7 +17,6 @@ from amanda.exec.kernels import (
     sequence_state,  # noqa: F401
     signal,  # noqa: F401
     softmax,  # noqa: F401
-    sorting,  # noqa: F401
     strings,  # noqa: F401
     text_features,  # noqa: F401
 )

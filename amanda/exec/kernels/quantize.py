@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from amanda.exec.kernels.cast import onnx_dtype
 from amanda.exec.kernels.conv import conv_nd, ints, window_pads
+from amanda.exec.kernels.onnx_dtypes import onnx_dtype
 from amanda.exec.kernels.registry import kernel
 
 Attrs = Mapping[str, Any]

@@ -3,6 +3,7 @@ and gradient of each op, side by side in its family's module)."""
 
 from amanda.opset.onnx import (  # noqa: F401
     activations,
+    cast,
     construct,
     elementwise,
     indexing,
@@ -11,6 +12,7 @@ from amanda.opset.onnx import (  # noqa: F401
     reduce,
     shape,
     slicing,
+    sorting,
 )
 
 __all__: list[str] = []

@@ -11,8 +11,8 @@ from amanda.autodiff.node import Node as GradNode
 from amanda.autodiff.node import size_of
 from amanda.build import ops
 from amanda.errors import ExecutionError
-from amanda.exec.kernels.cast import onnx_dtype
 from amanda.exec.kernels.math_util import int_list
+from amanda.exec.kernels.onnx_dtypes import onnx_dtype
 from amanda.exec.kernels.registry import kernel
 from amanda.ops import define
 from amanda.types.node import Node

@@ -5,7 +5,6 @@ from __future__ import annotations
 import operator
 from typing import Any
 
-from amanda.namespaces.attr_types import ONNX_DTYPES as ONNX_TYPE_NAMES
 from amanda.types.node import Node, Partial, as_dims, from_dims
 from amanda.types.rules import rule
 from amanda.types.tensor_type import ONNX_DTYPES, TensorType
@@ -70,25 +69,6 @@ def broadcasting(node: Node) -> list:
     if fn is not None and len(node.types) == 2:
         node.set_value(0, _partial_arith(node.value(0), node.value(1), fn))
     return [TensorType(dtype, shape)]
-
-
-@rule("Cast")
-def cast(node: Node) -> list:
-    """The attribute ``to`` gives the dtype; integer shape values pass through."""
-    code = node.attr("to", 0)
-    if isinstance(code, str):  # Cast-1 names the type ("FLOAT")
-        code = {name: number for number, name in ONNX_TYPE_NAMES.items()}.get(code.upper(), 0)
-    to = ONNX_DTYPES.get(int(code))
-    value = node.value(0)
-    if isinstance(value, Partial) and to in ("int64", "int32"):
-        node.set_value(0, value)
-    return [TensorType(to, node.shape(0))]
-
-
-@rule("CastLike")
-def cast_like(node: Node) -> list:
-    """The first input's shape with the second input's dtype."""
-    return [TensorType(node.dtype(1), node.shape(0))]
 
 
 @rule("Dropout")

@@ -105,12 +105,6 @@ def loss(node: Node) -> list:
     return by_name(node, loss=value, output=value, log_prob=TensorType(node.dtype(0), node.shape(0)))
 
 
-@rule("BitCast")
-def bitcast(node: Node) -> list:
-    """The input's shape in ``to``."""
-    return [TensorType(_code(node, "to", 1), node.shape(0))]
-
-
 @rule("StringConcat")
 def string_concat(node: Node) -> list:
     """Strings, broadcast."""

@@ -38,39 +38,6 @@ def scatter(node: Node) -> list:
     return [node.type(0)]
 
 
-@rule("TopK")
-def top_k(node: Node) -> list:
-    """Values and int64 indices: the input's shape with K along ``axis``."""
-    shape = node.shape(0)
-    k: Dim = node.attr("k") if node.opset < 10 else None
-    if node.opset >= 10:
-        ks = node.dims(1)
-        k = ks[0] if ks else None
-    if shape is None:
-        return [TensorType(node.dtype(0), None), TensorType("int64", None)]
-    axis = node.axis(int(node.attr("axis", -1)), len(shape))
-    d = shape[axis]  # type: ignore[index]
-    if type(d) is int and type(k) is int and k > d:
-        raise node.fail(f"K at most {d}", str(k))
-    out = [k if i == axis else x for i, x in enumerate(shape)]
-    return [TensorType(node.dtype(0), out), TensorType("int64", out)]
-
-
-@rule("Unique")
-def unique(node: Node) -> list:
-    """Unique values (count unknown), then int64 indices, inverse indices and counts."""
-    shape, axis = node.shape(0), node.attr("axis")
-    if axis is None or shape is None:
-        y = TensorType(node.dtype(0), (None,) if axis is None else None)
-        size = None if shape is None or any(type(d) is not int for d in shape) else math.prod(shape)
-        inverse = TensorType("int64", (size,) if axis is None else (None,))
-    else:
-        a = node.axis(int(axis), len(shape))
-        y = TensorType(node.dtype(0), [None if i == a else d for i, d in enumerate(shape)])
-        inverse = TensorType("int64", (shape[a],))
-    return [y, TensorType("int64", (None,)), inverse, TensorType("int64", (None,))]
-
-
 def _scaled(node: Node, shape: Any, scales: Any) -> list:
     if len(scales) != len(shape):
         raise node.fail(f"{len(shape)} scales", str(len(scales)))

@@ -63,7 +63,6 @@ def gemm(node: Node) -> list:
     return [TensorType(node.dtype(0), out)]
 
 
-@rule("Det")
 def det(node: Node) -> list:
     """The batch dims of square matrices."""
     shape = node.shape(0)

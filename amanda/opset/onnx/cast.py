@@ -13,41 +13,22 @@ from typing import Any
 
 import numpy as np
 
+from amanda.autodiff.node import Node as GradNode
+from amanda.autodiff.rules_shape import rest
+from amanda.build import ops
 from amanda.exec.kernels.math_util import as_array, attr_str
+from amanda.exec.kernels.onnx_dtypes import ML_TYPES, NUMPY_TYPES, ml_dtypes, onnx_dtype
 from amanda.exec.kernels.registry import kernel
-
-try:
-    import ml_dtypes
-except ImportError:  # pragma: no cover - ml_dtypes ships with onnx
-    ml_dtypes = None  # type: ignore[assignment]
+from amanda.namespaces.attr_types import ONNX_DTYPES as ONNX_TYPE_NAMES
+from amanda.ops import define
+from amanda.types.node import Node, Partial
+from amanda.types.rules.generators import _code
+from amanda.types.tensor_type import ONNX_DTYPES, TensorType
 
 Attrs = Mapping[str, Any]
 
-_NUMPY_TYPES: dict[int, Any] = {
-    1: np.float32, 2: np.uint8, 3: np.int8, 4: np.uint16, 5: np.int16, 6: np.int32,
-    7: np.int64, 8: object, 9: np.bool_, 10: np.float16, 11: np.float64, 12: np.uint32,
-    13: np.uint64, 14: np.complex64, 15: np.complex128,
-}
-_ML_TYPES: dict[int, str] = {
-    16: "bfloat16", 17: "float8_e4m3fn", 18: "float8_e4m3fnuz", 19: "float8_e5m2",
-    20: "float8_e5m2fnuz", 21: "uint4", 22: "int4", 23: "float4_e2m1fn",
-    24: "float8_e8m0fnu", 25: "uint2", 26: "int2", 27: "float6_e2m3fn", 28: "float6_e3m2fn",
-}
 _FLOAT8 = frozenset({17, 18, 19, 20})
 _E8M0 = 24
-
-
-def onnx_dtype(code: int) -> np.dtype:
-    """The numpy dtype of an ONNX ``TensorProto.DataType`` number.
-
-    >>> onnx_dtype(7)
-    dtype('int64')
-    """
-    if code in _NUMPY_TYPES:
-        return np.dtype(_NUMPY_TYPES[code])
-    if code in _ML_TYPES and ml_dtypes is not None:
-        return np.dtype(getattr(ml_dtypes, _ML_TYPES[code]))
-    raise ValueError(f"unsupported ONNX data type {code}")
 
 
 def _to_e8m0(x: np.ndarray, saturate: bool, round_mode: str) -> np.ndarray:
@@ -97,7 +78,7 @@ def cast_kernel(attrs: Attrs, x: np.ndarray) -> tuple:
 
 
 def _code_of(dtype: np.dtype) -> int:
-    for code in (*_NUMPY_TYPES, *_ML_TYPES):
+    for code in (*NUMPY_TYPES, *ML_TYPES):
         try:
             if onnx_dtype(code) == dtype:
                 return code
@@ -119,3 +100,44 @@ def bitcast_kernel(attrs: Attrs, x: np.ndarray) -> tuple:
     if target.itemsize != x.dtype.itemsize:
         raise ValueError(f"BitCast needs types of one width, found {x.dtype} and {target}")
     return (np.ascontiguousarray(x).view(target).reshape(x.shape),)
+
+
+def bitcast(node: Node) -> list:
+    """The input's shape in ``to``."""
+    return [TensorType(_code(node, "to", 1), node.shape(0))]
+
+
+define("BitCast", type_rule=bitcast, no_gradient="a bit-level op (integer bits)")
+
+
+# ---- type rules and gradients shared by several ops of this family ----
+
+
+def cast(node: Node) -> list:
+    """The attribute ``to`` gives the dtype; integer shape values pass through."""
+    code = node.attr("to", 0)
+    if isinstance(code, str):  # Cast-1 names the type ("FLOAT")
+        code = {name: number for number, name in ONNX_TYPE_NAMES.items()}.get(code.upper(), 0)
+    to = ONNX_DTYPES.get(int(code))
+    value = node.value(0)
+    if isinstance(value, Partial) and to in ("int64", "int32"):
+        node.set_value(0, value)
+    return [TensorType(to, node.shape(0))]
+
+
+def cast_like(node: Node) -> list:
+    """The first input's shape with the second input's dtype."""
+    return [TensorType(node.dtype(1), node.shape(0))]
+
+
+def cast_vjp(n: GradNode) -> list:
+    """Cast, CastLike: the gradient cast back to the input's dtype (none for non-float inputs)."""
+    x = n.given(0)
+    if x.type.dtype not in ("float16", "float32", "float64", "bfloat16"):
+        return rest(n, None)
+    return rest(n, ops.Cast(n.grad(), to=np.dtype(x.type.dtype)))
+
+
+# each op's type rule and gradient, beside the kernels registered above
+define("Cast", type_rule=cast, vjp=cast_vjp)
+define("CastLike", type_rule=cast_like, vjp=cast_vjp)
