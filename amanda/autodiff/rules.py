@@ -60,7 +60,6 @@ from amanda.autodiff.rules_shape import (
     dropout_vjp,
     no_gradient_vjp,
 )
-from amanda.autodiff.rules_signal import dft_vjp, stft_vjp
 from amanda.autodiff.rules_unary import unary_vjp
 from amanda.exec.kernels.registry import ONNX, OpDef, entries, entry, register_fact
 from amanda.namespaces.name import NamespaceName
@@ -80,9 +79,9 @@ _ONNX: dict[str, Rule] = {
     "LRN": lrn_vjp, "LpPool": lp_pool_vjp, "GlobalLpPool": global_lp_pool_vjp, "SwiGLU": swiglu_vjp,
     "AffineGrid": affine_grid_vjp, "RotaryEmbedding": rotary_vjp,
     **dict.fromkeys(["MaxUnpool", "TensorScatter"], replay_vjp), "If": if_vjp, "Scan": scan_vjp, "Loop": loop_vjp,
-    "CausalConvWithState": causal_conv_vjp, "Col2Im": col2im_vjp, "Attention": attention_vjp, "DFT": dft_vjp,
-    "STFT": stft_vjp, "GridSample": grid_sample_vjp, "LinearAttention": linear_attention_vjp,
-    "DeformConv": deform_conv_vjp, "MaxRoiPool": max_roi_pool_vjp, "RoiAlign": roi_align_vjp,
+    "CausalConvWithState": causal_conv_vjp, "Col2Im": col2im_vjp, "Attention": attention_vjp,
+    "GridSample": grid_sample_vjp, "LinearAttention": linear_attention_vjp, "DeformConv": deform_conv_vjp,
+    "MaxRoiPool": max_roi_pool_vjp, "RoiAlign": roi_align_vjp,
 }
 
 #: differentiable ops with a kernel that have no rule yet, and what one would take: ``grad`` of a

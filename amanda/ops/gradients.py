@@ -33,9 +33,6 @@ NO_GRADIENT: Marks = (
     (ONNX, "its values do not depend on its input's values", ("RandomNormalLike", "RandomUniformLike")),
     (ONNX, "a random draw", ("Bernoulli", "Multinomial", "RandomNormal", "RandomUniform")),
     (ONNX, "piecewise constant (a one-hot of the maximum's position)", ("Hardmax",)),
-    (ONNX, "a table of its sizes only (no float input)", (
-        "BlackmanWindow", "HammingWindow", "HannWindow", "MelWeightMatrix",
-    )),
     (ONNX, "quantised (integer) data", (
         "QuantizeLinear", "DynamicQuantizeLinear", "ConvInteger", "MatMulInteger", "QLinearConv", "QLinearMatMul",
         "DequantizeLinear",

@@ -15,7 +15,6 @@ from amanda.exec.kernels import (
     resize,  # noqa: F401
     sampling,  # noqa: F401
     sequence_state,  # noqa: F401
-    signal,  # noqa: F401
     softmax,  # noqa: F401
     strings,  # noqa: F401
     text_features,  # noqa: F401

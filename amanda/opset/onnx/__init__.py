@@ -11,6 +11,7 @@ from amanda.opset.onnx import (  # noqa: F401
     logic,
     reduce,
     shape,
+    signal,
     slicing,
     sorting,
 )
