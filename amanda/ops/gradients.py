@@ -33,10 +33,7 @@ NO_GRADIENT: Marks = (
     (ONNX, "its values do not depend on its input's values", ("RandomNormalLike", "RandomUniformLike")),
     (ONNX, "a random draw", ("Bernoulli", "Multinomial", "RandomNormal", "RandomUniform")),
     (ONNX, "piecewise constant (a one-hot of the maximum's position)", ("Hardmax",)),
-    (ONNX, "quantised (integer) data", (
-        "QuantizeLinear", "DynamicQuantizeLinear", "ConvInteger", "MatMulInteger", "QLinearConv", "QLinearMatMul",
-        "DequantizeLinear",
-    )),
+    (ONNX, "quantised (integer) data", ("MatMulInteger",)),
     (ONNX, "integer output (indices of the selected boxes)", ("NonMaxSuppression",)),
     (ONNX, "string data (TfIdfVectorizer: counts of tokens)", (
         "RegexFullMatch", "StringConcat", "StringNormalizer", "StringSplit", "TfIdfVectorizer",

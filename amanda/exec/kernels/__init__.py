@@ -9,7 +9,6 @@ from amanda.exec.kernels import (
     losses,  # noqa: F401
     normalization,  # noqa: F401
     pool,  # noqa: F401
-    quantize,  # noqa: F401
     random,  # noqa: F401
     recurrent,  # noqa: F401
     resize,  # noqa: F401

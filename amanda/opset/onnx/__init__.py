@@ -9,6 +9,7 @@ from amanda.opset.onnx import (  # noqa: F401
     indexing,
     layout,
     logic,
+    quantize,
     reduce,
     shape,
     signal,

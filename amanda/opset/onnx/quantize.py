@@ -19,6 +19,10 @@ import numpy as np
 from amanda.exec.kernels.conv import conv_nd, ints, window_pads
 from amanda.exec.kernels.onnx_dtypes import onnx_dtype
 from amanda.exec.kernels.registry import kernel
+from amanda.ops import define
+from amanda.types.node import Node
+from amanda.types.rules.spatial import conv
+from amanda.types.tensor_type import ONNX_DTYPES, TensorType
 
 Attrs = Mapping[str, Any]
 
@@ -88,6 +92,19 @@ def quantize_linear_kernel(attrs: Attrs, x: np.ndarray, scale: np.ndarray, zero:
     return (quantize(x, s, z, target, bool(int(attrs.get("saturate", 1)))),)
 
 
+def quantize_linear(node: Node) -> list:
+    """The input's shape in the zero point's type (else ``output_dtype``, else uint8)."""
+    if node.present(2):
+        dtype = node.dtype(2)
+    else:
+        code = int(node.attr("output_dtype", 0))
+        dtype = ONNX_DTYPES.get(code, "uint8") if code else "uint8"
+    return [TensorType(dtype, node.shape(0))]
+
+
+define("QuantizeLinear", type_rule=quantize_linear, no_gradient="quantised (integer) data")
+
+
 @kernel("DequantizeLinear", since=10)
 def dequantize_linear_kernel(attrs: Attrs, x: np.ndarray, scale: np.ndarray, zero: Any = None) -> tuple:
     """ONNX DequantizeLinear: ``(x - zero) * scale`` in the scale's type (or ``output_dtype``)."""
@@ -98,6 +115,15 @@ def dequantize_linear_kernel(attrs: Attrs, x: np.ndarray, scale: np.ndarray, zer
     code = int(attrs.get("output_dtype", 0))
     out = onnx_dtype(code) if code else scale.dtype
     return ((value * s.astype(np.float64)).astype(out),)
+
+
+def dequantize_linear(node: Node) -> list:
+    """The input's shape in the scale's type (or ``output_dtype``)."""
+    code = int(node.attr("output_dtype", 0))
+    return [TensorType(ONNX_DTYPES.get(code) if code else node.dtype(1), node.shape(0))]
+
+
+define("DequantizeLinear", type_rule=dequantize_linear, no_gradient="quantised (integer) data")
 
 
 @kernel("DynamicQuantizeLinear", since=11)
@@ -111,6 +137,14 @@ def dynamic_quantize_linear_kernel(attrs: Attrs, x: np.ndarray) -> tuple:
     zero = np.uint8(np.clip(np.rint(0 - low / np.float64(scale)), 0, 255))
     y = quantize(x, scale, np.float64(zero), np.dtype(np.uint8))
     return (y, np.array(scale, np.float32), np.array(zero, np.uint8))
+
+
+def dynamic_quantize_linear(node: Node) -> list:
+    """uint8 values shaped like the input, a float32 scale and a uint8 zero point (scalars)."""
+    return [TensorType("uint8", node.shape(0)), TensorType("float32", ()), TensorType("uint8", ())]
+
+
+define("DynamicQuantizeLinear", type_rule=dynamic_quantize_linear, no_gradient="quantised (integer) data")
 
 
 def _centred(q: np.ndarray, zero: Any, shape: tuple[int, ...] | None = None) -> np.ndarray:
@@ -133,6 +167,19 @@ def qlinear_matmul_kernel(attrs: Attrs, a: np.ndarray, a_scale: np.ndarray, a_ze
     sy = y_scale.astype(np.float64).reshape(row if y_scale.size > 1 else ())
     ratio = product * (sa * sb / sy)
     return (quantize(ratio, np.float64(1.0), y_zero.astype(np.float64), y_zero.dtype),)
+
+
+def qlinear_matmul(node: Node) -> list:
+    """The product's shape (numpy matmul rules) in the output zero point's type."""
+    a, b = node.shape(0), node.shape(3)
+    if a is None or b is None or len(a) < 2 or len(b) < 2:
+        return [TensorType(node.dtype(7), None)]
+    node.same(a[-1], b[-2], "the inner dims")
+    batch = node.broadcast(a[:-2], b[:-2])
+    return [TensorType(node.dtype(7), (*(batch or ()), a[-2], b[-1]))]
+
+
+define("QLinearMatMul", type_rule=qlinear_matmul, no_gradient="quantised (integer) data")
 
 
 def _conv_geometry(attrs: Attrs, x: np.ndarray, w: np.ndarray) -> tuple:
@@ -171,3 +218,37 @@ def qlinear_conv_kernel(attrs: Attrs, x: np.ndarray, x_scale: np.ndarray, x_zero
     sw = sw.reshape(channel) if sw.size > 1 else sw.reshape(())
     ratio = acc * (np.float64(x_scale.reshape(-1)[0]) * sw / np.float64(y_scale.reshape(-1)[0]))
     return (quantize(ratio, np.float64(1.0), y_zero.astype(np.float64).reshape(-1)[0], y_zero.dtype),)
+
+
+# ---- type rules and gradients shared by several ops of this family ----
+
+
+class ConvView:
+    """The node seen as a Conv: data at input 0, weights at ``weights``."""
+
+    def __init__(self, node: Node, weights: int) -> None:
+        self._node = node
+        self._weights = weights
+
+    def shape(self, i: int):  # noqa: ANN201 - mirrors Node.shape
+        return self._node.shape(0 if i == 0 else self._weights)
+
+    def dtype(self, i: int):  # noqa: ANN201
+        return self._node.dtype(0)
+
+    def __getattr__(self, name: str):  # noqa: ANN204 - attr, fail, same, opset … come from the node
+        return getattr(self._node, name)
+
+
+def integer_conv(node: Node) -> list:
+    """A convolution's shape, in int32 (ConvInteger) or the output zero point's type."""
+    weights = 1 if node.op.type == "ConvInteger" else 3
+    shaped = ConvView(node, weights)
+    (out,) = conv(shaped)  # type: ignore[arg-type]
+    dtype = "int32" if node.op.type == "ConvInteger" else node.dtype(7)
+    return [TensorType(dtype, out.shape)]
+
+
+# each op's type rule and gradient, beside the kernels registered above
+define("ConvInteger", type_rule=integer_conv, no_gradient="quantised (integer) data")
+define("QLinearConv", type_rule=integer_conv, no_gradient="quantised (integer) data")
