@@ -53,7 +53,6 @@ from amanda.autodiff.rules_nn import (
 )
 from amanda.autodiff.rules_norm import lpnorm_vjp, mvn_vjp, rms_vjp
 from amanda.autodiff.rules_recurrent import gru_vjp, lstm_vjp, rnn_vjp
-from amanda.autodiff.rules_resize import resize_vjp
 from amanda.autodiff.rules_roi import roi_align_vjp
 from amanda.autodiff.rules_sampling import deform_conv_vjp, grid_sample_vjp, max_roi_pool_vjp
 from amanda.autodiff.rules_shape import (
@@ -71,13 +70,12 @@ Rule = Callable[[Any], list]
 _ONNX: dict[str, Rule] = {
     "MatMul": matmul_vjp, "Gemm": gemm_vjp, "Identity": unary_vjp, "Softmax": softmax_vjp, "LogSoftmax": log_softmax_vjp,
     "GlobalAveragePool": mean_reduce_vjp, "GlobalMaxPool": extreme_reduce_vjp, "Dropout": dropout_vjp, "Conv": conv_vjp,
-    "MaxPool": maxpool_vjp, "AveragePool": avgpool_vjp, **dict.fromkeys(["Resize", "Upsample"], resize_vjp),
-    "ConvTranspose": conv_transpose_vjp, "InstanceNormalization": instancenorm_vjp, "LpNormalization": lpnorm_vjp,
-    "MeanVarianceNormalization": mvn_vjp, "RMSNormalization": rms_vjp, "BatchNormalization": batchnorm_vjp,
-    "LayerNormalization": layernorm_vjp, "SoftmaxCrossEntropyLoss": softmax_xent_vjp, "NegativeLogLikelihoodLoss": nll_vjp,
-    "RNN": rnn_vjp, "GRU": gru_vjp, "LSTM": lstm_vjp, "Einsum": einsum_vjp, "GroupNormalization": group_norm_vjp,
-    "LRN": lrn_vjp, "LpPool": lp_pool_vjp, "GlobalLpPool": global_lp_pool_vjp, "SwiGLU": swiglu_vjp,
-    "AffineGrid": affine_grid_vjp, "RotaryEmbedding": rotary_vjp,
+    "MaxPool": maxpool_vjp, "AveragePool": avgpool_vjp, "ConvTranspose": conv_transpose_vjp,
+    "InstanceNormalization": instancenorm_vjp, "LpNormalization": lpnorm_vjp, "MeanVarianceNormalization": mvn_vjp,
+    "RMSNormalization": rms_vjp, "BatchNormalization": batchnorm_vjp, "LayerNormalization": layernorm_vjp,
+    "SoftmaxCrossEntropyLoss": softmax_xent_vjp, "NegativeLogLikelihoodLoss": nll_vjp, "RNN": rnn_vjp, "GRU": gru_vjp,
+    "LSTM": lstm_vjp, "Einsum": einsum_vjp, "GroupNormalization": group_norm_vjp, "LRN": lrn_vjp, "LpPool": lp_pool_vjp,
+    "GlobalLpPool": global_lp_pool_vjp, "SwiGLU": swiglu_vjp, "AffineGrid": affine_grid_vjp, "RotaryEmbedding": rotary_vjp,
     **dict.fromkeys(["MaxUnpool", "TensorScatter"], replay_vjp), "If": if_vjp, "Scan": scan_vjp, "Loop": loop_vjp,
     "CausalConvWithState": causal_conv_vjp, "Col2Im": col2im_vjp, "Attention": attention_vjp,
     "GridSample": grid_sample_vjp, "LinearAttention": linear_attention_vjp, "DeformConv": deform_conv_vjp,

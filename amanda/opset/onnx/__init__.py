@@ -11,6 +11,7 @@ from amanda.opset.onnx import (  # noqa: F401
     logic,
     quantize,
     reduce,
+    resize,
     shape,
     signal,
     slicing,

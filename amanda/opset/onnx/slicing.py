@@ -18,7 +18,7 @@ from amanda.exec.kernels.registry import kernel
 from amanda.ops import define
 from amanda.types.node import Node, Partial, from_dims
 from amanda.types.rules.elementwise import same_as_first
-from amanda.types.rules.indexing import _unknown
+from amanda.types.rules.indexing import unknown
 from amanda.types.tensor_type import Dim, TensorType
 
 
@@ -241,7 +241,7 @@ def center_crop_pad_type(node: Node) -> list:
     """The listed axes (all by default) take the sizes of the shape input."""
     shape, sizes = node.shape(0), node.dims(1)
     if shape is None or sizes is None:
-        return _unknown(node)
+        return unknown(node)
     axes = node.attr("axes") or list(range(len(shape)))
     out = list(shape)
     for a, s in zip(axes, sizes):

@@ -6,11 +6,10 @@ import math
 from typing import Any
 
 from amanda.types.node import Node, Partial, from_dims
-from amanda.types.rules import rule
 from amanda.types.tensor_type import Dim, TensorType
 
 
-def _unknown(node: Node, i: int = 0) -> list:
+def unknown(node: Node, i: int = 0) -> list:
     shape = node.shape(i)
     return [TensorType(node.dtype(i), None if shape is None else (None,) * len(shape))]
 
@@ -38,14 +37,13 @@ def scatter(node: Node) -> list:
     return [node.type(0)]
 
 
-def _scaled(node: Node, shape: Any, scales: Any) -> list:
+def scaled(node: Node, shape: Any, scales: Any) -> list:
     if len(scales) != len(shape):
         raise node.fail(f"{len(shape)} scales", str(len(scales)))
     return [math.floor(d * s) if type(d) is int else (d if s == 1 else None)
             for d, s in zip(shape, scales)]
 
 
-@rule("Resize")
 def resize(node: Node) -> list:
     """Dims from ``sizes``, or the input's dims times ``scales`` (rounded down)."""
     shape = node.shape(0)
@@ -65,18 +63,7 @@ def resize(node: Node) -> list:
         full = [1.0] * len(shape)
         for a, s in zip(axes, scales.reshape(-1).tolist()):
             full[a] = s
-        return [TensorType(node.dtype(0), _scaled(node, shape, full))]
+        return [TensorType(node.dtype(0), scaled(node, shape, full))]
     return [TensorType(node.dtype(0), [None if i in axes else d for i, d in enumerate(shape)])]
 
 
-@rule("Upsample")
-def upsample(node: Node) -> list:
-    """The input's dims times ``scales`` (rounded down)."""
-    shape = node.shape(0)
-    scales: Any = node.attr("scales")
-    if scales is None:
-        v = node.value(1)
-        scales = None if v is None or isinstance(v, Partial) else v.reshape(-1).tolist()
-    if shape is None or scales is None:
-        return _unknown(node)
-    return [TensorType(node.dtype(0), _scaled(node, shape, scales))]
