@@ -20,7 +20,6 @@ from typing import Any
 from amanda.autodiff.rules_attention import attention_vjp, linear_attention_vjp
 from amanda.autodiff.rules_control import if_vjp, loop_vjp, scan_vjp
 from amanda.autodiff.rules_decomposed import (
-    affine_grid_vjp,
     causal_conv_vjp,
     col2im_vjp,
     global_lp_pool_vjp,
@@ -53,8 +52,7 @@ from amanda.autodiff.rules_nn import (
 )
 from amanda.autodiff.rules_norm import lpnorm_vjp, mvn_vjp, rms_vjp
 from amanda.autodiff.rules_recurrent import gru_vjp, lstm_vjp, rnn_vjp
-from amanda.autodiff.rules_roi import roi_align_vjp
-from amanda.autodiff.rules_sampling import deform_conv_vjp, grid_sample_vjp, max_roi_pool_vjp
+from amanda.autodiff.rules_sampling import max_roi_pool_vjp
 from amanda.autodiff.rules_shape import (
     dropout_vjp,
     no_gradient_vjp,
@@ -75,11 +73,10 @@ _ONNX: dict[str, Rule] = {
     "RMSNormalization": rms_vjp, "BatchNormalization": batchnorm_vjp, "LayerNormalization": layernorm_vjp,
     "SoftmaxCrossEntropyLoss": softmax_xent_vjp, "NegativeLogLikelihoodLoss": nll_vjp, "RNN": rnn_vjp, "GRU": gru_vjp,
     "LSTM": lstm_vjp, "Einsum": einsum_vjp, "GroupNormalization": group_norm_vjp, "LRN": lrn_vjp, "LpPool": lp_pool_vjp,
-    "GlobalLpPool": global_lp_pool_vjp, "SwiGLU": swiglu_vjp, "AffineGrid": affine_grid_vjp, "RotaryEmbedding": rotary_vjp,
+    "GlobalLpPool": global_lp_pool_vjp, "SwiGLU": swiglu_vjp, "RotaryEmbedding": rotary_vjp,
     **dict.fromkeys(["MaxUnpool", "TensorScatter"], replay_vjp), "If": if_vjp, "Scan": scan_vjp, "Loop": loop_vjp,
     "CausalConvWithState": causal_conv_vjp, "Col2Im": col2im_vjp, "Attention": attention_vjp,
-    "GridSample": grid_sample_vjp, "LinearAttention": linear_attention_vjp, "DeformConv": deform_conv_vjp,
-    "MaxRoiPool": max_roi_pool_vjp, "RoiAlign": roi_align_vjp,
+    "LinearAttention": linear_attention_vjp, "MaxRoiPool": max_roi_pool_vjp,
 }
 
 #: differentiable ops with a kernel that have no rule yet, and what one would take: ``grad`` of a

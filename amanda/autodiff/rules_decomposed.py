@@ -24,8 +24,7 @@ from amanda.autodiff.node import Node, const, rank, shape_of, size_of
 from amanda.build import ops
 from amanda.build.values import Value
 
-__all__ = [
-    "affine_grid_vjp", "causal_conv_vjp", "col2im_vjp", "global_lp_pool_vjp", "group_norm_vjp", "lp_pool_vjp",
+__all__ = [ "causal_conv_vjp", "col2im_vjp", "global_lp_pool_vjp", "group_norm_vjp", "lp_pool_vjp",
     "lrn_vjp", "replay_vjp", "rotary_vjp", "swiglu_vjp",
 ]
 
@@ -101,19 +100,6 @@ def _swiglu(n: Node) -> list:
     a, b = n.given(0, 1)
     alpha = float(n.attr("alpha", 1.0))
     return [ops.Mul(ops.Mul(a, ops.Sigmoid(ops.Mul(a, const(alpha, a)))), b)]
-
-
-def _affine_grid(n: Node) -> list:
-    """AffineGrid: the constant grid of points times theta."""
-    theta = n.given(0)
-    dims = [int(d) for d in n.known(1, "size input").reshape(-1)[2:]]
-    align = bool(int(n.attr("align_corners", 0)))
-    axes = [np.linspace(-1.0, 1.0, d) if align and d > 1 else np.zeros(1) if align
-            else (np.arange(d) * 2 + 1) / d - 1 for d in dims]
-    mesh = np.meshgrid(*axes, indexing="ij")
-    points = np.stack([*reversed(mesh), np.ones_like(mesh[0])], axis=-1).reshape(-1, len(dims) + 1)
-    grid = ops.MatMul(const(points, theta), ops.Transpose(theta, perm=[0, 2, 1]))  # [N, points, nd]
-    return [ops.Reshape(grid, np.array([0, *dims, len(dims)], I64))]
 
 
 def _rotary(n: Node) -> list:
@@ -203,7 +189,6 @@ lrn_vjp = composite(_lrn)
 lp_pool_vjp = composite(_lp_pool)
 global_lp_pool_vjp = composite(_global_lp_pool)
 swiglu_vjp = composite(_swiglu)
-affine_grid_vjp = composite(_affine_grid)
 rotary_vjp = composite(_rotary)
 
 #: op type -> the inputs whose elements it copies to its output (the rest it reads as indices or shapes)

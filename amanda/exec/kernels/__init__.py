@@ -11,7 +11,6 @@ from amanda.exec.kernels import (
     pool,  # noqa: F401
     random,  # noqa: F401
     recurrent,  # noqa: F401
-    sampling,  # noqa: F401
     sequence_state,  # noqa: F401
     softmax,  # noqa: F401
     strings,  # noqa: F401
