@@ -52,7 +52,6 @@ from amanda.autodiff.rules_nn import (
 )
 from amanda.autodiff.rules_norm import lpnorm_vjp, mvn_vjp, rms_vjp
 from amanda.autodiff.rules_recurrent import gru_vjp, lstm_vjp, rnn_vjp
-from amanda.autodiff.rules_sampling import max_roi_pool_vjp
 from amanda.autodiff.rules_shape import (
     dropout_vjp,
     no_gradient_vjp,
@@ -76,7 +75,7 @@ _ONNX: dict[str, Rule] = {
     "GlobalLpPool": global_lp_pool_vjp, "SwiGLU": swiglu_vjp, "RotaryEmbedding": rotary_vjp,
     **dict.fromkeys(["MaxUnpool", "TensorScatter"], replay_vjp), "If": if_vjp, "Scan": scan_vjp, "Loop": loop_vjp,
     "CausalConvWithState": causal_conv_vjp, "Col2Im": col2im_vjp, "Attention": attention_vjp,
-    "LinearAttention": linear_attention_vjp, "MaxRoiPool": max_roi_pool_vjp,
+    "LinearAttention": linear_attention_vjp,
 }
 
 #: differentiable ops with a kernel that have no rule yet, and what one would take: ``grad`` of a

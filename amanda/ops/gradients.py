@@ -34,7 +34,6 @@ NO_GRADIENT: Marks = (
     (ONNX, "a random draw", ("Bernoulli", "Multinomial", "RandomNormal", "RandomUniform")),
     (ONNX, "piecewise constant (a one-hot of the maximum's position)", ("Hardmax",)),
     (ONNX, "quantised (integer) data", ("MatMulInteger",)),
-    (ONNX, "integer output (indices of the selected boxes)", ("NonMaxSuppression",)),
     (ONNX, "string data (TfIdfVectorizer: counts of tokens)", (
         "RegexFullMatch", "StringConcat", "StringNormalizer", "StringSplit", "TfIdfVectorizer",
     )),

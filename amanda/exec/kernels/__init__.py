@@ -3,7 +3,6 @@ from amanda.exec.kernels import (
     attention,  # noqa: F401
     conv,  # noqa: F401
     conv_transpose,  # noqa: F401
-    detection,  # noqa: F401
     identity,  # noqa: F401
     linalg,  # noqa: F401
     losses,  # noqa: F401

@@ -6,6 +6,7 @@ from amanda.opset.onnx import (  # noqa: F401
     cast,
     construct,
     deform,
+    detection,
     elementwise,
     indexing,
     layout,

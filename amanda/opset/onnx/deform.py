@@ -1,5 +1,10 @@
 """DeformConv: a convolution whose taps read the input at learnt offsets (bilinear samples,
 optionally masked), with its kernel, type rule and gradient side by side.
+
+Gradient. **DeformConv** (opset 19): each kernel tap reads the input bilinearly at its place plus the
+learned offset (scaled by the mask), and the grouped sum over channels and taps is one MatMul;
+X, W, the offsets, the bias and the mask get gradients. Channels, kernel and spatial sizes
+must be known.
 """
 
 from __future__ import annotations

@@ -14,6 +14,14 @@ edges, nothing when it lies more than a pixel outside), and a bin averages its s
 Covered: ``mode`` avg, both ``coordinate_transformation_mode`` values, ``spatial_scale``.
 Refused with a ``SchemaError`` naming the op: ``mode`` max, and ``sampling_ratio`` 0 (the
 number of samples would depend on each box's size). The input's spatial sizes must be known.
+
+Gradient. **GridSample**: the sampling written again as Gathers of the input
+at the corners around each grid point, weighted by the distances to them (a composite rule),
+so X gets the weights and the grid gets the weights' slopes.
+
+Covered: any number of spatial axes, ``mode`` linear (bilinear) and nearest, ``padding_mode``
+zeros and border, ``align_corners``. Refused with a ``SchemaError`` naming the op: cubic
+mode and reflection padding. The input's spatial sizes must be known when ``grad`` runs.
 """
 
 from __future__ import annotations

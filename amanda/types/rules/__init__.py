@@ -62,5 +62,4 @@ from amanda.types.rules import (  # noqa: F401, E402  (each module registers its
     shape,
     spatial,
     state,
-    vision,
 )
