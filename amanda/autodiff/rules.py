@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from amanda.autodiff.rules_attention import attention_vjp, linear_attention_vjp
+from amanda.autodiff.rules_attention import linear_attention_vjp
 from amanda.autodiff.rules_control import if_vjp, loop_vjp, scan_vjp
 from amanda.autodiff.rules_decomposed import (
     causal_conv_vjp,
@@ -27,7 +27,6 @@ from amanda.autodiff.rules_decomposed import (
     lp_pool_vjp,
     lrn_vjp,
     replay_vjp,
-    rotary_vjp,
     swiglu_vjp,
 )
 from amanda.autodiff.rules_linalg import einsum_vjp
@@ -72,9 +71,8 @@ _ONNX: dict[str, Rule] = {
     "RMSNormalization": rms_vjp, "BatchNormalization": batchnorm_vjp, "LayerNormalization": layernorm_vjp,
     "SoftmaxCrossEntropyLoss": softmax_xent_vjp, "NegativeLogLikelihoodLoss": nll_vjp, "RNN": rnn_vjp, "GRU": gru_vjp,
     "LSTM": lstm_vjp, "Einsum": einsum_vjp, "GroupNormalization": group_norm_vjp, "LRN": lrn_vjp, "LpPool": lp_pool_vjp,
-    "GlobalLpPool": global_lp_pool_vjp, "SwiGLU": swiglu_vjp, "RotaryEmbedding": rotary_vjp,
-    **dict.fromkeys(["MaxUnpool", "TensorScatter"], replay_vjp), "If": if_vjp, "Scan": scan_vjp, "Loop": loop_vjp,
-    "CausalConvWithState": causal_conv_vjp, "Col2Im": col2im_vjp, "Attention": attention_vjp,
+    "GlobalLpPool": global_lp_pool_vjp, "SwiGLU": swiglu_vjp, **dict.fromkeys(["MaxUnpool", "TensorScatter"], replay_vjp),
+    "If": if_vjp, "Scan": scan_vjp, "Loop": loop_vjp, "CausalConvWithState": causal_conv_vjp, "Col2Im": col2im_vjp,
     "LinearAttention": linear_attention_vjp,
 }
 

@@ -24,8 +24,9 @@ from amanda.autodiff.node import Node, const, rank, shape_of, size_of
 from amanda.build import ops
 from amanda.build.values import Value
 
-__all__ = [ "causal_conv_vjp", "col2im_vjp", "global_lp_pool_vjp", "group_norm_vjp", "lp_pool_vjp",
-    "lrn_vjp", "replay_vjp", "rotary_vjp", "swiglu_vjp",
+__all__ = [
+    "causal_conv_vjp", "col2im_vjp", "global_lp_pool_vjp", "group_norm_vjp", "lp_pool_vjp", "lrn_vjp",
+    "replay_vjp", "swiglu_vjp",
 ]
 
 I64 = np.int64
@@ -102,39 +103,6 @@ def _swiglu(n: Node) -> list:
     return [ops.Mul(ops.Mul(a, ops.Sigmoid(ops.Mul(a, const(alpha, a)))), b)]
 
 
-def _rotary(n: Node) -> list:
-    """RotaryEmbedding: pairs of features rotated by the cached cos and sin."""
-    x, cos, sin = n.given(0, 1, 2)
-    pos = n.inputs[3] if len(n.inputs) > 3 else None
-    shape = x.type.shape
-    if shape is None or type(shape[-1]) is not int:
-        raise n.fail("a known feature size", repr(x.type))
-    flat = len(shape) == 3
-    heads = int(n.attr("num_heads", 0))
-    x4 = ops.Reshape(x, np.array([0, 0, heads, -1], I64)) if flat else ops.Transpose(x, perm=[0, 2, 1, 3])
-    size = int(shape[-1]) // heads if flat else int(shape[-1])
-    dim = int(n.attr("rotary_embedding_dim", 0)) or size
-    if pos is not None:
-        cos, sin = ops.Gather(cos, pos, axis=0), ops.Gather(sin, pos, axis=0)
-    last = _one(-1)
-    cos, sin = (ops.Unsqueeze(ops.Slice(v, _one(0), _one(dim // 2), last), _one(2)) for v in (cos, sin))
-    rotated = ops.Slice(x4, _one(0), _one(dim), last)
-    if int(n.attr("interleaved", 0)):
-        a, b = ops.Slice(rotated, _one(0), _one(dim), last, _one(2)), ops.Slice(rotated, _one(1), _one(dim), last, _one(2))
-    else:
-        a, b = ops.Slice(rotated, _one(0), _one(dim // 2), last), ops.Slice(rotated, _one(dim // 2), _one(dim), last)
-    first = ops.Sub(ops.Mul(a, cos), ops.Mul(b, sin))
-    second = ops.Add(ops.Mul(b, cos), ops.Mul(a, sin))
-    if int(n.attr("interleaved", 0)):
-        pairs = ops.Concat(ops.Unsqueeze(first, last), ops.Unsqueeze(second, last), axis=-1)
-        out = ops.Reshape(pairs, shape_of(rotated))
-    else:
-        out = ops.Concat(first, second, axis=-1)
-    if dim < size:
-        out = ops.Concat(out, ops.Slice(x4, _one(dim), _one(size), last), axis=-1)
-    return [ops.Reshape(out, shape_of(x)) if flat else ops.Transpose(out, perm=[0, 2, 1, 3])]
-
-
 def _causal_conv(n: Node) -> list:
     """CausalConvWithState: a depthwise Conv over the carried state then the input; the new
     state is the last ``k - 1`` positions."""
@@ -189,7 +157,6 @@ lrn_vjp = composite(_lrn)
 lp_pool_vjp = composite(_lp_pool)
 global_lp_pool_vjp = composite(_global_lp_pool)
 swiglu_vjp = composite(_swiglu)
-rotary_vjp = composite(_rotary)
 
 #: op type -> the inputs whose elements it copies to its output (the rest it reads as indices or shapes)
 COPIED: dict[str, tuple[int, ...]] = {"CenterCropPad": (0,), "MaxUnpool": (0,), "TensorScatter": (0, 1)}

@@ -21,7 +21,7 @@ import numpy as np
 from amanda.autodiff.node import Node, rank, shape_of, unbroadcast
 from amanda.build import ops
 
-__all__ = [ "einsum_vjp", "parse_einsum",]
+__all__ = ["einsum_vjp", "parse_einsum"]
 
 I64 = np.int64
 

@@ -12,9 +12,7 @@ from amanda.autodiff.node import Node, axes_of, const, rank, shape_of, size_of, 
 from amanda.build import ops
 from amanda.build.values import Value
 
-__all__ = [ "extreme_reduce_vjp", "mean_reduce_vjp",
-    "gemm_vjp", "log_softmax_vjp", "matmul_vjp", "softmax_vjp",
-]
+__all__ = ["extreme_reduce_vjp", "mean_reduce_vjp", "gemm_vjp", "log_softmax_vjp", "matmul_vjp", "softmax_vjp"]
 
 
 def _swap_last(v: Value, r: int) -> Value:

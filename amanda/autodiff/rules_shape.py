@@ -19,8 +19,8 @@ from amanda.build.values import Value
 from amanda.ops.registry import ONNX, entries
 
 __all__ = [
-    "disjoint_select_vjp", "repeated_select_vjp",
-    "NO_GRADIENT", "dropout_vjp", "no_gradient_vjp", "scatter_back", "select_vjp",
+    "disjoint_select_vjp", "repeated_select_vjp", "NO_GRADIENT", "dropout_vjp", "no_gradient_vjp", "scatter_back",
+    "select_vjp",
 ]
 
 

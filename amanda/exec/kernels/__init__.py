@@ -1,6 +1,5 @@
 """Every kernel module; importing this package registers all kernels."""
 from amanda.exec.kernels import (
-    attention,  # noqa: F401
     conv,  # noqa: F401
     conv_transpose,  # noqa: F401
     identity,  # noqa: F401

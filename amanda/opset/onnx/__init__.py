@@ -3,6 +3,7 @@ and gradient of each op, side by side in its family's module)."""
 
 from amanda.opset.onnx import (  # noqa: F401
     activations,
+    attention,
     cast,
     construct,
     deform,

@@ -3,14 +3,12 @@ and convolution-state ops, and the row normalisations that keep their input's ty
 
 from __future__ import annotations
 
-from typing import Any
-
 from amanda.types.node import Node
 from amanda.types.rules import by_name, rule
 from amanda.types.rules.elementwise import same_as_first
 from amanda.types.tensor_type import TensorType
 
-rule("RMSNormalization", "LRN", "RotaryEmbedding", "TensorScatter")(same_as_first)
+rule("RMSNormalization", "LRN", "TensorScatter")(same_as_first)
 
 
 @rule("RNN", "GRU", "LSTM")
@@ -29,42 +27,6 @@ def recurrent(node: Node) -> list:
     y = (batch, seq, dirs, hidden) if layout else (seq, dirs, batch, hidden)
     state = (batch, dirs, hidden) if layout else (dirs, batch, hidden)
     return by_name(node, Y=TensorType(dtype, y), Y_h=TensorType(dtype, state), Y_c=TensorType(dtype, state))
-
-
-@rule("Attention")
-def attention(node: Node) -> list:
-    """Y like Q with V's head size; present key/value grow by the past length; the QK output
-    is ``[batch, q_heads, q_seq, total_seq]``."""
-    q, k, v = node.shape(0), node.shape(1), node.shape(2)
-    dtype = node.dtype(0)
-    past = node.shape(4) if node.present(4) else None
-    if q is None or k is None or v is None:
-        return [TensorType(dtype, None)] * node.n_out
-    y: tuple[Any, ...]
-    key_state: tuple[Any, ...]
-    value_state: tuple[Any, ...]
-    qk: tuple[Any, ...]
-    if len(q) == 3:
-        heads_q, heads_kv = node.attr("q_num_heads"), node.attr("kv_num_heads")
-        v_size = v[2] // heads_kv if type(v[2]) is int and heads_kv else None
-        y = (q[0], q[1], None if v_size is None or heads_q is None else v_size * int(heads_q))
-        kv_seq = k[1]
-        k_size = k[2] // heads_kv if type(k[2]) is int and heads_kv else None
-        key_state = (k[0], heads_kv, None, k_size)
-        value_state = (v[0], heads_kv, None, v_size)
-        qk = (q[0], heads_q, q[1], None)
-    else:
-        y = (q[0], q[1], q[2], v[3])
-        kv_seq = k[2]
-        key_state, value_state = (k[0], k[1], None, k[3]), (v[0], v[1], None, v[3])
-        qk = (q[0], q[1], q[2], None)
-    total = kv_seq + past[2] if past is not None and type(kv_seq) is int and type(past[2]) is int else (
-        kv_seq if past is None and not node.present(4) else None)
-    key_state = (*key_state[:2], total, key_state[3])
-    value_state = (*value_state[:2], total, value_state[3])
-    qk = (*qk[:3], total)
-    return by_name(node, Y=TensorType(dtype, y), present_key=TensorType(dtype, key_state),
-                   present_value=TensorType(dtype, value_state), qk_matmul_output=TensorType(dtype, qk))
 
 
 @rule("CausalConvWithState")
