@@ -23,9 +23,7 @@ from amanda.autodiff.rules_decomposed import (
     causal_conv_vjp,
     col2im_vjp,
     global_lp_pool_vjp,
-    group_norm_vjp,
     lp_pool_vjp,
-    lrn_vjp,
     replay_vjp,
     swiglu_vjp,
 )
@@ -40,16 +38,12 @@ from amanda.autodiff.rules_math import (
 )
 from amanda.autodiff.rules_nn import (
     avgpool_vjp,
-    batchnorm_vjp,
     conv_transpose_vjp,
     conv_vjp,
-    instancenorm_vjp,
-    layernorm_vjp,
     maxpool_vjp,
     nll_vjp,
     softmax_xent_vjp,
 )
-from amanda.autodiff.rules_norm import lpnorm_vjp, mvn_vjp, rms_vjp
 from amanda.autodiff.rules_recurrent import gru_vjp, lstm_vjp, rnn_vjp
 from amanda.autodiff.rules_shape import (
     dropout_vjp,
@@ -67,12 +61,10 @@ _ONNX: dict[str, Rule] = {
     "MatMul": matmul_vjp, "Gemm": gemm_vjp, "Identity": unary_vjp, "Softmax": softmax_vjp, "LogSoftmax": log_softmax_vjp,
     "GlobalAveragePool": mean_reduce_vjp, "GlobalMaxPool": extreme_reduce_vjp, "Dropout": dropout_vjp, "Conv": conv_vjp,
     "MaxPool": maxpool_vjp, "AveragePool": avgpool_vjp, "ConvTranspose": conv_transpose_vjp,
-    "InstanceNormalization": instancenorm_vjp, "LpNormalization": lpnorm_vjp, "MeanVarianceNormalization": mvn_vjp,
-    "RMSNormalization": rms_vjp, "BatchNormalization": batchnorm_vjp, "LayerNormalization": layernorm_vjp,
     "SoftmaxCrossEntropyLoss": softmax_xent_vjp, "NegativeLogLikelihoodLoss": nll_vjp, "RNN": rnn_vjp, "GRU": gru_vjp,
-    "LSTM": lstm_vjp, "Einsum": einsum_vjp, "GroupNormalization": group_norm_vjp, "LRN": lrn_vjp, "LpPool": lp_pool_vjp,
-    "GlobalLpPool": global_lp_pool_vjp, "SwiGLU": swiglu_vjp, **dict.fromkeys(["MaxUnpool", "TensorScatter"], replay_vjp),
-    "If": if_vjp, "Scan": scan_vjp, "Loop": loop_vjp, "CausalConvWithState": causal_conv_vjp, "Col2Im": col2im_vjp,
+    "LSTM": lstm_vjp, "Einsum": einsum_vjp, "LpPool": lp_pool_vjp, "GlobalLpPool": global_lp_pool_vjp,
+    "SwiGLU": swiglu_vjp, **dict.fromkeys(["MaxUnpool", "TensorScatter"], replay_vjp), "If": if_vjp, "Scan": scan_vjp,
+    "Loop": loop_vjp, "CausalConvWithState": causal_conv_vjp, "Col2Im": col2im_vjp,
     "LinearAttention": linear_attention_vjp,
 }
 

@@ -24,52 +24,13 @@ from amanda.autodiff.node import Node, const, rank, shape_of, size_of
 from amanda.build import ops
 from amanda.build.values import Value
 
-__all__ = [
-    "causal_conv_vjp", "col2im_vjp", "global_lp_pool_vjp", "group_norm_vjp", "lp_pool_vjp", "lrn_vjp",
-    "replay_vjp", "swiglu_vjp",
-]
+__all__ = ["causal_conv_vjp", "col2im_vjp", "global_lp_pool_vjp", "lp_pool_vjp", "replay_vjp", "swiglu_vjp"]
 
 I64 = np.int64
 
 
 def _one(v: int) -> np.ndarray:
     return np.array([v], I64)
-
-
-def _group_norm(n: Node) -> list:
-    """GroupNormalization: statistics over each group of channels."""
-    x, scale, bias = n.given(0, 1, 2)
-    groups, r = int(n.attr("num_groups")), rank(x, n)
-    eps = const(float(n.attr("epsilon", 1e-5)), x)
-    grouped = ops.Reshape(x, np.array([0, groups, -1], I64))
-    centred = ops.Sub(grouped, ops.ReduceMean(grouped, axes=[2], keepdims=1))
-    var = ops.ReduceMean(ops.Mul(centred, centred), axes=[2], keepdims=1)
-    normed = ops.Div(centred, ops.Sqrt(ops.Add(var, eps)))
-    if n.opset is not None and n.opset < 21:  # one scale and bias per group
-        per_group = np.array([1, groups, 1], I64)
-        y = ops.Add(ops.Mul(normed, ops.Reshape(scale, per_group)), ops.Reshape(bias, per_group))
-        return [ops.Reshape(y, shape_of(x))]
-    per_channel = np.array([1, -1] + [1] * (r - 2), I64)
-    y = ops.Reshape(normed, shape_of(x))
-    return [ops.Add(ops.Mul(y, ops.Reshape(scale, per_channel)), ops.Reshape(bias, per_channel))]
-
-
-def _lrn(n: Node) -> list:
-    """LRN: ``x / (bias + alpha/size * sum of squares over the nearest channels) ** beta``."""
-    x = n.given(0)
-    shape, r = x.type.shape, rank(x, n)
-    if shape is None or type(shape[1]) is not int:
-        raise n.fail("a known number of channels", repr(x.type))
-    size, channels = int(n.attr("size")), int(shape[1])
-    alpha, beta, bias = float(n.attr("alpha", 1e-4)), float(n.attr("beta", 0.75)), float(n.attr("bias", 1.0))
-    below, above = (size - 1) // 2, size - 1 - (size - 1) // 2
-    pads = np.zeros(2 * r, I64)
-    pads[1], pads[r + 1] = below, above
-    padded = ops.Pad(ops.Mul(x, x), pads)
-    parts = [ops.Slice(padded, _one(k), _one(k + channels), _one(1)) for k in range(size)]
-    window = parts[0] if size == 1 else ops.Sum(*parts)
-    base = ops.Add(ops.Mul(window, const(alpha / size, x)), const(bias, x))
-    return [ops.Div(x, ops.Pow(base, const(beta, x)))]
 
 
 def _lp_pool(n: Node) -> list:
@@ -150,10 +111,8 @@ def _col2im(n: Node) -> list:
                               output_padding=[image[i] - made[i] for i in range(nd)])]
 
 
-group_norm_vjp = composite(_group_norm)
 causal_conv_vjp = composite(_causal_conv)
 col2im_vjp = composite(_col2im)
-lrn_vjp = composite(_lrn)
 lp_pool_vjp = composite(_lp_pool)
 global_lp_pool_vjp = composite(_global_lp_pool)
 swiglu_vjp = composite(_swiglu)

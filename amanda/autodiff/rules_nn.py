@@ -14,20 +14,17 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from amanda.autodiff.node import Node, const, rank, shape_of, size_of, unbroadcast
+from amanda.autodiff.node import Node, const, rank, shape_of, size_of
 from amanda.autodiff.rules_shape import scatter_back
 from amanda.build import ops
 from amanda.build.values import Value
 from amanda.exec.kernels.conv_transpose import _transpose_pads
 from amanda.exec.kernels.spatial import ints
 
-__all__ = [
-    "avgpool_vjp", "batchnorm_vjp", "conv_transpose_vjp", "conv_vjp", "instancenorm_vjp", "layernorm_vjp",
-    "maxpool_vjp", "nll_vjp", "softmax_xent_vjp",
-]
+__all__ = ["avgpool_vjp", "conv_transpose_vjp", "conv_vjp", "maxpool_vjp", "nll_vjp", "softmax_xent_vjp"]
 
 
-def _i64(values: Sequence[int]) -> np.ndarray:
+def i64(values: Sequence[int]) -> np.ndarray:
     return np.array(list(values), np.int64)
 
 
@@ -78,11 +75,11 @@ def _weight_grad(x: Value, g: Value, group: int, cg: int, size: list[int], kerne
     cut to the kernel's extent; ``cg`` input channels per group, ``size`` ``x``'s spatial dims."""
     nd = len(size)
     spatial = list(range(2, 2 + nd))
-    xr = ops.Reshape(x, _i64([-1, group, cg, *size]))
-    xt = ops.Reshape(ops.Transpose(xr, perm=[2, 1, 0, *range(3, 3 + nd)]), _i64([cg, -1, *size]))
+    xr = ops.Reshape(x, i64([-1, group, cg, *size]))
+    xt = ops.Reshape(ops.Transpose(xr, perm=[2, 1, 0, *range(3, 3 + nd)]), i64([cg, -1, *size]))
     gt = ops.Transpose(g, perm=[1, 0, *spatial])
     r = ops.Conv(xt, gt, group=group, strides=dilations, dilations=strides, pads=pads)
-    r = ops.Slice(r, _i64([0] * nd), _i64(kernel), _i64(spatial))
+    r = ops.Slice(r, i64([0] * nd), i64(kernel), i64(spatial))
     return ops.Transpose(r, perm=[1, 0, *spatial])
 
 
@@ -107,7 +104,7 @@ def conv_vjp(n: Node) -> list:
     if n.need(1):
         out[1] = _weight_grad(x, g, group, int(ws[1]), win.size, win.kernel, win.strides, win.dilations, win.pads)
     if len(n.inputs) > 2 and n.need(2):
-        out[2] = ops.ReduceSum(g, _i64([0, *range(2, rank(g))]), keepdims=0)
+        out[2] = ops.ReduceSum(g, i64([0, *range(2, rank(g))]), keepdims=0)
     return out
 
 
@@ -128,7 +125,7 @@ def conv_transpose_vjp(n: Node) -> list:
     if any(p < 0 for p in pads):  # an output larger than the op fills (output_shape): its edges get nothing
         begins = [max(0, -p) for p in pads[:nd]]
         size = [size[i] - begins[i] - max(0, -pads[nd + i]) for i in range(nd)]
-        g = ops.Slice(gy, _i64(begins), _i64([b + e for b, e in zip(begins, size)]), _i64(range(2, 2 + nd)))
+        g = ops.Slice(gy, i64(begins), i64([b + e for b, e in zip(begins, size)]), i64(range(2, 2 + nd)))
         pads = [max(0, p) for p in pads]
     out: list = [None] * len(n.inputs)
     if n.need(0):
@@ -136,12 +133,12 @@ def conv_transpose_vjp(n: Node) -> list:
         reach = [(size[i] + pads[i] + pads[nd + i] - (kernel[i] - 1) * dilations[i] - 1) // strides[i] + 1
                  for i in range(nd)]
         if reach != xs[2:]:  # output_padding past the last stride: rows no input reaches
-            gx = ops.Slice(gx, _i64([0] * nd), _i64(xs[2:]), _i64(range(2, 2 + nd)))
+            gx = ops.Slice(gx, i64([0] * nd), i64(xs[2:]), i64(range(2, 2 + nd)))
         out[0] = gx
     if n.need(1):
         out[1] = _weight_grad(g, x, group, ws[1], size, kernel, strides, dilations, pads)
     if len(n.inputs) > 2 and n.need(2):
-        out[2] = ops.ReduceSum(gy, _i64([0, *range(2, rank(gy))]), keepdims=0)
+        out[2] = ops.ReduceSum(gy, i64([0, *range(2, rank(gy))]), keepdims=0)
     return out
 
 
@@ -176,89 +173,6 @@ def avgpool_vjp(n: Node) -> list:
     return [win.transpose(g, kernel, channels)]  # type: ignore[arg-type]
 
 
-def _normalised(x: Value, axes: list[int], eps: float) -> tuple[Value, Value]:
-    """``(x - mean) * inv`` and ``inv = 1/sqrt(var + eps)`` over ``axes``."""
-    centred = ops.Sub(x, ops.ReduceMean(x, axes=axes, keepdims=1))
-    inv = ops.Reciprocal(ops.Sqrt(ops.Add(ops.ReduceMean(ops.Mul(centred, centred), axes=axes, keepdims=1),
-                                          const(eps, x))))
-    return ops.Mul(centred, inv), inv
-
-
-def _only_first_output(n: Node) -> None:
-    """An error naming the op when the loss reads a statistics output (mean, variance): the
-    rules differentiate the normalised output only."""
-    if any(g is not None for g in n.grads[1:]):
-        raise n.fail("a loss that reads only the normalised output", "a gradient of a statistics output")
-
-
-def _through_norm(gx_hat: Value, x_hat: Value, inv: Value, axes: list[int]) -> Value:
-    """The input gradient of a normalisation from the gradient of its normalised value."""
-    mean_g = ops.ReduceMean(gx_hat, axes=axes, keepdims=1)
-    mean_gx = ops.ReduceMean(ops.Mul(gx_hat, x_hat), axes=axes, keepdims=1)
-    return ops.Mul(inv, ops.Sub(ops.Sub(gx_hat, mean_g), ops.Mul(x_hat, mean_gx)))
-
-
-def batchnorm_vjp(n: Node) -> list:
-    """BatchNormalization, with batch statistics (``training_mode=1``) or running ones."""
-    x, scale = n.given(0, 1)
-    _only_first_output(n)
-    r = rank(x, n)
-    axes = [0, *range(2, r)]
-    eps = float(n.attr("epsilon", 1e-5))
-    g = n.grad()
-    per_channel = _i64([-1, *([1] * (r - 2))])
-    gamma = ops.Reshape(scale, per_channel)
-    if int(n.attr("training_mode", 0)):
-        x_hat, inv = _normalised(x, axes, eps)
-        gx = _through_norm(ops.Mul(g, gamma), x_hat, inv, axes)
-    else:
-        mean, var = n.given(3, 4)
-        typed = var if var.type is not None else x  # a running variance read from a Variable is untyped
-        inv = ops.Reshape(ops.Reciprocal(ops.Sqrt(ops.Add(var, const(eps, typed)))), per_channel)
-        x_hat = ops.Mul(ops.Sub(x, ops.Reshape(mean, per_channel)), inv)
-        gx = ops.Mul(g, ops.Mul(gamma, inv))
-    sum_axes = _i64(axes)
-    stats: list = [None, None]
-    if not int(n.attr("training_mode", 0)) and (n.need(3) or n.need(4)):  # running statistics as inputs
-        stats = [ops.Neg(ops.ReduceSum(gx, sum_axes, keepdims=0)),
-                 ops.Mul(ops.ReduceSum(ops.Mul(gx, x_hat), sum_axes, keepdims=0),
-                         ops.Mul(ops.Reshape(inv, _i64([-1])), const(-0.5, typed)))]
-    return [gx if n.need(0) else None,
-            ops.ReduceSum(ops.Mul(g, x_hat), sum_axes, keepdims=0) if n.need(1) else None,
-            ops.ReduceSum(g, sum_axes, keepdims=0) if n.need(2) else None, *stats][:len(n.inputs)]
-
-
-def instancenorm_vjp(n: Node) -> list:
-    """InstanceNormalization: normalised over each sample's and channel's spatial axes; scale
-    and bias per channel."""
-    x, scale = n.given(0, 1)
-    r = rank(x, n)
-    axes = list(range(2, r))
-    x_hat, inv = _normalised(x, axes, float(n.attr("epsilon", 1e-5)))
-    g = n.grad()
-    per_channel = _i64([-1, *([1] * (r - 2))])
-    sum_axes = _i64([0, *axes])
-    return [_through_norm(ops.Mul(g, ops.Reshape(scale, per_channel)), x_hat, inv, axes) if n.need(0) else None,
-            ops.ReduceSum(ops.Mul(g, x_hat), sum_axes, keepdims=0) if n.need(1) else None,
-            ops.ReduceSum(g, sum_axes, keepdims=0) if n.need(2) else None][:len(n.inputs)]
-
-
-def layernorm_vjp(n: Node) -> list:
-    """LayerNormalization over the axes from ``axis`` on."""
-    x, scale = n.given(0, 1)
-    _only_first_output(n)
-    r = rank(x, n)
-    axes = list(range(int(n.attr("axis", -1)) % r, r))
-    x_hat, inv = _normalised(x, axes, float(n.attr("epsilon", 1e-5)))
-    g = n.grad()
-    out: list = [_through_norm(ops.Mul(g, scale), x_hat, inv, axes) if n.need(0) else None,
-                 unbroadcast(ops.Mul(g, x_hat), scale) if n.need(1) else None]
-    if len(n.inputs) > 2:
-        bias = n.inputs[2]
-        out.append(unbroadcast(g, bias) if n.need(2) and bias is not None else None)
-    return out
-
-
 def _label_coefficients(n: Node, scores: Value, labels: Value) -> tuple[Value, Value]:
     """The labels with ``ignore_index`` made safe to one-hot, and each label's coefficient of
     the output gradient (class weight, zero where ignored, divided as the mean divides), shaped
@@ -282,7 +196,7 @@ def _label_coefficients(n: Node, scores: Value, labels: Value) -> tuple[Value, V
         count = ops.Cast(size_of(labels), to=np.dtype(scores.type.dtype)) if w is None else ops.ReduceSum(w, keepdims=0)
         coef = ops.Div(coef, count)
     if rank(coef) > 0:
-        coef = ops.Unsqueeze(coef, _i64([1]))
+        coef = ops.Unsqueeze(coef, i64([1]))
     return safe, coef
 
 
@@ -298,7 +212,7 @@ def softmax_xent_vjp(n: Node) -> list:
     safe, coef = _label_coefficients(n, scores, labels)
     gx = ops.Mul(ops.Sub(ops.Softmax(scores, axis=1), _onehot(safe, scores)), coef)
     if len(n.grads) > 1 and n.grads[1] is not None:
-        g1, axis = n.grads[1], _i64([1])
+        g1, axis = n.grads[1], i64([1])
         gx = ops.Add(gx, ops.Sub(g1, ops.Mul(ops.Exp(n.outputs[1]), ops.ReduceSum(g1, axis, keepdims=1))))
     return [gx] + [None] * (len(n.inputs) - 1)
 

@@ -5,7 +5,6 @@ from amanda.exec.kernels import (
     identity,  # noqa: F401
     linalg,  # noqa: F401
     losses,  # noqa: F401
-    normalization,  # noqa: F401
     pool,  # noqa: F401
     random,  # noqa: F401
     recurrent,  # noqa: F401

@@ -12,6 +12,8 @@ from amanda.opset.onnx import (  # noqa: F401
     indexing,
     layout,
     logic,
+    normalization,
+    norms,
     quantize,
     reduce,
     resize,

@@ -7,10 +7,10 @@ from typing import Any
 
 from amanda.types.node import Node, Partial, as_dims, from_dims
 from amanda.types.rules import rule
-from amanda.types.tensor_type import ONNX_DTYPES, TensorType
+from amanda.types.tensor_type import TensorType
 
 
-@rule("LpNormalization", "MeanVarianceNormalization", "InstanceNormalization", "GroupNormalization", "Identity")
+@rule("Identity")
 def same_as_first(node: Node) -> list:
     """The output has the type of the first input (unary elementwise ops, normalisations)."""
     t = node.type(0)
@@ -21,7 +21,7 @@ def same_as_first(node: Node) -> list:
     return [t] * node.n_out
 
 
-@rule("Softmax", "LogSoftmax", "Hardmax", "LpNormalization")
+@rule("Softmax", "LogSoftmax", "Hardmax")
 def along_axis(node: Node) -> list:
     """The input's type; ``axis`` must name one of its dims."""
     default = -1 if node.opset >= 13 or node.op.type == "LpNormalization" else 1
@@ -75,45 +75,6 @@ def broadcasting(node: Node) -> list:
 def dropout(node: Node) -> list:
     """Output like the input; the mask is bool of the same shape."""
     return [node.type(0), TensorType("bool", node.shape(0))]
-
-
-@rule("BatchNormalization")
-def batch_norm(node: Node) -> list:
-    """Y like X; the scale, bias, mean and variance have X's channel count."""
-    shape = node.shape(0)
-    channels = shape[1] if shape is not None and len(shape) > 1 else None
-    for i in range(1, 5):
-        s = node.shape(i)
-        if s is not None:
-            if len(s) != 1:
-                raise node.fail(f"input {i} of rank 1", f"rank {len(s)}")
-            channels = node.same(channels, s[0], "the channel count")
-    stats = TensorType(node.dtype(3) or node.dtype(0), None if channels is None and shape is None else (channels,))
-    return [node.type(0), stats, stats, stats, stats]
-
-
-@rule("LayerNormalization")
-def layer_norm(node: Node) -> list:
-    """Y like X, whose normalized dims (from ``axis`` on) Scale and B broadcast to, so each of
-    their dims other than 1 is X's; Mean and InvStdDev keep X's leading dims and have 1 from
-    ``axis`` on."""
-    shape = node.shape(0)
-    stash = ONNX_DTYPES.get(int(node.attr("stash_type", 1)), "float32")
-    if shape is None:
-        return [node.type(0), TensorType(stash, None), TensorType(stash, None)]
-    axis = node.axis(int(node.attr("axis", -1)), len(shape))
-    dims = list(shape)
-    for i in (1, 2):  # Scale and B
-        weight = node.shape(i)
-        if weight is None:
-            continue
-        if len(weight) > len(dims) - axis:
-            raise node.fail(f"input {i} of rank at most {len(dims) - axis} (the normalized dims)", f"rank {len(weight)}")
-        for k in range(1, len(weight) + 1):
-            if type(weight[-k]) is int and weight[-k] != 1:
-                dims[-k] = node.same(dims[-k], weight[-k], "the normalized dims")
-    stat = TensorType(stash, tuple(d if i < axis else 1 for i, d in enumerate(dims)))
-    return [TensorType(node.dtype(0), tuple(dims)), stat, stat]
 
 
 # -- partial values ------------------------------------------------------------------------

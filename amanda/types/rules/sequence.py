@@ -8,7 +8,7 @@ from amanda.types.rules import by_name, rule
 from amanda.types.rules.elementwise import same_as_first
 from amanda.types.tensor_type import TensorType
 
-rule("RMSNormalization", "LRN", "TensorScatter")(same_as_first)
+rule("TensorScatter")(same_as_first)
 
 
 @rule("RNN", "GRU", "LSTM")
