@@ -31,10 +31,8 @@ from amanda.autodiff.rules_linalg import einsum_vjp
 from amanda.autodiff.rules_math import (
     extreme_reduce_vjp,
     gemm_vjp,
-    log_softmax_vjp,
     matmul_vjp,
     mean_reduce_vjp,
-    softmax_vjp,
 )
 from amanda.autodiff.rules_nn import (
     avgpool_vjp,
@@ -58,14 +56,13 @@ __all__ = ["RULES", "VJP", "WITHOUT_RULE", "family", "rule_for"]
 Rule = Callable[[Any], list]
 
 _ONNX: dict[str, Rule] = {
-    "MatMul": matmul_vjp, "Gemm": gemm_vjp, "Identity": unary_vjp, "Softmax": softmax_vjp, "LogSoftmax": log_softmax_vjp,
-    "GlobalAveragePool": mean_reduce_vjp, "GlobalMaxPool": extreme_reduce_vjp, "Dropout": dropout_vjp, "Conv": conv_vjp,
-    "MaxPool": maxpool_vjp, "AveragePool": avgpool_vjp, "ConvTranspose": conv_transpose_vjp,
-    "SoftmaxCrossEntropyLoss": softmax_xent_vjp, "NegativeLogLikelihoodLoss": nll_vjp, "RNN": rnn_vjp, "GRU": gru_vjp,
-    "LSTM": lstm_vjp, "Einsum": einsum_vjp, "LpPool": lp_pool_vjp, "GlobalLpPool": global_lp_pool_vjp,
-    "SwiGLU": swiglu_vjp, **dict.fromkeys(["MaxUnpool", "TensorScatter"], replay_vjp), "If": if_vjp, "Scan": scan_vjp,
-    "Loop": loop_vjp, "CausalConvWithState": causal_conv_vjp, "Col2Im": col2im_vjp,
-    "LinearAttention": linear_attention_vjp,
+    "MatMul": matmul_vjp, "Gemm": gemm_vjp, "Identity": unary_vjp, "GlobalAveragePool": mean_reduce_vjp,
+    "GlobalMaxPool": extreme_reduce_vjp, "Dropout": dropout_vjp, "Conv": conv_vjp, "MaxPool": maxpool_vjp,
+    "AveragePool": avgpool_vjp, "ConvTranspose": conv_transpose_vjp, "SoftmaxCrossEntropyLoss": softmax_xent_vjp,
+    "NegativeLogLikelihoodLoss": nll_vjp, "RNN": rnn_vjp, "GRU": gru_vjp, "LSTM": lstm_vjp, "Einsum": einsum_vjp,
+    "LpPool": lp_pool_vjp, "GlobalLpPool": global_lp_pool_vjp, "SwiGLU": swiglu_vjp,
+    **dict.fromkeys(["MaxUnpool", "TensorScatter"], replay_vjp), "If": if_vjp, "Scan": scan_vjp, "Loop": loop_vjp,
+    "CausalConvWithState": causal_conv_vjp, "Col2Im": col2im_vjp, "LinearAttention": linear_attention_vjp,
 }
 
 #: differentiable ops with a kernel that have no rule yet, and what one would take: ``grad`` of a

@@ -12,7 +12,7 @@ from amanda.autodiff.node import Node, axes_of, const, rank, shape_of, size_of, 
 from amanda.build import ops
 from amanda.build.values import Value
 
-__all__ = ["extreme_reduce_vjp", "mean_reduce_vjp", "gemm_vjp", "log_softmax_vjp", "matmul_vjp", "softmax_vjp"]
+__all__ = ["extreme_reduce_vjp", "mean_reduce_vjp", "gemm_vjp", "matmul_vjp"]
 
 
 def _swap_last(v: Value, r: int) -> Value:
@@ -115,30 +115,5 @@ def reduce(n: Node, kind: str) -> list:
         ties = ops.ReduceSum(hit, kw.get("axes"), keepdims=1)
         return [ops.Mul(spread, ops.Div(hit, ties))] + [None] * (len(n.inputs) - 1)
     return [spread] + [None] * (len(n.inputs) - 1)
-
-
-def _softmax_axis(n: Node) -> np.ndarray:
-    """The axis a (Log)Softmax normalised over; before opset 13 only the last axis is one axis."""
-    r = rank(n.outputs[0], n)
-    old = n.opset is not None and n.opset < 13
-    axis = int(n.attr("axis", 1 if old else -1)) % max(r, 1)
-    if old and axis != r - 1:
-        raise n.fail("a softmax over one axis (opset 13 or later, or the last axis)",
-                     f"opset {n.opset} flattening axes {axis}.. of rank {r}")
-    return np.array([axis], np.int64)
-
-
-def softmax_vjp(n: Node) -> list:
-    """Softmax: ``y * (g - sum(g*y, axis))``."""
-    y, g = n.outputs[0], n.grad()
-    axis = _softmax_axis(n)
-    return [ops.Mul(y, ops.Sub(g, ops.ReduceSum(ops.Mul(g, y), axis, keepdims=1)))]
-
-
-def log_softmax_vjp(n: Node) -> list:
-    """LogSoftmax: ``g - exp(y) * sum(g, axis)``."""
-    y, g = n.outputs[0], n.grad()
-    axis = _softmax_axis(n)
-    return [ops.Sub(g, ops.Mul(ops.Exp(y), ops.ReduceSum(g, axis, keepdims=1)))]
 
 

@@ -32,7 +32,6 @@ Marks = tuple[tuple[str, str, tuple[str, ...]], ...]
 NO_GRADIENT: Marks = (
     (ONNX, "its values do not depend on its input's values", ("RandomNormalLike", "RandomUniformLike")),
     (ONNX, "a random draw", ("Bernoulli", "Multinomial", "RandomNormal", "RandomUniform")),
-    (ONNX, "piecewise constant (a one-hot of the maximum's position)", ("Hardmax",)),
     (ONNX, "quantised (integer) data", ("MatMulInteger",)),
     (ONNX, "string data (TfIdfVectorizer: counts of tokens)", (
         "RegexFullMatch", "StringConcat", "StringNormalizer", "StringSplit", "TfIdfVectorizer",

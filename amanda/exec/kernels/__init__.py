@@ -9,7 +9,6 @@ from amanda.exec.kernels import (
     random,  # noqa: F401
     recurrent,  # noqa: F401
     sequence_state,  # noqa: F401
-    softmax,  # noqa: F401
     strings,  # noqa: F401
     text_features,  # noqa: F401
 )

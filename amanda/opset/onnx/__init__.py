@@ -21,6 +21,7 @@ from amanda.opset.onnx import (  # noqa: F401
     shape,
     signal,
     slicing,
+    softmax,
     sorting,
 )
 

@@ -21,7 +21,6 @@ def same_as_first(node: Node) -> list:
     return [t] * node.n_out
 
 
-@rule("Softmax", "LogSoftmax", "Hardmax")
 def along_axis(node: Node) -> list:
     """The input's type; ``axis`` must name one of its dims."""
     default = -1 if node.opset >= 13 or node.op.type == "LpNormalization" else 1

@@ -12,8 +12,12 @@ from typing import Any
 
 import numpy as np
 
+from amanda.autodiff.node import Node, rank
+from amanda.build import ops
 from amanda.exec.kernels.math_util import as_array, row_sums, wide
 from amanda.exec.kernels.registry import kernel
+from amanda.ops import define
+from amanda.types.rules.elementwise import along_axis
 
 Attrs = Mapping[str, Any]
 
@@ -109,3 +113,37 @@ for _op, _fn in _FUNCTIONS.items():
         _kernel.__name__ = _kernel.__qualname__ = f"{_op.lower()}_v{_since}_kernel"
         _kernel.__doc__ = f"ONNX {_op} from opset {_since}."
         kernel(_op, since=_since)(_kernel)
+
+
+# ---- type rules and gradients shared by several ops of this family ----
+
+
+def _softmax_axis(n: Node) -> np.ndarray:
+    """The axis a (Log)Softmax normalised over; before opset 13 only the last axis is one axis."""
+    r = rank(n.outputs[0], n)
+    old = n.opset is not None and n.opset < 13
+    axis = int(n.attr("axis", 1 if old else -1)) % max(r, 1)
+    if old and axis != r - 1:
+        raise n.fail("a softmax over one axis (opset 13 or later, or the last axis)",
+                     f"opset {n.opset} flattening axes {axis}.. of rank {r}")
+    return np.array([axis], np.int64)
+
+
+def softmax_vjp(n: Node) -> list:
+    """Softmax: ``y * (g - sum(g*y, axis))``."""
+    y, g = n.outputs[0], n.grad()
+    axis = _softmax_axis(n)
+    return [ops.Mul(y, ops.Sub(g, ops.ReduceSum(ops.Mul(g, y), axis, keepdims=1)))]
+
+
+def log_softmax_vjp(n: Node) -> list:
+    """LogSoftmax: ``g - exp(y) * sum(g, axis)``."""
+    y, g = n.outputs[0], n.grad()
+    axis = _softmax_axis(n)
+    return [ops.Sub(g, ops.Mul(ops.Exp(y), ops.ReduceSum(g, axis, keepdims=1)))]
+
+
+# each op's type rule and gradient, beside the kernels registered above
+define("Hardmax", type_rule=along_axis, no_gradient="piecewise constant (a one-hot of the maximum's position)")
+define("LogSoftmax", type_rule=along_axis, vjp=log_softmax_vjp)
+define("Softmax", type_rule=along_axis, vjp=softmax_vjp)
