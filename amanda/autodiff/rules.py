@@ -39,8 +39,6 @@ from amanda.autodiff.rules_nn import (
     conv_transpose_vjp,
     conv_vjp,
     maxpool_vjp,
-    nll_vjp,
-    softmax_xent_vjp,
 )
 from amanda.autodiff.rules_recurrent import gru_vjp, lstm_vjp, rnn_vjp
 from amanda.autodiff.rules_shape import (
@@ -58,9 +56,8 @@ Rule = Callable[[Any], list]
 _ONNX: dict[str, Rule] = {
     "MatMul": matmul_vjp, "Gemm": gemm_vjp, "Identity": unary_vjp, "GlobalAveragePool": mean_reduce_vjp,
     "GlobalMaxPool": extreme_reduce_vjp, "Dropout": dropout_vjp, "Conv": conv_vjp, "MaxPool": maxpool_vjp,
-    "AveragePool": avgpool_vjp, "ConvTranspose": conv_transpose_vjp, "SoftmaxCrossEntropyLoss": softmax_xent_vjp,
-    "NegativeLogLikelihoodLoss": nll_vjp, "RNN": rnn_vjp, "GRU": gru_vjp, "LSTM": lstm_vjp, "Einsum": einsum_vjp,
-    "LpPool": lp_pool_vjp, "GlobalLpPool": global_lp_pool_vjp, "SwiGLU": swiglu_vjp,
+    "AveragePool": avgpool_vjp, "ConvTranspose": conv_transpose_vjp, "RNN": rnn_vjp, "GRU": gru_vjp, "LSTM": lstm_vjp,
+    "Einsum": einsum_vjp, "LpPool": lp_pool_vjp, "GlobalLpPool": global_lp_pool_vjp, "SwiGLU": swiglu_vjp,
     **dict.fromkeys(["MaxUnpool", "TensorScatter"], replay_vjp), "If": if_vjp, "Scan": scan_vjp, "Loop": loop_vjp,
     "CausalConvWithState": causal_conv_vjp, "Col2Im": col2im_vjp, "LinearAttention": linear_attention_vjp,
 }

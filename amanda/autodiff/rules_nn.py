@@ -14,14 +14,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from amanda.autodiff.node import Node, const, rank, shape_of, size_of
+from amanda.autodiff.node import Node, const, rank, shape_of
 from amanda.autodiff.rules_shape import scatter_back
 from amanda.build import ops
 from amanda.build.values import Value
 from amanda.exec.kernels.conv_transpose import _transpose_pads
 from amanda.exec.kernels.spatial import ints
 
-__all__ = ["avgpool_vjp", "conv_transpose_vjp", "conv_vjp", "maxpool_vjp", "nll_vjp", "softmax_xent_vjp"]
+__all__ = ["avgpool_vjp", "conv_transpose_vjp", "conv_vjp", "maxpool_vjp"]
 
 
 def i64(values: Sequence[int]) -> np.ndarray:
@@ -173,53 +173,3 @@ def avgpool_vjp(n: Node) -> list:
     return [win.transpose(g, kernel, channels)]  # type: ignore[arg-type]
 
 
-def _label_coefficients(n: Node, scores: Value, labels: Value) -> tuple[Value, Value]:
-    """The labels with ``ignore_index`` made safe to one-hot, and each label's coefficient of
-    the output gradient (class weight, zero where ignored, divided as the mean divides), shaped
-    to multiply ``[N, C, ...]``; shared by SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss."""
-    weights = n.inputs[2] if len(n.inputs) > 2 else None
-    if n.need(2):  # never zeros in silence
-        raise n.fail("class weights the loss is not differentiated by (constants)", "weights that need a gradient")
-    g = n.grad()
-    ignore = n.attr("ignore_index")
-    safe: Value = labels
-    w: Value | None = None
-    if ignore is not None:
-        keep = ops.Not(ops.Equal(labels, np.array(int(ignore), np.int64)))
-        safe = ops.Where(keep, labels, np.array(0, np.int64))
-        w = ops.Cast(keep, to=np.dtype(scores.type.dtype))
-    if weights is not None:
-        picked = ops.Gather(weights, safe)
-        w = picked if w is None else ops.Mul(picked, w)
-    coef = g if w is None else ops.Mul(g, w)
-    if n.attr("reduction", "mean") == "mean":
-        count = ops.Cast(size_of(labels), to=np.dtype(scores.type.dtype)) if w is None else ops.ReduceSum(w, keepdims=0)
-        coef = ops.Div(coef, count)
-    if rank(coef) > 0:
-        coef = ops.Unsqueeze(coef, i64([1]))
-    return safe, coef
-
-
-def _onehot(safe: Value, scores: Value) -> Value:
-    return ops.OneHot(safe, shape_of(scores, 1, 2), const([0, 1], scores), axis=1)
-
-
-def softmax_xent_vjp(n: Node) -> list:
-    """SoftmaxCrossEntropyLoss (reductions none/sum/mean, class weights, ignore_index):
-    ``(softmax(scores) - onehot(labels)) * weight``, divided as the mean divided; a gradient
-    of the ``log_prob`` output goes back through its log-softmax."""
-    scores, labels = n.given(0, 1)
-    safe, coef = _label_coefficients(n, scores, labels)
-    gx = ops.Mul(ops.Sub(ops.Softmax(scores, axis=1), _onehot(safe, scores)), coef)
-    if len(n.grads) > 1 and n.grads[1] is not None:
-        g1, axis = n.grads[1], i64([1])
-        gx = ops.Add(gx, ops.Sub(g1, ops.Mul(ops.Exp(n.outputs[1]), ops.ReduceSum(g1, axis, keepdims=1))))
-    return [gx] + [None] * (len(n.inputs) - 1)
-
-
-def nll_vjp(n: Node) -> list:
-    """NegativeLogLikelihoodLoss (reductions, class weights, ignore_index): ``-onehot(labels)``
-    times each label's coefficient."""
-    scores, labels = n.given(0, 1)
-    safe, coef = _label_coefficients(n, scores, labels)
-    return [ops.Neg(ops.Mul(_onehot(safe, scores), coef))] + [None] * (len(n.inputs) - 1)

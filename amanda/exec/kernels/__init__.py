@@ -4,7 +4,6 @@ from amanda.exec.kernels import (
     conv_transpose,  # noqa: F401
     identity,  # noqa: F401
     linalg,  # noqa: F401
-    losses,  # noqa: F401
     pool,  # noqa: F401
     random,  # noqa: F401
     recurrent,  # noqa: F401

@@ -12,6 +12,7 @@ from amanda.opset.onnx import (  # noqa: F401
     indexing,
     layout,
     logic,
+    losses,
     normalization,
     norms,
     quantize,

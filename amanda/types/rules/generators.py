@@ -38,7 +38,6 @@ def window(node: Node) -> list:
     return [TensorType(_code(node, "output_datatype", 1), (size[0] if size else None,))]
 
 
-@rule("NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss")
 def loss(node: Node) -> list:
     """A scalar (``mean``/``sum``) or the target's shape (``none``); SoftmaxCrossEntropyLoss
     also gives the log-probabilities, shaped like the scores."""
