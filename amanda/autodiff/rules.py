@@ -17,15 +17,12 @@ from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from amanda.autodiff.rules_attention import linear_attention_vjp
 from amanda.autodiff.rules_control import if_vjp, loop_vjp, scan_vjp
 from amanda.autodiff.rules_decomposed import (
-    causal_conv_vjp,
     col2im_vjp,
     global_lp_pool_vjp,
     lp_pool_vjp,
     replay_vjp,
-    swiglu_vjp,
 )
 from amanda.autodiff.rules_linalg import einsum_vjp
 from amanda.autodiff.rules_math import (
@@ -42,10 +39,8 @@ from amanda.autodiff.rules_nn import (
 )
 from amanda.autodiff.rules_recurrent import gru_vjp, lstm_vjp, rnn_vjp
 from amanda.autodiff.rules_shape import (
-    dropout_vjp,
     no_gradient_vjp,
 )
-from amanda.autodiff.rules_unary import unary_vjp
 from amanda.exec.kernels.registry import ONNX, OpDef, entries, entry, register_fact
 from amanda.namespaces.name import NamespaceName
 
@@ -54,12 +49,11 @@ __all__ = ["RULES", "VJP", "WITHOUT_RULE", "family", "rule_for"]
 Rule = Callable[[Any], list]
 
 _ONNX: dict[str, Rule] = {
-    "MatMul": matmul_vjp, "Gemm": gemm_vjp, "Identity": unary_vjp, "GlobalAveragePool": mean_reduce_vjp,
-    "GlobalMaxPool": extreme_reduce_vjp, "Dropout": dropout_vjp, "Conv": conv_vjp, "MaxPool": maxpool_vjp,
-    "AveragePool": avgpool_vjp, "ConvTranspose": conv_transpose_vjp, "RNN": rnn_vjp, "GRU": gru_vjp, "LSTM": lstm_vjp,
-    "Einsum": einsum_vjp, "LpPool": lp_pool_vjp, "GlobalLpPool": global_lp_pool_vjp, "SwiGLU": swiglu_vjp,
-    **dict.fromkeys(["MaxUnpool", "TensorScatter"], replay_vjp), "If": if_vjp, "Scan": scan_vjp, "Loop": loop_vjp,
-    "CausalConvWithState": causal_conv_vjp, "Col2Im": col2im_vjp, "LinearAttention": linear_attention_vjp,
+    "MatMul": matmul_vjp, "Gemm": gemm_vjp, "GlobalAveragePool": mean_reduce_vjp, "GlobalMaxPool": extreme_reduce_vjp,
+    "Conv": conv_vjp, "MaxPool": maxpool_vjp, "AveragePool": avgpool_vjp, "ConvTranspose": conv_transpose_vjp,
+    "RNN": rnn_vjp, "GRU": gru_vjp, "LSTM": lstm_vjp, "Einsum": einsum_vjp, "LpPool": lp_pool_vjp,
+    "GlobalLpPool": global_lp_pool_vjp, "MaxUnpool": replay_vjp, "If": if_vjp, "Scan": scan_vjp, "Loop": loop_vjp,
+    "Col2Im": col2im_vjp,
 }
 
 #: differentiable ops with a kernel that have no rule yet, and what one would take: ``grad`` of a

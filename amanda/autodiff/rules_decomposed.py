@@ -24,7 +24,7 @@ from amanda.autodiff.node import Node, const, rank, shape_of, size_of
 from amanda.build import ops
 from amanda.build.values import Value
 
-__all__ = ["causal_conv_vjp", "col2im_vjp", "global_lp_pool_vjp", "lp_pool_vjp", "replay_vjp", "swiglu_vjp"]
+__all__ = ["col2im_vjp", "global_lp_pool_vjp", "lp_pool_vjp", "replay_vjp"]
 
 I64 = np.int64
 
@@ -57,34 +57,6 @@ def _global_lp_pool(n: Node) -> list:
     return [ops.Pow(ops.ReduceSum(ops.Pow(ops.Abs(x), const(p, x)), axes, keepdims=1), const(1 / p, x))]
 
 
-def _swiglu(n: Node) -> list:
-    """SwiGLU: ``a * sigmoid(alpha * a) * b``."""
-    a, b = n.given(0, 1)
-    alpha = float(n.attr("alpha", 1.0))
-    return [ops.Mul(ops.Mul(a, ops.Sigmoid(ops.Mul(a, const(alpha, a)))), b)]
-
-
-def _causal_conv(n: Node) -> list:
-    """CausalConvWithState: a depthwise Conv over the carried state then the input; the new
-    state is the last ``k - 1`` positions."""
-    x, w = n.given(0, 1)
-    bias = n.inputs[2] if len(n.inputs) > 2 else None
-    past = n.inputs[3] if len(n.inputs) > 3 else None
-    if x.type.shape is None or type(x.type.shape[1]) is not int or w.type.shape is None:
-        raise n.fail("known channels and kernel size", f"{x.type!r}, {w.type!r}")
-    channels, k = int(x.type.shape[1]), int(w.type.shape[2])
-    if past is None and k > 1:
-        past = ops.ConstantOfShape(ops.Concat(ops.Shape(x, start=0, end=2), _one(k - 1), axis=0), value=const([0], x))
-    padded = x if past is None else ops.Concat(past, x, axis=2)
-    y = ops.Conv(padded, w, bias, group=channels, kernel_shape=[k])
-    activation = n.attr("activation", "none")
-    if (activation.decode() if isinstance(activation, bytes) else str(activation)) in ("silu", "swish"):
-        y = ops.Mul(y, ops.Sigmoid(y))
-    end = np.array([np.iinfo(np.int64).max], I64)
-    state = ops.Slice(padded, _one(-(k - 1)) if k > 1 else end, end, _one(2))
-    return [y, state]
-
-
 def _col2im(n: Node) -> list:
     """Col2Im: a ConvTranspose, per channel, of the blocks by one-hot kernels (block position
     k of channel c is input channel ``c*K + k``)."""
@@ -111,11 +83,9 @@ def _col2im(n: Node) -> list:
                               output_padding=[image[i] - made[i] for i in range(nd)])]
 
 
-causal_conv_vjp = composite(_causal_conv)
 col2im_vjp = composite(_col2im)
 lp_pool_vjp = composite(_lp_pool)
 global_lp_pool_vjp = composite(_global_lp_pool)
-swiglu_vjp = composite(_swiglu)
 
 #: op type -> the inputs whose elements it copies to its output (the rest it reads as indices or shapes)
 COPIED: dict[str, tuple[int, ...]] = {"CenterCropPad": (0,), "MaxUnpool": (0,), "TensorScatter": (0, 1)}

@@ -13,15 +13,12 @@ from collections.abc import Iterator, Mapping
 
 import numpy as np
 
-from amanda.autodiff.node import Node, const, shape_of, size_of, zeros_like
+from amanda.autodiff.node import Node, shape_of, size_of, zeros_like
 from amanda.build import ops
 from amanda.build.values import Value
 from amanda.ops.registry import ONNX, entries
 
-__all__ = [
-    "disjoint_select_vjp", "repeated_select_vjp", "NO_GRADIENT", "dropout_vjp", "no_gradient_vjp", "scatter_back",
-    "select_vjp",
-]
+__all__ = ["disjoint_select_vjp", "repeated_select_vjp", "NO_GRADIENT", "no_gradient_vjp", "scatter_back", "select_vjp"]
 
 
 def rest(n: Node, first: Value | None) -> list:
@@ -89,28 +86,6 @@ def _distinct_indices(n: Node) -> bool:
     index = n.inputs[1] if len(n.inputs) > 1 else None
     known = None if index is None or index.constant is None else np.asarray(index.constant).reshape(-1)
     return known is not None and bool((known >= 0).all()) and np.unique(known).size == known.size
-
-
-def dropout_vjp(n: Node) -> list:
-    """Dropout: the identity in inference mode; in training, the gradient through the kept mask
-    (its ``mask`` output, or where the output is non-zero when the op has no mask port),
-    scaled as the forward pass scaled."""
-    g = n.grad()
-    training = n.inputs[2] if len(n.inputs) > 2 else None
-    if training is None or (training.constant is not None and not bool(np.asarray(training.constant))):
-        return rest(n, g)
-    ratio = float(n.known(1, "ratio")) if len(n.inputs) > 1 and n.inputs[1] is not None else 0.5
-    if len(n.outputs) > 1:
-        kept_mask = n.outputs[1]
-    else:  # no mask port: an element was kept where the output is not zero (or the input was)
-        x, y = n.inputs[0], n.outputs[0]
-        kept_mask = ops.Or(ops.Not(ops.Equal(y, const(0, y))), ops.Equal(x, const(0, x)))
-    mask = ops.Cast(kept_mask, to=np.dtype(g.type.dtype))
-    kept = ops.Mul(g, mask)
-    factor: Value | np.ndarray = const(1 / (1 - ratio), g)
-    if training.constant is None:  # decided at run time: outside training the mask is all ones
-        factor = ops.Where(training, factor, const(1, g))
-    return rest(n, kept if ratio == 0 else ops.Mul(kept, factor))
 
 
 class _NoGradient(Mapping[str, str]):

@@ -30,12 +30,7 @@ Marks = tuple[tuple[str, str, tuple[str, ...]], ...]
 # no input gets a gradient through these: their outputs are integers, booleans, shapes, or
 # values the inputs give only the shape of
 NO_GRADIENT: Marks = (
-    (ONNX, "its values do not depend on its input's values", ("RandomNormalLike", "RandomUniformLike")),
-    (ONNX, "a random draw", ("Bernoulli", "Multinomial", "RandomNormal", "RandomUniform")),
     (ONNX, "quantised (integer) data", ("MatMulInteger",)),
-    (ONNX, "string data (TfIdfVectorizer: counts of tokens)", (
-        "RegexFullMatch", "StringConcat", "StringNormalizer", "StringSplit", "TfIdfVectorizer",
-    )),
     (ONNX, "sequence or optional values (gradients are tensors: unpack them before the loss's path)", (
         "Optional", "OptionalGetElement", "OptionalHasElement", "SequenceAt", "SequenceConstruct", "SequenceEmpty",
         "SequenceErase", "SequenceInsert", "SequenceLength", "SequenceMap", "SplitToSequence", "ConcatFromSequence",

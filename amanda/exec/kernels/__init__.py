@@ -2,12 +2,7 @@
 from amanda.exec.kernels import (
     conv,  # noqa: F401
     conv_transpose,  # noqa: F401
-    identity,  # noqa: F401
     linalg,  # noqa: F401
     pool,  # noqa: F401
-    random,  # noqa: F401
     recurrent,  # noqa: F401
-    sequence_state,  # noqa: F401
-    strings,  # noqa: F401
-    text_features,  # noqa: F401
 )

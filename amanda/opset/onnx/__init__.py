@@ -9,6 +9,7 @@ from amanda.opset.onnx import (  # noqa: F401
     deform,
     detection,
     elementwise,
+    identity,
     indexing,
     layout,
     logic,
@@ -16,14 +17,18 @@ from amanda.opset.onnx import (  # noqa: F401
     normalization,
     norms,
     quantize,
+    random,
     reduce,
     resize,
     sampling,
+    sequence_state,
     shape,
     signal,
     slicing,
     softmax,
     sorting,
+    strings,
+    text_features,
 )
 
 __all__: list[str] = []

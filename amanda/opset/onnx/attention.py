@@ -20,7 +20,6 @@ from amanda.autodiff.composite import composite
 from amanda.autodiff.node import Node as GradNode
 from amanda.autodiff.node import const, shape_of
 from amanda.autodiff.rules_attention import I64, _repeat, static
-from amanda.autodiff.rules_decomposed import I64 as GradI64
 from amanda.autodiff.rules_decomposed import _one
 from amanda.build import ops
 from amanda.build.values import Value
@@ -254,7 +253,7 @@ def _rotary(n: GradNode) -> list:
         raise n.fail("a known feature size", repr(x.type))
     flat = len(shape) == 3
     heads = int(n.attr("num_heads", 0))
-    x4 = ops.Reshape(x, np.array([0, 0, heads, -1], GradI64)) if flat else ops.Transpose(x, perm=[0, 2, 1, 3])
+    x4 = ops.Reshape(x, np.array([0, 0, heads, -1], I64)) if flat else ops.Transpose(x, perm=[0, 2, 1, 3])
     size = int(shape[-1]) // heads if flat else int(shape[-1])
     dim = int(n.attr("rotary_embedding_dim", 0)) or size
     if pos is not None:

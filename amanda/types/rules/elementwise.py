@@ -6,11 +6,9 @@ import operator
 from typing import Any
 
 from amanda.types.node import Node, Partial, as_dims, from_dims
-from amanda.types.rules import rule
 from amanda.types.tensor_type import TensorType
 
 
-@rule("Identity")
 def same_as_first(node: Node) -> list:
     """The output has the type of the first input (unary elementwise ops, normalisations)."""
     t = node.type(0)
@@ -68,12 +66,6 @@ def broadcasting(node: Node) -> list:
     if fn is not None and len(node.types) == 2:
         node.set_value(0, _partial_arith(node.value(0), node.value(1), fn))
     return [TensorType(dtype, shape)]
-
-
-@rule("Dropout")
-def dropout(node: Node) -> list:
-    """Output like the input; the mask is bool of the same shape."""
-    return [node.type(0), TensorType("bool", node.shape(0))]
 
 
 # -- partial values ------------------------------------------------------------------------

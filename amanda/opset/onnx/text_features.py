@@ -14,6 +14,9 @@ import numpy as np
 
 from amanda.exec.kernels.math_util import attr_str
 from amanda.exec.kernels.registry import kernel
+from amanda.ops import define
+from amanda.types.node import Node
+from amanda.types.tensor_type import TensorType
 
 Attrs = Mapping[str, Any]
 
@@ -63,3 +66,14 @@ def tfidf_vectorizer_kernel(attrs: Attrs, x: np.ndarray) -> tuple:
         counts = counts * full
     out = counts.astype(np.float32)
     return (out.reshape(-1) if x.ndim == 1 else out,)
+
+
+def tfidf_vectorizer(node: Node) -> list:
+    """float32 ``[max(ngram_indexes) + 1]`` per row."""
+    x = node.shape(0)
+    width = max((int(i) for i in node.attr("ngram_indexes", ())), default=-1) + 1
+    shape = None if x is None else ((width,) if len(x) == 1 else (x[0], width))
+    return [TensorType("float32", shape)]
+
+
+define("TfIdfVectorizer", type_rule=tfidf_vectorizer, no_gradient="string data (TfIdfVectorizer: counts of tokens)")

@@ -16,6 +16,10 @@ import numpy as np
 
 from amanda.exec.kernels.onnx_dtypes import onnx_dtype
 from amanda.exec.kernels.registry import kernel
+from amanda.ops import define
+from amanda.types.node import Node
+from amanda.types.rules.generators import _code
+from amanda.types.tensor_type import TensorType
 
 Attrs = Mapping[str, Any]
 
@@ -91,3 +95,33 @@ def multinomial_kernel(attrs: Attrs, logits: np.ndarray) -> tuple:
     for row in range(logits.shape[0]):
         picks[row] = np.minimum(np.searchsorted(cumulative[row], draws[row], side="right"), logits.shape[1] - 1)
     return (picks.astype(onnx_dtype(int(attrs.get("dtype", 6)))),)
+
+
+def multinomial(node: Node) -> list:
+    """``[batch, sample_size]`` class indices (int32 by default)."""
+    x = node.shape(0)
+    return [TensorType(_code(node, "dtype", 6), (x[0] if x else None, int(node.attr("sample_size", 1))))]
+
+
+define("Multinomial", type_rule=multinomial, no_gradient="a random draw")
+
+
+# ---- type rules and gradients shared by several ops of this family ----
+
+
+def random_from_shape(node: Node) -> list:
+    """``shape`` values in ``dtype`` (default float32)."""
+    return [TensorType(_code(node, "dtype", 1), tuple(int(d) for d in node.attr("shape", ())))]
+
+
+def random_like(node: Node) -> list:
+    """The input's shape, in ``dtype`` or the input's dtype."""
+    return [TensorType(_code(node, "dtype", 0) or node.dtype(0), node.shape(0))]
+
+
+# each op's type rule and gradient, beside the kernels registered above
+define("Bernoulli", type_rule=random_like, no_gradient="a random draw")
+define("RandomNormal", type_rule=random_from_shape, no_gradient="a random draw")
+define("RandomNormalLike", type_rule=random_like, no_gradient="its values do not depend on its input's values")
+define("RandomUniform", type_rule=random_from_shape, no_gradient="a random draw")
+define("RandomUniformLike", type_rule=random_like, no_gradient="its values do not depend on its input's values")

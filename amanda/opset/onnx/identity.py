@@ -13,8 +13,18 @@ from typing import Any
 
 import numpy as np
 
+from amanda.autodiff.node import Node as GradNode
+from amanda.autodiff.node import const
+from amanda.autodiff.rules_shape import rest
+from amanda.autodiff.rules_unary import unary_vjp
+from amanda.build import ops
+from amanda.build.values import Value
 from amanda.exec.kernels.math_util import as_array
 from amanda.exec.kernels.registry import kernel
+from amanda.ops import define
+from amanda.types.node import Node
+from amanda.types.rules.elementwise import same_as_first
+from amanda.types.tensor_type import TensorType
 
 Attrs = Mapping[str, Any]
 
@@ -23,6 +33,9 @@ Attrs = Mapping[str, Any]
 def identity_kernel(attrs: Attrs, x: Any) -> tuple:
     """ONNX Identity: the input itself (tensors, sequences and optionals alike)."""
     return (x,)
+
+
+define("Identity", type_rule=same_as_first, vjp=unary_vjp)
 
 
 def _dropout(attrs: Attrs, x: np.ndarray, ratio: float, training: bool, mask_dtype: Any) -> tuple:
@@ -48,6 +61,36 @@ def dropout_v1_kernel(attrs: Attrs, x: np.ndarray) -> tuple:
     from opset 7), so it is not supported.
     """
     return _dropout(attrs, x, float(attrs.get("ratio", 0.5)), False, x.dtype)
+
+
+def dropout(node: Node) -> list:
+    """Output like the input; the mask is bool of the same shape."""
+    return [node.type(0), TensorType("bool", node.shape(0))]
+
+
+def dropout_vjp(n: GradNode) -> list:
+    """Dropout: the identity in inference mode; in training, the gradient through the kept mask
+    (its ``mask`` output, or where the output is non-zero when the op has no mask port),
+    scaled as the forward pass scaled."""
+    g = n.grad()
+    training = n.inputs[2] if len(n.inputs) > 2 else None
+    if training is None or (training.constant is not None and not bool(np.asarray(training.constant))):
+        return rest(n, g)
+    ratio = float(n.known(1, "ratio")) if len(n.inputs) > 1 and n.inputs[1] is not None else 0.5
+    if len(n.outputs) > 1:
+        kept_mask = n.outputs[1]
+    else:  # no mask port: an element was kept where the output is not zero (or the input was)
+        x, y = n.inputs[0], n.outputs[0]
+        kept_mask = ops.Or(ops.Not(ops.Equal(y, const(0, y))), ops.Equal(x, const(0, x)))
+    mask = ops.Cast(kept_mask, to=np.dtype(g.type.dtype))
+    kept = ops.Mul(g, mask)
+    factor: Value | np.ndarray = const(1 / (1 - ratio), g)
+    if training.constant is None:  # decided at run time: outside training the mask is all ones
+        factor = ops.Where(training, factor, const(1, g))
+    return rest(n, kept if ratio == 0 else ops.Mul(kept, factor))
+
+
+define("Dropout", type_rule=dropout, vjp=dropout_vjp)
 
 
 @kernel("Dropout", since=10)

@@ -15,6 +15,10 @@ import numpy as np
 
 from amanda.exec.kernels.math_util import attr_str
 from amanda.exec.kernels.registry import kernel
+from amanda.ops import define
+from amanda.types.node import Node
+from amanda.types.rules import by_name
+from amanda.types.tensor_type import TensorType
 
 Attrs = Mapping[str, Any]
 
@@ -34,6 +38,14 @@ def string_concat_kernel(attrs: Attrs, x: np.ndarray, y: np.ndarray) -> tuple:
     """ONNX StringConcat: elementwise concatenation with broadcasting."""
     joined = np.char.add(_strings(x).astype(str), _strings(y).astype(str))
     return (np.asarray(joined, dtype=object).reshape(np.shape(joined)),)
+
+
+def string_concat(node: Node) -> list:
+    """Strings, broadcast."""
+    return [TensorType("string", node.broadcast(node.shape(0), node.shape(1)))]
+
+
+define("StringConcat", type_rule=string_concat, no_gradient="string data (TfIdfVectorizer: counts of tokens)")
 
 
 @kernel("StringSplit", since=20)
@@ -57,6 +69,15 @@ def string_split_kernel(attrs: Attrs, x: np.ndarray) -> tuple:
     return (out.reshape(x.shape + (width,)), counts)
 
 
+def string_split(node: Node) -> list:
+    """Substrings ``[*input, longest]`` and int64 counts shaped like the input."""
+    x = node.shape(0)
+    return by_name(node, Y=TensorType("string", None if x is None else (*x, None)), Z=TensorType("int64", x))
+
+
+define("StringSplit", type_rule=string_split, no_gradient="string data (TfIdfVectorizer: counts of tokens)")
+
+
 @kernel("StringNormalizer", since=10)
 def string_normalizer_kernel(attrs: Attrs, x: np.ndarray) -> tuple:
     """ONNX StringNormalizer: drop stop words, then lower- or upper-case ([C] or [1, C] input).
@@ -78,9 +99,26 @@ def string_normalizer_kernel(attrs: Attrs, x: np.ndarray) -> tuple:
     return (out.reshape(1, -1) if x.ndim == 2 else out,)
 
 
+def string_normalizer(node: Node) -> list:
+    """Strings of the input's rank (stop words make the length unknown)."""
+    x = node.shape(0)
+    return [TensorType("string", None if x is None else (*x[:-1], None))]
+
+
+define("StringNormalizer", type_rule=string_normalizer, no_gradient="string data (TfIdfVectorizer: counts of tokens)")
+
+
 @kernel("RegexFullMatch", since=20)
 def regex_full_match_kernel(attrs: Attrs, x: np.ndarray) -> tuple:
     """ONNX RegexFullMatch: whether each string matches ``pattern`` whole."""
     pattern = re.compile(attr_str(attrs, "pattern", ""))
     flat = [pattern.fullmatch(_text(s)) is not None for s in np.asarray(x, dtype=object).reshape(-1)]
     return (np.array(flat, dtype=bool).reshape(x.shape),)
+
+
+def regex_full_match(node: Node) -> list:
+    """Booleans shaped like the input."""
+    return [TensorType("bool", node.shape(0))]
+
+
+define("RegexFullMatch", type_rule=regex_full_match, no_gradient="string data (TfIdfVectorizer: counts of tokens)")
