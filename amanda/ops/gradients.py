@@ -31,10 +31,7 @@ Marks = tuple[tuple[str, str, tuple[str, ...]], ...]
 # values the inputs give only the shape of
 NO_GRADIENT: Marks = (
     (ONNX, "quantised (integer) data", ("MatMulInteger",)),
-    (ONNX, "sequence or optional values (gradients are tensors: unpack them before the loss's path)", (
-        "Optional", "OptionalGetElement", "OptionalHasElement", "SequenceAt", "SequenceConstruct", "SequenceEmpty",
-        "SequenceErase", "SequenceInsert", "SequenceLength", "SequenceMap", "SplitToSequence", "ConcatFromSequence",
-    )),
+    (ONNX, "sequence or optional values (gradients are tensors: unpack them before the loss's path)", ("SequenceMap",)),
 )
 
 # these have a gradient that amanda has no rule for (yet)

@@ -22,6 +22,7 @@ from amanda.opset.onnx import (  # noqa: F401
     resize,
     sampling,
     sequence_state,
+    sequences,
     shape,
     signal,
     slicing,
