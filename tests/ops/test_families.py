@@ -44,6 +44,8 @@ def test_a_family_module_registers_every_fact_of_its_ops(module: str) -> None:
         kernels = e.origins.get("kernels", ()) + e.origins.get("session_kernels", ())
         assert set(kernels) == {module}, (where, kernels)
         assert e.origins.get("type_rule") == (module,), (where, e.origins.get("type_rule"))
+        kernel_fns = {v.fn for v in (*e.kernels, *e.session_kernels)}
+        assert e.type_rule not in kernel_fns and e.vjp not in kernel_fns, where  # each fact its own function
         said = [fact for fact in GRADIENT if e.origins.get(fact)]
         assert said and all(e.origins[fact] == (module,) for fact in said), (where, dict(e.origins))
 
@@ -67,3 +69,22 @@ def test_the_executor_alone_finds_the_families_kernels() -> None:
             f"sys.exit(0 if r.lookup({moved!r}) is not None else 3)")
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
     assert amanda.exec.kernels.registry.lookup(moved) is not None
+
+
+#: the modules that still register ONNX kernels outside a family module (conv, pooling, matrix
+#: products, recurrent and control flow: moved when the work on them in parallel settles)
+NOT_YET_MOVED = frozenset({
+    "amanda.exec.kernels.conv", "amanda.exec.kernels.conv_transpose", "amanda.exec.kernels.linalg",
+    "amanda.exec.kernels.pool", "amanda.exec.kernels.recurrent", "amanda.exec.control_flow",
+})
+
+
+def test_every_onnx_kernel_is_registered_by_a_family_module() -> None:
+    """Each op of the ONNX default domain that a Session can run has its kernels registered by
+    a family module (or by one of the few modules not moved yet); the families hold most of them."""
+    homes = {e.op_type: set(e.origins.get("kernels", ()) + e.origins.get("session_kernels", ()))
+             for e in entries("amanda/onnx", domain="") if e.kernels or e.session_kernels}
+    astray = {op: where for op, where in homes.items() if not where <= set(MODULES) | NOT_YET_MOVED}
+    assert astray == {}
+    in_families = [op for op, where in homes.items() if where <= set(MODULES)]
+    assert len(in_families) >= 180 and len(in_families) > 4 * (len(homes) - len(in_families))
