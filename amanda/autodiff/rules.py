@@ -20,22 +20,15 @@ from typing import Any
 from amanda.autodiff.rules_control import if_vjp, loop_vjp, scan_vjp
 from amanda.autodiff.rules_decomposed import (
     col2im_vjp,
-    global_lp_pool_vjp,
-    lp_pool_vjp,
-    replay_vjp,
 )
 from amanda.autodiff.rules_linalg import einsum_vjp
 from amanda.autodiff.rules_math import (
-    extreme_reduce_vjp,
     gemm_vjp,
     matmul_vjp,
-    mean_reduce_vjp,
 )
 from amanda.autodiff.rules_nn import (
-    avgpool_vjp,
     conv_transpose_vjp,
     conv_vjp,
-    maxpool_vjp,
 )
 from amanda.autodiff.rules_recurrent import gru_vjp, lstm_vjp, rnn_vjp
 from amanda.autodiff.rules_shape import (
@@ -49,10 +42,8 @@ __all__ = ["RULES", "VJP", "WITHOUT_RULE", "family", "rule_for"]
 Rule = Callable[[Any], list]
 
 _ONNX: dict[str, Rule] = {
-    "MatMul": matmul_vjp, "Gemm": gemm_vjp, "GlobalAveragePool": mean_reduce_vjp, "GlobalMaxPool": extreme_reduce_vjp,
-    "Conv": conv_vjp, "MaxPool": maxpool_vjp, "AveragePool": avgpool_vjp, "ConvTranspose": conv_transpose_vjp,
-    "RNN": rnn_vjp, "GRU": gru_vjp, "LSTM": lstm_vjp, "Einsum": einsum_vjp, "LpPool": lp_pool_vjp,
-    "GlobalLpPool": global_lp_pool_vjp, "MaxUnpool": replay_vjp, "If": if_vjp, "Scan": scan_vjp, "Loop": loop_vjp,
+    "MatMul": matmul_vjp, "Gemm": gemm_vjp, "Conv": conv_vjp, "ConvTranspose": conv_transpose_vjp, "RNN": rnn_vjp,
+    "GRU": gru_vjp, "LSTM": lstm_vjp, "Einsum": einsum_vjp, "If": if_vjp, "Scan": scan_vjp, "Loop": loop_vjp,
     "Col2Im": col2im_vjp,
 }
 

@@ -20,41 +20,17 @@ from typing import Any
 import numpy as np
 
 from amanda.autodiff.composite import composite
-from amanda.autodiff.node import Node, const, rank, shape_of, size_of
+from amanda.autodiff.node import Node, const, shape_of, size_of
 from amanda.build import ops
 from amanda.build.values import Value
 
-__all__ = ["col2im_vjp", "global_lp_pool_vjp", "lp_pool_vjp", "replay_vjp"]
+__all__ = ["col2im_vjp", "replay_vjp"]
 
 I64 = np.int64
 
 
 def _one(v: int) -> np.ndarray:
     return np.array([v], I64)
-
-
-def _lp_pool(n: Node) -> list:
-    """LpPool: ``(window sum of |x|^p) ** (1/p)``, the sum a depthwise Conv of ones."""
-    x = n.given(0)
-    shape = x.type.shape
-    if shape is None or type(shape[1]) is not int:
-        raise n.fail("a known number of channels", repr(x.type))
-    if int(n.attr("ceil_mode", 0)):
-        raise n.fail("ceil_mode 0", "ceil_mode 1")
-    p = float(n.attr("p", 2))
-    kernel = [int(k) for k in n.attr("kernel_shape")]
-    ones = np.ones([int(shape[1]), 1, *kernel], np.dtype(x.type.dtype))
-    kw = {k: n.attr(k) for k in ("strides", "pads", "dilations", "auto_pad") if n.attr(k) is not None}
-    summed = ops.Conv(ops.Pow(ops.Abs(x), const(p, x)), ones, group=int(shape[1]), kernel_shape=kernel, **kw)
-    return [ops.Pow(summed, const(1 / p, x))]
-
-
-def _global_lp_pool(n: Node) -> list:
-    """GlobalLpPool: ``(sum of |x|^p over the spatial axes) ** (1/p)``."""
-    x = n.given(0)
-    p = float(n.attr("p", 2))
-    axes = np.arange(2, rank(x, n), dtype=I64)
-    return [ops.Pow(ops.ReduceSum(ops.Pow(ops.Abs(x), const(p, x)), axes, keepdims=1), const(1 / p, x))]
 
 
 def _col2im(n: Node) -> list:
@@ -84,8 +60,6 @@ def _col2im(n: Node) -> list:
 
 
 col2im_vjp = composite(_col2im)
-lp_pool_vjp = composite(_lp_pool)
-global_lp_pool_vjp = composite(_global_lp_pool)
 
 #: op type -> the inputs whose elements it copies to its output (the rest it reads as indices or shapes)
 COPIED: dict[str, tuple[int, ...]] = {"CenterCropPad": (0,), "MaxUnpool": (0,), "TensorScatter": (0, 1)}

@@ -14,21 +14,20 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from amanda.autodiff.node import Node, const, rank, shape_of
-from amanda.autodiff.rules_shape import scatter_back
+from amanda.autodiff.node import Node, rank
 from amanda.build import ops
 from amanda.build.values import Value
 from amanda.exec.kernels.conv_transpose import _transpose_pads
 from amanda.exec.kernels.spatial import ints
 
-__all__ = ["avgpool_vjp", "conv_transpose_vjp", "conv_vjp", "maxpool_vjp"]
+__all__ = ["conv_transpose_vjp", "conv_vjp"]
 
 
 def i64(values: Sequence[int]) -> np.ndarray:
     return np.array(list(values), np.int64)
 
 
-class _Window:
+class Window:
     """The static geometry of a convolution or pooling window (spatial dims known)."""
 
     def __init__(self, n: Node, kernel: Sequence[int]) -> None:
@@ -96,7 +95,7 @@ def conv_vjp(n: Node) -> list:
     x, w = n.given(0, 1)
     ws = _known_shape(n, w, "weights")
     group = int(n.attr("group", 1))
-    win = _Window(n, ws[2:])
+    win = Window(n, ws[2:])
     g = n.grad()
     out: list = [None] * len(n.inputs)
     if n.need(0):
@@ -140,36 +139,5 @@ def conv_transpose_vjp(n: Node) -> list:
     if len(n.inputs) > 2 and n.need(2):
         out[2] = ops.ReduceSum(gy, i64([0, *range(2, rank(gy))]), keepdims=0)
     return out
-
-
-def maxpool_vjp(n: Node) -> list:
-    """MaxPool: the gradient back to the positions the maxima came from."""
-    x = n.given(0)
-    attrs = n.own_attrs("storage_order")
-    _, indices = ops.MaxPool(x, **attrs)
-    win = _Window(n, n.attr("kernel_shape"))
-    apart = all(win.strides[i] >= win.extent(i) for i in range(win.nd))  # each element in one window at most
-    return [scatter_back(n.grad(), x, indices, n, unique=apart)]
-
-
-def avgpool_vjp(n: Node) -> list:
-    """AveragePool: each window's share spread back over it by a ConvTranspose of ones."""
-    x = n.given(0)
-    if int(n.attr("ceil_mode", 0)):
-        raise n.fail("ceil_mode=0", "ceil_mode=1")
-    win = _Window(n, n.attr("kernel_shape"))
-    channels = x.type.shape[1]  # type: ignore[index]
-    if type(channels) is not int:
-        raise n.fail("a known channel count", repr(x.type))
-    area = int(np.prod(win.kernel))
-    g = n.grad()
-    if any(win.pads) and not int(n.attr("count_include_pad", 0)):
-        ones = ops.ConstantOfShape(shape_of(x), value=const([1], x))
-        share = ops.AveragePool(ones, kernel_shape=win.kernel, strides=win.strides, pads=win.pads, count_include_pad=1)
-        g = ops.Div(g, ops.Mul(share, const(area, x)))
-    else:
-        g = ops.Mul(g, const(1 / area, g))
-    kernel = const(np.ones((channels, 1, *win.kernel)), x)
-    return [win.transpose(g, kernel, channels)]  # type: ignore[arg-type]
 
 

@@ -16,6 +16,7 @@ from amanda.opset.onnx import (  # noqa: F401
     losses,
     normalization,
     norms,
+    pool,
     quantize,
     random,
     reduce,

@@ -15,6 +15,14 @@ from typing import Any
 
 import numpy as np
 
+from amanda.autodiff.composite import composite
+from amanda.autodiff.node import Node as GradNode
+from amanda.autodiff.node import const, rank, shape_of
+from amanda.autodiff.rules_decomposed import I64, replay_vjp
+from amanda.autodiff.rules_math import extreme_reduce_vjp, mean_reduce_vjp
+from amanda.autodiff.rules_nn import Window
+from amanda.autodiff.rules_shape import scatter_back
+from amanda.build import ops
 from amanda.exec.kernels.arity import output_count
 from amanda.exec.kernels.registry import kernel
 from amanda.exec.kernels.spatial import (
@@ -26,6 +34,10 @@ from amanda.exec.kernels.spatial import (
     scratch_as,
     window_pads,
 )
+from amanda.ops import define
+from amanda.types.node import Node
+from amanda.types.rules.spatial import _window, data
+from amanda.types.tensor_type import TensorType
 
 
 class _Geometry:
@@ -263,3 +275,114 @@ def max_unpool(
     y = np.zeros(int(np.prod(shape)), dtype=x.dtype)
     y[flat] = x.reshape(-1)
     return (y.reshape(shape),)
+
+
+def max_unpool_type(node: Node) -> list:
+    """The ``output_shape`` input, else ``(in-1)·s + k - pads`` per spatial dim."""
+    x = data(node)
+    given = node.dims(2) if node.present(2) else None
+    if given is not None:
+        return [TensorType(node.dtype(0), given)]
+    if node.present(2) or x is None:  # an output_shape not known before running
+        return [TensorType(node.dtype(0), None if x is None else (None,) * len(x))]
+    n = len(x) - 2
+    kernel = list(node.attr("kernel_shape") or [None] * n)
+    strides = list(node.attr("strides") or [1] * n)
+    pads = list(node.attr("pads") or [0] * (2 * n))
+    out = [(d - 1) * strides[i] + kernel[i] - pads[i] - pads[i + n]
+           if type(d) is int and type(kernel[i]) is int else None for i, d in enumerate(x[2:])]
+    return [TensorType(node.dtype(0), (x[0], x[1], *out))]
+
+
+define("MaxUnpool", type_rule=max_unpool_type, vjp=replay_vjp)
+
+
+# ---- type rules and gradients shared by several ops of this family ----
+
+
+def pool(node: Node) -> list:
+    """``[N, C, out…]`` from ``kernel_shape``, strides, pads, dilations and ``ceil_mode``."""
+    x = data(node)
+    if x is None:
+        return [TensorType(node.dtype(0), None), TensorType("int64", None)]
+    kernel = node.attr("kernel_shape")
+    if kernel is None:
+        raise node.fail("a kernel_shape attribute", "none")
+    out = (x[0], x[1], *_window(node, x[2:], list(kernel), bool(node.attr("ceil_mode", 0))))
+    return [TensorType(node.dtype(0), out), TensorType("int64", out)]
+
+
+def global_pool(node: Node) -> list:
+    """``[N, C, 1, …]``."""
+    x = data(node)
+    return [TensorType(node.dtype(0), None if x is None else (x[0], x[1], *[1] * (len(x) - 2)))]
+
+
+def maxpool_vjp(n: GradNode) -> list:
+    """MaxPool: the gradient back to the positions the maxima came from."""
+    x = n.given(0)
+    attrs = n.own_attrs("storage_order")
+    _, indices = ops.MaxPool(x, **attrs)
+    win = Window(n, n.attr("kernel_shape"))
+    apart = all(win.strides[i] >= win.extent(i) for i in range(win.nd))  # each element in one window at most
+    return [scatter_back(n.grad(), x, indices, n, unique=apart)]
+
+
+def avgpool_vjp(n: GradNode) -> list:
+    """AveragePool: each window's share spread back over it by a ConvTranspose of ones."""
+    x = n.given(0)
+    if int(n.attr("ceil_mode", 0)):
+        raise n.fail("ceil_mode=0", "ceil_mode=1")
+    win = Window(n, n.attr("kernel_shape"))
+    channels = x.type.shape[1]  # type: ignore[index]
+    if type(channels) is not int:
+        raise n.fail("a known channel count", repr(x.type))
+    area = int(np.prod(win.kernel))
+    g = n.grad()
+    if any(win.pads) and not int(n.attr("count_include_pad", 0)):
+        ones = ops.ConstantOfShape(shape_of(x), value=const([1], x))
+        share = ops.AveragePool(ones, kernel_shape=win.kernel, strides=win.strides, pads=win.pads, count_include_pad=1)
+        g = ops.Div(g, ops.Mul(share, const(area, x)))
+    else:
+        g = ops.Mul(g, const(1 / area, g))
+    kernel = const(np.ones((channels, 1, *win.kernel)), x)
+    return [win.transpose(g, kernel, channels)]  # type: ignore[arg-type]
+
+
+def _lp_pool(n: GradNode) -> list:
+    """LpPool: ``(window sum of |x|^p) ** (1/p)``, the sum a depthwise Conv of ones."""
+    x = n.given(0)
+    shape = x.type.shape
+    if shape is None or type(shape[1]) is not int:
+        raise n.fail("a known number of channels", repr(x.type))
+    if int(n.attr("ceil_mode", 0)):
+        raise n.fail("ceil_mode 0", "ceil_mode 1")
+    p = float(n.attr("p", 2))
+    kernel = [int(k) for k in n.attr("kernel_shape")]
+    ones = np.ones([int(shape[1]), 1, *kernel], np.dtype(x.type.dtype))
+    kw = {k: n.attr(k) for k in ("strides", "pads", "dilations", "auto_pad") if n.attr(k) is not None}
+    summed = ops.Conv(ops.Pow(ops.Abs(x), const(p, x)), ones, group=int(shape[1]), kernel_shape=kernel, **kw)
+    return [ops.Pow(summed, const(1 / p, x))]
+
+
+def _global_lp_pool(n: GradNode) -> list:
+    """GlobalLpPool: ``(sum of |x|^p over the spatial axes) ** (1/p)``."""
+    x = n.given(0)
+    p = float(n.attr("p", 2))
+    axes = np.arange(2, rank(x, n), dtype=I64)
+    return [ops.Pow(ops.ReduceSum(ops.Pow(ops.Abs(x), const(p, x)), axes, keepdims=1), const(1 / p, x))]
+
+
+lp_pool_vjp = composite(_lp_pool)
+
+
+global_lp_pool_vjp = composite(_global_lp_pool)
+
+
+# each op's type rule and gradient, beside the kernels registered above
+define("AveragePool", type_rule=pool, vjp=avgpool_vjp)
+define("GlobalAveragePool", type_rule=global_pool, vjp=mean_reduce_vjp)
+define("GlobalLpPool", type_rule=global_pool, vjp=global_lp_pool_vjp)
+define("GlobalMaxPool", type_rule=global_pool, vjp=extreme_reduce_vjp)
+define("LpPool", type_rule=pool, vjp=lp_pool_vjp)
+define("MaxPool", type_rule=pool, vjp=maxpool_vjp)
