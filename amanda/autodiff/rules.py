@@ -21,11 +21,6 @@ from amanda.autodiff.rules_control import if_vjp, loop_vjp, scan_vjp
 from amanda.autodiff.rules_decomposed import (
     col2im_vjp,
 )
-from amanda.autodiff.rules_linalg import einsum_vjp
-from amanda.autodiff.rules_math import (
-    gemm_vjp,
-    matmul_vjp,
-)
 from amanda.autodiff.rules_nn import (
     conv_transpose_vjp,
     conv_vjp,
@@ -42,9 +37,8 @@ __all__ = ["RULES", "VJP", "WITHOUT_RULE", "family", "rule_for"]
 Rule = Callable[[Any], list]
 
 _ONNX: dict[str, Rule] = {
-    "MatMul": matmul_vjp, "Gemm": gemm_vjp, "Conv": conv_vjp, "ConvTranspose": conv_transpose_vjp, "RNN": rnn_vjp,
-    "GRU": gru_vjp, "LSTM": lstm_vjp, "Einsum": einsum_vjp, "If": if_vjp, "Scan": scan_vjp, "Loop": loop_vjp,
-    "Col2Im": col2im_vjp,
+    "Conv": conv_vjp, "ConvTranspose": conv_transpose_vjp, "RNN": rnn_vjp, "GRU": gru_vjp, "LSTM": lstm_vjp, "If": if_vjp,
+    "Scan": scan_vjp, "Loop": loop_vjp, "Col2Im": col2im_vjp,
 }
 
 #: differentiable ops with a kernel that have no rule yet, and what one would take: ``grad`` of a

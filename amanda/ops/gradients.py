@@ -11,7 +11,7 @@ ops with the builder, a layer above this one).
 
 from __future__ import annotations
 
-from amanda.ops.catalog import FUSED, TENSORFLOW
+from amanda.ops.catalog import TENSORFLOW
 from amanda.ops.registry import ONNX, declare
 
 
@@ -30,7 +30,6 @@ Marks = tuple[tuple[str, str, tuple[str, ...]], ...]
 # no input gets a gradient through these: their outputs are integers, booleans, shapes, or
 # values the inputs give only the shape of
 NO_GRADIENT: Marks = (
-    (ONNX, "quantised (integer) data", ("MatMulInteger",)),
     (ONNX, "sequence or optional values (gradients are tensors: unpack them before the loss's path)", ("SequenceMap",)),
 )
 
@@ -42,7 +41,6 @@ GAPS: Marks = (
     (TENSORFLOW, "a TensorFlow op: amanda differentiates a graph in its ONNX form", (
         "VariableV2", "Assign", "AssignAdd", "AssignSub", "Identity", "NoOp", "Placeholder",
     )),
-    (FUSED, "a fused op made by optimize: differentiate before optimising", ("MatMulAdd",)),
     (TRAIN, "an optimiser's update step", ("AdamStep",)),
     (DIST, "a transfer between the parts of a partitioned model: differentiate before partitioning", ("Send", "Recv")),
 )

@@ -2,6 +2,5 @@
 from amanda.exec.kernels import (
     conv,  # noqa: F401
     conv_transpose,  # noqa: F401
-    linalg,  # noqa: F401
     recurrent,  # noqa: F401
 )

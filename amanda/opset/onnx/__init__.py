@@ -12,6 +12,7 @@ from amanda.opset.onnx import (  # noqa: F401
     identity,
     indexing,
     layout,
+    linalg,
     logic,
     losses,
     normalization,

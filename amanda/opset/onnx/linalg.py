@@ -7,11 +7,20 @@ from typing import Any
 
 import numpy as np
 
+from amanda.autodiff.node import Node as GradNode
+from amanda.autodiff.node import const, rank, shape_of, unbroadcast
+from amanda.autodiff.rules_linalg import I64, parse_einsum
+from amanda.build import ops
+from amanda.build.values import Value
 from amanda.exec.kernels.cblas import accumulate, cblas_gemm, rows_times
 from amanda.exec.kernels.math_util import as_array, attr_str, wide
 from amanda.exec.kernels.registry import kernel
 from amanda.exec.kernels.relaid import relaid_if_constant
+from amanda.ops import define
 from amanda.ops.catalog import FUSED
+from amanda.types.node import Node
+from amanda.types.rules.linalg import matmul, matmul_shape
+from amanda.types.tensor_type import Dim, TensorType
 
 Attrs = Mapping[str, Any]
 
@@ -99,6 +108,39 @@ def matmul_kernel(attrs: Attrs, a: np.ndarray, b: np.ndarray) -> tuple:
     return (_product(_matmul, a, b) if dense is None else dense,)
 
 
+def _swap_last(v: Value, r: int) -> Value:
+    return ops.Transpose(v, perm=[*range(r - 2), r - 1, r - 2])
+
+
+def matmul_vjp(n: GradNode) -> list:
+    """MatMul (numpy semantics, 1-D operands included): ``g @ b^T`` and ``a^T @ g``; for a
+    matrix ``b`` applied to a batch (``a`` of rank > 2), ``b``'s gradient is one ``Gemm`` of the
+    rows flattened (not a product per batch entry summed by a ``ReduceSum``)."""
+    a, b = n.given(0, 1)
+    g = n.grad()
+    ra, rb = rank(a, n), rank(b, n)
+    if ra == 1 and rb == 1:
+        return [ops.Mul(g, b) if n.need(0) else None, ops.Mul(g, a) if n.need(1) else None]
+    if ra == 2 and rb == 2:  # Gemm transposes inside the product: no copies of the operands
+        return [ops.Gemm(g, b, transB=1) if n.need(0) else None, ops.Gemm(a, g, transA=1) if n.need(1) else None]
+    a2 = ops.Unsqueeze(a, np.array([0], np.int64)) if ra == 1 else a
+    b2 = ops.Unsqueeze(b, np.array([1], np.int64)) if rb == 1 else b
+    g2 = ops.Unsqueeze(g, np.array([-2 if ra == 1 else -1], np.int64)) if 1 in (ra, rb) else g
+    out: list = [None, None]
+    if n.need(0):
+        da = ops.MatMul(g2, _swap_last(b2, max(rb, 2)))
+        out[0] = unbroadcast(ops.Squeeze(da, np.array([-2], np.int64)) if ra == 1 else da, a)
+    if n.need(1) and rb == 2 and ra > 2:  # a weight matrix applied to every row: one GEMM over all rows
+        out[1] = ops.Gemm(ops.Flatten(a, axis=ra - 1), ops.Flatten(g, axis=ra - 1), transA=1)
+    elif n.need(1):
+        db = ops.MatMul(_swap_last(a2, max(ra, 2)), g2)
+        out[1] = unbroadcast(ops.Squeeze(db, np.array([-1], np.int64)) if rb == 1 else db, b)
+    return out
+
+
+define("MatMul", type_rule=matmul, vjp=matmul_vjp)
+
+
 @kernel("MatMulAdd", family=FUSED, heavy=True)
 def matmul_add_kernel(attrs: Attrs, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> tuple:
     """amanda's fused ``Add(MatMul(a, b), c)`` (a Linear layer: ``b`` a constant matrix, ``c`` a
@@ -121,6 +163,11 @@ def matmul_add_kernel(attrs: Attrs, a: np.ndarray, b: np.ndarray, c: np.ndarray)
         return (dense,)
     y = _product(_matmul, a, b)
     return (as_array(np.add(y, c.astype(y.dtype, copy=False))),)
+
+
+# its bias row broadcasts into the product: MatMul's type rule
+define("MatMulAdd", family=FUSED, type_rule=matmul,
+       gradient_gap="a fused op made by optimize: differentiate before optimising")
 
 
 @kernel("Gemm", since=1, heavy=True)
@@ -147,11 +194,130 @@ def gemm_kernel(attrs: Attrs, a: np.ndarray, b: np.ndarray, c: np.ndarray | None
     return (as_array(out).astype(a.dtype, copy=False),)
 
 
+def gemm(node: Node) -> list:
+    """``alpha·A'·B' + beta·C``: [M, N], with C broadcasting to it."""
+    a, b = node.shape(0), node.shape(1)
+    if node.dtype(0) and node.dtype(1) and node.dtype(0) != node.dtype(1):
+        raise node.fail(f"B of dtype {node.dtype(0)}", str(node.dtype(1)))
+    if a is None or b is None:
+        return [TensorType(node.dtype(0), (None, None))]
+    for name, s in (("A", a), ("B", b)):
+        if len(s) != 2:
+            raise node.fail(f"{name} of rank 2", f"rank {len(s)}")
+    if node.attr("transA", 0):
+        a = a[::-1]
+    if node.attr("transB", 0):
+        b = b[::-1]
+    node.same(a[1], b[0], "the inner dims of Gemm")
+    out = (a[0], b[1])
+    c = node.shape(2)
+    if c is not None:
+        node.broadcast(out, c)
+    return [TensorType(node.dtype(0), out)]
+
+
+def gemm_vjp(n: GradNode) -> list:
+    """Gemm ``alpha * A' @ B' + beta * C``: the products transposed back as the op transposed."""
+    a, b = n.inputs[:2]
+    g = n.grad()
+    alpha, beta = float(n.attr("alpha", 1.0)), float(n.attr("beta", 1.0))
+    ta, tb = int(n.attr("transA", 0)), int(n.attr("transB", 0))
+    out: list = [None] * len(n.inputs)
+    if n.need(0):  # dA' = g @ B'^T, and A = A'^T when transposed
+        out[0] = ops.Gemm(b, g, alpha=alpha, transA=tb, transB=1) if ta else ops.Gemm(g, b, alpha=alpha, transB=1 - tb)
+    if n.need(1):  # dB' = A'^T @ g
+        out[1] = ops.Gemm(g, a, alpha=alpha, transA=1, transB=ta) if tb else ops.Gemm(a, g, alpha=alpha, transA=1 - ta)
+    if n.need(2):
+        scaled = g if beta == 1.0 else ops.Mul(g, const(beta, g))
+        out[2] = unbroadcast(scaled, n.inputs[2])  # type: ignore[arg-type]
+    return out
+
+
+define("Gemm", type_rule=gemm, vjp=gemm_vjp)
+
+
 @kernel("Einsum", since=12, heavy=True)
 def einsum_kernel(attrs: Attrs, *xs: np.ndarray) -> tuple:
     """ONNX Einsum: numpy ``einsum`` with the ``equation`` attribute."""
     equation = attr_str(attrs, "equation", "").replace(" ", "")
     return (_product(lambda *w: np.einsum(equation, *w), *xs),)
+
+
+def einsum(node: Node) -> list:
+    """Dims named by the equation's letters (and ``...``); a letter's dims must agree."""
+    equation = str(node.attr("equation", "")).replace(" ", "")
+    lhs, arrow, rhs = equation.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(node.types):
+        raise node.fail(f"{len(terms)} inputs for {equation!r}", str(len(node.types)))
+    letters: dict[str, Dim] = {}
+    ellipsis: Any = ()
+    for i, term in enumerate(terms):
+        shape = node.shape(i)
+        if shape is None:
+            return [TensorType(node.dtype(0), None)]
+        named = term.replace("...", "")
+        extra = len(shape) - len(named)
+        if extra < 0 or (extra and "..." not in term):
+            raise node.fail(f"input {i} of rank {len(named)} for {term!r}", f"rank {len(shape)}")
+        head = term.index("...") if "..." in term else len(named)
+        ellipsis = node.broadcast(ellipsis, shape[head:head + extra])
+        dims = shape[:head] + shape[head + extra:]
+        for letter, d in zip(named, dims):
+            letters[letter] = node.same(letters[letter], d, f"dims of {letter!r}") if letter in letters else d
+    if not arrow:
+        counts = lhs.replace("...", "").replace(",", "")
+        rhs = ("..." if "..." in lhs else "") + "".join(sorted(c for c in set(counts) if counts.count(c) == 1))
+    out: list[Dim] = []
+    parts = rhs.split("...")
+    for k, part in enumerate(parts):
+        if k:
+            out.extend(ellipsis)
+        out.extend(letters.get(c) for c in part)
+    return [TensorType(node.dtype(0), out)]
+
+
+def _spelled(term: str) -> str:
+    return term.replace(".", "...")
+
+
+def _einsum_operand_grad(n: GradNode, g: Any, values: list, terms: list, out: str, k: int, equation: str) -> Any:
+    """The gradient of Einsum operand ``k``: the output gradient contracted with the other
+    operands, expanded over the letters only operand ``k`` had (summed away in the output)."""
+    x, term = values[k], terms[k]
+    letters = [c for c in term if c != "."]
+    if len(set(letters)) != len(letters):
+        raise n.fail("operands without repeated subscripts", f"{term!r} in {equation!r}")
+    others = [(v, t) for i, (v, t) in enumerate(zip(values, terms)) if i != k]
+    present = set(out) | {c for _, t in others for c in t}
+    target = "".join(c for c in term if c in present)
+    eq = ",".join(_spelled(t) for t in [out] + [t for _, t in others]) + "->" + _spelled(target)
+    gk = ops.Einsum(g, *[v for v, _ in others], equation=eq)
+    missing = [c for c in term if c not in present]
+    if missing:
+        r = rank(x, n)
+        ell = r - len(letters)
+        where = [i if "." not in term or i < term.index(".") else i - 1 + ell
+                 for i, c in enumerate(term) if c in missing]
+        gk = ops.Expand(ops.Unsqueeze(gk, np.array(where, I64)), shape_of(x))
+    return unbroadcast(gk, x)
+
+
+def einsum_vjp(n: GradNode) -> list:
+    """Einsum: per operand, an Einsum of the gradient and the other operands (module doc)."""
+    values = [n.given(i) for i in range(len(n.inputs))]
+    equation = n.attr("equation")
+    equation = equation.decode() if isinstance(equation, bytes) else str(equation)
+    try:
+        terms, out = parse_einsum(equation, len(values))
+    except ValueError as exc:
+        raise n.fail("an equation with one term per input", str(exc)) from None
+    g = n.grad()
+    return [_einsum_operand_grad(n, g, values, terms, out, k, equation) if n.need(k) else None
+            for k in range(len(values))]
+
+
+define("Einsum", type_rule=einsum, vjp=einsum_vjp)
 
 
 def _zero_point(zp: np.ndarray | None, row_wise: bool) -> Any:
@@ -174,3 +340,11 @@ def matmul_integer_kernel(
     wa = a.astype(np.int32) - _zero_point(a_zero_point, row_wise=True)
     wb = b.astype(np.int32) - _zero_point(b_zero_point, row_wise=False)
     return (as_array(np.matmul(wa, wb)).astype(np.int32, copy=False),)
+
+
+def matmul_integer(node: Node) -> list:
+    """An int32 matrix product."""
+    return [TensorType("int32", matmul_shape(node, node.shape(0), node.shape(1)))]
+
+
+define("MatMulInteger", type_rule=matmul_integer, no_gradient="quantised (integer) data")
