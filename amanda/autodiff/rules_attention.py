@@ -1,21 +1,5 @@
-"""The vector-Jacobian rules of ONNX Attention and LinearAttention, both composite rules.
-
-**Attention** (opset 23 on): ``softmax(Q K^T * scale + bias) V`` written again as MatMul,
-Softmax and Where and differentiated through them.
-
-Covered: 4-D and 3-D inputs (``q_num_heads``, ``kv_num_heads``), grouped-query heads, a key
-and value cache (``past_key``/``past_value``: they get gradients, and so do the ``present``
-outputs' readers), a boolean or additive mask (padded to the key length; an additive mask
-gets a gradient), ``is_causal`` (aligned to the bottom right), ``scale`` and ``softcap``.
-Refused with a ``SchemaError`` naming the op: ``nonpad_kv_seqlen``, sliding windows, and a
-loss that reads the ``qk_matmul_output`` output. Causal masking needs the sequence lengths
-known when ``grad`` runs. A query row that may attend no key gives zeros (as the kernel) and
-sends no gradient back.
-
-**LinearAttention** (opset 27): the state update of each token (linear, gated, delta or
-gated delta, grouped-query heads sharing their key head's state) unrolled over the tokens,
-whose number must be known; Q, K, V, the past state, the decay and beta get gradients.
-"""
+"""Helpers shared by the attention families' rules: heads repeated for grouped queries, sizes
+that must be known when ``grad`` runs."""
 
 from __future__ import annotations
 

@@ -1,17 +1,7 @@
-"""Vector-Jacobian rules of ops written again as ops that have rules (composite rules, see
-:mod:`amanda.autodiff.composite`), and of ops that copy elements from several inputs.
-
-- **GroupNormalization** (opset 18's scale per group, 21's per channel), **LRN** (a sum of
-  shifted squares over channels), **LpPool** (a depthwise Conv of ones over ``|x|^p``),
-  **GlobalLpPool**, **SwiGLU**, **AffineGrid** (a MatMul of theta with the constant grid),
-  **RotaryEmbedding** (both layouts, ``interleaved``, ``position_ids``,
-  ``rotary_embedding_dim``).
-- **CausalConvWithState** (a depthwise Conv over the state then the input; the new state a
-  Slice) and **Col2Im** (a ConvTranspose by one-hot kernels, one group per channel).
-- **CenterCropPad**, **MaxUnpool**, **TensorScatter** copy elements (or write zeros): the op
-  replayed on the positions of its inputs says where each output element came from, and the
-  gradient is scattered back there (:func:`replay_vjp`).
-"""
+"""Vector-Jacobian rules of ops that copy elements from several inputs (CenterCropPad,
+MaxUnpool, TensorScatter: the op replayed on the positions of its inputs says where each output
+element came from, and the gradient is scattered back there, :func:`replay_vjp`) and of Col2Im
+(a ConvTranspose by one-hot kernels, one group per channel)."""
 
 from __future__ import annotations
 

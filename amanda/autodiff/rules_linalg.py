@@ -1,16 +1,4 @@
-"""Vector-Jacobian rules of products and determinants: Einsum, Det, ReduceProd, CumProd.
-
-- **Einsum**: each operand's gradient is another Einsum, of the output gradient with the
-  other operands, to the operand's subscripts; a letter only that operand has (summed out
-  by the forward op) comes back by broadcasting. An operand with a repeated letter (a
-  diagonal, ``ii->i``) is a ``SchemaError`` naming the op.
-- **Det**: ``d det(A) / d A`` is the cofactor matrix, each entry the determinant of a minor
-  (Det ops again, so a singular matrix has a gradient too). The matrix size must be known.
-- **ReduceProd**: the product of the other elements, exact where inputs are zero (one zero:
-  only it gets a gradient; two or more: none does).
-- **CumProd**: ``cumsum(g * y)`` in the other direction, divided by ``x`` (exact for inputs
-  without zeros, as torch's fast path; a zero input gives inf/nan there).
-"""
+"""Einsum's equation parser, which the Einsum rule uses."""
 
 from __future__ import annotations
 

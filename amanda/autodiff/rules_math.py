@@ -1,8 +1,5 @@
-"""Vector-Jacobian rules of arithmetic, activations, products, reductions and softmax.
-
-Each rule takes a :class:`~amanda.autodiff.node.Node` and returns one gradient (or None) per
-input port, built from ``amanda.ops``; see :mod:`amanda.autodiff.rules` for the table.
-"""
+"""Vector-Jacobian rules shared by reductions and pooling: mean and extreme reductions and the
+helpers that read their axes and keep reduced dims."""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
-"""Vector-Jacobian rules of network ops: convolution, pooling, normalisation, the softmax
-cross-entropy loss.
-
-The input gradient of a convolution is a ``ConvTranspose`` with the same weights; its weight
-gradient is a convolution of the input by the output gradient with strides and dilations
-swapped (batch and channels exchanged, per group). Average pooling is a ``ConvTranspose``
-with a kernel of ones per channel; max pooling scatters the gradient back to the positions
-``MaxPool``'s ``Indices`` output names.
-"""
+"""Vector-Jacobian rules of Conv and ConvTranspose (not in an op family yet): the input gradient
+of a convolution is a ``ConvTranspose`` with the same weights, its weight gradient a
+convolution of the input with the output gradient."""
 
 from __future__ import annotations
 

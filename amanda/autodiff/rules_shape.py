@@ -1,11 +1,6 @@
-"""Vector-Jacobian rules of ops that move or select elements: reshapes, transposes, joins and
-splits, slicing and gathering, Where, Cast, Dropout.
-
-Ops that pick elements (Slice, Gather) share one rule: the same op applied to a tensor of
-flat positions says where each output element came from, and ``ScatterElements`` with
-``reduction="add"`` sends the gradient back there (before opset 16, which cannot add, only
-where the positions cannot repeat: a Slice's, a MaxPool's whose windows do not overlap).
-"""
+"""Vector-Jacobian rules shared by ops that move or select elements: selections (Gather, Slice
+…) scatter the gradient back to where their elements came from; ``no_gradient_vjp`` passes
+nothing back."""
 
 from __future__ import annotations
 

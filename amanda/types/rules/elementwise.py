@@ -1,4 +1,5 @@
-"""Elementwise families: unary, broadcasting binary and variadic, comparisons, casts, norms."""
+"""Type rules shared by many op families: the first input's type, along an axis, a boolean of
+the first input's shape, broadcasting (with value propagation)."""
 
 from __future__ import annotations
 

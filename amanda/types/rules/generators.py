@@ -1,5 +1,5 @@
-"""Ops that make values from attributes or reduce to losses: random ops, windows,
-MelWeightMatrix, the Fourier transforms, losses, BitCast, strings and TfIdfVectorizer."""
+"""Type helpers shared by op families: dtype codes held in attributes, the shapes of windows
+and of losses."""
 
 from __future__ import annotations
 

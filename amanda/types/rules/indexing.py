@@ -1,4 +1,4 @@
-"""Indexing and resampling families: gather, scatter, one-hot, top-k, resize, depth/space."""
+"""Type rules shared by the indexing and resampling families: gather, scatter, resize."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Linear algebra and reductions: MatMul, Gemm, Einsum, Det, Reduce*, ArgMax/ArgMin."""
+"""Type rules shared by products: MatMul's broadcast shape (also the fused MatMulAdd's), Det."""
 
 from __future__ import annotations
 

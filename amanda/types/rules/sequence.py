@@ -1,5 +1,5 @@
-"""Sequence models: RNN, GRU, LSTM, Attention, RotaryEmbedding, LinearAttention, the cache
-and convolution-state ops, and the row normalisations that keep their input's type."""
+"""The type rule of the recurrent ops RNN, GRU and LSTM (their kernels are not in an op family
+yet)."""
 
 from __future__ import annotations
 

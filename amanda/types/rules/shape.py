@@ -1,4 +1,4 @@
-"""Shape families: ops that compute, read or rearrange shapes, with value propagation."""
+"""Type rules of Squeeze and Split, which other type rules use too."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Windowed families: convolution, pooling (one rule for every window op), unpooling, Col2Im."""
+"""Windowed ops not in an op family yet (Conv, ConvTranspose, Col2Im) and the window shapes the
+pooling family shares."""
 
 from __future__ import annotations
 
