@@ -8,6 +8,7 @@
 ['f', 'g']
 """
 
+import amanda.opset  # noqa: F401  (registers the shipped op families: kernel, type rule and gradient of each op)
 from amanda import layers, ops, optim
 from amanda.autodiff import grad, hvp, jvp
 from amanda.build import Input, model

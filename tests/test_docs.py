@@ -201,6 +201,7 @@ LAYERS = {
     "build": BASE | {"ops", "containers", "namespaces", "io", "types"},
     "layers": BASE | {"ops", "containers", "namespaces", "io", "types", "build"},
     "autodiff": BASE | {"ops", "containers", "namespaces", "io", "types", "build", "layers", "exec", "rewrite"},
+    "opset": BASE | {"ops", "containers", "namespaces", "io", "types", "build", "layers", "exec", "rewrite", "autodiff"},
     "optim": BASE | {"ops", "containers", "namespaces", "io", "exec", "types", "build", "layers", "autodiff", "progress"},
     "dask": BASE | {"containers", "exec", "io"},
     "rewrite": BASE | {"ops", "containers", "plain_reader", "namespaces", "jmespath_nesting", "progress"},

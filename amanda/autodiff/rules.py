@@ -13,83 +13,23 @@ input is ``unary_vjp``; Reshape, Flatten, Squeeze and Unsqueeze are ``reshape_vj
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from amanda.autodiff.rules_attention import attention_vjp, linear_attention_vjp
-from amanda.autodiff.rules_construct import onehot_vjp, range_vjp
 from amanda.autodiff.rules_control import if_vjp, loop_vjp, scan_vjp
 from amanda.autodiff.rules_decomposed import (
-    COPIED,
-    affine_grid_vjp,
-    causal_conv_vjp,
     col2im_vjp,
-    global_lp_pool_vjp,
-    group_norm_vjp,
-    lp_pool_vjp,
-    lrn_vjp,
-    replay_vjp,
-    rotary_vjp,
-    swiglu_vjp,
-)
-from amanda.autodiff.rules_linalg import cumprod_vjp, det_vjp, einsum_vjp, reduceprod_vjp
-from amanda.autodiff.rules_math import (
-    add_vjp,
-    cumsum_vjp,
-    div_vjp,
-    extreme_reduce_vjp,
-    gemm_vjp,
-    log_softmax_vjp,
-    matmul_vjp,
-    mean_reduce_vjp,
-    mod_vjp,
-    mul_vjp,
-    norm_reduce_vjp,
-    pow_vjp,
-    reduce_vjp,
-    softmax_vjp,
-    sub_vjp,
-    variadic_vjp,
 )
 from amanda.autodiff.rules_nn import (
-    avgpool_vjp,
-    batchnorm_vjp,
     conv_transpose_vjp,
     conv_vjp,
-    instancenorm_vjp,
-    layernorm_vjp,
-    maxpool_vjp,
-    nll_vjp,
-    softmax_xent_vjp,
 )
-from amanda.autodiff.rules_norm import lpnorm_vjp, mvn_vjp, rms_vjp
 from amanda.autodiff.rules_recurrent import gru_vjp, lstm_vjp, rnn_vjp
-from amanda.autodiff.rules_resize import resize_vjp
-from amanda.autodiff.rules_roi import roi_align_vjp
-from amanda.autodiff.rules_sampling import deform_conv_vjp, grid_sample_vjp, max_roi_pool_vjp
 from amanda.autodiff.rules_shape import (
-    NO_GRADIENT,
-    cast_vjp,
-    concat_vjp,
-    disjoint_select_vjp,
-    dropout_vjp,
-    expand_vjp,
     no_gradient_vjp,
-    pad_vjp,
-    repeated_select_vjp,
-    reshape_vjp,
-    scatter_vjp,
-    select_vjp,
-    split_vjp,
-    topk_vjp,
-    transpose_vjp,
-    trilu_vjp,
-    where_vjp,
 )
-from amanda.autodiff.rules_signal import dft_vjp, stft_vjp
-from amanda.autodiff.rules_unary import SLOPES, clip_vjp, prelu_vjp, unary_vjp
-from amanda.exec.kernels.registry import ONNX, fact, register_fact
+from amanda.exec.kernels.registry import ONNX, OpDef, entries, entry, register_fact
 from amanda.namespaces.name import NamespaceName
 
 __all__ = ["RULES", "VJP", "WITHOUT_RULE", "family", "rule_for"]
@@ -97,38 +37,8 @@ __all__ = ["RULES", "VJP", "WITHOUT_RULE", "family", "rule_for"]
 Rule = Callable[[Any], list]
 
 _ONNX: dict[str, Rule] = {
-    "Add": add_vjp, "Sum": add_vjp, "Sub": sub_vjp, "Mul": mul_vjp, "Div": div_vjp, "Pow": pow_vjp,
-    "MatMul": matmul_vjp, "Gemm": gemm_vjp,
-    **dict.fromkeys(SLOPES, unary_vjp),
-    **dict.fromkeys(["Mean", "Max", "Min"], variadic_vjp), "Clip": clip_vjp, "PRelu": prelu_vjp,
-    "Softmax": softmax_vjp, "LogSoftmax": log_softmax_vjp,
-    "ReduceSum": reduce_vjp, **dict.fromkeys(["ReduceMean", "GlobalAveragePool"], mean_reduce_vjp),
-    **dict.fromkeys(["ReduceMax", "ReduceMin", "GlobalMaxPool"], extreme_reduce_vjp),
-    **dict.fromkeys(["ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"], norm_reduce_vjp),
-    "Mod": mod_vjp, "CumSum": cumsum_vjp,
-    **dict.fromkeys(["Reshape", "Flatten", "Squeeze", "Unsqueeze"], reshape_vjp),
-    "Expand": expand_vjp, "Transpose": transpose_vjp, "Concat": concat_vjp, "Split": split_vjp,
-    **dict.fromkeys(["Gather", "GatherElements", "GatherND"], select_vjp), "Tile": repeated_select_vjp,
-    **dict.fromkeys(["Slice", "Compress", "DepthToSpace", "SpaceToDepth", "ReverseSequence"], disjoint_select_vjp),
-    "ScatterElements": scatter_vjp, "ScatterND": scatter_vjp,
-    "Pad": pad_vjp, "TopK": topk_vjp, "Trilu": trilu_vjp, "CastLike": cast_vjp,
-    "Where": where_vjp, "Cast": cast_vjp, "Dropout": dropout_vjp,
-    "Conv": conv_vjp, "MaxPool": maxpool_vjp, "AveragePool": avgpool_vjp,
-    "Resize": resize_vjp, "Upsample": resize_vjp, "ConvTranspose": conv_transpose_vjp, "InstanceNormalization": instancenorm_vjp,
-    "LpNormalization": lpnorm_vjp, "MeanVarianceNormalization": mvn_vjp, "RMSNormalization": rms_vjp,
-    "BatchNormalization": batchnorm_vjp, "LayerNormalization": layernorm_vjp,
-    "SoftmaxCrossEntropyLoss": softmax_xent_vjp, "NegativeLogLikelihoodLoss": nll_vjp,
-    **dict.fromkeys(NO_GRADIENT, no_gradient_vjp),
-    "RNN": rnn_vjp, "GRU": gru_vjp, "LSTM": lstm_vjp, "Scatter": scatter_vjp,
-    "Einsum": einsum_vjp, "Det": det_vjp, "ReduceProd": reduceprod_vjp, "CumProd": cumprod_vjp,
-    "GroupNormalization": group_norm_vjp, "LRN": lrn_vjp, "LpPool": lp_pool_vjp, "GlobalLpPool": global_lp_pool_vjp,
-    "SwiGLU": swiglu_vjp, "AffineGrid": affine_grid_vjp, "RotaryEmbedding": rotary_vjp,
-    **dict.fromkeys(COPIED, replay_vjp), "If": if_vjp, "Scan": scan_vjp, "Loop": loop_vjp,
-    "OneHot": onehot_vjp, "Range": range_vjp, "CausalConvWithState": causal_conv_vjp, "Col2Im": col2im_vjp,
-    "Attention": attention_vjp, "DFT": dft_vjp, "STFT": stft_vjp,
-    "GridSample": grid_sample_vjp, "LinearAttention": linear_attention_vjp,
-    "DeformConv": deform_conv_vjp, "MaxRoiPool": max_roi_pool_vjp,
-    "RoiAlign": roi_align_vjp,
+    "Conv": conv_vjp, "ConvTranspose": conv_transpose_vjp, "RNN": rnn_vjp, "GRU": gru_vjp, "LSTM": lstm_vjp, "If": if_vjp,
+    "Scan": scan_vjp, "Loop": loop_vjp, "Col2Im": col2im_vjp,
 }
 
 #: differentiable ops with a kernel that have no rule yet, and what one would take: ``grad`` of a
@@ -140,19 +50,43 @@ VJP = "autodiff.vjp"
 for _op_type, _rule in _ONNX.items():  # the rules live in the op registry, beside the kernels
     register_fact(ONNX, _op_type, VJP, _rule)
 
-#: (namespace family, op type) -> vector-Jacobian rule: a read-only listing of the registry's facts
-RULES: Mapping[tuple[str, str], Rule] = MappingProxyType(
-    {(ONNX, op_type): fact(ONNX, op_type, VJP) for op_type in _ONNX})
+def _rule_of(found: OpDef | None) -> Rule | None:
+    if found is None:
+        return None
+    if found.vjp is not None:
+        return found.vjp
+    return no_gradient_vjp if found.no_gradient is not None else None
+
+
+class _Rules(Mapping[tuple[str, str], Rule]):
+    """(namespace family, op type) -> vector-Jacobian rule: a live, read-only listing of the
+    registry's rules in the default domain (``no_gradient_vjp`` for an op marked ``no_gradient``)."""
+
+    def __getitem__(self, key: tuple[str, str]) -> Rule:
+        found = _rule_of(entry(key[0], key[1]))
+        if found is None:
+            raise KeyError(key)
+        return found
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        return iter([(e.family, e.op_type) for e in entries(domain="") if _rule_of(e) is not None])
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+RULES: Mapping[tuple[str, str], Rule] = _Rules()
 
 
 def rule_for(namespace: str, op_type: str) -> Rule | None:
-    """The vector-Jacobian rule of ``op_type`` in ``namespace`` (from the op registry), or None.
+    """The vector-Jacobian rule of ``op_type`` in ``namespace`` (from the op registry), or None;
+    ``no_gradient_vjp`` for an op marked ``no_gradient``.
 
     >>> rule_for("amanda/onnx/17", "Relu").__name__, rule_for("amanda/onnx/17", "NoSuchOp")
     ('unary_vjp', None)
     """
     name = NamespaceName.parse(namespace)
-    return fact(name.family, str(op_type), VJP, domain=name.domain)
+    return _rule_of(entry(name.family, str(op_type), domain=name.domain))
 
 
 def family(namespace: str) -> str:

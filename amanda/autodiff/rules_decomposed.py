@@ -1,17 +1,7 @@
-"""Vector-Jacobian rules of ops written again as ops that have rules (composite rules, see
-:mod:`amanda.autodiff.composite`), and of ops that copy elements from several inputs.
-
-- **GroupNormalization** (opset 18's scale per group, 21's per channel), **LRN** (a sum of
-  shifted squares over channels), **LpPool** (a depthwise Conv of ones over ``|x|^p``),
-  **GlobalLpPool**, **SwiGLU**, **AffineGrid** (a MatMul of theta with the constant grid),
-  **RotaryEmbedding** (both layouts, ``interleaved``, ``position_ids``,
-  ``rotary_embedding_dim``).
-- **CausalConvWithState** (a depthwise Conv over the state then the input; the new state a
-  Slice) and **Col2Im** (a ConvTranspose by one-hot kernels, one group per channel).
-- **CenterCropPad**, **MaxUnpool**, **TensorScatter** copy elements (or write zeros): the op
-  replayed on the positions of its inputs says where each output element came from, and the
-  gradient is scattered back there (:func:`replay_vjp`).
-"""
+"""Vector-Jacobian rules of ops that copy elements from several inputs (CenterCropPad,
+MaxUnpool, TensorScatter: the op replayed on the positions of its inputs says where each output
+element came from, and the gradient is scattered back there, :func:`replay_vjp`) and of Col2Im
+(a ConvTranspose by one-hot kernels, one group per channel)."""
 
 from __future__ import annotations
 
@@ -20,154 +10,17 @@ from typing import Any
 import numpy as np
 
 from amanda.autodiff.composite import composite
-from amanda.autodiff.node import Node, const, rank, shape_of, size_of
+from amanda.autodiff.node import Node, const, shape_of, size_of
 from amanda.build import ops
 from amanda.build.values import Value
 
-__all__ = [
-    "affine_grid_vjp", "causal_conv_vjp", "col2im_vjp", "global_lp_pool_vjp", "group_norm_vjp", "lp_pool_vjp",
-    "lrn_vjp", "replay_vjp", "rotary_vjp", "swiglu_vjp",
-]
+__all__ = ["col2im_vjp", "replay_vjp"]
 
 I64 = np.int64
 
 
 def _one(v: int) -> np.ndarray:
     return np.array([v], I64)
-
-
-def _group_norm(n: Node) -> list:
-    """GroupNormalization: statistics over each group of channels."""
-    x, scale, bias = n.given(0, 1, 2)
-    groups, r = int(n.attr("num_groups")), rank(x, n)
-    eps = const(float(n.attr("epsilon", 1e-5)), x)
-    grouped = ops.Reshape(x, np.array([0, groups, -1], I64))
-    centred = ops.Sub(grouped, ops.ReduceMean(grouped, axes=[2], keepdims=1))
-    var = ops.ReduceMean(ops.Mul(centred, centred), axes=[2], keepdims=1)
-    normed = ops.Div(centred, ops.Sqrt(ops.Add(var, eps)))
-    if n.opset is not None and n.opset < 21:  # one scale and bias per group
-        per_group = np.array([1, groups, 1], I64)
-        y = ops.Add(ops.Mul(normed, ops.Reshape(scale, per_group)), ops.Reshape(bias, per_group))
-        return [ops.Reshape(y, shape_of(x))]
-    per_channel = np.array([1, -1] + [1] * (r - 2), I64)
-    y = ops.Reshape(normed, shape_of(x))
-    return [ops.Add(ops.Mul(y, ops.Reshape(scale, per_channel)), ops.Reshape(bias, per_channel))]
-
-
-def _lrn(n: Node) -> list:
-    """LRN: ``x / (bias + alpha/size * sum of squares over the nearest channels) ** beta``."""
-    x = n.given(0)
-    shape, r = x.type.shape, rank(x, n)
-    if shape is None or type(shape[1]) is not int:
-        raise n.fail("a known number of channels", repr(x.type))
-    size, channels = int(n.attr("size")), int(shape[1])
-    alpha, beta, bias = float(n.attr("alpha", 1e-4)), float(n.attr("beta", 0.75)), float(n.attr("bias", 1.0))
-    below, above = (size - 1) // 2, size - 1 - (size - 1) // 2
-    pads = np.zeros(2 * r, I64)
-    pads[1], pads[r + 1] = below, above
-    padded = ops.Pad(ops.Mul(x, x), pads)
-    parts = [ops.Slice(padded, _one(k), _one(k + channels), _one(1)) for k in range(size)]
-    window = parts[0] if size == 1 else ops.Sum(*parts)
-    base = ops.Add(ops.Mul(window, const(alpha / size, x)), const(bias, x))
-    return [ops.Div(x, ops.Pow(base, const(beta, x)))]
-
-
-def _lp_pool(n: Node) -> list:
-    """LpPool: ``(window sum of |x|^p) ** (1/p)``, the sum a depthwise Conv of ones."""
-    x = n.given(0)
-    shape = x.type.shape
-    if shape is None or type(shape[1]) is not int:
-        raise n.fail("a known number of channels", repr(x.type))
-    if int(n.attr("ceil_mode", 0)):
-        raise n.fail("ceil_mode 0", "ceil_mode 1")
-    p = float(n.attr("p", 2))
-    kernel = [int(k) for k in n.attr("kernel_shape")]
-    ones = np.ones([int(shape[1]), 1, *kernel], np.dtype(x.type.dtype))
-    kw = {k: n.attr(k) for k in ("strides", "pads", "dilations", "auto_pad") if n.attr(k) is not None}
-    summed = ops.Conv(ops.Pow(ops.Abs(x), const(p, x)), ones, group=int(shape[1]), kernel_shape=kernel, **kw)
-    return [ops.Pow(summed, const(1 / p, x))]
-
-
-def _global_lp_pool(n: Node) -> list:
-    """GlobalLpPool: ``(sum of |x|^p over the spatial axes) ** (1/p)``."""
-    x = n.given(0)
-    p = float(n.attr("p", 2))
-    axes = np.arange(2, rank(x, n), dtype=I64)
-    return [ops.Pow(ops.ReduceSum(ops.Pow(ops.Abs(x), const(p, x)), axes, keepdims=1), const(1 / p, x))]
-
-
-def _swiglu(n: Node) -> list:
-    """SwiGLU: ``a * sigmoid(alpha * a) * b``."""
-    a, b = n.given(0, 1)
-    alpha = float(n.attr("alpha", 1.0))
-    return [ops.Mul(ops.Mul(a, ops.Sigmoid(ops.Mul(a, const(alpha, a)))), b)]
-
-
-def _affine_grid(n: Node) -> list:
-    """AffineGrid: the constant grid of points times theta."""
-    theta = n.given(0)
-    dims = [int(d) for d in n.known(1, "size input").reshape(-1)[2:]]
-    align = bool(int(n.attr("align_corners", 0)))
-    axes = [np.linspace(-1.0, 1.0, d) if align and d > 1 else np.zeros(1) if align
-            else (np.arange(d) * 2 + 1) / d - 1 for d in dims]
-    mesh = np.meshgrid(*axes, indexing="ij")
-    points = np.stack([*reversed(mesh), np.ones_like(mesh[0])], axis=-1).reshape(-1, len(dims) + 1)
-    grid = ops.MatMul(const(points, theta), ops.Transpose(theta, perm=[0, 2, 1]))  # [N, points, nd]
-    return [ops.Reshape(grid, np.array([0, *dims, len(dims)], I64))]
-
-
-def _rotary(n: Node) -> list:
-    """RotaryEmbedding: pairs of features rotated by the cached cos and sin."""
-    x, cos, sin = n.given(0, 1, 2)
-    pos = n.inputs[3] if len(n.inputs) > 3 else None
-    shape = x.type.shape
-    if shape is None or type(shape[-1]) is not int:
-        raise n.fail("a known feature size", repr(x.type))
-    flat = len(shape) == 3
-    heads = int(n.attr("num_heads", 0))
-    x4 = ops.Reshape(x, np.array([0, 0, heads, -1], I64)) if flat else ops.Transpose(x, perm=[0, 2, 1, 3])
-    size = int(shape[-1]) // heads if flat else int(shape[-1])
-    dim = int(n.attr("rotary_embedding_dim", 0)) or size
-    if pos is not None:
-        cos, sin = ops.Gather(cos, pos, axis=0), ops.Gather(sin, pos, axis=0)
-    last = _one(-1)
-    cos, sin = (ops.Unsqueeze(ops.Slice(v, _one(0), _one(dim // 2), last), _one(2)) for v in (cos, sin))
-    rotated = ops.Slice(x4, _one(0), _one(dim), last)
-    if int(n.attr("interleaved", 0)):
-        a, b = ops.Slice(rotated, _one(0), _one(dim), last, _one(2)), ops.Slice(rotated, _one(1), _one(dim), last, _one(2))
-    else:
-        a, b = ops.Slice(rotated, _one(0), _one(dim // 2), last), ops.Slice(rotated, _one(dim // 2), _one(dim), last)
-    first = ops.Sub(ops.Mul(a, cos), ops.Mul(b, sin))
-    second = ops.Add(ops.Mul(b, cos), ops.Mul(a, sin))
-    if int(n.attr("interleaved", 0)):
-        pairs = ops.Concat(ops.Unsqueeze(first, last), ops.Unsqueeze(second, last), axis=-1)
-        out = ops.Reshape(pairs, shape_of(rotated))
-    else:
-        out = ops.Concat(first, second, axis=-1)
-    if dim < size:
-        out = ops.Concat(out, ops.Slice(x4, _one(dim), _one(size), last), axis=-1)
-    return [ops.Reshape(out, shape_of(x)) if flat else ops.Transpose(out, perm=[0, 2, 1, 3])]
-
-
-def _causal_conv(n: Node) -> list:
-    """CausalConvWithState: a depthwise Conv over the carried state then the input; the new
-    state is the last ``k - 1`` positions."""
-    x, w = n.given(0, 1)
-    bias = n.inputs[2] if len(n.inputs) > 2 else None
-    past = n.inputs[3] if len(n.inputs) > 3 else None
-    if x.type.shape is None or type(x.type.shape[1]) is not int or w.type.shape is None:
-        raise n.fail("known channels and kernel size", f"{x.type!r}, {w.type!r}")
-    channels, k = int(x.type.shape[1]), int(w.type.shape[2])
-    if past is None and k > 1:
-        past = ops.ConstantOfShape(ops.Concat(ops.Shape(x, start=0, end=2), _one(k - 1), axis=0), value=const([0], x))
-    padded = x if past is None else ops.Concat(past, x, axis=2)
-    y = ops.Conv(padded, w, bias, group=channels, kernel_shape=[k])
-    activation = n.attr("activation", "none")
-    if (activation.decode() if isinstance(activation, bytes) else str(activation)) in ("silu", "swish"):
-        y = ops.Mul(y, ops.Sigmoid(y))
-    end = np.array([np.iinfo(np.int64).max], I64)
-    state = ops.Slice(padded, _one(-(k - 1)) if k > 1 else end, end, _one(2))
-    return [y, state]
 
 
 def _col2im(n: Node) -> list:
@@ -196,15 +49,7 @@ def _col2im(n: Node) -> list:
                               output_padding=[image[i] - made[i] for i in range(nd)])]
 
 
-group_norm_vjp = composite(_group_norm)
-causal_conv_vjp = composite(_causal_conv)
 col2im_vjp = composite(_col2im)
-lrn_vjp = composite(_lrn)
-lp_pool_vjp = composite(_lp_pool)
-global_lp_pool_vjp = composite(_global_lp_pool)
-swiglu_vjp = composite(_swiglu)
-affine_grid_vjp = composite(_affine_grid)
-rotary_vjp = composite(_rotary)
 
 #: op type -> the inputs whose elements it copies to its output (the rest it reads as indices or shapes)
 COPIED: dict[str, tuple[int, ...]] = {"CenterCropPad": (0,), "MaxUnpool": (0,), "TensorScatter": (0, 1)}

@@ -1,28 +1,10 @@
-"""Vector-Jacobian rules of products and determinants: Einsum, Det, ReduceProd, CumProd.
-
-- **Einsum**: each operand's gradient is another Einsum, of the output gradient with the
-  other operands, to the operand's subscripts; a letter only that operand has (summed out
-  by the forward op) comes back by broadcasting. An operand with a repeated letter (a
-  diagonal, ``ii->i``) is a ``SchemaError`` naming the op.
-- **Det**: ``d det(A) / d A`` is the cofactor matrix, each entry the determinant of a minor
-  (Det ops again, so a singular matrix has a gradient too). The matrix size must be known.
-- **ReduceProd**: the product of the other elements, exact where inputs are zero (one zero:
-  only it gets a gradient; two or more: none does).
-- **CumProd**: ``cumsum(g * y)`` in the other direction, divided by ``x`` (exact for inputs
-  without zeros, as torch's fast path; a zero input gives inf/nan there).
-"""
+"""Einsum's equation parser, which the Einsum rule uses."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
-from amanda.autodiff.node import Node, const, rank, shape_of, unbroadcast
-from amanda.autodiff.rules_math import _kept, _reduced_axes
-from amanda.build import ops
-
-__all__ = ["cumprod_vjp", "det_vjp", "einsum_vjp", "parse_einsum", "reduceprod_vjp"]
+__all__ = ["parse_einsum"]
 
 I64 = np.int64
 
@@ -47,91 +29,3 @@ def parse_einsum(equation: str, count: int) -> tuple[list[str], str]:
     return terms, right
 
 
-def _spelled(term: str) -> str:
-    return term.replace(".", "...")
-
-
-def einsum_vjp(n: Node) -> list:
-    """Einsum: per operand, an Einsum of the gradient and the other operands (module doc)."""
-    values = [n.given(i) for i in range(len(n.inputs))]
-    equation = n.attr("equation")
-    equation = equation.decode() if isinstance(equation, bytes) else str(equation)
-    try:
-        terms, out = parse_einsum(equation, len(values))
-    except ValueError as exc:
-        raise n.fail("an equation with one term per input", str(exc)) from None
-    g = n.grad()
-    return [_einsum_operand_grad(n, g, values, terms, out, k, equation) if n.need(k) else None
-            for k in range(len(values))]
-
-
-def _einsum_operand_grad(n: Node, g: Any, values: list, terms: list, out: str, k: int, equation: str) -> Any:
-    """The gradient of Einsum operand ``k``: the output gradient contracted with the other
-    operands, expanded over the letters only operand ``k`` had (summed away in the output)."""
-    x, term = values[k], terms[k]
-    letters = [c for c in term if c != "."]
-    if len(set(letters)) != len(letters):
-        raise n.fail("operands without repeated subscripts", f"{term!r} in {equation!r}")
-    others = [(v, t) for i, (v, t) in enumerate(zip(values, terms)) if i != k]
-    present = set(out) | {c for _, t in others for c in t}
-    target = "".join(c for c in term if c in present)
-    eq = ",".join(_spelled(t) for t in [out] + [t for _, t in others]) + "->" + _spelled(target)
-    gk = ops.Einsum(g, *[v for v, _ in others], equation=eq)
-    missing = [c for c in term if c not in present]
-    if missing:
-        r = rank(x, n)
-        ell = r - len(letters)
-        where = [i if "." not in term or i < term.index(".") else i - 1 + ell
-                 for i, c in enumerate(term) if c in missing]
-        gk = ops.Expand(ops.Unsqueeze(gk, np.array(where, I64)), shape_of(x))
-    return unbroadcast(gk, x)
-
-
-def det_vjp(n: Node) -> list:
-    """Det: the output gradient times the cofactor matrix (module doc)."""
-    x = n.given(0)
-    shape = x.type.shape
-    if shape is None or len(shape) < 2 or type(shape[-1]) is not int:
-        raise n.fail("a matrix of known size", repr(x.type))
-    size = int(shape[-1])
-    g = ops.Unsqueeze(n.grad(), np.array([-2, -1], I64))
-    if size == 1:
-        return [ops.Expand(g, shape_of(x))]
-    rows = []
-    for i in range(size):
-        keep_i = np.array([r for r in range(size) if r != i], I64)
-        without_row = ops.Gather(x, keep_i, axis=-2)
-        row = []
-        for j in range(size):
-            minor = ops.Gather(without_row, np.array([c for c in range(size) if c != j], I64), axis=-1)
-            d = ops.Unsqueeze(ops.Det(minor), np.array([-1], I64))
-            row.append(d if (i + j) % 2 == 0 else ops.Neg(d))
-        rows.append(ops.Unsqueeze(ops.Concat(*row, axis=-1), np.array([-2], I64)))
-    return [ops.Mul(g, ops.Concat(*rows, axis=-2))]
-
-
-def reduceprod_vjp(n: Node) -> list:
-    """ReduceProd: the product of the other elements of each reduced group (module doc)."""
-    x = n.given(0)
-    axes = _reduced_axes(n)
-    rest = [None] * (len(n.inputs) - 1)
-    if axes == []:
-        return [n.grad(), *rest]
-    g = _kept(n, n.grad(), axes)
-    kw: dict[str, Any] = {} if axes is None else {"axes": np.array(axes, I64)}  # an attribute of ReduceProd at 17
-    zero, one = const(0, x), const(1, x)
-    is_zero = ops.Equal(x, zero)
-    safe = ops.Where(is_zero, one, x)
-    nonzero_product = ops.ReduceProd(safe, keepdims=1, **kw)
-    zeros = ops.ReduceSum(ops.Cast(is_zero, to=np.dtype(x.type.dtype)), kw.get("axes"), keepdims=1)
-    at_zero = ops.Where(ops.Equal(zeros, one), nonzero_product, zero)
-    elsewhere = ops.Where(ops.Equal(zeros, zero), ops.Div(nonzero_product, safe), zero)
-    return [ops.Mul(g, ops.Where(is_zero, at_zero, elsewhere)), *rest]
-
-
-def cumprod_vjp(n: Node) -> list:
-    """CumProd: ``cumsum(g * y)`` in the other direction, over ``x`` (module doc)."""
-    x, axis = n.given(0, 1)
-    summed = ops.CumSum(ops.Mul(n.grad(), n.outputs[0]), axis, exclusive=int(n.attr("exclusive", 0)),
-                        reverse=1 - int(n.attr("reverse", 0)))
-    return [ops.Div(summed, x), None]

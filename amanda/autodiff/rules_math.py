@@ -1,150 +1,18 @@
-"""Vector-Jacobian rules of arithmetic, activations, products, reductions and softmax.
-
-Each rule takes a :class:`~amanda.autodiff.node.Node` and returns one gradient (or None) per
-input port, built from ``amanda.ops``; see :mod:`amanda.autodiff.rules` for the table.
-"""
+"""Vector-Jacobian rules shared by reductions and pooling: mean and extreme reductions and the
+helpers that read their axes and keep reduced dims."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from amanda.autodiff.node import Node, axes_of, const, rank, shape_of, size_of, unbroadcast
+from amanda.autodiff.node import Node, axes_of, rank, shape_of, size_of
 from amanda.build import ops
 from amanda.build.values import Value
 
-__all__ = [
-    "add_vjp", "div_vjp", "extreme_reduce_vjp", "mean_reduce_vjp",
-    "gemm_vjp", "log_softmax_vjp", "matmul_vjp", "mul_vjp", "pow_vjp", "reduce_vjp",
-    "cumsum_vjp", "mod_vjp", "norm_reduce_vjp", "softmax_vjp", "sub_vjp", "variadic_vjp",
-]
+__all__ = ["extreme_reduce_vjp", "mean_reduce_vjp"]
 
 
-def add_vjp(n: Node) -> list:
-    """Add (and Sum, of any number of inputs): the gradient passes to every input, summed over
-    broadcast axes."""
-    g = n.grad()
-    return [unbroadcast(g, x) if n.need(i) else None for i, x in enumerate(n.inputs)]
-
-
-def variadic_vjp(n: Node) -> list:
-    """Mean: the gradient divided by the input count; Max, Min: to the inputs equal to the
-    output (shared evenly between ties), each summed over its broadcast axes."""
-    g = n.grad()
-    if n.op.type == "Mean":
-        share = ops.Div(g, const(len(n.inputs), g))
-        return [unbroadcast(share, x) if n.need(i) else None for i, x in enumerate(n.inputs)]
-    if n.op.type not in ("Max", "Min"):
-        raise n.fail("Mean, Max or Min", str(n.op.type))
-    y = n.outputs[0]
-    hits = [ops.Cast(ops.Equal(x, y), to=np.dtype(g.type.dtype)) for x in [n.given(i) for i in range(len(n.inputs))]]
-    ties = hits[0] if len(hits) == 1 else ops.Sum(*hits)
-    share = ops.Div(g, ties)
-    return [unbroadcast(ops.Mul(share, hit), x) if n.need(i) else None
-            for i, (x, hit) in enumerate(zip(n.inputs, hits))]
-
-
-def sub_vjp(n: Node) -> list:
-    """Sub: ``g`` and ``-g``."""
-    g = n.grad()
-    a, b = n.inputs
-    return [unbroadcast(g, a) if n.need(0) else None, unbroadcast(ops.Neg(g), b) if n.need(1) else None]
-
-
-def mul_vjp(n: Node) -> list:
-    """Mul: ``g*b`` and ``g*a``."""
-    g = n.grad()
-    a, b = n.inputs
-    return [unbroadcast(ops.Mul(g, b), a) if n.need(0) else None,
-            unbroadcast(ops.Mul(g, a), b) if n.need(1) else None]
-
-
-def div_vjp(n: Node) -> list:
-    """Div: ``g/b`` and ``-g*y/b``."""
-    g = n.grad()
-    a, b = n.inputs
-    y = n.outputs[0]
-    return [unbroadcast(ops.Div(g, b), a) if n.need(0) else None,
-            unbroadcast(ops.Neg(ops.Div(ops.Mul(g, y), b)), b) if n.need(1) else None]
-
-
-def pow_vjp(n: Node) -> list:
-    """Pow: ``g*b*a^(b-1)`` and ``g*y*log(a)``."""
-    g = n.grad()
-    a, b = n.inputs
-    out: list = [None, None]
-    if n.need(0):
-        bb = b if b.type.dtype == a.type.dtype else ops.Cast(b, to=np.dtype(a.type.dtype))
-        out[0] = unbroadcast(ops.Mul(g, ops.Mul(bb, ops.Pow(a, ops.Sub(bb, const(1, a))))), a)
-    if n.need(1):
-        out[1] = unbroadcast(ops.Mul(ops.Mul(g, n.outputs[0]), ops.Log(a)), b)
-    return out
-
-
-def mod_vjp(n: Node) -> list:
-    """Mod of floats (``fmod`` or numpy's): ``y = a - b * q`` with ``q = (a - y) / b`` constant
-    almost everywhere: ``g`` and ``-g * q``."""
-    a, b = n.given(0, 1)
-    g = n.grad()
-    q = ops.Div(ops.Sub(a, n.outputs[0]), b)
-    return [unbroadcast(g, a) if n.need(0) else None, unbroadcast(ops.Neg(ops.Mul(g, q)), b) if n.need(1) else None]
-
-
-def cumsum_vjp(n: Node) -> list:
-    """CumSum: the cumulative sum of the gradient in the other direction."""
-    n.given(0)
-    axis = n.given(1)
-    return [ops.CumSum(n.grad(), axis, exclusive=int(n.attr("exclusive", 0)), reverse=1 - int(n.attr("reverse", 0))),
-            None]
-
-
-def _swap_last(v: Value, r: int) -> Value:
-    return ops.Transpose(v, perm=[*range(r - 2), r - 1, r - 2])
-
-
-def matmul_vjp(n: Node) -> list:
-    """MatMul (numpy semantics, 1-D operands included): ``g @ b^T`` and ``a^T @ g``; for a
-    matrix ``b`` applied to a batch (``a`` of rank > 2), ``b``'s gradient is one ``Gemm`` of the
-    rows flattened (not a product per batch entry summed by a ``ReduceSum``)."""
-    a, b = n.given(0, 1)
-    g = n.grad()
-    ra, rb = rank(a, n), rank(b, n)
-    if ra == 1 and rb == 1:
-        return [ops.Mul(g, b) if n.need(0) else None, ops.Mul(g, a) if n.need(1) else None]
-    if ra == 2 and rb == 2:  # Gemm transposes inside the product: no copies of the operands
-        return [ops.Gemm(g, b, transB=1) if n.need(0) else None, ops.Gemm(a, g, transA=1) if n.need(1) else None]
-    a2 = ops.Unsqueeze(a, np.array([0], np.int64)) if ra == 1 else a
-    b2 = ops.Unsqueeze(b, np.array([1], np.int64)) if rb == 1 else b
-    g2 = ops.Unsqueeze(g, np.array([-2 if ra == 1 else -1], np.int64)) if 1 in (ra, rb) else g
-    out: list = [None, None]
-    if n.need(0):
-        da = ops.MatMul(g2, _swap_last(b2, max(rb, 2)))
-        out[0] = unbroadcast(ops.Squeeze(da, np.array([-2], np.int64)) if ra == 1 else da, a)
-    if n.need(1) and rb == 2 and ra > 2:  # a weight matrix applied to every row: one GEMM over all rows
-        out[1] = ops.Gemm(ops.Flatten(a, axis=ra - 1), ops.Flatten(g, axis=ra - 1), transA=1)
-    elif n.need(1):
-        db = ops.MatMul(_swap_last(a2, max(ra, 2)), g2)
-        out[1] = unbroadcast(ops.Squeeze(db, np.array([-1], np.int64)) if rb == 1 else db, b)
-    return out
-
-
-def gemm_vjp(n: Node) -> list:
-    """Gemm ``alpha * A' @ B' + beta * C``: the products transposed back as the op transposed."""
-    a, b = n.inputs[:2]
-    g = n.grad()
-    alpha, beta = float(n.attr("alpha", 1.0)), float(n.attr("beta", 1.0))
-    ta, tb = int(n.attr("transA", 0)), int(n.attr("transB", 0))
-    out: list = [None] * len(n.inputs)
-    if n.need(0):  # dA' = g @ B'^T, and A = A'^T when transposed
-        out[0] = ops.Gemm(b, g, alpha=alpha, transA=tb, transB=1) if ta else ops.Gemm(g, b, alpha=alpha, transB=1 - tb)
-    if n.need(1):  # dB' = A'^T @ g
-        out[1] = ops.Gemm(g, a, alpha=alpha, transA=1, transB=ta) if tb else ops.Gemm(a, g, alpha=alpha, transA=1 - ta)
-    if n.need(2):
-        scaled = g if beta == 1.0 else ops.Mul(g, const(beta, g))
-        out[2] = unbroadcast(scaled, n.inputs[2])  # type: ignore[arg-type]
-    return out
-
-
-def _reduced_axes(n: Node) -> list[int] | None:
+def reduced_axes(n: Node) -> list[int] | None:
     """The axes a Reduce* op reduced (None: all), from its attribute or its axes input."""
     r = rank(n.inputs[0], n)  # type: ignore[arg-type]
     axes = n.attr("axes")
@@ -155,7 +23,7 @@ def _reduced_axes(n: Node) -> list[int] | None:
     return axes_of(axes, r)
 
 
-def _kept(n: Node, g: Value, axes: list[int] | None) -> Value:
+def kept(n: Node, g: Value, axes: list[int] | None) -> Value:
     """The output gradient with the reduced axes back as size 1."""
     if int(n.attr("keepdims", 1)):
         return g
@@ -164,39 +32,34 @@ def _kept(n: Node, g: Value, axes: list[int] | None) -> Value:
     return ops.Unsqueeze(g, np.array(list(range(r)) if axes is None else axes, np.int64)) if r else g
 
 
-def reduce_vjp(n: Node) -> list:
-    """ReduceSum: the gradient spread back over the reduced axes."""
-    return _reduce(n, "sum")
-
-
 def mean_reduce_vjp(n: Node) -> list:
     """ReduceMean, GlobalAveragePool: the gradient spread back over the reduced axes, divided
     by their size."""
-    return _reduce(n, "mean")
+    return reduce(n, "mean")
 
 
 def extreme_reduce_vjp(n: Node) -> list:
     """ReduceMax, ReduceMin, GlobalMaxPool: the gradient spread back onto the extreme elements
     (shared evenly between ties)."""
-    return _reduce(n, "extreme")
+    return reduce(n, "extreme")
 
 
-def _reduce(n: Node, kind: str) -> list:
+def reduce(n: Node, kind: str) -> list:
     x = n.given(0)
     if n.op.type in ("GlobalAveragePool", "GlobalMaxPool"):
         axes: list[int] | None = list(range(2, rank(x, n)))
         g = n.grad()
     else:
-        axes = _reduced_axes(n)
+        axes = reduced_axes(n)
         if axes == []:
             return [n.grad(), None]
-        g = _kept(n, n.grad(), axes)
+        g = kept(n, n.grad(), axes)
     spread = ops.Expand(g, shape_of(x))
     if kind == "mean":
         count = ops.Cast(ops.Div(size_of(x), size_of(n.outputs[0])), to=np.dtype(x.type.dtype))
         return [ops.Div(spread, count)] + [None] * (len(n.inputs) - 1)
     if kind == "extreme":
-        y = n.outputs[0] if n.op.type == "GlobalMaxPool" else _kept(n, n.outputs[0], axes)
+        y = n.outputs[0] if n.op.type == "GlobalMaxPool" else kept(n, n.outputs[0], axes)
         hit = ops.Cast(ops.Equal(x, y), to=np.dtype(x.type.dtype))
         kw = {} if axes is None else {"axes": np.array(axes, np.int64)}
         ties = ops.ReduceSum(hit, kw.get("axes"), keepdims=1)
@@ -204,51 +67,3 @@ def _reduce(n: Node, kind: str) -> list:
     return [spread] + [None] * (len(n.inputs) - 1)
 
 
-def _softmax_axis(n: Node) -> np.ndarray:
-    """The axis a (Log)Softmax normalised over; before opset 13 only the last axis is one axis."""
-    r = rank(n.outputs[0], n)
-    old = n.opset is not None and n.opset < 13
-    axis = int(n.attr("axis", 1 if old else -1)) % max(r, 1)
-    if old and axis != r - 1:
-        raise n.fail("a softmax over one axis (opset 13 or later, or the last axis)",
-                     f"opset {n.opset} flattening axes {axis}.. of rank {r}")
-    return np.array([axis], np.int64)
-
-
-def softmax_vjp(n: Node) -> list:
-    """Softmax: ``y * (g - sum(g*y, axis))``."""
-    y, g = n.outputs[0], n.grad()
-    axis = _softmax_axis(n)
-    return [ops.Mul(y, ops.Sub(g, ops.ReduceSum(ops.Mul(g, y), axis, keepdims=1)))]
-
-
-def log_softmax_vjp(n: Node) -> list:
-    """LogSoftmax: ``g - exp(y) * sum(g, axis)``."""
-    y, g = n.outputs[0], n.grad()
-    axis = _softmax_axis(n)
-    return [ops.Sub(g, ops.Mul(ops.Exp(y), ops.ReduceSum(g, axis, keepdims=1)))]
-
-
-def norm_reduce_vjp(n: Node) -> list:
-    """ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum, ReduceLogSumExp: the output gradient
-    spread back over the reduced axes times each element's local slope."""
-    x = n.given(0)
-    axes = _reduced_axes(n)
-    if axes == []:  # noop_with_empty_axes: the kernel passes the input through
-        return [n.grad()] + [None] * (len(n.inputs) - 1)
-    spread = ops.Expand(_kept(n, n.grad(), axes), shape_of(x))
-    y = ops.Expand(_kept(n, n.outputs[0], axes), shape_of(x))
-    kind = n.op.type
-    if kind == "ReduceL1":
-        slope = ops.Sign(x)
-    elif kind == "ReduceL2":
-        slope = ops.Div(x, y)
-    elif kind == "ReduceSumSquare":
-        slope = ops.Mul(x, const(2, x))
-    elif kind == "ReduceLogSum":
-        slope = ops.Exp(ops.Neg(y))
-    elif kind == "ReduceLogSumExp":
-        slope = ops.Exp(ops.Sub(x, y))
-    else:
-        raise n.fail("ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum or ReduceLogSumExp", str(kind))
-    return [ops.Mul(spread, slope)] + [None] * (len(n.inputs) - 1)

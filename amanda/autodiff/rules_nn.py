@@ -1,12 +1,6 @@
-"""Vector-Jacobian rules of network ops: convolution, pooling, normalisation, the softmax
-cross-entropy loss.
-
-The input gradient of a convolution is a ``ConvTranspose`` with the same weights; its weight
-gradient is a convolution of the input by the output gradient with strides and dilations
-swapped (batch and channels exchanged, per group). Average pooling is a ``ConvTranspose``
-with a kernel of ones per channel; max pooling scatters the gradient back to the positions
-``MaxPool``'s ``Indices`` output names.
-"""
+"""Vector-Jacobian rules of Conv and ConvTranspose (not in an op family yet): the input gradient
+of a convolution is a ``ConvTranspose`` with the same weights, its weight gradient a
+convolution of the input with the output gradient."""
 
 from __future__ import annotations
 
@@ -14,24 +8,20 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from amanda.autodiff.node import Node, const, rank, shape_of, size_of, unbroadcast
-from amanda.autodiff.rules_shape import scatter_back
+from amanda.autodiff.node import Node, rank
 from amanda.build import ops
 from amanda.build.values import Value
 from amanda.exec.kernels.conv_transpose import _transpose_pads
 from amanda.exec.kernels.spatial import ints
 
-__all__ = [
-    "avgpool_vjp", "batchnorm_vjp", "conv_transpose_vjp", "conv_vjp", "instancenorm_vjp", "layernorm_vjp",
-    "maxpool_vjp", "nll_vjp", "softmax_xent_vjp",
-]
+__all__ = ["conv_transpose_vjp", "conv_vjp"]
 
 
-def _i64(values: Sequence[int]) -> np.ndarray:
+def i64(values: Sequence[int]) -> np.ndarray:
     return np.array(list(values), np.int64)
 
 
-class _Window:
+class Window:
     """The static geometry of a convolution or pooling window (spatial dims known)."""
 
     def __init__(self, n: Node, kernel: Sequence[int]) -> None:
@@ -78,11 +68,11 @@ def _weight_grad(x: Value, g: Value, group: int, cg: int, size: list[int], kerne
     cut to the kernel's extent; ``cg`` input channels per group, ``size`` ``x``'s spatial dims."""
     nd = len(size)
     spatial = list(range(2, 2 + nd))
-    xr = ops.Reshape(x, _i64([-1, group, cg, *size]))
-    xt = ops.Reshape(ops.Transpose(xr, perm=[2, 1, 0, *range(3, 3 + nd)]), _i64([cg, -1, *size]))
+    xr = ops.Reshape(x, i64([-1, group, cg, *size]))
+    xt = ops.Reshape(ops.Transpose(xr, perm=[2, 1, 0, *range(3, 3 + nd)]), i64([cg, -1, *size]))
     gt = ops.Transpose(g, perm=[1, 0, *spatial])
     r = ops.Conv(xt, gt, group=group, strides=dilations, dilations=strides, pads=pads)
-    r = ops.Slice(r, _i64([0] * nd), _i64(kernel), _i64(spatial))
+    r = ops.Slice(r, i64([0] * nd), i64(kernel), i64(spatial))
     return ops.Transpose(r, perm=[1, 0, *spatial])
 
 
@@ -99,7 +89,7 @@ def conv_vjp(n: Node) -> list:
     x, w = n.given(0, 1)
     ws = _known_shape(n, w, "weights")
     group = int(n.attr("group", 1))
-    win = _Window(n, ws[2:])
+    win = Window(n, ws[2:])
     g = n.grad()
     out: list = [None] * len(n.inputs)
     if n.need(0):
@@ -107,7 +97,7 @@ def conv_vjp(n: Node) -> list:
     if n.need(1):
         out[1] = _weight_grad(x, g, group, int(ws[1]), win.size, win.kernel, win.strides, win.dilations, win.pads)
     if len(n.inputs) > 2 and n.need(2):
-        out[2] = ops.ReduceSum(g, _i64([0, *range(2, rank(g))]), keepdims=0)
+        out[2] = ops.ReduceSum(g, i64([0, *range(2, rank(g))]), keepdims=0)
     return out
 
 
@@ -128,7 +118,7 @@ def conv_transpose_vjp(n: Node) -> list:
     if any(p < 0 for p in pads):  # an output larger than the op fills (output_shape): its edges get nothing
         begins = [max(0, -p) for p in pads[:nd]]
         size = [size[i] - begins[i] - max(0, -pads[nd + i]) for i in range(nd)]
-        g = ops.Slice(gy, _i64(begins), _i64([b + e for b, e in zip(begins, size)]), _i64(range(2, 2 + nd)))
+        g = ops.Slice(gy, i64(begins), i64([b + e for b, e in zip(begins, size)]), i64(range(2, 2 + nd)))
         pads = [max(0, p) for p in pads]
     out: list = [None] * len(n.inputs)
     if n.need(0):
@@ -136,176 +126,12 @@ def conv_transpose_vjp(n: Node) -> list:
         reach = [(size[i] + pads[i] + pads[nd + i] - (kernel[i] - 1) * dilations[i] - 1) // strides[i] + 1
                  for i in range(nd)]
         if reach != xs[2:]:  # output_padding past the last stride: rows no input reaches
-            gx = ops.Slice(gx, _i64([0] * nd), _i64(xs[2:]), _i64(range(2, 2 + nd)))
+            gx = ops.Slice(gx, i64([0] * nd), i64(xs[2:]), i64(range(2, 2 + nd)))
         out[0] = gx
     if n.need(1):
         out[1] = _weight_grad(g, x, group, ws[1], size, kernel, strides, dilations, pads)
     if len(n.inputs) > 2 and n.need(2):
-        out[2] = ops.ReduceSum(gy, _i64([0, *range(2, rank(gy))]), keepdims=0)
+        out[2] = ops.ReduceSum(gy, i64([0, *range(2, rank(gy))]), keepdims=0)
     return out
 
 
-def maxpool_vjp(n: Node) -> list:
-    """MaxPool: the gradient back to the positions the maxima came from."""
-    x = n.given(0)
-    attrs = n.own_attrs("storage_order")
-    _, indices = ops.MaxPool(x, **attrs)
-    win = _Window(n, n.attr("kernel_shape"))
-    apart = all(win.strides[i] >= win.extent(i) for i in range(win.nd))  # each element in one window at most
-    return [scatter_back(n.grad(), x, indices, n, unique=apart)]
-
-
-def avgpool_vjp(n: Node) -> list:
-    """AveragePool: each window's share spread back over it by a ConvTranspose of ones."""
-    x = n.given(0)
-    if int(n.attr("ceil_mode", 0)):
-        raise n.fail("ceil_mode=0", "ceil_mode=1")
-    win = _Window(n, n.attr("kernel_shape"))
-    channels = x.type.shape[1]  # type: ignore[index]
-    if type(channels) is not int:
-        raise n.fail("a known channel count", repr(x.type))
-    area = int(np.prod(win.kernel))
-    g = n.grad()
-    if any(win.pads) and not int(n.attr("count_include_pad", 0)):
-        ones = ops.ConstantOfShape(shape_of(x), value=const([1], x))
-        share = ops.AveragePool(ones, kernel_shape=win.kernel, strides=win.strides, pads=win.pads, count_include_pad=1)
-        g = ops.Div(g, ops.Mul(share, const(area, x)))
-    else:
-        g = ops.Mul(g, const(1 / area, g))
-    kernel = const(np.ones((channels, 1, *win.kernel)), x)
-    return [win.transpose(g, kernel, channels)]  # type: ignore[arg-type]
-
-
-def _normalised(x: Value, axes: list[int], eps: float) -> tuple[Value, Value]:
-    """``(x - mean) * inv`` and ``inv = 1/sqrt(var + eps)`` over ``axes``."""
-    centred = ops.Sub(x, ops.ReduceMean(x, axes=axes, keepdims=1))
-    inv = ops.Reciprocal(ops.Sqrt(ops.Add(ops.ReduceMean(ops.Mul(centred, centred), axes=axes, keepdims=1),
-                                          const(eps, x))))
-    return ops.Mul(centred, inv), inv
-
-
-def _only_first_output(n: Node) -> None:
-    """An error naming the op when the loss reads a statistics output (mean, variance): the
-    rules differentiate the normalised output only."""
-    if any(g is not None for g in n.grads[1:]):
-        raise n.fail("a loss that reads only the normalised output", "a gradient of a statistics output")
-
-
-def _through_norm(gx_hat: Value, x_hat: Value, inv: Value, axes: list[int]) -> Value:
-    """The input gradient of a normalisation from the gradient of its normalised value."""
-    mean_g = ops.ReduceMean(gx_hat, axes=axes, keepdims=1)
-    mean_gx = ops.ReduceMean(ops.Mul(gx_hat, x_hat), axes=axes, keepdims=1)
-    return ops.Mul(inv, ops.Sub(ops.Sub(gx_hat, mean_g), ops.Mul(x_hat, mean_gx)))
-
-
-def batchnorm_vjp(n: Node) -> list:
-    """BatchNormalization, with batch statistics (``training_mode=1``) or running ones."""
-    x, scale = n.given(0, 1)
-    _only_first_output(n)
-    r = rank(x, n)
-    axes = [0, *range(2, r)]
-    eps = float(n.attr("epsilon", 1e-5))
-    g = n.grad()
-    per_channel = _i64([-1, *([1] * (r - 2))])
-    gamma = ops.Reshape(scale, per_channel)
-    if int(n.attr("training_mode", 0)):
-        x_hat, inv = _normalised(x, axes, eps)
-        gx = _through_norm(ops.Mul(g, gamma), x_hat, inv, axes)
-    else:
-        mean, var = n.given(3, 4)
-        typed = var if var.type is not None else x  # a running variance read from a Variable is untyped
-        inv = ops.Reshape(ops.Reciprocal(ops.Sqrt(ops.Add(var, const(eps, typed)))), per_channel)
-        x_hat = ops.Mul(ops.Sub(x, ops.Reshape(mean, per_channel)), inv)
-        gx = ops.Mul(g, ops.Mul(gamma, inv))
-    sum_axes = _i64(axes)
-    stats: list = [None, None]
-    if not int(n.attr("training_mode", 0)) and (n.need(3) or n.need(4)):  # running statistics as inputs
-        stats = [ops.Neg(ops.ReduceSum(gx, sum_axes, keepdims=0)),
-                 ops.Mul(ops.ReduceSum(ops.Mul(gx, x_hat), sum_axes, keepdims=0),
-                         ops.Mul(ops.Reshape(inv, _i64([-1])), const(-0.5, typed)))]
-    return [gx if n.need(0) else None,
-            ops.ReduceSum(ops.Mul(g, x_hat), sum_axes, keepdims=0) if n.need(1) else None,
-            ops.ReduceSum(g, sum_axes, keepdims=0) if n.need(2) else None, *stats][:len(n.inputs)]
-
-
-def instancenorm_vjp(n: Node) -> list:
-    """InstanceNormalization: normalised over each sample's and channel's spatial axes; scale
-    and bias per channel."""
-    x, scale = n.given(0, 1)
-    r = rank(x, n)
-    axes = list(range(2, r))
-    x_hat, inv = _normalised(x, axes, float(n.attr("epsilon", 1e-5)))
-    g = n.grad()
-    per_channel = _i64([-1, *([1] * (r - 2))])
-    sum_axes = _i64([0, *axes])
-    return [_through_norm(ops.Mul(g, ops.Reshape(scale, per_channel)), x_hat, inv, axes) if n.need(0) else None,
-            ops.ReduceSum(ops.Mul(g, x_hat), sum_axes, keepdims=0) if n.need(1) else None,
-            ops.ReduceSum(g, sum_axes, keepdims=0) if n.need(2) else None][:len(n.inputs)]
-
-
-def layernorm_vjp(n: Node) -> list:
-    """LayerNormalization over the axes from ``axis`` on."""
-    x, scale = n.given(0, 1)
-    _only_first_output(n)
-    r = rank(x, n)
-    axes = list(range(int(n.attr("axis", -1)) % r, r))
-    x_hat, inv = _normalised(x, axes, float(n.attr("epsilon", 1e-5)))
-    g = n.grad()
-    out: list = [_through_norm(ops.Mul(g, scale), x_hat, inv, axes) if n.need(0) else None,
-                 unbroadcast(ops.Mul(g, x_hat), scale) if n.need(1) else None]
-    if len(n.inputs) > 2:
-        bias = n.inputs[2]
-        out.append(unbroadcast(g, bias) if n.need(2) and bias is not None else None)
-    return out
-
-
-def _label_coefficients(n: Node, scores: Value, labels: Value) -> tuple[Value, Value]:
-    """The labels with ``ignore_index`` made safe to one-hot, and each label's coefficient of
-    the output gradient (class weight, zero where ignored, divided as the mean divides), shaped
-    to multiply ``[N, C, ...]``; shared by SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss."""
-    weights = n.inputs[2] if len(n.inputs) > 2 else None
-    if n.need(2):  # never zeros in silence
-        raise n.fail("class weights the loss is not differentiated by (constants)", "weights that need a gradient")
-    g = n.grad()
-    ignore = n.attr("ignore_index")
-    safe: Value = labels
-    w: Value | None = None
-    if ignore is not None:
-        keep = ops.Not(ops.Equal(labels, np.array(int(ignore), np.int64)))
-        safe = ops.Where(keep, labels, np.array(0, np.int64))
-        w = ops.Cast(keep, to=np.dtype(scores.type.dtype))
-    if weights is not None:
-        picked = ops.Gather(weights, safe)
-        w = picked if w is None else ops.Mul(picked, w)
-    coef = g if w is None else ops.Mul(g, w)
-    if n.attr("reduction", "mean") == "mean":
-        count = ops.Cast(size_of(labels), to=np.dtype(scores.type.dtype)) if w is None else ops.ReduceSum(w, keepdims=0)
-        coef = ops.Div(coef, count)
-    if rank(coef) > 0:
-        coef = ops.Unsqueeze(coef, _i64([1]))
-    return safe, coef
-
-
-def _onehot(safe: Value, scores: Value) -> Value:
-    return ops.OneHot(safe, shape_of(scores, 1, 2), const([0, 1], scores), axis=1)
-
-
-def softmax_xent_vjp(n: Node) -> list:
-    """SoftmaxCrossEntropyLoss (reductions none/sum/mean, class weights, ignore_index):
-    ``(softmax(scores) - onehot(labels)) * weight``, divided as the mean divided; a gradient
-    of the ``log_prob`` output goes back through its log-softmax."""
-    scores, labels = n.given(0, 1)
-    safe, coef = _label_coefficients(n, scores, labels)
-    gx = ops.Mul(ops.Sub(ops.Softmax(scores, axis=1), _onehot(safe, scores)), coef)
-    if len(n.grads) > 1 and n.grads[1] is not None:
-        g1, axis = n.grads[1], _i64([1])
-        gx = ops.Add(gx, ops.Sub(g1, ops.Mul(ops.Exp(n.outputs[1]), ops.ReduceSum(g1, axis, keepdims=1))))
-    return [gx] + [None] * (len(n.inputs) - 1)
-
-
-def nll_vjp(n: Node) -> list:
-    """NegativeLogLikelihoodLoss (reductions, class weights, ignore_index): ``-onehot(labels)``
-    times each label's coefficient."""
-    scores, labels = n.given(0, 1)
-    safe, coef = _label_coefficients(n, scores, labels)
-    return [ops.Neg(ops.Mul(_onehot(safe, scores), coef))] + [None] * (len(n.inputs) - 1)

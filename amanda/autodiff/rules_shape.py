@@ -1,79 +1,23 @@
-"""Vector-Jacobian rules of ops that move or select elements: reshapes, transposes, joins and
-splits, slicing and gathering, Where, Cast, Dropout.
-
-Ops that pick elements (Slice, Gather) share one rule: the same op applied to a tensor of
-flat positions says where each output element came from, and ``ScatterElements`` with
-``reduction="add"`` sends the gradient back there (before opset 16, which cannot add, only
-where the positions cannot repeat: a Slice's, a MaxPool's whose windows do not overlap).
-"""
+"""Vector-Jacobian rules shared by ops that move or select elements: selections (Gather, Slice
+…) scatter the gradient back to where their elements came from; ``no_gradient_vjp`` passes
+nothing back."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from types import MappingProxyType
-from typing import Any
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 
-from amanda.autodiff.node import Node, const, rank, shape_of, size_of, unbroadcast, zeros_like
+from amanda.autodiff.node import Node, shape_of, size_of, zeros_like
 from amanda.build import ops
 from amanda.build.values import Value
 from amanda.ops.registry import ONNX, entries
 
-__all__ = [
-    "disjoint_select_vjp", "repeated_select_vjp",
-    "NO_GRADIENT", "cast_vjp", "concat_vjp", "dropout_vjp", "expand_vjp", "no_gradient_vjp", "reshape_vjp", "scatter_back",
-    "pad_vjp", "scatter_vjp", "select_vjp", "topk_vjp", "trilu_vjp",
-    "split_vjp", "transpose_vjp", "where_vjp",
-]
+__all__ = ["disjoint_select_vjp", "repeated_select_vjp", "NO_GRADIENT", "no_gradient_vjp", "scatter_back", "select_vjp"]
 
 
-def _rest(n: Node, first: Value | None) -> list:
+def rest(n: Node, first: Value | None) -> list:
     return [first] + [None] * (len(n.inputs) - 1)
-
-
-def reshape_vjp(n: Node) -> list:
-    """Reshape, Flatten, Squeeze, Unsqueeze: the gradient reshaped to the input's shape."""
-    x = n.given(0)
-    if int(n.attr("allowzero", 0)):  # a shape with 0s means 0s here too
-        return _rest(n, ops.Reshape(n.grad(), shape_of(x), allowzero=1))
-    return _rest(n, ops.Reshape(n.grad(), shape_of(x)))
-
-
-def expand_vjp(n: Node) -> list:
-    """Expand: summed over the axes it broadcast (nothing when only the shape varies)."""
-    x = n.given(0)
-    return _rest(n, unbroadcast(n.grad(), x) if n.need(0) else None)
-
-
-def transpose_vjp(n: Node) -> list:
-    """Transpose: the inverse permutation."""
-    x = n.given(0)
-    perm = n.attr("perm")
-    perm = list(range(rank(x, n)))[::-1] if perm is None else [int(p) for p in perm]
-    return [ops.Transpose(n.grad(), perm=[int(i) for i in np.argsort(perm)])]
-
-
-def concat_vjp(n: Node) -> list:
-    """Concat: each input's stretch of the gradient along the axis."""
-    g = n.grad()
-    r = rank(n.outputs[0], n)
-    axis = int(n.attr("axis")) % r
-    axes = np.array([axis], np.int64)
-    start: Value | np.ndarray = np.array([0], np.int64)
-    out: list = []
-    for i in range(len(n.inputs)):
-        x = n.given(i)
-        end = ops.Add(start, shape_of(x, axis, axis + 1))
-        out.append(ops.Slice(g, start, end, axes) if n.need(i) else None)
-        start = end
-    return out
-
-
-def split_vjp(n: Node) -> list:
-    """Split: the outputs' gradients (zeros where none) joined along the axis."""
-    parts = [n.grad(i) for i in range(len(n.outputs))]
-    return _rest(n, ops.Concat(*parts, axis=int(n.attr("axis", 0))))
 
 
 #: the first opset whose ScatterElements adds the updates of repeated positions
@@ -129,64 +73,7 @@ def _select(n: Node, unique: bool) -> list:
 
     builder = getattr(Ops(n.namespace), n.op.type)  # the op's own version (SpaceToDepth's mode is 28's)
     picked = builder(_positions(x), *n.inputs[1:], **attrs)
-    return _rest(n, scatter_back(n.grad(), x, picked, n, unique=unique))
-
-
-def pad_vjp(n: Node) -> list:
-    """Pad. Constant mode: the gradient padded by the negated pads (a crop where the op padded,
-    zeros where it cropped); the pad value gets the rest of the gradient. Edge, reflect and
-    wrap modes copy elements: the forward op replayed on positions, as Slice."""
-    n.given(0)
-    if n.attr("mode", "constant") != "constant":
-        return repeated_select_vjp(n)
-    old = n.opset is not None and n.opset < 11
-    pads = np.asarray(n.attr("pads") if old else n.known(1, "pads input"), np.int64).reshape(-1)
-    g = n.grad()
-    if len(n.inputs) > 3 and n.inputs[3] is not None:  # pads of some axes (opset 18): made full
-        r = rank(n.inputs[0], n)  # type: ignore[arg-type]
-        axes = [int(a) % r for a in n.known(3, "axes input").reshape(-1)]
-        full = np.zeros(2 * r, np.int64)
-        for i, a in enumerate(axes):
-            full[a], full[r + a] = pads[i], pads[len(axes) + i]
-        pads = full
-    gx = ops.Pad(g, -pads)
-    out: list = [gx] + [None] * (len(n.inputs) - 1)
-    if n.need(2):  # the pad value fills what the input did not
-        out[2] = ops.Reshape(ops.Sub(ops.ReduceSum(g, keepdims=0), ops.ReduceSum(gx, keepdims=0)),
-                             shape_of(n.inputs[2]))  # type: ignore[arg-type]
-    return out
-
-
-def topk_vjp(n: Node) -> list:
-    """TopK: the values' gradient back to the positions its ``Indices`` output names."""
-    x = n.given(0)
-    axis = int(n.attr("axis", -1))
-    picked = ops.GatherElements(_positions(x), n.outputs[1], axis=axis)
-    return _rest(n, scatter_back(n.grad(0), x, picked, n, unique=True))
-
-
-def scatter_vjp(n: Node) -> list:
-    """ScatterElements, ScatterND (reduction none or add): the updates get the gradient at the
-    positions they were written to; the data gets the gradient, zeroed where it was overwritten
-    (kept where the updates were added)."""
-    data, indices, updates = n.given(0, 1, 2)
-    reduction = n.attr("reduction", "none")
-    if reduction not in ("none", "add"):
-        raise n.fail("reduction none or add", f"reduction {reduction!r}")
-    g = n.grad()
-    nd = n.op.type == "ScatterND"
-    attrs: dict[str, Any] = {} if nd else {"axis": int(n.attr("axis", 0))}
-    gather = ops.GatherND if nd else ops.GatherElements
-    scatter = ops.ScatterND if nd else ops.ScatterElements
-    gd = g if reduction == "add" else scatter(g, indices, zeros_like(updates), **attrs)
-    return [gd if n.need(0) else None, None, gather(g, indices, **attrs) if n.need(2) else None]
-
-
-def trilu_vjp(n: Node) -> list:
-    """Trilu: the same triangle of the gradient (the op is a mask)."""
-    n.given(0)
-    k = n.inputs[1] if len(n.inputs) > 1 else None
-    return _rest(n, ops.Trilu(n.grad(), k, upper=int(n.attr("upper", 1))))
+    return rest(n, scatter_back(n.grad(), x, picked, n, unique=unique))
 
 
 def _distinct_indices(n: Node) -> bool:
@@ -196,49 +83,24 @@ def _distinct_indices(n: Node) -> bool:
     return known is not None and bool((known >= 0).all()) and np.unique(known).size == known.size
 
 
-def where_vjp(n: Node) -> list:
-    """Where: the gradient to the chosen side, zeros to the other."""
-    cond, a, b = n.given(0, 1, 2)
-    g = n.grad()
-    zero = const(0, g)
-    return [None, unbroadcast(ops.Where(cond, g, zero), a) if n.need(1) else None,
-            unbroadcast(ops.Where(cond, zero, g), b) if n.need(2) else None]
+class _NoGradient(Mapping[str, str]):
+    """op type -> why no input gets a gradient through it: a live listing of the registry's
+    ``no_gradient`` reasons (declared beside each op's kernel, or in :mod:`amanda.ops.gradients`)."""
+
+    def _table(self) -> dict[str, str]:
+        return {e.op_type: e.no_gradient for e in entries(ONNX) if e.no_gradient is not None}
+
+    def __getitem__(self, op_type: str) -> str:
+        return self._table()[op_type]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._table())
+
+    def __len__(self) -> int:
+        return len(self._table())
 
 
-def cast_vjp(n: Node) -> list:
-    """Cast, CastLike: the gradient cast back to the input's dtype (none for non-float inputs)."""
-    x = n.given(0)
-    if x.type.dtype not in ("float16", "float32", "float64", "bfloat16"):
-        return _rest(n, None)
-    return _rest(n, ops.Cast(n.grad(), to=np.dtype(x.type.dtype)))
-
-
-def dropout_vjp(n: Node) -> list:
-    """Dropout: the identity in inference mode; in training, the gradient through the kept mask
-    (its ``mask`` output, or where the output is non-zero when the op has no mask port),
-    scaled as the forward pass scaled."""
-    g = n.grad()
-    training = n.inputs[2] if len(n.inputs) > 2 else None
-    if training is None or (training.constant is not None and not bool(np.asarray(training.constant))):
-        return _rest(n, g)
-    ratio = float(n.known(1, "ratio")) if len(n.inputs) > 1 and n.inputs[1] is not None else 0.5
-    if len(n.outputs) > 1:
-        kept_mask = n.outputs[1]
-    else:  # no mask port: an element was kept where the output is not zero (or the input was)
-        x, y = n.inputs[0], n.outputs[0]
-        kept_mask = ops.Or(ops.Not(ops.Equal(y, const(0, y))), ops.Equal(x, const(0, x)))
-    mask = ops.Cast(kept_mask, to=np.dtype(g.type.dtype))
-    kept = ops.Mul(g, mask)
-    factor: Value | np.ndarray = const(1 / (1 - ratio), g)
-    if training.constant is None:  # decided at run time: outside training the mask is all ones
-        factor = ops.Where(training, factor, const(1, g))
-    return _rest(n, kept if ratio == 0 else ops.Mul(kept, factor))
-
-
-#: op type -> why no input gets a gradient through it: a listing of the registry's
-#: ``no_gradient`` reasons (declared in :mod:`amanda.ops.catalog`)
-NO_GRADIENT: Mapping[str, str] = MappingProxyType(
-    {e.op_type: e.no_gradient for e in entries(ONNX) if e.no_gradient is not None})
+NO_GRADIENT: Mapping[str, str] = _NoGradient()
 
 
 def no_gradient_vjp(n: Node) -> list:

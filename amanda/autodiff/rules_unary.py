@@ -14,11 +14,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from amanda.autodiff.node import Node, const, unbroadcast
+from amanda.autodiff.node import Node, const
 from amanda.build import ops
 from amanda.build.values import Value
 
-__all__ = ["SLOPES", "clip_vjp", "prelu_vjp", "unary_vjp"]
+__all__ = ["SLOPES", "unary_vjp"]
 
 Slope = Callable[[Node, Value, Value, Value], Value]
 
@@ -145,42 +145,3 @@ def unary_vjp(n: Node) -> list:
     return [slope(n, x, n.outputs[0], n.grad())] + [None] * (len(n.inputs) - 1)
 
 
-def _bound(n: Node, i: int, name: str) -> Value | None:
-    """Clip's bound ``i`` (``min`` 1, ``max`` 2): an input from opset 11, an attribute before."""
-    if n.opset is not None and n.opset < 11:
-        value = n.attr(name)
-        return None if value is None else const(float(value), n.inputs[0])  # type: ignore[return-value]
-    return n.inputs[i] if i < len(n.inputs) else None
-
-
-def clip_vjp(n: Node) -> list:
-    """Clip: the gradient where ``min <= x <= max``; each bound gets the gradient of the
-    elements it clipped (summed, it is a scalar)."""
-    x = n.given(0)
-    g = n.grad()
-    zero = const(0, g)
-    low, high = _bound(n, 1, "min"), _bound(n, 2, "max")
-    # max(x, min) then min(., max): with min > max every element is max
-    above = None if high is None else ops.Greater(x if low is None else ops.Max(x, low), high)
-    below = None if low is None else ops.Less(x, low)
-    if below is not None and above is not None:
-        below = ops.And(below, ops.Not(above))
-    gx = g
-    for mask in (below, above):
-        gx = gx if mask is None else ops.Where(mask, zero, gx)
-    out: list = [gx] + [None] * (len(n.inputs) - 1)
-    for i, mask in ((1, below), (2, above)):
-        if mask is not None and n.need(i):
-            out[i] = unbroadcast(ops.Where(mask, g, zero), n.inputs[i])
-    return out
-
-
-def prelu_vjp(n: Node) -> list:
-    """PRelu: ``g`` where ``x > 0``, ``g * slope`` elsewhere; the slope gets ``g * x`` there,
-    summed over the axes it was broadcast along."""
-    x, slope = n.given(0, 1)
-    g = n.grad()
-    positive = ops.Greater(x, const(0, x))
-    zero = const(0, g)
-    return [ops.Where(positive, g, ops.Mul(g, slope)) if n.need(0) else None,
-            unbroadcast(ops.Where(positive, zero, ops.Mul(g, x)), slope) if n.need(1) else None]

@@ -30,7 +30,6 @@ from amanda.containers.uids import refuse_uid_clashes
 from amanda.errors import ExecutionError, format_path
 from amanda.exec import (
     control_flow,  # noqa: F401  (registers If, Loop, Scan, SequenceMap)
-    sequences,  # noqa: F401  (registers sequence and optional kernels)
 )
 from amanda.exec import state as _state
 from amanda.exec.dispatch import OpContext

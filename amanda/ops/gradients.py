@@ -11,7 +11,7 @@ ops with the builder, a layer above this one).
 
 from __future__ import annotations
 
-from amanda.ops.catalog import FUSED, TENSORFLOW
+from amanda.ops.catalog import TENSORFLOW
 from amanda.ops.registry import ONNX, declare
 
 
@@ -30,41 +30,19 @@ Marks = tuple[tuple[str, str, tuple[str, ...]], ...]
 # no input gets a gradient through these: their outputs are integers, booleans, shapes, or
 # values the inputs give only the shape of
 NO_GRADIENT: Marks = (
-    (ONNX, "a shape query", ("Shape", "Size")),
-    (ONNX, "its values do not depend on its input's values", ("ConstantOfShape", "EyeLike", "RandomNormalLike",
-                                                              "RandomUniformLike")),
-    (ONNX, "a comparison (boolean output)", ("Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual", "IsNaN",
-                                             "IsInf")),
-    (ONNX, "a logical op (boolean output)", ("Not", "And", "Or", "Xor")),
-    (ONNX, "integer output (positions)", ("ArgMax", "ArgMin", "NonZero")),
-    (ONNX, "a random draw", ("Bernoulli", "Multinomial", "RandomNormal", "RandomUniform")),
-    (ONNX, "no inputs", ("Constant",)),
-    (ONNX, "piecewise constant (a one-hot of the maximum's position)", ("Hardmax",)),
-    (ONNX, "piecewise constant in which elements are equal, which decides its output's shape", ("Unique",)),
-    (ONNX, "a bit-level op (integer bits)", ("BitShift", "BitwiseAnd", "BitwiseNot", "BitwiseOr", "BitwiseXor",
-                                            "BitCast")),
-    (ONNX, "a table of its sizes only (no float input)", ("BlackmanWindow", "HammingWindow", "HannWindow",
-                                                          "MelWeightMatrix")),
-    (ONNX, "quantised (integer) data", ("QuantizeLinear", "DynamicQuantizeLinear", "ConvInteger", "MatMulInteger",
-                                        "QLinearConv", "QLinearMatMul", "DequantizeLinear")),
-    (ONNX, "integer output (indices of the selected boxes)", ("NonMaxSuppression",)),
-    (ONNX, "string data (TfIdfVectorizer: counts of tokens)", ("RegexFullMatch", "StringConcat", "StringNormalizer",
-                                                               "StringSplit", "TfIdfVectorizer")),
-    (ONNX, "sequence or optional values (gradients are tensors: unpack them before the loss's path)", (
-        "Optional", "OptionalGetElement", "OptionalHasElement", "SequenceAt", "SequenceConstruct", "SequenceEmpty",
-        "SequenceErase", "SequenceInsert", "SequenceLength", "SequenceMap", "SplitToSequence", "ConcatFromSequence")),
+    (ONNX, "sequence or optional values (gradients are tensors: unpack them before the loss's path)", ("SequenceMap",)),
 )
 
 # these have a gradient that amanda has no rule for (yet)
 GAPS: Marks = (
-    (CORE, "session state: gradients are taken with respect to values, not through variable ops",
-     ("Variable", "Read", "Assign", "AssignAdd")),
-    (TENSORFLOW, "a TensorFlow op: amanda differentiates a graph in its ONNX form",
-     ("VariableV2", "Assign", "AssignAdd", "AssignSub", "Identity", "NoOp", "Placeholder")),
-    (FUSED, "a fused op made by optimize: differentiate before optimising", ("Gelu", "Swish", "MatMulAdd")),
+    (CORE, "session state: gradients are taken with respect to values, not through variable ops", (
+        "Variable", "Read", "Assign", "AssignAdd",
+    )),
+    (TENSORFLOW, "a TensorFlow op: amanda differentiates a graph in its ONNX form", (
+        "VariableV2", "Assign", "AssignAdd", "AssignSub", "Identity", "NoOp", "Placeholder",
+    )),
     (TRAIN, "an optimiser's update step", ("AdamStep",)),
-    (DIST, "a transfer between the parts of a partitioned model: differentiate before partitioning",
-     ("Send", "Recv")),
+    (DIST, "a transfer between the parts of a partitioned model: differentiate before partitioning", ("Send", "Recv")),
 )
 
 for _family, _reason, _ops in NO_GRADIENT:

@@ -23,6 +23,9 @@ every fact amanda knows about that op, as typed fields.
   that has one (see :attr:`OpDef.differentiable`).
 - ``dtype_rule``: ``"same"`` when every output has the first input's dtype.
 - ``facts``: anything else a later layer attaches, by key.
+- ``origins``: for each of ``kernels``, ``session_kernels``, ``type_rule``, ``vjp``,
+  ``no_gradient`` and ``gradient_gap``, the modules that registered it (the first module up
+  the call stack that is not registry plumbing): where an op's facts are written down.
 
 Versions: ``@kernel("ReduceSum", since=13)`` registers the kernel used for opsets 13 and
 later; a lookup for opset ``v`` takes the newest registration with ``since <= v`` whose
@@ -47,6 +50,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import math
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -121,6 +125,7 @@ class OpDef:
     gradient_gap: str | None = None
     dtype_rule: str | None = None
     facts: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    origins: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def key(self) -> OpKey:
@@ -180,9 +185,28 @@ _ENTRIES: dict[OpKey, OpDef] = {}
 _LEAST_PURE: dict[str, Effect] = {}  # op type -> an effect some family declares, rebuilt after a change
 
 
+# the fields whose registering module ``OpDef.origins`` records, and the modules that only pass
+# a registration on (the registry's own ways in): the origin is the first module past them
+_TRACED = ("kernels", "session_kernels", "type_rule", "vjp", "no_gradient", "gradient_gap")
+_PLUMBING = frozenset({__name__, "amanda.ops.definition", "amanda.exec.kernels.registry", "amanda.types.rules"})
+
+
+def _caller() -> str:
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_globals.get("__name__") in _PLUMBING:
+        frame = frame.f_back  # type: ignore[assignment]
+    return "?" if frame is None else str(frame.f_globals.get("__name__", "?"))
+
+
 def _update(family: str, domain: str, op_type: str, **changes: Any) -> OpDef:
     key = (family, domain, op_type)
     old = _ENTRIES.get(key) or OpDef(family, domain, op_type)
+    traced = [name for name in _TRACED if changes.get(name) is not None]
+    if traced:
+        origins, where = dict(old.origins), _caller()
+        for name in traced:
+            origins[name] = (*(m for m in origins.get(name, ()) if m != where), where)
+        changes["origins"] = MappingProxyType(origins)
     new = _ENTRIES[key] = dataclasses.replace(old, **changes)
     if "effect" in changes:
         _LEAST_PURE.clear()

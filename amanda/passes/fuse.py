@@ -16,7 +16,7 @@ import numpy as np
 from amanda.containers import Container
 from amanda.containers.arguments import expect_container
 from amanda.exec.dispatch import parse_namespace
-from amanda.exec.kernels.activations import FUSED
+from amanda.ops.catalog import FUSED
 from amanda.passes.level import level_namespaces, own_namespace
 from amanda.passes.report import PassResult
 from amanda.passes.rules import apply_rules

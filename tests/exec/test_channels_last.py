@@ -12,8 +12,8 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import helper  # noqa: E402
 
 from amanda.exec.kernels.conv import conv_nd  # noqa: E402
-from amanda.exec.kernels.pool import average_pool, max_pool  # noqa: E402
 from amanda.exec.kernels.spatial import channels_last, padded_channels_last, scratch_as  # noqa: E402
+from amanda.opset.onnx.pool import average_pool, max_pool  # noqa: E402
 from tests.exec.onnx_oracle import one_node, onnxruntime_outputs  # noqa: E402
 
 RNG = np.random.default_rng(5)
@@ -137,7 +137,7 @@ def test_scratch_as_follows_the_layout_of_its_model() -> None:
 @pytest.mark.parametrize("stored_last", [True, False])
 def test_global_average_pool_of_either_layout_matches_onnxruntime(shape: tuple, stored_last: bool) -> None:
     """GlobalAveragePool as one matrix-vector product, over inputs stored channels-last or not."""
-    from amanda.exec.kernels.pool import global_average_pool
+    from amanda.opset.onnx.pool import global_average_pool
 
     x = RNG.standard_normal(shape).astype(np.float32)
     node = helper.make_node("GlobalAveragePool", ["x"], ["y"])

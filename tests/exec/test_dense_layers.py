@@ -13,9 +13,9 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import amanda  # noqa: E402
 from amanda.exec.kernels.cblas import BIAS_IN_GEMM, rows_times  # noqa: E402
-from amanda.exec.kernels.linalg import gemm_kernel, matmul_add_kernel, matmul_kernel  # noqa: E402
 from amanda.exec.kernels.relaid import mark_constant  # noqa: E402
 from amanda.io.onnx.importer import from_onnx  # noqa: E402
+from amanda.opset.onnx.linalg import gemm_kernel, matmul_add_kernel, matmul_kernel  # noqa: E402
 from tests.exec.onnx_oracle import both, onnxruntime_outputs  # noqa: E402
 
 RNG = np.random.default_rng(3)

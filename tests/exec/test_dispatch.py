@@ -11,7 +11,7 @@ import pytest
 
 from amanda import Container, op
 from amanda.errors import ExecutionError
-from amanda.exec import Session, sequences
+from amanda.exec import Session
 from amanda.exec.dispatch import (
     BOOKKEEPING_ATTRS,
     describe,
@@ -24,6 +24,7 @@ from amanda.exec.dispatch import (
 )
 from amanda.exec.kernels.registry import kernel
 from amanda.exec.plan import bind_phase, compile_plan
+from amanda.opset.onnx import sequences
 
 NS = {"namespace": "amanda/onnx/17"}
 

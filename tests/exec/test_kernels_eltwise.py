@@ -9,8 +9,8 @@ import pytest
 
 import amanda
 from amanda.exec import Session
-from amanda.exec.kernels.activations import FUSED
 from amanda.exec.kernels.math_util import erf32, gelu32
+from amanda.ops.catalog import FUSED
 
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from amanda.exec.kernels.conv import conv_nd
-from amanda.exec.kernels.linalg import matmul_kernel
 from amanda.exec.kernels.math_util import erf
+from amanda.opset.onnx.linalg import matmul_kernel
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")

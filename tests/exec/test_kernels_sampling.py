@@ -89,7 +89,7 @@ def test_deform_conv_with_whole_pixel_offsets_is_a_shifted_conv(seed: int, group
                                                                  shift: int) -> None:
     """With every tap's offset the same whole number of pixels along x (and a mask of ones),
     DeformConv equals onnxruntime's Conv of the input shifted by that many pixels."""
-    from amanda.exec.kernels.sampling import deform_conv_kernel
+    from amanda.opset.onnx.deform import deform_conv_kernel
 
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((2, 4, 6, 7)).astype(np.float32)

@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from amanda.exec.kernels.sequence_state import (
+from amanda.opset.onnx.sequence_state import (
     causal_conv_with_state_kernel,
     linear_attention_kernel,
     tensor_scatter_kernel,

@@ -9,8 +9,8 @@ import pytest
 from amanda.containers.container import Container, op
 from amanda.containers.lazy import LazyTensor, is_mapped, stamp_of
 from amanda.exec import Session
-from amanda.exec.kernels import linalg
 from amanda.exec.kernels.relaid import mark_constant, relaid, relaid_if_constant
+from amanda.opset.onnx import linalg
 from amanda.optim.variables import trainable
 
 

@@ -1,32 +1,6 @@
 """Every kernel module; importing this package registers all kernels."""
 from amanda.exec.kernels import (
-    activations,  # noqa: F401
-    attention,  # noqa: F401
-    cast,  # noqa: F401
-    construct,  # noqa: F401
     conv,  # noqa: F401
     conv_transpose,  # noqa: F401
-    detection,  # noqa: F401
-    elementwise,  # noqa: F401
-    identity,  # noqa: F401
-    indexing,  # noqa: F401
-    linalg,  # noqa: F401
-    logic,  # noqa: F401
-    losses,  # noqa: F401
-    normalization,  # noqa: F401
-    pool,  # noqa: F401
-    quantize,  # noqa: F401
-    random,  # noqa: F401
     recurrent,  # noqa: F401
-    reduce,  # noqa: F401
-    resize,  # noqa: F401
-    sampling,  # noqa: F401
-    sequence_state,  # noqa: F401
-    shape,  # noqa: F401
-    signal,  # noqa: F401
-    slicing,  # noqa: F401
-    softmax,  # noqa: F401
-    sorting,  # noqa: F401
-    strings,  # noqa: F401
-    text_features,  # noqa: F401
 )

@@ -12,9 +12,11 @@ from typing import Any
 
 import numpy as np
 
+from amanda.errors import ExecutionError
+
 __all__ = [
-    "as_array", "attr_ints", "attr_str", "axes_from", "erf", "erf32", "gelu32", "legacy_broadcast",
-    "normalize_axes", "wide",
+    "as_array", "attr_ints", "attr_str", "axes_from", "axis_of", "erf", "erf32", "gelu32", "int_list",
+    "legacy_broadcast", "normalize_axes", "wide",
 ]
 
 
@@ -181,3 +183,21 @@ def row_sums(rows: np.ndarray) -> np.ndarray:
     [3.0, 3.0]
     """
     return np.einsum("ij->i", rows) if rows.shape[1] <= EINSUM_ROW else np.sum(rows, axis=1)
+
+
+def axis_of(axis: Any, rank: int, name: str = "axis") -> int:
+    """``axis`` normalised into ``[0, rank)``; raises when out of range.
+
+    >>> axis_of(-1, 3)
+    2"""
+    a = int(axis)
+    if not -rank <= a < rank:
+        raise ExecutionError.at(name, f"an axis in [{-rank}, {rank})", str(a))
+    return a + rank if a < 0 else a
+
+
+def int_list(value: Any) -> list[int]:
+    """An attribute or 1-D input as a list of python ints (``[]`` for None)."""
+    if value is None:
+        return []
+    return [int(v) for v in np.asarray(value).reshape(-1)]

@@ -58,10 +58,8 @@ from amanda.types.rules import (  # noqa: F401, E402  (each module registers its
     generators,
     indexing,
     linalg,
-    quantize,
     sequence,
     shape,
     spatial,
     state,
-    vision,
 )

@@ -8,16 +8,14 @@ from typing import Any
 from amanda.types.node import Node
 from amanda.types.rules import rule
 from amanda.types.tensor_type import (
-    ONNX_DTYPES,
     OptionalType,
     SequenceType,
     TensorType,
-    Type,
     from_attrs,
     merge,
 )
 
-_BOOL = TensorType("bool", ())
+BOOL = TensorType("bool", ())
 
 
 def _body(node: Node, label: str, inputs: list) -> list:
@@ -45,7 +43,7 @@ def _drop(t: Any, axis: int) -> Any:
     return TensorType(t.dtype, t.shape[:axis] + t.shape[axis + 1:])
 
 
-def _insert(t: Any, axis: int, dim: Any) -> Any:
+def insert(t: Any, axis: int, dim: Any) -> Any:
     if not isinstance(t, TensorType) or t.shape is None:
         return TensorType(getattr(t, "dtype", None), None)
     axis = axis % (len(t.shape) + 1)
@@ -56,12 +54,12 @@ def _insert(t: Any, axis: int, dim: Any) -> Any:
 def loop(node: Node) -> list:
     """Loop-carried values fit their initial and body types; scan outputs gain a first axis."""
     carried = [node.type(i) for i in range(2, len(node.types))]
-    outs = _body(node, "body", [TensorType("int64", ()), _BOOL, *carried])
+    outs = _body(node, "body", [TensorType("int64", ()), BOOL, *carried])
     n = len(carried)
     finals = [merge(a, b) for a, b in zip(carried, outs[1:1 + n])]
     trips = node.dims(0) if not node.present(1) else None
     count = trips[0] if trips else None
-    return finals + [_insert(t, 0, count) for t in outs[1 + n:]]
+    return finals + [insert(t, 0, count) for t in outs[1 + n:]]
 
 
 @rule("Scan")
@@ -86,7 +84,7 @@ def scan(node: Node) -> list:
     n = len(states)
     finals = [merge(a, b) for a, b in zip(states, outs[:n])]
     out_axes = list(node.attr("scan_output_axes") or [0] * (len(outs) - n))
-    return finals + [_insert(t, int(a), length) for t, a in zip(outs[n:], out_axes)]
+    return finals + [insert(t, int(a), length) for t, a in zip(outs[n:], out_axes)]
 
 
 def _scan8(node: Node, m: int) -> list:
@@ -109,8 +107,8 @@ def _scan8(node: Node, m: int) -> list:
         slices.append(_drop(_drop(t, 0), 0))
     outs = _body(node, "body", [*inner_states, *slices])
     n = len(states)
-    finals = [_insert(t, 0, batch) for t in outs[:n]]
-    return finals + [_insert(_insert(t, 0, length), 0, batch) for t in outs[n:]]
+    finals = [insert(t, 0, batch) for t in outs[:n]]
+    return finals + [insert(insert(t, 0, length), 0, batch) for t in outs[n:]]
 
 
 @rule("SequenceMap")
@@ -120,87 +118,6 @@ def sequence_map(node: Node) -> list:
     return [SequenceType(t) for t in _body(node, "body", elems)]
 
 
-@rule("SequenceEmpty")
-def sequence_empty(node: Node) -> list:
-    """A sequence of tensors of ``dtype`` (float32 by default)."""
-    return [SequenceType(TensorType(ONNX_DTYPES.get(int(node.attr("dtype", 1))), None))]
-
-
-def _elem_merge(node: Node, types: list) -> Type | None:
-    known = [t for t in types if t is not None]
-    dtypes = {t.dtype for t in known if isinstance(t, TensorType)} - {None}
-    if len(dtypes) > 1:
-        raise node.fail("sequence elements of one dtype", ", ".join(sorted(map(str, dtypes))))
-    if not known:
-        return None
-    out = known[0]
-    for t in known[1:]:
-        out = merge(out, t)  # type: ignore[assignment]
-    return out
-
-
-@rule("SequenceConstruct")
-def sequence_construct(node: Node) -> list:
-    """A sequence of the inputs' common type."""
-    return [SequenceType(_elem_merge(node, list(node.types)))]
-
-
-@rule("SequenceInsert")
-def sequence_insert(node: Node) -> list:
-    """The sequence, its element type widened to fit the inserted tensor."""
-    seq = node.type(0)
-    elem = seq.elem if isinstance(seq, SequenceType) else None
-    return [SequenceType(_elem_merge(node, [elem, node.type(1)]) if elem is not None else node.type(1))]
-
-
-@rule("SequenceAt")
-def sequence_at(node: Node) -> list:
-    """The sequence's element type."""
-    seq = node.type(0)
-    return [seq.elem if isinstance(seq, SequenceType) else None]
-
-
-@rule("SequenceErase")
-def sequence_erase(node: Node) -> list:
-    """The sequence's type."""
-    return [node.type(0)]
-
-
-@rule("SequenceLength")
-def sequence_length(node: Node) -> list:
-    """An int64 scalar."""
-    return [TensorType("int64", ())]
-
-
-@rule("SplitToSequence")
-def split_to_sequence(node: Node) -> list:
-    """Pieces along ``axis``: of the scalar ``split`` size, or 1 (dropped unless keepdims)."""
-    shape = node.shape(0)
-    if shape is None:
-        return [SequenceType(TensorType(node.dtype(0), None))]
-    axis = node.axis(int(node.attr("axis", 0)), len(shape))
-    if not node.present(1):
-        if node.attr("keepdims", 1):
-            return [SequenceType(TensorType(node.dtype(0), [1 if i == axis else d for i, d in enumerate(shape)]))]
-        return [SequenceType(TensorType(node.dtype(0), [d for i, d in enumerate(shape) if i != axis]))]
-    return [SequenceType(TensorType(node.dtype(0), [None if i == axis else d for i, d in enumerate(shape)]))]
-
-
-@rule("ConcatFromSequence")
-def concat_from_sequence(node: Node) -> list:
-    """The element type with the ``axis`` dim unknown (a new axis when ``new_axis``)."""
-    seq = node.type(0)
-    elem = seq.elem if isinstance(seq, SequenceType) else None
-    if not isinstance(elem, TensorType) or elem.shape is None:
-        return [TensorType(getattr(elem, "dtype", None), None)]
-    axis = int(node.attr("axis", 0))
-    if node.attr("new_axis", 0):
-        return [_insert(elem, axis, None)]
-    a = node.axis(axis, len(elem.shape))
-    return [TensorType(elem.dtype, [None if i == a else d for i, d in enumerate(elem.shape)])]
-
-
-@rule("Optional")
 def optional(node: Node) -> list:
     """An optional of the input's type (or of the ``type`` attribute)."""
     if node.present(0):
@@ -209,14 +126,3 @@ def optional(node: Node) -> list:
     return [OptionalType(from_attrs({"type": given}) if isinstance(given, Mapping) else None)]
 
 
-@rule("OptionalGetElement")
-def optional_get_element(node: Node) -> list:
-    """The optional's element type (a tensor or sequence passes through)."""
-    t = node.type(0)
-    return [t.elem if isinstance(t, OptionalType) else t]
-
-
-@rule("OptionalHasElement")
-def optional_has_element(node: Node) -> list:
-    """A bool scalar."""
-    return [_BOOL]

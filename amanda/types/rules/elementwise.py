@@ -1,24 +1,15 @@
-"""Elementwise families: unary, broadcasting binary and variadic, comparisons, casts, norms."""
+"""Type rules shared by many op families: the first input's type, along an axis, a boolean of
+the first input's shape, broadcasting (with value propagation)."""
 
 from __future__ import annotations
 
 import operator
 from typing import Any
 
-from amanda.namespaces.attr_types import ONNX_DTYPES as ONNX_TYPE_NAMES
 from amanda.types.node import Node, Partial, as_dims, from_dims
-from amanda.types.rules import rule
-from amanda.types.tensor_type import ONNX_DTYPES, TensorType
+from amanda.types.tensor_type import TensorType
 
 
-@rule(
-    "Abs", "Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh", "Ceil", "Cos", "Cosh", "Erf",
-    "Exp", "Floor", "Log", "Neg", "Reciprocal", "Relu", "Round", "Sigmoid", "Sign", "Sin",
-    "Sinh", "Softplus", "Softsign", "Sqrt", "Tan", "Tanh", "Elu", "Selu", "Celu", "LeakyRelu",
-    "HardSigmoid", "HardSwish", "Mish", "Gelu", "Shrink", "ThresholdedRelu", "BitwiseNot",
-    "Clip", "LpNormalization", "MeanVarianceNormalization", "Trilu", "CumSum",
-    "ReverseSequence", "InstanceNormalization", "GroupNormalization", "Identity", "Swish",
-)
 def same_as_first(node: Node) -> list:
     """The output has the type of the first input (unary elementwise ops, normalisations)."""
     t = node.type(0)
@@ -29,7 +20,6 @@ def same_as_first(node: Node) -> list:
     return [t] * node.n_out
 
 
-@rule("Softmax", "LogSoftmax", "Hardmax", "LpNormalization")
 def along_axis(node: Node) -> list:
     """The input's type; ``axis`` must name one of its dims."""
     default = -1 if node.opset >= 13 or node.op.type == "LpNormalization" else 1
@@ -37,13 +27,12 @@ def along_axis(node: Node) -> list:
     return [node.type(0)]
 
 
-@rule("Not", "IsInf", "IsNaN")
 def bool_like_first(node: Node) -> list:
     """A bool tensor of the first input's shape."""
     return [TensorType("bool", node.shape(0))]
 
 
-def _dtype_of_all(node: Node, ports: range | list) -> str | None:
+def dtype_of_all(node: Node, ports: range | list) -> str | None:
     found = None
     for i in ports:
         d = node.dtype(i)
@@ -60,122 +49,24 @@ def _shapes(node: Node, ports: Any) -> list:
     return [node.shape(i) for i in ports]
 
 
-def _legacy(node: Node) -> bool:
+def legacy(node: Node) -> bool:
     return node.opset < 7 and bool(node.attr("broadcast", 0))
 
 
 _ARITH = {"Add": operator.add, "Sub": operator.sub, "Mul": operator.mul}
 
 
-@rule("Add", "Sub", "Mul", "Div", "Mod", "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor",
-      "And", "Or", "Xor", "Max", "Min", "Mean", "Sum")
 def broadcasting(node: Node) -> list:
     """Inputs of one dtype broadcast together (numpy rules; symbols must agree)."""
     ports = range(len(node.types))
-    dtype = _dtype_of_all(node, ports)
-    if _legacy(node):
+    dtype = dtype_of_all(node, ports)
+    if legacy(node):
         return [TensorType(dtype, node.shape(0))]
     shape = node.broadcast(*_shapes(node, ports))
     fn = _ARITH.get(node.op.type)
     if fn is not None and len(node.types) == 2:
         node.set_value(0, _partial_arith(node.value(0), node.value(1), fn))
     return [TensorType(dtype, shape)]
-
-
-@rule("Pow")
-def power(node: Node) -> list:
-    """The base's dtype, broadcast with the exponent."""
-    shape = node.shape(0) if _legacy(node) else node.broadcast(node.shape(0), node.shape(1))
-    return [TensorType(node.dtype(0), shape)]
-
-
-@rule("PRelu")
-def prelu(node: Node) -> list:
-    """The input's type; the slope must broadcast to it."""
-    _dtype_of_all(node, [0, 1])
-    shape = node.broadcast(node.shape(0), node.shape(1))
-    return [TensorType(node.dtype(0), shape if node.shape(0) is None else node.shape(0))]
-
-
-@rule("Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual")
-def comparison(node: Node) -> list:
-    """A bool tensor of the broadcast shape of two inputs of one dtype."""
-    _dtype_of_all(node, [0, 1])
-    shape = node.shape(0) if _legacy(node) else node.broadcast(node.shape(0), node.shape(1))
-    return [TensorType("bool", shape)]
-
-
-@rule("Where")
-def where(node: Node) -> list:
-    """X and Y share a dtype; the condition is bool; all three broadcast."""
-    if node.dtype(0) not in (None, "bool"):
-        raise node.fail("a bool condition", str(node.dtype(0)))
-    dtype = _dtype_of_all(node, [1, 2])
-    return [TensorType(dtype, node.broadcast(node.shape(0), node.shape(1), node.shape(2)))]
-
-
-@rule("Cast")
-def cast(node: Node) -> list:
-    """The attribute ``to`` gives the dtype; integer shape values pass through."""
-    code = node.attr("to", 0)
-    if isinstance(code, str):  # Cast-1 names the type ("FLOAT")
-        code = {name: number for number, name in ONNX_TYPE_NAMES.items()}.get(code.upper(), 0)
-    to = ONNX_DTYPES.get(int(code))
-    value = node.value(0)
-    if isinstance(value, Partial) and to in ("int64", "int32"):
-        node.set_value(0, value)
-    return [TensorType(to, node.shape(0))]
-
-
-@rule("CastLike")
-def cast_like(node: Node) -> list:
-    """The first input's shape with the second input's dtype."""
-    return [TensorType(node.dtype(1), node.shape(0))]
-
-
-@rule("Dropout")
-def dropout(node: Node) -> list:
-    """Output like the input; the mask is bool of the same shape."""
-    return [node.type(0), TensorType("bool", node.shape(0))]
-
-
-@rule("BatchNormalization")
-def batch_norm(node: Node) -> list:
-    """Y like X; the scale, bias, mean and variance have X's channel count."""
-    shape = node.shape(0)
-    channels = shape[1] if shape is not None and len(shape) > 1 else None
-    for i in range(1, 5):
-        s = node.shape(i)
-        if s is not None:
-            if len(s) != 1:
-                raise node.fail(f"input {i} of rank 1", f"rank {len(s)}")
-            channels = node.same(channels, s[0], "the channel count")
-    stats = TensorType(node.dtype(3) or node.dtype(0), None if channels is None and shape is None else (channels,))
-    return [node.type(0), stats, stats, stats, stats]
-
-
-@rule("LayerNormalization")
-def layer_norm(node: Node) -> list:
-    """Y like X, whose normalized dims (from ``axis`` on) Scale and B broadcast to, so each of
-    their dims other than 1 is X's; Mean and InvStdDev keep X's leading dims and have 1 from
-    ``axis`` on."""
-    shape = node.shape(0)
-    stash = ONNX_DTYPES.get(int(node.attr("stash_type", 1)), "float32")
-    if shape is None:
-        return [node.type(0), TensorType(stash, None), TensorType(stash, None)]
-    axis = node.axis(int(node.attr("axis", -1)), len(shape))
-    dims = list(shape)
-    for i in (1, 2):  # Scale and B
-        weight = node.shape(i)
-        if weight is None:
-            continue
-        if len(weight) > len(dims) - axis:
-            raise node.fail(f"input {i} of rank at most {len(dims) - axis} (the normalized dims)", f"rank {len(weight)}")
-        for k in range(1, len(weight) + 1):
-            if type(weight[-k]) is int and weight[-k] != 1:
-                dims[-k] = node.same(dims[-k], weight[-k], "the normalized dims")
-    stat = TensorType(stash, tuple(d if i < axis else 1 for i, d in enumerate(dims)))
-    return [TensorType(node.dtype(0), tuple(dims)), stat, stat]
 
 
 # -- partial values ------------------------------------------------------------------------

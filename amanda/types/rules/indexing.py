@@ -1,4 +1,4 @@
-"""Indexing and resampling families: gather, scatter, one-hot, top-k, resize, depth/space."""
+"""Type rules shared by the indexing and resampling families: gather, scatter, resize."""
 
 from __future__ import annotations
 
@@ -6,16 +6,14 @@ import math
 from typing import Any
 
 from amanda.types.node import Node, Partial, from_dims
-from amanda.types.rules import rule
 from amanda.types.tensor_type import Dim, TensorType
 
 
-def _unknown(node: Node, i: int = 0) -> list:
+def unknown(node: Node, i: int = 0) -> list:
     shape = node.shape(i)
     return [TensorType(node.dtype(i), None if shape is None else (None,) * len(shape))]
 
 
-@rule("Gather")
 def gather(node: Node) -> list:
     """``data[:axis] + indices.shape + data[axis+1:]``; gathers shape values too."""
     data, idx = node.shape(0), node.shape(1)
@@ -32,28 +30,6 @@ def gather(node: Node) -> list:
     return [TensorType(node.dtype(0), (*data[:axis], *idx, *data[axis + 1:]))]  # type: ignore[index]
 
 
-@rule("GatherElements")
-def gather_elements(node: Node) -> list:
-    """The indices' shape with the data's dtype; both of one rank."""
-    data, idx = node.shape(0), node.shape(1)
-    if data is not None and idx is not None and len(data) != len(idx):
-        raise node.fail(f"indices of rank {len(data)}", f"rank {len(idx)}")
-    return [TensorType(node.dtype(0), idx)]
-
-
-@rule("GatherND")
-def gather_nd(node: Node) -> list:
-    """``indices.shape[:-1] + data.shape[batch_dims + indices.shape[-1]:]``."""
-    data, idx = node.shape(0), node.shape(1)
-    b = int(node.attr("batch_dims", 0))
-    if data is None or idx is None or not idx or type(idx[-1]) is not int:
-        return [TensorType(node.dtype(0), None)]
-    if b + idx[-1] > len(data):
-        raise node.fail(f"index tuples of at most {len(data) - b} entries", str(idx[-1]))
-    return [TensorType(node.dtype(0), (*idx[:-1], *data[b + idx[-1]:]))]
-
-
-@rule("Scatter", "ScatterElements", "ScatterND")
 def scatter(node: Node) -> list:
     """The data's type; updates must have the data's dtype."""
     if node.dtype(2) not in (None, node.dtype(0)) and node.dtype(0) is not None:
@@ -61,128 +37,13 @@ def scatter(node: Node) -> list:
     return [node.type(0)]
 
 
-@rule("OneHot")
-def one_hot(node: Node) -> list:
-    """The indices' shape with ``depth`` inserted at ``axis``; the dtype of ``values``."""
-    shape = node.shape(0)
-    depth = node.value(1)
-    d: Dim = None
-    if depth is not None and not isinstance(depth, Partial) and getattr(depth, "size", 0) == 1:
-        d = int(depth.reshape(-1)[0])
-    if shape is None:
-        return [TensorType(node.dtype(2), None)]
-    axis = node.axis(int(node.attr("axis", -1)), len(shape) + 1)
-    out = list(shape)
-    out.insert(axis, d)  # type: ignore[arg-type]
-    return [TensorType(node.dtype(2), out)]
-
-
-@rule("NonZero")
-def nonzero(node: Node) -> list:
-    """int64 ``[rank, number of non-zero entries]``."""
-    return [TensorType("int64", (node.rank(0), None))]
-
-
-@rule("Compress")
-def compress(node: Node) -> list:
-    """The kept entries along ``axis`` (all of them flattened without one)."""
-    shape, axis = node.shape(0), node.attr("axis")
-    if node.dtype(1) not in (None, "bool"):
-        raise node.fail("a bool condition", str(node.dtype(1)))
-    if axis is None or shape is None:
-        return [TensorType(node.dtype(0), (None,) if axis is None else None)]
-    a = node.axis(int(axis), len(shape))
-    return [TensorType(node.dtype(0), [None if i == a else d for i, d in enumerate(shape)])]
-
-
-@rule("TopK")
-def top_k(node: Node) -> list:
-    """Values and int64 indices: the input's shape with K along ``axis``."""
-    shape = node.shape(0)
-    k: Dim = node.attr("k") if node.opset < 10 else None
-    if node.opset >= 10:
-        ks = node.dims(1)
-        k = ks[0] if ks else None
-    if shape is None:
-        return [TensorType(node.dtype(0), None), TensorType("int64", None)]
-    axis = node.axis(int(node.attr("axis", -1)), len(shape))
-    d = shape[axis]  # type: ignore[index]
-    if type(d) is int and type(k) is int and k > d:
-        raise node.fail(f"K at most {d}", str(k))
-    out = [k if i == axis else x for i, x in enumerate(shape)]
-    return [TensorType(node.dtype(0), out), TensorType("int64", out)]
-
-
-@rule("Unique")
-def unique(node: Node) -> list:
-    """Unique values (count unknown), then int64 indices, inverse indices and counts."""
-    shape, axis = node.shape(0), node.attr("axis")
-    if axis is None or shape is None:
-        y = TensorType(node.dtype(0), (None,) if axis is None else None)
-        size = None if shape is None or any(type(d) is not int for d in shape) else math.prod(shape)
-        inverse = TensorType("int64", (size,) if axis is None else (None,))
-    else:
-        a = node.axis(int(axis), len(shape))
-        y = TensorType(node.dtype(0), [None if i == a else d for i, d in enumerate(shape)])
-        inverse = TensorType("int64", (shape[a],))
-    return [y, TensorType("int64", (None,)), inverse, TensorType("int64", (None,))]
-
-
-@rule("CenterCropPad")
-def center_crop_pad(node: Node) -> list:
-    """The listed axes (all by default) take the sizes of the shape input."""
-    shape, sizes = node.shape(0), node.dims(1)
-    if shape is None or sizes is None:
-        return _unknown(node)
-    axes = node.attr("axes") or list(range(len(shape)))
-    out = list(shape)
-    for a, s in zip(axes, sizes):
-        out[node.axis(int(a), len(shape))] = s  # type: ignore[index]
-    return [TensorType(node.dtype(0), out)]
-
-
-def _block(node: Node, grow: bool) -> list:
-    shape = node.shape(0)
-    b = int(node.attr("blocksize", 1))
-    if shape is None:
-        return [TensorType(node.dtype(0), None)]
-    if len(shape) != 4:
-        raise node.fail("a rank-4 input", f"rank {len(shape)}")
-    n, c, h, w = shape
-
-    def div(d: Dim, k: int) -> Dim:
-        if type(d) is int and d % k:
-            raise node.fail(f"a dim divisible by {k}", str(d))
-        return d // k if type(d) is int else None
-
-    def mul(d: Dim, k: int) -> Dim:
-        return d * k if type(d) is int else None
-
-    if grow:
-        return [TensorType(node.dtype(0), (n, div(c, b * b), mul(h, b), mul(w, b)))]
-    return [TensorType(node.dtype(0), (n, mul(c, b * b), div(h, b), div(w, b)))]
-
-
-@rule("DepthToSpace")
-def depth_to_space(node: Node) -> list:
-    """``[N, C / b², H·b, W·b]``."""
-    return _block(node, True)
-
-
-@rule("SpaceToDepth")
-def space_to_depth(node: Node) -> list:
-    """``[N, C·b², H / b, W / b]``."""
-    return _block(node, False)
-
-
-def _scaled(node: Node, shape: Any, scales: Any) -> list:
+def scaled(node: Node, shape: Any, scales: Any) -> list:
     if len(scales) != len(shape):
         raise node.fail(f"{len(shape)} scales", str(len(scales)))
     return [math.floor(d * s) if type(d) is int else (d if s == 1 else None)
             for d, s in zip(shape, scales)]
 
 
-@rule("Resize")
 def resize(node: Node) -> list:
     """Dims from ``sizes``, or the input's dims times ``scales`` (rounded down)."""
     shape = node.shape(0)
@@ -202,18 +63,7 @@ def resize(node: Node) -> list:
         full = [1.0] * len(shape)
         for a, s in zip(axes, scales.reshape(-1).tolist()):
             full[a] = s
-        return [TensorType(node.dtype(0), _scaled(node, shape, full))]
+        return [TensorType(node.dtype(0), scaled(node, shape, full))]
     return [TensorType(node.dtype(0), [None if i in axes else d for i, d in enumerate(shape)])]
 
 
-@rule("Upsample")
-def upsample(node: Node) -> list:
-    """The input's dims times ``scales`` (rounded down)."""
-    shape = node.shape(0)
-    scales: Any = node.attr("scales")
-    if scales is None:
-        v = node.value(1)
-        scales = None if v is None or isinstance(v, Partial) else v.reshape(-1).tolist()
-    if shape is None or scales is None:
-        return _unknown(node)
-    return [TensorType(node.dtype(0), _scaled(node, shape, scales))]

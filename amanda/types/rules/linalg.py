@@ -1,15 +1,14 @@
-"""Linear algebra and reductions: MatMul, Gemm, Einsum, Det, Reduce*, ArgMax/ArgMin."""
+"""Type rules shared by products: MatMul's broadcast shape (also the fused MatMulAdd's), Det."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from amanda.types.node import Node
-from amanda.types.rules import rule
-from amanda.types.tensor_type import Dim, TensorType
+from amanda.types.tensor_type import TensorType
 
 
-def _matmul_shape(node: Node, a: Any, b: Any) -> Any:
+def matmul_shape(node: Node, a: Any, b: Any) -> Any:
     if a is None or b is None:
         return None
     if not a or not b:
@@ -26,44 +25,13 @@ def _matmul_shape(node: Node, a: Any, b: Any) -> Any:
     return tuple(out)
 
 
-@rule("MatMul")
 def matmul(node: Node) -> list:
     """numpy's matmul: broadcast batch dims, the inner dims must agree."""
     if node.dtype(0) and node.dtype(1) and node.dtype(0) != node.dtype(1):
         raise node.fail(f"B of dtype {node.dtype(0)}", str(node.dtype(1)))
-    return [TensorType(node.dtype(0) or node.dtype(1), _matmul_shape(node, node.shape(0), node.shape(1)))]
+    return [TensorType(node.dtype(0) or node.dtype(1), matmul_shape(node, node.shape(0), node.shape(1)))]
 
 
-@rule("MatMulInteger")
-def matmul_integer(node: Node) -> list:
-    """An int32 matrix product."""
-    return [TensorType("int32", _matmul_shape(node, node.shape(0), node.shape(1)))]
-
-
-@rule("Gemm")
-def gemm(node: Node) -> list:
-    """``alpha·A'·B' + beta·C``: [M, N], with C broadcasting to it."""
-    a, b = node.shape(0), node.shape(1)
-    if node.dtype(0) and node.dtype(1) and node.dtype(0) != node.dtype(1):
-        raise node.fail(f"B of dtype {node.dtype(0)}", str(node.dtype(1)))
-    if a is None or b is None:
-        return [TensorType(node.dtype(0), (None, None))]
-    for name, s in (("A", a), ("B", b)):
-        if len(s) != 2:
-            raise node.fail(f"{name} of rank 2", f"rank {len(s)}")
-    if node.attr("transA", 0):
-        a = a[::-1]
-    if node.attr("transB", 0):
-        b = b[::-1]
-    node.same(a[1], b[0], "the inner dims of Gemm")
-    out = (a[0], b[1])
-    c = node.shape(2)
-    if c is not None:
-        node.broadcast(out, c)
-    return [TensorType(node.dtype(0), out)]
-
-
-@rule("Det")
 def det(node: Node) -> list:
     """The batch dims of square matrices."""
     shape = node.shape(0)
@@ -75,79 +43,3 @@ def det(node: Node) -> list:
     return [TensorType(node.dtype(0), shape[:-2])]
 
 
-@rule("Einsum")
-def einsum(node: Node) -> list:
-    """Dims named by the equation's letters (and ``...``); a letter's dims must agree."""
-    equation = str(node.attr("equation", "")).replace(" ", "")
-    lhs, arrow, rhs = equation.partition("->")
-    terms = lhs.split(",")
-    if len(terms) != len(node.types):
-        raise node.fail(f"{len(terms)} inputs for {equation!r}", str(len(node.types)))
-    letters: dict[str, Dim] = {}
-    ellipsis: Any = ()
-    for i, term in enumerate(terms):
-        shape = node.shape(i)
-        if shape is None:
-            return [TensorType(node.dtype(0), None)]
-        named = term.replace("...", "")
-        extra = len(shape) - len(named)
-        if extra < 0 or (extra and "..." not in term):
-            raise node.fail(f"input {i} of rank {len(named)} for {term!r}", f"rank {len(shape)}")
-        head = term.index("...") if "..." in term else len(named)
-        ellipsis = node.broadcast(ellipsis, shape[head:head + extra])
-        dims = shape[:head] + shape[head + extra:]
-        for letter, d in zip(named, dims):
-            letters[letter] = node.same(letters[letter], d, f"dims of {letter!r}") if letter in letters else d
-    if not arrow:
-        counts = lhs.replace("...", "").replace(",", "")
-        rhs = ("..." if "..." in lhs else "") + "".join(sorted(c for c in set(counts) if counts.count(c) == 1))
-    out: list[Dim] = []
-    parts = rhs.split("...")
-    for k, part in enumerate(parts):
-        if k:
-            out.extend(ellipsis)
-        out.extend(letters.get(c) for c in part)
-    return [TensorType(node.dtype(0), out)]
-
-
-def _reduce_axes(node: Node) -> list[int] | None:
-    op = node.op.type
-    by_input = node.opset >= (13 if op == "ReduceSum" else 18)
-    if by_input:
-        return node.ints(1) if node.present(1) else []
-    return [int(a) for a in node.attr("axes", ())]
-
-
-@rule(
-    "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
-    "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare",
-)
-def reduction(node: Node) -> list:
-    """Reduced axes become 1 (``keepdims``) or vanish; no axes reduce all unless noop."""
-    shape = node.shape(0)
-    keep = bool(node.attr("keepdims", 1))
-    axes = _reduce_axes(node)
-    if shape is None or axes is None:
-        rank = None if shape is None or not keep else len(shape)
-        return [TensorType(node.dtype(0), None if rank is None else (None,) * rank)]
-    if not axes:
-        if node.attr("noop_with_empty_axes", 0):
-            return [node.type(0)]
-        axes = list(range(len(shape)))
-    drop = {node.axis(a, len(shape)) for a in axes}
-    out = [1 if i in drop else d for i, d in enumerate(shape)] if keep else \
-        [d for i, d in enumerate(shape) if i not in drop]
-    return [TensorType(node.dtype(0), out)]
-
-
-@rule("ArgMax", "ArgMin")
-def arg_reduction(node: Node) -> list:
-    """int64 indices along ``axis``, which becomes 1 or vanishes."""
-    shape = node.shape(0)
-    if shape is None:
-        return [TensorType("int64", None)]
-    axis = node.axis(int(node.attr("axis", 0)), len(shape))
-    keep = bool(node.attr("keepdims", 1))
-    out = [1 if i == axis else d for i, d in enumerate(shape)] if keep else \
-        [d for i, d in enumerate(shape) if i != axis]
-    return [TensorType("int64", out)]

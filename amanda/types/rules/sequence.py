@@ -1,16 +1,11 @@
-"""Sequence models: RNN, GRU, LSTM, Attention, RotaryEmbedding, LinearAttention, the cache
-and convolution-state ops, and the row normalisations that keep their input's type."""
+"""The type rule of the recurrent ops RNN, GRU and LSTM (their kernels are not in an op family
+yet)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from amanda.types.node import Node
 from amanda.types.rules import by_name, rule
-from amanda.types.rules.elementwise import same_as_first
 from amanda.types.tensor_type import TensorType
-
-rule("RMSNormalization", "LRN", "CumProd", "RotaryEmbedding", "TensorScatter")(same_as_first)
 
 
 @rule("RNN", "GRU", "LSTM")
@@ -31,69 +26,3 @@ def recurrent(node: Node) -> list:
     return by_name(node, Y=TensorType(dtype, y), Y_h=TensorType(dtype, state), Y_c=TensorType(dtype, state))
 
 
-@rule("Attention")
-def attention(node: Node) -> list:
-    """Y like Q with V's head size; present key/value grow by the past length; the QK output
-    is ``[batch, q_heads, q_seq, total_seq]``."""
-    q, k, v = node.shape(0), node.shape(1), node.shape(2)
-    dtype = node.dtype(0)
-    past = node.shape(4) if node.present(4) else None
-    if q is None or k is None or v is None:
-        return [TensorType(dtype, None)] * node.n_out
-    y: tuple[Any, ...]
-    key_state: tuple[Any, ...]
-    value_state: tuple[Any, ...]
-    qk: tuple[Any, ...]
-    if len(q) == 3:
-        heads_q, heads_kv = node.attr("q_num_heads"), node.attr("kv_num_heads")
-        v_size = v[2] // heads_kv if type(v[2]) is int and heads_kv else None
-        y = (q[0], q[1], None if v_size is None or heads_q is None else v_size * int(heads_q))
-        kv_seq = k[1]
-        k_size = k[2] // heads_kv if type(k[2]) is int and heads_kv else None
-        key_state = (k[0], heads_kv, None, k_size)
-        value_state = (v[0], heads_kv, None, v_size)
-        qk = (q[0], heads_q, q[1], None)
-    else:
-        y = (q[0], q[1], q[2], v[3])
-        kv_seq = k[2]
-        key_state, value_state = (k[0], k[1], None, k[3]), (v[0], v[1], None, v[3])
-        qk = (q[0], q[1], q[2], None)
-    total = kv_seq + past[2] if past is not None and type(kv_seq) is int and type(past[2]) is int else (
-        kv_seq if past is None and not node.present(4) else None)
-    key_state = (*key_state[:2], total, key_state[3])
-    value_state = (*value_state[:2], total, value_state[3])
-    qk = (*qk[:3], total)
-    return by_name(node, Y=TensorType(dtype, y), present_key=TensorType(dtype, key_state),
-                   present_value=TensorType(dtype, value_state), qk_matmul_output=TensorType(dtype, qk))
-
-
-@rule("CausalConvWithState")
-def causal_conv_with_state(node: Node) -> list:
-    """The input's type, and the state ``[batch, channels, k - 1]``."""
-    x, w = node.shape(0), node.shape(1)
-    k = w[2] if w is not None else None
-    state = (x[0] if x else None, x[1] if x else None, k - 1 if type(k) is int else None)
-    return by_name(node, output=node.type(0), present_state=TensorType(node.dtype(0), state))
-
-
-@rule("LinearAttention")
-def linear_attention(node: Node) -> list:
-    """``[batch, seq, q_heads * d_v]`` and the state ``[batch, kv_heads, d_k, d_v]``."""
-    q, v = node.shape(0), node.shape(2)
-    heads_q, heads_kv = node.attr("q_num_heads"), node.attr("kv_num_heads")
-    d_v = v[2] // int(heads_kv) if v is not None and type(v[2]) is int and heads_kv else None
-    d_k = q[2] // int(heads_q) if q is not None and type(q[2]) is int and heads_q else None
-    y = (q[0], q[1], d_v * int(heads_q) if d_v is not None and heads_q else None) if q is not None else None
-    state = (q[0] if q else None, heads_kv, d_k, d_v)
-    return by_name(node, output=TensorType(node.dtype(0), y), present_state=TensorType(node.dtype(0), state))
-
-
-@rule("SwiGLU")
-def swiglu(node: Node) -> list:
-    """Gate and value of one shape and dtype; the output has it too."""
-    a, b = node.shape(0), node.shape(1)
-    if a is not None and b is not None:
-        if len(a) != len(b):
-            raise node.fail(f"inputs of one rank ({len(a)})", str(len(b)))
-        a = tuple(node.same(x, y, "the gate's and value's dims") for x, y in zip(a, b))
-    return [TensorType(node.dtype(0), a)]

@@ -1,4 +1,5 @@
-"""Windowed families: convolution, pooling (one rule for every window op), unpooling, Col2Im."""
+"""Windowed ops not in an op family yet (Conv, ConvTranspose, Col2Im) and the window shapes the
+pooling family shares."""
 
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ def _window(node: Node, spatial: Any, kernel: Any, ceil: bool = False) -> list[D
     return out
 
 
-def _data(node: Node) -> Any:
+def data(node: Node) -> Any:
     shape = node.shape(0)
     if shape is not None and len(shape) < 3:
         raise node.fail("an input [N, C, spatial…] of rank 3 or more", f"rank {len(shape)}")
@@ -54,7 +55,7 @@ def _data(node: Node) -> Any:
 @rule("Conv")
 def conv(node: Node) -> list:
     """``[N, M, out…]``: M from the weights; C must equal the weights' channels times group."""
-    x, w = _data(node), node.shape(1)
+    x, w = data(node), node.shape(1)
     group = int(node.attr("group", 1))
     if x is None or w is None:
         rank = len(x) if x is not None else (len(w) if w is not None else None)
@@ -70,7 +71,7 @@ def conv(node: Node) -> list:
 @rule("ConvTranspose")
 def conv_transpose(node: Node) -> list:
     """``[N, W[1]·group, out…]`` with ``out = s·(in-1) + extra + reach - pads``."""
-    x, w = _data(node), node.shape(1)
+    x, w = data(node), node.shape(1)
     group = int(node.attr("group", 1))
     if x is None or w is None:
         return [TensorType(node.dtype(0), None)]
@@ -96,44 +97,6 @@ def conv_transpose(node: Node) -> list:
             reach = (kernel[i] - 1) * dil[i] + 1
             out.append(strides[i] * (d - 1) + extra[i] + reach - pads[i] - pads[i + n])
     return [TensorType(node.dtype(0), (x[0], channels, *out))]
-
-
-@rule("MaxPool", "AveragePool", "LpPool")
-def pool(node: Node) -> list:
-    """``[N, C, out…]`` from ``kernel_shape``, strides, pads, dilations and ``ceil_mode``."""
-    x = _data(node)
-    if x is None:
-        return [TensorType(node.dtype(0), None), TensorType("int64", None)]
-    kernel = node.attr("kernel_shape")
-    if kernel is None:
-        raise node.fail("a kernel_shape attribute", "none")
-    out = (x[0], x[1], *_window(node, x[2:], list(kernel), bool(node.attr("ceil_mode", 0))))
-    return [TensorType(node.dtype(0), out), TensorType("int64", out)]
-
-
-@rule("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool")
-def global_pool(node: Node) -> list:
-    """``[N, C, 1, …]``."""
-    x = _data(node)
-    return [TensorType(node.dtype(0), None if x is None else (x[0], x[1], *[1] * (len(x) - 2)))]
-
-
-@rule("MaxUnpool")
-def max_unpool(node: Node) -> list:
-    """The ``output_shape`` input, else ``(in-1)·s + k - pads`` per spatial dim."""
-    x = _data(node)
-    given = node.dims(2) if node.present(2) else None
-    if given is not None:
-        return [TensorType(node.dtype(0), given)]
-    if node.present(2) or x is None:  # an output_shape not known before running
-        return [TensorType(node.dtype(0), None if x is None else (None,) * len(x))]
-    n = len(x) - 2
-    kernel = list(node.attr("kernel_shape") or [None] * n)
-    strides = list(node.attr("strides") or [1] * n)
-    pads = list(node.attr("pads") or [0] * (2 * n))
-    out = [(d - 1) * strides[i] + kernel[i] - pads[i] - pads[i + n]
-           if type(d) is int and type(kernel[i]) is int else None for i, d in enumerate(x[2:])]
-    return [TensorType(node.dtype(0), (x[0], x[1], *out))]
 
 
 @rule("Col2Im")

@@ -12,8 +12,6 @@ import numpy as np
 from amanda.types.dtypes import dtype_name
 from amanda.types.node import Node
 from amanda.types.rules import rule
-from amanda.types.rules.elementwise import same_as_first
-from amanda.types.rules.linalg import matmul
 from amanda.types.tensor_type import TensorType
 
 __all__ = ["adam_step", "assigned", "declared_only", "first_input", "no_outputs", "passed_on", "variable"]
@@ -24,8 +22,6 @@ TRAIN = "amanda/train"
 FUSED = "amanda/fused"
 DIST = "amanda/dist"
 
-rule("Gelu", "Swish", family=FUSED)(same_as_first)
-rule("MatMulAdd", family=FUSED)(matmul)  # its bias row broadcasts into the product
 
 
 @rule("Variable", family=CORE)
