@@ -2,7 +2,8 @@
 a run's feeds (with the pipeline it is given, by default the one ``amanda.passes`` sets), so
 shape subgraphs are folded once, at plan time, and feeds of a new shape make a new plan.
 
-A run is specialised only when every fetch names an output of the model and every feed one of
+A run is specialised only when every fetch names an output or a named control port (``train``)
+of the model and every feed one of
 its inputs, each value an array that fits its port's declared type; anything else (fetches of
 inner ports, which optimisation could remove, or a feed the run will reject) takes the plain
 plan, so names and error messages stay exactly as without optimisation.
@@ -42,13 +43,13 @@ def _declared(dtype: Any) -> np.dtype | None:
 
 
 def _ports(model: Container) -> tuple[frozenset, dict[str, tuple[Any, Any, bool]]]:
-    """The model's output names and each input's (declared dtype, shape, dtype readable),
+    """The model's output and control port names and each input's (declared dtype, shape, dtype readable),
     built once per model (runs call :func:`signature` every time)."""
     inputs = {}
     for port in model.inputs:
         dtype = port.attrs.get("dtype")
         inputs[port.name] = (_declared(dtype), port.attrs.get("shape"), dtype is None or _declared(dtype) is not None)
-    return frozenset(model.output_names), inputs
+    return frozenset(model.output_names) | frozenset(model.control_names), inputs
 
 
 def _fits(declared: tuple[Any, Any, bool], value: np.ndarray, symbols: dict[Any, int]) -> bool:

@@ -24,7 +24,7 @@ from amanda.exec.plan_fold import MAX_FOLDED_BYTES
 from amanda.namespaces.name import NamespaceName
 from amanda.ops.registry import entry
 from amanda.passes.cleanup import effectful
-from amanda.passes.level import Level, constant_value, level_namespaces, new_constant, on_levels
+from amanda.passes.level import Level, constant_value, level_namespaces, new_constant, on_levels, reached_paths
 from amanda.passes.report import PassReport, PassResult
 from amanda.types import TensorType, infer_types
 
@@ -147,10 +147,11 @@ class _Folder:
 
 
 def _fold_level(model: Container, path: tuple, context: Any) -> tuple[Container, dict]:
-    level = Level.of(model)
+    level = Level.of(model, deep_sources=True)
     if level is None:
         return model, {}
-    namespaces, types = context
+    namespaces, types, reached = context
+    level.pinned.update(name for name in level.ops if path + (name,) in reached)  # named from above
     return _Folder(level, path, namespaces.get(path), types).run()
 
 
@@ -179,7 +180,8 @@ def fold_constants(model: Container, use_types: bool = True) -> PassResult:
             types = infer_types(model)
         except Exception:  # noqa: BLE001 - a model inference cannot read folds without shapes
             types = None
-    out, changes = on_levels(model, _fold_level, (level_namespaces(model), types))
+    out, changes = on_levels(model, _fold_level, (level_namespaces(model), types, reached_paths(model)),
+                             enter_reached=True)
     return PassResult(out, PassReport.of("fold_constants", changes))
 
 

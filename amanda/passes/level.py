@@ -4,7 +4,10 @@ reads each output port, and a rebuild that keeps every surviving child object as
 Passes rewrite a level only when its edges join direct children (or the level's own ports):
 a level with tombstones, edges reaching into descendants by path, or phase-tagged edges is
 left alone, since rewiring it would have to reason about views the passes do not model.
-Ops joined by control edges are pinned: no pass removes or replaces them.
+Ops joined by control edges are pinned: no pass removes or replaces them. Constant folding
+alone also takes a level whose children read values from inside a sibling container by path
+(``deep_sources``: a gradient container reading its forward model's values); it only replaces
+children by constants and leaves those edges as they are.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ import numpy as np
 
 from amanda.containers import SELF, Container, Edge, Endpoint, op
 
-__all__ = ["Level", "constant_value", "level_namespaces", "new_constant", "on_levels", "own_namespace", "producer_name"]
+__all__ = ["Level", "constant_value", "level_namespaces", "new_constant", "on_levels", "own_namespace", "producer_name",
+           "reached_paths"]
 
 Source = Endpoint
 
@@ -33,14 +37,18 @@ class Level:
     pinned: set[str] = field(default_factory=set)
 
     @classmethod
-    def of(cls, model: Container) -> Level | None:
-        """The level of ``model``, or None when its edges are not plain child-to-child wiring."""
+    def of(cls, model: Container, deep_sources: bool = False) -> Level | None:
+        """The level of ``model``, or None when its edges are not plain child-to-child wiring
+        (with ``deep_sources``, edges from inside a child by path into a child or the level's
+        own outputs count as plain: their sources are values the level cannot rewrite)."""
         if model.tombstones:
             return None
         level = cls(model, {c.name: c for c in model.children})
         for edge in model.edges:
             src, dst = edge.src, edge.dst
-            if edge.phase is not None or any(e.op is not SELF and len(e.op) != 1 for e in (src, dst)):
+            deep_ok = deep_sources and not edge.is_control and src.op is not SELF
+            if edge.phase is not None or (dst.op is not SELF and len(dst.op) != 1) or (
+                    src.op is not SELF and len(src.op) != 1 and not deep_ok):
                 return None
             if edge.is_control:
                 level.pinned.update(e.op[0] for e in (src, dst) if e.op is not SELF)
@@ -178,16 +186,19 @@ def _reached_from_above(model: Container) -> set[str]:
     return {e.op[0] for edge in model.edges for e in (edge.src, edge.dst) if e.op is not SELF and len(e.op) > 1}
 
 
-def on_levels(model: Container, fn: LevelFn, context: Any = None, path: tuple = ()) -> tuple[Container, dict]:
+def on_levels(model: Container, fn: LevelFn, context: Any = None, path: tuple = (),
+              enter_reached: bool = False) -> tuple[Container, dict]:
     """``fn`` applied to every container level, innermost first; the changes, keyed by kind,
-    as full paths. A level that an outer edge or tombstone refers into is left as it is."""
+    as full paths. A level that an outer edge or tombstone refers into is left as it is, unless
+    ``enter_reached`` (then ``fn`` must keep every child those edges name: see
+    :func:`reached_paths`)."""
     changes: dict[str, list[str]] = {}
     replaced = {}
-    frozen = _reached_from_above(model)
+    frozen = set() if enter_reached and not model.tombstones else _reached_from_above(model)
     for child in model.children:
         if child.is_op or child.name in frozen:
             continue
-        inner, found = on_levels(child, fn, context, path + (child.name,))
+        inner, found = on_levels(child, fn, context, path + (child.name,), enter_reached)
         for kind, paths in found.items():
             changes.setdefault(kind, []).extend(paths)
         if inner is not child:
@@ -198,6 +209,22 @@ def on_levels(model: Container, fn: LevelFn, context: Any = None, path: tuple = 
     for kind, names in found.items():
         changes.setdefault(kind, []).extend("/".join(path + (n,)) for n in names)
     return out, changes
+
+
+def reached_paths(model: Container, path: tuple = ()) -> set[tuple]:
+    """The full path of every op or container that an edge names by a path of two or more
+    steps (from a level above it), anywhere in ``model``.
+
+    >>> inner = Container(None, "inner", outputs=["y"], children=[op("Relu", "r", ["X"], ["Y"])], edges=[("r:Y", "inner:y")])
+    >>> outer = Container(None, "outer", outputs=["y"], children=[inner], edges=[("inner/r:Y", "outer:y")])
+    >>> sorted(reached_paths(outer))
+    [('inner', 'r')]
+    """
+    found = {path + tuple(e.op) for edge in model.edges for e in (edge.src, edge.dst) if e.op is not SELF and len(e.op) > 1}
+    for child in model.children:
+        if not child.is_op:
+            found |= reached_paths(child, path + (child.name,))
+    return found
 
 
 def level_namespaces(model: Container, path: tuple = (), inherited: str | None = None) -> dict[tuple, str | None]:

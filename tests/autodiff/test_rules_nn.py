@@ -141,10 +141,11 @@ def test_global_average_pool():
     check(lambda x: ops.GlobalAveragePool(x), {"x": arr(0, (2, 3, 4, 5))})
 
 
-@pytest.mark.parametrize("training", [1, 0])
-def test_batchnorm(training):
-    """BatchNormalization with batch statistics (training) or running ones: input, scale, bias."""
-    feeds = {"x": arr(0, (4, 3, 2, 2)), "s": arr(1, (3,)), "b": arr(2, (3,))}
+@pytest.mark.parametrize(("training", "shape"), [(1, (4, 3, 2, 2)), (0, (4, 3, 2, 2)), (1, (5, 3, 4)), (1, (6, 3))])
+def test_batchnorm(training, shape):
+    """BatchNormalization with batch statistics (training) or running ones: input, scale, bias
+    (ranks 4, 3 and 2: the per-channel count the training gradient divides by)."""
+    feeds = {"x": arr(0, shape), "s": arr(1, (3,)), "b": arr(2, (3,))}
     mean, var = arr(3, (3,)), np.abs(arr(4, (3,))) + 0.5
     check(lambda x, s, b: ops.BatchNormalization(x, s, b, mean, var, training_mode=training)[0], feeds,
           rtol=1e-4, atol=1e-6)

@@ -19,7 +19,7 @@ import numpy as np
 
 from amanda.autodiff.composite import composite
 from amanda.autodiff.node import Node as GradNode
-from amanda.autodiff.node import const, rank, shape_of, unbroadcast
+from amanda.autodiff.node import const, rank, shape_of, size_of, unbroadcast
 from amanda.autodiff.rules_decomposed import I64
 from amanda.autodiff.rules_nn import i64
 from amanda.build import ops
@@ -98,6 +98,23 @@ def _through_norm(gx_hat: Value, x_hat: Value, inv: Value, axes: list[int]) -> V
     return ops.Mul(inv, ops.Sub(ops.Sub(gx_hat, mean_g), ops.Mul(x_hat, mean_gx)))
 
 
+def _batch_statistics_vjp(n: GradNode, x: Value, g: Value, gamma: Value, axes: list[int]) -> list:
+    """The input, scale and bias gradients of BatchNormalization with batch statistics. The
+    two per-channel sums of the scale and bias gradients also give the means the input
+    gradient needs (``mean(g * gamma) = gamma * sum(g) / n``), so the backward reduces twice
+    over the batch rather than four times."""
+    x_hat, inv = _normalised(x, axes, float(n.attr("epsilon", 1e-5)))
+    sum_axes = i64(axes)
+    sum_g = ops.ReduceSum(g, sum_axes, keepdims=1)
+    sum_gx = ops.ReduceSum(ops.Mul(g, x_hat), sum_axes, keepdims=1)
+    per = ops.Div(size_of(x), shape_of(x, 1, 2))  # values per channel (a constant once shapes are known)
+    share = ops.Div(const(1, x), ops.Cast(per, to=const(0, x).dtype))
+    centred = ops.Sub(ops.Sub(g, ops.Mul(sum_g, share)), ops.Mul(x_hat, ops.Mul(sum_gx, share)))
+    flat = i64([-1])
+    return [ops.Mul(ops.Mul(inv, gamma), centred) if n.need(0) else None,
+            ops.Reshape(sum_gx, flat) if n.need(1) else None, ops.Reshape(sum_g, flat) if n.need(2) else None]
+
+
 def batchnorm_vjp(n: GradNode) -> list:
     """BatchNormalization, with batch statistics (``training_mode=1``) or running ones."""
     x, scale = n.given(0, 1)
@@ -108,6 +125,8 @@ def batchnorm_vjp(n: GradNode) -> list:
     g = n.grad()
     per_channel = i64([-1, *([1] * (r - 2))])
     gamma = ops.Reshape(scale, per_channel)
+    if int(n.attr("training_mode", 0)) and n.need(0):
+        return [*_batch_statistics_vjp(n, x, g, gamma, axes), None, None][:len(n.inputs)]
     if int(n.attr("training_mode", 0)):
         x_hat, inv = _normalised(x, axes, eps)
         gx = _through_norm(ops.Mul(g, gamma), x_hat, inv, axes)
