@@ -258,6 +258,8 @@ class BlasTuner:
 
     def _choose(self, count: int, seconds: float, retried: bool) -> None:
         budget, one = self.candidates
+        if count == one != budget and self.choice == one:
+            return  # one thread stays the choice until the budget wins a run: no median to take
         single = _median(self.recent[one]) if self.recent[one] else None
         if count == budget and (single is None or seconds <= self.STALL * single):
             self.stalls = 0
