@@ -1,9 +1,12 @@
 """BLAS threads: the process-wide BLAS limit set for the length of a run, and its tuner.
 
-The limit is set with threadpoolctl. numpy's OpenBLAS (pthreads) keeps one pool for the
-process and honours a limit set from any thread, but threadpoolctl lets only one Python
-thread change it; a run takes that control on whichever thread it runs (see
-:func:`blas_threads`).
+threadpoolctl finds the libraries; the limit is then read and set through each library's own
+functions (for OpenBLAS built on pthreads, ``openblas_get_num_threads`` and
+``openblas_set_num_threads`` called directly: about 0.1 µs each, where threadpoolctl's
+per-call machinery, with its controlling-thread bookkeeping, took about 5 µs a run). numpy's
+OpenBLAS (pthreads) keeps one pool for the process and honours a limit set from any thread, so
+a run sets it on whichever thread it runs, and threadpoolctl's own state (which thread controls
+OpenBLAS) is left as the user's ``threadpool_limits`` made it.
 
 >>> with blas_threads(1):
 ...     pass
@@ -22,6 +25,7 @@ from amanda.exec.load import runnable_tasks, spare_cores
 __all__ = ["BlasTuner", "blas_threads"]
 
 _BLAS: list | None = None
+_CONTROLS: tuple | None = None  # (get, set) of each library's limit, as _blas_controls gives them
 _BLAS_LOCK = threading.Lock()
 _SETTING = threading.Lock()  # a get-then-set of the BLAS limit is one step
 
@@ -39,22 +43,46 @@ def _blas_libraries() -> list:
         return _BLAS
 
 
+def _blas_controls() -> tuple:
+    """``(get, set)`` of the thread limit of each BLAS library numpy may call, made once."""
+    global _CONTROLS
+    if _CONTROLS is None:
+        controls = tuple(_control(lib) for lib in _blas_libraries())
+        _CONTROLS = controls
+    return _CONTROLS
+
+
+def _control(lib: Any) -> tuple[Callable[[], int], Callable[[int], Any]]:
+    """The library's own getter and setter where it is OpenBLAS on pthreads (one process-wide
+    pool, which threadpoolctl would let only one Python thread set), else threadpoolctl's."""
+    symbol = getattr(lib, "_get_symbol", None)
+    if getattr(lib, "internal_api", None) == "openblas" and getattr(lib, "threading_layer", None) != "openmp" \
+            and symbol is not None:
+        get, put = symbol("openblas_get_num_threads"), symbol("openblas_set_num_threads")
+        if get is not None and put is not None:
+            return get, put
+    return lib.get_num_threads, lambda count: _set_blas(lib, count)
+
+
 def _set_blas(lib: Any, count: int) -> None:
     # threadpoolctl (3.8 on) lets only the first thread that set OpenBLAS's pool (pthreads
     # build) change it and silently ignores every other thread; the pool is process-wide,
-    # so the run under way takes control from whichever thread it runs on
+    # so the run under way takes control from whichever thread it runs on, and gives it up
     take = getattr(lib, "clear_controlling_thread", None)
     if take is not None:
         take(force=True)
     lib.set_num_threads(count)
+    if take is not None:
+        take(force=True)
 
 
 class blas_threads:  # noqa: N801 - used as a function, like contextlib's context managers
     """Let BLAS use ``count`` threads inside the block, restoring the previous setting after.
 
-    The setting is process-wide and holds whichever thread enters the block; afterwards
-    control returns to no thread, so any thread (or ``threadpool_limits``) can set it again.
-    A class, not a generator, as it is entered on every run (about 1 µs saved).
+    The setting is process-wide and holds whichever thread enters the block. Each library's
+    limit is read on entry and set only where it differs from ``count`` (and set back on exit
+    only then): a run whose count is the library's current one costs one read. A class, not a
+    generator, as it is entered on every run (about 1 µs saved).
     """
 
     __slots__ = ("changed", "count")
@@ -66,21 +94,18 @@ class blas_threads:  # noqa: N801 - used as a function, like contextlib's contex
     def __enter__(self) -> None:
         count, changed = self.count, self.changed
         with _SETTING:
-            for lib in _blas_libraries():
-                current = lib.get_num_threads()
+            for get, put in _CONTROLS if _CONTROLS is not None else _blas_controls():
+                current = get()
                 if current != count:
-                    _set_blas(lib, count)
-                    changed.append((lib, current))
+                    put(count)
+                    changed.append((put, current))
 
     def __exit__(self, *exc: Any) -> None:
         if not self.changed:
             return
         with _SETTING:
-            for lib, previous in self.changed:
-                _set_blas(lib, previous)
-                release = getattr(lib, "clear_controlling_thread", None)
-                if release is not None:
-                    release()
+            for put, previous in self.changed:
+                put(previous)
         self.changed = []
 
 
@@ -233,6 +258,8 @@ class BlasTuner:
 
     def _choose(self, count: int, seconds: float, retried: bool) -> None:
         budget, one = self.candidates
+        if count == one != budget and self.choice == one:
+            return  # one thread stays the choice until the budget wins a run: no median to take
         single = _median(self.recent[one]) if self.recent[one] else None
         if count == budget and (single is None or seconds <= self.STALL * single):
             self.stalls = 0

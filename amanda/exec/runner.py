@@ -343,8 +343,10 @@ class Runner:
                 self.execute(plan, env, mode)
             plan.tuner.skip()
             return
-        count = tuner.next()
+        # timed from before the choice to after the setting is restored: a count's time carries
+        # what choosing it costs (the load samples of one-thread runs) and both of its switches
         started = time.perf_counter()
+        count = tuner.next()
         with blas_threads(count):
             self.execute(plan, env, mode)
         tuner.record(count, time.perf_counter() - started)

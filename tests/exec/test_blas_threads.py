@@ -282,3 +282,110 @@ def test_a_task_spinning_on_every_other_core_leaves_none_spare() -> None:
         for p in spinners:
             p.kill()
             p.wait()
+
+
+def test_a_users_blas_limit_outside_runs_is_restored_and_keeps_threadpoolctl_control() -> None:
+    """A limit the user set with threadpoolctl (on the main thread, which threadpoolctl then lets
+    alone set OpenBLAS) holds again after each run, from the main thread or another one, and
+    the user's own nested limits still take effect after the runs."""
+    from threadpoolctl import threadpool_limits
+
+    before = [lib.get_num_threads() for lib in LIBS]
+    _SEEN.clear()
+    with threadpool_limits(limits=3, user_api="blas"):
+        with Session(probed_products(), threads=1) as s:
+            s.run(["y"], feeds())
+            assert [lib.get_num_threads() for lib in LIBS] == [3] * len(LIBS)
+            in_thread(lambda: s.run(["y"], feeds()))
+            assert [lib.get_num_threads() for lib in LIBS] == [3] * len(LIBS)
+        with threadpool_limits(limits=2, user_api="blas"):
+            assert [lib.get_num_threads() for lib in LIBS] == [2] * len(LIBS)
+        assert [lib.get_num_threads() for lib in LIBS] == [3] * len(LIBS)
+    assert _SEEN == [[1] * len(LIBS)] * 2
+    assert [lib.get_num_threads() for lib in LIBS] == before
+
+
+class _FakeLimit:
+    """A BLAS limit that records every set."""
+
+    def __init__(self, count: int) -> None:
+        self.count, self.sets = count, []
+
+    def get(self) -> int:
+        return self.count
+
+    def put(self, count: int) -> None:
+        self.sets.append(count)
+        self.count = count
+
+
+def test_blas_threads_sets_a_limit_only_where_it_differs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Entering with the library's current count sets nothing (one read); another count is set
+    on entry and the previous one set back on exit, once each."""
+    same, other = _FakeLimit(1), _FakeLimit(4)
+    monkeypatch.setattr(blas, "_CONTROLS", ((same.get, same.put), (other.get, other.put)))
+    with blas_threads(1):
+        assert (same.count, other.count) == (1, 1)
+    assert same.sets == [] and other.sets == [1, 4]
+
+
+def test_openblas_on_pthreads_is_set_without_threadpoolctls_per_call_machinery(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """numpy's OpenBLAS (pthreads) limit is set through the library's own function: threadpoolctl's
+    set_num_threads is never called, and the limit inside the block is still the one asked for."""
+    pthreads = [lib for lib in LIBS if lib.internal_api == "openblas" and lib.threading_layer != "openmp"]
+    if not pthreads:
+        pytest.skip("numpy's BLAS here is not OpenBLAS on pthreads")
+    calls: list[int] = []
+    monkeypatch.setattr(type(pthreads[0]), "set_num_threads", lambda self, n: calls.append(n))
+    monkeypatch.setattr(blas, "_CONTROLS", None)  # made again, under the patch
+    before = pthreads[0].get_num_threads()
+    wanted = 1 if before != 1 else 2
+    with blas_threads(wanted):
+        assert pthreads[0].get_num_threads() == wanted
+    assert pthreads[0].get_num_threads() == before and calls == []
+
+
+def test_another_blas_library_is_set_through_threadpoolctl() -> None:
+    """A library other than OpenBLAS on pthreads (MKL, BLIS, OpenBLAS on OpenMP) is read and set by
+    threadpoolctl's controller, which is left with no controlling thread."""
+    class Controller:
+        internal_api, threading_layer, count, cleared = "mkl", "intel", 8, 0
+
+        def get_num_threads(self) -> int:
+            return self.count
+
+        def set_num_threads(self, count: int) -> None:
+            self.count = count
+
+        def clear_controlling_thread(self, force: bool = False) -> None:
+            self.cleared += force
+
+    lib = Controller()
+    get, put = blas._control(lib)
+    put(2)
+    assert get() == 2 and lib.count == 2 and lib.cleared == 2
+
+
+def test_the_tuner_times_a_run_with_its_switches_of_the_blas_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """threads=None times a run from before its BLAS limit is set to after the user's is restored, so
+    a count whose switch is slow carries that cost."""
+    monkeypatch.setattr(blas, "runnable_tasks", unknown_load)
+    import amanda.exec.runner as runner_module
+
+    class SlowRestore(blas_threads):
+        __slots__ = ()
+
+        def __exit__(self, *exc: Any) -> None:
+            if self.count == 1:
+                time.sleep(0.02)
+            super().__exit__(*exc)
+
+    monkeypatch.setattr(runner_module, "blas_threads", SlowRestore)
+    with Session(probed_products(1), threads=None) as session:
+        if session._runner.budget == 1:
+            pytest.skip("one core: no BLAS tuning")
+        for _ in range(BlasTuner.PROBES + 1):
+            session.run(["y"], feeds())
+        tuner = session.plan(["y"], feeds()).tuner
+    assert tuner.recent[1] and min(tuner.recent[1]) >= 0.02
