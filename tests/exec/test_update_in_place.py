@@ -87,8 +87,11 @@ def test_every_weight_and_moment_stays_the_same_array(kind):
     _steps(session, feeds, 1)
     ids = {k: id(v) for k, v in session.state.items() if v.ndim}  # not the scalar step counts
     _steps(session, feeds, 2)
-    kept = [k for k, v in session.state.items() if k in ids and id(v) == ids[k]]
-    assert len(kept) == 3 * 6  # six weights (two convs, BatchNorm's scale and bias), each with m and v
+    kept = [k for k, v in session.state.items() if k in ids and id(v) == ids[k] and "moving_" not in k]
+    # six weights (two convs, BatchNorm's scale and bias), each with m and v. BatchNorm's moving
+    # statistics are new arrays each step, but a freed array's id can be reused by the next one,
+    # so they are left out rather than counted.
+    assert len(kept) == 3 * 6
 
 
 @pytest.mark.parametrize("kind", list(OPTIMIZERS))
