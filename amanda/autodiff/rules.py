@@ -18,14 +18,6 @@ from types import MappingProxyType
 from typing import Any
 
 from amanda.autodiff.rules_control import if_vjp, loop_vjp, scan_vjp
-from amanda.autodiff.rules_decomposed import (
-    col2im_vjp,
-)
-from amanda.autodiff.rules_nn import (
-    conv_transpose_vjp,
-    conv_vjp,
-)
-from amanda.autodiff.rules_recurrent import gru_vjp, lstm_vjp, rnn_vjp
 from amanda.autodiff.rules_shape import (
     no_gradient_vjp,
 )
@@ -37,8 +29,8 @@ __all__ = ["RULES", "VJP", "WITHOUT_RULE", "family", "rule_for"]
 Rule = Callable[[Any], list]
 
 _ONNX: dict[str, Rule] = {
-    "Conv": conv_vjp, "ConvTranspose": conv_transpose_vjp, "RNN": rnn_vjp, "GRU": gru_vjp, "LSTM": lstm_vjp, "If": if_vjp,
-    "Scan": scan_vjp, "Loop": loop_vjp, "Col2Im": col2im_vjp,
+    "If": if_vjp,
+    "Scan": scan_vjp, "Loop": loop_vjp,
 }
 
 #: differentiable ops with a kernel that have no rule yet, and what one would take: ``grad`` of a
