@@ -17,29 +17,16 @@ from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from amanda.autodiff.rules_control import if_vjp, loop_vjp, scan_vjp
-from amanda.autodiff.rules_decomposed import (
-    col2im_vjp,
-)
-from amanda.autodiff.rules_nn import (
-    conv_transpose_vjp,
-    conv_vjp,
-)
-from amanda.autodiff.rules_recurrent import gru_vjp, lstm_vjp, rnn_vjp
 from amanda.autodiff.rules_shape import (
     no_gradient_vjp,
 )
-from amanda.exec.kernels.registry import ONNX, OpDef, entries, entry, register_fact
+from amanda.exec.kernels.registry import ONNX as ONNX
+from amanda.exec.kernels.registry import OpDef, entries, entry
 from amanda.namespaces.name import NamespaceName
 
 __all__ = ["RULES", "VJP", "WITHOUT_RULE", "family", "rule_for"]
 
 Rule = Callable[[Any], list]
-
-_ONNX: dict[str, Rule] = {
-    "Conv": conv_vjp, "ConvTranspose": conv_transpose_vjp, "RNN": rnn_vjp, "GRU": gru_vjp, "LSTM": lstm_vjp, "If": if_vjp,
-    "Scan": scan_vjp, "Loop": loop_vjp, "Col2Im": col2im_vjp,
-}
 
 #: differentiable ops with a kernel that have no rule yet, and what one would take: ``grad`` of a
 #: model using one between ``wrt`` and the loss is a SchemaError naming the op
@@ -47,8 +34,6 @@ WITHOUT_RULE: Mapping[str, str] = MappingProxyType({})
 
 #: the registry fact holding an op type's vector-Jacobian rule
 VJP = "autodiff.vjp"
-for _op_type, _rule in _ONNX.items():  # the rules live in the op registry, beside the kernels
-    register_fact(ONNX, _op_type, VJP, _rule)
 
 def _rule_of(found: OpDef | None) -> Rule | None:
     if found is None:

@@ -1,7 +1,6 @@
 """Vector-Jacobian rules of ops that copy elements from several inputs (CenterCropPad,
 MaxUnpool, TensorScatter: the op replayed on the positions of its inputs says where each output
-element came from, and the gradient is scattered back there, :func:`replay_vjp`) and of Col2Im
-(a ConvTranspose by one-hot kernels, one group per channel)."""
+element came from, and the gradient is scattered back there, :func:`replay_vjp`)."""
 
 from __future__ import annotations
 
@@ -9,12 +8,11 @@ from typing import Any
 
 import numpy as np
 
-from amanda.autodiff.composite import composite
 from amanda.autodiff.node import Node, const, shape_of, size_of
 from amanda.build import ops
 from amanda.build.values import Value
 
-__all__ = ["col2im_vjp", "replay_vjp"]
+__all__ = ["replay_vjp"]
 
 I64 = np.int64
 
@@ -22,34 +20,6 @@ I64 = np.int64
 def _one(v: int) -> np.ndarray:
     return np.array([v], I64)
 
-
-def _col2im(n: Node) -> list:
-    """Col2Im: a ConvTranspose, per channel, of the blocks by one-hot kernels (block position
-    k of channel c is input channel ``c*K + k``)."""
-    x = n.given(0)
-    image = [int(v) for v in n.known(1, "image_shape").reshape(-1)]
-    block = [int(v) for v in n.known(2, "block_shape").reshape(-1)]
-    nd, k = len(image), int(np.prod(block))
-    if x.type.shape is None or type(x.type.shape[1]) is not int:
-        raise n.fail("a known number of block rows", repr(x.type))
-    channels = int(x.type.shape[1]) // k
-    strides = [int(v) for v in (n.attr("strides") or [1] * nd)]
-    dilations = [int(v) for v in (n.attr("dilations") or [1] * nd)]
-    pads = [int(v) for v in (n.attr("pads") or [0] * (2 * nd))]
-    grid = [(image[i] + pads[i] + pads[nd + i] - (dilations[i] * (block[i] - 1) + 1)) // strides[i] + 1
-            for i in range(nd)]
-    made = [(grid[i] - 1) * strides[i] + dilations[i] * (block[i] - 1) + 1 - pads[i] - pads[nd + i] for i in range(nd)]
-    kernel = np.zeros([channels * k, 1, *block], np.dtype(x.type.dtype))
-    for c in range(channels):
-        for j, at in enumerate(np.ndindex(*block)):
-            kernel[(c * k + j, 0, *at)] = 1
-    blocks = ops.Reshape(x, np.array([0, channels * k, *grid], I64))
-    return [ops.ConvTranspose(blocks, kernel, group=channels, kernel_shape=block, strides=strides,
-                              dilations=dilations, pads=pads,
-                              output_padding=[image[i] - made[i] for i in range(nd)])]
-
-
-col2im_vjp = composite(_col2im)
 
 #: op type -> the inputs whose elements it copies to its output (the rest it reads as indices or shapes)
 COPIED: dict[str, tuple[int, ...]] = {"CenterCropPad": (0,), "MaxUnpool": (0,), "TensorScatter": (0, 1)}

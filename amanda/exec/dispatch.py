@@ -18,7 +18,8 @@ Every kernel and every fact about an op lives in one entry of
 ``fn(attrs, *inputs) -> tuple``. *Session* kernels (stateful ops, control flow) also
 receive an :class:`OpContext` that gives them the session's state and a way to run nested
 containers: ``fn(ctx, attrs, *inputs) -> tuple``; :mod:`amanda.exec.state` and
-:mod:`amanda.exec.control_flow` register them with :func:`session_kernel`.
+the control-flow families (:mod:`amanda.opset.onnx.control_flow`, ``scan``) register them
+with :func:`session_kernel`.
 """
 
 from __future__ import annotations

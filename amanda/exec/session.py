@@ -28,9 +28,6 @@ from amanda.containers.phases import check_phase
 from amanda.containers.records import Path
 from amanda.containers.uids import refuse_uid_clashes
 from amanda.errors import ExecutionError, format_path
-from amanda.exec import (
-    control_flow,  # noqa: F401  (registers If, Loop, Scan, SequenceMap)
-)
 from amanda.exec import state as _state
 from amanda.exec.dispatch import OpContext
 from amanda.exec.feeds import check_feeds

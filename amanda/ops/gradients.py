@@ -29,9 +29,7 @@ Marks = tuple[tuple[str, str, tuple[str, ...]], ...]
 
 # no input gets a gradient through these: their outputs are integers, booleans, shapes, or
 # values the inputs give only the shape of
-NO_GRADIENT: Marks = (
-    (ONNX, "sequence or optional values (gradients are tensors: unpack them before the loss's path)", ("SequenceMap",)),
-)
+NO_GRADIENT: Marks = ()
 
 # these have a gradient that amanda has no rule for (yet)
 GAPS: Marks = (

@@ -11,9 +11,9 @@ onnx = pytest.importorskip("onnx")
 
 import amanda.exec.session as session_module  # noqa: E402
 from amanda.exec import Session  # noqa: E402
-from amanda.exec.control_flow import run_loop  # noqa: E402
 from amanda.exec.dispatch import OpContext  # noqa: E402
 from amanda.io.onnx.importer import from_onnx  # noqa: E402
+from amanda.opset.onnx.control_flow import run_loop  # noqa: E402
 from tests.exec.test_control_flow import loop_model  # noqa: E402
 
 

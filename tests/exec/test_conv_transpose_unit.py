@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from amanda.exec.kernels.conv_transpose import conv_transpose
+from amanda.opset.onnx.conv import conv_transpose_kernel as conv_transpose
 
 RNG = np.random.default_rng(5)
 

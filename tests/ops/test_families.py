@@ -71,20 +71,10 @@ def test_the_executor_alone_finds_the_families_kernels() -> None:
     assert amanda.exec.kernels.registry.lookup(moved) is not None
 
 
-#: the modules that still register ONNX kernels outside a family module (conv,
-#: recurrent and control flow: moved when the work on them in parallel settles)
-NOT_YET_MOVED = frozenset({
-    "amanda.exec.kernels.conv", "amanda.exec.kernels.conv_transpose",
-    "amanda.exec.kernels.recurrent", "amanda.exec.control_flow",
-})
-
-
 def test_every_onnx_kernel_is_registered_by_a_family_module() -> None:
     """Each op of the ONNX default domain that a Session can run has its kernels registered by
-    a family module (or by one of the few modules not moved yet); the families hold most of them."""
+    a family module, and by nothing else."""
     homes = {e.op_type: set(e.origins.get("kernels", ()) + e.origins.get("session_kernels", ()))
              for e in entries("amanda/onnx", domain="") if e.kernels or e.session_kernels}
-    astray = {op: where for op, where in homes.items() if not where <= set(MODULES) | NOT_YET_MOVED}
-    assert astray == {}
-    in_families = [op for op, where in homes.items() if where <= set(MODULES)]
-    assert len(in_families) >= 180 and len(in_families) > 4 * (len(homes) - len(in_families))
+    astray = {op: where for op, where in homes.items() if not where <= set(MODULES)}
+    assert astray == {} and len(homes) >= 200

@@ -171,7 +171,7 @@ def test_edit_of_one_op_infers_only_the_changed_path(monkeypatch):
 
 def test_every_kernel_op_type_has_a_rule():
     """Each op type the executor has a kernel for (plain or session) has a type rule."""
-    import amanda.exec.control_flow  # noqa: F401  (registers the session kernels)
+    import amanda.opset.onnx.control_flow  # noqa: F401  (registers the session kernels)
     from amanda.exec.dispatch import session_op_types
     from amanda.exec.kernels import registry
     from amanda.types.rules import rule_op_types

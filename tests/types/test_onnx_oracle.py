@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 
 def _claimed() -> set[str]:
-    import amanda.exec.control_flow  # noqa: F401  (registers the session kernels)
+    import amanda.opset.onnx.control_flow  # noqa: F401  (registers the session kernels)
 
     return set(registry.supported_op_types()) | set(session_op_types())
 

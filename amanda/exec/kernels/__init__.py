@@ -1,6 +1,2 @@
-"""Every kernel module; importing this package registers all kernels."""
-from amanda.exec.kernels import (
-    conv,  # noqa: F401
-    conv_transpose,  # noqa: F401
-    recurrent,  # noqa: F401
-)
+"""The kernels' numerics and helpers (BLAS, scratch buffers, windows, the conv layouts, the
+recurrent driver); the ops themselves are registered by the families of :mod:`amanda.opset.onnx`."""

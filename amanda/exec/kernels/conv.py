@@ -1,4 +1,6 @@
-"""Conv as im2col plus one batched matmul, or without columns where a layout allows.
+"""The numerics of a convolution (:func:`conv_nd`): im2col plus one batched matmul, or without
+columns where a layout allows. The Conv op (kernel, type rule, gradient) is registered in
+:mod:`amanda.opset.onnx.conv`.
 
 Conv builds the column matrix from a strided window view in one copy and
 multiplies it by the weights in a single (group-batched) GEMM. Layouts here compute
@@ -15,31 +17,26 @@ The layouts of ``conv_last.py`` compute channels-last and hand their result on s
 *channels-last GEMM* (one group, ``C*K`` large), *shifted* rows (one group, unit strides,
 ``M <= C/2`` or pads adding few positions), *depthwise*, and a pointwise conv of a
 channels-last input. A pointwise conv (1x1 kernel, unit stride, no pads) needs no columns
-at all. Temporaries live in per-thread scratch buffers (see ``scratch.py``). ConvTranspose
-and Col2Im live in ``conv_transpose.py``.
+at all. Temporaries live in per-thread scratch buffers (see ``scratch.py``). ConvTranspose's
+helpers live in ``conv_transpose.py``.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from amanda.errors import ExecutionError
 from amanda.exec.kernels.conv_last import depthwise, gemm_channels_last, packed, rows_times, shifted
-from amanda.exec.kernels.registry import kernel
 from amanda.exec.kernels.scratch import scratch
 from amanda.exec.kernels.spatial import (
     ConvGeometry,
     channels_first,
     channels_last,
-    ints,
     pad_spatial,
     padded_size,
-    window_pads,
     windows,
 )
 
@@ -60,7 +57,7 @@ SHIFTED_LENGTH = 1024
 SHIFTED_WASTE = 1.2
 
 
-def _compute_dtype(dtype: np.dtype) -> np.dtype:
+def compute_dtype(dtype: np.dtype) -> np.dtype:
     # BLAS has no float16 path; numpy's fallback loop is orders of magnitude slower.
     return np.dtype(np.float64) if dtype == np.float64 else np.dtype(np.float32)
 
@@ -211,7 +208,7 @@ def conv_nd(
             f"{c // max(group, 1)} input channels per group and M divisible by {group}",
             str(w.shape),
         )
-    dtype = _compute_dtype(x.dtype)
+    dtype = compute_dtype(x.dtype)
     g = ConvGeometry.of(x.shape[2:], kernel, strides, dilations, pads)
     out = g.out
     if n == 0:  # the layouts' reshapes cannot infer an axis of an empty batch
@@ -244,16 +241,3 @@ def _wide(x: np.ndarray, w: np.ndarray, wg: np.ndarray, g: ConvGeometry, bias: n
     if g.unit and _flat_waste(x.shape[2:], g) <= FLAT_WASTE:
         return _gemm_flat(x, wg, g, bias)
     return _gemm(x, wg, g, bias)
-
-
-@kernel("Conv", since=1, heavy=True)
-def conv(
-    attrs: Mapping[str, Any], x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None
-) -> tuple:
-    """ONNX Conv (1-D/2-D/3-D, groups, dilations, strides, pads, auto_pad)."""
-    nd = x.ndim - 2
-    kernel_shape = list(w.shape[2:])
-    strides = ints(attrs.get("strides"), nd, 1)
-    dilations = ints(attrs.get("dilations"), nd, 1)
-    pads = window_pads(attrs, x.shape[2:], kernel_shape, strides, dilations)
-    return (conv_nd(x, w, b, strides, dilations, pads, int(attrs.get("group", 1))),)

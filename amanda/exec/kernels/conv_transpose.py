@@ -1,4 +1,5 @@
-"""ConvTranspose (one GEMM per group into columns, then col2im) and Col2Im."""
+"""The helpers of ConvTranspose's kernel (the op is registered in :mod:`amanda.opset.onnx.conv`):
+its pads, and the unit-stride case computed as a Conv."""
 
 from __future__ import annotations
 
@@ -7,12 +8,11 @@ from typing import Any
 
 import numpy as np
 
-from amanda.exec.kernels.conv import _compute_dtype, conv_nd
-from amanda.exec.kernels.registry import kernel
-from amanda.exec.kernels.spatial import col2im, extent, ints, output_size
+from amanda.exec.kernels.conv import conv_nd
+from amanda.exec.kernels.spatial import extent, ints
 
 
-def _transpose_pads(
+def transpose_pads(
     attrs: Mapping[str, Any],
     size: tuple[int, ...],
     kernel_shape: list[int],
@@ -42,45 +42,7 @@ def _transpose_pads(
     return begins + ends
 
 
-@kernel("ConvTranspose", since=1, heavy=True)
-def conv_transpose(
-    attrs: Mapping[str, Any], x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None
-) -> tuple:
-    """ONNX ConvTranspose: one GEMM per group into columns, then col2im."""
-    nd = x.ndim - 2
-    n, c = x.shape[:2]
-    group = int(attrs.get("group", 1))
-    cg = c // group
-    mg = w.shape[1]
-    m = mg * group
-    kernel_shape = list(w.shape[2:])
-    k = int(np.prod(kernel_shape))
-    strides = ints(attrs.get("strides"), nd, 1)
-    dilations = ints(attrs.get("dilations"), nd, 1)
-    output_padding = ints(attrs.get("output_padding"), nd, 0)[-nd:] if nd else []
-    size = x.shape[2:]
-    pads = _transpose_pads(attrs, size, kernel_shape, strides, dilations, output_padding)
-    image = [
-        strides[i] * (size[i] - 1)
-        + output_padding[i]
-        + extent(kernel_shape[i], dilations[i])
-        - pads[i]
-        - pads[nd + i]
-        for i in range(nd)
-    ]
-    if group == 1 and all(s == 1 for s in strides) and not any(output_padding):
-        return (_as_conv(x, w, b, kernel_shape, dilations, pads),)
-    dtype = _compute_dtype(x.dtype)
-    wt = w.astype(dtype, copy=False).reshape(group, cg, mg * k).transpose(0, 2, 1)
-    xs = x.astype(dtype, copy=False).reshape(n, group, cg, -1)
-    cols = np.matmul(wt, xs).reshape(n, m, k, *size)  # (N, M, K, *S)
-    y = col2im(cols, image, kernel_shape, strides, dilations, pads)
-    if b is not None:
-        y += b.astype(dtype, copy=False).reshape(m, *([1] * nd))
-    return (y.astype(x.dtype, copy=False),)
-
-
-def _as_conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, kernel_shape: list[int], dilations: list[int],
+def as_conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, kernel_shape: list[int], dilations: list[int],
              pads: list[int]) -> np.ndarray:
     """A unit-stride, one-group ConvTranspose as the Conv of ``x`` by the flipped weights with
     input and output channels exchanged, padded by each kernel extent less one minus the pads:
@@ -95,26 +57,3 @@ def _as_conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, kernel_shape: l
         return y[(slice(None), slice(None), *(slice(max(-full[i], 0), y.shape[2 + i] - max(-full[nd + i], 0))
                                                 for i in range(nd)))]
     return conv_nd(x, np.ascontiguousarray(flipped), b, [1] * nd, dilations, full, 1)
-
-
-@kernel("Col2Im", since=18)
-def col2im_op(
-    attrs: Mapping[str, Any], x: np.ndarray, image_shape: np.ndarray, block_shape: np.ndarray
-) -> tuple:
-    """ONNX Col2Im: rearrange ``(N, C*prod(block), L)`` blocks into ``(N, C, *image)``."""
-    image = [int(v) for v in image_shape]
-    block = [int(v) for v in block_shape]
-    nd = len(image)
-    strides = ints(attrs.get("strides"), nd, 1)
-    dilations = ints(attrs.get("dilations"), nd, 1)
-    pads = ints(attrs.get("pads"), 2 * nd, 0)
-    k = int(np.prod(block))
-    grid = [
-        output_size(
-            image[i], pads[i] + pads[nd + i], block[i], strides[i], dilations[i], pads[i], False
-        )
-        for i in range(nd)
-    ]
-    n = x.shape[0]
-    cols = x.reshape(n, x.shape[1] // k, k, *grid)
-    return (col2im(cols, image, block, strides, dilations, pads),)

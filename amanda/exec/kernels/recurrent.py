@@ -1,4 +1,5 @@
-"""Recurrent layers of the ONNX default domain: RNN, GRU and LSTM.
+"""The numerics of the recurrent layers RNN, GRU and LSTM (:func:`run_recurrent`; the ops are
+registered in :mod:`amanda.opset.onnx.recurrent`).
 
 One driver serves all three. The input projection ``X @ W^T`` of every time step is one
 GEMM before the loop; each step then adds ``H @ R^T`` and applies the cell. Directions
@@ -18,7 +19,6 @@ import numpy as np
 from amanda.errors import ExecutionError
 from amanda.exec.kernels.math_util import attr_str
 from amanda.exec.kernels.recurrent_fast import fast_recurrent, fits_fast_path
-from amanda.exec.kernels.registry import kernel
 
 Attrs = Mapping[str, Any]
 Activation = Callable[[np.ndarray], np.ndarray]
@@ -227,7 +227,7 @@ def _by_direction(kind: str, attrs: Attrs, fns: list, x: np.ndarray, w: np.ndarr
     return y_all, y_h, y_c
 
 
-def _recurrent(kind: str, gates: int, defaults: Sequence[str], attrs: Attrs, x: np.ndarray, w: np.ndarray,
+def run_recurrent(kind: str, gates: int, defaults: Sequence[str], attrs: Attrs, x: np.ndarray, w: np.ndarray,
                r: np.ndarray, b: np.ndarray | None, lens: np.ndarray | None, h0: np.ndarray | None,
                c0: np.ndarray | None = None, p: np.ndarray | None = None) -> tuple:
     direction = _direction(kind, attrs, w.shape[0])
@@ -252,24 +252,3 @@ def _recurrent(kind: str, gates: int, defaults: Sequence[str], attrs: Attrs, x: 
         y_h = np.ascontiguousarray(np.swapaxes(y_h, 0, 1))
         y_c = None if y_c is None else np.ascontiguousarray(np.swapaxes(y_c, 0, 1))
     return (y_all, y_h) if kind != "LSTM" else (y_all, y_h, y_c)
-
-
-@kernel("RNN", since=1, heavy=True)
-def rnn_kernel(attrs: Attrs, x: np.ndarray, w: np.ndarray, r: np.ndarray, b: Any = None,
-               lens: Any = None, h0: Any = None) -> tuple:
-    """ONNX RNN: ``H = f(X W^T + H R^T + Wb + Rb)``."""
-    return _recurrent("RNN", 1, ("Tanh",), attrs, x, w, r, b, lens, h0)
-
-
-@kernel("GRU", since=1, heavy=True)
-def gru_kernel(attrs: Attrs, x: np.ndarray, w: np.ndarray, r: np.ndarray, b: Any = None,
-               lens: Any = None, h0: Any = None) -> tuple:
-    """ONNX GRU (gates z, r, h), with ``linear_before_reset``."""
-    return _recurrent("GRU", 3, ("Sigmoid", "Tanh"), attrs, x, w, r, b, lens, h0)
-
-
-@kernel("LSTM", since=1, heavy=True)
-def lstm_kernel(attrs: Attrs, x: np.ndarray, w: np.ndarray, r: np.ndarray, b: Any = None,
-                lens: Any = None, h0: Any = None, c0: Any = None, p: Any = None) -> tuple:
-    """ONNX LSTM (gates i, o, f, c), with peepholes and ``input_forget``."""
-    return _recurrent("LSTM", 4, ("Sigmoid", "Tanh", "Tanh"), attrs, x, w, r, b, lens, h0, c0, p)

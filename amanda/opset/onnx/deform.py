@@ -22,9 +22,9 @@ from amanda.build import ops
 from amanda.build.values import Value
 from amanda.exec.kernels.registry import kernel
 from amanda.ops import define
+from amanda.opset.onnx.conv import conv_type
 from amanda.opset.onnx.sampling import bilinear_grad, read_taps
 from amanda.types.node import Node
-from amanda.types.rules.spatial import conv
 
 Attrs = Mapping[str, Any]
 I64 = np.int64  # the dtype of index tensors the gradients build
@@ -35,7 +35,7 @@ def deform_conv_kernel(attrs: Attrs, x: np.ndarray, w: np.ndarray, offset: np.nd
                        mask: Any = None) -> tuple:
     """ONNX DeformConv: each kernel tap reads the input at its place shifted by a learned
     offset (bilinear, zero outside), scaled by ``mask``; then a grouped convolution sum."""
-    from amanda.exec.kernels.conv import ints, window_pads
+    from amanda.exec.kernels.spatial import ints, window_pads
 
     nd = x.ndim - 2
     kernel_shape = list(w.shape[2:])
@@ -77,7 +77,7 @@ def deform_conv_kernel(attrs: Attrs, x: np.ndarray, w: np.ndarray, offset: np.nd
 
 def deform_conv(node: Node) -> list:
     """A convolution's type."""
-    return list(conv(node))
+    return list(conv_type(node))
 
 
 def _tap_sample(x: Value, plane: Value, offset: Value, mask: Value | None, index: int, where: list,
@@ -110,7 +110,7 @@ def _tap_column(x: Value, offset: Value, mask: Value | None, pairs: list[int], p
 def _deform_conv(n: GradNode) -> list:
     """DeformConv: each tap's input read at its offset place (scaled by the mask), then the
     grouped sum over channels and taps as one MatMul."""
-    from amanda.exec.kernels.conv import window_pads
+    from amanda.exec.kernels.spatial import window_pads
 
     x, w, offset = n.given(0, 1, 2)
     rest = list(n.inputs) + [None] * 2

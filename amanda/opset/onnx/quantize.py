@@ -16,12 +16,13 @@ from typing import Any
 
 import numpy as np
 
-from amanda.exec.kernels.conv import conv_nd, ints, window_pads
+from amanda.exec.kernels.conv import conv_nd
 from amanda.exec.kernels.onnx_dtypes import onnx_dtype
 from amanda.exec.kernels.registry import kernel
+from amanda.exec.kernels.spatial import ints, window_pads
 from amanda.ops import define
+from amanda.opset.onnx.conv import conv_type
 from amanda.types.node import Node
-from amanda.types.rules.spatial import conv
 from amanda.types.tensor_type import ONNX_DTYPES, TensorType
 
 Attrs = Mapping[str, Any]
@@ -244,7 +245,7 @@ def integer_conv(node: Node) -> list:
     """A convolution's shape, in int32 (ConvInteger) or the output zero point's type."""
     weights = 1 if node.op.type == "ConvInteger" else 3
     shaped = ConvView(node, weights)
-    (out,) = conv(shaped)  # type: ignore[arg-type]
+    (out,) = conv_type(shaped)  # type: ignore[arg-type]
     dtype = "int32" if node.op.type == "ConvInteger" else node.dtype(7)
     return [TensorType(dtype, out.shape)]
 

@@ -58,7 +58,6 @@ from amanda.types.rules import (  # noqa: F401, E402  (each module registers its
     generators,
     indexing,
     linalg,
-    sequence,
     shape,
     spatial,
     state,

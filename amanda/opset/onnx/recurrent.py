@@ -1,8 +1,11 @@
-"""Vector-Jacobian rules of RNN, GRU and LSTM: the recurrence unrolled into builder ops and
-differentiated through them (:func:`~amanda.autodiff.composite.composite`).
+"""Recurrent layers: RNN, GRU and LSTM, each op's kernel, type rule and gradient side by side.
 
-The unrolled cell follows the ONNX definitions as the kernel does (amanda/exec/kernels/
-recurrent.py): every direction (forward, reverse, bidirectional), both layouts, initial states,
+Kernels. One driver serves all three (:func:`~amanda.exec.kernels.recurrent.run_recurrent`, with
+its fast path in ``exec/kernels/recurrent_fast.py``).
+
+Gradients. The recurrence unrolled into builder ops and differentiated through them
+(:func:`~amanda.autodiff.composite.composite`). The unrolled cell follows the ONNX definitions
+as the kernel does: every direction (forward, reverse, bidirectional), both layouts, initial states,
 ``sequence_lens`` (a finished sequence keeps its state and writes zeros), the activation
 attributes with their alpha and beta, ``clip``, LSTM peepholes and ``input_forget``, GRU's
 ``linear_before_reset``. Gradients reach X, W, R, B, the initial states and the peepholes.
@@ -12,6 +15,7 @@ The number of time steps must be known when ``grad`` runs (one set of ops per st
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -19,11 +23,16 @@ from amanda.autodiff.composite import composite
 from amanda.autodiff.node import Node, const
 from amanda.build import ops
 from amanda.build.values import Value
-from amanda.exec.kernels.recurrent import bound_activations
+from amanda.exec.kernels.recurrent import bound_activations, run_recurrent
+from amanda.ops import define
+from amanda.types.node import Node as TypeNode
+from amanda.types.rules import by_name
+from amanda.types.tensor_type import TensorType
 
-__all__ = ["gru_vjp", "lstm_vjp", "rnn_vjp"]
+__all__ = ["gru_vjp", "lstm_vjp", "recurrent_type", "rnn_vjp"]
 
 I64 = np.int64
+Attrs = Any
 
 # name -> (number of alpha/beta parameters, their defaults, builder of (x, alpha, beta))
 _ACTIVATIONS: dict[str, tuple[int, tuple[float, float], Callable[[Value, float, float], Value]]] = {
@@ -41,6 +50,27 @@ _ACTIVATIONS: dict[str, tuple[int, tuple[float, float], Callable[[Value, float, 
 }
 _DEFAULTS = {"RNN": ("Tanh",), "GRU": ("Sigmoid", "Tanh"), "LSTM": ("Sigmoid", "Tanh", "Tanh")}
 Act = Callable[[Value], Value]
+
+
+@define("RNN").kernel(heavy=True)
+def rnn_kernel(attrs: Attrs, x: np.ndarray, w: np.ndarray, r: np.ndarray, b: Any = None,
+               lens: Any = None, h0: Any = None) -> tuple:
+    """ONNX RNN: ``H = f(X W^T + H R^T + Wb + Rb)``."""
+    return run_recurrent("RNN", 1, ("Tanh",), attrs, x, w, r, b, lens, h0)
+
+
+@define("GRU").kernel(heavy=True)
+def gru_kernel(attrs: Attrs, x: np.ndarray, w: np.ndarray, r: np.ndarray, b: Any = None,
+               lens: Any = None, h0: Any = None) -> tuple:
+    """ONNX GRU (gates z, r, h), with ``linear_before_reset``."""
+    return run_recurrent("GRU", 3, ("Sigmoid", "Tanh"), attrs, x, w, r, b, lens, h0)
+
+
+@define("LSTM").kernel(heavy=True)
+def lstm_kernel(attrs: Attrs, x: np.ndarray, w: np.ndarray, r: np.ndarray, b: Any = None,
+                lens: Any = None, h0: Any = None, c0: Any = None, p: Any = None) -> tuple:
+    """ONNX LSTM (gates i, o, f, c), with peepholes and ``input_forget``."""
+    return run_recurrent("LSTM", 4, ("Sigmoid", "Tanh", "Tanh"), attrs, x, w, r, b, lens, h0, c0, p)
 
 
 def _activations(n: Node, kind: str, dirs: int) -> list[list[Act]]:
@@ -204,3 +234,25 @@ def _unrolled(kind: str) -> Callable[[Node], list]:
 rnn_vjp = composite(_unrolled("RNN"))
 gru_vjp = composite(_unrolled("GRU"))
 lstm_vjp = composite(_unrolled("LSTM"))
+
+
+def recurrent_type(node: TypeNode) -> list:
+    """``Y [seq, dirs, batch, hidden]`` and ``Y_h``/``Y_c [dirs, batch, hidden]`` (batch first
+    with ``layout=1``); hidden from ``hidden_size`` or R's last dim."""
+    x, w, r = node.shape(0), node.shape(1), node.shape(2)
+    hidden = node.attr("hidden_size")
+    hidden = int(hidden) if hidden is not None else (r[-1] if r is not None else None)
+    dirs = w[0] if w is not None else (2 if node.attr("direction", "forward") in ("bidirectional", b"bidirectional") else 1)
+    seq, batch = (x[0], x[1]) if x is not None else (None, None)
+    layout = int(node.attr("layout", 0))
+    if layout and x is not None:
+        seq, batch = x[1], x[0]
+    dtype = node.dtype(0)
+    y = (batch, seq, dirs, hidden) if layout else (seq, dirs, batch, hidden)
+    state = (batch, dirs, hidden) if layout else (dirs, batch, hidden)
+    return by_name(node, Y=TensorType(dtype, y), Y_h=TensorType(dtype, state), Y_c=TensorType(dtype, state))
+
+
+define("RNN", type_rule=recurrent_type, vjp=rnn_vjp)
+define("GRU", type_rule=recurrent_type, vjp=gru_vjp)
+define("LSTM", type_rule=recurrent_type, vjp=lstm_vjp)
