@@ -88,6 +88,23 @@ def test_where_broadcasts_all_three_inputs() -> None:
     assert_same(run("Where", [cond, x, y])[0], oracle("Where", [cond, x, y])[0])
 
 
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("scalar", [0.0, -0.0, 2.5, np.nan])
+def test_where_against_a_scalar_keeps_every_bit(dtype, scalar) -> None:
+    """A large tensor against a scalar (the bitwise path), either side, on a condition laid out
+    channels-last: numpy's ``where`` bit for bit, infinities, NaN and signed zeros included."""
+    x = RNG.standard_normal((4, 16, 8, 8)).astype(dtype)
+    x.flat[:5] = [np.inf, -np.inf, np.nan, -0.0, 0.0]
+    cond = np.moveaxis(np.moveaxis(RNG.standard_normal((4, 16, 8, 8)), 1, -1) > 0, -1, 1)
+    y = np.asarray(scalar, dtype)
+    for inputs in ([cond, x, y], [cond, y, x]):
+        got = run("Where", inputs)[0]
+        want = np.where(*inputs)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        unsigned = f"u{want.dtype.itemsize}"
+        np.testing.assert_array_equal(got.view(unsigned), want.view(unsigned))
+
 def test_legacy_broadcast_axis_aligns_second_input() -> None:
     """Opset-6 Add with broadcast=1, axis=1 adds a [C] tensor along axis 1 of [N,C,H]."""
     a, b = np.zeros((2, 3, 4), np.float32), np.arange(3, dtype=np.float32)
