@@ -371,3 +371,25 @@ def test_matmul_nd_by_2d_is_one_gemm_with_numpy_semantics():
               rng.standard_normal((2, 6, 4)).astype(np.float32).transpose(0, 2, 1)):
         (y,) = fn({}, a, b)
         assert y.shape == (*a.shape[:-1], 5) and np.allclose(y, np.matmul(a, b), atol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(32, 16, 8, 8), (3, 5, 7), (2, 6, 3, 3, 2), (4, 3)])
+def test_training_batchnorm_in_either_layout(shape) -> None:
+    """Training-mode BatchNormalization on inputs laid channels-first and channels-last (the
+    latter reduces along rows of whole pixels): the batch-normalised output, laid like the
+    input, and the running statistics, against float64 numpy."""
+    x = (RNG.standard_normal(shape) * 3 + 1).astype(np.float32)
+    c, axes = shape[1], (0, *range(2, len(shape)))
+    scale, bias, mean = (RNG.standard_normal(c).astype(np.float32) for _ in range(3))
+    var = RNG.uniform(0.5, 2, c).astype(np.float32)
+    wide, per = x.astype(np.float64), (c, *[1] * (len(shape) - 2))
+    want = (wide - wide.mean(axes, keepdims=True)) / np.sqrt(wide.var(axes, keepdims=True) + 1e-5)
+    want = want * scale.reshape(per) + bias.reshape(per)
+    order = (0, *range(2, len(shape)), 1)
+    for laid in (x, np.ascontiguousarray(x.transpose(order)).transpose(np.argsort(order))):
+        y, new_mean, new_var = run("BatchNormalization", [laid, scale, bias, mean, var],
+                                   {"training_mode": 1, "momentum": 0.7}, opset=15)[:3]
+        assert y.dtype == np.float32 and y.strides == laid.strides
+        np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(new_mean, mean * 0.7 + wide.mean(axes) * 0.3, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(new_var, var * 0.7 + wide.var(axes) * 0.3, rtol=1e-5, atol=1e-6)
