@@ -393,3 +393,20 @@ def test_training_batchnorm_in_either_layout(shape) -> None:
         np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(new_mean, mean * 0.7 + wide.mean(axes) * 0.3, rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(new_var, var * 0.7 + wide.var(axes) * 0.3, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("shape", [(32, 16, 8, 8), (3, 5, 7), (2, 3, 4, 4, 3)])
+def test_per_channel_sums_of_channels_last_inputs(shape) -> None:
+    """ReduceSum and ReduceMean over every axis but the channels' of a channels-last input
+    (summed along rows of whole pixels) agree with float64 numpy, with and without keepdims."""
+    order = (0, *range(2, len(shape)), 1)
+    x = np.ascontiguousarray(RNG.standard_normal(shape).astype(np.float32).transpose(order))
+    x = x.transpose(np.argsort(order))
+    axes = np.array([0, *range(2, len(shape))])
+    wide = x.astype(np.float64)
+    for keep in (0, 1):
+        total = run("ReduceSum", [x, axes], {"keepdims": keep}, opset=13)[0]
+        mean = run("ReduceMean", [x, axes], {"keepdims": keep}, opset=18)[0]
+        assert total.dtype == mean.dtype == np.float32
+        np.testing.assert_allclose(total, wide.sum(tuple(axes), keepdims=bool(keep)), rtol=1e-5, atol=1e-4)
+        np.testing.assert_allclose(mean, wide.mean(tuple(axes), keepdims=bool(keep)), rtol=1e-5, atol=1e-6)

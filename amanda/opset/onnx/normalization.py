@@ -12,7 +12,6 @@ Statistics are computed in float32 or wider and results cast back.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,7 +26,7 @@ from amanda.build import ops
 from amanda.build.values import Value
 from amanda.exec.kernels.math_util import as_array, row_sums, wide
 from amanda.exec.kernels.registry import kernel
-from amanda.exec.kernels.spatial import channels_first, channels_last
+from amanda.exec.kernels.spatial import channel_lanes, channels_first
 from amanda.ops import define
 from amanda.types.node import Node
 from amanda.types.rules.elementwise import same_as_first
@@ -152,24 +151,11 @@ def batchnorm_vjp(n: GradNode) -> list:
 define("BatchNormalization", type_rule=batch_norm, vjp=batchnorm_vjp)
 
 
-def _channel_lanes(x: np.ndarray) -> tuple[np.ndarray, int] | None:
-    """A channels-last ``x`` (N, C, ...) as a 2-D view whose rows hold ``k`` whole pixels
-    (``k * C`` values, ``k`` up to ``1024 // C``), and ``k``; None for other layouts. Per-channel
-    work on this view runs along long rows: on the (N·S, C) view numpy's inner loops are C values
-    long (a mean over (0, 2, 3) of a channels-last (32, 16, 8, 8): 48 -> 8 µs)."""
-    rows = channels_last(x) if x.ndim > 2 else None
-    if rows is None or x.size == 0:
-        return None
-    channels = x.shape[1]
-    k = math.gcd(x.size // channels, max(1, 1024 // channels))
-    return rows.reshape(-1, k * channels), k
-
-
 def _batch_normalised(x: np.ndarray, eps: float, scale: np.ndarray, bias: np.ndarray) -> tuple:
     """``(x - mean) * (scale / sqrt(var + eps)) + bias`` with the batch mean and (biased)
     variance per channel, and those two (shaped (1, C, 1 ...)): five passes over ``x`` rather
     than eight, into one new array laid out like ``x``."""
-    lanes = _channel_lanes(x)
+    lanes = channel_lanes(x)
     if lanes is None:
         axes = (0, *range(2, x.ndim))
         mean = np.mean(x, axis=axes, keepdims=True)
