@@ -58,7 +58,7 @@ def tiled_max_with_indices(x: np.ndarray, geometry: Any, column_major: bool) -> 
     no pads or dilations): one copy (in the input's own memory order) lays each window offset
     out as a contiguous row, so the selection runs on long rows instead of on strided views
     whose inner runs are a few values long (the digits CNN's 2x2 pool on a channels-last
-    (32, 16, 8, 8): 120 -> 50 µs). Ties go to the first offset in row-major order, as there."""
+    (32, 16, 8, 8) in the CNN step: 220 -> 115-145 µs). Ties go to the first offset in row-major order."""
     nd = len(geometry.size)
     kernel, out = geometry.kernel, geometry.out
     order = _memory_order(x)
