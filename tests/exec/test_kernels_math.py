@@ -88,6 +88,23 @@ def test_where_broadcasts_all_three_inputs() -> None:
     assert_same(run("Where", [cond, x, y])[0], oracle("Where", [cond, x, y])[0])
 
 
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("scalar", [0.0, -0.0, 2.5, np.nan])
+def test_where_against_a_scalar_keeps_every_bit(dtype, scalar) -> None:
+    """A large tensor against a scalar (the bitwise path), either side, on a condition laid out
+    channels-last: numpy's ``where`` bit for bit, infinities, NaN and signed zeros included."""
+    x = RNG.standard_normal((4, 16, 8, 8)).astype(dtype)
+    x.flat[:5] = [np.inf, -np.inf, np.nan, -0.0, 0.0]
+    cond = np.moveaxis(np.moveaxis(RNG.standard_normal((4, 16, 8, 8)), 1, -1) > 0, -1, 1)
+    y = np.asarray(scalar, dtype)
+    for inputs in ([cond, x, y], [cond, y, x]):
+        got = run("Where", inputs)[0]
+        want = np.where(*inputs)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        unsigned = f"u{want.dtype.itemsize}"
+        np.testing.assert_array_equal(got.view(unsigned), want.view(unsigned))
+
 def test_legacy_broadcast_axis_aligns_second_input() -> None:
     """Opset-6 Add with broadcast=1, axis=1 adds a [C] tensor along axis 1 of [N,C,H]."""
     a, b = np.zeros((2, 3, 4), np.float32), np.arange(3, dtype=np.float32)
@@ -354,3 +371,42 @@ def test_matmul_nd_by_2d_is_one_gemm_with_numpy_semantics():
               rng.standard_normal((2, 6, 4)).astype(np.float32).transpose(0, 2, 1)):
         (y,) = fn({}, a, b)
         assert y.shape == (*a.shape[:-1], 5) and np.allclose(y, np.matmul(a, b), atol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(32, 16, 8, 8), (3, 5, 7), (2, 6, 3, 3, 2), (4, 3)])
+def test_training_batchnorm_in_either_layout(shape) -> None:
+    """Training-mode BatchNormalization on inputs laid channels-first and channels-last (the
+    latter reduces along rows of whole pixels): the batch-normalised output, laid like the
+    input, and the running statistics, against float64 numpy."""
+    x = (RNG.standard_normal(shape) * 3 + 1).astype(np.float32)
+    c, axes = shape[1], (0, *range(2, len(shape)))
+    scale, bias, mean = (RNG.standard_normal(c).astype(np.float32) for _ in range(3))
+    var = RNG.uniform(0.5, 2, c).astype(np.float32)
+    wide, per = x.astype(np.float64), (c, *[1] * (len(shape) - 2))
+    want = (wide - wide.mean(axes, keepdims=True)) / np.sqrt(wide.var(axes, keepdims=True) + 1e-5)
+    want = want * scale.reshape(per) + bias.reshape(per)
+    order = (0, *range(2, len(shape)), 1)
+    for laid in (x, np.ascontiguousarray(x.transpose(order)).transpose(np.argsort(order))):
+        y, new_mean, new_var = run("BatchNormalization", [laid, scale, bias, mean, var],
+                                   {"training_mode": 1, "momentum": 0.7}, opset=15)[:3]
+        assert y.dtype == np.float32 and y.strides == laid.strides
+        np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(new_mean, mean * 0.7 + wide.mean(axes) * 0.3, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(new_var, var * 0.7 + wide.var(axes) * 0.3, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("shape", [(32, 16, 8, 8), (3, 5, 7), (2, 3, 4, 4, 3)])
+def test_per_channel_sums_of_channels_last_inputs(shape) -> None:
+    """ReduceSum and ReduceMean over every axis but the channels' of a channels-last input
+    (summed along rows of whole pixels) agree with float64 numpy, with and without keepdims."""
+    order = (0, *range(2, len(shape)), 1)
+    x = np.ascontiguousarray(RNG.standard_normal(shape).astype(np.float32).transpose(order))
+    x = x.transpose(np.argsort(order))
+    axes = np.array([0, *range(2, len(shape))])
+    wide = x.astype(np.float64)
+    for keep in (0, 1):
+        total = run("ReduceSum", [x, axes], {"keepdims": keep}, opset=13)[0]
+        mean = run("ReduceMean", [x, axes], {"keepdims": keep}, opset=18)[0]
+        assert total.dtype == mean.dtype == np.float32
+        np.testing.assert_allclose(total, wide.sum(tuple(axes), keepdims=bool(keep)), rtol=1e-5, atol=1e-4)
+        np.testing.assert_allclose(mean, wide.mean(tuple(axes), keepdims=bool(keep)), rtol=1e-5, atol=1e-6)

@@ -255,6 +255,29 @@ def test_pools_match_onnxruntime(seed):
             np.testing.assert_allclose(avg, ref, rtol=1e-5, atol=1e-6)
 
 
+
+@pytest.mark.parametrize("shape", [(2, 3, 8, 8), (3, 4, 7, 9), (2, 2, 6), (1, 2, 4, 6, 5)])
+def test_tiling_max_pool_matches_onnxruntime(shape):
+    """Windows that tile the input (strides = kernel, the fast path), with ties, on inputs laid
+    channels-first and channels-last and sizes the windows do not divide: onnxruntime's values
+    and indices, both storage orders' indices consistent with the values."""
+    rng = np.random.default_rng(len(shape))
+    nd = len(shape) - 2
+    kernel = [2, 3, 2][:nd] if nd != 2 else [2, 3]
+    x = rng.integers(-3, 3, shape).astype(np.float32)  # many ties within a window
+    attrs = {"kernel_shape": kernel, "strides": kernel}
+    want = ort_run("MaxPool", attrs, [x], n_outputs=2, opset=12)
+    last = np.moveaxis(np.ascontiguousarray(np.moveaxis(x, 1, -1)), -1, 1)
+    for laid in (x, last):
+        y, indices = run("MaxPool", 12, {**attrs, "storage_order": 0}, laid)
+        np.testing.assert_array_equal(y, want[0])
+        np.testing.assert_array_equal(indices, want[1])
+        _, columns = run("MaxPool", 12, {**attrs, "storage_order": 1}, laid)
+        base = np.arange(shape[0] * shape[1]).reshape(*shape[:2], *[1] * nd) * int(np.prod(shape[2:]))
+        coords = np.unravel_index(columns - base, shape[2:], order="F")  # column-major positions
+        n, c = np.indices(columns.shape)[:2]
+        np.testing.assert_array_equal(x[(n, c, *coords)], want[0])
+
 def test_global_lp_pool():
     """GlobalLpPool is the p-norm over the spatial axes."""
     x = np.arange(24, dtype=np.float32).reshape(2, 3, 4) - 10

@@ -8,6 +8,7 @@ the only loops here run over kernel positions.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -149,6 +150,26 @@ def channels_last(x: np.ndarray) -> np.ndarray | None:
     """
     view = x.transpose(0, *range(2, x.ndim), 1)  # np.moveaxis costs ~8 µs a call
     return view if view.flags.c_contiguous else None
+
+
+def channel_lanes(x: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """A channels-last ``x`` (N, C, ...) as a 2-D view whose rows hold ``k`` whole pixels
+    (``k * C`` values, ``k`` up to ``1024 // C``), and ``k``; None for other layouts. Per-channel
+    work on this view runs along long rows, where on the (N·S, C) view numpy's inner loops are
+    C values long (a mean over (0, 2, 3) of a channels-last (32, 16, 8, 8): 48 -> 8 µs).
+
+    >>> flat, k = channel_lanes(channels_first(np.zeros((2, 4, 4, 3))))
+    >>> flat.shape, k
+    ((1, 96), 32)
+    >>> channel_lanes(np.zeros((2, 3, 4, 4))) is None
+    True
+    """
+    rows = channels_last(x) if x.ndim > 2 else None
+    if rows is None or x.size == 0:
+        return None
+    channels = x.shape[1]
+    k = math.gcd(x.size // channels, 1 << max(0, (1024 // channels).bit_length() - 1))  # a power of two
+    return rows.reshape(-1, k * channels), k
 
 
 def channels_first(a: np.ndarray) -> np.ndarray:

@@ -64,9 +64,36 @@ define("Not", type_rule=bool_like_first, no_gradient="a logical op (boolean outp
 
 @kernel("Where", since=9)
 def where_kernel(attrs: Attrs, condition: np.ndarray, x: np.ndarray, y: np.ndarray) -> tuple:
-    """ONNX Where: ``x`` where ``condition`` holds, else ``y``, all three broadcast."""
-    out = np.where(condition.astype(bool, copy=False), x, y)
+    """ONNX Where: ``x`` where ``condition`` holds, else ``y``, all three broadcast.
+
+    A large float tensor against a scalar (ReLU's and Where's gradients) is selected by its
+    bits, without branches: ``np.where`` branches on each element, and on a condition that
+    flips unpredictably (half the units active) it is several times slower (the digits CNN's
+    (32, 16, 8, 8) gradient: 110 -> 30 µs). The same bits either way."""
+    condition = condition.astype(bool, copy=False)
+    fast = _bitwise_where(condition, x, y) if condition.size >= _BITWISE_WHERE_SIZE else None
+    out = np.where(condition, x, y) if fast is None else fast
     return (as_array(out).astype(x.dtype, copy=False),)
+
+
+_BITWISE_WHERE_SIZE = 4096  # below this np.where's one pass beats three
+
+
+def _bitwise_where(condition: np.ndarray, x: Any, y: Any) -> np.ndarray | None:
+    """``np.where(condition, x, y)`` as ``x_bits & mask | y_bits & ~mask`` when one of ``x`` and
+    ``y`` is a float scalar and the other a float tensor of the full shape; None otherwise."""
+    x, y = np.asarray(x), np.asarray(y)
+    if x.ndim == 0 and y.ndim > 0:
+        return _bitwise_where(np.logical_not(condition), y, x)
+    if y.ndim != 0 or x.dtype != y.dtype or x.dtype.kind != "f" or x.shape != condition.shape:
+        return None
+    bits = np.dtype(f"u{x.dtype.itemsize}")
+    mask = np.subtract(bits.type(0), condition, dtype=bits)  # all ones where the condition holds
+    out = np.bitwise_and(x.view(bits), mask)
+    other = y.view(bits)
+    if other != 0:  # y is not +0.0
+        np.bitwise_or(out, np.bitwise_and(np.invert(mask, out=mask), other, out=mask), out=out)
+    return out.view(x.dtype)
 
 
 def where(node: TypedNode) -> list:

@@ -26,6 +26,7 @@ from amanda.build import ops
 from amanda.build.values import Value
 from amanda.exec.kernels.math_util import as_array, row_sums, wide
 from amanda.exec.kernels.registry import kernel
+from amanda.exec.kernels.spatial import channel_lanes, channels_first
 from amanda.ops import define
 from amanda.types.node import Node
 from amanda.types.rules.elementwise import same_as_first
@@ -150,6 +151,29 @@ def batchnorm_vjp(n: GradNode) -> list:
 define("BatchNormalization", type_rule=batch_norm, vjp=batchnorm_vjp)
 
 
+def _batch_normalised(x: np.ndarray, eps: float, scale: np.ndarray, bias: np.ndarray) -> tuple:
+    """``(x - mean) * (scale / sqrt(var + eps)) + bias`` with the batch mean and (biased)
+    variance per channel, and those two (shaped (1, C, 1 ...)): five passes over ``x`` rather
+    than eight, into one new array laid out like ``x``."""
+    lanes = channel_lanes(x)
+    if lanes is None:
+        axes = (0, *range(2, x.ndim))
+        mean = np.mean(x, axis=axes, keepdims=True)
+        centred = np.subtract(x, mean, out=np.empty_like(x))
+        var = np.mean(np.square(centred), axis=axes, keepdims=True)
+        np.multiply(centred, scale / np.sqrt(var + eps), out=centred)
+        np.add(centred, bias, out=centred)
+        return centred, mean, var
+    flat, k = lanes
+    channels, count = x.shape[1], x.size // x.shape[1]
+    mean = flat.sum(axis=0).reshape(k, channels).sum(axis=0) / count
+    centred = flat - np.tile(mean, k)
+    var = np.square(centred).sum(axis=0).reshape(k, channels).sum(axis=0) / count
+    centred *= np.tile(scale.reshape(-1) / np.sqrt(var + eps), k)
+    centred += np.tile(bias.reshape(-1), k)
+    y = channels_first(centred.reshape(x.shape[0], *x.shape[2:], channels))
+    return y, _channel(mean, x.ndim), _channel(var, x.ndim)
+
 @kernel("BatchNormalization", since=14)
 def batchnorm_training_kernel(
     attrs: Attrs, x: np.ndarray, scale: np.ndarray, bias: np.ndarray,
@@ -163,10 +187,8 @@ def batchnorm_training_kernel(
     momentum = float(attrs.get("momentum", 0.9))
     w = wide(x.dtype)
     wx = x.astype(w, copy=False)
-    axes = tuple(i for i in range(x.ndim) if i != 1)
-    batch_mean, batch_var = _stats(wx, axes)
-    y = _affine(wx, batch_mean, batch_var, eps, _channel(scale.astype(w), x.ndim),
-                _channel(bias.astype(w), x.ndim))
+    y, batch_mean, batch_var = _batch_normalised(wx, eps, _channel(scale.astype(w), x.ndim),
+                                                 _channel(bias.astype(w), x.ndim))
     new_mean = mean * momentum + batch_mean.reshape(mean.shape) * (1 - momentum)
     new_var = var * momentum + batch_var.reshape(var.shape) * (1 - momentum)
     return (

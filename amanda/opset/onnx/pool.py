@@ -35,6 +35,7 @@ from amanda.exec.kernels.spatial import (
     window_pads,
 )
 from amanda.ops import define
+from amanda.opset.onnx.pool_indices import max_with_indices, tiled_max_with_indices
 from amanda.types.node import Node
 from amanda.types.rules.spatial import _window, data
 from amanda.types.tensor_type import TensorType
@@ -147,44 +148,6 @@ def _reduce(
     return y if y.base is None and y is not padded else y.astype(dtype, copy=True)
 
 
-def _max_with_indices(
-    padded: np.ndarray, x_shape: tuple, geometry: _Geometry, column_major: bool
-) -> tuple:
-    """Window maxima and the flat input index of each (first occurrence in row-major order)."""
-    nd = len(geometry.size)
-    y = padded
-    chosen: list[np.ndarray] = []  # winning kernel offset per reduced axis, innermost first
-    # innermost axis first: ties then resolve to the smallest outer offset, i.e. row-major order
-    for i in reversed(range(nd)):
-        parts = geometry.taps(y, i)
-        carried = [geometry.taps(c, i) for c in chosen]
-        best = parts[0]
-        # small offsets keep the temporaries small (fresh pages are costly)
-        offset = np.zeros(best.shape, dtype=np.int16)
-        kept = [c[0] for c in carried]
-        for j in range(1, len(parts)):
-            # arithmetic select: masked copies (copyto/where) are several times slower
-            better = np.greater(parts[j], best)
-            best = np.maximum(best, parts[j])
-            offset += better * (j - offset)
-            kept = [keep + better * (c[j] - keep) for keep, c in zip(kept, carried)]
-        y, chosen = best, kept + [offset]
-    # chosen[k] belongs to spatial axis nd - 1 - k
-    dims = geometry.size
-    steps = [int(np.prod(dims[:i] if column_major else dims[i + 1 :])) for i in range(nd)]
-    index = (np.arange(x_shape[0] * x_shape[1], dtype=np.int64) * int(np.prod(dims))).reshape(
-        x_shape[0], x_shape[1], *([1] * nd)
-    )
-    for i in range(nd):
-        o = np.arange(geometry.out[i], dtype=np.int64).reshape(
-            [-1 if a == i else 1 for a in range(nd)]
-        )
-        taken = chosen[nd - 1 - i].astype(np.int64) * geometry.dilations[i]
-        coord = o * geometry.strides[i] - geometry.pads[i] + taken
-        index = index + coord * steps[i]
-    return (y if y.base is None else y.copy()), index
-
-
 @kernel("MaxPool", since=1, output_count=True)
 def max_pool(attrs: Mapping[str, Any], x: np.ndarray) -> tuple:
     """ONNX MaxPool (ceil_mode, dilations, storage_order); Indices only when the node has them."""
@@ -193,7 +156,9 @@ def max_pool(attrs: Mapping[str, Any], x: np.ndarray) -> tuple:
     if (output_count(attrs) or 2) < 2:
         return _reduce(padded, geometry, np.maximum, x.dtype), None
     column_major = int(attrs.get("storage_order", 0)) == 1
-    return _max_with_indices(padded, x.shape, geometry, column_major)
+    if padded is x and geometry.strides == geometry.kernel and all(d == 1 for d in geometry.dilations):
+        return tiled_max_with_indices(x, geometry, column_major)
+    return max_with_indices(padded, x.shape, geometry, column_major)
 
 
 @kernel("AveragePool", since=1)
