@@ -24,6 +24,7 @@ from amanda.autodiff.rules_nn import Window
 from amanda.autodiff.rules_shape import scatter_back
 from amanda.build import ops
 from amanda.exec.kernels.arity import output_count
+from amanda.exec.kernels.pool_indices import max_with_indices, tiled_max_with_indices
 from amanda.exec.kernels.registry import kernel
 from amanda.exec.kernels.spatial import (
     channels_last,
@@ -35,7 +36,6 @@ from amanda.exec.kernels.spatial import (
     window_pads,
 )
 from amanda.ops import define
-from amanda.opset.onnx.pool_indices import max_with_indices, tiled_max_with_indices
 from amanda.types.node import Node
 from amanda.types.rules.spatial import _window, data
 from amanda.types.tensor_type import TensorType
