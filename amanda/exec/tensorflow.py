@@ -3,7 +3,8 @@
 TensorFlow's reference variables keep their semantics in the session's state:
 ``VariableV2`` outputs a reference (uninitialised until assigned, as in TensorFlow);
 ``Assign``, ``AssignAdd`` and ``AssignSub`` update it and output the reference;
-``Identity`` of a reference reads the value at the moment it runs; ``NoOp`` only orders;
+``Identity`` of a reference reads the value at the moment it runs (``StopGradient`` and
+``Snapshot``, which the same table rule maps, pass their input through); ``NoOp`` only orders;
 ``Placeholder`` must be fed. These kernels live in the ``amanda/tensorflow`` family.
 
 For the other ops the session converts the graph with the shipped TensorFlow -> ONNX table
@@ -90,6 +91,8 @@ def assign_sub(ctx: OpContext, attrs: Mapping[str, Any], ref: Any, value: Any) -
     return _store(ctx, ref, (old - value).astype(old.dtype, copy=False))
 
 
+@_tf("StopGradient")
+@_tf("Snapshot")
 @_tf("Identity", ref_input=0)
 def identity(ctx: OpContext, attrs: Mapping[str, Any], x: Any) -> tuple:
     """The input; a reference is read (the value as it is when this op runs)."""

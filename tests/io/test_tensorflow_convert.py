@@ -34,10 +34,11 @@ def _fixture(name: str, hierarchy: bool = False) -> tuple[dict, dict, amanda.Con
     return spec, data, graph
 
 
-@pytest.mark.parametrize("name", ["mobilenet_v2", "resnet_small", "control_flow", "lstm_classifier"])
+@pytest.mark.parametrize("name", CONVERTED)
 def test_keras_cnns_run_in_the_session_as_in_tensorflow(name: str) -> None:
-    """MobileNetV2 (depthwise convolutions), the small ResNet, the functional While/If graph and
-    the LSTM (a While over tensor lists) give TensorFlow's outputs, imported flat or scoped."""
+    """The dense model, MobileNetV2 (depthwise convolutions), the small ResNet, the transformer
+    block (layer norms with StopGradient), the functional While/If graph and the LSTM (a While
+    over tensor lists) give TensorFlow's outputs, imported flat or scoped."""
     for hierarchy in (False, True):
         spec, data, graph = _fixture(name, hierarchy)
         feeds = {str(endpoint(graph, i["tensor"])): data[i["key"]] for i in spec["inputs"]}
