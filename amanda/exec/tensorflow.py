@@ -26,6 +26,7 @@ from amanda.errors import ExecutionError
 from amanda.exec.dispatch import OpContext, parse_namespace, session_op_types
 from amanda.exec.kernels.registry import fact, register_fact
 from amanda.exec.state import VariableRef, stateful_kernel
+from amanda.ops.registry import session_kernel
 
 __all__ = ["TENSORFLOW", "executable_form", "needs_conversion"]
 
@@ -91,12 +92,17 @@ def assign_sub(ctx: OpContext, attrs: Mapping[str, Any], ref: Any, value: Any) -
     return _store(ctx, ref, (old - value).astype(old.dtype, copy=False))
 
 
-@_tf("StopGradient")
-@_tf("Snapshot")
 @_tf("Identity", ref_input=0)
 def identity(ctx: OpContext, attrs: Mapping[str, Any], x: Any) -> tuple:
     """The input; a reference is read (the value as it is when this op runs)."""
     return (_value(ctx, x) if isinstance(x, VariableRef) else x,)
+
+
+@session_kernel("StopGradient", TENSORFLOW)
+@session_kernel("Snapshot", TENSORFLOW)
+def pass_through(ctx: OpContext, attrs: Mapping[str, Any], x: Any) -> tuple:
+    """The input (pure: no state; native because the table's identity rule is kept out)."""
+    return (x,)
 
 
 @_tf("NoOp")
