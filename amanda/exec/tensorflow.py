@@ -26,7 +26,7 @@ from amanda.errors import ExecutionError
 from amanda.exec.dispatch import OpContext, parse_namespace, session_op_types
 from amanda.exec.kernels.registry import fact, register_fact
 from amanda.exec.state import VariableRef, stateful_kernel
-from amanda.ops.registry import session_kernel
+from amanda.ops.definition import define
 
 __all__ = ["TENSORFLOW", "executable_form", "needs_conversion"]
 
@@ -98,9 +98,20 @@ def identity(ctx: OpContext, attrs: Mapping[str, Any], x: Any) -> tuple:
     return (_value(ctx, x) if isinstance(x, VariableRef) else x,)
 
 
-@session_kernel("StopGradient", TENSORFLOW)
-@session_kernel("Snapshot", TENSORFLOW)
-def pass_through(ctx: OpContext, attrs: Mapping[str, Any], x: Any) -> tuple:
+def _input_type(node: Any) -> list:
+    """The type rule of a pass-through op: its input's type."""
+    return [node.type(0)]
+
+
+_STOP = define("StopGradient", family=TENSORFLOW, type_rule=_input_type,
+               no_gradient="StopGradient blocks the gradient by definition")
+_SNAPSHOT = define("Snapshot", family=TENSORFLOW, type_rule=_input_type,
+                   gradient_gap="a TensorFlow op: amanda differentiates a graph in its ONNX form")
+
+
+@_STOP.kernel
+@_SNAPSHOT.kernel
+def pass_through(attrs: Mapping[str, Any], x: Any) -> tuple:
     """The input (pure: no state; native because the table's identity rule is kept out)."""
     return (x,)
 
