@@ -3,7 +3,8 @@
 TensorFlow's reference variables keep their semantics in the session's state:
 ``VariableV2`` outputs a reference (uninitialised until assigned, as in TensorFlow);
 ``Assign``, ``AssignAdd`` and ``AssignSub`` update it and output the reference;
-``Identity`` of a reference reads the value at the moment it runs; ``NoOp`` only orders;
+``Identity`` of a reference reads the value at the moment it runs (``StopGradient`` and
+``Snapshot``, which the same table rule maps, pass their input through); ``NoOp`` only orders;
 ``Placeholder`` must be fed. These kernels live in the ``amanda/tensorflow`` family.
 
 For the other ops the session converts the graph with the shipped TensorFlow -> ONNX table
@@ -25,6 +26,7 @@ from amanda.errors import ExecutionError
 from amanda.exec.dispatch import OpContext, parse_namespace, session_op_types
 from amanda.exec.kernels.registry import fact, register_fact
 from amanda.exec.state import VariableRef, stateful_kernel
+from amanda.ops.definition import define
 
 __all__ = ["TENSORFLOW", "executable_form", "needs_conversion"]
 
@@ -94,6 +96,24 @@ def assign_sub(ctx: OpContext, attrs: Mapping[str, Any], ref: Any, value: Any) -
 def identity(ctx: OpContext, attrs: Mapping[str, Any], x: Any) -> tuple:
     """The input; a reference is read (the value as it is when this op runs)."""
     return (_value(ctx, x) if isinstance(x, VariableRef) else x,)
+
+
+def _input_type(node: Any) -> list:
+    """The type rule of a pass-through op: its input's type."""
+    return [node.type(0)]
+
+
+_STOP = define("StopGradient", family=TENSORFLOW, type_rule=_input_type,
+               no_gradient="StopGradient blocks the gradient by definition")
+_SNAPSHOT = define("Snapshot", family=TENSORFLOW, type_rule=_input_type,
+                   gradient_gap="a TensorFlow op: amanda differentiates a graph in its ONNX form")
+
+
+@_STOP.kernel
+@_SNAPSHOT.kernel
+def pass_through(attrs: Mapping[str, Any], x: Any) -> tuple:
+    """The input (pure: no state; native because the table's identity rule is kept out)."""
+    return (x,)
 
 
 @_tf("NoOp")

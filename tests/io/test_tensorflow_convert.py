@@ -34,10 +34,11 @@ def _fixture(name: str, hierarchy: bool = False) -> tuple[dict, dict, amanda.Con
     return spec, data, graph
 
 
-@pytest.mark.parametrize("name", ["mobilenet_v2", "resnet_small", "control_flow", "lstm_classifier"])
+@pytest.mark.parametrize("name", CONVERTED)
 def test_keras_cnns_run_in_the_session_as_in_tensorflow(name: str) -> None:
-    """MobileNetV2 (depthwise convolutions), the small ResNet, the functional While/If graph and
-    the LSTM (a While over tensor lists) give TensorFlow's outputs, imported flat or scoped."""
+    """The dense model, MobileNetV2 (depthwise convolutions), the small ResNet, the transformer
+    block (layer norms with StopGradient), the functional While/If graph and the LSTM (a While
+    over tensor lists) give TensorFlow's outputs, imported flat or scoped."""
     for hierarchy in (False, True):
         spec, data, graph = _fixture(name, hierarchy)
         feeds = {str(endpoint(graph, i["tensor"])): data[i["key"]] for i in spec["inputs"]}
@@ -46,9 +47,48 @@ def test_keras_cnns_run_in_the_session_as_in_tensorflow(name: str) -> None:
             np.testing.assert_allclose(got, data[out["key"]], rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("name", CONVERTED)
+def test_tf1_variables_run_in_the_session_as_in_tensorflow() -> None:
+    """The TF1 graph runs as TensorFlow ran it: its ``init`` targets first, then ``y`` and ``z``
+    fetched once (the AssignAdd under ``z``'s control dependency bumps the counter before it is
+    read); flat or scoped, TensorFlow's outputs, and fetching before ``init`` is an error."""
+    for hierarchy in (False, True):
+        spec, data, graph = _fixture("tf1_variables", hierarchy)
+        feeds = {str(endpoint(graph, i["tensor"])): data[i["key"]] for i in spec["inputs"]}
+        fetches = [str(endpoint(graph, o["tensor"])) for o in spec["outputs"]]
+        with pytest.raises(amanda.ExecutionError):
+            amanda.Session(graph).run(fetches, feeds)
+        session = amanda.Session(graph)
+        assert session.run(spec["init"]) == [None] * len(spec["init"])
+        for got, out in zip(session.run(fetches, feeds), spec["outputs"], strict=True):
+            np.testing.assert_allclose(got, data[out["key"]], rtol=1e-4, atol=1e-4)
+
+
+def _variables_as_fetched(graph: amanda.Container) -> dict[str, np.ndarray]:
+    """Each VariableV2's value when TensorFlow fetched the outputs (numpy, from the graph's
+    constants): its constant Assign initialiser, plus each AssignAdd's constant (run once)."""
+    def const(node: str) -> np.ndarray:
+        found = graph.child(node)
+        assert found.type == "Const"
+        return np.asarray(found.attrs["value"])
+
+    def source(dst: str, port: str) -> str:
+        (edge,) = [e for e in graph.edges if e.dst.op == (dst,) and e.dst.port == port]
+        return edge.src.op[0]
+
+    values: dict[str, np.ndarray] = {}
+    for kind in ("Assign", "AssignAdd"):
+        for node in (c for c in graph.children if c.type == kind):
+            variable, value = source(node.name, "ref"), const(source(node.name, "value"))
+            values[variable] = value if kind == "Assign" else np.asarray(values[variable] + value)
+    return values
+
+
+@pytest.mark.parametrize("name", ALL)
 def test_fixtures_convert_to_onnx_with_tensorflows_outputs(name: str) -> None:
-    """The converted model, in onnxruntime, gives what TensorFlow computed."""
+    """The converted model, in onnxruntime, gives what TensorFlow computed. The TF1 graph's
+    variables are inputs of the model (ONNX has no state), fed the values TensorFlow's variables
+    held when it fetched the outputs (after ``init`` and the AssignAdd), as a frozen graph would
+    hold them."""
     from amanda.io.onnx import to_onnx
 
     spec, data, graph = _fixture(name)
@@ -57,6 +97,7 @@ def test_fixtures_convert_to_onnx_with_tensorflows_outputs(name: str) -> None:
     assert amanda.validate(converted) == []
     session = ort.InferenceSession(to_onnx(converted).SerializeToString(), providers=["CPUExecutionProvider"])
     by_tensor = {str(endpoint(graph, i["tensor"])).split(":")[0]: data[i["key"]] for i in spec["inputs"]}
+    by_tensor.update(_variables_as_fetched(graph))
     feeds = {port.name: by_tensor[port.name] for port in session.get_inputs()}
     for got, out in zip(session.run(list(outputs), feeds), spec["outputs"], strict=True):
         np.testing.assert_allclose(got, data[out["key"]], rtol=1e-4, atol=1e-4)
