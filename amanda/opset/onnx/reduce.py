@@ -47,8 +47,9 @@ def _highest(dtype: np.dtype) -> Any:
 
 
 def _sum(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
-    # dtype=x.dtype: numpy would widen small integers, ONNX keeps (and wraps) them
-    return np.sum(x, axis=axes, keepdims=True, dtype=x.dtype)
+    # dtype=x.dtype: numpy would widen small integers, ONNX keeps (and wraps) them; the
+    # ufunc's own reduce, as np.sum calls it for an array, without np.sum's Python wrapper
+    return np.add.reduce(x, axis=axes, keepdims=True, dtype=x.dtype)
 
 
 def _mean(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
