@@ -90,7 +90,8 @@ def _fold(op: Any, path: Path, namespace: str, values: list) -> tuple | None:
     if resolved.session:
         return None
     try:
-        out = resolved.fn(resolved.attrs, *values)
+        with np.errstate(all="ignore"):  # inf and nan are values, as in a run
+            out = resolved.fn(resolved.attrs, *values)
     except Exception:  # noqa: BLE001 - a kernel refusing its inputs: the rule reports why
         return None
     return out if isinstance(out, tuple) else None

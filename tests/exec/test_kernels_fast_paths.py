@@ -140,3 +140,25 @@ def test_sigmoid_family_matches_onnxruntime_without_overflow(op_type: str) -> No
     theirs, ours = both(helper.make_node(op_type, ["x"], ["y"]), {"x": x}, 17)
     assert ours[0].dtype == np.float32
     np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("index", [-3, -1, 0, 2])
+@pytest.mark.parametrize("axis", [0, 1])
+def test_gather_of_one_index_matches_onnxruntime(index: int, axis: int) -> None:
+    """A 0-d index (a loop's per-iteration Gather) takes the no-reduction path: onnxruntime's
+    values, shape and dtype, negative indices included."""
+    x = RNG.standard_normal((3, 4)).astype(np.float32)
+    i = np.array(index, np.int64)
+    theirs, ours = both(helper.make_node("Gather", ["x", "i"], ["y"], axis=axis), {"x": x, "i": i}, 13)
+    assert ours[0].shape == theirs[0].shape and ours[0].dtype == theirs[0].dtype
+    np.testing.assert_array_equal(ours[0], theirs[0])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.int64])
+def test_reduce_sum_keeps_the_dtype_as_onnxruntime(dtype: type) -> None:
+    """ReduceSum through the ufunc's own reduce: onnxruntime's values and dtype."""
+    x = RNG.integers(-100, 100, (3, 4, 5)).astype(dtype)
+    axes = np.array([0, 2], np.int64)
+    theirs, ours = both(helper.make_node("ReduceSum", ["x", "axes"], ["y"]), {"x": x, "axes": axes}, 13)
+    assert ours[0].dtype == theirs[0].dtype
+    np.testing.assert_array_equal(ours[0], theirs[0])

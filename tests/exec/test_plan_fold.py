@@ -82,3 +82,37 @@ def test_fold_pure_refuses_what_must_run() -> None:
     template.append(None)
     assert fold_pure(twice, {}, "Mul", "amanda/onnx/17", (1,), ((0, 2),), template, {0, 1})
     np.testing.assert_array_equal(template[2], [2.0, 2.0, 2.0])
+
+
+def floating_point_edge_cases() -> Container:
+    """``1/0``, ``log(0)`` and ``int32(nan)`` of constants, and ``x/0`` of a feed."""
+    return Container("G", "g", inputs=["x"], outputs=["div", "log", "cast", "feed_div"], attrs=NS, children=[
+        const("one", np.float32(1)), const("zero", np.float32(0)), const("nan", np.float32(np.nan)),
+        op("Div", "div", ["A", "B"], ["C"]), op("Log", "log", ["input"], ["output"]),
+        op("Cast", "cast", ["input"], ["output"], {"to": 6}), op("Div", "feed_div", ["A", "B"], ["C"])],
+        edges=[("one:output", "div:A"), ("zero:output", "div:B"), ("zero:output", "log:input"),
+               ("nan:output", "cast:input"), ("g:x", "feed_div:A"), ("zero:output", "feed_div:B"),
+               ("div:C", "g:div"), ("log:output", "g:log"), ("cast:output", "g:cast"),
+               ("feed_div:C", "g:feed_div")])
+
+
+@pytest.mark.filterwarnings("error")
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("optimize", [False, True])
+def test_floating_point_errors_are_values_without_warnings(threads: int, optimize: bool) -> None:
+    """An op whose folding raises a FloatingPointError stays a step; every run path (the
+    sequential runner, the worker threads, graph-level folding) gives numpy's values and
+    prints no RuntimeWarning, though kernels set no ``errstate`` of their own."""
+    plan = compile_plan(floating_point_edge_cases(), ("div", "log", "cast", "feed_div"), ("x",))
+    assert sorted(info.op_type for info in plan.infos) == ["Cast", "Div", "Div", "Log"]
+    x = np.array([-1, 0, 2], np.float32)
+    with np.errstate(all="ignore"):
+        expected = [np.float32(1) / np.float32(0), np.log(np.float32(0)),
+                    np.array(np.float32(np.nan)).astype(np.int32), x / np.float32(0)]
+    # offload_elements=0: every op of the threaded runner goes to a worker thread
+    with amanda.Session(floating_point_edge_cases(), threads=threads, optimize=optimize,
+                        offload_elements=0) as session:
+        found = session.run(["div", "log", "cast", "feed_div"], {"x": x})
+    for got, want in zip(found, expected, strict=True):
+        assert np.asarray(got).dtype == np.asarray(want).dtype
+        np.testing.assert_array_equal(got, want)

@@ -138,8 +138,7 @@ def _activation_kernel(
     def run(attrs: Attrs, x: np.ndarray) -> tuple:
         # integer inputs (Relu, Shrink) stay integer; narrow floats compute in float32
         work = x if x.dtype.kind in "iu" else x.astype(wide(x.dtype), copy=False)
-        with np.errstate(all="ignore"):
-            return (as_array(fn(work, attrs)).astype(x.dtype, copy=False),)
+        return (as_array(fn(work, attrs)).astype(x.dtype, copy=False),)
 
     run.__name__ = run.__qualname__ = f"{op_type.lower()}_kernel"
     run.__doc__ = f"ONNX {op_type}: elementwise, same dtype as the input."

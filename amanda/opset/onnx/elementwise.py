@@ -27,8 +27,7 @@ Attrs = Mapping[str, Any]
 
 
 def _same_dtype(fn: Callable[..., Any], x: np.ndarray, *rest: np.ndarray) -> tuple:
-    with np.errstate(all="ignore"):
-        return (as_array(fn(x, *rest)).astype(x.dtype, copy=False),)
+    return (as_array(fn(x, *rest)).astype(x.dtype, copy=False),)
 
 
 def _in_wide(fn: Callable[..., Any]) -> Callable[[np.ndarray], Any]:
@@ -129,10 +128,9 @@ def _variadic_kernel(op_type: str, fn: Callable[..., Any]) -> Callable[..., tupl
     def run(attrs: Attrs, *xs: np.ndarray) -> tuple:
         dtype = xs[0].dtype
         work = [x.astype(wide(dtype), copy=False) for x in xs]
-        with np.errstate(all="ignore"):
-            out = as_array(functools.reduce(fn, work))
-            if op_type == "Mean":
-                out = out / len(xs)
+        out = as_array(functools.reduce(fn, work))
+        if op_type == "Mean":
+            out = out / len(xs)
         return (as_array(out).astype(dtype, copy=False),)
 
     run.__name__ = run.__qualname__ = f"{op_type.lower()}_kernel"
@@ -173,15 +171,14 @@ def _float_pow(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 def pow_kernel(attrs: Attrs, x: np.ndarray, y: np.ndarray) -> tuple:
     """ONNX Pow: the result has the base's dtype, whatever the exponent's."""
     y = legacy_broadcast(attrs, x, y)
-    with np.errstate(all="ignore"):
-        if x.dtype.kind in "fc" or x.dtype.kind not in "biu":
-            out = _float_pow(x, y)
-        # exact integer powers; numpy refuses negative integer exponents, so those
-        # (and float exponents of integer bases) go through float64 and are cast back
-        elif y.dtype.kind in "iu" and not np.any(y < 0):
-            out = np.power(x.astype(np.int64), y.astype(np.int64))
-        else:
-            out = np.power(x.astype(np.float64), y.astype(np.float64))
+    if x.dtype.kind in "fc" or x.dtype.kind not in "biu":
+        out = _float_pow(x, y)
+    # exact integer powers; numpy refuses negative integer exponents, so those
+    # (and float exponents of integer bases) go through float64 and are cast back
+    elif y.dtype.kind in "iu" and not np.any(y < 0):
+        out = np.power(x.astype(np.int64), y.astype(np.int64))
+    else:
+        out = np.power(x.astype(np.float64), y.astype(np.float64))
     return (as_array(out).astype(x.dtype, copy=False),)
 
 

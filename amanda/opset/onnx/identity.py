@@ -47,9 +47,8 @@ def _dropout(attrs: Attrs, x: np.ndarray, ratio: float, training: bool, mask_dty
     else:
         draws = np.random.default_rng().uniform(0.0, 1.0, x.shape)
     mask = draws >= ratio
-    with np.errstate(all="ignore"):
-        # where, not mask * x * scale: ratio 1 would give 0 * inf = nan
-        y = as_array(np.where(mask, x * (1.0 / (1.0 - ratio)), 0)).astype(x.dtype, copy=False)
+    # where, not mask * x * scale: ratio 1 would give 0 * inf = nan
+    y = as_array(np.where(mask, x * (1.0 / (1.0 - ratio)), 0)).astype(x.dtype, copy=False)
     return (y, mask.astype(mask_dtype))
 
 

@@ -39,6 +39,9 @@ def normalize_indices(indices: np.ndarray, dim: Any, name: str = "indices") -> n
     ``dim`` may be an array broadcasting against ``indices`` (one bound per column).
     """
     idx = np.asarray(indices).astype(np.int64, copy=False)
+    if idx.ndim == 0 and isinstance(dim, (int, np.integer)) and -dim <= int(idx) < dim:
+        # one index (a loop's Gather): no reductions
+        return idx if int(idx) >= 0 else np.array(int(idx) + int(dim), np.int64)
     if isinstance(dim, (int, np.integer)) and idx.size:  # one bound: two reductions, no temporaries
         low, high = int(idx.min()), int(idx.max())
         if low >= 0 and high < dim:

@@ -37,8 +37,7 @@ def lpnorm_kernel(attrs: Attrs, x: np.ndarray) -> tuple:
         norm = np.sum(np.abs(wx), axis=axis, keepdims=True)
     else:
         norm = np.sqrt(np.sum(wx * wx, axis=axis, keepdims=True))
-    with np.errstate(all="ignore"):
-        y = np.where(norm == 0, 0, wx / norm)
+    y = np.where(norm == 0, 0, wx / norm)
     return (as_array(y).astype(x.dtype, copy=False),)
 
 

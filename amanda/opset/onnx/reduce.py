@@ -47,8 +47,9 @@ def _highest(dtype: np.dtype) -> Any:
 
 
 def _sum(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
-    # dtype=x.dtype: numpy would widen small integers, ONNX keeps (and wraps) them
-    return np.sum(x, axis=axes, keepdims=True, dtype=x.dtype)
+    # dtype=x.dtype: numpy would widen small integers, ONNX keeps (and wraps) them; the
+    # ufunc's own reduce, as np.sum calls it for an array, without np.sum's Python wrapper
+    return np.add.reduce(x, axis=axes, keepdims=True, dtype=x.dtype)
 
 
 def _mean(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
@@ -100,9 +101,8 @@ def _reduce(fn: Reducer, attrs: Attrs, x: np.ndarray, axes: list[int] | None) ->
     ax = normalize_axes(axes, x.ndim)
     # float16/bfloat16 accumulate in float32; integers keep their own type
     work = x.astype(wide(x.dtype), copy=False) if x.dtype.kind not in "biu" else x
-    with np.errstate(all="ignore"):
-        fast = _per_channel(fn, work, tuple(ax))
-        out = as_array(fn(work, ax) if fast is None else fast)
+    fast = _per_channel(fn, work, tuple(ax))
+    out = as_array(fn(work, ax) if fast is None else fast)
     if not int(attrs.get("keepdims", 1)):
         out = out.reshape([d for i, d in enumerate(out.shape) if i not in ax])
     return (out.astype(x.dtype, copy=False),)

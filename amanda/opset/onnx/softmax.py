@@ -90,8 +90,7 @@ def _coerced_2d(fn: Callable[[np.ndarray, int], np.ndarray]) -> Callable[..., tu
         axis = axis + x.ndim if axis < 0 else axis
         rows = int(np.prod(x.shape[:axis], dtype=np.int64))
         work = x.astype(wide(x.dtype), copy=False).reshape(rows, -1)
-        with np.errstate(all="ignore"):
-            return (as_array(fn(work, 1)).reshape(x.shape).astype(x.dtype, copy=False),)
+        return (as_array(fn(work, 1)).reshape(x.shape).astype(x.dtype, copy=False),)
 
     return run
 
@@ -101,8 +100,7 @@ def _per_axis(fn: Callable[[np.ndarray, int], np.ndarray]) -> Callable[..., tupl
         axis = int(attrs.get("axis", -1))
         axis = axis + x.ndim if axis < 0 else axis
         work = x.astype(wide(x.dtype), copy=False)
-        with np.errstate(all="ignore"):
-            return (as_array(fn(work, axis)).astype(x.dtype, copy=False),)
+        return (as_array(fn(work, axis)).astype(x.dtype, copy=False),)
 
     return run
 
