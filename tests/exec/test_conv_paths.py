@@ -216,6 +216,32 @@ def test_few_input_channels_take_the_channels_last_gemm(monkeypatch: pytest.Monk
     assert calls == [1]
 
 
+@pytest.mark.parametrize(("x_shape", "w_shape", "whole", "block"), [
+    ((32, 16, 8, 8), (16, 16, 3, 3), None, None),  # the digits CNN's conv2: 1.2 MB of columns, blocked
+    ((7, 16, 6, 5), (8, 16, 3, 3), 0, 3 * 30 * 144 * 4),  # blocks of 3 images and a last one of 1
+    ((5, 20, 4, 4), (6, 20, 3, 3), 0, 1),  # a block smaller than one image: one image at a time
+])
+@pytest.mark.parametrize("bias", [True, False])
+def test_channels_last_gemm_in_blocks_of_images_matches_onnxruntime(
+        monkeypatch: pytest.MonkeyPatch, x_shape: tuple, w_shape: tuple, whole: int | None, block: int | None,
+        bias: bool) -> None:
+    """Columns over COLS_WHOLE bytes are copied and multiplied COLS_BLOCK bytes (whole images) at a
+    time, one product per block, and the result agrees with onnxruntime."""
+    from amanda.exec.kernels import conv_last
+
+    if whole is not None:
+        monkeypatch.setattr(conv_last, "COLS_WHOLE", whole)
+        monkeypatch.setattr(conv_last, "COLS_BLOCK", block)
+    image = int(np.prod(x_shape[2:])) * int(np.prod(w_shape[1:])) * 4  # unit strides, same pads
+    per = max(1, conv_last.COLS_BLOCK // image)
+    assert x_shape[0] * image > conv_last.COLS_WHOLE
+    calls: list[int] = []
+    real = conv_last.rows_times
+    monkeypatch.setattr(conv_last, "rows_times", lambda *a, **k: calls.append(1) or real(*a, **k))
+    _check(x_shape, w_shape, 1, [1, 1], [1, 1], [1, 1, 1, 1], bias)
+    assert len(calls) == -(-x_shape[0] // per) > 1
+
+
 def test_few_input_channels_and_few_positions_stay_channels_last(monkeypatch: pytest.MonkeyPatch) -> None:
     """ViT's patch embedding (3 channels, 16x16 patches, 7x7 positions) keeps the channels-last layout
     and agrees with onnxruntime."""

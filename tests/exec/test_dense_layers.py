@@ -125,6 +125,9 @@ def test_rows_times_adds_the_bias_on_either_side_of_the_threshold(rows: int) -> 
     bias = RNG.standard_normal(16).astype(np.float32)
     np.testing.assert_allclose(rows_times(r, w, bias), r @ w + bias, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(rows_times(r, w, None), r @ w, rtol=1e-5, atol=1e-5)
+    into = np.full((rows, 16), np.nan, np.float32)  # written in place, every element
+    assert rows_times(r, w, bias, out=into) is into
+    np.testing.assert_allclose(into, r @ w + bias, rtol=1e-5, atol=1e-5)
 
 
 def test_relu_after_a_fused_layer_reuses_its_buffer() -> None:

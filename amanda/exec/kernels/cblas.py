@@ -101,8 +101,10 @@ def accumulate(gemm: Any, a: np.ndarray, b: np.ndarray, c: np.ndarray, beta: flo
          b.strides[0] // item, beta, _address(c), c.strides[0] // item)
 
 
-def rows_times(rows: np.ndarray, packed: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
-    """``rows @ packed + bias`` as a fresh ``(R, M)`` array (rows contiguous, C-ordered).
+def rows_times(rows: np.ndarray, packed: np.ndarray, bias: np.ndarray | None,
+               out: np.ndarray | None = None) -> np.ndarray:
+    """``rows @ packed + bias`` as a fresh ``(R, M)`` array (rows contiguous, C-ordered), or
+    written into ``out`` (a C-contiguous ``(R, M)`` array of the rows' dtype) and returned.
 
     The bias is written first and BLAS adds the product into it (``beta = 1``): one write pass
     instead of a read-and-write pass over the output afterwards (EfficientNet's 16->96 expansion
@@ -113,7 +115,7 @@ def rows_times(rows: np.ndarray, packed: np.ndarray, bias: np.ndarray | None) ->
     >>> rows_times(np.ones((2, 3), np.float32), np.ones((3, 2), np.float32), np.float32([1, 2])).tolist()
     [[4.0, 5.0], [4.0, 5.0]]
     """
-    y = np.empty((rows.shape[0], packed.shape[1]), dtype=rows.dtype)
+    y = np.empty((rows.shape[0], packed.shape[1]), dtype=rows.dtype) if out is None else out
     fits = (bias is not None and packed.dtype == rows.dtype and packed.flags.c_contiguous and rows.flags.c_contiguous
             and rows.size > 0 and rows.shape[0] * packed.shape[1] >= BIAS_IN_GEMM)
     gemm = cblas_gemm(rows.dtype) if fits else None
