@@ -41,6 +41,7 @@ from amanda.containers import Container
 from amanda.exec.control_flow import _formal, _prepared, _regular
 from amanda.exec.dispatch import OpContext
 from amanda.ops import define
+from amanda.opset.onnx.sequences import NOT_A_TENSOR
 from amanda.types.node import Node
 from amanda.types.rules.control import _body, _drop, insert
 from amanda.types.tensor_type import SequenceType, TensorType, merge
@@ -254,4 +255,4 @@ def scan_vjp(n: GradNode) -> list:
 
 define("Scan", type_rule=scan_type, vjp=scan_vjp)
 define("SequenceMap", type_rule=sequence_map_type,
-       no_gradient="sequence or optional values (gradients are tensors: unpack them before the loss's path)")
+       no_gradient=NOT_A_TENSOR)

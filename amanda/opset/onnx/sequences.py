@@ -25,7 +25,11 @@ from amanda.types.rules.control import BOOL, insert
 from amanda.types.rules.control import optional as optional_type
 from amanda.types.tensor_type import ONNX_DTYPES, OptionalType, SequenceType, TensorType, Type, merge
 
+#: why sequence and optional ops have no gradient rule
+NOT_A_TENSOR = "sequence or optional values (gradients are tensors: unpack them before the loss's path)"
+
 __all__ = [
+    "NOT_A_TENSOR",
     "concat_from_sequence", "optional", "optional_get_element", "optional_has_element",
     "sequence_at", "sequence_construct", "sequence_empty", "sequence_erase", "sequence_insert",
     "sequence_length", "split_to_sequence",
@@ -56,7 +60,7 @@ def sequence_empty_type(node: Node) -> list:
 
 define("SequenceEmpty",
        type_rule=sequence_empty_type,
-       no_gradient="sequence or optional values (gradients are tensors: unpack them before the loss's path)")
+       no_gradient=NOT_A_TENSOR)
 
 
 @kernel("SequenceConstruct", since=11)
@@ -85,7 +89,7 @@ def sequence_construct_type(node: Node) -> list:
 
 define("SequenceConstruct",
        type_rule=sequence_construct_type,
-       no_gradient="sequence or optional values (gradients are tensors: unpack them before the loss's path)")
+       no_gradient=NOT_A_TENSOR)
 
 
 @kernel("SequenceInsert", since=11)
@@ -105,7 +109,7 @@ def sequence_insert_type(node: Node) -> list:
 
 define("SequenceInsert",
        type_rule=sequence_insert_type,
-       no_gradient="sequence or optional values (gradients are tensors: unpack them before the loss's path)")
+       no_gradient=NOT_A_TENSOR)
 
 
 @kernel("SequenceAt", since=11)
@@ -122,7 +126,7 @@ def sequence_at_type(node: Node) -> list:
 
 define("SequenceAt",
        type_rule=sequence_at_type,
-       no_gradient="sequence or optional values (gradients are tensors: unpack them before the loss's path)")
+       no_gradient=NOT_A_TENSOR)
 
 
 @kernel("SequenceErase", since=11)
@@ -140,7 +144,7 @@ def sequence_erase_type(node: Node) -> list:
 
 define("SequenceErase",
        type_rule=sequence_erase_type,
-       no_gradient="sequence or optional values (gradients are tensors: unpack them before the loss's path)")
+       no_gradient=NOT_A_TENSOR)
 
 
 @kernel("SequenceLength", since=11)
@@ -156,7 +160,7 @@ def sequence_length_type(node: Node) -> list:
 
 define("SequenceLength",
        type_rule=sequence_length_type,
-       no_gradient="sequence or optional values (gradients are tensors: unpack them before the loss's path)")
+       no_gradient=NOT_A_TENSOR)
 
 
 @kernel("ConcatFromSequence", since=11)
@@ -183,7 +187,7 @@ def concat_from_sequence_type(node: Node) -> list:
 
 define("ConcatFromSequence",
        type_rule=concat_from_sequence_type,
-       no_gradient="sequence or optional values (gradients are tensors: unpack them before the loss's path)")
+       no_gradient=NOT_A_TENSOR)
 
 
 @kernel("SplitToSequence", since=11)
@@ -220,7 +224,7 @@ def split_to_sequence_type(node: Node) -> list:
 
 define("SplitToSequence",
        type_rule=split_to_sequence_type,
-       no_gradient="sequence or optional values (gradients are tensors: unpack them before the loss's path)")
+       no_gradient=NOT_A_TENSOR)
 
 
 @kernel("Optional", since=15)
@@ -231,7 +235,7 @@ def optional(attrs: Attrs, x: Any = None) -> tuple:
 
 define("Optional",
        type_rule=optional_type,
-       no_gradient="sequence or optional values (gradients are tensors: unpack them before the loss's path)")
+       no_gradient=NOT_A_TENSOR)
 
 
 @kernel("OptionalHasElement", since=15)
@@ -247,7 +251,7 @@ def optional_has_element_type(node: Node) -> list:
 
 define("OptionalHasElement",
        type_rule=optional_has_element_type,
-       no_gradient="sequence or optional values (gradients are tensors: unpack them before the loss's path)")
+       no_gradient=NOT_A_TENSOR)
 
 
 @kernel("OptionalGetElement", since=15)
@@ -266,4 +270,4 @@ def optional_get_element_type(node: Node) -> list:
 
 define("OptionalGetElement",
        type_rule=optional_get_element_type,
-       no_gradient="sequence or optional values (gradients are tensors: unpack them before the loss's path)")
+       no_gradient=NOT_A_TENSOR)
