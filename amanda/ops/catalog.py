@@ -51,16 +51,17 @@ for _op in ("Add", "Mul", "And", "Or", "Xor", "BitwiseAnd", "BitwiseOr", "Bitwis
 # kernels that run unchanged on the arrays of a library implementing NumPy's dispatch protocols
 # (CuPy's on a GPU): each passes every ONNX node case of the dtypes such a device holds on arrays
 # that refuse host memory, with no Python-level loop (tests/exec/test_backend_arrays.py); the
-# ``cupy`` device runs them
+# ``cupy`` device runs them. Mod passes there but not on CuPy: its fmod gives other values than
+# C's on ONNX's edge cases (infinities, zeros), as seen on an H100 with CuPy 14
 DEVICE_ARRAYS = "device_arrays"
 for _op in (
     "Abs", "Acos", "Acosh", "Add", "And", "ArgMax", "ArgMin", "Asin", "Asinh", "Atan", "Atanh",
     "BatchNormalization", "BitShift", "BitwiseAnd", "BitwiseNot", "BitwiseOr", "BitwiseXor", "Cast",
     "CastLike", "Ceil", "Celu", "Clip", "Cos", "Cosh", "DequantizeLinear", "Div", "Einsum", "Elu", "Equal",
-    "Exp", "Flatten", "Floor", "GatherElements", "Gelu", "Gemm", "GlobalMaxPool", "Greater", "GreaterOrEqual",
+    "Exp", "Flatten", "Floor", "Gather", "GatherElements", "Gelu", "Gemm", "GlobalMaxPool", "Greater", "GreaterOrEqual",
     "GroupNormalization", "HardSigmoid", "HardSwish", "Identity", "InstanceNormalization", "IsInf", "IsNaN",
     "LRN", "LayerNormalization", "LeakyRelu", "Less", "LessOrEqual", "Log", "LogSoftmax", "LpNormalization",
-    "MatMul", "Max", "Mean", "MeanVarianceNormalization", "Min", "Mish", "Mod", "Mul", "Neg", "Not", "Or",
+    "MatMul", "Max", "Mean", "MeanVarianceNormalization", "Min", "Mish", "Mul", "Neg", "Not", "Or",
     "PRelu", "Pad", "RMSNormalization", "Reciprocal", "ReduceL1", "ReduceL2", "ReduceLogSum",
     "ReduceLogSumExp", "ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum", "ReduceSumSquare",
     "Relu", "Reshape", "RotaryEmbedding", "Round", "STFT", "Scatter", "Selu", "Shrink", "Sign", "Sin", "Sinh",

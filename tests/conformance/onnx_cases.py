@@ -127,7 +127,9 @@ def run_model(model: onnx.ModelProto, inputs: Sequence[Any]) -> list[Any]:
     for node in graph.node:
         domain = "" if node.domain == "ai.onnx" else node.domain
         args = [env[name] if name else None for name in node.input]
-        dtypes = tuple(a.dtype if isinstance(a, np.ndarray) else None for a in args)
+        # a device array (CuPy's) is not an ndarray but has a numpy dtype to dispatch on
+        dtypes = tuple(a.dtype if isinstance(getattr(a, "dtype", None), np.dtype) and not isinstance(a, np.generic)
+                       else None for a in args)
         version = registry.lookup(
             node.op_type, opsets.get(domain), dtypes, domain=domain  # type: ignore[arg-type]
         )

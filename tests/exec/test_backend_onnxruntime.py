@@ -152,6 +152,20 @@ def test_bad_backend_and_placement_are_named():
         amanda.Session(g, placement={"$..[?type=='Conv']": "onnxruntime:cpu"})
 
 
+def test_a_provider_that_does_not_start_is_an_error_not_a_silent_cpu_run(monkeypatch):
+    """onnxruntime runs a session on its CPU provider when the asked one fails to load (CUDA
+    libraries missing): amanda says so instead of reporting a CPU run as the device's."""
+    class Elsewhere(ort.InferenceSession):
+        def get_providers(self):
+            return ["SomeOtherExecutionProvider"]
+
+    monkeypatch.setattr(ort, "InferenceSession", Elsewhere)
+    session = amanda.Session(_split_model(), backend="onnxruntime")
+    with pytest.raises(ExecutionError, match="CPUExecutionProvider") as info:
+        session.run(["y"], {"x": np.ones((2, 3), np.float32)})
+    assert info.value.path.startswith("onnxruntime:cpu") and "SomeOtherExecutionProvider" in str(info.value)
+
+
 @pytest.mark.skipif("CUDAExecutionProvider" in ort.get_available_providers(), reason="this onnxruntime has CUDA")
 def test_cuda_without_its_provider_is_a_clear_error():
     with pytest.raises(ExecutionError, match="gpu") as info:
@@ -167,6 +181,19 @@ def test_cuda_runs_the_fixture_models(tmp_path):
         got = amanda.Session(model, backend="onnxruntime:cuda").run(list(model.output_names), feeds)
         for a, b in zip(got, models.run(proto, feeds)):
             np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.skipif("CUDAExecutionProvider" not in ort.get_available_providers(), reason="no CUDA provider")
+@pytest.mark.parametrize(("name", "kind"), fx.CASES)
+def test_cuda_runs_the_torch_fixtures_as_torch_did(name, kind):
+    """The torch exports (both exporters) on onnxruntime's CUDA provider equal torch's outputs
+    (within TF32's precision: onnxruntime's CUDA provider multiplies in TF32 by default)."""
+    model = load_onnx(fx.path(name, kind))
+    session = amanda.Session(model, backend="onnxruntime:cuda")
+    got = session.run(list(model.output_names), fx.feeds(name))
+    for a, b in zip(got, fx.expected(name)):
+        np.testing.assert_allclose(a, b, rtol=1e-2, atol=1e-3)
+    assert "onnxruntime:cuda" in _devices(session)
 
 
 @pytest.mark.parametrize("threads", [1, 3])
@@ -272,3 +299,37 @@ def test_a_feed_that_does_not_fit_the_declared_shape_keeps_its_own():
     assert _type_attrs(value, "x", ("n", 4)) == {"dtype": "float32", "shape": [2, 3]}
     assert _type_attrs(value, "x", ("n",)) == {"dtype": "float32", "shape": [2, 3]}
     assert _type_attrs(value, "x", None) == {"dtype": "float32", "shape": [2, 3]}
+
+
+@pytest.fixture
+def fresh_kernel_table():
+    from amanda.exec.backends import onnxruntime as backend
+
+    backend._kernel_table.cache_clear()
+    yield backend
+    backend._kernel_table.cache_clear()
+
+
+@pytest.mark.skipif(not set(ort.get_available_providers()) <= {"CPUExecutionProvider", "AzureExecutionProvider"},
+                    reason="a GPU build: its listing crashes in the child too (seen with 1.31 without TensorRT)")
+def test_a_gpu_build_lists_its_kernels_in_a_child_process(fresh_kernel_table, monkeypatch):
+    """onnxruntime-gpu's kernel listing can crash its process (a provider library that does not
+    load): with a GPU provider available the listing runs in a child, with the same result."""
+    backend = fresh_kernel_table
+    here = backend._kernel_table()
+    backend._kernel_table.cache_clear()
+    monkeypatch.setattr(ort, "get_available_providers", lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"])
+    assert backend._kernel_table() == here
+    cpu = {(d, o) for p, d, o in here if p == "CPUExecutionProvider"}
+    assert backend._kernels("CUDAExecutionProvider") == cpu  # what CUDA lacks, onnxruntime runs on its CPU
+    assert ("", "Relu") in cpu
+
+
+def test_a_listing_that_crashes_offers_every_onnx_op(fresh_kernel_table, monkeypatch):
+    backend = fresh_kernel_table
+    monkeypatch.setattr(ort, "get_available_providers", lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"])
+    monkeypatch.setattr(backend, "_LISTING", "import os; os.abort()")
+    assert backend._kernels("CUDAExecutionProvider") is None
+    mish, made_up = op("Mish", "m", ["X"], ["Y"]), op("NoSuchOp", "n", ["X"], ["Y"])
+    assert backend.supported_op(mish, "amanda/onnx/18", "CUDAExecutionProvider")
+    assert not backend.supported_op(made_up, "amanda/onnx/18", "CUDAExecutionProvider")

@@ -13,6 +13,9 @@ warning naming the ops.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import warnings
 from collections.abc import Mapping
 from functools import cache
@@ -72,13 +75,37 @@ def check_device(device: str) -> str:
     return provider
 
 
-@cache
-def _kernels(provider: str) -> frozenset[tuple[str, str]]:
-    """(domain, op type) of every kernel ``provider`` registers."""
-    from onnxruntime.capi import _pybind_state
+# lists onnxruntime's kernels as JSON, in a child process (see _kernel_table); its output is
+# read as plain data only
+_LISTING = ("import json; from onnxruntime.capi import _pybind_state as p; "
+            "print(json.dumps([[k.provider, k.domain or '', k.op_name] for k in p.get_all_opkernel_def()]))")
+_HOST_ONLY = {"CPUExecutionProvider", "AzureExecutionProvider"}
 
-    return frozenset((k.domain or "", k.op_name) for k in _pybind_state.get_all_opkernel_def()
-                     if k.provider == provider)
+
+@cache
+def _kernel_table() -> frozenset[tuple[str, str, str]] | None:
+    """(provider, domain, op type) of every kernel onnxruntime registers; None where it cannot
+    say. onnxruntime-gpu's listing crashes its process where a provider's library does not load
+    (1.31 without TensorRT, seen on an H100), so a GPU build lists them in a child process."""
+    if set(_onnxruntime().get_available_providers()) <= _HOST_ONLY:
+        from onnxruntime.capi import _pybind_state
+
+        return frozenset((k.provider, k.domain or "", k.op_name) for k in _pybind_state.get_all_opkernel_def())
+    try:
+        done = subprocess.run([sys.executable, "-c", _LISTING], capture_output=True, text=True, timeout=120, check=True)
+        return frozenset((str(p), str(d), str(o)) for p, d, o in json.loads(done.stdout))
+    except (subprocess.SubprocessError, OSError, ValueError, TypeError):
+        # every op ONNX defines is offered to it then; a part it refuses warns, naming the op
+        return None
+
+
+def _kernels(provider: str) -> frozenset[tuple[str, str]] | None:
+    """(domain, op type) of every kernel a session on ``provider`` runs: its own and, for a GPU
+    provider, the CPU provider's, which onnxruntime places the rest on; None where unknown."""
+    table = _kernel_table()
+    if table is None:
+        return None
+    return frozenset((d, o) for p, d, o in table if p in (provider, PROVIDERS["cpu"]))
 
 
 def supported_op(op: Container, namespace: Any, provider: str) -> bool:
@@ -90,7 +117,10 @@ def supported_op(op: Container, namespace: Any, provider: str) -> bool:
     domain = engine("onnx_domain")(namespace)  # installed by amanda.io, above the executor
     if domain is None:
         return False
-    return op.type == "Constant" or (domain[0], op.type) in _kernels(provider) or _is_function(op.type, *domain)
+    kernels = _kernels(provider)
+    if kernels is None:  # unknown: every op ONNX defines; onnxruntime refuses a part it lacks
+        return op.type == "Constant" or _is_defined(op.type, *domain)
+    return op.type == "Constant" or (domain[0], op.type) in kernels or _is_function(op.type, *domain)
 
 
 @cache
@@ -102,6 +132,18 @@ def _is_function(op_type: str, domain: str, opset: int) -> bool:
         return bool(getattr(onnx.defs.get_schema(op_type, opset, domain), "has_function", False))
     except onnx.defs.SchemaError:
         return False
+
+
+@cache
+def _is_defined(op_type: str, domain: str, opset: int) -> bool:
+    """Whether ONNX defines ``op_type`` at ``opset`` of ``domain``."""
+    import onnx.defs
+
+    try:
+        onnx.defs.get_schema(op_type, opset, domain)
+    except onnx.defs.SchemaError:
+        return False
+    return True
 
 
 def _data_edges(c: Container) -> list[Edge]:
@@ -219,6 +261,14 @@ class OrtPart:
             warnings.warn(f"onnxruntime refused part {self.part.name!r} ({_culprits(exc, proto, self.part)}); "
                           f"it runs on numpy: {exc}", stacklevel=5)
             return None
+        if self.provider not in session.get_providers():  # onnxruntime falls back to its CPU silently
+            hint = "" if self.provider == PROVIDERS["cpu"] else (
+                "; check the CUDA and cuDNN libraries onnxruntime-gpu needs (onnxruntime.preload_dlls()), "
+                "or place the part on onnxruntime:cpu")
+            raise ExecutionError(
+                f"part {self.part.name!r}: onnxruntime could not start its {self.provider} (its session runs on "
+                f"{', '.join(session.get_providers())}){hint}", path=self.part.name,
+                expected=self.provider, found=", ".join(session.get_providers()))
         names = [i.name for i in proto.graph.input]
         outs = [o.name for o in proto.graph.output]
         return session, list(zip(form.input_names, names)), list(zip(form.output_names, outs)), tokens

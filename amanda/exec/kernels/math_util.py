@@ -51,6 +51,19 @@ def as_array(value: Any, dtype: Any = None) -> np.ndarray:
     return np.asarray(value, dtype=dtype)
 
 
+def host(value: Any) -> np.ndarray:
+    """``value`` as a host numpy array, for the inputs a kernel reads as Python numbers (axes, a
+    shape, pads, starts): a device array (CuPy's) is copied explicitly with its ``get()``,
+    since CuPy refuses ``np.asarray`` of its arrays.
+
+    >>> host([1, 2]).tolist()
+    [1, 2]
+    """
+    if type(value) is not np.ndarray and hasattr(type(value), "__array_function__") and hasattr(value, "get"):
+        return np.asarray(value.get())
+    return np.asarray(value)
+
+
 def legacy_broadcast(attrs: Mapping[str, Any], a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``b`` aligned for opset-1..6 broadcasting, where ``axis`` says where ``b`` starts in ``a``.
 
@@ -77,7 +90,7 @@ def axes_from(
 ) -> list[int] | None:
     """The reduction axes, from the ``axes`` input (newer opsets) or attribute; None if absent."""
     if from_input:
-        return None if axes_input is None else [int(a) for a in np.asarray(axes_input).reshape(-1)]
+        return None if axes_input is None else [int(a) for a in host(axes_input).reshape(-1)]
     return attr_ints(attrs, "axes")
 
 
@@ -128,7 +141,7 @@ def erf32(x: np.ndarray) -> np.ndarray:
     >>> round(float(erf32(np.float32([0.5]))[0]), 6)
     0.5205
     """
-    x = np.clip(x, np.float32(-4.0), np.float32(4.0), dtype=np.float32)  # a new buffer; nan stays nan
+    x = np.clip(x, np.float32(-4.0), np.float32(4.0))  # a new float32 buffer; nan stays nan (CuPy's clip has no dtype=)
     x2 = np.multiply(x, x)
     p = _horner(x2, _ERF_P)
     p *= x
@@ -143,7 +156,7 @@ def gelu32(x: np.ndarray) -> np.ndarray:
     >>> [round(float(v), 4) for v in gelu32(np.float32([-1, 0, 2]))]
     [-0.1587, 0.0, 1.9545]
     """
-    c = np.clip(x, -_GELU_CLAMP, _GELU_CLAMP, dtype=np.float32)
+    c = np.clip(x, -_GELU_CLAMP, _GELU_CLAMP)
     c2 = np.multiply(c, c)
     p = _horner(c2, _GELU_P)
     p *= c
@@ -200,4 +213,4 @@ def int_list(value: Any) -> list[int]:
     """An attribute or 1-D input as a list of python ints (``[]`` for None)."""
     if value is None:
         return []
-    return [int(v) for v in np.asarray(value).reshape(-1)]
+    return [int(v) for v in host(value).reshape(-1)]

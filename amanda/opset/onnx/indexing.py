@@ -16,7 +16,7 @@ from amanda.autodiff.node import const, shape_of, zeros_like
 from amanda.autodiff.rules_shape import select_vjp
 from amanda.build import ops
 from amanda.errors import ExecutionError
-from amanda.exec.kernels.math_util import axis_of
+from amanda.exec.kernels.math_util import as_array, axis_of
 from amanda.exec.kernels.registry import kernel
 from amanda.ops import define
 from amanda.types.node import Node, Partial
@@ -38,7 +38,7 @@ def normalize_indices(indices: np.ndarray, dim: Any, name: str = "indices") -> n
 
     ``dim`` may be an array broadcasting against ``indices`` (one bound per column).
     """
-    idx = np.asarray(indices).astype(np.int64, copy=False)
+    idx = as_array(indices).astype(np.int64, copy=False)
     if idx.ndim == 0 and isinstance(dim, (int, np.integer)) and -dim <= int(idx) < dim:
         # one index (a loop's Gather): no reductions
         return idx if int(idx) >= 0 else np.array(int(idx) + int(dim), np.int64)

@@ -82,7 +82,7 @@ _BITWISE_WHERE_SIZE = 4096  # below this np.where's one pass beats three
 def _bitwise_where(condition: np.ndarray, x: Any, y: Any) -> np.ndarray | None:
     """``np.where(condition, x, y)`` as ``x_bits & mask | y_bits & ~mask`` when one of ``x`` and
     ``y`` is a float scalar and the other a float tensor of the full shape; None otherwise."""
-    x, y = np.asarray(x), np.asarray(y)
+    x, y = as_array(x), as_array(y)
     if x.ndim == 0 and y.ndim > 0:
         return _bitwise_where(np.logical_not(condition), y, x)
     if y.ndim != 0 or x.dtype != y.dtype or x.dtype.kind != "f" or x.shape != condition.shape:

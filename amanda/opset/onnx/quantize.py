@@ -36,7 +36,7 @@ def _spread(scale: np.ndarray, x: np.ndarray, attrs: Attrs) -> np.ndarray:
     axis = axis + x.ndim if axis < 0 else axis
     block = int(attrs.get("block_size", 0))
     if block > 0:
-        return np.repeat(scale, block, axis=axis).take(np.arange(x.shape[axis]), axis=axis)
+        return np.repeat(scale, block, axis=axis)[(slice(None),) * axis + (slice(0, x.shape[axis]),)]
     shape = [1] * x.ndim
     shape[axis] = scale.size
     return scale.reshape(shape)

@@ -73,8 +73,19 @@ def _per_channel(fn: Reducer, x: np.ndarray, axes: tuple[int, ...]) -> np.ndarra
     return total.reshape(1, channels, *[1] * (x.ndim - 2))
 
 
+def _extreme(fn: Callable, bound: Callable) -> Reducer:
+    """Max or min over ``axes`` (a tuple of axes); an empty reduction gives ``bound(dtype)``, as
+    ONNX says, filled in rather than passed as ``initial=``, which CuPy's max and min lack."""
+    def reduce(x: np.ndarray, axes: Any) -> np.ndarray:
+        if x.size:
+            return fn(x, axis=axes, keepdims=True)
+        shape = tuple(1 if i in axes else n for i, n in enumerate(x.shape))
+        return np.full_like(x, bound(x.dtype), shape=shape)
+    return reduce
+
+
 def _log_sum_exp(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
-    top = np.max(x, axis=axes, keepdims=True, initial=_lowest(x.dtype))
+    top = _extreme(np.max, _lowest)(x, axes)
     top = np.where(np.isfinite(top), top, 0)  # empty or all -inf: do not shift
     return np.log(np.sum(np.exp(x - top), axis=axes, keepdims=True)) + top
 
@@ -82,8 +93,8 @@ def _log_sum_exp(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
 _REDUCERS: dict[str, tuple[Reducer, int]] = {
     "ReduceSum": (_sum, 13),
     "ReduceMean": (_mean, 18),
-    "ReduceMax": (lambda x, ax: np.max(x, axis=ax, keepdims=True, initial=_lowest(x.dtype)), 18),
-    "ReduceMin": (lambda x, ax: np.min(x, axis=ax, keepdims=True, initial=_highest(x.dtype)), 18),
+    "ReduceMax": (_extreme(np.max, _lowest), 18),
+    "ReduceMin": (_extreme(np.min, _highest), 18),
     "ReduceProd": (lambda x, ax: np.prod(x, axis=ax, keepdims=True, dtype=x.dtype), 18),
     "ReduceL1": (lambda x, ax: _sum(np.abs(x), ax), 18),
     "ReduceL2": (lambda x, ax: np.sqrt(_sum(x * x, ax)), 18),

@@ -17,7 +17,7 @@ from amanda.autodiff.rules_decomposed import _one, replay_vjp
 from amanda.build import ops
 from amanda.build.values import Value
 from amanda.exec.kernels.conv import conv_nd
-from amanda.exec.kernels.math_util import attr_str
+from amanda.exec.kernels.math_util import attr_str, host
 from amanda.exec.kernels.registry import kernel
 from amanda.ops import define
 from amanda.types.node import Node
@@ -41,7 +41,7 @@ def tensor_scatter_kernel(attrs: Attrs, past: np.ndarray, update: np.ndarray, wr
     circular = attr_str(attrs, "mode", "linear") == "circular"
     out = past.copy()
     length, limit = update.shape[axis], past.shape[axis]
-    starts = np.zeros(past.shape[0], np.int64) if write_indices is None else np.asarray(write_indices).astype(np.int64)
+    starts = np.zeros(past.shape[0], np.int64) if write_indices is None else host(write_indices).astype(np.int64)
     for b in range(past.shape[0]):
         positions = starts[b] + np.arange(length)
         if circular:

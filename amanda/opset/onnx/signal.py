@@ -26,6 +26,7 @@ from amanda.autodiff.composite import composite
 from amanda.autodiff.node import Node as GradNode
 from amanda.autodiff.node import const, rank
 from amanda.build import ops
+from amanda.exec.kernels.math_util import host
 from amanda.exec.kernels.onnx_dtypes import onnx_dtype
 from amanda.exec.kernels.registry import kernel
 from amanda.ops import define
@@ -105,7 +106,7 @@ def _dft(x: np.ndarray, length: int | None, axis: int, inverse: bool, onesided: 
 
 
 def _length(value: Any) -> int | None:
-    return None if value is None else int(np.asarray(value).reshape(-1)[0])
+    return None if value is None else int(host(value).reshape(-1)[0])
 
 
 @kernel("DFT", since=17)
@@ -192,7 +193,7 @@ def dft20_kernel(attrs: Attrs, x: np.ndarray, dft_length: Any = None, axis: Any 
 def stft_kernel(attrs: Attrs, signal: np.ndarray, frame_step: np.ndarray, window: Any = None,
                 frame_length: Any = None) -> tuple:
     """ONNX STFT: frames of ``frame_length`` every ``frame_step``, windowed, transformed."""
-    step = int(np.asarray(frame_step).reshape(-1)[0])
+    step = int(host(frame_step).reshape(-1)[0])
     length = _length(frame_length)
     if length is None:
         length = int(window.shape[0]) if window is not None else signal.shape[1]

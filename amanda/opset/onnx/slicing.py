@@ -13,7 +13,7 @@ from amanda.autodiff.rules_decomposed import replay_vjp
 from amanda.autodiff.rules_shape import disjoint_select_vjp, repeated_select_vjp, rest
 from amanda.build import ops
 from amanda.errors import ExecutionError
-from amanda.exec.kernels.math_util import axis_of, int_list
+from amanda.exec.kernels.math_util import axis_of, host, int_list
 from amanda.exec.kernels.registry import kernel
 from amanda.ops import define
 from amanda.types.node import Node, Partial, from_dims
@@ -136,9 +136,9 @@ def pad_array(
 
 
 def _scalar(value: np.ndarray | None, default: Any) -> Any:
-    if value is None or np.asarray(value).size == 0:
+    if value is None or np.size(value) == 0:
         return default
-    return np.asarray(value).reshape(-1)[0]
+    return host(value).reshape(-1)[0]
 
 
 @kernel("Pad", since=1)
