@@ -1,0 +1,83 @@
+"""The per-run and per-iteration shortcuts of small models (issue 31 point 5): each against
+onnxruntime or numpy, and the aliasing each must not cause."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import amanda
+from amanda.errors import ExecutionError
+
+onnx = pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper  # noqa: E402
+
+from amanda.io.onnx.importer import from_onnx  # noqa: E402
+from tests.exec.onnx_oracle import both, one_node  # noqa: E402
+
+RNG = np.random.default_rng(11)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_gather_of_index_arrays_matches_onnxruntime(dtype: Any, axis: int) -> None:
+    """Gather of a 2-D index array (an embedding lookup), negative indices included, takes
+    numpy's own bounds check: onnxruntime's values, shape and dtype."""
+    x = RNG.standard_normal((5, 6)).astype(np.float32)
+    i = np.array([[0, -1, 4], [-5, 2, 3]], dtype)
+    theirs, ours = both(helper.make_node("Gather", ["x", "i"], ["y"], axis=axis), {"x": x, "i": i}, 13)
+    assert ours[0].shape == theirs[0].shape and ours[0].dtype == theirs[0].dtype
+    np.testing.assert_array_equal(ours[0], theirs[0])
+
+
+@pytest.mark.parametrize("bad", [5, -6])
+def test_gather_out_of_range_names_the_indices(bad: int) -> None:
+    """An index past either end still raises an ExecutionError naming the indices' range."""
+    node = helper.make_node("Gather", ["x", "i"], ["y"], axis=0)
+    feeds = {"x": np.zeros((5, 2), np.float32), "i": np.array([[0, bad]], np.int64)}
+    with amanda.Session(from_onnx(one_node(node, feeds, 13)), threads=1) as session:
+        with pytest.raises(ExecutionError, match=r"indices in \[-5, 5\)"):
+            session.run(["y"], feeds)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.int32, np.int64])
+@pytest.mark.parametrize("keepdims", [0, 1])
+def test_reduce_sum_of_everything_matches_onnxruntime(dtype: Any, keepdims: int) -> None:
+    """ReduceSum with no axes (a loop body's row sum) sums every axis in one reduce: onnxruntime's
+    value, dtype and shape (0-d without keepdims), float16 accumulating wider as before."""
+    x = RNG.integers(-20, 20, (3, 4)).astype(dtype)
+    theirs, ours = both(helper.make_node("ReduceSum", ["x"], ["y"], keepdims=keepdims), {"x": x}, 13)
+    assert type(ours[0]) is np.ndarray
+    assert ours[0].shape == theirs[0].shape and ours[0].dtype == theirs[0].dtype
+    np.testing.assert_array_equal(ours[0], theirs[0])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.bool_])
+def test_cast_to_the_same_type_returns_equal_values(dtype: Any) -> None:
+    """A Cast to the input's own type: onnxruntime's values and dtype."""
+    x = (RNG.standard_normal((2, 3)) > 0).astype(dtype) if dtype is np.bool_ else \
+        RNG.integers(-9, 9, (2, 3)).astype(dtype)
+    to = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    theirs, ours = both(helper.make_node("Cast", ["x"], ["y"], to=to), {"x": x}, 13)
+    assert ours[0].dtype == theirs[0].dtype
+    np.testing.assert_array_equal(ours[0], theirs[0])
+
+
+def test_cast_to_the_same_type_is_not_written_in_place() -> None:
+    """A same-type Cast passes its input on without a copy, so no later op may write into its
+    output: Relu and Add after it, on arrays large enough to be given a dead input, leave the
+    fed array as it was."""
+    x = RNG.standard_normal((64, 128)).astype(np.float32)
+    kept = x.copy()
+    nodes = [helper.make_node("Cast", ["x"], ["c"], to=TensorProto.FLOAT),
+             helper.make_node("Relu", ["c"], ["r"]), helper.make_node("Add", ["r", "r"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, x.shape)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    with amanda.Session(from_onnx(model), threads=1) as session:
+        y, = session.run(["y"], {"x": x})
+    np.testing.assert_array_equal(x, kept)
+    np.testing.assert_array_equal(y, 2 * np.maximum(kept, 0))
