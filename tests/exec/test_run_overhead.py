@@ -81,3 +81,48 @@ def test_cast_to_the_same_type_is_not_written_in_place() -> None:
         y, = session.run(["y"], {"x": x})
     np.testing.assert_array_equal(x, kept)
     np.testing.assert_array_equal(y, 2 * np.maximum(kept, 0))
+
+
+def _two_input_session(**options: Any) -> amanda.Session:
+    """y = a - b, z = a * b over [n, 3] float32 inputs of a symbolic first axis."""
+    nodes = [helper.make_node("Sub", ["a", "b"], ["y"]), helper.make_node("Mul", ["a", "b"], ["z"])]
+    inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["n", 3]) for n in ("a", "b")]
+    outputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["n", 3]) for n in ("y", "z")]
+    model = helper.make_model(helper.make_graph(nodes, "g", inputs, outputs),
+                              opset_imports=[helper.make_opsetid("", 13)])
+    return amanda.Session(from_onnx(model), threads=1, **options)
+
+
+@pytest.mark.parametrize("optimize", [True, False])
+def test_repeated_runs_follow_each_runs_feeds_and_fetches(optimize: bool) -> None:
+    """Runs that repeat a key (fetches, phase, feed names, dtypes and shapes) take the prepared
+    plan; each still reads its own values, in its own feed order, and a new shape, fetch order
+    or feed order makes a run of its own: every result numpy's."""
+    with _two_input_session(optimize=optimize) as session:
+        for n in (2, 5, 2):
+            for _ in range(3):
+                a, b = RNG.standard_normal((2, n, 3)).astype(np.float32)
+                y, z = session.run(["y", "z"], {"a": a, "b": b})
+                np.testing.assert_array_equal(y, a - b)
+                np.testing.assert_array_equal(z, a * b)
+                z, y = session.run(("z", "y"), {"b": b, "a": a})
+                np.testing.assert_array_equal(y, a - b)
+                np.testing.assert_array_equal(z, a * b)
+
+
+def test_a_repeated_run_still_checks_what_its_key_does_not_hold() -> None:
+    """After runs that were kept, a feed of another dtype, a missing feed, an unknown fetch or a
+    mismatched symbolic size still raise the ExecutionError naming it."""
+    with _two_input_session(optimize=False) as session:
+        a = np.ones((2, 3), np.float32)
+        for _ in range(2):
+            session.run(["y"], {"a": a, "b": a})
+        with pytest.raises(ExecutionError, match="`b`"):
+            session.run(["y"], {"a": a, "b": a.astype(np.float64)})
+        with pytest.raises(ExecutionError, match="missing feed"):
+            session.run(["y"], {"a": a})
+        with pytest.raises(ExecutionError, match="'yy'"):
+            session.run(["yy"], {"a": a, "b": a})
+        with pytest.raises(ExecutionError, match="`n`"):
+            session.run(["y"], {"a": a, "b": np.ones((3, 3), np.float32)})
+        np.testing.assert_array_equal(session.run(["y"], {"a": a, "b": a})[0], np.zeros((2, 3), np.float32))
