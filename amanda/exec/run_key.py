@@ -37,6 +37,15 @@ class Prepared(NamedTuple):
     slots: tuple[int | None, ...]
     mode: str
 
+    def env(self, feeds: Any) -> list:
+        """The plan's environment with ``feeds``' values (of this key's names, in its order) in place."""
+        env = self.plan.template.copy()
+        if feeds:
+            for s, value in zip(self.slots, feeds.values()):
+                if s is not None:
+                    env[s] = value
+        return env
+
 
 def run_key(fetches: Any, feeds: Any, phase: Any) -> tuple | None:
     """The key of a run that this module's shortcut covers, else None."""

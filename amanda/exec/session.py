@@ -198,12 +198,7 @@ class Session:
         key = run_key(fetches, feeds, phase) if timeout is None and self._timeout is None else None
         prepared = None if key is None else self._prepared.get(key)
         if prepared is not None:  # a run like one before: its plan, slots and mode (run_key.py)
-            env = prepared.plan.template.copy()
-            if prepared.slots:
-                for s, value in zip(prepared.slots, feeds.values()):  # type: ignore[union-attr]
-                    if s is not None:
-                        env[s] = value
-            return self._execute(prepared.plan, env, prepared.mode, None)
+            return self._execute(prepared.plan, prepared.env(feeds), prepared.mode, None)
         seconds = _seconds(timeout, "timeout")
         seconds = self.timeout if seconds is None else seconds
         deadline = None if seconds is None else time.monotonic() + seconds
@@ -216,12 +211,7 @@ class Session:
             items = tuple(self._translated(item) for item in items)
             values = {self._translated(name): value for name, value in values.items()}
         if self._remote is not None:
-            with self._lock:  # one distributed run at a time: runs share the epoch and checkpoint
-                start = time.perf_counter()
-                results = self._remote.run(self._executable, items, values, phase, seconds)
-                if self._profile:
-                    self._last_profile = self._remote.profile(self.model, start, time.perf_counter() - start)
-                return results
+            return self._run_remote(items, values, phase, seconds)
         plan, fitted = self._plan(items, frozenset(values), phase, values)  # names already checked above
         if plan.feed_types and not fitted:  # a plan for the feeds' type signature: they fit already
             check_feeds(plan.feed_types, values)
@@ -238,6 +228,14 @@ class Session:
         if key is not None and not self._profile and self._names is None:
             self._prepared[key] = Prepared(plan, tuple(slots[name] for name in values), mode)
         return self._execute(plan, env, mode, deadline)
+
+    def _run_remote(self, items: tuple, values: dict, phase: Any, seconds: float | None) -> list:
+        with self._lock:  # one distributed run at a time: runs share the epoch and checkpoint
+            start = time.perf_counter()
+            results = self._remote.run(self._executable, items, values, phase, seconds)
+            if self._profile:
+                self._last_profile = self._remote.profile(self.model, start, time.perf_counter() - start)
+            return results  # type: ignore[no-any-return]
 
     def _execute(self, plan: Plan, env: list, mode: str, deadline: float | None, values: Any = None) -> list:
         """Run ``plan`` over ``env`` in ``mode`` (with the value cache's plan for ``values``, when
