@@ -126,3 +126,29 @@ def test_a_repeated_run_still_checks_what_its_key_does_not_hold() -> None:
         with pytest.raises(ExecutionError, match="`n`"):
             session.run(["y"], {"a": a, "b": np.ones((3, 3), np.float32)})
         np.testing.assert_array_equal(session.run(["y"], {"a": a, "b": a})[0], np.zeros((2, 3), np.float32))
+
+
+@pytest.mark.parametrize("value", [(2, 0, 1), [2, 0, 1], np.array([2, 0, 1], np.int64), np.array([[2], [0], [1]], np.int32),
+                                   np.array([2.0, 0.0, 1.0]), (np.int64(2), 0, 1)])
+def test_int_list_gives_python_ints_of_every_spelling(value: Any) -> None:
+    """An attribute tuple or list, an integer axes input of any shape or a float array: the same
+    list of Python ints (the quick paths for ints included)."""
+    from amanda.exec.kernels.math_util import int_list
+
+    found = int_list(value)
+    assert found == [2, 0, 1] and all(type(v) is int for v in found)
+
+
+@pytest.mark.parametrize("value", [np.float32(1.5), np.bool_(True), np.array([1, 0]), 3])
+@pytest.mark.parametrize("dtype", [None, np.bool_, np.float64])
+def test_as_array_gives_numpy_arrays_of_the_dtype_asked(value: Any, dtype: Any) -> None:
+    """Numpy scalars, arrays and Python numbers become arrays (of ``dtype`` where given), as
+    ``np.asarray`` makes them; an array already of that dtype is returned as it is."""
+    from amanda.exec.kernels.math_util import as_array
+
+    found = as_array(value, dtype=dtype)
+    expected = np.asarray(value, dtype=dtype)
+    assert type(found) is np.ndarray and found.dtype == expected.dtype
+    np.testing.assert_array_equal(found, expected)
+    if isinstance(value, np.ndarray) and (dtype is None or value.dtype == dtype):
+        assert found is value
