@@ -206,6 +206,20 @@ class BlasTuner:
             self._sample()
         return count
 
+    def quick(self) -> bool:
+        """Whether the next run is a settled one-thread run: one thread the choice, no probe or
+        retry due, no load sample to take; such a run is counted by :meth:`note` alone, as
+        :meth:`next` and :meth:`record` would count it."""
+        budget, one = self.candidates
+        return self.choice == one != budget and self.PROBES <= self.runs < self.retry_at \
+            and self.runs % self.LOAD_EVERY != 0
+
+    def note(self, seconds: float) -> None:
+        """Count a run that :meth:`quick` said is settled and took ``seconds`` at one thread."""
+        self.recent[self.candidates[1]].append(seconds)
+        self.runs += 1
+        self.warmed = False
+
     def skip(self) -> None:
         """Count a run made at one thread without timing it: a plan's first run, whose cold
         caches make it a poor sample and which a stalling budget would make slow."""

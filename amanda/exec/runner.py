@@ -346,6 +346,11 @@ class Runner:
         # timed from before the choice to after the setting is restored: a count's time carries
         # what choosing it costs (the load samples of one-thread runs) and both of its switches
         started = time.perf_counter()
+        if tuner.quick():  # one thread, settled: no choice to make
+            with blas_threads(1):
+                self.execute(plan, env, mode)
+            tuner.note(time.perf_counter() - started)
+            return
         count = tuner.next()
         with blas_threads(count):
             self.execute(plan, env, mode)

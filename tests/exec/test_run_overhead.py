@@ -152,3 +152,36 @@ def test_as_array_gives_numpy_arrays_of_the_dtype_asked(value: Any, dtype: Any) 
     np.testing.assert_array_equal(found, expected)
     if isinstance(value, np.ndarray) and (dtype is None or value.dtype == dtype):
         assert found is value
+
+
+def _tuner_state(tuner: Any) -> tuple:
+    return (tuner.choice, tuner.runs, tuner.retry_at, tuner.wait, tuner.probing, tuner.warmed, tuner.stalls,
+            tuner.budget_runs, list(tuner.samples), {k: list(v) for k, v in tuner.recent.items()})
+
+
+def test_a_settled_one_thread_run_counts_as_next_and_record_count_it() -> None:
+    """The runner's shortcut for settled one-thread runs (``quick`` then ``note``) leaves a BLAS
+    tuner exactly as ``next`` then ``record`` leave it, through crowded spells, retries of the
+    budget that win and lose, and load samples; and it is taken on most of those runs."""
+    from amanda.exec.blas import BlasTuner
+
+    loads = [2] * 300 + [1] * 300 + [2] * 200  # crowded, then a core free, then crowded again
+    rng = np.random.default_rng(3)
+    plain = BlasTuner(2, load=lambda: loads[min(plain.runs, len(loads) - 1)], cores=2)
+    quick = BlasTuner(2, load=lambda: loads[min(quick.runs, len(loads) - 1)], cores=2)
+    plain.skip()
+    quick.skip()
+    taken = 0
+    for run in range(len(loads)):
+        seconds = float(rng.uniform(1.0, 1.2)) * (0.5 if 300 <= run < 420 else 1.5)  # the budget's speed
+        count = plain.next()
+        plain.record(count, seconds if count == 2 else 1.0)
+        if quick.quick():
+            taken += 1
+            quick.note(1.0)
+        else:
+            mine = quick.next()
+            assert mine == count
+            quick.record(mine, seconds if mine == 2 else 1.0)
+        assert _tuner_state(quick) == _tuner_state(plain)
+    assert taken > len(loads) // 2 and plain.budget_runs > 10  # the budget was tried, and kept a while
