@@ -185,3 +185,27 @@ def test_a_settled_one_thread_run_counts_as_next_and_record_count_it() -> None:
             quick.record(mine, seconds if mine == 2 else 1.0)
         assert _tuner_state(quick) == _tuner_state(plain)
     assert taken > len(loads) // 2 and plain.budget_runs > 10  # the budget was tried, and kept a while
+
+
+@pytest.mark.parametrize("straight", [True, False])
+def test_a_run_ignores_floating_point_errors_and_restores_the_users_setting(
+        straight: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inside a run numpy's floating-point errors are off (inf and nan are values), whether the
+    runner sets numpy's error state straight or through np.errstate (numpy 1); after the run,
+    and after a failing one, the caller's setting holds again."""
+    from amanda.exec import runner
+
+    if not straight:
+        monkeypatch.setattr(runner, "_ERRORS", None)
+    node = helper.make_node("Div", ["a", "b"], ["y"])
+    feeds = {"a": np.array([1.0, -1.0, 0.0], np.float32), "b": np.zeros(3, np.float32)}
+    with amanda.Session(from_onnx(one_node(node, feeds, 13)), threads=1) as session, np.errstate(all="raise"):
+        y, = session.run(["y"], feeds)
+        assert np.geterr()["divide"] == "raise"
+    gather = helper.make_node("Gather", ["x", "i"], ["y"])
+    bad = {"x": np.zeros(2, np.float32), "i": np.array([7], np.int64)}
+    with amanda.Session(from_onnx(one_node(gather, bad, 13)), threads=1) as session, np.errstate(all="raise"):
+        with pytest.raises(ExecutionError):  # fails inside the run
+            session.run(["y"], bad)
+        assert np.geterr() == {"divide": "raise", "over": "raise", "under": "raise", "invalid": "raise"}
+    np.testing.assert_array_equal(y, [np.inf, -np.inf, np.nan])
