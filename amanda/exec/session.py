@@ -31,7 +31,7 @@ from amanda.exec.plan import Plan, bind_phase, compile_plan
 from amanda.exec.plan_cache import Pipeline, optimized_for, signature
 from amanda.exec.resolve import is_top_name
 from amanda.exec.run_key import Prepared, run_key
-from amanda.exec.runner import DEFAULT_OFFLOAD_ELEMENTS, SEQUENTIAL, Runner, timed_out
+from amanda.exec.runner import DEFAULT_OFFLOAD_ELEMENTS, SEQUENTIAL, Runner, run_sequential, timed_out
 from amanda.exec.session_args import (
     _as_value,
     _bad,
@@ -347,7 +347,7 @@ class Session:
 
     def _iteration(self, i: int, path: Path) -> None:
         """Stop a loop at ``path`` before iteration ``i`` past the limit or the run's deadline."""
-        limit = self.max_loop_iterations
+        limit = self._max_loop_iterations
         if limit is not None and i >= limit:
             where = format_path(path)
             raise ExecutionError(
@@ -375,13 +375,16 @@ class Session:
         template, slots = plan.template, [plan.feed_slots[n] for n in names]
         fed = [(i, s) for i, s in enumerate(slots) if s is not None]
         fetches = plan.fetch_slots[:-1]
-        execute = self._runner.execute
+        runner = self._runner
 
         def run(values: Sequence[Any]) -> list:
             env = template.copy()
             for i, s in fed:
                 env[s] = values[i]
-            execute(plan, env, self._mode)
+            if self._mode is SEQUENTIAL:  # an iteration's body: straight to the interpreter
+                run_sequential(plan, env, runner.deadline)
+            else:
+                runner.execute(plan, env, self._mode)
             return [env[s] for s in fetches]  # type: ignore[index]
 
         return run

@@ -209,3 +209,23 @@ def test_a_run_ignores_floating_point_errors_and_restores_the_users_setting(
             session.run(["y"], bad)
         assert np.geterr() == {"divide": "raise", "over": "raise", "under": "raise", "invalid": "raise"}
     np.testing.assert_array_equal(y, [np.inf, -np.inf, np.nan])
+
+
+@pytest.mark.parametrize("name", ["lstm_tagger", "bigru", "torch_if", "scripted_loop"])
+@pytest.mark.parametrize("threads", [None, 1, 2])
+def test_repeated_runs_of_the_torch_fixtures_match_onnxruntime(name: str, threads: int | None) -> None:
+    """The recurrent and control-flow fixtures, run again and again on new inputs by one session
+    (prepared runs, If and Loop bodies from their prepared runners, on the interpreter and on
+    the threaded scheduler), give onnxruntime's outputs every time."""
+    import onnxruntime as ort
+
+    from tests.io.test_torch_fixtures import FIXTURES, feeds
+
+    proto = onnx.load(FIXTURES / f"{name}.onnx")
+    reference = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    outputs = [o.name for o in proto.graph.output]
+    with amanda.Session(from_onnx(proto), threads=threads) as session:
+        for seed in range(12):
+            inputs = feeds(name, seed)
+            for got, expected in zip(session.run(outputs, inputs), reference.run(None, inputs)):
+                np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
