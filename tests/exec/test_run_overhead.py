@@ -229,3 +229,27 @@ def test_repeated_runs_of_the_torch_fixtures_match_onnxruntime(name: str, thread
             inputs = feeds(name, seed)
             for got, expected in zip(session.run(outputs, inputs), reference.run(None, inputs)):
                 np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_a_recurrent_layers_attributes_are_read_again_from_a_mapping_that_may_change() -> None:
+    """The LSTM kernel keeps what it read from a plan's read-only attribute mapping, but a plain
+    dict changed between calls (forward, then reverse) is read again: onnxruntime's outputs for
+    each direction; a mapping whose direction does not fit W still raises."""
+    from types import MappingProxyType
+
+    from amanda.opset.onnx.recurrent import lstm_kernel
+
+    x = RNG.standard_normal((5, 2, 3)).astype(np.float32)
+    w = RNG.standard_normal((1, 16, 3)).astype(np.float32)
+    r = RNG.standard_normal((1, 16, 4)).astype(np.float32)
+    attrs: dict = {"hidden_size": 4, "direction": "forward"}
+    for direction in ("forward", "reverse", "forward"):
+        attrs["direction"] = direction
+        node = helper.make_node("LSTM", ["x", "w", "r"], ["y"], hidden_size=4, direction=direction)
+        theirs, _ = both(node, {"x": x, "w": w, "r": r}, 14)
+        for mapping in (attrs, MappingProxyType(dict(attrs))):
+            np.testing.assert_allclose(lstm_kernel(mapping, x, w, r)[0], theirs[0], rtol=1e-5, atol=1e-6)
+    fixed = MappingProxyType({"hidden_size": 4, "direction": "bidirectional"})
+    for _ in range(2):
+        with pytest.raises(ExecutionError, match="direction"):
+            lstm_kernel(fixed, x, w, r)

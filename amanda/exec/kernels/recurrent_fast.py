@@ -22,6 +22,7 @@ The block matrix is kept per read-only W, R and B (made again when any of them i
 from __future__ import annotations
 
 import weakref
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -38,15 +39,13 @@ _KEPT: dict[tuple, tuple[tuple, tuple]] = {}
 _HALVES: dict[np.dtype, np.ndarray] = {}
 
 
-def fits_fast_path(kind: str, attrs: Any, x: np.ndarray, arrays: tuple, lens: Any, p: Any) -> bool:
-    """Whether a layer takes the fast path: default activations, no clip, full-length sequences
-    (``lens`` None or none shorter than X), one float dtype for every array, at least one step,
-    a block matrix of at most :data:`MAX_BLOCK_ELEMENTS` (an LSTM without peepholes or
-    ``input_forget``; a GRU of either ``linear_before_reset``). ``arrays`` is (W, R, B,
-    initial_h, initial_c)."""
-    if attrs.get("activations") is not None or attrs.get("clip") is not None or not x.shape[0]:
-        return False
-    if kind == "LSTM" and (p is not None or int(attrs.get("input_forget", 0))):
+def fits_fast_path(kind: str, plain: bool, x: np.ndarray, arrays: tuple, lens: Any, p: Any) -> bool:
+    """Whether a layer takes the fast path: ``plain`` attributes (default activations, no clip,
+    an LSTM without ``input_forget``), full-length sequences (``lens`` None or none shorter than
+    X), one float dtype for every array, at least one step, a block matrix of at most
+    :data:`MAX_BLOCK_ELEMENTS` (an LSTM without peepholes; a GRU of either
+    ``linear_before_reset``). ``arrays`` is (W, R, B, initial_h, initial_c)."""
+    if not plain or not x.shape[0] or (kind == "LSTM" and p is not None):
         return False
     dtype = x.dtype
     if dtype != np.float32 and dtype != np.float64:
@@ -122,7 +121,7 @@ def _kept(kind: str, lbr: bool, w: np.ndarray, r: np.ndarray, b: np.ndarray | No
     return made
 
 
-def _stacked(x: np.ndarray, h0: np.ndarray | None, dirs: int, hidden: int, backwards: list[bool]) -> np.ndarray:
+def _stacked(x: np.ndarray, h0: np.ndarray | None, dirs: int, hidden: int, backwards: Sequence[bool]) -> np.ndarray:
     """``[steps + 1, dirs * hidden + dirs * input + 1, batch]``: row block 0 of step 0 the
     initial state (transposed), below each step's state its inputs per direction and a one."""
     steps, batch, size = x.shape
@@ -209,7 +208,7 @@ def _rnn_steps(m: np.ndarray, z: np.ndarray, rows: int) -> None:
         tanh(g, states[t + 1])
 
 
-def _outputs(z: np.ndarray, steps: int, dirs: int, hidden: int, backwards: list[bool]) -> tuple:
+def _outputs(z: np.ndarray, steps: int, dirs: int, hidden: int, backwards: Sequence[bool]) -> tuple:
     """``Y`` ([steps, dirs, batch, hidden], each direction in time order) and ``Y_h`` from the
     stacked states ``z`` (step t's state in ``z[t + 1]``)."""
     batch = z.shape[-1]
@@ -224,7 +223,7 @@ def _outputs(z: np.ndarray, steps: int, dirs: int, hidden: int, backwards: list[
 
 
 def fast_recurrent(kind: str, attrs: Any, x: np.ndarray, w: np.ndarray, r: np.ndarray, b: np.ndarray | None,
-                   h0: np.ndarray | None, c0: np.ndarray | None, backwards: list[bool]) -> tuple:
+                   h0: np.ndarray | None, c0: np.ndarray | None, backwards: Sequence[bool]) -> tuple:
     """``(Y, Y_h, Y_c)`` of a layer that :func:`fits_fast_path` (``Y_c`` None but for an LSTM);
     ``x`` is ``[steps, batch, input]`` (layout 0), ``backwards`` says per direction whether it
     runs backwards in time."""
