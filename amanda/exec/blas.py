@@ -208,11 +208,14 @@ class BlasTuner:
 
     def quick(self) -> bool:
         """Whether the next run is a settled one-thread run: one thread the choice, no probe or
-        retry due, no load sample to take; such a run is counted by :meth:`note` alone, as
-        :meth:`next` and :meth:`record` would count it."""
+        retry due (the load sampled here when :meth:`next` would sample it); such a run is then
+        counted by :meth:`note` alone, as :meth:`next` and :meth:`record` would count it."""
         budget, one = self.candidates
-        return self.choice == one != budget and self.PROBES <= self.runs < self.retry_at \
-            and self.runs % self.LOAD_EVERY != 0
+        if self.choice == one != budget and self.PROBES <= self.runs < self.retry_at:
+            if self.runs % self.LOAD_EVERY == 0:
+                self._sample()
+            return True
+        return False
 
     def note(self, seconds: float) -> None:
         """Count a run that :meth:`quick` said is settled and took ``seconds`` at one thread."""
