@@ -34,7 +34,7 @@ import numpy as np
 
 from amanda.containers.arguments import brief
 from amanda.errors import ExecutionError
-from amanda.exec.blas import BlasTuner, _blas_libraries, blas_threads  # noqa: F401  (re-exported)
+from amanda.exec.blas import BlasTuner, _blas_libraries, blas_threads, restore_limit, set_limit  # noqa: F401
 from amanda.exec.dispatch import failure
 from amanda.exec.plan import Plan, Step
 from amanda.exec.schedule import BY_SIZE, POOL
@@ -346,8 +346,11 @@ class Runner:
             self.execute(plan, env, mode)
             return
         if mode == THREADED or self.budget == 1:
-            with blas_threads(1):
+            changed = set_limit(1)
+            try:
                 self.execute(plan, env, mode)
+            finally:
+                restore_limit(changed)
             return
         # threads=None and a sequential plan: BLAS threads as measured best
         # kept on the plan (which its session owns), so the runner holds no plan
@@ -364,8 +367,11 @@ class Runner:
         # what choosing it costs (the load samples of one-thread runs) and both of its switches
         started = time.perf_counter()
         if tuner.quick():  # one thread, settled: no choice to make
-            with blas_threads(1):
+            changed = set_limit(1)
+            try:
                 self.execute(plan, env, mode)
+            finally:
+                restore_limit(changed)
             tuner.note(time.perf_counter() - started)
             return
         count = tuner.next()

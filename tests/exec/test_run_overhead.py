@@ -253,3 +253,32 @@ def test_a_recurrent_layers_attributes_are_read_again_from_a_mapping_that_may_ch
     for _ in range(2):
         with pytest.raises(ExecutionError, match="direction"):
             lstm_kernel(fixed, x, w, r)
+
+
+def test_set_limit_and_restore_limit_set_blas_and_set_it_back() -> None:
+    """set_limit(1) puts every BLAS library numpy uses at one thread (as threadpoolctl reads it)
+    and restore_limit sets the user's limit back; a limit already in place changes nothing, and
+    a session's runs leave the user's limit as it was."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from amanda.exec.blas import restore_limit, set_limit
+
+    def limits() -> list[int]:
+        return [lib["num_threads"] for lib in threadpoolctl.threadpool_info() if lib["user_api"] == "blas"]
+
+    if not limits():
+        pytest.skip("no BLAS library visible to threadpoolctl")
+    with threadpoolctl.threadpool_limits(2, user_api="blas"):
+        users = limits()
+        changed = set_limit(1)
+        assert limits() == [1] * len(users)
+        assert set_limit(1) is None  # already one thread: nothing to set or set back
+        restore_limit(changed)
+        assert limits() == users
+        feeds = {"a": np.ones((2, 3), np.float32), "b": np.ones((3, 2), np.float32)}
+        model = from_onnx(one_node(helper.make_node("MatMul", ["a", "b"], ["y"]), feeds, 13))
+        for threads in (1, None):
+            with amanda.Session(model, threads=threads) as session:
+                for _ in range(12):
+                    np.testing.assert_array_equal(session.run(["y"], feeds)[0], np.full((2, 2), 3, np.float32))
+                    assert limits() == users
+        assert limits() == users
