@@ -282,3 +282,17 @@ def test_set_limit_and_restore_limit_set_blas_and_set_it_back() -> None:
                     np.testing.assert_array_equal(session.run(["y"], feeds)[0], np.full((2, 2), 3, np.float32))
                     assert limits() == users
         assert limits() == users
+
+
+def test_onnx_dtype_numbers_map_as_onnx_maps_them_every_time() -> None:
+    """Each numpy-typed ONNX data type number gives onnx's own numpy dtype, on the first ask and
+    the next (kept); an unknown number still raises."""
+    from amanda.exec.kernels.onnx_dtypes import NUMPY_TYPES, onnx_dtype
+
+    for code in sorted(NUMPY_TYPES):
+        if code == TensorProto.STRING:
+            continue
+        for _ in range(2):
+            assert onnx_dtype(code) == helper.tensor_dtype_to_np_dtype(code)
+    with pytest.raises(ValueError):
+        onnx_dtype(999)
