@@ -256,14 +256,14 @@ def test_a_recurrent_layers_attributes_are_read_again_from_a_mapping_that_may_ch
 
 
 def test_set_limit_and_restore_limit_set_blas_and_set_it_back() -> None:
-    """set_limit(1) puts every BLAS library numpy uses at one thread (as threadpoolctl reads it)
-    and restore_limit sets the user's limit back; a limit already in place changes nothing, and
-    a session's runs leave the user's limit as it was."""
+    """set_limit(1) puts every BLAS library numpy uses (those amanda found, as threadpoolctl
+    reads their limits) at one thread and restore_limit sets the user's limit back; a limit
+    already in place changes nothing, and a session's runs leave the user's limit as it was."""
     threadpoolctl = pytest.importorskip("threadpoolctl")
-    from amanda.exec.blas import restore_limit, set_limit
+    from amanda.exec.blas import _blas_libraries, restore_limit, set_limit
 
     def limits() -> list[int]:
-        return [lib["num_threads"] for lib in threadpoolctl.threadpool_info() if lib["user_api"] == "blas"]
+        return [lib.get_num_threads() for lib in _blas_libraries()]
 
     if not limits():
         pytest.skip("no BLAS library visible to threadpoolctl")
