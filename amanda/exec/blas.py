@@ -22,7 +22,7 @@ from typing import Any
 
 from amanda.exec.load import runnable_tasks, spare_cores
 
-__all__ = ["BlasTuner", "blas_threads"]
+__all__ = ["BlasTuner", "blas_threads", "restore_limit", "set_limit"]
 
 _BLAS: list | None = None
 _CONTROLS: tuple | None = None  # (get, set) of each library's limit, as _blas_controls gives them
@@ -89,24 +89,41 @@ class blas_threads:  # noqa: N801 - used as a function, like contextlib's contex
 
     def __init__(self, count: int) -> None:
         self.count = count
-        self.changed: list = []
+        self.changed: list | None = None
 
     def __enter__(self) -> None:
-        count, changed = self.count, self.changed
-        with _SETTING:
-            for get, put in _CONTROLS if _CONTROLS is not None else _blas_controls():
-                current = get()
-                if current != count:
-                    put(count)
-                    changed.append((put, current))
+        self.changed = set_limit(self.count)
 
     def __exit__(self, *exc: Any) -> None:
-        if not self.changed:
-            return
+        changed, self.changed = self.changed, None
+        restore_limit(changed)
+
+
+def set_limit(count: int) -> list | None:
+    """Set each BLAS library's thread limit to ``count`` where it differs; what
+    :func:`restore_limit` needs to set them back (None where nothing changed). The two halves of
+    :class:`blas_threads`, which a run calls straight (a context manager object costs 2 µs).
+
+    >>> restore_limit(set_limit(1))
+    """
+    changed = None
+    with _SETTING:
+        for get, put in _CONTROLS if _CONTROLS is not None else _blas_controls():
+            current = get()
+            if current != count:
+                put(count)
+                if changed is None:
+                    changed = []
+                changed.append((put, current))
+    return changed
+
+
+def restore_limit(changed: list | None) -> None:
+    """Set back the limits :func:`set_limit` changed."""
+    if changed:
         with _SETTING:
-            for put, previous in self.changed:
+            for put, previous in changed:
                 put(previous)
-        self.changed = []
 
 
 def _median(values: deque) -> float:
@@ -205,6 +222,23 @@ class BlasTuner:
         if count == one != budget and self.runs % self.LOAD_EVERY == 0:
             self._sample()
         return count
+
+    def quick(self) -> bool:
+        """Whether the next run is a settled one-thread run: one thread the choice, no probe or
+        retry due (the load sampled here when :meth:`next` would sample it); such a run is then
+        counted by :meth:`note` alone, as :meth:`next` and :meth:`record` would count it."""
+        budget, one = self.candidates
+        if self.choice == one != budget and self.PROBES <= self.runs < self.retry_at:
+            if self.runs % self.LOAD_EVERY == 0:
+                self._sample()
+            return True
+        return False
+
+    def note(self, seconds: float) -> None:
+        """Count a run that :meth:`quick` said is settled and took ``seconds`` at one thread."""
+        self.recent[self.candidates[1]].append(seconds)
+        self.runs += 1
+        self.warmed = False
 
     def skip(self) -> None:
         """Count a run made at one thread without timing it: a plan's first run, whose cold

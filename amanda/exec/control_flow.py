@@ -53,9 +53,9 @@ def _prepared(ctx: OpContext, body: Any, formal: Sequence[str]) -> tuple[Callabl
     """``run(values) -> outputs`` of ``body`` fed ``formal`` then its captured inputs, and where
     among the op's inputs each captured value is: made once per op and body (kept in
     ``ctx.bodies``), so an iteration looks up no plan, builds no feed dict and checks no names."""
-    key = (id(body), tuple(formal))
+    key = id(body)  # one op feeds one body the same formal inputs every time: checked, not hashed
     found = ctx.bodies.get(key)
-    if found is None or found[0] is not body:
+    if found is None or found[0] is not body or found[3] != formal:
         captured = _ports(body)[2]
         names = (*formal, *captured)
         outputs = body.output_names
@@ -66,7 +66,7 @@ def _prepared(ctx: OpContext, body: Any, formal: Sequence[str]) -> tuple[Callabl
             def run(values: Sequence[Any]) -> list:
                 return ctx.run_body(body, dict(zip(names, values)), outputs)
 
-        found = ctx.bodies[key] = (body, run, _positions(ctx, captured))
+        found = ctx.bodies[key] = (body, run, _positions(ctx, captured), formal)
     return found[1], found[2]
 
 

@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 import warnings
@@ -20,10 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
-import numpy as np
-
 from amanda.containers import CONTROL, SELF, Container, Endpoint
-from amanda.containers.arguments import brief
 from amanda.containers.phases import check_phase
 from amanda.containers.records import Path
 from amanda.containers.uids import refuse_uid_clashes
@@ -33,8 +29,19 @@ from amanda.exec.dispatch import OpContext
 from amanda.exec.feeds import check_feeds
 from amanda.exec.plan import Plan, bind_phase, compile_plan
 from amanda.exec.plan_cache import Pipeline, optimized_for, signature
-from amanda.exec.resolve import is_top_name, normalize
-from amanda.exec.runner import DEFAULT_OFFLOAD_ELEMENTS, SEQUENTIAL, Runner, timed_out
+from amanda.exec.resolve import is_top_name
+from amanda.exec.run_key import Prepared, run_key
+from amanda.exec.runner import DEFAULT_OFFLOAD_ELEMENTS, SEQUENTIAL, Runner, run_sequential, timed_out
+from amanda.exec.session_args import (
+    _as_value,
+    _bad,
+    _check_flags,
+    _check_phase,
+    _feed_map,
+    _fetch_list,
+    _names,
+    _seconds,
+)
 from amanda.exec.tensorflow import executable_form, needs_conversion
 from amanda.exec.value_cache import DEFAULT_BUDGET, ValueCache
 from amanda.keywords import positional_refused
@@ -43,69 +50,6 @@ from amanda.parse_guards import gc_paused
 __all__ = ["DEFAULT_MAX_LOOP_ITERATIONS", "Session"]
 
 DEFAULT_MAX_LOOP_ITERATIONS = 1_000_000
-
-
-def _as_value(value: Any) -> Any:
-    """A fed value as kernels expect it: arrays stay (an array device's too: a type with
-    ``__array_function__``), scalars become 0-d arrays, sequences stay."""
-    if type(value) is np.ndarray or isinstance(value, (list, tuple, np.ndarray)) or value is None \
-            or hasattr(type(value), "__array_function__"):
-        return value
-    return np.asarray(value)
-
-
-def _bad(argument: str, expected: str, found: Any) -> ExecutionError:
-    """The error for a bad argument of Session or Session.run."""
-    shown = f"{type(found).__name__} {brief(found)}"
-    return ExecutionError(f"{argument}: expected {expected}, found {shown}", path=argument, expected=expected,
-                          found=shown)
-
-
-def _names(items: Any, role: str) -> tuple:
-    """Fetch or feed names as hashable keys; an ExecutionError saying what a name is otherwise."""
-    out = []
-    for item in items:
-        name = normalize(item)
-        if not isinstance(name, (str, Endpoint)) and not (isinstance(name, tuple) and len(name) == 2):
-            raise _bad(role, "a name 'y', an endpoint 'op:port' or a (path, port) pair", item)
-        try:
-            hash(name)
-        except TypeError:
-            raise _bad(role, "a hashable name or (path, port) pair", item) from None
-        out.append(name)
-    return tuple(out)
-
-
-def _fetch_list(fetches: Any) -> tuple:
-    if isinstance(fetches, (str, Endpoint)):
-        return (fetches,)
-    if not isinstance(fetches, (list, tuple)):
-        raise _bad("fetches", "a list or tuple of names, or one name as a string", fetches)
-    return _names(fetches, "fetch")
-
-
-def _feed_map(feeds: Any) -> Mapping[Any, Any]:
-    if feeds is None:
-        return {}
-    if not isinstance(feeds, Mapping):
-        raise _bad("feeds", "a mapping {name: value} or None", feeds)
-    return feeds
-
-
-def _check_phase(phase: Any) -> None:
-    try:
-        hash(phase)
-    except TypeError:
-        raise _bad("phase", "None or a hashable value such as 'train'", phase) from None
-
-
-def _seconds(value: Any, what: str) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
-            or not value > 0 or math.isnan(value):
-        raise _bad(what, "None or a positive number of seconds", value)
-    return float(value)
 
 
 def _warn_skipped_updates(model: Container, fetches: tuple, phase: Any) -> None:
@@ -119,22 +63,6 @@ def _warn_skipped_updates(model: Container, fetches: tuple, phase: Any) -> None:
         warnings.warn(f"run(phase={phase!r}) does not fetch the control port {phase!r}: the updates linked "
                       f"to it do not run; fetch it too (run([..., {phase!r}], phase={phase!r})) to run them",
                       stacklevel=4)
-
-
-def _check_flags(max_loop_iterations: Any, optimize: Any, profile: Any, client: Any, cache: Any) -> None:
-    """Refuse a Session's settings of the wrong kind, each by its keyword."""
-    if max_loop_iterations is not None and (
-            isinstance(max_loop_iterations, bool) or not isinstance(max_loop_iterations, (int, np.integer))
-            or max_loop_iterations < 0):
-        raise _bad("max_loop_iterations", "None or a non-negative int", max_loop_iterations)
-    if optimize is not True and optimize is not False and not callable(optimize):
-        raise _bad("optimize", "True or False (or a pipeline function)", optimize)
-    if profile is not True and profile is not False:
-        raise _bad("profile", "True or False", profile)
-    if profile and client is not None:
-        raise _bad("profile", "False with client= (a run on Dask workers is not profiled)", profile)
-    if not isinstance(cache, (bool, int, np.integer)) or cache < 0:
-        raise _bad("cache", "True, False or a budget in bytes (a non-negative int)", cache)
 
 
 class Session:
@@ -203,6 +131,7 @@ class Session:
         self._runner = Runner(threads, offload_elements)
         self._state: dict[str, Any] = {}
         self._plans: dict[tuple, Plan] = {}
+        self._prepared: dict[tuple, Prepared] = {}  # repeated runs, by run_key
         self._optimize = optimize is not False  # plans specialised and optimised per feed types (plan_cache.py)
         self._pipeline = optimize if callable(optimize) else None  # None: the default pipeline
         self._profile = profile
@@ -266,6 +195,10 @@ class Session:
         is cast). ``timeout`` (seconds, default the session's) bounds the run: no op starts
         after it passes, and the run raises an ExecutionError.
         """
+        key = run_key(fetches, feeds, phase) if timeout is None and self._timeout is None else None
+        prepared = None if key is None else self._prepared.get(key)
+        if prepared is not None:  # a run like one before: its plan, slots and mode (run_key.py)
+            return self._execute(prepared.plan, prepared.env(feeds), prepared.mode, None)
         seconds = _seconds(timeout, "timeout")
         seconds = self.timeout if seconds is None else seconds
         deadline = None if seconds is None else time.monotonic() + seconds
@@ -278,12 +211,7 @@ class Session:
             items = tuple(self._translated(item) for item in items)
             values = {self._translated(name): value for name, value in values.items()}
         if self._remote is not None:
-            with self._lock:  # one distributed run at a time: runs share the epoch and checkpoint
-                start = time.perf_counter()
-                results = self._remote.run(self._executable, items, values, phase, seconds)
-                if self._profile:
-                    self._last_profile = self._remote.profile(self.model, start, time.perf_counter() - start)
-                return results
+            return self._run_remote(items, values, phase, seconds)
         plan, fitted = self._plan(items, frozenset(values), phase, values)  # names already checked above
         if plan.feed_types and not fitted:  # a plan for the feeds' type signature: they fit already
             check_feeds(plan.feed_types, values)
@@ -293,10 +221,29 @@ class Session:
             s = slots[name]
             if s is not None:
                 env[s] = value
+        mode = self._runner.mode(plan)
+        if self._values is not None:
+            return self._execute(plan, env, mode, deadline, values)
+        # check_feeds reads only dtypes and shapes, which the key holds: a key that passed it passes
+        if key is not None and not self._profile and self._names is None:
+            self._prepared[key] = Prepared(plan, tuple(slots[name] for name in values), mode)
+        return self._execute(plan, env, mode, deadline)
+
+    def _run_remote(self, items: tuple, values: dict, phase: Any, seconds: float | None) -> list:
+        with self._lock:  # one distributed run at a time: runs share the epoch and checkpoint
+            start = time.perf_counter()
+            results = self._remote.run(self._executable, items, values, phase, seconds)
+            if self._profile:
+                self._last_profile = self._remote.profile(self.model, start, time.perf_counter() - start)
+            return results  # type: ignore[no-any-return]
+
+    def _execute(self, plan: Plan, env: list, mode: str, deadline: float | None, values: Any = None) -> list:
+        """Run ``plan`` over ``env`` in ``mode`` (with the value cache's plan for ``values``, when
+        given); the fetched values."""
         with self._lock:
-            if self._values is not None:
-                plan = self._values.prepare(plan, values)
-            mode = self._runner.mode(plan)
+            if values is not None:
+                plan = self._values.prepare(plan, values)  # type: ignore[union-attr]
+                mode = self._runner.mode(plan)
             previous, self._mode = self._mode, mode
             try:
                 if self._profile:
@@ -400,7 +347,7 @@ class Session:
 
     def _iteration(self, i: int, path: Path) -> None:
         """Stop a loop at ``path`` before iteration ``i`` past the limit or the run's deadline."""
-        limit = self.max_loop_iterations
+        limit = self._max_loop_iterations
         if limit is not None and i >= limit:
             where = format_path(path)
             raise ExecutionError(
@@ -428,13 +375,16 @@ class Session:
         template, slots = plan.template, [plan.feed_slots[n] for n in names]
         fed = [(i, s) for i, s in enumerate(slots) if s is not None]
         fetches = plan.fetch_slots[:-1]
-        execute = self._runner.execute
+        runner = self._runner
 
         def run(values: Sequence[Any]) -> list:
             env = template.copy()
             for i, s in fed:
                 env[s] = values[i]
-            execute(plan, env, self._mode)
+            if self._mode is SEQUENTIAL:  # an iteration's body: straight to the interpreter
+                run_sequential(plan, env, runner.deadline)
+            else:
+                runner.execute(plan, env, self._mode)
             return [env[s] for s in fetches]  # type: ignore[index]
 
         return run

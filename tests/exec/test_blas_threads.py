@@ -373,15 +373,20 @@ def test_the_tuner_times_a_run_with_its_switches_of_the_blas_limit(monkeypatch: 
     monkeypatch.setattr(blas, "runnable_tasks", unknown_load)
     import amanda.exec.runner as runner_module
 
-    class SlowRestore(blas_threads):
-        __slots__ = ()
+    limit, restore, counts = blas.set_limit, blas.restore_limit, []
 
-        def __exit__(self, *exc: Any) -> None:
-            if self.count == 1:
-                time.sleep(0.02)
-            super().__exit__(*exc)
+    def counted_limit(count: int) -> Any:
+        counts.append(count)
+        return limit(count)
 
-    monkeypatch.setattr(runner_module, "blas_threads", SlowRestore)
+    def slow_restore(changed: Any) -> None:  # a limit set to one thread is slow to set back
+        if counts[-1] == 1:
+            time.sleep(0.02)
+        restore(changed)
+
+    for module in (runner_module, blas):
+        monkeypatch.setattr(module, "set_limit", counted_limit)
+        monkeypatch.setattr(module, "restore_limit", slow_restore)
     with Session(probed_products(1), threads=None) as session:
         if session._runner.budget == 1:
             pytest.skip("one core: no BLAS tuning")

@@ -14,6 +14,7 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import helper, numpy_helper  # noqa: E402
 
 import amanda  # noqa: E402
+from amanda.exec.kernels.recurrent import _settings  # noqa: E402
 from amanda.exec.kernels.recurrent_fast import fits_fast_path  # noqa: E402
 from amanda.io.onnx.importer import from_onnx  # noqa: E402
 
@@ -107,21 +108,26 @@ def test_float64_layers_take_the_fast_path_too(kind: str) -> None:
         np.testing.assert_allclose(have, expected, rtol=1e-4, atol=1e-5)
 
 
+def _fits(kind: str, attrs: dict, x: np.ndarray, arrays: tuple, lens: object, p: object) -> bool:
+    """fits_fast_path of a layer with these attributes (read as the kernel reads them)."""
+    return fits_fast_path(kind, _settings(kind, attrs, arrays[0].shape[0])[2], x, arrays, lens, p)
+
+
 def test_which_layers_fit_the_fast_path() -> None:
     """Default cells over full sequences fit; custom activations, clip, a shorter sequence,
     peepholes, ``input_forget``, mixed dtypes, integer data and zero steps do not."""
     x = np.zeros((3, 2, 4), np.float32)
     w = np.zeros((1, 8, 4), np.float32)
     arrays = (w, w, None, None, None)
-    assert fits_fast_path("LSTM", {}, x, arrays, None, None)
-    assert fits_fast_path("GRU", {"linear_before_reset": 1}, x, arrays, np.array([3, 3]), None)
-    assert not fits_fast_path("RNN", {"activations": ["Relu"]}, x, arrays, None, None)
-    assert not fits_fast_path("RNN", {"clip": 2.0}, x, arrays, None, None)
-    assert not fits_fast_path("GRU", {}, x, arrays, np.array([3, 2]), None)
-    assert not fits_fast_path("LSTM", {}, x, arrays, None, np.zeros((1, 6), np.float32))
-    assert not fits_fast_path("LSTM", {"input_forget": 1}, x, arrays, None, None)
-    assert not fits_fast_path("GRU", {}, x, (w.astype(np.float64), w, None, None, None), None, None)
-    assert not fits_fast_path("RNN", {}, x.astype(np.int32), (w.astype(np.int32),) * 2, None, None)
-    assert not fits_fast_path("RNN", {}, x[:0], arrays, None, None)
+    assert _fits("LSTM", {}, x, arrays, None, None)
+    assert _fits("GRU", {"linear_before_reset": 1}, x, arrays, np.array([3, 3]), None)
+    assert not _fits("RNN", {"activations": ["Relu"]}, x, arrays, None, None)
+    assert not _fits("RNN", {"clip": 2.0}, x, arrays, None, None)
+    assert not _fits("GRU", {}, x, arrays, np.array([3, 2]), None)
+    assert not _fits("LSTM", {}, x, arrays, None, np.zeros((1, 6), np.float32))
+    assert not _fits("LSTM", {"input_forget": 1}, x, arrays, None, None)
+    assert not _fits("GRU", {}, x, (w.astype(np.float64), w, None, None, None), None, None)
+    assert not _fits("RNN", {}, x.astype(np.int32), (w.astype(np.int32),) * 2, None, None)
+    assert not _fits("RNN", {}, x[:0], arrays, None, None)
     big = np.zeros((2, 4 * 64, 4), np.float32), np.zeros((2, 4 * 64, 64), np.float32)
-    assert not fits_fast_path("LSTM", {}, x, (*big, None, None, None), None, None)  # 2 directions of 64
+    assert not _fits("LSTM", {"direction": "bidirectional"}, x, (*big, None, None, None), None, None)  # 2 of 64

@@ -116,11 +116,13 @@ def rows_times(rows: np.ndarray, packed: np.ndarray, bias: np.ndarray | None,
     [[4.0, 5.0], [4.0, 5.0]]
     """
     y = np.empty((rows.shape[0], packed.shape[1]), dtype=rows.dtype) if out is None else out
-    fits = (bias is not None and packed.dtype == rows.dtype and packed.flags.c_contiguous and rows.flags.c_contiguous
-            and rows.size > 0 and rows.shape[0] * packed.shape[1] >= BIAS_IN_GEMM)
+    # the size first: a small product (a recurrent model's output layer) asks nothing else
+    fits = (rows.shape[0] * packed.shape[1] >= BIAS_IN_GEMM and bias is not None and packed.dtype == rows.dtype
+            and packed.flags.c_contiguous and rows.flags.c_contiguous and rows.size > 0)
     gemm = cblas_gemm(rows.dtype) if fits else None
     if gemm is None:
-        np.matmul(rows, packed, out=y)
+        # np.dot of two 2-D arrays of one dtype costs less per call than np.matmul (same GEMM)
+        (np.dot if packed.dtype == rows.dtype else np.matmul)(rows, packed, out=y)
         if bias is not None:
             y += bias
     else:

@@ -46,9 +46,14 @@ def as_array(value: Any, dtype: Any = None) -> np.ndarray:
     >>> as_array(np.float32(1)).shape
     ()
     """
-    if type(value) is not np.ndarray and hasattr(type(value), "__array_function__"):
-        return np.asarray(value, dtype=dtype, like=value)
-    return np.asarray(value, dtype=dtype)
+    kind = type(value)
+    if kind is np.ndarray:
+        return value if dtype is None or value.dtype.type is dtype else np.asarray(value, dtype=dtype)
+    # a numpy scalar (a ufunc's result on 0-d arrays) first: asking its type for the
+    # protocol costs an AttributeError inside hasattr
+    if isinstance(value, np.generic) or not hasattr(kind, "__array_function__"):
+        return np.asarray(value, dtype=dtype)
+    return np.asarray(value, dtype=dtype, like=value)
 
 
 def host(value: Any) -> np.ndarray:
@@ -70,7 +75,7 @@ def legacy_broadcast(attrs: Mapping[str, Any], a: np.ndarray, b: np.ndarray) -> 
     >>> legacy_broadcast({"broadcast": 1, "axis": 1}, np.zeros((2, 3, 4)), np.zeros(3)).shape
     (3, 1)
     """
-    if not int(attrs.get("broadcast", 0)) or attrs.get("axis") is None:
+    if not attrs or not int(attrs.get("broadcast", 0)) or attrs.get("axis") is None:
         return b
     axis = int(attrs["axis"]) % max(a.ndim, 1)
     return b.reshape(b.shape + (1,) * (a.ndim - axis - b.ndim))
@@ -210,7 +215,16 @@ def axis_of(axis: Any, rank: int, name: str = "axis") -> int:
 
 
 def int_list(value: Any) -> list[int]:
-    """An attribute or 1-D input as a list of python ints (``[]`` for None)."""
+    """An attribute or 1-D input as a list of python ints (``[]`` for None).
+
+    >>> int_list((1, 0, 2)), int_list(np.array([[-1]], np.int64)), int_list(np.float32(2))
+    ([1, 0, 2], [-1], [2])
+    """
     if value is None:
         return []
+    kind = type(value)
+    if kind is np.ndarray and value.dtype.kind in "iu":  # an axes input: no per-element int()
+        return value.reshape(-1).tolist()  # type: ignore[no-any-return]
+    if (kind is tuple or kind is list) and all(type(v) is int for v in value):  # an attribute
+        return list(value)
     return [int(v) for v in host(value).reshape(-1)]

@@ -37,8 +37,17 @@ def onnx_dtype(code: int) -> np.dtype:
     >>> onnx_dtype(7)
     dtype('int64')
     """
+    found = _DTYPES.get(code)
+    if found is not None:
+        return found
     if code in NUMPY_TYPES:
-        return np.dtype(NUMPY_TYPES[code])
-    if code in ML_TYPES and ml_dtypes is not None:
-        return np.dtype(getattr(ml_dtypes, ML_TYPES[code]))
-    raise ValueError(f"unsupported ONNX data type {code}")
+        found = np.dtype(NUMPY_TYPES[code])
+    elif code in ML_TYPES and ml_dtypes is not None:
+        found = np.dtype(getattr(ml_dtypes, ML_TYPES[code]))
+    else:
+        raise ValueError(f"unsupported ONNX data type {code}")
+    _DTYPES[code] = found  # a Cast asks on every run
+    return found
+
+
+_DTYPES: dict[int, np.dtype] = {}

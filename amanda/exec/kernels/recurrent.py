@@ -12,6 +12,7 @@ the activation attributes with their alpha and beta, ``clip``, LSTM peepholes an
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -208,7 +209,7 @@ def _part(a: np.ndarray | None, d: int) -> np.ndarray | None:
 
 def _by_direction(kind: str, attrs: Attrs, fns: list, x: np.ndarray, w: np.ndarray, r: np.ndarray,
                   b: np.ndarray | None, p: np.ndarray | None, lens: np.ndarray, h0: np.ndarray | None,
-                  c0: np.ndarray | None, backwards: list[bool]) -> tuple:
+                  c0: np.ndarray | None, backwards: Sequence[bool]) -> tuple:
     """``(Y, Y_h, Y_c)`` (``Y_c`` None but for an LSTM), one direction after the other, one
     :class:`_Cell` step at a time: any activation, clip, peepholes and sequence lengths."""
     batch, hidden = x.shape[1], r.shape[-1]
@@ -227,12 +228,33 @@ def _by_direction(kind: str, attrs: Attrs, fns: list, x: np.ndarray, w: np.ndarr
     return y_all, y_h, y_c
 
 
+_SETTINGS: dict[int, tuple] = {}  # id(attrs) -> (attrs, kind, dirs, settings): see _settings
+
+
+def _settings(kind: str, attrs: Attrs, dirs: int) -> tuple[int, tuple[bool, ...], bool]:
+    """``(layout, backwards per direction, plain)`` of a layer's attributes, ``plain`` when they
+    allow the fast path (default activations, no clip, an LSTM without ``input_forget``); read
+    once per attribute mapping of a plan's step (read-only: a ``MappingProxyType``), every time
+    for any other mapping."""
+    hit = _SETTINGS.get(id(attrs))
+    if hit is not None and hit[0] is attrs and hit[1] == kind and hit[2] == dirs:
+        return hit[3]  # type: ignore[no-any-return]
+    direction = _direction(kind, attrs, dirs)
+    plain = attrs.get("activations") is None and attrs.get("clip") is None and not (
+        kind == "LSTM" and int(attrs.get("input_forget", 0)))
+    found = (int(attrs.get("layout", 0)), tuple(direction == "reverse" or d == 1 for d in range(dirs)), plain)
+    if type(attrs) is MappingProxyType:
+        if len(_SETTINGS) >= 1024:  # plans come and go: keep the table small
+            _SETTINGS.clear()
+        _SETTINGS[id(attrs)] = (attrs, kind, dirs, found)
+    return found
+
+
 def run_recurrent(kind: str, gates: int, defaults: Sequence[str], attrs: Attrs, x: np.ndarray, w: np.ndarray,
                r: np.ndarray, b: np.ndarray | None, lens: np.ndarray | None, h0: np.ndarray | None,
                c0: np.ndarray | None = None, p: np.ndarray | None = None) -> tuple:
-    direction = _direction(kind, attrs, w.shape[0])
     dirs = w.shape[0]
-    layout = int(attrs.get("layout", 0))
+    layout, backwards, plain = _settings(kind, attrs, dirs)
     if layout:
         x, h0, c0 = np.swapaxes(x, 0, 1), _batch_first(h0), _batch_first(c0)
     steps, batch = x.shape[0], x.shape[1]
@@ -240,8 +262,7 @@ def run_recurrent(kind: str, gates: int, defaults: Sequence[str], attrs: Attrs, 
     if r.shape[1] != gates * hidden:
         raise ExecutionError(f"{kind}: R has {r.shape[1]} rows, expected {gates} x hidden_size {hidden}",
                              expected=f"{gates * hidden}", found=str(r.shape[1]))
-    backwards = [direction == "reverse" or d == 1 for d in range(dirs)]
-    if fits_fast_path(kind, attrs, x, (w, r, b, h0, c0), lens, p):
+    if fits_fast_path(kind, plain, x, (w, r, b, h0, c0), lens, p):
         y_all, y_h, y_c = fast_recurrent(kind, attrs, x, w, r, b, h0, c0, backwards)
     else:
         lens = np.full(batch, steps) if lens is None else np.asarray(lens).astype(np.int64)

@@ -22,6 +22,7 @@ The block matrix is kept per read-only W, R and B (made again when any of them i
 from __future__ import annotations
 
 import weakref
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -35,17 +36,16 @@ __all__ = ["MAX_BLOCK_ELEMENTS", "fast_recurrent", "fits_fast_path"]
 MAX_BLOCK_ELEMENTS = 1 << 16
 # (kind, linear_before_reset, id(W), id(R), id(B)) -> (weak references to them, the matrices)
 _KEPT: dict[tuple, tuple[tuple, tuple]] = {}
+_HALVES: dict[np.dtype, np.ndarray] = {}
 
 
-def fits_fast_path(kind: str, attrs: Any, x: np.ndarray, arrays: tuple, lens: Any, p: Any) -> bool:
-    """Whether a layer takes the fast path: default activations, no clip, full-length sequences
-    (``lens`` None or none shorter than X), one float dtype for every array, at least one step,
-    a block matrix of at most :data:`MAX_BLOCK_ELEMENTS` (an LSTM without peepholes or
-    ``input_forget``; a GRU of either ``linear_before_reset``). ``arrays`` is (W, R, B,
-    initial_h, initial_c)."""
-    if attrs.get("activations") is not None or attrs.get("clip") is not None or not x.shape[0]:
-        return False
-    if kind == "LSTM" and (p is not None or int(attrs.get("input_forget", 0))):
+def fits_fast_path(kind: str, plain: bool, x: np.ndarray, arrays: tuple, lens: Any, p: Any) -> bool:
+    """Whether a layer takes the fast path: ``plain`` attributes (default activations, no clip,
+    an LSTM without ``input_forget``), full-length sequences (``lens`` None or none shorter than
+    X), one float dtype for every array, at least one step, a block matrix of at most
+    :data:`MAX_BLOCK_ELEMENTS` (an LSTM without peepholes; a GRU of either
+    ``linear_before_reset``). ``arrays`` is (W, R, B, initial_h, initial_c)."""
+    if not plain or not x.shape[0] or (kind == "LSTM" and p is not None):
         return False
     dtype = x.dtype
     if dtype != np.float32 and dtype != np.float64:
@@ -105,12 +105,14 @@ def _matrices(kind: str, lbr: bool, w: np.ndarray, r: np.ndarray, b: np.ndarray 
 def _kept(kind: str, lbr: bool, w: np.ndarray, r: np.ndarray, b: np.ndarray | None) -> tuple:
     """:func:`_matrices`, kept while W, R and B live when all three are read-only."""
     arrays = (w, r, b)
-    if any(a is not None and a.flags.writeable for a in arrays):
+    if w.flags.writeable or r.flags.writeable or (b is not None and b.flags.writeable):
         return _matrices(kind, lbr, w, r, b)
     key = (kind, lbr, id(w), id(r), id(b))
     hit = _KEPT.get(key)
-    if hit is not None and all(ref() is a for ref, a in zip(hit[0], arrays) if a is not None):
-        return hit[1]
+    if hit is not None:
+        refs = hit[0]
+        if refs[0]() is w and refs[1]() is r and (b is None or refs[2]() is b):
+            return hit[1]
     made = _matrices(kind, lbr, w, r, b)
     _KEPT[key] = (tuple(None if a is None else weakref.ref(a) for a in arrays), made)
     for a in arrays:
@@ -119,7 +121,7 @@ def _kept(kind: str, lbr: bool, w: np.ndarray, r: np.ndarray, b: np.ndarray | No
     return made
 
 
-def _stacked(x: np.ndarray, h0: np.ndarray | None, dirs: int, hidden: int, backwards: list[bool]) -> np.ndarray:
+def _stacked(x: np.ndarray, h0: np.ndarray | None, dirs: int, hidden: int, backwards: Sequence[bool]) -> np.ndarray:
     """``[steps + 1, dirs * hidden + dirs * input + 1, batch]``: row block 0 of step 0 the
     initial state (transposed), below each step's state its inputs per direction and a one."""
     steps, batch, size = x.shape
@@ -127,12 +129,22 @@ def _stacked(x: np.ndarray, h0: np.ndarray | None, dirs: int, hidden: int, backw
     z = np.empty((steps + 1, state + dirs * size + 1, batch), x.dtype)
     if h0 is None:
         z[0, :state] = 0
-    else:
-        z[0, :state] = h0.transpose(0, 2, 1).reshape(state, batch)
+    else:  # one copy, straight from the transposed view
+        z[0, :state].reshape(dirs, hidden, batch)[...] = h0.transpose(0, 2, 1)
     for d, back in enumerate(backwards):
         z[:steps, state + d * size:state + (d + 1) * size] = (x[::-1] if back else x).transpose(0, 2, 1)
     z[:, -1] = 1
     return z
+
+
+def _half(dtype: np.dtype) -> np.ndarray:
+    """A read-only 0-d 0.5 of ``dtype``, made once (a 0-d array operand costs a ufunc less than a
+    Python float, which numpy converts on every call)."""
+    found = _HALVES.get(dtype)
+    if found is None:
+        found = _HALVES[dtype] = np.array(0.5, dtype)
+        found.flags.writeable = False
+    return found
 
 
 def _lstm_steps(m: np.ndarray, z: np.ndarray, c: np.ndarray, rows: int) -> None:
@@ -142,7 +154,7 @@ def _lstm_steps(m: np.ndarray, z: np.ndarray, c: np.ndarray, rows: int) -> None:
     flat = g.reshape(-1, g.shape[-1])
     sig, i, o, f, cand = g[:3], g[0], g[1], g[2], g[3]
     tmp = np.empty_like(c)
-    half = np.array(0.5, z.dtype)
+    half = _half(z.dtype)
     states = z[:, :rows]
     dot, add, mul, tanh = np.dot, np.add, np.multiply, np.tanh
     for t in range(z.shape[0] - 1):
@@ -165,7 +177,7 @@ def _gru_steps(m: np.ndarray, rec_h: np.ndarray, z: np.ndarray, rows: int, lbr: 
     zr, update, reset, cand = g[:2], g[0], g[1], g[2]
     part = g[3] if lbr else np.empty_like(cand)
     tmp = np.empty_like(cand)
-    half = np.array(0.5, z.dtype)
+    half = _half(z.dtype)
     states = z[:, :rows]
     dot, add, mul, sub, tanh = np.dot, np.add, np.multiply, np.subtract, np.tanh
     for t in range(z.shape[0] - 1):
@@ -196,7 +208,7 @@ def _rnn_steps(m: np.ndarray, z: np.ndarray, rows: int) -> None:
         tanh(g, states[t + 1])
 
 
-def _outputs(z: np.ndarray, steps: int, dirs: int, hidden: int, backwards: list[bool]) -> tuple:
+def _outputs(z: np.ndarray, steps: int, dirs: int, hidden: int, backwards: Sequence[bool]) -> tuple:
     """``Y`` ([steps, dirs, batch, hidden], each direction in time order) and ``Y_h`` from the
     stacked states ``z`` (step t's state in ``z[t + 1]``)."""
     batch = z.shape[-1]
@@ -211,7 +223,7 @@ def _outputs(z: np.ndarray, steps: int, dirs: int, hidden: int, backwards: list[
 
 
 def fast_recurrent(kind: str, attrs: Any, x: np.ndarray, w: np.ndarray, r: np.ndarray, b: np.ndarray | None,
-                   h0: np.ndarray | None, c0: np.ndarray | None, backwards: list[bool]) -> tuple:
+                   h0: np.ndarray | None, c0: np.ndarray | None, backwards: Sequence[bool]) -> tuple:
     """``(Y, Y_h, Y_c)`` of a layer that :func:`fits_fast_path` (``Y_c`` None but for an LSTM);
     ``x`` is ``[steps, batch, input]`` (layout 0), ``backwards`` says per direction whether it
     runs backwards in time."""
@@ -223,9 +235,7 @@ def fast_recurrent(kind: str, attrs: Any, x: np.ndarray, w: np.ndarray, r: np.nd
     z = _stacked(x, h0, dirs, hidden, backwards)
     cell = None
     if kind == "LSTM":
-        cell = np.zeros((rows, batch), x.dtype)
-        if c0 is not None:
-            cell[:] = c0.transpose(0, 2, 1).reshape(rows, batch)
+        cell = np.zeros((rows, batch), x.dtype) if c0 is None else c0.transpose(0, 2, 1).copy().reshape(rows, batch)
         _lstm_steps(m, z, cell, rows)
     elif kind == "GRU":
         _gru_steps(m, rec_h, z, rows, lbr)

@@ -70,7 +70,11 @@ def _cast(x: np.ndarray, code: int, saturate: bool, round_mode: str) -> np.ndarr
 
 @kernel("Cast", since=1)
 def cast_kernel(attrs: Attrs, x: np.ndarray) -> tuple:
-    """ONNX Cast to the type numbered ``to``; float8 targets saturate unless ``saturate=0``."""
+    """ONNX Cast to the type numbered ``to``; float8 targets saturate unless ``saturate=0``.
+    A cast to the input's own numeric type returns the input, as Identity does (no copy: Cast
+    is not ``fresh``, so no later op writes into its output)."""
+    if type(x) is np.ndarray and x.dtype == onnx_dtype(int(attrs["to"])) and x.dtype.kind not in "OUS":
+        return (x,)
     saturate = bool(int(attrs.get("saturate", 1)))
     round_mode = attr_str(attrs, "round_mode", "up")
     return (_cast(x, int(attrs["to"]), saturate, round_mode),)

@@ -62,6 +62,11 @@ def normalize_indices(indices: np.ndarray, dim: Any, name: str = "indices") -> n
 def gather(attrs: Mapping[str, Any], x: np.ndarray, indices: np.ndarray) -> tuple:
     """ONNX Gather: ``take`` along ``axis``."""
     axis = axis_of(attrs.get("axis", 0), x.ndim)
+    if type(indices) is np.ndarray and indices.dtype.kind == "i" and type(x) is np.ndarray:
+        try:  # numpy's own bounds check is ONNX's: negatives wrap once, others raise
+            return (np.take(x, indices, axis=axis),)
+        except IndexError:
+            pass  # normalize_indices says which indices are out of range
     idx = normalize_indices(indices, x.shape[axis])
     return (np.take(x, idx, axis=axis),)
 

@@ -108,6 +108,10 @@ def _reduce(fn: Reducer, attrs: Attrs, x: np.ndarray, axes: list[int] | None) ->
     if not axes:
         if int(attrs.get("noop_with_empty_axes", 0)):
             return (x,)
+        if fn is _sum and type(x) is np.ndarray and x.dtype.kind in "iuf" and x.dtype.itemsize >= 4:
+            # a sum of everything (a loop body's row sum): one reduce, no axes to work out
+            total = np.add.reduce(x, axis=None, dtype=x.dtype)
+            return (np.asarray(total).reshape((1,) * x.ndim) if int(attrs.get("keepdims", 1)) else np.asarray(total),)
         axes = list(range(x.ndim))
     ax = normalize_axes(axes, x.ndim)
     # float16/bfloat16 accumulate in float32; integers keep their own type
