@@ -145,9 +145,10 @@ class Rule:
         object.__setattr__(self, "variables", variables)
         object.__setattr__(self, "captures", captures)
         object.__setattr__(self, "constants", constants(root))
-        object.__setattr__(self, "given", self.guard)
+        # a guard already wrapped (dataclasses.replace of a rule) is unwrapped, so it runs once
+        object.__setattr__(self, "given", self.guard.then if isinstance(self.guard, Requirements) else self.guard)
         if self.constants:
-            object.__setattr__(self, "guard", Requirements(tuple(self.constants.values()), self.guard))
+            object.__setattr__(self, "guard", Requirements(tuple(self.constants.values()), self.given))
         if self.replacement is not None:
             known = [*variables, *captures, "match"]
             for name in parameters(self.replacement, f"{self.name}.replacement"):

@@ -162,3 +162,15 @@ def test_const_value_reads_a_constant_and_names_a_value_that_is_none() -> None:
     (computed,) = matches(_scaled(None), rule)
     with pytest.raises(ArgumentError, match=r"scaled\.s"):
         const_value(computed, "s")
+
+
+def test_a_replaced_rule_wraps_its_given_guard_once() -> None:
+    """``dataclasses.replace`` of a rule with ``const`` inputs keeps one requirements check
+    around the guard given, which stays ``rule.given``."""
+    import dataclasses
+
+    guard = lambda m: True  # noqa: E731 - a guard to recognise
+    rule = Rule("scaled", lambda op, x, s: op.Mul(x, const(s)), guard=guard)
+    again = dataclasses.replace(rule, name="again")
+    assert again.given is guard and again.guard.then is guard
+    assert len(matches(_scaled(2.0), again)) == 1 and matches(_scaled(None), again) == []
