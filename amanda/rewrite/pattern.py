@@ -97,7 +97,15 @@ class real:  # noqa: N801 - an attribute predicate, written like a function in p
     default: float | None = None
 
     def __call__(self, found: Any) -> bool:
-        number = _real(self.default if found is None else found)
+        return self._holds(self.default if found is None else found)
+
+    def of(self, attrs: Any, key: str) -> bool:
+        """Whether attribute ``key`` of ``attrs`` qualifies: absent, it is read as ``default``;
+        present, its value is (so an attribute set to None does not qualify)."""
+        return self._holds(attrs[key] if key in attrs else self.default)
+
+    def _holds(self, value: Any) -> bool:
+        number = _real(value)
         return number is not None and (self.value is None or number == self.value)
 
 
@@ -172,7 +180,10 @@ class PatternOp:
             return False
         for key, wanted in self.attrs.items():
             found = node.attrs.get(key)
-            if callable(wanted):
+            if isinstance(wanted, real):
+                if not wanted.of(node.attrs, key):
+                    return False
+            elif callable(wanted):
                 if not wanted(found):
                     return False
             elif found is None or value_key(found) != value_key(wanted):

@@ -93,6 +93,7 @@ def test_real_as_an_attribute_predicate_in_a_pattern() -> None:
                          edges=[*((f"g:{p}", f"bn:{p}") for p in ports), ("bn:Y", "g:y")])
 
     assert [len(matches(bn(a), rule)) for a in ({}, {"training_mode": 0}, {"training_mode": 1})] == [1, 1, 0]
+    assert matches(bn({"training_mode": None}), rule) == []  # set, to no number: not the default
 
 
 GELU_LIKE = Rule("gelu_like", lambda op, x: op.Mul(x, op.Sigmoid(x)))
