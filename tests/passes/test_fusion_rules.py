@@ -1,5 +1,8 @@
 """The optimiser's fusions are rewrite rules, each written in at most ten lines (issue 29's
-figure): the ``Rule(...)`` statement, pattern included, counted in the module source."""
+figure): the ``Rule(...)`` statement, pattern included, counted in the module source; for the
+four fusions of amanda/passes/fuse.py, with the helpers only that rule uses (its marked block).
+The rule language's general features (amanda/rewrite/: ``const``, ``real``, the match context)
+are not counted."""
 
 from __future__ import annotations
 
