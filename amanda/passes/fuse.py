@@ -38,8 +38,9 @@ __all__ = ["CONV_BATCHNORM", "GELU", "MATMUL_ADD", "SWISH", "fuse_conv_batchnorm
 # rule: conv_batchnorm. Conv (constant weights) read only by an inference BatchNormalization -> one Conv
 def _fold(op: Any, x: Any, w: Any, b: Any, scale: Any, bias: Any, mean: Any, var: Any, conv: Any, bn: Any) -> Any:
     k = scale.value.astype(np.float64) / np.sqrt(var.value.astype(np.float64) + float(bn.attrs.get("epsilon", 1e-5)))
-    w2, b2 = w.value * k.reshape(-1, *[1] * (w.value.ndim - 1)), ((0.0 if b.source is None else b.value) - mean.value) * k
-    return op.Conv(x, w2.astype(w.value.dtype), (b2 + bias.value).astype(w.value.dtype), _like=conv)
+    w2 = w.value * k.reshape(-1, *[1] * (w.value.ndim - 1))  # each output channel's filter scaled
+    b2 = ((0.0 if b.source is None else b.value) - mean.value) * k + bias.value  # b.source None: no bias
+    return op.Conv(x, w2.astype(w.value.dtype), b2.astype(w.value.dtype), _like=conv)
 CONV_BATCHNORM = Rule("conv_batchnorm", lambda op, x, w, b, scale, bias, mean, var: op.BatchNormalization(
     op.Conv(x, const(w), Optional(const(b)), _as="conv"), const(scale), const(bias), const(mean), const(var),
     training_mode=real(0, default=0), epsilon=real(default=1e-5), _as="bn"),
