@@ -11,6 +11,7 @@ level's opset: :mod:`amanda.rewrite.context`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -64,6 +65,17 @@ SWISH = Rule("swish", silu, lambda op, x, match: op.Swish(x, **target(match, 24)
              guard=lambda m: target(m, 24) is not None, check=False)
 
 
+_INTERNAL = MatchContext(internal=True)
+
+
+def _by_level(model: Container, internal: bool) -> Callable[[Container, tuple], MatchContext]:
+    """Each level's match context by path: its namespace, and whether amanda's own ops may be
+    made (one context per distinct namespace, made once: a pass visits every level)."""
+    namespaces = level_namespaces(model)
+    contexts = {ns: MatchContext(ns, internal=internal) for ns in {*namespaces.values(), None}}
+    return lambda m, p: contexts[namespaces.get(p)]
+
+
 def fuse_conv_batchnorm(model: Container) -> PassResult:
     """Fold inference BatchNormalization into the Conv before it (constant weights only).
 
@@ -112,15 +124,14 @@ def fuse_matmul_add_internal(model: Container) -> PassResult:
     >>> amanda.Session(out).run(["y"], {"x": np.ones((1, 1, 2), np.float32)})[0].tolist()
     [[[14.0, 26.0]]]
     """
-    return apply_rules("fuse_matmul_add_internal", model, [MATMUL_ADD], lambda m, p: MatchContext(internal=True))
+    return apply_rules("fuse_matmul_add_internal", model, [MATMUL_ADD], lambda m, p: _INTERNAL)
 
 
 def fuse_gelu(model: Container) -> PassResult:
     """Replace the erf form of GELU (``x * 0.5 * (1 + erf(x / sqrt 2))``, as exported by torch)
     with one Gelu op, in levels whose ONNX opset has Gelu (20 and later)."""
     expect_container(model, "model")
-    namespaces = level_namespaces(model)
-    return apply_rules("fuse_gelu", model, GELU, lambda m, p: MatchContext(namespaces.get(p)))
+    return apply_rules("fuse_gelu", model, GELU, _by_level(model, internal=False))
 
 
 def fuse_gelu_internal(model: Container) -> PassResult:
@@ -143,12 +154,10 @@ def fuse_gelu_internal(model: Container) -> PassResult:
     >>> [round(float(v), 4) for v in amanda.Session(out).run(["y"], {"x": np.float32([-1, 0, 2])})[0]]
     [-0.1587, 0.0, 1.9545]
     """
-    namespaces = level_namespaces(model)
-    return apply_rules("fuse_gelu_internal", model, GELU, lambda m, p: MatchContext(namespaces.get(p), internal=True))
+    return apply_rules("fuse_gelu_internal", model, GELU, _by_level(model, internal=True))
 
 
 def fuse_swish_internal(model: Container) -> PassResult:
     """``Mul(x, Sigmoid(x))`` as one Swish: ONNX's from opset 24, amanda's own (namespace
     ``amanda/fused``, run only by amanda) below; a Session uses it in its plans."""
-    namespaces = level_namespaces(model)
-    return apply_rules("fuse_swish_internal", model, [SWISH], lambda m, p: MatchContext(namespaces.get(p), internal=True))
+    return apply_rules("fuse_swish_internal", model, [SWISH], _by_level(model, internal=True))

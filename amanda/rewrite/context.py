@@ -15,8 +15,7 @@ namespace, no op of amanda's own, no types.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -27,11 +26,10 @@ from amanda.ops.catalog import FUSED
 __all__ = ["MatchContext", "const_value", "context_of", "onnx_opset", "rank", "target"]
 
 
-@dataclass(frozen=True, slots=True)
-class MatchContext:
+class MatchContext(NamedTuple):
     """A match's context: the level's ``namespace``, whether amanda's own ops may be made
     (``internal``), and ``types`` (a :class:`~amanda.types.TypeMap` of the model, or None)
-    with the level's ``path`` in that model."""
+    with the level's ``path`` in that model. (A named tuple: a pass makes one per level.)"""
 
     namespace: str | None = None
     internal: bool = False
