@@ -51,8 +51,8 @@ CONV_BATCHNORM = Rule("conv_batchnorm", lambda op, x, w, b, scale, bias, mean, v
 # MatMulAdd (any rank, the bias written first and added to by BLAS) or Gemm (a left operand known 2-D)
 MATMUL_ADD = Rule(
     "matmul_add", lambda op, a, b, c: op.Add(op.MatMul(a, const(b, ndim=2), _as="mm"), const(c, ndim=(0, 1))),
-    lambda op, a, b, c, mm, match: op.MatMulAdd(a, b, c, _ports=(("A", "B", "C"), ("Y",)), namespace=FUSED)
-    if context_of(match).internal else op.Gemm(a, b, c, **own_namespace(mm)),
+    lambda op, a, b, c, match: op.MatMulAdd(a, b, c, _ports=(("A", "B", "C"), ("Y",)), namespace=FUSED)
+    if context_of(match).internal else op.Gemm(a, b, c, **own_namespace(match.op("mm"))),
     guard=lambda m: const_value(m, "c").size in (1, const_value(m, "b").shape[1]) if context_of(m).internal
     else rank(m, "mm") == 2, check=False)
 
