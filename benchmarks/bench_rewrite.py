@@ -6,8 +6,10 @@ For each tree in turn (alternating, ``--rounds`` times, each in a fresh process 
 first on ``sys.path``) and each model cached by ``bench_models.py`` (``--cache``, default the
 same directory): the optimisation a Session's plan runs for the feeds' types
 (``exec.plan_cache.optimized_for``, median of 5), a fresh session's plan, and ``Session.run``
-(median of settled blocks; ``--optimise-only`` skips these two); and the op types of the optimised model, which must agree between
-the trees when a change only moves the optimiser onto another engine. Prints each tree's median
+(median of settled blocks; ``--optimise-only`` skips these two, ``--fusions`` times the five
+fusion passes of ``passes/fuse.py`` on the imported model in place of the optimisation); and
+the op types of the optimised model, which must agree between the trees when a change only
+moves the optimiser onto another engine. Prints each tree's median
 over the rounds and the median over the rounds of each round's ratio after / before.
 """
 
@@ -25,6 +27,7 @@ from pathlib import Path
 
 MODELS = ["resnet", "mobilenetv3", "efficientnet", "vit", "convnext", "gpt2", "bert", "unet", "gpt2x12"]
 CACHE = Path(tempfile.gettempdir()) / "amanda-bench-models"
+FUSIONS = ["fuse_conv_batchnorm", "fuse_matmul_add", "fuse_matmul_add_internal", "fuse_gelu_internal", "fuse_swish_internal"]
 
 
 def _median_time(fn: object, repeat: int) -> float:
@@ -42,7 +45,7 @@ def _plan(session_type: type, model: object, out: str, feeds: dict) -> None:
         fresh.plan([out], feeds)
 
 
-def measure(cache: Path, models: list[str], optimise_only: bool = False) -> dict:
+def measure(cache: Path, models: list[str], optimise_only: bool = False, fusions: bool = False) -> dict:
     """The figures of the amanda on ``sys.path`` for each cached model."""
     import numpy as np
     import onnx
@@ -65,6 +68,11 @@ def measure(cache: Path, models: list[str], optimise_only: bool = False) -> dict
         types = signature(model, (out,), feeds)
         optimized = optimized_for(model, types)
         optimise = _median_time(lambda: optimized_for(model, types), 5)  # noqa: B023 - called at once
+        if fusions:  # the fusion passes alone, each on the imported model, summed
+            from amanda.passes import fuse
+
+            passes = [getattr(fuse, n) for n in FUSIONS]
+            optimise = sum(_median_time(lambda: f(model), 9) for f in passes)  # noqa: B023 - called at once
 
         counts = collections.Counter(op.type for op in flatten(optimized).ops.values())
         found[name] = {"optimise": optimise, "ops": dict(sorted(counts.items()))}
@@ -91,11 +99,13 @@ def main() -> int:
     parser.add_argument("--cache", type=Path, default=CACHE)
     parser.add_argument("--only", default=",".join(MODELS))
     parser.add_argument("--optimise-only", action="store_true", help="measure the optimisation alone")
+    parser.add_argument("--fusions", action="store_true",
+                        help="with --optimise-only: time the five fusion passes of passes/fuse.py instead")
     parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     models = args.only.split(",")
     if args.measure:
-        print(json.dumps(measure(args.cache, models, args.optimise_only)))
+        print(json.dumps(measure(args.cache, models, args.optimise_only, args.fusions)))
         return 0
     if not args.trees:
         parser.error("--trees BEFORE AFTER")
@@ -104,6 +114,7 @@ def main() -> int:
         for tree in args.trees if round_ % 2 == 0 else args.trees[::-1]:  # ABBA: no tree always first
             argv = [__file__, "--measure", "--only", args.only, "--cache", str(args.cache)]
             argv += ["--optimise-only"] if args.optimise_only else []
+            argv += ["--fusions"] if args.fusions else []
             code = (f"import sys; sys.path.insert(0, {tree!r}); sys.argv = {argv!r}; "
                     f"exec(compile(open({__file__!r}).read(), {__file__!r}, 'exec'))")
             done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -9,12 +9,12 @@ from amanda.autodiff.node import Node
 from amanda.build import ops
 from amanda.build.values import Value
 
-__all__ = []
+__all__ = ["repeat_heads"]
 
 I64 = np.int64
 
 
-def _repeat(x: Value, times: int) -> Value:
+def repeat_heads(x: Value, times: int) -> Value:
     """Each head ``times`` times in a row (grouped-query attention), as numpy's repeat."""
     if times == 1:
         return x

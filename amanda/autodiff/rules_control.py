@@ -31,13 +31,16 @@ from amanda.build.values import Call, Value
 from amanda.containers import Container, Port
 from amanda.types.tensor_type import TensorType
 
-__all__ = ["body_vjp"]
+__all__ = ["FLOAT_TYPES", "body_vjp", "captured_inputs", "captured_name", "control_op", "expect_floats",
+           "gradient_per_input", "input_parts", "inputs_like", "reverse_body", "stacked_type", "with_extra_outputs",
+           "without_axis"]
 
-_FLOATS = ("float16", "float32", "float64", "bfloat16")
+#: the dtypes a Scan or Loop differentiates through
+FLOAT_TYPES = ("float16", "float32", "float64", "bfloat16")
 _count = itertools.count()
 
 
-def _name(port: Port) -> str:
+def captured_name(port: Port) -> str:
     """The name a body reads a captured port by (the importer keeps a renamed one in onnx_name)."""
     return str(port.attrs.get("onnx_name", port.name))
 
@@ -50,7 +53,7 @@ def body_vjp(n: Node, body: Container, types: dict[str, Any], cotangents: Sequen
     from amanda.autodiff.transform import grad
 
     values = {name: Input(name, t.dtype, t.shape) for name, t in types.items()}
-    names = [_name(p) if p.attrs.get("captured") else p.name for p in body.inputs]
+    names = [captured_name(p) if p.attrs.get("captured") else p.name for p in body.inputs]
     outs = apply(body, *[values[name] for name in names])
     outs = outs if isinstance(outs, tuple) else (outs,)
     dvalues = [Input(f"d:{k}", outs[k].type.dtype, outs[k].type.shape) for k in cotangents]
@@ -69,7 +72,7 @@ def _captured(c: Container, names: set[str]) -> Container:
                      attrs=c.attrs, controls=c.controls)
 
 
-def _op(n: Node, op_type: str, regular: list[tuple[str, Value]], captured: list[tuple[str, Value]],
+def control_op(n: Node, op_type: str, regular: list[tuple[str, Value]], captured: list[tuple[str, Value]],
         outputs: list[tuple[str, Any]], attrs: dict[str, Any]) -> list[Value]:
     """A control-flow op built by hand (the builder has no captured ports): its output Values."""
     taken = {name for name, _ in regular}
@@ -86,26 +89,30 @@ def _op(n: Node, op_type: str, regular: list[tuple[str, Value]], captured: list[
     return [Value(call, name, t, f"{label}.{name}") for name, t in outputs]
 
 
-def _captured_inputs(n: Node) -> list[tuple[int, str]]:
-    return [(i, _name(p)) for i, p in enumerate(n.op.inputs) if p.attrs.get("captured") and n.inputs[i] is not None]
+def captured_inputs(n: Node) -> list[tuple[int, str]]:
+    """(index, name) of each captured input of the op that is fed a value."""
+    return [(i, captured_name(p)) for i, p in enumerate(n.op.inputs) if p.attrs.get("captured") and n.inputs[i] is not None]
 
 
-def _float(n: Node, values: Sequence[Value], what: str) -> None:
+def expect_floats(n: Node, values: Sequence[Value], what: str) -> None:
+    """Fail (naming the op) unless every value is of a floating-point dtype: ``what`` says which values."""
     for v in values:
-        if v.type.dtype not in _FLOATS:
+        if v.type.dtype not in FLOAT_TYPES:
             raise n.fail(f"floating-point {what}", f"{v.type!r}")
 
 
-def _dropped(t: Any, axis: int) -> TensorType:
+def without_axis(t: Any, axis: int) -> TensorType:
+    """Tensor type ``t`` without its axis ``axis`` (negative counts from the end): one step of a scan input."""
     shape = None if t.shape is None else tuple(d for j, d in enumerate(t.shape) if j != axis % len(t.shape))
     return TensorType(t.dtype, shape)
 
 
-def _stacked(t: Any) -> TensorType:
+def stacked_type(t: Any) -> TensorType:
+    """Tensor type ``t`` with a leading axis of unknown length: one value per step."""
     return TensorType(t.dtype, None if t.shape is None else (None, *t.shape))
 
 
-def _with_extra_outputs(body: Container, names: Sequence[str]) -> Container:
+def with_extra_outputs(body: Container, names: Sequence[str]) -> Container:
     """``body`` with each of its inputs ``names`` also given out (as an Identity), after its outputs."""
     from amanda.containers import SELF, Edge, Endpoint
     from amanda.containers.container import op
@@ -121,13 +128,13 @@ def _with_extra_outputs(body: Container, names: Sequence[str]) -> Container:
                      attrs=body.attrs, controls=body.controls)
 
 
-def _parts(n: Node) -> tuple[list[int], list[tuple[int, str]]]:
+def input_parts(n: Node) -> tuple[list[int], list[tuple[int, str]]]:
     """The indices of the op's regular inputs, and (index, name) of its captured ones."""
     regular = [i for i, p in enumerate(n.op.inputs) if not p.attrs.get("captured")]
-    return regular, _captured_inputs(n)
+    return regular, captured_inputs(n)
 
 
-def _reverse_body(n: Node, g: Container, feed: dict[str, Value], inputs: list[Value], acc: list[Value],
+def reverse_body(n: Node, g: Container, feed: dict[str, Value], inputs: list[Value], acc: list[Value],
                   names: dict[str, list[str]], lead: dict[str, Value] | None = None) -> Container:
     """The body of the backward Scan or Loop: ``g`` fed this step's values (``feed``, by g's
     input names), giving ``lead`` (Loop's condition), the previous step's cotangents
@@ -143,12 +150,13 @@ def _reverse_body(n: Node, g: Container, feed: dict[str, Value], inputs: list[Va
     return _captured(body, set(names["captured"]))
 
 
-def _inputs(prefix: str, values: Sequence[Any]) -> list[Value]:
+def inputs_like(prefix: str, values: Sequence[Any]) -> list[Value]:
+    """One builder Input per type of ``values``, named ``<prefix>_<j>``."""
     return [Input(f"{prefix}_{j}", t.dtype, t.shape) for j, t in enumerate(values)]
 
 
-def _answer(n: Node, found: dict) -> list:
+def gradient_per_input(n: Node, found: dict) -> list:
     """One gradient per input of the op: ``found`` keys a regular input by index, a captured
     one by its name."""
-    return [(found.get(_name(p)) if p.attrs.get("captured") else found.get(i)) if n.need(i) else None
+    return [(found.get(captured_name(p)) if p.attrs.get("captured") else found.get(i)) if n.need(i) else None
             for i, p in enumerate(n.op.inputs)]

@@ -12,12 +12,13 @@ from amanda.autodiff.node import Node, const, shape_of, size_of
 from amanda.build import ops
 from amanda.build.values import Value
 
-__all__ = ["replay_vjp"]
+__all__ = ["i64_1d", "replay_vjp"]
 
 I64 = np.int64
 
 
-def _one(v: int) -> np.ndarray:
+def i64_1d(v: int) -> np.ndarray:
+    """``[v]`` as an int64 array: the starts, ends, axes and shapes the decomposed rules pass."""
     return np.array([v], I64)
 
 
@@ -47,11 +48,11 @@ def replay_vjp(n: Node) -> list:
     picked = ops.Cast(picked, to=np.dtype("int64"))
     flat = np.array([-1], I64)
     g = n.grad()
-    zeros = ops.ConstantOfShape(ops.Reshape(start, _one(1)), value=const([0], g))
+    zeros = ops.ConstantOfShape(ops.Reshape(start, i64_1d(1)), value=const([0], g))
     total = ops.ScatterElements(zeros, ops.Reshape(picked, flat), ops.Reshape(g, flat), axis=0, reduction="add")
     out: list = [None] * len(n.inputs)
     for i, (lo, hi) in spans.items():
         if n.need(i):
-            part = ops.Slice(total, ops.Reshape(lo, _one(1)), ops.Reshape(hi, _one(1)), _one(0))
+            part = ops.Slice(total, ops.Reshape(lo, i64_1d(1)), ops.Reshape(hi, i64_1d(1)), i64_1d(0))
             out[i] = ops.Reshape(part, shape_of(n.inputs[i]))
     return out

@@ -13,7 +13,8 @@ from amanda.build import ops
 from amanda.build.values import Value
 from amanda.ops.registry import ONNX, entries
 
-__all__ = ["disjoint_select_vjp", "repeated_select_vjp", "NO_GRADIENT", "no_gradient_vjp", "scatter_back", "select_vjp"]
+__all__ = ["disjoint_select_vjp", "flat_positions", "repeated_select_vjp", "NO_GRADIENT", "no_gradient_vjp", "scatter_back",
+           "select_vjp"]
 
 
 def rest(n: Node, first: Value | None) -> list:
@@ -41,7 +42,7 @@ def scatter_back(g: Value, x: Value, positions: Value, n: Node | None = None, un
     return ops.Reshape(summed, shape_of(x))
 
 
-def _positions(x: Value) -> Value:
+def flat_positions(x: Value) -> Value:
     """Each element's flat position, shaped like ``x``."""
     count = size_of(x)
     return ops.Reshape(ops.Range(np.array(0, np.int64), count, np.array(1, np.int64)), shape_of(x))
@@ -72,7 +73,7 @@ def _select(n: Node, unique: bool) -> list:
     from amanda.build.builder import Ops
 
     builder = getattr(Ops(n.namespace), n.op.type)  # the op's own version (SpaceToDepth's mode is 28's)
-    picked = builder(_positions(x), *n.inputs[1:], **attrs)
+    picked = builder(flat_positions(x), *n.inputs[1:], **attrs)
     return rest(n, scatter_back(n.grad(), x, picked, n, unique=unique))
 
 

@@ -23,7 +23,7 @@ from amanda.errors import ExecutionError
 from amanda.exec.dispatch import OpContext
 
 
-def _ports(node: Any) -> tuple[tuple[str | None, ...], tuple[str, ...], tuple[str, ...]]:
+def body_ports(node: Any) -> tuple[tuple[str | None, ...], tuple[str, ...], tuple[str, ...]]:
     """A control-flow op's or body's input ports, read once per container (reading a port's
     attributes on every run or iteration cost If a third of its run): for each port the name
     of the outer value it captures (None for a formal input), the formal names, the captured
@@ -38,25 +38,25 @@ def _ports(node: Any) -> tuple[tuple[str | None, ...], tuple[str, ...], tuple[st
     return node._cached("exec.control_flow.ports", build)  # type: ignore[no-any-return]
 
 
-def _regular(ctx: OpContext, values: Sequence[Any]) -> list[Any]:
+def regular_inputs(ctx: OpContext, values: Sequence[Any]) -> list[Any]:
     """The op's positional (not captured) inputs."""
-    return [value for name, value in zip(_ports(ctx.op)[0], values) if name is None]
+    return [value for name, value in zip(body_ports(ctx.op)[0], values) if name is None]
 
 
-def _formal(body: Any, count: int) -> tuple[str, ...]:
+def formal_names(body: Any, count: int) -> tuple[str, ...]:
     """The body's first ``count`` formal input names: values past its formal inputs are not
     fed (nor are formal inputs past the values)."""
-    return _ports(body)[1][:count]
+    return body_ports(body)[1][:count]
 
 
-def _prepared(ctx: OpContext, body: Any, formal: Sequence[str]) -> tuple[Callable[[Sequence[Any]], list], tuple]:
+def prepared_body(ctx: OpContext, body: Any, formal: Sequence[str]) -> tuple[Callable[[Sequence[Any]], list], tuple]:
     """``run(values) -> outputs`` of ``body`` fed ``formal`` then its captured inputs, and where
     among the op's inputs each captured value is: made once per op and body (kept in
     ``ctx.bodies``), so an iteration looks up no plan, builds no feed dict and checks no names."""
     key = id(body)  # one op feeds one body the same formal inputs every time: checked, not hashed
     found = ctx.bodies.get(key)
     if found is None or found[0] is not body or found[3] != formal:
-        captured = _ports(body)[2]
+        captured = body_ports(body)[2]
         names = (*formal, *captured)
         outputs = body.output_names
         if ctx.body_runner is not None:
@@ -74,7 +74,7 @@ def _positions(ctx: OpContext, names: Sequence[str]) -> tuple[int, ...]:
     """Where among the op's inputs the values of a body's captured ``names`` are (an error
     names one the op lacks)."""
     at: dict[str, int] = {}
-    for i, name in enumerate(_ports(ctx.op)[0]):
+    for i, name in enumerate(body_ports(ctx.op)[0]):
         if name is not None:
             at.setdefault(name, i)
     missing = [n for n in names if n not in at]
@@ -83,7 +83,8 @@ def _positions(ctx: OpContext, names: Sequence[str]) -> tuple[int, ...]:
     return tuple(at[n] for n in names)
 
 
-def _truth(value: Any) -> bool:
+def truth(value: Any) -> bool:
+    """The truth of a condition: a scalar, or the first element of a tensor."""
     if type(value) is np.ndarray and value.ndim == 0:  # a condition is mostly a scalar
         return bool(value)
     return bool(np.asarray(value).reshape(-1)[0])

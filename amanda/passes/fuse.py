@@ -2,113 +2,78 @@
 folded for inference, MatMul+Add as one Gemm (or amanda's own MatMulAdd), and the erf form of
 GELU and SiLU as one Gelu / Swish op (where the opset has it, or amanda's own for a Session).
 
-Each fusion is one :class:`~amanda.rewrite.Rule`: the pattern as builder code, the replacement,
-and a guard for what a pattern cannot say (constant weights, a known rank, the level's opset).
+Each fusion is one :class:`~amanda.rewrite.Rule` of at most ten lines: the pattern as builder
+code, which says which inputs are constants (``const``) and which attributes they need
+(``real``), the replacement, and a guard for what a pattern cannot say (a known rank, the
+level's opset: :mod:`amanda.rewrite.context`).
 :func:`~amanda.passes.rules.apply_rules` replaces their matches level by level.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from amanda.containers import Container
 from amanda.containers.arguments import expect_container
-from amanda.exec.dispatch import parse_namespace
 from amanda.ops.catalog import FUSED
 from amanda.passes.level import level_namespaces, own_namespace
 from amanda.passes.report import PassResult
 from amanda.passes.rules import apply_rules
-from amanda.rewrite import Match, Optional, Rule
-from amanda.rewrite.library import erf_gelu, erf_gelu_half_inside, matmul_add, silu
-from amanda.types import TensorType, infer_types
+from amanda.rewrite import Optional, Rule
+from amanda.rewrite.context import MatchContext, const_value, context_of, rank, target
+from amanda.rewrite.library import erf_gelu, erf_gelu_half_inside, silu
+from amanda.rewrite.pattern import const, real
+from amanda.types import infer_types
 
 __all__ = ["CONV_BATCHNORM", "GELU", "MATMUL_ADD", "SWISH", "fuse_conv_batchnorm", "fuse_gelu", "fuse_gelu_internal",
            "fuse_matmul_add", "fuse_matmul_add_internal", "fuse_swish_internal"]
 
-GEMM_PORTS = (("A", "B", "C"), ("Y",))
+# Each rule is one block below, from its "# rule:" line to the blank line after it; a helper
+# used by one rule only lies inside its block (tests/passes/test_fusion_rules.py counts them).
+# The rules are made while amanda is imported, so they build no namespace (check=False; the
+# tests check them).
+
+# rule: conv_batchnorm. Conv (constant weights) read only by an inference BatchNormalization -> one Conv
+def _fold(op: Any, x: Any, w: Any, b: Any, scale: Any, bias: Any, mean: Any, var: Any, conv: Any, bn: Any) -> Any:
+    k = scale.value.astype(np.float64) / np.sqrt(var.value.astype(np.float64) + float(bn.attrs.get("epsilon", 1e-5)))
+    w2 = w.value * k.reshape(-1, *[1] * (w.value.ndim - 1))  # each output channel's filter scaled
+    b2 = ((0.0 if b.source is None else b.value) - mean.value) * k + bias.value  # b.source None: no bias
+    return op.Conv(x, w2.astype(w.value.dtype), b2.astype(w.value.dtype), _like=conv)
+CONV_BATCHNORM = Rule("conv_batchnorm", lambda op, x, w, b, scale, bias, mean, var: op.BatchNormalization(
+    op.Conv(x, const(w), Optional(const(b)), _as="conv"), const(scale), const(bias), const(mean), const(var),
+    training_mode=real(0, default=0), epsilon=real(default=1e-5), _as="bn"),
+    _fold, guard=lambda m: len(m.op("conv").outputs) == 1, check=False)
+
+# rule: matmul_add. MatMul by a constant matrix read only by an Add of a constant row -> amanda's own
+# MatMulAdd (any rank, the bias written first and added to by BLAS) or Gemm (a left operand known 2-D)
+MATMUL_ADD = Rule(
+    "matmul_add", lambda op, a, b, c: op.Add(op.MatMul(a, const(b, ndim=2), _as="mm"), const(c, ndim=(0, 1))),
+    lambda op, a, b, c, match: op.MatMulAdd(a, b, c, _ports=(("A", "B", "C"), ("Y",)), namespace=FUSED)
+    if context_of(match).internal else op.Gemm(a, b, c, **own_namespace(match.op("mm"))),
+    guard=lambda m: const_value(m, "c").size in (1, const_value(m, "b").shape[1]) if context_of(m).internal
+    else rank(m, "mm") == 2, check=False)
+
+# rule: gelu. The erf form of GELU (either association) -> one Gelu (ONNX's from opset 20)
+GELU = tuple(Rule("gelu", pattern, lambda op, x, match: op.Gelu(x, **target(match, 20) or {}),
+                  guard=lambda m: target(m, 20) is not None, check=False) for pattern in (erf_gelu, erf_gelu_half_inside))
+
+# rule: swish. SiLU, Mul(x, Sigmoid(x)) -> one Swish (ONNX's from opset 24)
+SWISH = Rule("swish", silu, lambda op, x, match: op.Swish(x, **target(match, 24) or {}),
+             guard=lambda m: target(m, 24) is not None, check=False)
 
 
-def _opset(namespace: str | None) -> int:
-    try:
-        family, domain, opset = parse_namespace(namespace or "")
-    except Exception:  # noqa: BLE001 - unreadable namespaces are not fused
-        return 0
-    return opset or 0 if family == "amanda/onnx" and not domain else 0
+_INTERNAL = MatchContext(internal=True)
 
 
-def _target(match: Match, since: int) -> dict[str, Any] | None:
-    """Where the fused op lives: the matched ops' ONNX namespace from opset ``since``, else
-    amanda's own when the context (level namespace, internal) asks for it, else None (no fusion)."""
-    namespace, internal = match.context or (None, False)  # no context (amanda.rewrite): the ops' own
-    own = next((own_namespace(match.view.ops[k]) for k in match.keys if "namespace" in match.view.ops[k].attrs), {})
-    return own if _opset(own.get("namespace", namespace)) >= since else {"namespace": FUSED} if internal else None
-
-
-def _real(value: Any) -> float | None:
-    """``value`` as a float if it is a real number (a bool, int, float or numpy scalar), else None."""
-    if isinstance(value, (bool, int, float, np.integer, np.floating)) or (
-            isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "biuf"):
-        return float(value)
-    return None
-
-
-def _inference_epsilon(bn: Container) -> float | None:
-    """The epsilon of a BatchNormalization in inference mode; None in training mode or for
-    attributes no BatchNormalization can have (that op is left for the kernel to name)."""
-    training, epsilon = _real(bn.attrs.get("training_mode", 0)), _real(bn.attrs.get("epsilon", 1e-5))
-    return None if training is None or training else epsilon
-
-
-def _folded(op: Any, x: Any, w: Any, b: Any, scale: Any, bias: Any, mean: Any, var: Any, conv: Any, bn: Any) -> Any:
-    """The Conv with the BatchNormalization's scale and shift folded into its weights and bias."""
-    k = np.asarray(scale.value, np.float64) / np.sqrt(np.asarray(var.value, np.float64) + (_inference_epsilon(bn) or 0.0))
-    w2 = (w.value * k.reshape(-1, *([1] * (w.value.ndim - 1)))).astype(w.value.dtype)
-    b2 = ((0.0 if b is None or b.source is None else b.value) - mean.value) * k + bias.value
-    return op.Conv(x, w2, b2.astype(w.value.dtype), _like=conv)
-
-
-def _foldable(m: Match) -> bool:
-    constant = [m.constant(v) is not None for v in ("w", "scale", "bias", "mean", "var")]
-    return all(constant) and (m.values["b"] is None or m.constant("b") is not None) and \
-        _inference_epsilon(m.op("bn")) is not None and len(m.op("conv").outputs) == 1
-
-
-def _linear(m: Match) -> bool:
-    """A constant matrix and bias row; outside a Session's plans, a left operand known 2-D."""
-    types, path, internal = m.context or (None, (), False)
-    b, c = m.constant("b"), m.constant("c")
-    if b is None or b.ndim != 2 or c is None or c.ndim > 1:
-        return False
-    if internal:
-        return c.size in (1, b.shape[1])
-    mm = m.op("mm")
-    a = types.input(path + (mm.name,), mm.inputs[0].name) if types is not None else None
-    return isinstance(a, TensorType) and a.shape is not None and len(a.shape) == 2
-
-
-def _gemm(op: Any, a: Any, b: Any, c: Any, match: Match) -> Any:
-    if match.context and match.context[2]:  # amanda's own: any rank, the bias written first and added to by BLAS
-        return op.MatMulAdd(a, b, c, _ports=GEMM_PORTS, namespace=FUSED)
-    return op.Gemm(a, b, c, **own_namespace(match.op("mm")))
-
-
-# (made while amanda is imported, they build no namespace: check=False; the tests check them)
-# Conv (constant weights) read only by an inference BatchNormalization -> one Conv
-CONV_BATCHNORM = Rule(
-    "conv_batchnorm",
-    lambda op, x, w, b, scale, bias, mean, var: op.BatchNormalization(
-        op.Conv(x, w, Optional(b), _as="conv"), scale, bias, mean, var, _as="bn"),
-    _folded, guard=_foldable, check=False)
-# MatMul by a constant matrix read only by an Add of a constant row -> Gemm or MatMulAdd
-MATMUL_ADD = Rule("matmul_add", matmul_add, _gemm, guard=_linear, check=False)
-# the erf form of GELU (either association) -> one Gelu
-GELU = tuple(Rule("gelu", pattern, lambda op, x, match: op.Gelu(x, **_target(match, 20) or {}),
-                  guard=lambda m: _target(m, 20) is not None, check=False) for pattern in (erf_gelu, erf_gelu_half_inside))
-# SiLU, Mul(x, Sigmoid(x)) -> one Swish
-SWISH = Rule("swish", silu, lambda op, x, match: op.Swish(x, **_target(match, 24) or {}),
-             guard=lambda m: _target(m, 24) is not None, check=False)
+def _by_level(model: Container, internal: bool) -> Callable[[Container, tuple], MatchContext]:
+    """Each level's match context by path: its namespace, and whether amanda's own ops may be
+    made (one context per distinct namespace, made once: a pass visits every level)."""
+    namespaces = level_namespaces(model)
+    contexts = {ns: MatchContext(ns, internal=internal) for ns in {*namespaces.values(), None}}
+    return lambda m, p: contexts[namespaces.get(p)]
 
 
 def fuse_conv_batchnorm(model: Container) -> PassResult:
@@ -138,7 +103,7 @@ def fuse_matmul_add(model: Container) -> PassResult:
         types = infer_types(model)
     except Exception:  # noqa: BLE001 - without types no MatMul is known to be 2-D
         types = None
-    return apply_rules("fuse_matmul_add", model, [MATMUL_ADD], lambda m, p: (types, p, False))
+    return apply_rules("fuse_matmul_add", model, [MATMUL_ADD], lambda m, p: MatchContext(types=types, path=p))
 
 
 def fuse_matmul_add_internal(model: Container) -> PassResult:
@@ -159,15 +124,14 @@ def fuse_matmul_add_internal(model: Container) -> PassResult:
     >>> amanda.Session(out).run(["y"], {"x": np.ones((1, 1, 2), np.float32)})[0].tolist()
     [[[14.0, 26.0]]]
     """
-    return apply_rules("fuse_matmul_add_internal", model, [MATMUL_ADD], lambda m, p: (None, p, True))
+    return apply_rules("fuse_matmul_add_internal", model, [MATMUL_ADD], lambda m, p: _INTERNAL)
 
 
 def fuse_gelu(model: Container) -> PassResult:
     """Replace the erf form of GELU (``x * 0.5 * (1 + erf(x / sqrt 2))``, as exported by torch)
     with one Gelu op, in levels whose ONNX opset has Gelu (20 and later)."""
     expect_container(model, "model")
-    namespaces = level_namespaces(model)
-    return apply_rules("fuse_gelu", model, GELU, lambda m, p: (namespaces.get(p), False))
+    return apply_rules("fuse_gelu", model, GELU, _by_level(model, internal=False))
 
 
 def fuse_gelu_internal(model: Container) -> PassResult:
@@ -190,12 +154,10 @@ def fuse_gelu_internal(model: Container) -> PassResult:
     >>> [round(float(v), 4) for v in amanda.Session(out).run(["y"], {"x": np.float32([-1, 0, 2])})[0]]
     [-0.1587, 0.0, 1.9545]
     """
-    namespaces = level_namespaces(model)
-    return apply_rules("fuse_gelu_internal", model, GELU, lambda m, p: (namespaces.get(p), True))
+    return apply_rules("fuse_gelu_internal", model, GELU, _by_level(model, internal=True))
 
 
 def fuse_swish_internal(model: Container) -> PassResult:
     """``Mul(x, Sigmoid(x))`` as one Swish: ONNX's from opset 24, amanda's own (namespace
     ``amanda/fused``, run only by amanda) below; a Session uses it in its plans."""
-    namespaces = level_namespaces(model)
-    return apply_rules("fuse_swish_internal", model, [SWISH], lambda m, p: (namespaces.get(p), True))
+    return apply_rules("fuse_swish_internal", model, [SWISH], _by_level(model, internal=True))

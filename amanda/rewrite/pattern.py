@@ -8,9 +8,12 @@ raises there (a ``SchemaError`` or ``ArgumentError`` naming the rule, with the c
 Inputs of a pattern op are variables (the same variable twice must be the same value), nested
 pattern ops, numbers (a scalar ``Constant`` within rounding of that number), lists of numbers
 (a ``Constant`` holding exactly those), :data:`ANY` (any value) or ``Optional(var)`` (the port
-may be unconnected). Keyword arguments are attribute predicates: a value the attribute must
-equal (lists and tuples alike), or a function of the attribute's value (absent: None) that
-returns True. ``_as="name"`` captures the op for the guard and the replacement.
+may be unconnected). ``const(var, ndim=...)`` asks that a ``Constant`` op produce the value
+(of that rank, or one of those ranks): the rule checks it before its guard, and the replacement
+finds the array in the variable's ``Value``. Keyword arguments are attribute predicates: a value
+the attribute must equal (lists and tuples alike), or a function of the attribute's value
+(absent: None) that returns True, such as :func:`real` (``training_mode=real(0, default=0)``).
+``_as="name"`` captures the op for the guard and the replacement.
 
 >>> def swish(op, x):
 ...     return op.Mul(x, op.Sigmoid(x))
@@ -26,12 +29,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from amanda.errors import ArgumentError
 from amanda.namespaces.attr_types import value_key
 from amanda.namespaces.namespace import namespace as lookup_namespace
 from amanda.namespaces.schema import suggest
 
-__all__ = ["ANY", "Optional", "Output", "PatternOp", "Var", "compile_pattern", "parameters"]
+__all__ = ["ANY", "Const", "Optional", "Output", "PatternOp", "Var", "compile_pattern", "const", "constants", "parameters",
+           "real"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +45,68 @@ class Var:
     """A pattern variable: binds the value feeding a port (the same variable, the same value)."""
 
     name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Const(Var):
+    """A variable whose value a ``Constant`` op must produce, of rank ``ndim`` (an int, a tuple
+    of the ranks allowed, or None: any); made by :func:`const`."""
+
+    ndim: int | tuple[int, ...] | None = None
+
+    def holds(self, value: Any) -> bool:
+        """Whether ``value`` (a constant's array, or None when no Constant produces it) qualifies."""
+        if not isinstance(value, np.ndarray):
+            return False
+        return self.ndim is None or value.ndim == self.ndim or (isinstance(self.ndim, tuple) and value.ndim in self.ndim)
+
+
+def const(var: Var, ndim: int | tuple[int, ...] | None = None) -> Const:
+    """Pattern variable ``var``, bound only to the value of a ``Constant`` op (of rank ``ndim``).
+
+    >>> const(Var("w"), ndim=(0, 1))
+    Const(name='w', ndim=(0, 1))
+    """
+    if not isinstance(var, Var):
+        raise ArgumentError.at("const", "a pattern variable", type(var).__name__)
+    ranks = ndim if isinstance(ndim, tuple) else () if ndim is None else (ndim,)
+    if not all(isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in ranks):
+        raise ArgumentError.at(f"const({var.name}).ndim", "None, a rank or a tuple of ranks", repr(ndim))
+    return Const(var.name, ndim)
+
+
+def _real(value: Any) -> float | None:
+    """``value`` as a float if it is a real number (a bool, int, float, numpy scalar or 0-d array)."""
+    if isinstance(value, (bool, int, float, np.integer, np.floating)) or (
+            isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "biuf"):
+        return float(value)
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class real:  # noqa: N801 - an attribute predicate, written like a function in patterns
+    """Attribute predicate: the attribute is a real number (a bool, int, float, numpy scalar or
+    0-d array), equal to ``value`` when one is given; an absent attribute is read as ``default``
+    (None: an absent attribute fails).
+
+    >>> real(0, default=0)(None), real(0, default=0)(1), real(default=1e-5)(np.float32(0.1)), real()("a")
+    (True, False, True, False)
+    """
+
+    value: float | None = None
+    default: float | None = None
+
+    def __call__(self, found: Any) -> bool:
+        return self._holds(self.default if found is None else found)
+
+    def of(self, attrs: Any, key: str) -> bool:
+        """Whether attribute ``key`` of ``attrs`` qualifies: absent, it is read as ``default``;
+        present, its value is (so an attribute set to None does not qualify)."""
+        return self._holds(attrs[key] if key in attrs else self.default)
+
+    def _holds(self, value: Any) -> bool:
+        number = _real(value)
+        return number is not None and (self.value is None or number == self.value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +118,18 @@ class Optional:
     def __post_init__(self) -> None:
         if not isinstance(self.var, Var):
             raise ArgumentError.at("Optional", "a pattern variable", type(self.var).__name__)
+
+
+def constants(root: PatternOp) -> dict[str, Const]:
+    """The :class:`Const` requirements of the pattern under ``root``, by variable name (a
+    variable made constant at one input is constant everywhere: it is one value)."""
+    found: dict[str, Const] = {}
+    for node in root.walk():
+        for value in node.inputs:
+            var = value.var if isinstance(value, Optional) else value
+            if isinstance(var, Const):
+                found.setdefault(var.name, var)
+    return found
 
 
 class _Any:
@@ -100,7 +180,10 @@ class PatternOp:
             return False
         for key, wanted in self.attrs.items():
             found = node.attrs.get(key)
-            if callable(wanted):
+            if isinstance(wanted, real):
+                if not wanted.of(node.attrs, key):
+                    return False
+            elif callable(wanted):
                 if not wanted(found):
                     return False
             elif found is None or value_key(found) != value_key(wanted):

@@ -33,9 +33,9 @@ from amanda.errors import ArgumentError
 from amanda.namespaces.namespace import namespace as lookup_namespace
 from amanda.namespaces.schema import suggest
 from amanda.rewrite.match import Match
-from amanda.rewrite.pattern import PatternOp, compile_pattern, parameters
+from amanda.rewrite.pattern import Const, PatternOp, compile_pattern, constants, parameters
 
-__all__ = ["NewOp", "Rule", "Value", "replacement_of"]
+__all__ = ["NewOp", "Requirements", "Rule", "Value", "replacement_of"]
 
 #: the namespace patterns and replacements are checked against by default (the newest ONNX opset)
 CHECKED_NAMESPACE = "amanda/onnx/24"
@@ -105,7 +105,16 @@ class Rule:
     op types are checked in (None: unchecked), whether commutative ops match either way, and
     whether the pattern's op types and attributes are checked against the namespace now
     (``check=False``: for rules made while amanda is imported, which must build no namespace;
-    :meth:`checked` runs the check later, as the tests of amanda's own rules do)."""
+    :meth:`checked` runs the check later, as the tests of amanda's own rules do).
+
+    A pattern's ``const(...)`` requirements (:func:`~amanda.rewrite.pattern.const`) are part of
+    the guard: ``rule.guard`` checks them first, then calls the guard given (``rule.given``).
+
+    >>> from amanda.rewrite.pattern import const
+    >>> rule = Rule("scaled", lambda op, x, s: op.Mul(x, const(s, ndim=0)))
+    >>> rule.guard, rule.constants
+    (Requirements(const=('s',), then=None), {'s': Const(name='s', ndim=0)})
+    """
 
     name: str
     pattern: Callable[..., Any]
@@ -118,6 +127,8 @@ class Rule:
     root: PatternOp = field(init=False, repr=False)
     variables: tuple[str, ...] = field(init=False, repr=False)
     captures: tuple[str, ...] = field(init=False, repr=False)
+    constants: dict[str, Const] = field(init=False, repr=False)
+    given: Callable[[Match], bool] | None = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.isidentifier():
@@ -133,6 +144,11 @@ class Rule:
         object.__setattr__(self, "root", root)
         object.__setattr__(self, "variables", variables)
         object.__setattr__(self, "captures", captures)
+        object.__setattr__(self, "constants", constants(root))
+        # a guard already wrapped (dataclasses.replace of a rule) is unwrapped, so it runs once
+        object.__setattr__(self, "given", self.guard.then if isinstance(self.guard, Requirements) else self.guard)
+        if self.constants:
+            object.__setattr__(self, "guard", Requirements(tuple(self.constants.values()), self.given))
         if self.replacement is not None:
             known = [*variables, *captures, "match"]
             for name in parameters(self.replacement, f"{self.name}.replacement"):
@@ -148,6 +164,25 @@ class Rule:
         if self.namespace is not None:
             compile_pattern(self.pattern, self.namespace, self.name)
         return self
+
+
+@dataclass(frozen=True, slots=True)
+class Requirements:
+    """A rule's guard when its pattern has ``const`` variables: each is produced by a
+    ``Constant`` of an allowed rank (an Optional one may also be unconnected), then the
+    guard given (``then``) holds."""
+
+    const: tuple[Const, ...]
+    then: Callable[[Match], bool] | None = None
+
+    def __call__(self, match: Match) -> bool:
+        for var in self.const:
+            if match.values.get(var.name) is not None and not var.holds(match.constant(var.name)):
+                return False
+        return self.then is None or self.then(match)
+
+    def __repr__(self) -> str:
+        return f"Requirements(const={tuple(v.name for v in self.const)!r}, then={self.then!r})"
 
 
 def _checked(rules: Any) -> list[Rule]:

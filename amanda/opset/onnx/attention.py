@@ -19,8 +19,8 @@ import numpy as np
 from amanda.autodiff.composite import composite
 from amanda.autodiff.node import Node as GradNode
 from amanda.autodiff.node import const, shape_of
-from amanda.autodiff.rules_attention import I64, _repeat, static
-from amanda.autodiff.rules_decomposed import _one
+from amanda.autodiff.rules_attention import I64, repeat_heads, static
+from amanda.autodiff.rules_decomposed import i64_1d
 from amanda.build import ops
 from amanda.build.values import Value
 from amanda.exec.kernels.onnx_dtypes import onnx_dtype
@@ -173,7 +173,7 @@ def _attention(n: GradNode) -> list:
     present_k, present_v = k, v
     size = static(q, 3, n, "head size")
     q_heads, kv_heads = static(q, 1, n, "number of heads"), static(k, 1, n, "number of heads")
-    k, v = _repeat(k, q_heads // kv_heads), _repeat(v, q_heads // kv_heads)
+    k, v = repeat_heads(k, q_heads // kv_heads), repeat_heads(v, q_heads // kv_heads)
     scale = n.attr("scale")
     root = const(np.sqrt(1 / np.sqrt(size) if scale is None else float(scale)), q)
     scores = ops.MatMul(ops.Mul(q, root), ops.Transpose(ops.Mul(k, root), perm=[0, 1, 3, 2]))
@@ -258,13 +258,13 @@ def _rotary(n: GradNode) -> list:
     dim = int(n.attr("rotary_embedding_dim", 0)) or size
     if pos is not None:
         cos, sin = ops.Gather(cos, pos, axis=0), ops.Gather(sin, pos, axis=0)
-    last = _one(-1)
-    cos, sin = (ops.Unsqueeze(ops.Slice(v, _one(0), _one(dim // 2), last), _one(2)) for v in (cos, sin))
-    rotated = ops.Slice(x4, _one(0), _one(dim), last)
+    last = i64_1d(-1)
+    cos, sin = (ops.Unsqueeze(ops.Slice(v, i64_1d(0), i64_1d(dim // 2), last), i64_1d(2)) for v in (cos, sin))
+    rotated = ops.Slice(x4, i64_1d(0), i64_1d(dim), last)
     if int(n.attr("interleaved", 0)):
-        a, b = ops.Slice(rotated, _one(0), _one(dim), last, _one(2)), ops.Slice(rotated, _one(1), _one(dim), last, _one(2))
+        a, b = (ops.Slice(rotated, i64_1d(start), i64_1d(dim), last, i64_1d(2)) for start in (0, 1))
     else:
-        a, b = ops.Slice(rotated, _one(0), _one(dim // 2), last), ops.Slice(rotated, _one(dim // 2), _one(dim), last)
+        a, b = ops.Slice(rotated, i64_1d(0), i64_1d(dim // 2), last), ops.Slice(rotated, i64_1d(dim // 2), i64_1d(dim), last)
     first = ops.Sub(ops.Mul(a, cos), ops.Mul(b, sin))
     second = ops.Add(ops.Mul(b, cos), ops.Mul(a, sin))
     if int(n.attr("interleaved", 0)):
@@ -273,7 +273,7 @@ def _rotary(n: GradNode) -> list:
     else:
         out = ops.Concat(first, second, axis=-1)
     if dim < size:
-        out = ops.Concat(out, ops.Slice(x4, _one(dim), _one(size), last), axis=-1)
+        out = ops.Concat(out, ops.Slice(x4, i64_1d(dim), i64_1d(size), last), axis=-1)
     return [ops.Reshape(out, shape_of(x)) if flat else ops.Transpose(out, perm=[0, 2, 1, 3])]
 
 

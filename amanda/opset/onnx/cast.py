@@ -22,7 +22,7 @@ from amanda.exec.kernels.registry import kernel
 from amanda.namespaces.attr_types import ONNX_DTYPES as ONNX_TYPE_NAMES
 from amanda.ops import define
 from amanda.types.node import Node, Partial
-from amanda.types.rules.generators import _code
+from amanda.types.rules.generators import dtype_from_attr
 from amanda.types.tensor_type import ONNX_DTYPES, TensorType
 
 Attrs = Mapping[str, Any]
@@ -107,7 +107,7 @@ def bitcast_kernel(attrs: Attrs, x: np.ndarray) -> tuple:
 
 def bitcast(node: Node) -> list:
     """The input's shape in ``to``."""
-    return [TensorType(_code(node, "to", 1), node.shape(0))]
+    return [TensorType(dtype_from_attr(node, "to", 1), node.shape(0))]
 
 
 define("BitCast", type_rule=bitcast, no_gradient="a bit-level op (integer bits)")

@@ -29,27 +29,27 @@ import numpy as np
 from amanda.autodiff.node import Node as GradNode
 from amanda.autodiff.node import zeros_like
 from amanda.autodiff.rules_control import (
-    _FLOATS,
-    _answer,
-    _captured_inputs,
-    _inputs,
-    _name,
-    _op,
-    _parts,
-    _reverse_body,
-    _stacked,
-    _with_extra_outputs,
+    FLOAT_TYPES,
     body_vjp,
+    captured_inputs,
+    captured_name,
+    control_op,
+    gradient_per_input,
+    input_parts,
+    inputs_like,
+    reverse_body,
+    stacked_type,
+    with_extra_outputs,
 )
 from amanda.build import Input, ops
 from amanda.build.values import Value
 from amanda.containers import Container
 from amanda.errors import ExecutionError
-from amanda.exec.control_flow import _formal, _ports, _prepared, _regular, _truth
+from amanda.exec.control_flow import body_ports, formal_names, prepared_body, regular_inputs, truth
 from amanda.exec.dispatch import OpContext
 from amanda.ops import define
 from amanda.types.node import Node
-from amanda.types.rules.control import BOOL, _body, insert
+from amanda.types.rules.control import BOOL, body_types, insert
 from amanda.types.tensor_type import TensorType, merge
 
 
@@ -58,9 +58,9 @@ def run_if(ctx: OpContext, attrs: Mapping[str, Any], *values: Any) -> tuple:
     """ONNX If: run ``then_branch`` or ``else_branch``; its outputs are the op's."""
     first = ctx.bodies.get("cond")
     if first is None:  # where the condition is among the inputs (the first port not captured)
-        first = ctx.bodies["cond"] = _ports(ctx.op)[0].index(None)
-    body = attrs["then_branch"] if _truth(values[first]) else attrs["else_branch"]
-    run, at = _prepared(ctx, body, ())
+        first = ctx.bodies["cond"] = body_ports(ctx.op)[0].index(None)
+    body = attrs["then_branch"] if truth(values[first]) else attrs["else_branch"]
+    run, at = prepared_body(ctx, body, ())
     return tuple(run([values[i] for i in at]))
 
 @define("Loop").session_kernel
@@ -70,16 +70,16 @@ def run_loop(ctx: OpContext, attrs: Mapping[str, Any], *values: Any) -> tuple:
     Outputs: the final loop-carried values, then each scan output stacked along a new
     first axis.
     """
-    regular = _regular(ctx, values)
+    regular = regular_inputs(ctx, values)
     trips, cond, carried = regular[0], regular[1], list(regular[2:])
     body = attrs["body"]
-    formal = _formal(body, 2 + len(carried))
-    run, at = _prepared(ctx, body, formal)
+    formal = formal_names(body, 2 + len(carried))
+    run, at = prepared_body(ctx, body, formal)
     caps = [values[i] for i in at]
     n, k = len(carried), len(body.output_names) - 1 - len(carried)
     width = len(formal)
     limit = None if trips is None else int(np.asarray(trips).reshape(-1)[0])
-    going = True if cond is None else _truth(cond)
+    going = True if cond is None else truth(cond)
     counter_dtype = np.int64 if trips is None else np.asarray(trips).dtype
     scans: list[list[Any]] = [[] for _ in range(k)]
     iteration = ctx.iteration
@@ -90,7 +90,7 @@ def run_loop(ctx: OpContext, attrs: Mapping[str, Any], *values: Any) -> tuple:
         result = run([*given[:width], *caps] if len(given) != width else [*given, *caps])
         if result[0] is None:
             raise ExecutionError.at(ctx.path, "a condition output from the loop body", "None")
-        going = _truth(result[0])
+        going = truth(result[0])
         carried = result[1:1 + n]
         for j in range(k):
             scans[j].append(result[1 + n + j])
@@ -103,8 +103,8 @@ def if_type(node: Node) -> list:
     """Both branches are inferred; each output fits both (dims that differ become unknown)."""
     if node.dtype(0) not in (None, "bool"):
         raise node.fail("a bool condition", str(node.dtype(0)))
-    then = _body(node, "then_branch", [])
-    other = _body(node, "else_branch", [])
+    then = body_types(node, "then_branch", [])
+    other = body_types(node, "else_branch", [])
     if len(then) != len(other):
         raise node.fail(f"branches with {len(then)} outputs each", f"{len(then)} and {len(other)}")
     return [merge(a, b) for a, b in zip(then, other)]
@@ -112,7 +112,7 @@ def if_type(node: Node) -> list:
 def loop_type(node: Node) -> list:
     """Loop-carried values fit their initial and body types; scan outputs gain a first axis."""
     carried = [node.type(i) for i in range(2, len(node.types))]
-    outs = _body(node, "body", [TensorType("int64", ()), BOOL, *carried])
+    outs = body_types(node, "body", [TensorType("int64", ()), BOOL, *carried])
     n = len(carried)
     finals = [merge(a, b) for a, b in zip(carried, outs[1:1 + n])]
     trips = node.dims(0) if not node.present(1) else None
@@ -123,27 +123,27 @@ def loop_type(node: Node) -> list:
 def if_vjp(n: GradNode) -> list:
     """If: an If of the branches' products on the same condition (module doc)."""
     cond = n.given(0)
-    caps = _captured_inputs(n)
+    caps = captured_inputs(n)
     types = {name: n.inputs[i].type for i, name in caps}
-    wanted = [k for k, o in enumerate(n.outputs) if o.type.dtype in _FLOATS]
+    wanted = [k for k, o in enumerate(n.outputs) if o.type.dtype in FLOAT_TYPES]
     wrt = [name for i, name in caps if n.need(i)]
     branches = {key: body_vjp(n, n.op.attrs[key], types, wanted, wrt) for key in ("then_branch", "else_branch")}
     grads = [n.grad(k) for k in wanted]
     captured = [(name, n.inputs[i]) for i, name in caps] + [(f"d:{k}", g) for k, g in zip(wanted, grads)]
     outputs = [("loss", TensorType(grads[0].type.dtype, ()))] + [(f"grad_{j}", types[w]) for j, w in enumerate(wrt)]
-    found = dict(zip(wrt, _op(n, "If", [("cond", cond)], captured, outputs, branches)[1:]))
-    return [found.get(name) if n.need(i) else None for i, name in ((i, _name(p)) for i, p in enumerate(n.op.inputs))]
+    found = dict(zip(wrt, control_op(n, "If", [("cond", cond)], captured, outputs, branches)[1:]))
+    return [found.get(name) if n.need(i) else None for i, name in ((i, captured_name(p)) for i, p in enumerate(n.op.inputs))]
 
 def _loop_spec(n: GradNode) -> SimpleNamespace:
     """What the Loop rule reads off the op: carried values, which are float, body types."""
     f = SimpleNamespace(body=n.op.attrs["body"])
-    f.regular, f.caps = _parts(n)
+    f.regular, f.caps = input_parts(n)
     f.carried = [n.inputs[i] for i in f.regular[2:]]
     f.count = count = len(f.carried)
     f.formal = [p.name for p in f.body.inputs if not p.attrs.get("captured")]
     k = len(n.outputs) - count
-    f.diff = [j for j, v in enumerate(f.carried) if v is not None and v.type.dtype in _FLOATS]
-    f.ys = [j for j in range(k) if n.outputs[count + j].type.dtype in _FLOATS]
+    f.diff = [j for j, v in enumerate(f.carried) if v is not None and v.type.dtype in FLOAT_TYPES]
+    f.ys = [j for j in range(k) if n.outputs[count + j].type.dtype in FLOAT_TYPES]
     f.types = {f.formal[0]: TensorType("int64", ()), f.formal[1]: TensorType("bool", ())}
     f.types.update({name: v.type for name, v in zip(f.formal[2:], f.carried)})
     f.types.update({name: n.inputs[i].type for i, name in f.caps})
@@ -157,9 +157,9 @@ def _loop_reverse(n: GradNode, f: SimpleNamespace) -> tuple[Container, list[Valu
     the values it captures, in order."""
     g = body_vjp(n, f.body, f.types, [1 + j for j in f.diff] + [1 + f.count + j for j in f.ys], f.wrt + f.wrt_caps)
     it, going = Input("it", "int64", ()), Input("going", "bool", ())
-    dc = _inputs("dc_in", [f.carried[j].type for j in f.diff])
-    acc = _inputs("acc_in", [f.types[name] for name in f.wrt_caps])
-    seen = [Input("iters", "int64", (None,))] + _inputs("st", [_stacked(v.type) for v in f.carried])
+    dc = inputs_like("dc_in", [f.carried[j].type for j in f.diff])
+    acc = inputs_like("acc_in", [f.types[name] for name in f.wrt_caps])
+    seen = [Input("iters", "int64", (None,))] + inputs_like("st", [stacked_type(v.type) for v in f.carried])
     dys = [Input(f"dy_{j}", n.outputs[f.count + j].type.dtype, None) for j in f.ys]
     total = Input("trips", "int64", ())
     cap_in = [Input(name, f.types[name].dtype, f.types[name].shape) for _, name in f.caps]
@@ -171,7 +171,7 @@ def _loop_reverse(n: GradNode, f: SimpleNamespace) -> tuple[Container, list[Valu
     feed.update({f"d:{1 + j}": v for j, v in zip(f.diff, dc)})
     feed.update({f"d:{1 + f.count + j}": ops.Gather(v, t, axis=0) for j, v in zip(f.ys, dys)})
     extra = seen + dys + [total] + cap_in
-    body = _reverse_body(n, g, feed, [it, going] + dc + acc + extra, acc,
+    body = reverse_body(n, g, feed, [it, going] + dc + acc + extra, acc,
                          {"carried": f.wrt, "caps": f.wrt_caps, "scanned": [], "captured": [v.name for v in extra]},
                          lead={"cond": ops.Identity(going)})
     return body, extra
@@ -182,22 +182,22 @@ def loop_vjp(n: GradNode) -> list:
     f = _loop_spec(n)
     # the iterations again, each one's number and carried values stacked as extra scan outputs
     regular_in = [(p, n.inputs[i]) for p, i in zip(["M", "cond"], f.regular[:2]) if n.inputs[i] is not None]
-    again = _op(n, "Loop", regular_in + [(f"v_{j}", v) for j, v in enumerate(f.carried)], f.captured,
+    again = control_op(n, "Loop", regular_in + [(f"v_{j}", v) for j, v in enumerate(f.carried)], f.captured,
                 [(f"out_{j}", o.type) for j, o in enumerate(n.outputs)] + [("iters", TensorType("int64", (None,)))]
-                + [(f"st_{j}", _stacked(v.type)) for j, v in enumerate(f.carried)],
-                {**n.own_attrs(), "body": _with_extra_outputs(f.body, f.formal[:1] + f.formal[2:])})
+                + [(f"st_{j}", stacked_type(v.type)) for j, v in enumerate(f.carried)],
+                {**n.own_attrs(), "body": with_extra_outputs(f.body, f.formal[:1] + f.formal[2:])})
     iters, stacked = again[len(n.outputs)], again[len(n.outputs) + 1:]
     trips = ops.Reshape(ops.Shape(iters), np.array([], np.int64))
     reverse, extra = _loop_reverse(n, f)
     init = [n.grad(j) for j in f.diff] + [zeros_like(n.inputs[i]) for i, name in f.caps if name in f.wrt_caps]
     outside = [iters, *stacked] + [n.grad(f.count + j) for j in f.ys] + [trips] + [n.inputs[i] for i, _ in f.caps]
-    outs = _op(n, "Loop", [("M", trips), ("cond", ops.Constant(value=np.array(True)))]
+    outs = control_op(n, "Loop", [("M", trips), ("cond", ops.Constant(value=np.array(True)))]
                + [(f"v_{j}", v) for j, v in enumerate(init)], list(zip([v.name for v in extra], outside)),
                [(f"dc_{j}", f.carried[j].type) for j in f.diff]
                + [(f"acc_{c}", f.types[nm]) for c, nm in enumerate(f.wrt_caps)], {"body": reverse})
     found: dict[Any, Value] = dict(zip([f.regular[2 + j] for j in f.diff], outs[:len(f.diff)]))
     found.update(zip(f.wrt_caps, outs[len(f.diff):]))
-    return _answer(n, found)
+    return gradient_per_input(n, found)
 
 
 define("If", type_rule=if_type, vjp=if_vjp)

@@ -30,7 +30,7 @@ from amanda.exec.kernels.conv_transpose import as_conv, transpose_pads
 from amanda.exec.kernels.spatial import col2im, extent, ints, output_size, window_pads
 from amanda.ops import define
 from amanda.types.node import Node
-from amanda.types.rules.spatial import _window, data
+from amanda.types.rules.spatial import data, window_output_dims
 from amanda.types.tensor_type import Dim, TensorType
 
 CONV_TRANSPOSE = define("ConvTranspose")
@@ -124,7 +124,7 @@ def conv_type(node: Node) -> list:
     if type(w[1]) is int:
         node.same(x[1], w[1] * group, "the input channels (weights' channels × group)")
     kernel = node.attr("kernel_shape") or w[2:]
-    return [TensorType(node.dtype(0), (x[0], w[0], *_window(node, x[2:], list(kernel))))]
+    return [TensorType(node.dtype(0), (x[0], w[0], *window_output_dims(node, x[2:], list(kernel))))]
 
 
 def conv_transpose_type(node: Node) -> list:

@@ -17,7 +17,7 @@ import numpy as np
 from amanda.autodiff.composite import composite
 from amanda.autodiff.node import Node as GradNode
 from amanda.autodiff.node import axes_of, const, rank, unbroadcast
-from amanda.autodiff.rules_decomposed import I64, _one
+from amanda.autodiff.rules_decomposed import I64, i64_1d
 from amanda.build import ops
 from amanda.build.values import Value
 from amanda.exec.kernels.math_util import as_array, attr_ints, normalize_axes, wide
@@ -154,7 +154,7 @@ def _lrn(n: GradNode) -> list:
     pads = np.zeros(2 * r, I64)
     pads[1], pads[r + 1] = below, above
     padded = ops.Pad(ops.Mul(x, x), pads)
-    parts = [ops.Slice(padded, _one(k), _one(k + channels), _one(1)) for k in range(size)]
+    parts = [ops.Slice(padded, i64_1d(k), i64_1d(k + channels), i64_1d(1)) for k in range(size)]
     window = parts[0] if size == 1 else ops.Sum(*parts)
     base = ops.Add(ops.Mul(window, const(alpha / size, x)), const(bias, x))
     return [ops.Div(x, ops.Pow(base, const(beta, x)))]

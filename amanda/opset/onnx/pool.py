@@ -37,7 +37,7 @@ from amanda.exec.kernels.spatial import (
 )
 from amanda.ops import define
 from amanda.types.node import Node
-from amanda.types.rules.spatial import _window, data
+from amanda.types.rules.spatial import data, window_output_dims
 from amanda.types.tensor_type import TensorType
 
 
@@ -273,7 +273,7 @@ def pool(node: Node) -> list:
     kernel = node.attr("kernel_shape")
     if kernel is None:
         raise node.fail("a kernel_shape attribute", "none")
-    out = (x[0], x[1], *_window(node, x[2:], list(kernel), bool(node.attr("ceil_mode", 0))))
+    out = (x[0], x[1], *window_output_dims(node, x[2:], list(kernel), bool(node.attr("ceil_mode", 0))))
     return [TensorType(node.dtype(0), out), TensorType("int64", out)]
 
 

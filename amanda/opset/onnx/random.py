@@ -18,7 +18,7 @@ from amanda.exec.kernels.onnx_dtypes import onnx_dtype
 from amanda.exec.kernels.registry import kernel
 from amanda.ops import define
 from amanda.types.node import Node
-from amanda.types.rules.generators import _code
+from amanda.types.rules.generators import dtype_from_attr
 from amanda.types.tensor_type import TensorType
 
 Attrs = Mapping[str, Any]
@@ -100,7 +100,7 @@ def multinomial_kernel(attrs: Attrs, logits: np.ndarray) -> tuple:
 def multinomial(node: Node) -> list:
     """``[batch, sample_size]`` class indices (int32 by default)."""
     x = node.shape(0)
-    return [TensorType(_code(node, "dtype", 6), (x[0] if x else None, int(node.attr("sample_size", 1))))]
+    return [TensorType(dtype_from_attr(node, "dtype", 6), (x[0] if x else None, int(node.attr("sample_size", 1))))]
 
 
 define("Multinomial", type_rule=multinomial, no_gradient="a random draw")
@@ -111,12 +111,12 @@ define("Multinomial", type_rule=multinomial, no_gradient="a random draw")
 
 def random_from_shape(node: Node) -> list:
     """``shape`` values in ``dtype`` (default float32)."""
-    return [TensorType(_code(node, "dtype", 1), tuple(int(d) for d in node.attr("shape", ())))]
+    return [TensorType(dtype_from_attr(node, "dtype", 1), tuple(int(d) for d in node.attr("shape", ())))]
 
 
 def random_like(node: Node) -> list:
     """The input's shape, in ``dtype`` or the input's dtype."""
-    return [TensorType(_code(node, "dtype", 0) or node.dtype(0), node.shape(0))]
+    return [TensorType(dtype_from_attr(node, "dtype", 0) or node.dtype(0), node.shape(0))]
 
 
 # each op's type rule and gradient, beside the kernels registered above

@@ -23,27 +23,27 @@ import numpy as np
 from amanda.autodiff.node import Node as GradNode
 from amanda.autodiff.node import zeros_like
 from amanda.autodiff.rules_control import (
-    _FLOATS,
-    _answer,
-    _dropped,
-    _float,
-    _inputs,
-    _op,
-    _parts,
-    _reverse_body,
-    _stacked,
-    _with_extra_outputs,
+    FLOAT_TYPES,
     body_vjp,
+    control_op,
+    expect_floats,
+    gradient_per_input,
+    input_parts,
+    inputs_like,
+    reverse_body,
+    stacked_type,
+    with_extra_outputs,
+    without_axis,
 )
 from amanda.build import Input
 from amanda.build.values import Value
 from amanda.containers import Container
-from amanda.exec.control_flow import _formal, _prepared, _regular
+from amanda.exec.control_flow import formal_names, prepared_body, regular_inputs
 from amanda.exec.dispatch import OpContext
 from amanda.ops import define
 from amanda.opset.onnx.sequences import NOT_A_TENSOR
 from amanda.types.node import Node
-from amanda.types.rules.control import _body, _drop, insert
+from amanda.types.rules.control import body_types, drop_axis, insert
 from amanda.types.tensor_type import SequenceType, TensorType, merge
 
 
@@ -52,8 +52,8 @@ def _scan_once(
     inputs: Sequence[Any], axes: Sequence[int], directions: Sequence[int], length: int | None = None,
 ) -> tuple[list[Any], list[np.ndarray]]:
     n = len(states)
-    formal = _formal(body, n + len(scanned))
-    run, at = _prepared(ctx, body, formal)
+    formal = formal_names(body, n + len(scanned))
+    run, at = prepared_body(ctx, body, formal)
     caps = [inputs[i] for i in at]
     k = len(body.output_names) - n
     moved = [np.moveaxis(x, a % x.ndim, 0) for x, a in zip(scanned, axes)]
@@ -80,7 +80,7 @@ def _scan_once(
 @define("Scan").session_kernel(since=9)
 def run_scan(ctx: OpContext, attrs: Mapping[str, Any], *values: Any) -> tuple:
     """ONNX Scan (opset 9 on): iterate ``body`` over slices of the scan inputs."""
-    regular = _regular(ctx, values)
+    regular = regular_inputs(ctx, values)
     m = int(attrs["num_scan_inputs"])
     states, scanned = list(regular[: len(regular) - m]), list(regular[len(regular) - m:])
     axes = list(attrs.get("scan_input_axes") or [0] * m)
@@ -91,7 +91,7 @@ def run_scan(ctx: OpContext, attrs: Mapping[str, Any], *values: Any) -> tuple:
 @define("Scan").session_kernel(since=8)
 def run_scan_v8(ctx: OpContext, attrs: Mapping[str, Any], *values: Any) -> tuple:
     """ONNX Scan opset 8: a leading batch axis, optional ``sequence_lens``, scan along axis 1."""
-    regular = _regular(ctx, values)
+    regular = regular_inputs(ctx, values)
     lens, rest = regular[0], regular[1:]
     m = int(attrs["num_scan_inputs"])
     states, scanned = rest[: len(rest) - m], rest[len(rest) - m:]
@@ -115,10 +115,10 @@ def run_scan_v8(ctx: OpContext, attrs: Mapping[str, Any], *values: Any) -> tuple
 def run_sequence_map(ctx: OpContext, attrs: Mapping[str, Any], *values: Any) -> tuple:
     """ONNX SequenceMap: run ``body`` once per element of the input sequence; sequence inputs
     give their i-th element, tensor inputs themselves; each output is a sequence."""
-    regular = _regular(ctx, values)
+    regular = regular_inputs(ctx, values)
     body = attrs["body"]
-    formal = _formal(body, len(regular))
-    run, at = _prepared(ctx, body, formal)
+    formal = formal_names(body, len(regular))
+    run, at = prepared_body(ctx, body, formal)
     caps = [values[i] for i in at]
     count = len(regular[0])
     results: list[list[Any]] = [[] for _ in body.output_names]
@@ -143,10 +143,10 @@ def scan_type(node: Node) -> list:
         if t is not None and t.shape is not None:
             a = node.axis(int(a), len(t.shape))
             length = node.same(length, t.shape[a], "the scan lengths")  # type: ignore[index]
-            slices.append(_drop(t, a))  # type: ignore[arg-type]
+            slices.append(drop_axis(t, a))  # type: ignore[arg-type]
         else:
             slices.append(TensorType(node.dtype(i), None))
-    outs = _body(node, "body", [*states, *slices])
+    outs = body_types(node, "body", [*states, *slices])
     n = len(states)
     finals = [merge(a, b) for a, b in zip(states, outs[:n])]
     out_axes = list(node.attr("scan_output_axes") or [0] * (len(outs) - n))
@@ -162,15 +162,15 @@ def _scan8(node: Node, m: int) -> list:
         t = node.tensor(i)
         if t is not None and t.shape:
             batch = node.same(batch, t.shape[0], "the batch dims")
-        inner_states.append(_drop(t, 0))
+        inner_states.append(drop_axis(t, 0))
     slices = []
     for i in scanned:
         t = node.tensor(i)
         if t is not None and t.shape is not None and len(t.shape) >= 2:
             batch = node.same(batch, t.shape[0], "the batch dims")
             length = node.same(length, t.shape[1], "the scan lengths")
-        slices.append(_drop(_drop(t, 0), 0))
-    outs = _body(node, "body", [*inner_states, *slices])
+        slices.append(drop_axis(drop_axis(t, 0), 0))
+    outs = body_types(node, "body", [*inner_states, *slices])
     n = len(states)
     finals = [insert(t, 0, batch) for t in outs[:n]]
     return finals + [insert(insert(t, 0, length), 0, batch) for t in outs[n:]]
@@ -178,7 +178,7 @@ def _scan8(node: Node, m: int) -> list:
 def sequence_map_type(node: Node) -> list:
     """The body runs on elements; each output is a sequence of its body output."""
     elems = [t.elem if isinstance(t, SequenceType) else t for t in node.types]
-    return [SequenceType(t) for t in _body(node, "body", elems)]
+    return [SequenceType(t) for t in body_types(node, "body", elems)]
 
 
 def _scan_spec(n: GradNode) -> SimpleNamespace:
@@ -186,18 +186,18 @@ def _scan_spec(n: GradNode) -> SimpleNamespace:
     if n.opset is not None and n.opset < 9:
         raise n.fail("Scan of opset 9 or later", f"opset {n.opset}")
     f = SimpleNamespace(body=n.op.attrs["body"])
-    f.regular, f.caps = _parts(n)
+    f.regular, f.caps = input_parts(n)
     m = int(n.attr("num_scan_inputs"))
     f.count = count = len(f.regular) - m
     f.states, f.xs = [n.inputs[i] for i in f.regular[:count]], [n.inputs[i] for i in f.regular[count:]]
-    _float(n, [*f.states, *f.xs], "states and scan inputs")
+    expect_floats(n, [*f.states, *f.xs], "states and scan inputs")
     f.formal = [p.name for p in f.body.inputs if not p.attrs.get("captured")]
     k = len(n.outputs) - count
     f.in_axes, f.in_dirs, f.out_axes, f.out_dirs = _scan_axes(n, m, k)
     f.types = {name: v.type for name, v in zip(f.formal, f.states)}
-    f.types.update({name: _dropped(v.type, a) for name, v, a in zip(f.formal[count:], f.xs, f.in_axes)})
+    f.types.update({name: without_axis(v.type, a) for name, v, a in zip(f.formal[count:], f.xs, f.in_axes)})
     f.types.update({name: n.inputs[i].type for i, name in f.caps})
-    f.ys = [j for j in range(k) if n.outputs[count + j].type.dtype in _FLOATS]
+    f.ys = [j for j in range(k) if n.outputs[count + j].type.dtype in FLOAT_TYPES]
     f.wrt_caps = [name for i, name in f.caps if n.need(i)]
     f.captured = [(name, n.inputs[i]) for i, name in f.caps]
     return f
@@ -213,16 +213,16 @@ def _scan_axes(n: GradNode, m: int, k: int) -> tuple[list[int], list[int], list[
 def _scan_reverse(n: GradNode, f: SimpleNamespace) -> Container:
     """The backward Scan's body: this step's states and inputs, the cotangents carried."""
     g = body_vjp(n, f.body, f.types, list(range(f.count)) + [f.count + j for j in f.ys], f.formal + f.wrt_caps)
-    dc = _inputs("dc_in", [v.type for v in f.states])
-    acc = _inputs("acc_in", [f.types[name] for name in f.wrt_caps])
-    s_in = _inputs("s", [v.type for v in f.states])
-    x_in = _inputs("x", [f.types[name] for name in f.formal[f.count:]])
+    dc = inputs_like("dc_in", [v.type for v in f.states])
+    acc = inputs_like("acc_in", [f.types[name] for name in f.wrt_caps])
+    s_in = inputs_like("s", [v.type for v in f.states])
+    x_in = inputs_like("x", [f.types[name] for name in f.formal[f.count:]])
     dy = [Input(f"dy_{j}", n.outputs[f.count + j].type.dtype, None) for j in f.ys]
     cap_in = [Input(name, f.types[name].dtype, f.types[name].shape) for _, name in f.caps]
     feed = {**dict(zip(f.formal, s_in + x_in)), **{v.name: v for v in cap_in}}
     feed.update({f"d:{j}": v for j, v in enumerate(dc)})
     feed.update({f"d:{f.count + j}": v for j, v in zip(f.ys, dy)})
-    return _reverse_body(n, g, feed, dc + acc + s_in + x_in + dy + cap_in, acc,
+    return reverse_body(n, g, feed, dc + acc + s_in + x_in + dy + cap_in, acc,
                          {"carried": f.formal[:f.count], "caps": f.wrt_caps, "scanned": f.formal[f.count:],
                           "captured": [v.name for v in cap_in]})
 
@@ -232,15 +232,15 @@ def scan_vjp(n: GradNode) -> list:
     f = _scan_spec(n)
     count = f.count
     # the forward again, each step's states stacked as extra scan outputs
-    again = _op(n, "Scan", [(f"in_{j}", v) for j, v in enumerate([*f.states, *f.xs])], f.captured,
+    again = control_op(n, "Scan", [(f"in_{j}", v) for j, v in enumerate([*f.states, *f.xs])], f.captured,
                 [(f"out_{j}", o.type) for j, o in enumerate(n.outputs)]
-                + [(f"st_{j}", _stacked(v.type)) for j, v in enumerate(f.states)],
-                {**n.own_attrs(), "body": _with_extra_outputs(f.body, f.formal[:count]),
+                + [(f"st_{j}", stacked_type(v.type)) for j, v in enumerate(f.states)],
+                {**n.own_attrs(), "body": with_extra_outputs(f.body, f.formal[:count]),
                  "scan_output_axes": f.out_axes + [0] * count, "scan_output_directions": f.out_dirs + [0] * count})
     # the backward Scan: its states are the cotangents and the captured sums, its steps reversed
     init = [n.grad(j) for j in range(count)] + [zeros_like(n.inputs[i]) for i, name in f.caps if name in f.wrt_caps]
     scans = again[len(n.outputs):] + f.xs + [n.grad(count + j) for j in f.ys]
-    outs = _op(n, "Scan", [(f"in_{j}", v) for j, v in enumerate(init + scans)], f.captured,
+    outs = control_op(n, "Scan", [(f"in_{j}", v) for j, v in enumerate(init + scans)], f.captured,
                [(f"dc_{j}", v.type) for j, v in enumerate(f.states)]
                + [(f"acc_{c}", f.types[name]) for c, name in enumerate(f.wrt_caps)]
                + [(f"dx_{j}", v.type) for j, v in enumerate(f.xs)],
@@ -250,7 +250,7 @@ def scan_vjp(n: GradNode) -> list:
                 "scan_output_axes": f.in_axes, "scan_output_directions": [1 - d for d in f.in_dirs]})
     found: dict[Any, Value] = dict(zip(f.regular, outs[:count] + outs[count + len(f.wrt_caps):]))
     found.update(zip(f.wrt_caps, outs[count:count + len(f.wrt_caps)]))
-    return _answer(n, found)
+    return gradient_per_input(n, found)
 
 
 define("Scan", type_rule=scan_type, vjp=scan_vjp)

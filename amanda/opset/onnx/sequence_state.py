@@ -12,8 +12,8 @@ import numpy as np
 from amanda.autodiff.composite import composite
 from amanda.autodiff.node import Node as GradNode
 from amanda.autodiff.node import const
-from amanda.autodiff.rules_attention import _repeat, static
-from amanda.autodiff.rules_decomposed import _one, replay_vjp
+from amanda.autodiff.rules_attention import repeat_heads, static
+from amanda.autodiff.rules_decomposed import i64_1d, replay_vjp
 from amanda.build import ops
 from amanda.build.values import Value
 from amanda.exec.kernels.conv import conv_nd
@@ -93,14 +93,14 @@ def _causal_conv(n: GradNode) -> list:
         raise n.fail("known channels and kernel size", f"{x.type!r}, {w.type!r}")
     channels, k = int(x.type.shape[1]), int(w.type.shape[2])
     if past is None and k > 1:
-        past = ops.ConstantOfShape(ops.Concat(ops.Shape(x, start=0, end=2), _one(k - 1), axis=0), value=const([0], x))
+        past = ops.ConstantOfShape(ops.Concat(ops.Shape(x, start=0, end=2), i64_1d(k - 1), axis=0), value=const([0], x))
     padded = x if past is None else ops.Concat(past, x, axis=2)
     y = ops.Conv(padded, w, bias, group=channels, kernel_shape=[k])
     activation = n.attr("activation", "none")
     if (activation.decode() if isinstance(activation, bytes) else str(activation)) in ("silu", "swish"):
         y = ops.Mul(y, ops.Sigmoid(y))
     end = np.array([np.iinfo(np.int64).max], I64)
-    state = ops.Slice(padded, _one(-(k - 1)) if k > 1 else end, end, _one(2))
+    state = ops.Slice(padded, i64_1d(-(k - 1)) if k > 1 else end, end, i64_1d(2))
     return [y, state]
 
 
@@ -201,7 +201,7 @@ def _linear_attention(n: GradNode) -> list:
             retrieved = ops.Squeeze(ops.MatMul(ops.Unsqueeze(key, np.array([2], I64)), state), np.array([2], I64))
             value = ops.Mul(ops.Gather(rates, at, axis=2), ops.Sub(value, retrieved))
         state = ops.Add(state, ops.Mul(ops.Unsqueeze(key, np.array([-1], I64)), ops.Unsqueeze(value, np.array([-2], I64))))
-        shared = _repeat(state, q_heads // kv_heads)
+        shared = repeat_heads(state, q_heads // kv_heads)
         query = ops.Unsqueeze(ops.Gather(q4, at, axis=2), np.array([2], I64))
         outs.append(ops.Mul(ops.MatMul(query, shared), const(scale, q)))  # [b, qh, 1, d_v]
     y = outs[0] if len(outs) == 1 else ops.Concat(*outs, axis=2)

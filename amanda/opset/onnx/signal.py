@@ -31,7 +31,7 @@ from amanda.exec.kernels.onnx_dtypes import onnx_dtype
 from amanda.exec.kernels.registry import kernel
 from amanda.ops import define
 from amanda.types.node import Node
-from amanda.types.rules.generators import _code, window
+from amanda.types.rules.generators import dtype_from_attr, window
 from amanda.types.tensor_type import TensorType
 
 Attrs = Mapping[str, Any]
@@ -290,7 +290,7 @@ def mel_weight_matrix(node: Node) -> list:
     """``[dft_length // 2 + 1, num_mel_bins]``."""
     bins, n = node.ints(0), node.ints(1)
     shape = (n[0] // 2 + 1 if n else None, bins[0] if bins else None)
-    return [TensorType(_code(node, "output_datatype", 1), shape)]
+    return [TensorType(dtype_from_attr(node, "output_datatype", 1), shape)]
 
 
 define("MelWeightMatrix", type_rule=mel_weight_matrix, no_gradient="a table of its sizes only (no float input)")

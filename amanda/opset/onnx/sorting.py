@@ -10,7 +10,7 @@ import numpy as np
 
 from amanda.autodiff.node import Node, shape_of
 from amanda.autodiff.rules_linalg import I64
-from amanda.autodiff.rules_shape import _positions, rest, scatter_back
+from amanda.autodiff.rules_shape import flat_positions, rest, scatter_back
 from amanda.build import ops
 from amanda.errors import ExecutionError
 from amanda.exec.kernels.math_util import axis_of
@@ -70,7 +70,7 @@ def topk_vjp(n: Node) -> list:
     """TopK: the values' gradient back to the positions its ``Indices`` output names."""
     x = n.given(0)
     axis = int(n.attr("axis", -1))
-    picked = ops.GatherElements(_positions(x), n.outputs[1], axis=axis)
+    picked = ops.GatherElements(flat_positions(x), n.outputs[1], axis=axis)
     return rest(n, scatter_back(n.grad(0), x, picked, n, unique=True))
 
 

@@ -1,4 +1,4 @@
-"""What the type rules of the control-flow ops share (a body's inferred outputs, :func:`_body`;
+"""What the type rules of the control-flow ops share (a body's inferred outputs, :func:`body_types`;
 an axis dropped or inserted) and the type of an optional; the ops' rules are registered in
 :mod:`amanda.opset.onnx.control_flow` and :mod:`amanda.opset.onnx.scan`."""
 
@@ -17,14 +17,16 @@ from amanda.types.tensor_type import (
 BOOL = TensorType("bool", ())
 
 
-def _body(node: Node, label: str, inputs: list) -> list:
+def body_types(node: Node, label: str, inputs: list) -> list:
+    """The output types of body attribute ``label`` given its input types (unknown without a body)."""
     graph = node.attrs.get(label)
     if graph is None or node.body is None:
         return [None] * node.n_out
     return list(node.body(label, graph, inputs))
 
 
-def _drop(t: Any, axis: int) -> Any:
+def drop_axis(t: Any, axis: int) -> Any:
+    """Type ``t`` without axis ``axis`` (rank unknown for a type that is not a tensor of known shape)."""
     if not isinstance(t, TensorType) or t.shape is None:
         return TensorType(getattr(t, "dtype", None), None)
     return TensorType(t.dtype, t.shape[:axis] + t.shape[axis + 1:])

@@ -8,7 +8,8 @@ from amanda.types.rules import by_name
 from amanda.types.tensor_type import ONNX_DTYPES, TensorType
 
 
-def _code(node: Node, name: str, default: int) -> str | None:
+def dtype_from_attr(node: Node, name: str, default: int) -> str | None:
+    """The dtype an ONNX dtype-code attribute names (``default`` when absent; None for code 0)."""
     code = int(node.attr(name, default))
     return ONNX_DTYPES.get(code) if code else None
 
@@ -16,7 +17,7 @@ def _code(node: Node, name: str, default: int) -> str | None:
 def window(node: Node) -> list:
     """A 1-D window of the given size in ``output_datatype``."""
     size = node.ints(0)
-    return [TensorType(_code(node, "output_datatype", 1), (size[0] if size else None,))]
+    return [TensorType(dtype_from_attr(node, "output_datatype", 1), (size[0] if size else None,))]
 
 
 def loss(node: Node) -> list:

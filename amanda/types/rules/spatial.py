@@ -1,4 +1,4 @@
-"""The output sizes of a sliding window (:func:`_window`) and the checked data input (:func:`data`)
+"""The output sizes of a sliding window (:func:`window_output_dims`) and the checked data input (:func:`data`)
 that the type rules of the windowed families share (conv, pool, deform, quantize)."""
 
 from __future__ import annotations
@@ -9,7 +9,9 @@ from amanda.types.node import Node
 from amanda.types.tensor_type import Dim
 
 
-def _window(node: Node, spatial: Any, kernel: Any, ceil: bool = False) -> list[Dim]:
+def window_output_dims(node: Node, spatial: Any, kernel: Any, ceil: bool = False) -> list[Dim]:
+    """The output spatial dims of a window of ``kernel`` over ``spatial`` (strides, dilations,
+    pads or auto_pad from the op's attributes; ``ceil`` rounds up, as ceil_mode)."""
     n = len(spatial)
     strides = list(node.attr("strides") or [1] * n)
     dilations = list(node.attr("dilations") or [1] * n)
