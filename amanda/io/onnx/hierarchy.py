@@ -27,7 +27,8 @@ from amanda.io.onnx.pending import PendingOp
 from amanda.io.scope_names import parse_scope_list, qualify, relative_name, repeat_base, split_node_name
 
 __all__ = ["CLASS_HIERARCHY", "CONTAINERS_KEY", "HIERARCHY_MODES", "NAME_SCOPES", "check_hierarchy",
-           "nest_graph", "place_weights", "takes_scopes", "take_scope"]
+           "nest_graph", "place_weights", "takes_scopes", "take_scope",
+           "take_scope_only"]
 
 NAME_SCOPES = "pkg.torch.onnx.name_scopes"
 CLASS_HIERARCHY = "pkg.torch.onnx.class_hierarchy"
@@ -73,6 +74,25 @@ def take_scope(meta: dict[str, str], name: str, into: ScopeTexts) -> None:
     if text is not None:
         into[name] = (text, meta.pop(CLASS_HIERARCHY, None))
         meta.pop(NAMESPACE, None)
+
+
+_TORCH_KEYS = frozenset({NAME_SCOPES, CLASS_HIERARCHY, NAMESPACE})
+
+
+def take_scope_only(pairs: Any, name: str, into: ScopeTexts) -> bool:
+    """Where a node's metadata (``(key, value)`` pairs) holds torch's scope entries and nothing
+    else (as every node of a dynamo export does), move them to ``into[name]`` as
+    :func:`take_scope` would and return True; otherwise False, with nothing taken.
+
+    >>> found = {}
+    >>> take_scope_only([(NAME_SCOPES, "['', 'a', 'r']"), (NAMESPACE, "...")], "r", found), found
+    (True, {'r': ("['', 'a', 'r']", None)})
+    """
+    found = dict(pairs)
+    if NAME_SCOPES not in found or not _TORCH_KEYS.issuperset(found):
+        return False
+    into[name] = (found[NAME_SCOPES], found.get(CLASS_HIERARCHY))
+    return True
 
 
 class _Placer:

@@ -79,13 +79,14 @@ def can_wait(attrs: Any, inputs: Any, out_names: tuple[str, ...]) -> bool:
             and (len(out_names) < 2 or len(set(out_names)) == len(out_names)))
 
 
-def pending_op(type: str, name: str, inputs: list[Port], out_names: tuple[str, ...], outputs: Any, types: dict,
-               attrs: Any, uid: str | None) -> PendingOp | None:
+def pending_op(type: str, name: str, inputs: Any, out_names: tuple[str, ...], outputs: Any, types: dict,
+               attrs: Any, uid: str | None, *, checked: bool = False) -> PendingOp | None:
     """The :class:`PendingOp` of a node or initializer, or None where it is to be built now
     (:func:`can_wait` refuses it, or its type, name or uid is not valid: building it says why).
     ``outputs`` are its output value names, ``types`` the graph's value_info by value name
-    (read now: the op keeps no message)."""
-    if not can_wait(attrs, inputs, out_names):
+    (read now: the op keeps no message). ``checked``: the port names are unique by
+    construction (a schema's), so only the attributes are looked at."""
+    if not (checked and _INTERPRETED.isdisjoint(attrs)) and not can_wait(attrs, inputs, out_names):
         return None
     try:
         check_names(type, name, uid)
