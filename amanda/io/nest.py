@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import repeat
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from pyrsistent import PMap, pvector
@@ -103,6 +103,7 @@ def lowest_common(groups: Iterable[Group], default: Group) -> Group:
 
 _SLOTS = tuple(s for s in Container.__slots__ if s not in ("name", "_hash", "_cache"))
 _set = object.__setattr__
+_first, _second = itemgetter(0), itemgetter(1)
 _slots_of = attrgetter(*_SLOTS)
 
 
@@ -351,14 +352,13 @@ def nest(children: list[Any], edges: Iterable[Any], place: Mapping[str, Group],
     _names(root, leaf_names or {}, final, order)
     # routed in the tree's document order of their readers, so that the edges of every
     # container come out the same whatever order the file listed its nodes in
-    last = len(order)
-
-    def reader(edge: Any) -> int:
-        dst = edge[1][0]
-        return order.get(dst[0] if type(dst) is tuple else dst, last)
-
+    # (the sort keys looked up without a Python step per edge: a reader's path is (name,) or name)
+    edges = list(edges)
+    by_path: dict[Any, int] = dict(order)
+    by_path.update({(name,): i for name, i in order.items()})
+    keys = list(map(by_path.get, map(_first, map(_second, edges)), repeat(len(order))))
     graph = graph or ""
-    for edge in sorted(edges, key=reader):
+    for edge in map(edges.__getitem__, sorted(range(len(edges)), key=keys.__getitem__)):
         src, dst = edge[0], edge[1]
         if type(src[0]) is tuple and type(dst[0]) is tuple:  # the common case, inline: op to op in one container
             group = place.get(src[0][0], root)

@@ -17,7 +17,9 @@ tree holds it now, and the export writes it again from the tree.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from itertools import compress
+from operator import itemgetter
 from typing import Any
 
 from amanda.containers.container import Container
@@ -76,6 +78,7 @@ def take_scope(meta: dict[str, str], name: str, into: ScopeTexts) -> None:
         meta.pop(NAMESPACE, None)
 
 
+_first, _second = itemgetter(0), itemgetter(1)
 _TORCH_KEYS = frozenset({NAME_SCOPES, CLASS_HIERARCHY, NAMESPACE})
 
 
@@ -350,6 +353,19 @@ def _by_names(placer: _Placer, all_names: list[str], ops: list[str], weights: li
     return "." if names.torch_style else "/"
 
 
+def _edges_from(edges: list, ops: set[str]) -> Iterator[Any]:
+    """The edges out of one of ``ops`` (the graph's: an op's path is ``(name,)``), picked out
+    without a Python step per edge."""
+    paths = {(name,) for name in ops}
+    return compress(edges, map(paths.__contains__, map(_first, map(_first, edges))))
+
+
+def _edges_into(edges: list, ops: set[str]) -> Iterator[Any]:
+    """The edges into one of ``ops`` (see :func:`_edges_from`)."""
+    paths = {(name,) for name in ops}
+    return compress(edges, map(paths.__contains__, map(_first, map(_second, edges))))
+
+
 def _place_unscoped(placer: _Placer, edges: list) -> None:
     """An op without a scope (exporter-made: ``Constant_29``, a Split the optimizer added)
     goes to the lowest container holding the ops it reads from and feeds."""
@@ -357,13 +373,14 @@ def _place_unscoped(placer: _Placer, edges: list) -> None:
         return
     wanted = set(placer.unscoped)
     neighbours: dict[str, list[str]] = {}
-    for edge in edges:
-        src, dst = edge[0][0], edge[1][0]
-        if type(src) is tuple and type(dst) is tuple:
-            if src[0] in wanted:
-                neighbours.setdefault(src[0], []).append(dst[0])
-            if dst[0] in wanted:
-                neighbours.setdefault(dst[0], []).append(src[0])
+    for edge in _edges_from(edges, wanted):
+        dst = edge[1][0]
+        if type(dst) is tuple:
+            neighbours.setdefault(edge[0][0][0], []).append(dst[0])
+    for edge in _edges_into(edges, wanted):
+        src = edge[0][0]
+        if type(src) is tuple:
+            neighbours.setdefault(edge[1][0][0], []).append(src[0])
     place = placer.place
     for name in placer.unscoped:
         place[name] = lowest_common([place[n] for n in neighbours.get(name, ()) if n in place], placer.root)
@@ -374,12 +391,10 @@ def _place_weights(placer: _Placer, weights: list[str], edges: list, separator: 
     todo = [w for w in weights if w not in place]
     if not todo:
         return
-    wanted = set(todo)
     users: dict[str, list[Group]] = {}
-    for edge in edges:
-        src, dst = edge[0][0], edge[1][0]
-        if type(src) is tuple and src[0] in wanted:
-            users.setdefault(src[0], []).append(place.get(dst[0], root) if type(dst) is tuple else root)
+    for edge in _edges_from(edges, set(todo)):
+        dst = edge[1][0]
+        users.setdefault(edge[0][0][0], []).append(place.get(dst[0], root) if type(dst) is tuple else root)
     by_scope: dict[str, Group] = {}
     stack = [root]
     while stack:
