@@ -141,9 +141,10 @@ class GraphReader(InitializerReader):
         types = {vi.name: vi for vi in g.value_info
                  if not any(p.key == "amanda_inferred" for p in vi.metadata_props)}
         main = parent is None and not self.in_function  # a bar for the main graph only
+        wait = self.defer and main and len(where) == 1  # ops of a nested import's main graph may wait
         with progress(len(plans), "importing ONNX", quiet=not main) as bar:
             for plan in plans:
-                children.append(self._node(plan, scope, types, edges, where, here))
+                children.append(self._node(plan, scope, types, edges, where, here, wait))
                 bar.update()
         outputs = self._graph_outputs(g, scope, edges, where, here)
         meta, extra, uid = read_metadata(g.metadata_props, self.prefix)
@@ -172,42 +173,23 @@ class GraphReader(InitializerReader):
         self, g: Any, values: dict, taken: set[str], here: str, where: tuple
     ) -> list[tuple]:
         """First pass: every node's fields read once (``amanda.io.onnx.node_fields``), op names,
-        namespaces, schemas, and every value the nodes define."""
+        namespaces, schemas (worked out once per kind of node), and every value the nodes define."""
         plans = []
-        default, opsets, schemas, function_of = self.default, self.opsets, self.schemas, self.function_of
+        kinds: dict[tuple, tuple] = {}
         for index, node in enumerate(g.node):
             fields = read_node(node)
             if fields is None:
                 raise self.text_fault()
             op_type, domain, name, overload, _, outs, _, _, _ = fields
-            if domain in ("", "ai.onnx"):
-                namespace, own = default, None
-                if default is None:
-                    raise self.fail(
-                        f"{here}: node {name or index!r} ({op_type}) is in the default "
-                        "domain, which opset_import does not list",
-                        path=(*where, name),
-                        expected="an opset_import for the default domain",
-                        found="none",
-                    )
-            else:
-                namespace = own = opsets.get(domain)
-                if namespace is None:
-                    raise self.fail(
-                        f"{here}: node {name or index!r} ({op_type}) is in domain {domain!r}, "
-                        "which opset_import does not list",
-                        path=(*where, name),
-                        expected=f"an opset_import for {domain!r}",
-                        found="none",
-                    )
-            fn = function_of(domain, op_type, overload)
-            schema = None if fn else schemas.get(namespace, op_type)
+            kind = kinds.get((op_type, domain, overload, len(outs)))
+            if kind is None:
+                kind = kinds[(op_type, domain, overload, len(outs))] = self._kind(fields, index, here, where)
+            own, schema, out_names, fn = kind
             original = None
             if not name or name in taken or (fn and name in fn.names):
                 original = name
                 name = fresh_name(f"{op_type}_{index}", taken)
             taken.add(name)
-            out_names = fn.outputs if fn else self._port_names(schema, "output", len(outs))
             key = (name,)
             for port, value in zip(out_names, outs):
                 if not value:
@@ -224,9 +206,37 @@ class GraphReader(InitializerReader):
             plans.append((node, name, original, own, schema, out_names, fn, fields))
         return plans
 
+    def _kind(self, fields: tuple, index: int, here: str, where: tuple) -> tuple:
+        """(own namespace or None, schema, output port names, model-local function or None) of
+        the nodes of one type, domain, overload and output count (the first one at ``index``)."""
+        op_type, domain, name, overload, _, outs, _, _, _ = fields
+        if domain in ("", "ai.onnx"):
+            namespace, own = self.default, None
+            if namespace is None:
+                raise self.fail(
+                    f"{here}: node {name or index!r} ({op_type}) is in the default "
+                    "domain, which opset_import does not list",
+                    path=(*where, name),
+                    expected="an opset_import for the default domain",
+                    found="none",
+                )
+        else:
+            namespace = own = self.opsets.get(domain)
+            if namespace is None:
+                raise self.fail(
+                    f"{here}: node {name or index!r} ({op_type}) is in domain {domain!r}, "
+                    "which opset_import does not list",
+                    path=(*where, name),
+                    expected=f"an opset_import for {domain!r}",
+                    found="none",
+                )
+        fn = self.function_of(domain, op_type, overload)
+        schema = None if fn else self.schemas.get(namespace, op_type)
+        return own, schema, fn.outputs if fn else self._port_names(schema, "output", len(outs)), fn
+
     def _node(
-        self, plan: tuple, scope: Scope, types: dict, edges: list, where: tuple, here: str
-    ) -> Any:  # a Container, or a PendingOp (amanda.io.onnx.pending)
+        self, plan: tuple, scope: Scope, types: dict, edges: list, where: tuple, here: str, wait: bool
+    ) -> Any:  # a Container, or a PendingOp (amanda.io.onnx.pending) where ``wait``
         node, name, original, own_ns, schema, out_names, fn, fields = plan
         op_type, outs, ins, has_attrs = fields[0], fields[5], fields[6], fields[8]
         key = (name,)
@@ -238,7 +248,13 @@ class GraphReader(InitializerReader):
             inputs: Any = tuple(map(self._port, in_names))
         else:
             in_names, inputs = self._input_ports(schema, len(ins))
-        self._read_inputs(op_type, key, in_names, ins, scope, edges, where, here)
+        values, get = scope.values, scope.get
+        for port, value in zip(in_names, ins):  # an edge into each input port from the value it reads
+            if value:
+                src = values.get(value) or get(value)  # (an outer graph's value: captured)
+                if src is None:
+                    raise self._undefined(op_type, name, value, where, here)
+                edges.append(_edge(Edge, (src, _endpoint(Endpoint, (key, port)), EMPTY)))
 
         # most ops have no attributes: nothing to set up for them
         shared = self._node_attributes(node, schema, scope, (*where, name), here, captured, attrs,
@@ -246,7 +262,7 @@ class GraphReader(InitializerReader):
         attrs, uid = self._own_attrs(plan, attrs, hints, shared, len(where))
         if captured:
             inputs = [*inputs, *capture_ports(captured, in_names, key, scope, edges)]
-        elif self.defer and not fn and not self.in_function and len(where) == 1:  # a main-graph op of a nested import:
+        elif wait and not fn:  # a main-graph op of a nested import:
             waiting = pending_op(op_type, name, inputs, out_names, outs, types, attrs, uid, checked=True)
             if waiting is not None:
                 return waiting  # checked now, built when its level opens
@@ -302,18 +318,11 @@ class GraphReader(InitializerReader):
             raise self.text_fault()
         return self.shared.keep(set_key, attrs, hints)
 
-    def _read_inputs(self, op_type: str, key: tuple, in_names: Any, ins: tuple, scope: Scope, edges: list,
-                     where: tuple, here: str) -> None:
-        """An edge (added to ``edges``) into each input port of op ``key`` from the value it reads."""
-        values, get = scope.values, scope.get
-        for port, value in zip(in_names, ins):
-            if value:
-                src = values.get(value) or get(value)  # an outer graph's value: captured
-                if src is None:
-                    raise self.fail(f"{here}: node {key[0]!r} ({op_type}) reads {value!r}, which no input, "
-                                    "initializer or node output defines", path=(*where, key[0]),
-                                    expected="a defined value", found=repr(value))
-                edges.append(_edge(Edge, (src, _endpoint(Endpoint, (key, port)), EMPTY)))
+    def _undefined(self, op_type: str, name: str, value: str, where: tuple, here: str) -> FormatError:
+        """The error for node ``name`` reading ``value``, which nothing defines."""
+        return self.fail(f"{here}: node {name!r} ({op_type}) reads {value!r}, which no input, "
+                         "initializer or node output defines", path=(*where, name),
+                         expected="a defined value", found=repr(value))
 
     def _node_metadata(self, pairs: Any, attrs: dict, name: str, depth: int) -> str | None:
         """Read a node's metadata_props (as (key, value) pairs) into ``attrs`` (its scope names
