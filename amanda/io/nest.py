@@ -87,18 +87,19 @@ def lowest_common(groups: Iterable[Group], default: Group) -> Group:
     """The deepest group that holds every one of ``groups`` (``default`` if there are none)."""
     found: Group | None = None
     for group in groups:
-        if found is None:
-            found = group
-            continue
-        a, b = found, group
-        while a.depth > b.depth:
-            a = a.parent  # type: ignore[assignment]
-        while b.depth > a.depth:
-            b = b.parent  # type: ignore[assignment]
-        while a is not b:
-            a, b = a.parent, b.parent  # type: ignore[assignment]
-        found = a
+        found = group if found is None else _meet(found, group)
     return found if found is not None else default
+
+
+def _meet(a: Group, b: Group) -> Group:
+    """The deepest group that holds both ``a`` and ``b``."""
+    while a.depth > b.depth:
+        a = a.parent  # type: ignore[assignment]
+    while b.depth > a.depth:
+        b = b.parent  # type: ignore[assignment]
+    while a is not b:
+        a, b = a.parent, b.parent  # type: ignore[assignment]
+    return a
 
 
 _SLOTS = tuple(s for s in Container.__slots__ if s not in ("name", "_hash", "_cache"))
@@ -179,8 +180,8 @@ def _route(edge: Any, place: Mapping[str, Group], root: Group, final: Mapping[st
            ops: Mapping[str, Container], graph: str) -> None:
     """Add the edges (and ports) that carry one flat edge's value through the tree."""
     src, dst = edge[0], edge[1]
-    src_op = None if src[0] is SELF or src[0] == graph else src[0][0] if type(src[0]) is tuple else src[0]
-    dst_op = None if dst[0] is SELF or dst[0] == graph else dst[0][0] if type(dst[0]) is tuple else dst[0]
+    src_op = src[0][0] if type(src[0]) is tuple else None if src[0] is SELF or src[0] == graph else src[0]
+    dst_op = dst[0][0] if type(dst[0]) is tuple else None if dst[0] is SELF or dst[0] == graph else dst[0]
     source = root if src_op is None else place.get(src_op, root)
     target = root if dst_op is None else place.get(dst_op, root)
     here = _endpoint(Endpoint, (SELF if src_op is None else (final[src_op],), src[1]))
@@ -191,7 +192,7 @@ def _route(edge: Any, place: Mapping[str, Group], root: Group, final: Mapping[st
         return
     value = (src_op, src[1])
     name = ""  # the value's name, looked up when a first port needs it
-    meet = lowest_common((source, target), root)
+    meet = _meet(source, target)
     group = source
     while group is not meet:  # up: out through an output port of each group left
         port = group.outputs.get(value)

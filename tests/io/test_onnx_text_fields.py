@@ -131,3 +131,43 @@ def test_the_fields_checked_by_name_are_every_text_field_of_the_installed_onnx()
     protos = {"ValueInfoProto": onnx.ValueInfoProto, "TypeProto": onnx.TypeProto, "TypeProto.Tensor": onnx.TypeProto.Tensor,
               "TensorShapeProto": onnx.TensorShapeProto, "TensorShapeProto.Dimension": onnx.TensorShapeProto.Dimension}
     assert {name: text_fields(proto) for name, proto in protos.items()} == VALUE_INFO_TEXT_FIELDS
+
+
+def external_model(external: bool) -> bytes:
+    """A model with a weight (``external``: kept in an external file, with location and key
+    markers) and a node whose torch scope metadata holds a marker."""
+    weight = helper.make_tensor("w", TensorProto.FLOAT, [1], [0.0])
+    if external:
+        weight.ClearField("float_data")
+        weight.data_location = TensorProto.EXTERNAL
+        weight.external_data.add(key="location", value="WLOCAT")
+        weight.external_data.add(key="EXTKEY", value="0")
+    node = helper.make_node("Add", ["w", "x"], ["y"], name="add")
+    node.metadata_props.add(key="pkg.torch.onnx.name_scopes", value="['', 'SCOPEM', 'add']")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])], [weight])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10).SerializeToString()
+
+
+@pytest.mark.parametrize("marker, field, external", [
+    (b"WLOCAT", "graph.initializer[0].external_data[0].value", True),
+    (b"EXTKEY", "graph.initializer[0].external_data[1].key", True),
+    (b"SCOPEM", "graph.node[0].metadata_props[0].value", False),
+])
+def test_text_of_external_data_entries_and_scope_metadata_is_checked_at_import(marker, field, external):
+    """An external data entry of a weight, or torch's scope metadata of a node (taken into the
+    module tree), that is not UTF-8 fails at import naming the field, like any other text."""
+    data = external_model(external)
+    assert data.count(marker) == 1
+    model = onnx.ModelProto()
+    model.ParseFromString(data.replace(marker, marker[:2] + BAD + marker[4:]))
+    with pytest.raises(FormatError, match="is not UTF-8") as info:
+        from_onnx(model, source="m.onnx")
+    assert info.value.path == field
+
+
+def test_the_unmodified_scope_model_imports_as_a_tree():
+    """The model the scope case corrupts imports, its op in the module the metadata names."""
+    model = onnx.ModelProto()
+    model.ParseFromString(external_model(False))
+    assert from_onnx(model).child("SCOPEM").child("add").type == "Add"

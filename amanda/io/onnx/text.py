@@ -13,7 +13,7 @@ walk (:func:`check_text`) run, to name the field.
 
 from __future__ import annotations
 
-from itertools import count, repeat
+from itertools import chain, count, repeat
 from typing import Any
 
 from google.protobuf.descriptor import FieldDescriptor  # type: ignore[import-untyped]
@@ -91,10 +91,14 @@ def attribute_text_ok(attr: Any) -> bool:
 
 
 def _tensor_ok(tensor: Any) -> bool:
-    """Whether a tensor's two text fields are text and it has none of the others set (False
-    leaves the rest to the walk)."""
-    return (type(tensor.name) is str and type(tensor.doc_string) is str
-            and not (tensor.external_data or tensor.metadata_props or tensor.HasField("segment")))
+    """Whether a tensor's text fields (name, doc string, the keys and values of its external
+    data entries) are text and it has none of the others set (False leaves the rest to the
+    walk)."""
+    if (type(tensor.name) is not str or type(tensor.doc_string) is not str or tensor.metadata_props
+            or tensor.HasField("segment")):
+        return False
+    external = tensor.external_data
+    return not external or _ONLY_STR.issuperset(map(type, chain.from_iterable((e.key, e.value) for e in external)))
 
 
 def _value_info_ok(info: Any) -> bool:
