@@ -17,11 +17,13 @@ them as one tuple; the reader never goes back to the message but for the attribu
 from __future__ import annotations
 
 from itertools import chain
+from operator import attrgetter
 from typing import Any
 
 __all__ = ["NodeFields", "read_node"]
 
-_ONLY_STR = frozenset({str})
+_join = "".join
+_key_value = attrgetter("key", "value")
 
 #: (op_type, domain, name, overload, doc_string, outputs, inputs without the omitted trailing
 #: optional ones, metadata_props as (key, value) pairs, the attribute field): see read_node
@@ -33,9 +35,12 @@ def read_node(node: Any) -> NodeFields | None:
     not text (the caller then names it by the full walk of ``amanda.io.onnx.text``)."""
     op_type, domain, name, overload, doc = node.op_type, node.domain, node.name, node.overload, node.doc_string
     outs, ins, props = tuple(node.output), tuple(node.input), node.metadata_props
-    pairs = [(p.key, p.value) for p in props] if props else ()
-    if not (_ONLY_STR.issuperset(map(type, (op_type, domain, name, overload, doc, *outs, *ins)))
-            and (not pairs or _ONLY_STR.issuperset(map(type, chain.from_iterable(pairs))))):
+    pairs = list(map(_key_value, props)) if props else ()
+    try:  # joining refuses anything but str (bytes: not UTF-8), in C
+        _join((op_type, domain, name, overload, doc, *outs, *ins))
+        if pairs:
+            _join(chain.from_iterable(pairs))
+    except TypeError:
         return None
     if ins and not ins[-1]:
         end = len(ins)

@@ -76,13 +76,6 @@ class GraphReader(InitializerReader):
             return self.scope_texts
         return None
 
-    def _take_scope(self, meta: dict[str, str], name: str, depth: int) -> None:
-        """Move torch's scope entries of a node's metadata to ``scope_texts``: the module tree
-        holds them from now on (main graph only)."""
-        taking = self._scope_texts_of(None, depth)
-        if meta and taking is not None:
-            take_scope(meta, name, taking)
-
     def _port_names(self, schema: Any, side: str, count: int) -> tuple[str, ...]:
         key = (id(schema), side, count)
         names = self.names.get(key)
@@ -142,9 +135,10 @@ class GraphReader(InitializerReader):
                  if not any(p.key == "amanda_inferred" for p in vi.metadata_props)}
         main = parent is None and not self.in_function  # a bar for the main graph only
         wait = self.defer and main and len(where) == 1  # ops of a nested import's main graph may wait
+        taking = self._scope_texts_of(parent, len(where))
         with progress(len(plans), "importing ONNX", quiet=not main) as bar:
             for plan in plans:
-                children.append(self._node(plan, scope, types, edges, where, here, wait))
+                children.append(self._node(plan, scope, types, edges, where, here, wait, taking))
                 bar.update()
         outputs = self._graph_outputs(g, scope, edges, where, here)
         meta, extra, uid = read_metadata(g.metadata_props, self.prefix)
@@ -234,9 +228,8 @@ class GraphReader(InitializerReader):
         schema = None if fn else self.schemas.get(namespace, op_type)
         return own, schema, fn.outputs if fn else self._port_names(schema, "output", len(outs)), fn
 
-    def _node(
-        self, plan: tuple, scope: Scope, types: dict, edges: list, where: tuple, here: str, wait: bool
-    ) -> Any:  # a Container, or a PendingOp (amanda.io.onnx.pending) where ``wait``
+    def _node(self, plan: tuple, scope: Scope, types: dict, edges: list, where: tuple, here: str, wait: bool,
+              taking: dict | None) -> Any:  # a Container, or a PendingOp (amanda.io.onnx.pending) where ``wait``
         node, name, original, own_ns, schema, out_names, fn, fields = plan
         op_type, outs, ins, has_attrs = fields[0], fields[5], fields[6], fields[8]
         key = (name,)
@@ -259,7 +252,7 @@ class GraphReader(InitializerReader):
         # most ops have no attributes: nothing to set up for them
         shared = self._node_attributes(node, schema, scope, (*where, name), here, captured, attrs,
                                        hints) if has_attrs else None
-        attrs, uid = self._own_attrs(plan, attrs, hints, shared, len(where))
+        attrs, uid = self._own_attrs(plan, attrs, hints, shared, taking)
         if captured:
             inputs = [*inputs, *capture_ports(captured, in_names, key, scope, edges)]
         elif wait and not fn:  # a main-graph op of a nested import:
@@ -281,16 +274,18 @@ class GraphReader(InitializerReader):
             found = self.in_ports[key] = (names, tuple(map(self._port, names)))
         return found
 
-    def _own_attrs(self, plan: tuple, attrs: dict, hints: dict, shared: Any, depth: int) -> tuple[Any, str | None]:
+    def _own_attrs(self, plan: tuple, attrs: dict, hints: dict, shared: Any, taking: dict | None
+                   ) -> tuple[Any, str | None]:
         """The op's attributes (its set's values and what the node says of itself: namespace,
-        metadata, onnx_node) and uid. An op with nothing of its own takes its set's shared map."""
+        metadata, onnx_node) and uid. An op with nothing of its own takes its set's shared map.
+        ``taking``: where torch's scope metadata goes (the main graph's ``scope_texts``), or None."""
         _, name, original, own_ns, _, _, fn, fields = plan
         overload, doc, pairs = fields[3], fields[4], fields[7]
         if own_ns is not None and not fn:
             attrs["namespace"] = own_ns
-        uid, taking = None, self._scope_texts_of(None, depth)
+        uid = None
         if pairs and (taking is None or not take_scope_only(pairs, name, taking)):
-            uid = self._node_metadata(pairs, attrs, name, depth)
+            uid = self._node_metadata(pairs, attrs, name, taking)
         else:  # none, or torch's scope entries alone (a dynamo export's nodes): nothing of its own
             pairs = ()
         if original is not None or doc or overload or hints:
@@ -324,11 +319,12 @@ class GraphReader(InitializerReader):
                          "initializer or node output defines", path=(*where, name),
                          expected="a defined value", found=repr(value))
 
-    def _node_metadata(self, pairs: Any, attrs: dict, name: str, depth: int) -> str | None:
+    def _node_metadata(self, pairs: Any, attrs: dict, name: str, taking: dict | None) -> str | None:
         """Read a node's metadata_props (as (key, value) pairs) into ``attrs`` (its scope names
         aside); returns its uid."""
         meta, extra, uid = read_pairs(pairs, self.prefix)
-        self._take_scope(meta, name, depth)
+        if meta and taking is not None:
+            take_scope(meta, name, taking)  # the module tree holds them from now on
         if extra:
             attrs.update(extra)
         if meta:
