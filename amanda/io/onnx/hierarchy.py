@@ -188,21 +188,20 @@ class _Names:
         chain = self.chains.get(prefix)
         if chain is None:
             components = self.scopes[prefix] or ()
-            chain = self.chains[prefix] = self._chain(components, name.startswith("/"))
+            chain = self.chains[prefix] = self._chain(components, name.startswith("/"))[0]
         return chain, leaf
 
-    def _chain(self, components: tuple[str, ...], torch_style: bool) -> Chain:
-        """The chain of a scope path, built on its parent's (each scope is worked out once)."""
+    def _chain(self, components: tuple[str, ...], torch_style: bool) -> tuple[Chain, tuple[str, ...]]:
+        """The chain of a scope path and its components with repeated calls merged, built on its
+        parent's (each scope is worked out once)."""
         key = (components, torch_style)
         found = self.by_path.get(key)
         if found is not None:
-            return found[0]
+            return found
         if not components:
-            chain: Chain = ()
-            raw: tuple[str, ...] = ()
+            found = ((), ())
         else:
-            outer = self._chain(components[:-1], torch_style)
-            raw = self.by_path[(components[:-1], torch_style)][1]
+            outer, raw = self._chain(components[:-1], torch_style)
             parent = outer[-1][0] if outer else ""
             component = components[-1]
             if torch_style:
@@ -213,9 +212,9 @@ class _Names:
                 qualified = qualify(parent, component)
             else:
                 qualified = f"{parent}/{component}" if parent else component
-            chain = (*outer, (qualified, None))
-        self.by_path[key] = (chain, raw)
-        return chain
+            found = ((*outer, (qualified, None)), raw)
+        self.by_path[key] = found
+        return found
 
     def _genuine(self, parent: str, component: str) -> bool:
         """Whether a weight names ``component`` as a module (``conv_1.weight``): then it is one,
