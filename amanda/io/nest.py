@@ -143,13 +143,13 @@ def _names(group: Group, leaf_names: Mapping[str, str], final: dict[str, str], o
     numbers the ops in document order (depth first, weights first in each group)."""
     taken = {group.name} if group.name else set()
     for item in group.items:
-        if isinstance(item, Group):
+        if type(item) is Group:
             item.name = fresh_name(item.name, taken)
             taken.add(item.name)
     for name in group.weights:
         order[name] = len(order)
     for item in [*group.weights, *group.items]:
-        if isinstance(item, Group):
+        if type(item) is Group:
             _names(item, leaf_names, final, order)
             continue
         wanted = leaf_names.get(item, item)
@@ -303,7 +303,7 @@ def _build(group: Group, ops: Mapping[str, Any], final: Mapping[str, str],
     """The children of ``group``; with ``lazy``, its sub-groups' levels are made when opened."""
     children = [rename(ops[n], final[n]) for n in group.weights]
     for item in group.items:
-        if isinstance(item, Group):
+        if type(item) is Group:
             if lazy:
                 children.append(assemble(item, [], ports, _level(item, ops, final, ports, rename)))
             else:

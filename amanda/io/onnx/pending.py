@@ -80,13 +80,15 @@ def can_wait(attrs: Any, inputs: Any, out_names: tuple[str, ...]) -> bool:
 
 
 def pending_op(type: str, name: str, inputs: Any, out_names: tuple[str, ...], outputs: Any, types: dict,
-               attrs: Any, uid: str | None, *, checked: bool = False) -> PendingOp | None:
+               attrs: Any, uid: str | None, *, checked: bool = False, plain: bool = False) -> PendingOp | None:
     """The :class:`PendingOp` of a node or initializer, or None where it is to be built now
     (:func:`can_wait` refuses it, or its type, name or uid is not valid: building it says why).
     ``outputs`` are its output value names, ``types`` the graph's value_info by value name
     (read now: the op keeps no message). ``checked``: the port names are unique by
-    construction (a schema's), so only the attributes are looked at."""
-    if not (checked and _INTERPRETED.isdisjoint(attrs)) and not can_wait(attrs, inputs, out_names):
+    construction (a schema's), so only the attributes are looked at; ``plain``: the caller
+    knows they hold no attribute amanda interprets (a shared set's map, whose keys are read in
+    Python)."""
+    if not (checked and (plain or _INTERPRETED.isdisjoint(attrs))) and not can_wait(attrs, inputs, out_names):
         return None
     try:
         check_names(type, name, uid)

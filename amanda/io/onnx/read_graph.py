@@ -256,7 +256,8 @@ class GraphReader(InitializerReader):
         if captured:
             inputs = [*inputs, *capture_ports(captured, in_names, key, scope, edges)]
         elif wait and not fn:  # a main-graph op of a nested import:
-            waiting = pending_op(op_type, name, inputs, out_names, outs, types, attrs, uid, checked=True)
+            plain = shared is not None and shared.plain and attrs is shared.frozen()
+            waiting = pending_op(op_type, name, inputs, out_names, outs, types, attrs, uid, checked=True, plain=plain)
             if waiting is not None:
                 return waiting  # checked now, built when its level opens
         outputs = self._outputs(outs, out_names, types, fn is not None)
