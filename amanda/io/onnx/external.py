@@ -136,7 +136,7 @@ class ExternalReader:
         entries = {e.key: e.value for e in tensor.external_data}
         location = entries.get("location", "")
         stamp = self._file(tensor, location)
-        dims = tuple(int(d) for d in tensor.dims)
+        dims = tuple(map(int, tensor.dims))
         dtype = viewable_types().get(tensor.data_type)
         if dtype is None or sys.byteorder != "little":
             return self._read(tensor, location, stamp, entries, where)

@@ -15,7 +15,7 @@ from amanda.containers.edge import Endpoint, Port
 from amanda.errors import FormatError
 from amanda.io.onnx.hierarchy import take_scope
 from amanda.io.onnx.metadata import read_metadata
-from amanda.io.onnx.pending import PendingOp, pending_op
+from amanda.io.onnx.pending import make_pending, pending_op
 from amanda.io.onnx.scope import Scope, fresh_name
 from amanda.io.onnx.values import tensor_to_array
 
@@ -91,7 +91,7 @@ class InitializerReader:
             attrs["onnx_node"] = node_info
         values[name] = Endpoint((op_name,), CONSTANT_OUTPUT)
         if wait and not props and op_name.isascii():  # what pending_op makes of it, its checks passed
-            return PendingOp("Constant", op_name, (), _OUT_NAMES, (name,), _UNTYPED, attrs, None)
+            return make_pending(("Constant", op_name, (), _OUT_NAMES, (name,), _UNTYPED, attrs, None))
         waiting = pending_op("Constant", op_name, [], _OUT_NAMES, (name,), {}, attrs, uid) if wait else None
         if waiting is not None:
             return waiting  # a weight of a nested import: built when its level opens
