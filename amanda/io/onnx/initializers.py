@@ -23,6 +23,7 @@ __all__ = ["CONSTANT_OUTPUT", "InitializerReader"]
 
 CONSTANT_OUTPUT = "output"  # the output of ONNX Constant in every opset
 _OUT_NAMES, _UNTYPED = (CONSTANT_OUTPUT,), (None,)
+_endpoint = tuple.__new__
 
 
 class InitializerReader:
@@ -89,7 +90,7 @@ class InitializerReader:
             node_info["graph_input"] = True
         if node_info:
             attrs["onnx_node"] = node_info
-        values[name] = Endpoint((op_name,), CONSTANT_OUTPUT)
+        values[name] = _endpoint(Endpoint, ((op_name,), CONSTANT_OUTPUT))  # valid by construction
         if wait and not props and op_name.isascii():  # what pending_op makes of it, its checks passed
             return make_pending(("Constant", op_name, (), _OUT_NAMES, (name,), _UNTYPED, attrs, None))
         waiting = pending_op("Constant", op_name, [], _OUT_NAMES, (name,), {}, attrs, uid) if wait else None

@@ -154,12 +154,12 @@ def tensor_to_array(tensor: Any, where: str = "", span: tuple[int, int] | None =
         if span is not None and dtype is not None:
             viewed = array_at(data, span, dtype, dims)
             if viewed is not None:
-                return _frozen(viewed.astype(dtype.newbyteorder("="), copy=False))
+                return _frozen(viewed if dtype.isnative else viewed.astype(dtype.newbyteorder("=")))
         # each read of a bytes field copies it out of the parsed message: read it once
         raw = tensor.raw_data if dtype is not None else b""
         if raw and dtype is not None:
             array = np.frombuffer(raw, dtype=dtype).reshape(dims)
-            return _frozen(array.astype(dtype.newbyteorder("="), copy=False))
+            return _frozen(array if dtype.isnative else array.astype(dtype.newbyteorder("=")))
         if number == _STRING:
             return _frozen(np.array(list(tensor.string_data), dtype=np.bytes_).reshape(dims))
         if number not in DTYPE_NAMES:
