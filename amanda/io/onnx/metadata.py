@@ -39,7 +39,10 @@ def read_pairs(pairs: Any, where: str = "") -> tuple[dict[str, str], dict[str, A
     >>> read_pairs([("k", "v"), (UID_KEY, "u")])
     ({'k': 'v'}, {}, 'u')
     """
-    plain: dict[str, str] = {}
+    plain: dict[str, str] = dict(pairs)
+    if "amanda." not in "\n".join(plain):  # no amanda entry (an exporter's metadata): all plain, in C
+        return plain, {}, None
+    plain = {}
     extra: dict[str, Any] = {}
     uid = None
     for key, value in pairs:
