@@ -171,3 +171,47 @@ def test_the_unmodified_scope_model_imports_as_a_tree():
     model = onnx.ModelProto()
     model.ParseFromString(external_model(False))
     assert from_onnx(model).child("SCOPEM").child("add").type == "Add"
+
+
+def value_info_model() -> bytes:
+    """A model whose value_info (main graph and an If body's), read and text-checked by the
+    importer as it reads each graph, holds markers."""
+    body_vi = helper.make_tensor_value_info("b", TensorProto.FLOAT, ["BODYVI"])
+    then, other = (helper.make_graph([helper.make_node("Identity", ["x"], ["b"], name=n)], n, [],
+                                     [helper.make_tensor_value_info("b", TensorProto.FLOAT, [1])],
+                                     value_info=[body_vi] if n == "then" else [])
+                   for n in ("then", "else"))
+    branch = helper.make_node("If", ["cond"], ["z"], name="if", then_branch=then, else_branch=other)
+    relu = helper.make_node("Relu", ["x"], ["y"], name="relu")
+    graph = helper.make_graph(
+        [branch, relu], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1]),
+         helper.make_tensor_value_info("cond", TensorProto.BOOL, [])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1]) for n in ("z", "y")],
+        value_info=[helper.make_tensor_value_info("y", TensorProto.FLOAT, ["VIDIMP"]),
+                    helper.make_tensor_value_info("VINAME", TensorProto.FLOAT, [1])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10).SerializeToString()
+
+
+@pytest.mark.parametrize("marker, field", [
+    (b"VIDIMP", "graph.value_info[0].type.tensor_type.shape.dim[0].dim_param"),
+    (b"VINAME", "graph.value_info[1].name"),
+    (b"BODYVI", "graph.node[0].attribute[1].g.value_info[0].type.tensor_type.shape.dim[0].dim_param"),
+])
+def test_value_info_text_is_checked_as_each_graph_is_read(marker, field):
+    """value_info text that is not UTF-8, in the main graph or a body, fails naming the field
+    (value_info is read once, its text checked as read)."""
+    data = value_info_model()
+    assert data.count(marker) == 1
+    model = onnx.ModelProto()
+    model.ParseFromString(data.replace(marker, marker[:2] + BAD + marker[4:]))
+    with pytest.raises(FormatError, match="is not UTF-8") as info:
+        from_onnx(model, source="m.onnx")
+    assert info.value.path == field
+
+
+def test_the_unmodified_value_info_model_imports_its_types():
+    """The model the value_info cases corrupt imports, the op's output typed by its value_info."""
+    model = onnx.ModelProto()
+    model.ParseFromString(value_info_model())
+    assert from_onnx(model).child("relu").outputs[0].attrs["shape"] == ("VIDIMP",)

@@ -27,7 +27,7 @@ from amanda.containers.container import Container, new_uid
 from amanda.containers.edge import Port
 from amanda.containers.values import ScalarMap, freeze_attrs
 from amanda.errors import InvariantError
-from amanda.io.onnx.values import type_to_attrs, typed_port
+from amanda.io.onnx.values import typed_port
 
 __all__ = ["PendingOp", "can_wait", "make_pending", "pending_op"]
 
@@ -94,8 +94,8 @@ def pending_op(type: str, name: str, inputs: Any, out_names: tuple[str, ...], ou
                attrs: Any, uid: str | None, *, checked: bool = False, plain: bool = False) -> PendingOp | None:
     """The :class:`PendingOp` of a node or initializer, or None where it is to be built now
     (:func:`can_wait` refuses it, or its type, name or uid is not valid: building it says why).
-    ``outputs`` are its output value names, ``types`` the graph's value_info by value name
-    (read now: the op keeps no message). ``checked``: the port names are unique by
+    ``outputs`` are its output value names, ``types`` the port attributes the graph's
+    value_info gives by value name (read already: the op keeps no message). ``checked``: the port names are unique by
     construction (a schema's), so only the attributes are looked at; ``plain``: the caller
     knows they hold no attribute amanda interprets (a shared set's map, whose keys are read in
     Python)."""
@@ -108,7 +108,7 @@ def pending_op(type: str, name: str, inputs: Any, out_names: tuple[str, ...], ou
     values = tuple(outputs)
     if not types:  # no value_info in the graph (TorchScript's exports, most files)
         return make_pending((type, name, tuple(inputs), out_names, values, (None,) * len(values), attrs, uid))
-    typed = tuple(None if not v or (vi := types.get(v)) is None else type_to_attrs(vi) for v in values)
+    typed = tuple(types.get(v) if v else None for v in values)
     return make_pending((type, name, tuple(inputs), out_names, values, typed, attrs, uid))
 
 

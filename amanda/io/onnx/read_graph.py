@@ -24,8 +24,8 @@ from amanda.io.onnx.pending import pending_op
 from amanda.io.onnx.ports import Schemas, port_names
 from amanda.io.onnx.scope import Scope, capture_ports, fresh_name
 from amanda.io.onnx.shared_attrs import SharedAttributes
-from amanda.io.onnx.text import check_text
-from amanda.io.onnx.values import sparse_to_value, type_to_attrs, value_port
+from amanda.io.onnx.text import check_text, value_info_text_ok
+from amanda.io.onnx.values import read_value_info, sparse_to_value, type_to_attrs, typed_port
 from amanda.progress import progress
 
 __all__ = ["GraphReader", "Scope"]
@@ -130,9 +130,7 @@ class GraphReader(InitializerReader):
                 )
             )
         plans = self._name_nodes(g, values, taken, here, where)
-        # value_info amanda's export inferred (amanda.types.onnx_info) is not a declared type
-        types = {vi.name: vi for vi in g.value_info
-                 if not any(p.key == "amanda_inferred" for p in vi.metadata_props)}
+        types = self._value_types(g)
         main = parent is None and not self.in_function  # a bar for the main graph only
         wait = self.defer and main and len(where) == 1  # ops of a nested import's main graph may wait
         taking = self._scope_texts_of(parent, len(where))
@@ -145,6 +143,22 @@ class GraphReader(InitializerReader):
         fields = {"name": gname, "inputs": inputs, "outputs": outputs, "children": children, "edges": edges,
                   "info": graph_info(g, meta), "extra": extra, "uid": uid}
         return fields, scope
+
+    def _value_types(self, g: Any) -> dict[str, dict[str, Any]]:
+        """The port attributes of each value ``g``'s value_info types, its text checked here
+        (each field read once, where it is a tensor's); value_info amanda's export inferred
+        (amanda.types.onnx_info) is not a declared type."""
+        types = {}
+        for vi in g.value_info:
+            found = read_value_info(vi)
+            if found is None:
+                if not value_info_text_ok(vi):
+                    raise self.text_fault()
+                if any(p.key == "amanda_inferred" for p in vi.metadata_props):
+                    continue
+                found = vi.name, type_to_attrs(vi)
+            types[found[0]] = found[1]
+        return types
 
     def _graph_outputs(self, g: Any, scope: Scope, edges: list, where: tuple, here: str) -> list[Port]:
         """The output ports of graph ``g``, each with an edge (added to ``edges``) from its value."""
@@ -345,7 +359,7 @@ class GraphReader(InitializerReader):
         outputs = []
         for port, value in zip(names, [*values, *[""] * (len(names) - len(values))] if call else values):
             if value or call:
-                outputs.append(value_port(port, value, types.get(value)))
+                outputs.append(typed_port(port, value, types.get(value)))
         return outputs
 
     def _body(

@@ -20,11 +20,12 @@ from google.protobuf.descriptor import FieldDescriptor  # type: ignore[import-un
 
 from amanda.errors import FormatError
 
-__all__ = ["attribute_text_ok", "check_text", "check_text_outside_nodes", "props_text_ok"]
+__all__ = ["attribute_text_ok", "check_text", "check_text_outside_nodes", "props_text_ok", "value_info_text_ok"]
 
 _STRING = FieldDescriptor.TYPE_STRING
 _MESSAGE = FieldDescriptor.TYPE_MESSAGE
 _ONLY_STR = frozenset({str})
+_READ_BY_THE_IMPORTER = ("node", "value_info")  # a graph's fields whose text the importer checks
 _SCALAR_ATTRIBUTES = frozenset({1, 2, 3, 6, 7, 8})  # FLOAT, INT, STRING and their lists
 # the text and message fields of a node and a tensor the import checks by name, the others
 # (device_configurations) it does not read; a test pins these to the installed onnx
@@ -62,8 +63,9 @@ def check_text(model: Any, source: str | None = None) -> None:
 
 
 def check_text_outside_nodes(message: Any, source: str | None = None) -> None:
-    """:func:`check_text` for every field except the nodes of graphs (a function's nodes are
-    checked), which the importer checks as it reads them.
+    """:func:`check_text` for every field except the nodes and value_info of graphs (a
+    function's nodes are checked), which the importer checks as it reads them
+    (:func:`value_info_text_ok`).
 
     >>> import onnx
     >>> model = onnx.ModelProto()
@@ -88,6 +90,16 @@ def attribute_text_ok(attr: Any) -> bool:
     if kind == 4:  # TENSOR (every Constant node)
         return _tensor_ok(attr.t) or _walk_ok(attr.t)
     return kind in _SCALAR_ATTRIBUTES or _walk_ok(attr)
+
+
+def value_info_text_ok(info: Any) -> bool:
+    """Whether every text field of a ``ValueInfoProto`` is text.
+
+    >>> from onnx import helper
+    >>> value_info_text_ok(helper.make_tensor_value_info("x", 1, ["n"]))
+    True
+    """
+    return _value_info_ok(info) or _walk_ok(info)
 
 
 def _tensor_ok(tensor: Any) -> bool:
@@ -152,7 +164,7 @@ def _walk(root: Any, where: Any, source: str | None, skip_nodes: bool, only: str
                 continue
             if repeated:
                 items = getattr(message, name)
-                if not items or (skip_nodes and name == "node" and descriptor is graph):
+                if not items or (skip_nodes and name in _READ_BY_THE_IMPORTER and descriptor is graph):
                     continue
                 if not is_text:
                     extend(zip(items, zip(repeat(where), repeat(name), count())))
