@@ -82,7 +82,7 @@ class LazyTensor:
         setter(self, "file", file)
         setter(self, "offset", int(offset))
         setter(self, "dtype", np.dtype(dtype))
-        setter(self, "shape", tuple(int(d) for d in shape))
+        setter(self, "shape", tuple(map(int, shape)))
         setter(self, "name", name)
         setter(self, "_hash", hash((file, self.offset, self.dtype.str, self.shape)))
 

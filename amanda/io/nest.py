@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import repeat
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from pyrsistent import PMap, pvector
@@ -87,22 +87,24 @@ def lowest_common(groups: Iterable[Group], default: Group) -> Group:
     """The deepest group that holds every one of ``groups`` (``default`` if there are none)."""
     found: Group | None = None
     for group in groups:
-        if found is None:
-            found = group
-            continue
-        a, b = found, group
-        while a.depth > b.depth:
-            a = a.parent  # type: ignore[assignment]
-        while b.depth > a.depth:
-            b = b.parent  # type: ignore[assignment]
-        while a is not b:
-            a, b = a.parent, b.parent  # type: ignore[assignment]
-        found = a
+        found = group if found is None else _meet(found, group)
     return found if found is not None else default
+
+
+def _meet(a: Group, b: Group) -> Group:
+    """The deepest group that holds both ``a`` and ``b``."""
+    while a.depth > b.depth:
+        a = a.parent  # type: ignore[assignment]
+    while b.depth > a.depth:
+        b = b.parent  # type: ignore[assignment]
+    while a is not b:
+        a, b = a.parent, b.parent  # type: ignore[assignment]
+    return a
 
 
 _SLOTS = tuple(s for s in Container.__slots__ if s not in ("name", "_hash", "_cache"))
 _set = object.__setattr__
+_first, _second = itemgetter(0), itemgetter(1)
 _slots_of = attrgetter(*_SLOTS)
 
 
@@ -141,13 +143,13 @@ def _names(group: Group, leaf_names: Mapping[str, str], final: dict[str, str], o
     numbers the ops in document order (depth first, weights first in each group)."""
     taken = {group.name} if group.name else set()
     for item in group.items:
-        if isinstance(item, Group):
+        if type(item) is Group:
             item.name = fresh_name(item.name, taken)
             taken.add(item.name)
     for name in group.weights:
         order[name] = len(order)
     for item in [*group.weights, *group.items]:
-        if isinstance(item, Group):
+        if type(item) is Group:
             _names(item, leaf_names, final, order)
             continue
         wanted = leaf_names.get(item, item)
@@ -178,8 +180,8 @@ def _route(edge: Any, place: Mapping[str, Group], root: Group, final: Mapping[st
            ops: Mapping[str, Container], graph: str) -> None:
     """Add the edges (and ports) that carry one flat edge's value through the tree."""
     src, dst = edge[0], edge[1]
-    src_op = None if src[0] is SELF or src[0] == graph else src[0][0] if type(src[0]) is tuple else src[0]
-    dst_op = None if dst[0] is SELF or dst[0] == graph else dst[0][0] if type(dst[0]) is tuple else dst[0]
+    src_op = src[0][0] if type(src[0]) is tuple else None if src[0] is SELF or src[0] == graph else src[0]
+    dst_op = dst[0][0] if type(dst[0]) is tuple else None if dst[0] is SELF or dst[0] == graph else dst[0]
     source = root if src_op is None else place.get(src_op, root)
     target = root if dst_op is None else place.get(dst_op, root)
     here = _endpoint(Endpoint, (SELF if src_op is None else (final[src_op],), src[1]))
@@ -190,7 +192,7 @@ def _route(edge: Any, place: Mapping[str, Group], root: Group, final: Mapping[st
         return
     value = (src_op, src[1])
     name = ""  # the value's name, looked up when a first port needs it
-    meet = lowest_common((source, target), root)
+    meet = _meet(source, target)
     group = source
     while group is not meet:  # up: out through an output port of each group left
         port = group.outputs.get(value)
@@ -301,7 +303,7 @@ def _build(group: Group, ops: Mapping[str, Any], final: Mapping[str, str],
     """The children of ``group``; with ``lazy``, its sub-groups' levels are made when opened."""
     children = [rename(ops[n], final[n]) for n in group.weights]
     for item in group.items:
-        if isinstance(item, Group):
+        if type(item) is Group:
             if lazy:
                 children.append(assemble(item, [], ports, _level(item, ops, final, ports, rename)))
             else:
@@ -351,14 +353,13 @@ def nest(children: list[Any], edges: Iterable[Any], place: Mapping[str, Group],
     _names(root, leaf_names or {}, final, order)
     # routed in the tree's document order of their readers, so that the edges of every
     # container come out the same whatever order the file listed its nodes in
-    last = len(order)
-
-    def reader(edge: Any) -> int:
-        dst = edge[1][0]
-        return order.get(dst[0] if type(dst) is tuple else dst, last)
-
+    # (the sort keys looked up without a Python step per edge: a reader's path is (name,) or name)
+    edges = list(edges)
+    by_path: dict[Any, int] = dict(order)
+    by_path.update({(name,): i for name, i in order.items()})
+    keys = list(map(by_path.get, map(_first, map(_second, edges)), repeat(len(order))))
     graph = graph or ""
-    for edge in sorted(edges, key=reader):
+    for edge in map(edges.__getitem__, sorted(range(len(edges)), key=keys.__getitem__)):
         src, dst = edge[0], edge[1]
         if type(src[0]) is tuple and type(dst[0]) is tuple:  # the common case, inline: op to op in one container
             group = place.get(src[0][0], root)

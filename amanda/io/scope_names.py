@@ -114,6 +114,8 @@ def qualify(parent: str, component: str) -> str:
     >>> qualify("", "blocks.0"), qualify("blocks.0", "lin"), qualify("features", "features.10")
     ('blocks.0', 'blocks.0.lin', 'features.10')
     """
+    if "." not in component:  # one atom: a child attribute (nothing to continue)
+        return f"{parent}.{component}" if parent else component
     atoms = component.split(".")
     head, numbers = atoms[0], atoms[1:]
     if parent and not _numeric(head) and all(map(_numeric, numbers)):

@@ -30,7 +30,7 @@ from tests.fixtures.onnx import hierarchy_models as fx  # noqa: E402
 def _eager(path, monkeypatch) -> Container:  # noqa: ANN001
     """The same file imported with every op and level built at once (the design before)."""
     with monkeypatch.context() as patch:
-        patch.setattr(onnx_read_graph, "pending_op", lambda *args: None)
+        patch.setattr(onnx_read_graph, "pending_op", lambda *args, **kwargs: None)
         patch.setattr(onnx_hierarchy, "nest", lambda *a, **k: nest_module.nest(*a, **{**k, "lazy": False}))
         return amanda.load(path)
 

@@ -131,3 +131,87 @@ def test_the_fields_checked_by_name_are_every_text_field_of_the_installed_onnx()
     protos = {"ValueInfoProto": onnx.ValueInfoProto, "TypeProto": onnx.TypeProto, "TypeProto.Tensor": onnx.TypeProto.Tensor,
               "TensorShapeProto": onnx.TensorShapeProto, "TensorShapeProto.Dimension": onnx.TensorShapeProto.Dimension}
     assert {name: text_fields(proto) for name, proto in protos.items()} == VALUE_INFO_TEXT_FIELDS
+
+
+def external_model(external: bool) -> bytes:
+    """A model with a weight (``external``: kept in an external file, with location and key
+    markers) and a node whose torch scope metadata holds a marker."""
+    weight = helper.make_tensor("w", TensorProto.FLOAT, [1], [0.0])
+    if external:
+        weight.ClearField("float_data")
+        weight.data_location = TensorProto.EXTERNAL
+        weight.external_data.add(key="location", value="WLOCAT")
+        weight.external_data.add(key="EXTKEY", value="0")
+    node = helper.make_node("Add", ["w", "x"], ["y"], name="add")
+    node.metadata_props.add(key="pkg.torch.onnx.name_scopes", value="['', 'SCOPEM', 'add']")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])], [weight])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10).SerializeToString()
+
+
+@pytest.mark.parametrize("marker, field, external", [
+    (b"WLOCAT", "graph.initializer[0].external_data[0].value", True),
+    (b"EXTKEY", "graph.initializer[0].external_data[1].key", True),
+    (b"SCOPEM", "graph.node[0].metadata_props[0].value", False),
+])
+def test_text_of_external_data_entries_and_scope_metadata_is_checked_at_import(marker, field, external):
+    """An external data entry of a weight, or torch's scope metadata of a node (taken into the
+    module tree), that is not UTF-8 fails at import naming the field, like any other text."""
+    data = external_model(external)
+    assert data.count(marker) == 1
+    model = onnx.ModelProto()
+    model.ParseFromString(data.replace(marker, marker[:2] + BAD + marker[4:]))
+    with pytest.raises(FormatError, match="is not UTF-8") as info:
+        from_onnx(model, source="m.onnx")
+    assert info.value.path == field
+
+
+def test_the_unmodified_scope_model_imports_as_a_tree():
+    """The model the scope case corrupts imports, its op in the module the metadata names."""
+    model = onnx.ModelProto()
+    model.ParseFromString(external_model(False))
+    assert from_onnx(model).child("SCOPEM").child("add").type == "Add"
+
+
+def value_info_model() -> bytes:
+    """A model whose value_info (main graph and an If body's), read and text-checked by the
+    importer as it reads each graph, holds markers."""
+    body_vi = helper.make_tensor_value_info("b", TensorProto.FLOAT, ["BODYVI"])
+    then, other = (helper.make_graph([helper.make_node("Identity", ["x"], ["b"], name=n)], n, [],
+                                     [helper.make_tensor_value_info("b", TensorProto.FLOAT, [1])],
+                                     value_info=[body_vi] if n == "then" else [])
+                   for n in ("then", "else"))
+    branch = helper.make_node("If", ["cond"], ["z"], name="if", then_branch=then, else_branch=other)
+    relu = helper.make_node("Relu", ["x"], ["y"], name="relu")
+    graph = helper.make_graph(
+        [branch, relu], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1]),
+         helper.make_tensor_value_info("cond", TensorProto.BOOL, [])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1]) for n in ("z", "y")],
+        value_info=[helper.make_tensor_value_info("y", TensorProto.FLOAT, ["VIDIMP"]),
+                    helper.make_tensor_value_info("VINAME", TensorProto.FLOAT, [1])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10).SerializeToString()
+
+
+@pytest.mark.parametrize("marker, field", [
+    (b"VIDIMP", "graph.value_info[0].type.tensor_type.shape.dim[0].dim_param"),
+    (b"VINAME", "graph.value_info[1].name"),
+    (b"BODYVI", "graph.node[0].attribute[1].g.value_info[0].type.tensor_type.shape.dim[0].dim_param"),
+])
+def test_value_info_text_is_checked_as_each_graph_is_read(marker, field):
+    """value_info text that is not UTF-8, in the main graph or a body, fails naming the field
+    (value_info is read once, its text checked as read)."""
+    data = value_info_model()
+    assert data.count(marker) == 1
+    model = onnx.ModelProto()
+    model.ParseFromString(data.replace(marker, marker[:2] + BAD + marker[4:]))
+    with pytest.raises(FormatError, match="is not UTF-8") as info:
+        from_onnx(model, source="m.onnx")
+    assert info.value.path == field
+
+
+def test_the_unmodified_value_info_model_imports_its_types():
+    """The model the value_info cases corrupt imports, the op's output typed by its value_info."""
+    model = onnx.ModelProto()
+    model.ParseFromString(value_info_model())
+    assert from_onnx(model).child("relu").outputs[0].attrs["shape"] == ("VIDIMP",)

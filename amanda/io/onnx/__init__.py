@@ -19,6 +19,7 @@ True
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,17 @@ def _parse(data: bytes, source: str) -> Any:
     return model
 
 
+class _ModelFolder(os.PathLike):
+    """The folder of the model file at ``path`` once its links are resolved, worked out only
+    when ``os.fspath`` asks (the external data reader asks when a first tensor needs it)."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = path
+
+    def __fspath__(self) -> str:
+        return str(Path(self.path).resolve().parent)
+
+
 def load_onnx(path: str | Path, *, load_external_data: bool = True, lazy: bool = True,
               hierarchy: Any = "auto") -> Container:
     """Read an ONNX file (and the external data files it names) into a container.
@@ -80,7 +92,7 @@ def load_onnx(path: str | Path, *, load_external_data: bool = True, lazy: bool =
         raise FormatError(f"cannot read {source!r}: {exc.strerror}", path=source) from None
     model = _parse(data, source)
     if load_external_data:  # entering costs nothing; walking the model for external tensors did
-        with reading_external(Path(path).resolve().parent, source, lazy=lazy):
+        with reading_external(_ModelFolder(path), source, lazy=lazy):
             return from_onnx(model, source=source, hierarchy=hierarchy, serialized=data)
     return from_onnx(model, source=source, hierarchy=hierarchy, serialized=data)
 

@@ -84,9 +84,17 @@ class ExternalReader:
     messages); ``lazy=False`` reads each tensor into memory at once instead."""
 
     def __init__(self, folder: str | os.PathLike, source: str, *, lazy: bool = True) -> None:
-        self.folder = os.path.realpath(folder)
+        self._given, self._folder = folder, ""  # resolved when a first tensor needs it
         self.source, self.lazy = source, lazy
         self.stamps: dict[str, FileStamp] = {}  # location -> the stamp of the file it names
+
+    @property
+    def folder(self) -> str:
+        """The model's folder, every link in its path resolved (a model without external data
+        never asks: resolving is a system call per path component)."""
+        if not self._folder:
+            self._folder = os.path.realpath(self._given)
+        return self._folder
 
     def fail(self, tensor: Any, location: str, why: str, found: str = "") -> FormatError:
         return FormatError(
@@ -136,7 +144,7 @@ class ExternalReader:
         entries = {e.key: e.value for e in tensor.external_data}
         location = entries.get("location", "")
         stamp = self._file(tensor, location)
-        dims = tuple(int(d) for d in tensor.dims)
+        dims = tuple(map(int, tensor.dims))
         dtype = viewable_types().get(tensor.data_type)
         if dtype is None or sys.byteorder != "little":
             return self._read(tensor, location, stamp, entries, where)

@@ -17,7 +17,9 @@ tree holds it now, and the export writes it again from the tree.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from itertools import compress
+from operator import itemgetter
 from typing import Any
 
 from amanda.containers.container import Container
@@ -27,7 +29,8 @@ from amanda.io.onnx.pending import PendingOp
 from amanda.io.scope_names import parse_scope_list, qualify, relative_name, repeat_base, split_node_name
 
 __all__ = ["CLASS_HIERARCHY", "CONTAINERS_KEY", "HIERARCHY_MODES", "NAME_SCOPES", "check_hierarchy",
-           "nest_graph", "place_weights", "takes_scopes", "take_scope"]
+           "nest_graph", "place_weights", "takes_scopes", "take_scope",
+           "take_scope_only"]
 
 NAME_SCOPES = "pkg.torch.onnx.name_scopes"
 CLASS_HIERARCHY = "pkg.torch.onnx.class_hierarchy"
@@ -73,6 +76,26 @@ def take_scope(meta: dict[str, str], name: str, into: ScopeTexts) -> None:
     if text is not None:
         into[name] = (text, meta.pop(CLASS_HIERARCHY, None))
         meta.pop(NAMESPACE, None)
+
+
+_first, _second = itemgetter(0), itemgetter(1)
+_TORCH_KEYS = frozenset({NAME_SCOPES, CLASS_HIERARCHY, NAMESPACE})
+
+
+def take_scope_only(pairs: Any, name: str, into: ScopeTexts) -> bool:
+    """Where a node's metadata (``(key, value)`` pairs) holds torch's scope entries and nothing
+    else (as every node of a dynamo export does), move them to ``into[name]`` as
+    :func:`take_scope` would and return True; otherwise False, with nothing taken.
+
+    >>> found = {}
+    >>> take_scope_only([(NAME_SCOPES, "['', 'a', 'r']"), (NAMESPACE, "...")], "r", found), found
+    (True, {'r': ("['', 'a', 'r']", None)})
+    """
+    found = dict(pairs)
+    if NAME_SCOPES not in found or not _TORCH_KEYS.issuperset(found):
+        return False
+    into[name] = (found[NAME_SCOPES], found.get(CLASS_HIERARCHY))
+    return True
 
 
 class _Placer:
@@ -165,21 +188,20 @@ class _Names:
         chain = self.chains.get(prefix)
         if chain is None:
             components = self.scopes[prefix] or ()
-            chain = self.chains[prefix] = self._chain(components, name.startswith("/"))
+            chain = self.chains[prefix] = self._chain(components, name.startswith("/"))[0]
         return chain, leaf
 
-    def _chain(self, components: tuple[str, ...], torch_style: bool) -> Chain:
-        """The chain of a scope path, built on its parent's (each scope is worked out once)."""
+    def _chain(self, components: tuple[str, ...], torch_style: bool) -> tuple[Chain, tuple[str, ...]]:
+        """The chain of a scope path and its components with repeated calls merged, built on its
+        parent's (each scope is worked out once)."""
         key = (components, torch_style)
         found = self.by_path.get(key)
         if found is not None:
-            return found[0]
+            return found
         if not components:
-            chain: Chain = ()
-            raw: tuple[str, ...] = ()
+            found = ((), ())
         else:
-            outer = self._chain(components[:-1], torch_style)
-            raw = self.by_path[(components[:-1], torch_style)][1]
+            outer, raw = self._chain(components[:-1], torch_style)
             parent = outer[-1][0] if outer else ""
             component = components[-1]
             if torch_style:
@@ -190,9 +212,9 @@ class _Names:
                 qualified = qualify(parent, component)
             else:
                 qualified = f"{parent}/{component}" if parent else component
-            chain = (*outer, (qualified, None))
-        self.by_path[key] = (chain, raw)
-        return chain
+            found = ((*outer, (qualified, None)), raw)
+        self.by_path[key] = found
+        return found
 
     def _genuine(self, parent: str, component: str) -> bool:
         """Whether a weight names ``component`` as a module (``conv_1.weight``): then it is one,
@@ -330,6 +352,19 @@ def _by_names(placer: _Placer, all_names: list[str], ops: list[str], weights: li
     return "." if names.torch_style else "/"
 
 
+def _edges_from(edges: list, ops: set[str]) -> Iterator[Any]:
+    """The edges out of one of ``ops`` (the graph's: an op's path is ``(name,)``), picked out
+    without a Python step per edge."""
+    paths = {(name,) for name in ops}
+    return compress(edges, map(paths.__contains__, map(_first, map(_first, edges))))
+
+
+def _edges_into(edges: list, ops: set[str]) -> Iterator[Any]:
+    """The edges into one of ``ops`` (see :func:`_edges_from`)."""
+    paths = {(name,) for name in ops}
+    return compress(edges, map(paths.__contains__, map(_first, map(_second, edges))))
+
+
 def _place_unscoped(placer: _Placer, edges: list) -> None:
     """An op without a scope (exporter-made: ``Constant_29``, a Split the optimizer added)
     goes to the lowest container holding the ops it reads from and feeds."""
@@ -337,13 +372,14 @@ def _place_unscoped(placer: _Placer, edges: list) -> None:
         return
     wanted = set(placer.unscoped)
     neighbours: dict[str, list[str]] = {}
-    for edge in edges:
-        src, dst = edge[0][0], edge[1][0]
-        if type(src) is tuple and type(dst) is tuple:
-            if src[0] in wanted:
-                neighbours.setdefault(src[0], []).append(dst[0])
-            if dst[0] in wanted:
-                neighbours.setdefault(dst[0], []).append(src[0])
+    for edge in _edges_from(edges, wanted):
+        dst = edge[1][0]
+        if type(dst) is tuple:
+            neighbours.setdefault(edge[0][0][0], []).append(dst[0])
+    for edge in _edges_into(edges, wanted):
+        src = edge[0][0]
+        if type(src) is tuple:
+            neighbours.setdefault(edge[1][0][0], []).append(src[0])
     place = placer.place
     for name in placer.unscoped:
         place[name] = lowest_common([place[n] for n in neighbours.get(name, ()) if n in place], placer.root)
@@ -354,12 +390,10 @@ def _place_weights(placer: _Placer, weights: list[str], edges: list, separator: 
     todo = [w for w in weights if w not in place]
     if not todo:
         return
-    wanted = set(todo)
     users: dict[str, list[Group]] = {}
-    for edge in edges:
-        src, dst = edge[0][0], edge[1][0]
-        if type(src) is tuple and src[0] in wanted:
-            users.setdefault(src[0], []).append(place.get(dst[0], root) if type(dst) is tuple else root)
+    for edge in _edges_from(edges, set(todo)):
+        dst = edge[1][0]
+        users.setdefault(edge[0][0][0], []).append(place.get(dst[0], root) if type(dst) is tuple else root)
     by_scope: dict[str, Group] = {}
     stack = [root]
     while stack:

@@ -41,6 +41,7 @@ class _Importer(FunctionReader):
         self.schemas = Schemas()
         self.names: dict[tuple[int, str, int], tuple[str, ...]] = {}
         self.ports: dict[str, Port] = {}
+        self.in_ports: dict[tuple[int, int], tuple[tuple[str, ...], tuple[Port, ...]]] = {}
         self.shared = SharedAttributes()
         self.opsets = self._opsets(model)
         self.default = self.opsets.get("")

@@ -20,7 +20,8 @@ from typing import Any
 from amanda.errors import AmandaError, FormatError
 from amanda.safe_load import load_text
 
-__all__ = ["ATTR_KEY", "UID_KEY", "graph_info", "node_info", "read_metadata", "write_metadata"]
+__all__ = ["ATTR_KEY", "UID_KEY", "graph_info", "node_info", "read_metadata", "read_pairs",
+           "write_metadata"]
 
 UID_KEY = "amanda.uid"  # metadata_props key holding an op's (or graph's) uid
 ATTR_KEY = "amanda.attr."  # metadata_props prefix of amanda attributes ONNX has no slot for
@@ -28,11 +29,23 @@ ATTR_KEY = "amanda.attr."  # metadata_props prefix of amanda attributes ONNX has
 
 def read_metadata(props: Any, where: str = "") -> tuple[dict[str, str], dict[str, Any], str | None]:
     """(plain metadata, amanda attributes, uid) from ``metadata_props`` entries."""
-    plain: dict[str, str] = {}
+    return read_pairs([(entry.key, entry.value) for entry in props], where)
+
+
+def read_pairs(pairs: Any, where: str = "") -> tuple[dict[str, str], dict[str, Any], str | None]:
+    """(plain metadata, amanda attributes, uid) from ``metadata_props`` entries already read as
+    (key, value) pairs (each entry's fields read once: ``amanda.io.onnx.node_fields``).
+
+    >>> read_pairs([("k", "v"), (UID_KEY, "u")])
+    ({'k': 'v'}, {}, 'u')
+    """
+    plain: dict[str, str] = dict(pairs)
+    if "amanda." not in "\n".join(plain):  # no amanda entry (an exporter's metadata): all plain, in C
+        return plain, {}, None
+    plain = {}
     extra: dict[str, Any] = {}
     uid = None
-    for entry in props:
-        key, value = entry.key, entry.value
+    for key, value in pairs:
         if key == UID_KEY:
             uid = value or None
         elif key.startswith(ATTR_KEY):

@@ -16,27 +16,26 @@ from amanda.containers.values import EMPTY
 from amanda.errors import FormatError, InvariantError
 from amanda.io.nest import built
 from amanda.io.onnx.attrs import read_attributes
-from amanda.io.onnx.hierarchy import take_scope
-from amanda.io.onnx.metadata import graph_info, node_info, read_metadata
+from amanda.io.onnx.hierarchy import take_scope, take_scope_only
+from amanda.io.onnx.initializers import InitializerReader
+from amanda.io.onnx.metadata import graph_info, node_info, read_metadata, read_pairs
+from amanda.io.onnx.node_fields import read_node
 from amanda.io.onnx.pending import pending_op
 from amanda.io.onnx.ports import Schemas, port_names
 from amanda.io.onnx.scope import Scope, capture_ports, fresh_name
 from amanda.io.onnx.shared_attrs import SharedAttributes
-from amanda.io.onnx.text import check_text, props_text_ok
-from amanda.io.onnx.values import sparse_to_value, tensor_to_array, type_to_attrs, value_port
+from amanda.io.onnx.text import check_text, value_info_text_ok
+from amanda.io.onnx.values import read_value_info, sparse_to_value, type_to_attrs, typed_port
 from amanda.progress import progress
-
-_ONLY_STR = frozenset({str})
 
 __all__ = ["GraphReader", "Scope"]
 
-_CONSTANT_OUTPUT = "output"  # the output of ONNX Constant in every opset
 # Edges and endpoints built from names already known to be well-formed skip the coercing
 # constructors; the container's own checks still resolve and validate every edge.
 _edge = _endpoint = tuple.__new__
 
 
-class GraphReader:
+class GraphReader(InitializerReader):
     """Reads graphs; the importer supplies ``prefix`` (for messages), ``schemas``, ``names``
     and ``ports`` (caches), ``opsets`` (domain -> namespace), ``default`` (the default
     domain's namespace) and ``fail``."""
@@ -45,6 +44,7 @@ class GraphReader:
     schemas: Schemas
     names: dict[tuple[int, str, int], tuple[str, ...]]
     ports: dict[str, Port]
+    in_ports: dict[tuple[int, int], tuple[tuple[str, ...], tuple[Port, ...]]]
     opsets: dict[str, str]
     default: str | None
     proto: Any  # the ModelProto being read
@@ -75,13 +75,6 @@ class GraphReader:
         if parent is None and depth == 1 and not self.in_function:
             return self.scope_texts
         return None
-
-    def _take_scope(self, meta: dict[str, str], name: str, depth: int) -> None:
-        """Move torch's scope entries of a node's metadata to ``scope_texts``: the module tree
-        holds them from now on (main graph only)."""
-        taking = self._scope_texts_of(None, depth)
-        if meta and taking is not None:
-            take_scope(meta, name, taking)
 
     def _port_names(self, schema: Any, side: str, count: int) -> tuple[str, ...]:
         key = (id(schema), side, count)
@@ -137,19 +130,35 @@ class GraphReader:
                 )
             )
         plans = self._name_nodes(g, values, taken, here, where)
-        # value_info amanda's export inferred (amanda.types.onnx_info) is not a declared type
-        types = {vi.name: vi for vi in g.value_info
-                 if not any(p.key == "amanda_inferred" for p in vi.metadata_props)}
+        types = self._value_types(g)
         main = parent is None and not self.in_function  # a bar for the main graph only
+        wait = self.defer and main and len(where) == 1  # ops of a nested import's main graph may wait
+        taking = self._scope_texts_of(parent, len(where))
         with progress(len(plans), "importing ONNX", quiet=not main) as bar:
             for plan in plans:
-                children.append(self._node(plan, scope, types, edges, where, here))
+                children.append(self._node(plan, scope, types, edges, where, here, wait, taking))
                 bar.update()
         outputs = self._graph_outputs(g, scope, edges, where, here)
         meta, extra, uid = read_metadata(g.metadata_props, self.prefix)
         fields = {"name": gname, "inputs": inputs, "outputs": outputs, "children": children, "edges": edges,
                   "info": graph_info(g, meta), "extra": extra, "uid": uid}
         return fields, scope
+
+    def _value_types(self, g: Any) -> dict[str, dict[str, Any]]:
+        """The port attributes of each value ``g``'s value_info types, its text checked here
+        (each field read once, where it is a tensor's); value_info amanda's export inferred
+        (amanda.types.onnx_info) is not a declared type."""
+        types = {}
+        for vi in g.value_info:
+            found = read_value_info(vi)
+            if found is None:
+                if not value_info_text_ok(vi):
+                    raise self.text_fault()
+                if any(p.key == "amanda_inferred" for p in vi.metadata_props):
+                    continue
+                found = vi.name, type_to_attrs(vi)
+            types[found[0]] = found[1]
+        return types
 
     def _graph_outputs(self, g: Any, scope: Scope, edges: list, where: tuple, here: str) -> list[Port]:
         """The output ports of graph ``g``, each with an edge (added to ``edges``) from its value."""
@@ -168,102 +177,27 @@ class GraphReader:
             edges.append(Edge(src, Endpoint(SELF, vi.name)))
         return outputs
 
-    def _initializers(self, g: Any, parent: Scope | None, values: dict, taken: set[str], overridable: set[str],
-                      here: str) -> list[Container]:
-        """The Constant ops of ``g``'s dense initializers (the main graph's weights are views of
-        the bytes the model was parsed from, where their spans were found)."""
-        taking = self._scope_texts_of(parent, 1)
-        main = parent is None and not self.in_function
-        spans = self.spans if main else None
-        return [self._initializer(tensor, tensor.name,
-                                  {"value": tensor_to_array(tensor, self.prefix, spans[i] if spans else None,
-                                                            self.serialized)},
-                                  values, taken, overridable, here, taking, main and self.defer)
-                for i, tensor in enumerate(g.initializer)]
-
-    def _initializer(
-        self,
-        tensor: Any,
-        name: str,
-        value: dict[str, Any],
-        values: dict,
-        taken: set[str],
-        overridable: set[str],
-        here: str,
-        taking: dict | None = None,
-        wait: bool = False,
-    ) -> Any:
-        if not name or name in values:
-            raise self.fail(
-                f"{here} defines initializer {name!r} twice or without a name",
-                path=name,
-                expected="unique initializer names",
-                found=repr(name),
-            )
-        op_name = fresh_name(name if name not in taken else f"{name}_initializer", taken)
-        taken.add(op_name)
-        attrs: dict[str, Any] = {**value, "initializer": True}
-        props, uid = tensor.metadata_props, None
-        if props:
-            meta, extra, uid = read_metadata(props, self.prefix)
-            if meta and taking is not None:
-                take_scope(meta, op_name, taking)
-            attrs.update(extra)
-            if meta:
-                attrs["metadata"] = meta
-        node_info: dict[str, Any] = {}
-        if tensor.doc_string:
-            node_info["doc_string"] = tensor.doc_string
-        if name in overridable:
-            node_info["graph_input"] = True
-        if node_info:
-            attrs["onnx_node"] = node_info
-        values[name] = Endpoint((op_name,), _CONSTANT_OUTPUT)
-        waiting = pending_op("Constant", op_name, [], (_CONSTANT_OUTPUT,), (name,), {}, attrs, uid) if wait else None
-        if waiting is not None:
-            return waiting  # a weight of a nested import: built when its level opens
-        output = Port(_CONSTANT_OUTPUT, attrs={"onnx_name": name})
-        return self._build("Constant", op_name, (), (output,), attrs, uid, here)
-
     def _name_nodes(
         self, g: Any, values: dict, taken: set[str], here: str, where: tuple
     ) -> list[tuple]:
-        """First pass: op names, namespaces, schemas, and every value the nodes define."""
+        """First pass: every node's fields read once (``amanda.io.onnx.node_fields``), op names,
+        namespaces, schemas (worked out once per kind of node), and every value the nodes define."""
         plans = []
-        default, opsets, schemas = self.default, self.opsets, self.schemas
+        kinds: dict[tuple, tuple] = {}
         for index, node in enumerate(g.node):
-            op_type, domain, name, outs = node.op_type, node.domain, node.name, node.output
-            if (type(op_type) is not str or type(domain) is not str or type(name) is not str
-                    or not _ONLY_STR.issuperset(map(type, outs))):
+            fields = read_node(node)
+            if fields is None:
                 raise self.text_fault()
-            if domain in ("", "ai.onnx"):
-                namespace, own = default, None
-                if default is None:
-                    raise self.fail(
-                        f"{here}: node {node.name or index!r} ({op_type}) is in the default "
-                        "domain, which opset_import does not list",
-                        path=(*where, node.name),
-                        expected="an opset_import for the default domain",
-                        found="none",
-                    )
-            else:
-                namespace = own = opsets.get(domain)
-                if namespace is None:
-                    raise self.fail(
-                        f"{here}: node {node.name or index!r} ({op_type}) is in domain {domain!r}, "
-                        "which opset_import does not list",
-                        path=(*where, node.name),
-                        expected=f"an opset_import for {domain!r}",
-                        found="none",
-                    )
-            fn = self.function_of(domain, op_type, node.overload)
-            schema = None if fn else schemas.get(namespace, op_type)
+            op_type, domain, name, overload, _, outs, _, _, _ = fields
+            kind = kinds.get((op_type, domain, overload, len(outs)))
+            if kind is None:
+                kind = kinds[(op_type, domain, overload, len(outs))] = self._kind(fields, index, here, where)
+            own, schema, out_names, fn = kind
             original = None
             if not name or name in taken or (fn and name in fn.names):
                 original = name
                 name = fresh_name(f"{op_type}_{index}", taken)
             taken.add(name)
-            out_names = fn.outputs if fn else self._port_names(schema, "output", len(outs))
             key = (name,)
             for port, value in zip(out_names, outs):
                 if not value:
@@ -277,55 +211,101 @@ class GraphReader:
                         found=repr(value),
                     )
                 values[value] = _endpoint(Endpoint, (key, port))
-            plans.append((node, name, original, own, schema, out_names, fn))
+            plans.append((node, name, original, own, schema, out_names, fn, fields))
         return plans
 
-    def _node(
-        self, plan: tuple, scope: Scope, types: dict, edges: list, where: tuple, here: str
-    ) -> Any:  # a Container, or a PendingOp (amanda.io.onnx.pending)
-        node, name, original, own_ns, schema, out_names, fn = plan
+    def _kind(self, fields: tuple, index: int, here: str, where: tuple) -> tuple:
+        """(own namespace or None, schema, output port names, model-local function or None) of
+        the nodes of one type, domain, overload and output count (the first one at ``index``)."""
+        op_type, domain, name, overload, _, outs, _, _, _ = fields
+        if domain in ("", "ai.onnx"):
+            namespace, own = self.default, None
+            if namespace is None:
+                raise self.fail(
+                    f"{here}: node {name or index!r} ({op_type}) is in the default "
+                    "domain, which opset_import does not list",
+                    path=(*where, name),
+                    expected="an opset_import for the default domain",
+                    found="none",
+                )
+        else:
+            namespace = own = self.opsets.get(domain)
+            if namespace is None:
+                raise self.fail(
+                    f"{here}: node {name or index!r} ({op_type}) is in domain {domain!r}, "
+                    "which opset_import does not list",
+                    path=(*where, name),
+                    expected=f"an opset_import for {domain!r}",
+                    found="none",
+                )
+        fn = self.function_of(domain, op_type, overload)
+        schema = None if fn else self.schemas.get(namespace, op_type)
+        return own, schema, fn.outputs if fn else self._port_names(schema, "output", len(outs)), fn
+
+    def _node(self, plan: tuple, scope: Scope, types: dict, edges: list, where: tuple, here: str, wait: bool,
+              taking: dict | None) -> Any:  # a Container, or a PendingOp (amanda.io.onnx.pending) where ``wait``
+        node, name, original, own_ns, schema, out_names, fn, fields = plan
+        op_type, outs, ins, has_attrs = fields[0], fields[5], fields[6], fields[8]
         key = (name,)
         attrs: dict[str, Any] = {}
         hints: dict[str, str] = {}
         captured: list[str] = []
-        ins = list(node.input)
-        doc, overload, props = node.doc_string, node.overload, node.metadata_props
-        if not (_ONLY_STR.issuperset(map(type, ins)) and type(doc) is str and type(overload) is str
-                and (not props or props_text_ok(props))):
-            raise self.text_fault()
-        while ins and not ins[-1]:
-            ins.pop()  # omitted trailing optional inputs are not declared
-        in_names = self._call_inputs(fn, len(ins), name, where, here) if fn else self._port_names(
-            schema, "input", len(ins))
-        self._read_inputs(node, key, in_names, ins, scope, edges, where, here)
+        if fn:
+            in_names = self._call_inputs(fn, len(ins), name, where, here)
+            inputs: Any = tuple(map(self._port, in_names))
+        else:
+            in_names, inputs = self._input_ports(schema, len(ins))
+        values, get = scope.values, scope.get
+        for port, value in zip(in_names, ins):  # an edge into each input port from the value it reads
+            if value:
+                src = values.get(value) or get(value)  # (an outer graph's value: captured)
+                if src is None:
+                    raise self._undefined(op_type, name, value, where, here)
+                edges.append(_edge(Edge, (src, _endpoint(Endpoint, (key, port)), EMPTY)))
 
         # most ops have no attributes: nothing to set up for them
         shared = self._node_attributes(node, schema, scope, (*where, name), here, captured, attrs,
-                                       hints) if node.attribute else None
-        attrs, uid = self._own_attrs(plan, attrs, hints, shared, len(where))
-        inputs = [self._port(n) for n in in_names]
+                                       hints) if has_attrs else None
+        attrs, uid = self._own_attrs(plan, attrs, hints, shared, taking)
         if captured:
-            inputs += capture_ports(captured, in_names, key, scope, edges)
-        elif self.defer and not fn and not self.in_function and len(where) == 1:  # a main-graph op of a nested
-            waiting = pending_op(node.op_type, name, inputs, out_names, node.output, types, attrs, uid)  # import:
+            inputs = [*inputs, *capture_ports(captured, in_names, key, scope, edges)]
+        elif wait and not fn:  # a main-graph op of a nested import:
+            plain = shared is not None and shared.plain and attrs is shared.frozen()
+            waiting = pending_op(op_type, name, inputs, out_names, outs, types, attrs, uid, checked=True, plain=plain)
             if waiting is not None:
                 return waiting  # checked now, built when its level opens
-        outputs = self._outputs(node.output, out_names, types, fn is not None)
+        outputs = self._outputs(outs, out_names, types, fn is not None)
         if fn:
             return self.call(fn, name, inputs, outputs, attrs, uid, here)
-        return self._build(node.op_type, name, inputs, outputs, attrs, uid, here)
+        return self._build(op_type, name, inputs, outputs, attrs, uid, here)
 
-    def _own_attrs(self, plan: tuple, attrs: dict, hints: dict, shared: Any, depth: int) -> tuple[Any, str | None]:
+    def _input_ports(self, schema: Any, count: int) -> tuple[tuple[str, ...], tuple[Port, ...]]:
+        """The names of an op's first ``count`` input ports under ``schema``, and the ports
+        (both made once per import for each schema and count)."""
+        key = (id(schema), count)
+        found = self.in_ports.get(key)
+        if found is None:
+            names = self._port_names(schema, "input", count)
+            found = self.in_ports[key] = (names, tuple(map(self._port, names)))
+        return found
+
+    def _own_attrs(self, plan: tuple, attrs: dict, hints: dict, shared: Any, taking: dict | None
+                   ) -> tuple[Any, str | None]:
         """The op's attributes (its set's values and what the node says of itself: namespace,
-        metadata, onnx_node) and uid. An op with nothing of its own takes its set's shared map."""
-        node, name, original, own_ns, _, _, fn = plan
-        doc, overload, props = node.doc_string, node.overload, node.metadata_props
+        metadata, onnx_node) and uid. An op with nothing of its own takes its set's shared map.
+        ``taking``: where torch's scope metadata goes (the main graph's ``scope_texts``), or None."""
+        _, name, original, own_ns, _, _, fn, fields = plan
+        overload, doc, pairs = fields[3], fields[4], fields[7]
         if own_ns is not None and not fn:
             attrs["namespace"] = own_ns
-        uid = self._node_metadata(props, attrs, name, depth) if props else None
+        uid = None
+        if pairs and (taking is None or not take_scope_only(pairs, name, taking)):
+            uid = self._node_metadata(pairs, attrs, name, taking)
+        else:  # none, or torch's scope entries alone (a dynamo export's nodes): nothing of its own
+            pairs = ()
         if original is not None or doc or overload or hints:
             attrs["onnx_node"] = node_info(original, doc, overload, hints)
-        elif shared is not None and not props and own_ns is None and not fn:
+        elif shared is not None and not pairs and own_ns is None and not fn:
             return shared.frozen(), uid  # the set's map, frozen once
         return attrs, uid
 
@@ -348,23 +328,18 @@ class GraphReader:
             raise self.text_fault()
         return self.shared.keep(set_key, attrs, hints)
 
-    def _read_inputs(self, node: Any, key: tuple, in_names: Any, ins: list, scope: Scope, edges: list,
-                     where: tuple, here: str) -> None:
-        """An edge (added to ``edges``) into each input port of op ``key`` from the value it reads."""
-        get = scope.get
-        for port, value in zip(in_names, ins):
-            if value:
-                src = get(value)
-                if src is None:
-                    raise self.fail(f"{here}: node {key[0]!r} ({node.op_type}) reads {value!r}, which no input, "
-                                    "initializer or node output defines", path=(*where, key[0]),
-                                    expected="a defined value", found=repr(value))
-                edges.append(_edge(Edge, (src, _endpoint(Endpoint, (key, port)), EMPTY)))
+    def _undefined(self, op_type: str, name: str, value: str, where: tuple, here: str) -> FormatError:
+        """The error for node ``name`` reading ``value``, which nothing defines."""
+        return self.fail(f"{here}: node {name!r} ({op_type}) reads {value!r}, which no input, "
+                         "initializer or node output defines", path=(*where, name),
+                         expected="a defined value", found=repr(value))
 
-    def _node_metadata(self, props: Any, attrs: dict, name: str, depth: int) -> str | None:
-        """Read a node's metadata_props into ``attrs`` (its scope names aside); returns its uid."""
-        meta, extra, uid = read_metadata(props, self.prefix)
-        self._take_scope(meta, name, depth)
+    def _node_metadata(self, pairs: Any, attrs: dict, name: str, taking: dict | None) -> str | None:
+        """Read a node's metadata_props (as (key, value) pairs) into ``attrs`` (its scope names
+        aside); returns its uid."""
+        meta, extra, uid = read_pairs(pairs, self.prefix)
+        if meta and taking is not None:
+            take_scope(meta, name, taking)  # the module tree holds them from now on
         if extra:
             attrs.update(extra)
         if meta:
@@ -384,7 +359,7 @@ class GraphReader:
         outputs = []
         for port, value in zip(names, [*values, *[""] * (len(names) - len(values))] if call else values):
             if value or call:
-                outputs.append(value_port(port, value, types.get(value)))
+                outputs.append(typed_port(port, value, types.get(value)))
         return outputs
 
     def _body(

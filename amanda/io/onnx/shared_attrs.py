@@ -27,23 +27,27 @@ from __future__ import annotations
 
 from typing import Any
 
+from amanda.containers.arguments import INTERPRETED_ATTRS
 from amanda.containers.values import freeze_attrs
 
 __all__ = ["MAX_SHARED_BYTES", "SharedAttributes", "SharedEntry"]
 
 MAX_SHARED_BYTES = 4096  # attribute sets larger than this (serialized) are converted per op
 # FLOAT, INT, STRING, TENSOR, FLOATS, INTS, STRINGS, TENSORS: values that depend on the bytes alone
+_INTERPRETED = frozenset(INTERPRETED_ATTRS)
 _SHAREABLE_TYPES = frozenset({1, 2, 3, 4, 6, 7, 8, 9})
 
 
 class SharedEntry:
     """One converted attribute set: its values and type hints (as the reader makes them for an
-    op) and, made when first asked for, their frozen map."""
+    op), whether it holds no attribute amanda interprets (``plain``: known without reading the
+    frozen map's keys in Python) and, made when first asked for, their frozen map."""
 
-    __slots__ = ("_frozen", "hints", "values")
+    __slots__ = ("_frozen", "hints", "plain", "values")
 
     def __init__(self, values: dict[str, Any], hints: dict[str, str]) -> None:
         self.values, self.hints = values, hints
+        self.plain = _INTERPRETED.isdisjoint(values)
         self._frozen: Any = None
 
     def frozen(self) -> Any:

@@ -13,18 +13,19 @@ walk (:func:`check_text`) run, to name the field.
 
 from __future__ import annotations
 
-from itertools import count, repeat
+from itertools import chain, count, repeat
 from typing import Any
 
 from google.protobuf.descriptor import FieldDescriptor  # type: ignore[import-untyped]
 
 from amanda.errors import FormatError
 
-__all__ = ["attribute_text_ok", "check_text", "check_text_outside_nodes", "props_text_ok"]
+__all__ = ["attribute_text_ok", "check_text", "check_text_outside_nodes", "props_text_ok", "value_info_text_ok"]
 
 _STRING = FieldDescriptor.TYPE_STRING
 _MESSAGE = FieldDescriptor.TYPE_MESSAGE
 _ONLY_STR = frozenset({str})
+_READ_BY_THE_IMPORTER = ("node", "value_info")  # a graph's fields whose text the importer checks
 _SCALAR_ATTRIBUTES = frozenset({1, 2, 3, 6, 7, 8})  # FLOAT, INT, STRING and their lists
 # the text and message fields of a node and a tensor the import checks by name, the others
 # (device_configurations) it does not read; a test pins these to the installed onnx
@@ -62,8 +63,9 @@ def check_text(model: Any, source: str | None = None) -> None:
 
 
 def check_text_outside_nodes(message: Any, source: str | None = None) -> None:
-    """:func:`check_text` for every field except the nodes of graphs (a function's nodes are
-    checked), which the importer checks as it reads them.
+    """:func:`check_text` for every field except the nodes and value_info of graphs (a
+    function's nodes are checked), which the importer checks as it reads them
+    (:func:`value_info_text_ok`).
 
     >>> import onnx
     >>> model = onnx.ModelProto()
@@ -90,11 +92,25 @@ def attribute_text_ok(attr: Any) -> bool:
     return kind in _SCALAR_ATTRIBUTES or _walk_ok(attr)
 
 
+def value_info_text_ok(info: Any) -> bool:
+    """Whether every text field of a ``ValueInfoProto`` is text.
+
+    >>> from onnx import helper
+    >>> value_info_text_ok(helper.make_tensor_value_info("x", 1, ["n"]))
+    True
+    """
+    return _value_info_ok(info) or _walk_ok(info)
+
+
 def _tensor_ok(tensor: Any) -> bool:
-    """Whether a tensor's two text fields are text and it has none of the others set (False
-    leaves the rest to the walk)."""
-    return (type(tensor.name) is str and type(tensor.doc_string) is str
-            and not (tensor.external_data or tensor.metadata_props or tensor.HasField("segment")))
+    """Whether a tensor's text fields (name, doc string, the keys and values of its external
+    data entries) are text and it has none of the others set (False leaves the rest to the
+    walk)."""
+    if (type(tensor.name) is not str or type(tensor.doc_string) is not str or tensor.metadata_props
+            or tensor.HasField("segment")):
+        return False
+    external = tensor.external_data
+    return not external or _ONLY_STR.issuperset(map(type, chain.from_iterable((e.key, e.value) for e in external)))
 
 
 def _value_info_ok(info: Any) -> bool:
@@ -148,7 +164,7 @@ def _walk(root: Any, where: Any, source: str | None, skip_nodes: bool, only: str
                 continue
             if repeated:
                 items = getattr(message, name)
-                if not items or (skip_nodes and name == "node" and descriptor is graph):
+                if not items or (skip_nodes and name in _READ_BY_THE_IMPORTER and descriptor is graph):
                     continue
                 if not is_text:
                     extend(zip(items, zip(repeat(where), repeat(name), count())))
