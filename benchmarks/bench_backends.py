@@ -65,6 +65,11 @@ def paired(fns: dict, repeat: int, block: int = 3, settle: float = 0.1) -> dict:
     return {a: float(np.median(samples[a])), b: float(np.median(samples[b])), "ratio": float(np.median(ratios))}
 
 
+#: (runs per block, seconds of sleep before a block): ``--block 1 --settle 0`` pairs single runs
+#: back to back, the steadiest ratio on a machine whose speed drifts within a second
+BLOCKING = {"block": 3, "settle": 0.1}
+
+
 def measure(name: str, proto, feeds: dict, repeat: int) -> dict:
     """amanda's onnxruntime backend and onnxruntime, timed in alternating blocks."""
     out = proto.graph.output[0].name
@@ -72,7 +77,7 @@ def measure(name: str, proto, feeds: dict, repeat: int) -> dict:
     theirs = ort_session(proto)
     np.testing.assert_allclose(session.run([out], feeds)[0], theirs.run([out], feeds)[0], rtol=2e-3, atol=2e-3)
     times = paired({"amanda": lambda: session.run([out], feeds),
-                    "onnxruntime": lambda: theirs.run([out], feeds)}, repeat)
+                    "onnxruntime": lambda: theirs.run([out], feeds)}, repeat, **BLOCKING)
     parts = len(session._remote.records)
     session.close()
     return {"name": name, "parts": parts, **times}
@@ -101,7 +106,7 @@ def measure_split(repeat: int) -> dict:
     devices = [r[1] for r in session._remote.records]
     assert devices == ["onnxruntime:cpu", "cpu:0", "onnxruntime:cpu"], devices
     times = paired({"amanda": lambda: session.run([out], feeds),
-                    "onnxruntime": lambda: theirs.run([out], feeds)}, repeat)
+                    "onnxruntime": lambda: theirs.run([out], feeds)}, repeat, **BLOCKING)
     return {"name": "mlp split around a numpy Relu", "parts": len(devices), **times}
 
 
@@ -125,8 +130,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=10)
     parser.add_argument("--only", default=",".join(bench_models.REAL + list(bench_models.BUILT)))
+    parser.add_argument("--block", type=int, default=3, help="runs per timed block")
+    parser.add_argument("--settle", type=float, default=0.1, help="seconds of sleep before each block")
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "amanda-bench-models")
     args = parser.parse_args(argv)
+    BLOCKING.update(block=args.block, settle=args.settle)
     args.cache.mkdir(parents=True, exist_ok=True)
     load_before = os.getloadavg()[0]
     rows, covered, models = [], [], []
