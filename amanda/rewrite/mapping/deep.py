@@ -5,12 +5,14 @@ container, such an edge is a boundary edge of any match that touches its inner e
 be re-attached with the match's other boundary edges. Before a nested container is mapped, each
 such edge is handed down in the nested container's coordinates, its outer end replaced by a
 marker (an op path no container can have); after the rules ran, the edges that come back are
-put in place of the original, markers replaced by the original ends.
+put in place of the original, markers replaced by the original ends. An edge of the level
+above with both ends inside the nested container (an importer's control edge between two ops
+of one scope) is handed down for good: it is that container's edge.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from amanda.containers.edge import SELF, Edge
 from amanda.containers.frames import lift_end, lower_end
@@ -30,16 +32,19 @@ def is_outer(end: Any) -> bool:
 
 
 def hand_down(scope: Scope, child: str) -> tuple[dict[int, Edge], list[Edge]]:
-    """The edges of ``scope`` with exactly one end inside ``child``: by position, and in the child's
-    frame (the outer end a marker)."""
+    """The edges of ``scope`` with an end inside ``child``: by position, and in the child's frame
+    (an outer end a marker; an edge with both ends inside is the child's from then on)."""
     originals: dict[int, Edge] = {}
     passed: list[Edge] = []
     for i, edge in enumerate(scope.edges):
         lowered = [lower_end(edge[0], (child,)), lower_end(edge[1], (child,))]
         inner = [end is not None and end[0] is not SELF for end in lowered]  # strictly inside
-        if inner[0] == inner[1]:
+        if not any(inner):
             continue
         originals[i] = edge
+        if all(inner):
+            passed.append(Edge(cast(Any, lowered[0]), cast(Any, lowered[1]), attrs=edge[2]))
+            continue
         ends: list[Any] = [end if deep else ((OUTER, f"{i}:{side}"), edge[side][1])
                            for side, (end, deep) in enumerate(zip(lowered, inner))]
         passed.append(Edge(ends[0], ends[1], attrs=edge[2]))

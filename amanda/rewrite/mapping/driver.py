@@ -39,6 +39,7 @@ from amanda.rewrite.mapping.rewrite import apply_replacement
 from amanda.rewrite.mapping.rule import Match, Rule, Skip
 from amanda.rewrite.mapping.scope import Scope
 from amanda.rewrite.mapping.table import check_unmatched
+from amanda.rewrite.mapping.values import Far
 
 if TYPE_CHECKING:
     from amanda.rewrite.mapping.table import MappingTable
@@ -145,14 +146,14 @@ def _new_namespace(container: Container, inherited: str | None, ctx: Context, ro
 
 
 def _run_rule(scope: Scope, rule: Rule, ctx: Context) -> bool:
-    def ok(name: str, choice: str) -> bool:
-        return ctx.namespace_ok(scope.ns.get(name), choice)
+    def ok(key: Any, choice: str) -> bool:
+        return ctx.namespace_ok(key.namespace if isinstance(key, Far) else scope.ns.get(key), choice)
 
     matches = list(find_matches(scope, rule.pattern, ok))
     consumed: set[str] = set()
     fired = False
     for names in matches:
-        if any(n in consumed or n not in scope.ops for n in names.values()):
+        if any(n in consumed or n not in scope.ops for n in names.values() if not isinstance(n, Far)):
             continue
         match = Match(scope, names, rule, ctx.source, ctx.target)
         try:
@@ -162,7 +163,7 @@ def _run_rule(scope: Scope, rule: Rule, ctx: Context) -> bool:
         except AmandaError:
             raise
         except Exception as exc:
-            where = "/".join((*scope.path, next(iter(names.values()))))
+            where = "/".join(match.path(next(iter(names))))
             raise MappingError(f"rule {rule.name!r} failed on {where}: {type(exc).__name__}: {exc}",
                                path=where) from exc
         if result is None:
@@ -175,7 +176,7 @@ def _run_rule(scope: Scope, rule: Rule, ctx: Context) -> bool:
             changed = apply_replacement(scope, rule, names, result)
         except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
             # a replacement built from a table's values (ports, attributes) that do not fit
-            where = "/".join((*scope.path, next(iter(names.values()))))
+            where = "/".join(match.path(next(iter(names))))
             raise MappingError(f"rule {rule.name!r} gave a replacement for {where} that cannot be built: "
                                f"{type(exc).__name__}: {exc}", path=where, expected="a well-formed replacement",
                                found=f"{type(exc).__name__}: {exc}") from None
@@ -204,7 +205,7 @@ def _map_level(container: Container, path: tuple[str, ...], inherited: str | Non
     input ports it added (to hoist), and the handed-down edges as its rules left them."""
     scope = Scope(container, path, inherited, ctx, parent)
     for edge in incoming or ():
-        scope.add_edge(edge, mark=False)
+        scope.add_edge(edge, mark=not (is_outer(edge[0]) or is_outer(edge[1])))  # one moved down: a change
     namespace = _new_namespace(container, new_inherited, ctx, not path)
     for name in list(scope.names):
         child = scope.ops[name]
@@ -218,8 +219,9 @@ def _map_level(container: Container, path: tuple[str, ...], inherited: str | Non
                 scope.hoist(name, port)
     _run_rules(scope, ctx)
     if not ctx.rewrite:
+        scopes = {child.name for child in container.children if child.children}  # emptied by its rules: no op
         for name in scope.names:
-            if not scope.ops[name].children and ctx.source_like(scope.ns.get(name)):
+            if not scope.ops[name].children and name not in scopes and ctx.source_like(scope.ns.get(name)):
                 reasons = tuple(ctx.reasons.get((*path, name), ()))
                 ctx.unmatched.append(("/".join((*path, name)), str(scope.ops[name].type), reasons))
     returned = [e for e in scope.edges if is_outer(e[0]) or is_outer(e[1])]

@@ -26,6 +26,7 @@ from amanda.rewrite.mapping.deep import is_outer
 from amanda.rewrite.mapping.pattern import parse_endpoint
 from amanda.rewrite.mapping.rule import RELABEL, NewOp, Replacement
 from amanda.rewrite.mapping.scope import Scope, end_name
+from amanda.rewrite.mapping.values import Far, far_producer
 
 if TYPE_CHECKING:
     from amanda.rewrite.mapping.rule import Rule
@@ -263,21 +264,27 @@ class _Application:
         return (SELF if src is None else src if isinstance(src, tuple) else (src,), src_port)
 
 
-def apply_replacement(scope: Scope, rule: Rule, names: Mapping[str, str], rep: Any) -> set[str]:
-    """Apply ``rep`` to the match ``names`` (var -> op name); the names it changed."""
+def apply_replacement(scope: Scope, rule: Rule, names: Mapping[str, Any], rep: Any) -> set[str]:
+    """Apply ``rep`` to the match ``names`` (var -> op name, or a ``Far`` key: an op of another
+    level, which the replacement reads and leaves as it is); the names it changed."""
     if rep is RELABEL:
         return _relabel(scope, names)
     if not isinstance(rep, Replacement):
         raise MappingError.at(rule.name, "a Replacement, None or Skip from the rule",
                               type(rep).__name__)
-    app = _Application(scope, rule, names, rep)
+    far = {var: key for var, key in names.items() if isinstance(key, Far)}
+    app = _Application(scope, rule, {v: n for v, n in names.items() if v not in far}, rep)
+    for var in far:
+        if var in rep.ops:
+            app.fail(f"a replacement that leaves ${var} as it is (an op of another level: its own level's "
+                     "rules convert it)", f"${var} in the replacement's ops")
     matched_names = set(app.matched.values())
     internal: list[Edge] = []
     boundary: list[Edge] = []
     touching = scope.touching(matched_names)
     for edge in touching:
         inside = end_name(edge[0]) in matched_names and end_name(edge[1]) in matched_names
-        (internal if inside else boundary).append(edge)
+        (internal if inside or _from_far(scope, edge, matched_names, far) else boundary).append(edge)
     kept = _kept(app, boundary, internal)
     app.build_ops(kept)
     for port in rep.inputs:
@@ -296,9 +303,19 @@ def apply_replacement(scope: Scope, rule: Rule, names: Mapping[str, str], rep: A
     return {app.new_names[v] for v in rep.ops} | (matched_names - kept)
 
 
-def _relabel(scope: Scope, names: Mapping[str, str]) -> set[str]:
+def _from_far(scope: Scope, edge: Edge, matched: set[str], far: Mapping[str, Far]) -> bool:
+    """Whether ``edge`` carries the value of a matched op of another level into a matched op
+    (through a container port): a matched edge, as if the two were siblings."""
+    if not far or edge.is_control or end_name(edge[1]) not in matched or \
+            isinstance(end_name(edge[0]), tuple) or scope.is_leaf(end_name(edge[0])):
+        return False
+    found = far_producer(scope, end_name(edge[1]), edge[1][1])
+    return found is not None and found[0] in far.values()
+
+
+def _relabel(scope: Scope, names: Mapping[str, Any]) -> set[str]:
     """Move the matched ops to the target namespace as they are; the names that moved."""
-    changed = {n for n in names.values() if scope.ns.get(n) != scope.ctx.target}
+    changed = {n for n in names.values() if isinstance(n, str) and scope.ns.get(n) != scope.ctx.target}
     for name in changed:
         scope.ns[name] = scope.ctx.target
     scope.changed = scope.changed or bool(changed)

@@ -135,20 +135,22 @@ class Scope:
         """The namespace the child ``name`` is in now (targets count once a rule mapped it)."""
         return self.ns.get(name)
 
-    def op_view(self, name: str) -> dict[str, Any]:
-        """The plain-data view of one op for expressions."""
-        op = self.ops[name]
+    def op_view(self, name: Any, path: tuple[str, ...] | None = None) -> dict[str, Any]:
+        """The plain-data view of one op for expressions: the child ``name``, or an op of another
+        level (given as the op, with its ``path``; its consumers are not counted)."""
+        op = self.ops[name] if isinstance(name, str) else name
+        local = isinstance(name, str)
         return {
             "name": op.name,
             "type": op.type,
-            "path": [*self.path, name],
-            "namespace": self.ns.get(name),
+            "path": [*self.path, name] if path is None else list(path),
+            "namespace": self.ns.get(name) if local else op.attrs.get("namespace", self.old_namespace),
             "attrs": plain(op.attrs),
             "inputs": list(op.input_names),
             "outputs": list(op.output_names),
             "input_attrs": {p.name: plain(p.attrs) for p in op.inputs},
             "output_attrs": {p.name: plain(p.attrs) for p in op.outputs},
-            "consumers": {p.name: len(self.consumers(name, p.name)) for p in op.outputs},
+            "consumers": {p.name: len(self.consumers(name, p.name)) if local else 0 for p in op.outputs},
         }
 
     # -- changing -----------------------------------------------------------------------------
