@@ -32,11 +32,11 @@ def is_outer(end: Any) -> bool:
 
 
 def hand_down(scope: Scope, child: str) -> tuple[dict[int, Edge], list[Edge]]:
-    """The edges of ``scope`` with an end inside ``child``: by position, and in the child's frame
+    """The edges of ``scope`` with an end inside ``child``: by number, and in the child's frame
     (an outer end a marker; an edge with both ends inside is the child's from then on)."""
     originals: dict[int, Edge] = {}
     passed: list[Edge] = []
-    for i, edge in enumerate(scope.edges):
+    for i, edge in enumerate(scope.reaching_into(child)):
         lowered = [lower_end(edge[0], (child,)), lower_end(edge[1], (child,))]
         inner = [end is not None and end[0] is not SELF for end in lowered]  # strictly inside
         if not any(inner):
@@ -52,20 +52,26 @@ def hand_down(scope: Scope, child: str) -> tuple[dict[int, Edge], list[Edge]]:
 
 
 def take_back(scope: Scope, child: str, originals: dict[int, Edge], returned: list[Edge]) -> None:
-    """Put the handed-down edges, as the child's rules left them, back into ``scope``."""
+    """Put the handed-down edges, as the child's rules left them, back into ``scope`` (in place of
+    the originals; ``scope`` unchanged when they came back as they went)."""
     if not originals:
         return
-    by_index: dict[int, list[Edge]] = {}
-    for edge in returned:
-        index, lifted = _lifted_back(child, originals, edge)
-        by_index.setdefault(index, []).append(lifted)
-    edges: list[Edge] = []
-    for i, edge in enumerate(scope.edges):
-        edges.extend(by_index.get(i, []) if i in originals else [edge])
-    unique: dict = {}
-    for edge in edges:
-        unique.setdefault(edge.key, edge)  # the first edge of each key wins
-    scope.set_edges(list(unique.values()))
+    moved = [e for e in originals.values() if _inside(e[0], child) and _inside(e[1], child)]
+    for edge in moved:  # the child's own edges now
+        scope.remove_edge(edge)
+    lifted = [edge for _, edge in sorted((_lifted_back(child, originals, e) for e in returned), key=lambda p: p[0])]
+    rest = [e for e in originals.values() if not (_inside(e[0], child) and _inside(e[1], child))]
+    if lifted == rest:
+        return
+    for edge in rest:
+        scope.remove_edge(edge)
+    for edge in lifted:
+        scope.add_edge(edge)  # a second edge of one key is dropped: the first wins
+
+
+def _inside(end: Any, child: str) -> bool:
+    """Whether an edge end lies strictly inside the child ``child`` (a path through it)."""
+    return end[0] is not SELF and len(end[0]) > 1 and end[0][0] == child
 
 
 def _lifted_back(child: str, originals: dict[int, Edge], edge: Edge) -> tuple[int, Edge]:

@@ -149,6 +149,8 @@ def _run_rule(scope: Scope, rule: Rule, ctx: Context) -> bool:
     def ok(key: Any, choice: str) -> bool:
         return ctx.namespace_ok(key.namespace if isinstance(key, Far) else scope.ns.get(key), choice)
 
+    if not scope.has_types(rule.pattern.compiled[0][0].type):
+        return False  # no op of the pattern's anchor type in this level
     matches = list(find_matches(scope, rule.pattern, ok))
     consumed: set[str] = set()
     fired = False

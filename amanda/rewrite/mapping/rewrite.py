@@ -1,4 +1,6 @@
-"""Applying one replacement to one match in a scope: the update / remove / create semantics.
+"""A mapping table's replacement applied to one match in a scope: the update / remove / create
+semantics, port maps and namespaces; the splice itself is the rewrite engine's
+(:meth:`amanda.rewrite.replace.WorkingLevel.splice`), as for the optimiser's rules.
 
 - Edges among the matched ops are the *matched edges*: they are deleted, and the replacement's
   edges are added.
@@ -295,11 +297,7 @@ def apply_replacement(scope: Scope, rule: Rule, names: Mapping[str, Any], rep: A
         edges.append(Edge(app._new_end(src_text.strip(), "src"), app._new_end(dst_text.strip(), "dst")))
     edges += _bridged([((app.new_names[v],), CONTROL) for v in rep.ops], preds, succs)
     _record_names(app, kept)
-    for edge in touching:
-        scope.remove_edge(edge)
-    _place(scope, app, kept)
-    for edge in edges:
-        scope.add_edge(edge)
+    _place(scope, app, kept, touching, edges)
     return {app.new_names[v] for v in rep.ops} | (matched_names - kept)
 
 
@@ -405,12 +403,13 @@ def _record_names(app: _Application, kept: set[str]) -> None:
                 ctx.record(old, ctx.endpoint((*scope.path, *source[0]), source[1]))
 
 
-def _place(scope: Scope, app: _Application, kept: set[str]) -> None:
-    """Drop the removed ops and put the replacement's where the first matched op was."""
+def _place(scope: Scope, app: _Application, kept: set[str], touching: list[Edge], edges: list[Edge]) -> None:
+    """Splice the replacement in (the engine's one way to apply a replacement): the touching
+    edges and removed ops go, the replacement's ops come where the first matched op was, in
+    the namespace each asks for, and the re-attached edges come in."""
     matched = set(app.matched.values())
     first = min(scope.pos[n] for n in matched)
-    for name in matched - kept:
-        scope.drop_op(name)
-    for j, (var, op) in enumerate(app.new_ops.items()):
-        namespace = (app.rep.ops[var].attrs or {}).get("namespace") or scope.ctx.target
-        scope.put_op(op, (*first, j), namespace)
+    new = list(app.new_ops.items())
+    scope.splice(touching, matched - kept, [op for _, op in new], [first] * len(new), edges)
+    for var, op in new:
+        scope.ns[str(op.name)] = (app.rep.ops[var].attrs or {}).get("namespace") or scope.ctx.target
