@@ -116,11 +116,9 @@ class WorkingLevel:
             return [n for n in self.ops if not self.ops[n].children]
         return [n for t in types for n in self._by_type.get(t, ())]
 
-    def has_types(self, types: str | Iterable[str] | None) -> bool:
-        """Whether a leaf child has one of these types (any type for None)."""
-        if types is None or isinstance(types, str):
-            return bool(self.names_of_types(None if types is None else (types,)))
-        return any(self._by_type.get(t) for t in types)
+    def types(self) -> Iterable[str | None]:
+        """The types of the leaf children."""
+        return self._by_type.keys()
 
     def reaching_into(self, child: str) -> list[Edge]:
         """The edges of this level with an end strictly inside the child ``child`` (a path), in order."""
@@ -180,7 +178,7 @@ class WorkingLevel:
         name = str(op.name)
         old = self.ops.get(name)
         if old is not None and not old.children:
-            self._by_type.get(old.type, set()).discard(name)
+            self._untyped(old.type, name)
         self.ops[name] = op
         self.pos[name] = position
         if not op.children:
@@ -188,11 +186,19 @@ class WorkingLevel:
         self._names = None
         self.changed = True
 
+    def _untyped(self, type_: str | None, name: str) -> None:
+        """``name`` is no longer a leaf of type ``type_`` (a type with no leaf left is no key)."""
+        names = self._by_type.get(type_)
+        if names is not None:
+            names.discard(name)
+            if not names:
+                del self._by_type[type_]
+
     def drop_op(self, name: str) -> None:
         """Remove the child ``name`` (its edges are the caller's business)."""
         op = self.ops.pop(name)
         if not op.children:
-            self._by_type.get(op.type, set()).discard(name)
+            self._untyped(op.type, name)
         del self.pos[name]
         self._names = None
         self.changed = True

@@ -26,7 +26,7 @@ The result carries the target namespace; unchanged subtrees are the source's own
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from amanda.containers.container import Container
@@ -91,12 +91,26 @@ class Context:
         self.source = table.source
         self.target = table.target
         self.rules: tuple[Rule, ...] = table.ordered_rules()
+        self._by_type: dict[str, list[int]] = {}  # op type -> the rules anchored at it
+        self._any: list[int] = []  # the rules anchored at any type
+        for i, rule in enumerate(self.rules):
+            anchor = rule.pattern.compiled[0][0].type
+            for type_ in [] if anchor is None else [anchor] if isinstance(anchor, str) else anchor:
+                self._by_type.setdefault(type_, []).append(i)
+            if anchor is None:
+                self._any.append(i)
         self.fixed_point = fixed_point
         self.names: dict[Endpoint, Endpoint | None] = {}
         self._by_value: dict[Endpoint, set[Endpoint]] = {}
         self.unmatched: list[tuple[str, str, tuple[str, ...]]] = []
         self.reasons: dict[tuple[str, ...], list[str]] = {}
         self.rewrite = self.source == self.target
+
+    def candidates(self, types: Iterable[Any], after: int) -> list[int]:
+        """The rules (by index, in order, after ``after``) anchored at one of ``types``."""
+        found = {i for t in types for i in self._by_type.get(t, ())}
+        found.update(self._any)
+        return sorted(i for i in found if i > after)
 
     def source_like(self, ns: str | None) -> bool:
         if self.rewrite:
@@ -149,8 +163,6 @@ def _run_rule(scope: Scope, rule: Rule, ctx: Context) -> bool:
     def ok(key: Any, choice: str) -> bool:
         return ctx.namespace_ok(key.namespace if isinstance(key, Far) else scope.ns.get(key), choice)
 
-    if not scope.has_types(rule.pattern.compiled[0][0].type):
-        return False  # no op of the pattern's anchor type in this level
     matches = list(find_matches(scope, rule.pattern, ok))
     consumed: set[str] = set()
     fired = False
@@ -188,10 +200,25 @@ def _run_rule(scope: Scope, rule: Rule, ctx: Context) -> bool:
     return fired
 
 
+def _round(scope: Scope, ctx: Context) -> list[str]:
+    """Every rule once, in order, on ``scope``: the names of those that fired. Only the rules
+    whose pattern is anchored at a type some leaf of the level has are run (the candidates,
+    found again after each rule that fired, since it may have made ops of other types)."""
+    fired: list[str] = []
+    candidates, i = ctx.candidates(scope.types(), -1), 0
+    while i < len(candidates):
+        index = candidates[i]
+        i += 1
+        if _run_rule(scope, ctx.rules[index], ctx):
+            fired.append(ctx.rules[index].name)
+            candidates, i = ctx.candidates(scope.types(), index), 0
+    return fired
+
+
 def _run_rules(scope: Scope, ctx: Context) -> None:
     rounds = 0
     while True:
-        fired = [rule.name for rule in ctx.rules if _run_rule(scope, rule, ctx)]
+        fired = _round(scope, ctx)
         if not ctx.fixed_point or not fired:
             return
         rounds += 1
