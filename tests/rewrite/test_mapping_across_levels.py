@@ -129,13 +129,23 @@ def test_a_two_op_pattern_binds_an_op_of_another_level(where: str) -> None:
     np.testing.assert_array_equal(session.run(None, {"x": x})[0], np.concatenate([x, x], axis=1))
 
 
-def test_a_replacement_may_not_change_an_op_of_another_level() -> None:
+def test_a_replacement_that_names_an_op_of_another_level_is_not_applied() -> None:
     """An op bound in another level is read by the match, never changed by its replacement: a
-    rule that updates it raises a MappingError naming the variable."""
-    from amanda.errors import MappingError
+    rule whose replacement names it (to update it, or in its port map) is not applied there, as
+    the ops are no siblings, and the ops stay as they were."""
     from amanda.rewrite.mapping import MappingTable, NewOp, Pattern, Replacement, Rule
 
-    rule = Rule("both", Pattern({"axis": "Const", "c": "ConcatV2"}, ["axis.output -> c.axis"]),
-                lambda m: Replacement({"axis": NewOp("Constant"), "c": NewOp("Concat")}))
-    with pytest.raises(MappingError, match=r"\$axis"):
-        MappingTable(TF, "amanda/onnx/17", [rule]).apply(_concat_graph("nested"), on_unmatched="pass")
+    pattern = Pattern({"axis": "Const", "c": "ConcatV2"}, ["axis.output -> c.axis"])
+    concat = NewOp("Concat", inputs=["inputs_0", "inputs_1"], outputs=["concat_result"], attrs={"axis": 1})
+    updating = Rule("both", pattern, lambda m: Replacement({"axis": NewOp("Constant"), "c": concat}))
+    routing = Rule("ports", pattern, lambda m: Replacement({"c": concat}, (), {"axis.output": None}))
+    for rule in (updating, routing):
+        converted = MappingTable(TF, "amanda/onnx/17", [rule]).apply(_concat_graph("nested"), on_unmatched="pass")
+        assert converted.descendant(("block", "c")).type == "ConcatV2"
+        assert converted.descendant(("block", "inner", "axis")).type == "Const"
+    flat = Container(None, "g", outputs=["y"], children=[_placeholder(), *_concat_graph("enclosing").children[1:2],
+                                                         op("ConcatV2", "c", ["values_0", "values_1", "axis"], ["output"])],
+                     edges=[("x:output", "c:values_0"), ("x:output", "c:values_1"), ("axis:output", "c:axis"),
+                            ("c:output", "g:y")], attrs={"namespace": TF})
+    converted = MappingTable(TF, "amanda/onnx/17", [updating]).apply(flat, on_unmatched="pass")
+    assert {c.type for c in converted.children} >= {"Concat", "Constant"}  # siblings: applied

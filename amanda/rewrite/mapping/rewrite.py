@@ -268,18 +268,17 @@ class _Application:
 
 def apply_replacement(scope: Scope, rule: Rule, names: Mapping[str, Any], rep: Any) -> set[str]:
     """Apply ``rep`` to the match ``names`` (var -> op name, or a ``Far`` key: an op of another
-    level, which the replacement reads and leaves as it is); the names it changed."""
+    level, which the replacement may read but not name: one that names it, to change or re-route
+    it, is not applied, as the ops are no siblings); the names it changed."""
     if rep is RELABEL:
         return _relabel(scope, names)
     if not isinstance(rep, Replacement):
         raise MappingError.at(rule.name, "a Replacement, None or Skip from the rule",
                               type(rep).__name__)
     far = {var: key for var, key in names.items() if isinstance(key, Far)}
+    if far and _names_any(rep, set(far)):
+        return set()  # it would change an op of another level: no match across the boundary for this rule
     app = _Application(scope, rule, {v: n for v, n in names.items() if v not in far}, rep)
-    for var in far:
-        if var in rep.ops:
-            app.fail(f"a replacement that leaves ${var} as it is (an op of another level: its own level's "
-                     "rules convert it)", f"${var} in the replacement's ops")
     matched_names = set(app.matched.values())
     internal: list[Edge] = []
     boundary: list[Edge] = []
@@ -299,6 +298,19 @@ def apply_replacement(scope: Scope, rule: Rule, names: Mapping[str, Any], rep: A
     _record_names(app, kept)
     _place(scope, app, kept, touching, edges)
     return {app.new_names[v] for v in rep.ops} | (matched_names - kept)
+
+
+def _names_any(rep: Replacement, variables: set[str]) -> bool:
+    """Whether the replacement names one of ``variables`` in its ops, ports or edges."""
+    def var(text: Any) -> str:
+        return str(text).strip().split(".", 1)[0].removeprefix("$")
+
+    ends = [*rep.ports]
+    for value in rep.ports.values():
+        ends += [] if value is None else [value] if isinstance(value, str) else list(value)
+    for edge in rep.edges:
+        ends += edge.split("->", 1) if isinstance(edge, str) else list(edge)
+    return bool(variables & {*rep.ops, *map(var, ends)})
 
 
 def _from_far(scope: Scope, edge: Edge, matched: set[str], far: Mapping[str, Far]) -> bool:
