@@ -70,7 +70,8 @@ class _Splice:
         edges += [Edge(out, e.dst, attrs=e.attrs or None) for e in touching if out is not None and e.src == old
                   and (e.dst.op is SELF or e.dst.op[0] not in names)]
         pos = self.work.pos  # a captured op built _like itself stays at its place, the others at the root's
-        self.work.splice(touching, names, ops, [pos[str(o.name)] if o.name in names else pos[root] for o in ops], edges)
+        at = [pos[str(o.name)] if o.name in names else pos[root] for o in ops]
+        self.work.splice(touching, names, ops, at, edges, in_place=True)  # readers' edges keep their place
         if out is not None and out != old:
             self.rewire[old] = out
 

@@ -22,8 +22,8 @@ how it turns a match into new ops and edges; what they share is this:
 >>> work.splice(work.touching(["r"]), {"r"}, [op("Sigmoid", "s", ["X"], ["Y"])], [work.pos["r"]],
 ...             [Edge((SELF, "x"), (("s",), "X")), Edge((("s",), "Y"), (SELF, "y"))])
 >>> out = work.build()
->>> [c.type for c in out.children], [str(e) for e in out.edges]
-(['Sigmoid'], ['g:x -> s:X', 's:Y -> g:y'])
+>>> [c.type for c in out.children], list(out.edges)
+(['Sigmoid'], [Edge('SELF:x', 's:X'), Edge('s:Y', 'SELF:y')])
 """
 
 from __future__ import annotations
@@ -63,8 +63,9 @@ class WorkingLevel:
         self.changed = False
         self._names: list[str] | None = [child.name for child in container.children]
         self._edges: dict[tuple, Edge] = {}
-        self._order: dict[tuple, int] = {}
+        self._order: dict[tuple, tuple[int, ...]] = {}  # edge key -> its place in the level's edge order
         self._counter = 0
+        self._moved = False  # an edge took an old one's place: the edge order is no longer insertion order
         self._producers: dict[tuple, list[tuple[Any, Any]]] = {}
         self._consumers: dict[tuple, list[tuple[Any, Any]]] = {}
         self._touching: dict[Any, set[tuple]] = {}
@@ -93,6 +94,8 @@ class WorkingLevel:
     @property
     def edges(self) -> list[Edge]:
         """The edges of this level, in order."""
+        if self._moved:
+            return [self._edges[k] for k in sorted(self._edges, key=self._order.__getitem__)]
         return list(self._edges.values())
 
     def producers(self, name: Any, port: Any) -> list[tuple[Any, Any]]:
@@ -131,13 +134,15 @@ class WorkingLevel:
 
     # -- changing -----------------------------------------------------------------------------
 
-    def add_edge(self, edge: Edge, mark: bool = True) -> None:
-        """Add an edge (a second edge with the same ends is dropped); ``mark``: count it as a change."""
+    def add_edge(self, edge: Edge, mark: bool = True, place: tuple[int, ...] | None = None) -> None:
+        """Add an edge (a second edge with the same ends is dropped), last or at ``place`` in the
+        edge order; ``mark``: count it as a change."""
         key = edge.key
         if key in self._edges:
             return
         self._edges[key] = edge
-        self._order[key] = self._counter
+        self._order[key] = (self._counter,) if place is None else place
+        self._moved = self._moved or place is not None
         self._counter += 1
         src, dst = end_name(edge[0]), end_name(edge[1])
         self._producers.setdefault((dst, edge[1][1]), []).append((src, edge[0][1]))
@@ -226,19 +231,24 @@ class WorkingLevel:
         return name
 
     def splice(self, touching: Iterable[Edge], removed: Iterable[str], new: Sequence[Container],
-               at: Sequence[tuple[int, ...]], edges: Iterable[Edge]) -> None:
+               at: Sequence[tuple[int, ...]], edges: Iterable[Edge], in_place: bool = False) -> None:
         """Apply one replacement: remove the edges ``touching`` it and the ops ``removed``, put each
         of the ``new`` ops just after the position in ``at`` given for it (the place of the op it
-        replaces; ops given one place keep their order), and add ``edges``."""
+        replaces; ops given one place keep their order), and add ``edges`` (last; with
+        ``in_place``, an edge into the input a removed edge fed takes that edge's place)."""
         positions = [(*place, j) for j, place in enumerate(at)]
+        places: dict[Any, tuple[int, ...]] = {}
         for edge in touching:
+            if in_place:
+                places.setdefault(edge.dst, self._order[edge.key])
             self.remove_edge(edge)
         for name in removed:
             self.drop_op(name)
         for op, position in zip(new, positions, strict=True):
             self.put_op(op, position)
-        for edge in edges:
-            self.add_edge(edge)
+        for j, edge in enumerate(edges):
+            place = places.pop(edge.dst, None)
+            self.add_edge(edge, place=None if place is None else (*place, j))
 
     # -- the result ---------------------------------------------------------------------------
 
