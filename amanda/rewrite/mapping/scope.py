@@ -50,6 +50,7 @@ class Scope(WorkingLevel):
         self.ctx = ctx
         self.parent = parent  # the enclosing level's scope (values followed up through input ports)
         self.added_inputs: list[Port] = []
+        self.source_level: Any = None  # the source model at this level, as values follow it (values.py)
         self.old_namespace = container.attrs.get("namespace", inherited)
         self.ns: dict[str, str | None] = {
             name: op.attrs.get("namespace", self.old_namespace) for name, op in self.ops.items()

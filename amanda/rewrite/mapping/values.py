@@ -38,13 +38,25 @@ class Level:
         self.parent = parent
         self.path = path if path is not None else (*parent.path, container.name) if parent is not None else ()
         self.ops = {child.name: child for child in container.children}
+        self._into: dict[tuple[Any, Any], list[tuple[Any, Any]]] | None = None
+        self._nested: dict[str | None, Level] = {}
 
     def producers(self, name: str | None, port: Any) -> list[tuple[Any, Any]]:
         """``(op name, None for SELF or a path, port)`` of each edge into input ``port`` of child
         ``name`` (None: into the container's own output ``port``)."""
-        wanted = SELF if name is None else (name,)
-        return [(end_name(e.src), e.src.port) for e in self.container.edges
-                if e.dst.op == wanted and e.dst.port == port]
+        if self._into is None:  # indexed once: a level is asked again for every value through it
+            self._into = {}
+            for e in self.container.edges:
+                if e.dst.op is SELF or len(e.dst.op) == 1:
+                    self._into.setdefault((end_name(e.dst), e.dst.port), []).append((end_name(e.src), e.src.port))
+        return self._into.get((name, port), [])
+
+    def nested(self, child: Container) -> Level:
+        """The level of the nested container ``child`` of this one (made once)."""
+        found = self._nested.get(child.name)
+        if found is None or found.container is not child:
+            found = self._nested[child.name] = Level(child, self)
+        return found
 
 
 def producer(level: Any, name: str | None, port: Any, depth: int = 32) -> tuple[Any, str, Any] | None:
@@ -63,13 +75,13 @@ def producer(level: Any, name: str | None, port: Any, depth: int = 32) -> tuple[
         child = level.ops.get(step)
         if child is None or not child.children:
             return None
-        level = Level(child, level)
+        level = level.nested(child) if isinstance(level, Level) else Level(child, level)
     child = level.ops.get(path[-1])
     if child is None:
         return None
     if not child.children:
         return level, path[-1], out
-    return producer(Level(child, level), None, out, depth - 1)
+    return producer(level.nested(child) if isinstance(level, Level) else Level(child, level), None, out, depth - 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,9 +97,11 @@ class Far:
 
 
 def _original(scope: Any) -> Level:
-    """The source model's container at ``scope``'s level, with its enclosing ones."""
-    parent = None if scope.parent is None else _original(scope.parent)
-    return Level(scope.container, parent, tuple(scope.path))
+    """The source model's container at ``scope``'s level, with its enclosing ones (made once per scope)."""
+    if scope.source_level is None:
+        parent = None if scope.parent is None else _original(scope.parent)
+        scope.source_level = Level(scope.container, parent, tuple(scope.path))
+    return scope.source_level  # type: ignore[no-any-return]
 
 
 def far_producer(scope: Any, name: str, port: Any) -> tuple[Far, str] | None:
@@ -106,7 +120,7 @@ def far_producer(scope: Any, name: str, port: Any) -> tuple[Far, str] | None:
         child = here.ops.get(src)
         if child is None or not child.children or scope.ops.get(src) is None or not scope.ops[src].children:
             return None
-        found = producer(Level(child, here), None, out)
+        found = producer(here.nested(child), None, out)
     if found is None:
         return None
     level, leaf, out = found
