@@ -71,6 +71,7 @@ class WorkingLevel:
         self._touching: dict[Any, set[tuple]] = {}
         self._deep: dict[str, set[tuple]] = {}  # child -> edges with an end strictly inside it
         self._by_type: dict[str | None, set[str]] = {}
+        self.type_changes = 0  # counts the times a type gained its first leaf or lost its last
         for name, op in self.ops.items():
             if not op.children:
                 self._by_type.setdefault(op.type, set()).add(name)
@@ -187,6 +188,8 @@ class WorkingLevel:
         self.ops[name] = op
         self.pos[name] = position
         if not op.children:
+            if op.type not in self._by_type:
+                self.type_changes += 1
             self._by_type.setdefault(op.type, set()).add(name)
         self._names = None
         self.changed = True
@@ -198,6 +201,7 @@ class WorkingLevel:
             names.discard(name)
             if not names:
                 del self._by_type[type_]
+                self.type_changes += 1
 
     def drop_op(self, name: str) -> None:
         """Remove the child ``name`` (its edges are the caller's business)."""

@@ -205,13 +205,14 @@ def _round(scope: Scope, ctx: Context) -> list[str]:
     whose pattern is anchored at a type some leaf of the level has are run (the candidates,
     found again after each rule that fired, since it may have made ops of other types)."""
     fired: list[str] = []
-    candidates, i = ctx.candidates(scope.types(), -1), 0
+    candidates, i, seen = ctx.candidates(scope.types(), -1), 0, scope.type_changes
     while i < len(candidates):
         index = candidates[i]
         i += 1
         if _run_rule(scope, ctx.rules[index], ctx):
             fired.append(ctx.rules[index].name)
-            candidates, i = ctx.candidates(scope.types(), index), 0
+            if scope.type_changes != seen:  # a type came or went: the candidates after this rule again
+                candidates, i, seen = ctx.candidates(scope.types(), index), 0, scope.type_changes
     return fired
 
 

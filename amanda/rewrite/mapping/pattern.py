@@ -18,7 +18,7 @@ shows the matcher the level being converted.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -228,22 +228,6 @@ def _reach(node: PatternOp) -> list[PatternOp]:
     return list(seen.values())
 
 
-class _Ops(Mapping):
-    """The level's children by name, and the ops of other levels a match reached (:class:`Far`)."""
-
-    def __init__(self, scope: Scope) -> None:
-        self.scope = scope
-
-    def __getitem__(self, key: Any) -> Any:
-        return key.op if isinstance(key, Far) else self.scope.ops[key]
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter(self.scope.ops)
-
-    def __len__(self) -> int:
-        return len(self.scope.ops)
-
-
 class ScopeView(_View):
     """One container level being converted, as the rewrite engine's matcher sees it: its leaf
     children by name, in document order; an op is admitted when it is in the namespace its
@@ -254,7 +238,7 @@ class ScopeView(_View):
 
     def __init__(self, scope: Scope, namespace_ok: Callable[[Any, str], bool]) -> None:
         self.scope = scope
-        self.ops = _Ops(scope)
+        self.ops: dict[Any, Any] = scope.ops  # the level's own dict, copied once an op of another level is bound
         self.pinned: frozenset = frozenset()
         self._namespace_ok = namespace_ok
 
@@ -280,6 +264,8 @@ class ScopeView(_View):
         if src is None or (isinstance(src, str) and not self.scope.is_leaf(src)):
             far = far_producer(self.scope, key, port)
             if far is not None:
+                if far[0] not in self.ops:
+                    self.ops = {**self.ops, far[0]: far[0].op}  # never the scope's own dict
                 return Endpoint(cast(Any, far[0]), far[1])  # a Far key stands for the op
         return Endpoint(SELF if src is None else src, out)
 
