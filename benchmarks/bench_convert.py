@@ -1,6 +1,6 @@
 """Namespace conversion time: the shipped mapping tables on the test fixtures.
 
-TensorFlow frozen graphs (imported flat) converted to ONNX 17, and imported ONNX models converted
+TensorFlow frozen graphs (imported flat, and with their name scopes) converted to ONNX 17, and imported ONNX models converted
 between opsets (down to 11, ops without an older form kept, and up to 24: every rule of the
 opset tables tried on every op). The
 models are loaded once; each conversion runs ``--repeat`` times after one warm-up and the median
@@ -36,6 +36,8 @@ def cases() -> dict[str, Callable[[], Any]]:
     for name in TENSORFLOW:
         graph = load_graphdef(FIXTURES / "tensorflow" / f"{name}.pb", hierarchy=False)
         found[f"tensorflow {name} -> onnx/17"] = lambda g=graph: amanda.convert(g, "amanda/onnx/17")
+        scoped = load_graphdef(FIXTURES / "tensorflow" / f"{name}.pb")
+        found[f"tensorflow {name} (scoped) -> onnx/17"] = lambda g=scoped: amanda.convert(g, "amanda/onnx/17")
     for name, target in ONNX:
         model = load_onnx(str(FIXTURES / "onnx" / "hierarchy" / f"{name}.torchscript.onnx"))
         found[f"onnx {name} -> {target.rsplit('/', 1)[1]}"] = lambda m=model, t=target: amanda.convert(m, t, on_unmatched="pass")

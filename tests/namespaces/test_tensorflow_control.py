@@ -135,7 +135,8 @@ def test_function_body_converts_functions_wired_by_ports() -> None:
     body = function_body("wrapped", [(_function("f"), [(SELF, "x")]), (_function("h"), [("f", 0)])],
                          [Port("x", attrs={"dtype": "float32"})], [(Port("y"), ("h", 0))])
     assert body.namespace == "amanda/onnx/17"
-    assert sorted(c.type for c in body.children) == ["Relu", "Relu"]
+    assert [c.name for c in body.children] == ["f", "h"]  # each function a container, as in the source
+    assert sorted(leaf.type for c in body.children for leaf in c.children) == ["Relu", "Relu"]
     x = np.array([-1.0, 2.0], np.float32)
     (got,) = amanda.Session(body).run(["y"], {"x": x})
     np.testing.assert_array_equal(got, np.maximum(x, 0))
@@ -164,8 +165,9 @@ def test_if_with_branches_of_another_arity_is_refused() -> None:
     assert any("if_branch" in reason for reason in info.value.ops[0][2])
 
 
-def test_scopes_are_opened_and_names_still_resolve() -> None:
-    """The shipped table maps the flat form; the name map reads the scoped graph's endpoints."""
+def test_scopes_are_kept_and_names_resolve() -> None:
+    """The shipped table maps a scoped graph as it is, its scope kept (``flat_scopes`` opens
+    them, for lowered control flow only); the name map reads the scoped graph's endpoints."""
     inner = Container(None, "block", inputs=["x"], outputs=["y"], children=[op("Relu", "r", ["features"], ["activations"])],
                       edges=[("block:x", "r:features"), ("r:activations", "block:y")])
     graph = _graph([_placeholder("x", (2,)), inner], [("x:output", "block:x")])
@@ -175,7 +177,8 @@ def test_scopes_are_opened_and_names_still_resolve() -> None:
     table = shipped_table()
     assert isinstance(table, ScopeFlatteningTable) and isinstance(opening_scopes(table), ScopeFlatteningTable)
     converted, names = table.apply(graph, with_names=True)
-    assert [c.type for c in converted.children] == ["Relu"]
+    assert [c.name for c in converted.children] == ["block"]
+    assert [c.type for c in converted.child("block").children] == ["Relu"]
     assert str(names.resolve("block/r:activations")) == "block/r:Y"
 
 

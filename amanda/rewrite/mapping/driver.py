@@ -26,7 +26,7 @@ The result carries the target namespace; unchanged subtrees are the source's own
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from amanda.containers.container import Container
@@ -39,6 +39,7 @@ from amanda.rewrite.mapping.rewrite import apply_replacement
 from amanda.rewrite.mapping.rule import Match, Rule, Skip
 from amanda.rewrite.mapping.scope import Scope
 from amanda.rewrite.mapping.table import check_unmatched
+from amanda.rewrite.mapping.values import Far
 
 if TYPE_CHECKING:
     from amanda.rewrite.mapping.table import MappingTable
@@ -90,12 +91,26 @@ class Context:
         self.source = table.source
         self.target = table.target
         self.rules: tuple[Rule, ...] = table.ordered_rules()
+        self._by_type: dict[str, list[int]] = {}  # op type -> the rules anchored at it
+        self._any: list[int] = []  # the rules anchored at any type
+        for i, rule in enumerate(self.rules):
+            anchor = rule.pattern.compiled[0][0].type
+            for type_ in [] if anchor is None else [anchor] if isinstance(anchor, str) else anchor:
+                self._by_type.setdefault(type_, []).append(i)
+            if anchor is None:
+                self._any.append(i)
         self.fixed_point = fixed_point
         self.names: dict[Endpoint, Endpoint | None] = {}
         self._by_value: dict[Endpoint, set[Endpoint]] = {}
         self.unmatched: list[tuple[str, str, tuple[str, ...]]] = []
         self.reasons: dict[tuple[str, ...], list[str]] = {}
         self.rewrite = self.source == self.target
+
+    def candidates(self, types: Iterable[Any], after: int) -> list[int]:
+        """The rules (by index, in order, after ``after``) anchored at one of ``types``."""
+        found = {i for t in types for i in self._by_type.get(t, ())}
+        found.update(self._any)
+        return sorted(i for i in found if i > after)
 
     def source_like(self, ns: str | None) -> bool:
         if self.rewrite:
@@ -145,14 +160,14 @@ def _new_namespace(container: Container, inherited: str | None, ctx: Context, ro
 
 
 def _run_rule(scope: Scope, rule: Rule, ctx: Context) -> bool:
-    def ok(name: str, choice: str) -> bool:
-        return ctx.namespace_ok(scope.ns.get(name), choice)
+    def ok(key: Any, choice: str) -> bool:
+        return ctx.namespace_ok(key.namespace if isinstance(key, Far) else scope.ns.get(key), choice)
 
     matches = list(find_matches(scope, rule.pattern, ok))
     consumed: set[str] = set()
     fired = False
     for names in matches:
-        if any(n in consumed or n not in scope.ops for n in names.values()):
+        if any(n in consumed or n not in scope.ops for n in names.values() if not isinstance(n, Far)):
             continue
         match = Match(scope, names, rule, ctx.source, ctx.target)
         try:
@@ -162,7 +177,7 @@ def _run_rule(scope: Scope, rule: Rule, ctx: Context) -> bool:
         except AmandaError:
             raise
         except Exception as exc:
-            where = "/".join((*scope.path, next(iter(names.values()))))
+            where = "/".join(match.path(next(iter(names))))
             raise MappingError(f"rule {rule.name!r} failed on {where}: {type(exc).__name__}: {exc}",
                                path=where) from exc
         if result is None:
@@ -175,7 +190,7 @@ def _run_rule(scope: Scope, rule: Rule, ctx: Context) -> bool:
             changed = apply_replacement(scope, rule, names, result)
         except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
             # a replacement built from a table's values (ports, attributes) that do not fit
-            where = "/".join((*scope.path, next(iter(names.values()))))
+            where = "/".join(match.path(next(iter(names))))
             raise MappingError(f"rule {rule.name!r} gave a replacement for {where} that cannot be built: "
                                f"{type(exc).__name__}: {exc}", path=where, expected="a well-formed replacement",
                                found=f"{type(exc).__name__}: {exc}") from None
@@ -185,10 +200,26 @@ def _run_rule(scope: Scope, rule: Rule, ctx: Context) -> bool:
     return fired
 
 
+def _round(scope: Scope, ctx: Context) -> list[str]:
+    """Every rule once, in order, on ``scope``: the names of those that fired. Only the rules
+    whose pattern is anchored at a type some leaf of the level has are run (the candidates,
+    found again after each rule that fired, since it may have made ops of other types)."""
+    fired: list[str] = []
+    candidates, i, seen = ctx.candidates(scope.types(), -1), 0, scope.type_changes
+    while i < len(candidates):
+        index = candidates[i]
+        i += 1
+        if _run_rule(scope, ctx.rules[index], ctx):
+            fired.append(ctx.rules[index].name)
+            if scope.type_changes != seen:  # a type came or went: the candidates after this rule again
+                candidates, i, seen = ctx.candidates(scope.types(), index), 0, scope.type_changes
+    return fired
+
+
 def _run_rules(scope: Scope, ctx: Context) -> None:
     rounds = 0
     while True:
-        fired = [rule.name for rule in ctx.rules if _run_rule(scope, rule, ctx)]
+        fired = _round(scope, ctx)
         if not ctx.fixed_point or not fired:
             return
         rounds += 1
@@ -204,7 +235,7 @@ def _map_level(container: Container, path: tuple[str, ...], inherited: str | Non
     input ports it added (to hoist), and the handed-down edges as its rules left them."""
     scope = Scope(container, path, inherited, ctx, parent)
     for edge in incoming or ():
-        scope.add_edge(edge, mark=False)
+        scope.add_edge(edge, mark=not (is_outer(edge[0]) or is_outer(edge[1])))  # one moved down: a change
     namespace = _new_namespace(container, new_inherited, ctx, not path)
     for name in list(scope.names):
         child = scope.ops[name]
@@ -218,8 +249,9 @@ def _map_level(container: Container, path: tuple[str, ...], inherited: str | Non
                 scope.hoist(name, port)
     _run_rules(scope, ctx)
     if not ctx.rewrite:
+        scopes = {child.name for child in container.children if child.children}  # emptied by its rules: no op
         for name in scope.names:
-            if not scope.ops[name].children and ctx.source_like(scope.ns.get(name)):
+            if not scope.ops[name].children and name not in scopes and ctx.source_like(scope.ns.get(name)):
                 reasons = tuple(ctx.reasons.get((*path, name), ()))
                 ctx.unmatched.append(("/".join((*path, name)), str(scope.ops[name].type), reasons))
     returned = [e for e in scope.edges if is_outer(e[0]) or is_outer(e[1])]

@@ -1,6 +1,7 @@
 """Patterns: ops bound to variables plus the edges that must join them.
 
-A pattern matches sibling leaf ops of one container. Each variable names an ``OpPattern`` (op
+A pattern matches leaf ops of one container, and, through container ports, the ops of other
+levels whose values reach them (read by the match, converted by their own level's rules). Each variable names an ``OpPattern`` (op
 types, literal attribute values, and which namespace the op must be in); each ``EdgePattern``
 (``"mm.product -> b.value"``) requires that data edge (or, with port ``-1``, that control edge).
 A binding is injective. Matches come in document order of the ops bound to the variables, in the
@@ -19,12 +20,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from amanda.containers.edge import SELF, Endpoint
 from amanda.errors import MappingError
 from amanda.namespaces.attr_types import value_key
 from amanda.namespaces.schema import FrozenMap
+from amanda.rewrite.mapping.values import Far, far_producer
 from amanda.rewrite.match import _View, bindings
 from amanda.rewrite.pattern import Output, PatternOp
 
@@ -173,7 +175,9 @@ class Pattern:
         return tuple(var for var, _ in self.ops)
 
 
-def _edge_holds(scope: Scope, edge: EdgePattern, bound: Mapping[str, str]) -> bool:
+def _edge_holds(scope: Scope, edge: EdgePattern, bound: Mapping[str, Any]) -> bool:
+    """Whether a checked edge (control, or a second one into a port) joins the two bound ops of
+    this level (an op of another level is joined by data edges only)."""
     src, dst = bound[edge.src], bound[edge.dst]
     return (src, edge.src_port) in scope.producers(dst, edge.dst_port)
 
@@ -227,11 +231,14 @@ def _reach(node: PatternOp) -> list[PatternOp]:
 class ScopeView(_View):
     """One container level being converted, as the rewrite engine's matcher sees it: its leaf
     children by name, in document order; an op is admitted when it is in the namespace its
-    pattern op asks for (``namespace_ok(name, choice)``)."""
+    pattern op asks for (``namespace_ok(key, choice)``). Values are followed through container
+    ports as the engine's ``TreeView`` follows them: a pattern op whose value comes in through
+    the level's input or a nested container's output binds the leaf op of the other level that
+    computes it (a :class:`Far` key), as the source model has it."""
 
-    def __init__(self, scope: Scope, namespace_ok: Callable[[str, str], bool]) -> None:
+    def __init__(self, scope: Scope, namespace_ok: Callable[[Any, str], bool]) -> None:
         self.scope = scope
-        self.ops = scope.ops
+        self.ops: dict[Any, Any] = scope.ops  # the level's own dict, copied once an op of another level is bound
         self.pinned: frozenset = frozenset()
         self._namespace_ok = namespace_ok
 
@@ -241,13 +248,26 @@ class ScopeView(_View):
         return sorted(set(self.scope.names_of_types(types)), key=self.scope.position.__getitem__)
 
     def admits(self, key: Any, node: Any, choice: str | None) -> bool:
-        """Whether child ``key`` is a leaf op in the namespace ``choice`` asks for."""
-        return self.scope.is_leaf(key) and self._namespace_ok(key, choice or "source")
+        """Whether ``key`` is a leaf op (of this level, or another) in the namespace ``choice`` asks for."""
+        leaf = not node.children if isinstance(key, Far) else self.scope.is_leaf(key)
+        return leaf and self._namespace_ok(key, choice or "source")
 
     def source(self, key: Any, port: str) -> Endpoint | None:
-        """The producer feeding input ``port`` of child ``key`` (its name; SELF for the level's input)."""
+        """The producer feeding input ``port`` of child ``key``: a sibling by name, an op of another
+        level as a :class:`Far` key, else SELF (the level's input) or the nested container's port."""
+        if isinstance(key, Far):
+            return None  # an op of another level: matched as a leaf of the pattern only
         fed = self.scope.producers(key, port)
-        return Endpoint(SELF if fed[0][0] is None else fed[0][0], fed[0][1]) if fed else None
+        if not fed:
+            return None
+        src, out = fed[0]
+        if src is None or (isinstance(src, str) and not self.scope.is_leaf(src)):
+            far = far_producer(self.scope, key, port)
+            if far is not None:
+                if far[0] not in self.ops:
+                    self.ops = {**self.ops, far[0]: far[0].op}  # never the scope's own dict
+                return Endpoint(cast(Any, far[0]), far[1])  # a Far key stands for the op
+        return Endpoint(SELF if src is None else src, out)
 
     def order(self) -> list:
         """Children's names in document order."""
@@ -255,13 +275,14 @@ class ScopeView(_View):
 
     @staticmethod
     def key(endpoint: Endpoint) -> Any:
-        """The child an endpoint belongs to (None for the level's own ports and deeper ops)."""
-        return endpoint.op if isinstance(endpoint.op, str) else None
+        """The op an endpoint belongs to (None for the level's own ports and deeper ops)."""
+        return endpoint.op if isinstance(endpoint.op, (str, Far)) else None
 
 
-def find_matches(scope: Scope, pattern: Pattern, namespace_ok: Callable[[str, str], bool]
-                 ) -> list[dict[str, str]]:
-    """Every binding of ``pattern``'s variables to leaf ops of ``scope`` (var -> op name), found
+def find_matches(scope: Scope, pattern: Pattern, namespace_ok: Callable[[Any, str], bool]
+                 ) -> list[dict[str, Any]]:
+    """Every binding of ``pattern``'s variables to leaf ops of ``scope`` (var -> op name, or a
+    :class:`Far` key for an op of another level whose value reaches the level), found
     by the rewrite engine's matcher (:func:`amanda.rewrite.match.bindings`) and ordered by the
     ops' document positions in the pattern's variable order.
 
@@ -279,5 +300,5 @@ def find_matches(scope: Scope, pattern: Pattern, namespace_ok: Callable[[str, st
         if all(_edge_holds(scope, edge, bound) for edge in checked):
             found.append({var: bound[var] for var in pattern.variables})
     position = scope.position
-    found.sort(key=lambda b: [position[b[var]] for var in pattern.variables])
+    found.sort(key=lambda b: [() if isinstance(b[var], Far) else position[b[var]] for var in pattern.variables])
     return found

@@ -1,4 +1,6 @@
-"""Applying one replacement to one match in a scope: the update / remove / create semantics.
+"""A mapping table's replacement applied to one match in a scope: the update / remove / create
+semantics, port maps and namespaces; the splice itself is the rewrite engine's
+(:meth:`amanda.rewrite.replace.WorkingLevel.splice`), as for the optimiser's rules.
 
 - Edges among the matched ops are the *matched edges*: they are deleted, and the replacement's
   edges are added.
@@ -26,6 +28,7 @@ from amanda.rewrite.mapping.deep import is_outer
 from amanda.rewrite.mapping.pattern import parse_endpoint
 from amanda.rewrite.mapping.rule import RELABEL, NewOp, Replacement
 from amanda.rewrite.mapping.scope import Scope, end_name
+from amanda.rewrite.mapping.values import Far, far_producer
 
 if TYPE_CHECKING:
     from amanda.rewrite.mapping.rule import Rule
@@ -263,21 +266,26 @@ class _Application:
         return (SELF if src is None else src if isinstance(src, tuple) else (src,), src_port)
 
 
-def apply_replacement(scope: Scope, rule: Rule, names: Mapping[str, str], rep: Any) -> set[str]:
-    """Apply ``rep`` to the match ``names`` (var -> op name); the names it changed."""
+def apply_replacement(scope: Scope, rule: Rule, names: Mapping[str, Any], rep: Any) -> set[str]:
+    """Apply ``rep`` to the match ``names`` (var -> op name, or a ``Far`` key: an op of another
+    level, which the replacement may read but not name: one that names it, to change or re-route
+    it, is not applied, as the ops are no siblings); the names it changed."""
     if rep is RELABEL:
         return _relabel(scope, names)
     if not isinstance(rep, Replacement):
         raise MappingError.at(rule.name, "a Replacement, None or Skip from the rule",
                               type(rep).__name__)
-    app = _Application(scope, rule, names, rep)
+    far = {var: key for var, key in names.items() if isinstance(key, Far)}
+    if far and _names_any(rep, set(far)):
+        return set()  # it would change an op of another level: no match across the boundary for this rule
+    app = _Application(scope, rule, {v: n for v, n in names.items() if v not in far}, rep)
     matched_names = set(app.matched.values())
     internal: list[Edge] = []
     boundary: list[Edge] = []
     touching = scope.touching(matched_names)
     for edge in touching:
         inside = end_name(edge[0]) in matched_names and end_name(edge[1]) in matched_names
-        (internal if inside else boundary).append(edge)
+        (internal if inside or _from_far(scope, edge, matched_names, far) else boundary).append(edge)
     kept = _kept(app, boundary, internal)
     app.build_ops(kept)
     for port in rep.inputs:
@@ -288,17 +296,36 @@ def apply_replacement(scope: Scope, rule: Rule, names: Mapping[str, str], rep: A
         edges.append(Edge(app._new_end(src_text.strip(), "src"), app._new_end(dst_text.strip(), "dst")))
     edges += _bridged([((app.new_names[v],), CONTROL) for v in rep.ops], preds, succs)
     _record_names(app, kept)
-    for edge in touching:
-        scope.remove_edge(edge)
-    _place(scope, app, kept)
-    for edge in edges:
-        scope.add_edge(edge)
+    _place(scope, app, kept, touching, edges)
     return {app.new_names[v] for v in rep.ops} | (matched_names - kept)
 
 
-def _relabel(scope: Scope, names: Mapping[str, str]) -> set[str]:
+def _names_any(rep: Replacement, variables: set[str]) -> bool:
+    """Whether the replacement names one of ``variables`` in its ops, ports or edges."""
+    def var(text: Any) -> str:
+        return str(text).strip().split(".", 1)[0].removeprefix("$")
+
+    ends = [*rep.ports]
+    for value in rep.ports.values():
+        ends += [] if value is None else [value] if isinstance(value, str) else list(value)
+    for edge in rep.edges:
+        ends += edge.split("->", 1) if isinstance(edge, str) else list(edge)
+    return bool(variables & {*rep.ops, *map(var, ends)})
+
+
+def _from_far(scope: Scope, edge: Edge, matched: set[str], far: Mapping[str, Far]) -> bool:
+    """Whether ``edge`` carries the value of a matched op of another level into a matched op
+    (through a container port): a matched edge, as if the two were siblings."""
+    if not far or edge.is_control or end_name(edge[1]) not in matched or \
+            isinstance(end_name(edge[0]), tuple) or scope.is_leaf(end_name(edge[0])):
+        return False
+    found = far_producer(scope, end_name(edge[1]), edge[1][1])
+    return found is not None and found[0] in far.values()
+
+
+def _relabel(scope: Scope, names: Mapping[str, Any]) -> set[str]:
     """Move the matched ops to the target namespace as they are; the names that moved."""
-    changed = {n for n in names.values() if scope.ns.get(n) != scope.ctx.target}
+    changed = {n for n in names.values() if isinstance(n, str) and scope.ns.get(n) != scope.ctx.target}
     for name in changed:
         scope.ns[name] = scope.ctx.target
     scope.changed = scope.changed or bool(changed)
@@ -388,12 +415,13 @@ def _record_names(app: _Application, kept: set[str]) -> None:
                 ctx.record(old, ctx.endpoint((*scope.path, *source[0]), source[1]))
 
 
-def _place(scope: Scope, app: _Application, kept: set[str]) -> None:
-    """Drop the removed ops and put the replacement's where the first matched op was."""
+def _place(scope: Scope, app: _Application, kept: set[str], touching: list[Edge], edges: list[Edge]) -> None:
+    """Splice the replacement in (the engine's one way to apply a replacement): the touching
+    edges and removed ops go, the replacement's ops come where the first matched op was, in
+    the namespace each asks for, and the re-attached edges come in."""
     matched = set(app.matched.values())
     first = min(scope.pos[n] for n in matched)
-    for name in matched - kept:
-        scope.drop_op(name)
-    for j, (var, op) in enumerate(app.new_ops.items()):
-        namespace = (app.rep.ops[var].attrs or {}).get("namespace") or scope.ctx.target
-        scope.put_op(op, (*first, j), namespace)
+    new = list(app.new_ops.items())
+    scope.splice(touching, matched - kept, [op for _, op in new], [first] * len(new), edges)
+    for var, op in new:
+        scope.ns[str(op.name)] = (app.rep.ops[var].attrs or {}).get("namespace") or scope.ctx.target

@@ -28,7 +28,7 @@ from amanda.containers.edge import Port
 from amanda.errors import MappingError
 from amanda.namespaces.schema import FrozenMap
 from amanda.rewrite.mapping.pattern import Pattern
-from amanda.rewrite.mapping.values import producer
+from amanda.rewrite.mapping.values import Far, producer
 
 if TYPE_CHECKING:
     from amanda.containers.container import Container
@@ -159,21 +159,23 @@ class Match:
     def __init__(self, scope: Scope, names: Mapping[str, str], rule: Rule, source: str,
                  target: str) -> None:
         self._scope = scope
-        self.names = FrozenMap(names)  # var -> op name in the container
+        self.names = FrozenMap(names)  # var -> op name in the container (a Far key: another level's)
         self.rule = rule
         self.source = source
         self.target = target
         self._view: dict[str, Any] | None = None
 
     def __getitem__(self, var: str) -> Container:
-        return self._scope.ops[self.names[var]]
+        key = self.names[var]
+        return key.op if isinstance(key, Far) else self._scope.ops[key]
 
     def __contains__(self, var: object) -> bool:
         return var in self.names
 
     def path(self, var: str) -> tuple[str, ...]:
         """Path of the captured op from the root of the container being mapped."""
-        return (*self._scope.path, self.names[var])
+        key = self.names[var]
+        return key.path if isinstance(key, Far) else (*self._scope.path, key)
 
     def constant_input(self, var: str, port: str, through: tuple[str, ...] = ("Identity", "ReadVariableOp"),
                        fold: Mapping[str, Callable[[Container, dict[str, Any]], Any]] | None = None) -> Any:
@@ -202,7 +204,8 @@ class Match:
 
     def namespace(self, var: str) -> str | None:
         """Effective namespace of the captured op."""
-        return self._scope.namespace_of(self.names[var])
+        key = self.names[var]
+        return key.namespace if isinstance(key, Far) else self._scope.namespace_of(key)
 
     def producer(self, var: str, port: str) -> tuple[Container | None, str] | None:
         """``(op, output port)`` feeding input ``port`` of ``var`` (op None for the container's
@@ -267,7 +270,7 @@ class Match:
         if self._view is None:
             view: dict[str, Any] = {"$source": self.source, "$target": self.target}
             for var, name in self.names.items():
-                view["$" + var] = self._scope.op_view(name)
+                view["$" + var] = self._scope.op_view(name.op if isinstance(name, Far) else name, self.path(var))
             self._view = view
         return self._view
 

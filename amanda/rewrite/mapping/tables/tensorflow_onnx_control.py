@@ -20,7 +20,7 @@
 - Reductions whose axes are computed from constants (Keras's ``Range(0, rank, 1)``) are folded
   to the ``axes`` attribute.
 
-Bodies are converted with the shipped table (scopes opened, as for the graph), so an op no
+Bodies are converted with the shipped table (scopes kept, as for the graph), so an op no
 rule maps inside a body is reported by path as for the graph's own ops.
 """
 

@@ -33,7 +33,7 @@ from amanda.containers.container import Container, op
 from amanda.containers.edge import SELF, Edge, Endpoint, Port
 from amanda.ops.registry import fact
 
-__all__ = ["raise_control_flow"]
+__all__ = ["lowered", "raise_control_flow"]
 
 CONTROL = -1
 _Variable = tuple[str, str, str, "str | None"]  # merge, next_iteration, switch, exit
@@ -318,13 +318,31 @@ def _merge_pred(g: _Graph, merge: str) -> Any:
     return preds.pop() if len(preds) == 1 else None
 
 
+def _lowering(types: Iterable[Any]) -> bool:
+    """Whether these op types hold a lowered loop's ``Enter`` or a conditional's ``Switch``."""
+    return any(t == "Enter" or t == "Switch" for t in types)
+
+
+def lowered(container: Container) -> bool:
+    """Whether ``container`` holds, at any depth, a leaf ``Enter`` or ``Switch`` (lowered control flow).
+
+    >>> lowered(Container(None, "g", children=[op("Switch", "s", ["data", "pred"], ["output_true"])]))
+    True
+    """
+    stack, types = [container], []
+    while stack:
+        node = stack.pop()
+        stack += [c for c in node.children if c.children]
+        types += [c.type for c in node.children if not c.children]
+    return _lowering(types)
+
+
 def raise_control_flow(container: Container) -> tuple[Container, dict[Endpoint, Endpoint | None]]:
     """``container`` (flat) with its lowered loops and conditionals raised to ``While`` and
     ``If`` ops, and where each value moved (an ``Exit`` or ``Merge`` output -> the new op's);
     unchanged (with an empty map) when it holds no ``Enter`` or ``Switch``."""
     expect_container(container, "container")
-    kinds = {c.type for c in container.children}
-    if "Enter" not in kinds and "Switch" not in kinds:
+    if not _lowering(c.type for c in container.children):
         return container, {}
     g = _Graph(container)
     frames: dict[str, list[str]] = {}

@@ -1,13 +1,18 @@
-"""TensorFlow -> ONNX on scoped graphs: the name scopes are opened before the rules run.
+"""TensorFlow -> ONNX on scoped graphs: the name scopes are kept, unless control flow is lowered.
 
 A TensorFlow graph imported with its name scopes as nested containers (the default) puts an
 op and the ``Const`` that gives its axes, permutation or filter in different containers
-(``dense/Mean`` reads ``dense/Mean/reduction_indices``, one level down), where rules that
-fold a constant cannot see it. The shipped table therefore maps a scoped graph as its flat
-form: every leaf op (call containers' function bodies included) named by its path joined
-with ``/`` (``dense/MatMul_/ReadVariableOp``), the edges lifted to the top, as
-:class:`amanda.containers.view.View` computes them. The converted graph is flat; the
-name map still reads the scoped graph's endpoints (``dense/MatMul_:product``).
+(``dense/Mean`` reads ``dense/Mean/reduction_indices``, one level down). The rules' patterns
+follow values through container ports (a pattern op binds the op of another level whose value
+reaches the level being converted), so the scoped graph converts as it is, its scopes kept as
+containers.
+
+A graph with lowered control flow (``Enter``/``Switch`` frames, which may span scopes) is the
+exception: it is mapped as its flat form, in which the frames are raised to functional ops
+(:func:`raise_control_flow`): every leaf op (call containers' function bodies included) named by
+its path joined with ``/`` (``dense/MatMul_/ReadVariableOp``), the edges lifted to the top, as
+:class:`amanda.containers.view.View` computes them. The name map reads the scoped graph's
+endpoints (``dense/MatMul_:product``) either way.
 """
 
 from __future__ import annotations
@@ -67,7 +72,8 @@ def _renamed(op: Container, name: str) -> Container:
 
 
 class ScopeFlatteningTable(MappingTable):
-    """A table that maps a container's flat form (:func:`flat_scopes`); its name map is the
+    """A table that maps a container as it is, scopes kept, or, when it holds lowered control
+    flow, its flat form (:func:`flat_scopes`) with the frames raised; the name map is then the
     composition, keyed by the scoped container's endpoints."""
 
     __slots__ = ()
@@ -75,12 +81,13 @@ class ScopeFlatteningTable(MappingTable):
     def apply(self, container: Container, *, on_unmatched: str | None = None,
               fixed_point: bool | None = None, with_names: bool = False,
               ) -> Container | tuple[Container, NameMap]:
-        """Open the scopes of ``container``, then map it as :meth:`MappingTable.apply` does."""
-        if not isinstance(container, Container):
+        """Map ``container`` as :meth:`MappingTable.apply` does, after opening its scopes and
+        raising its control flow when it holds lowered control flow."""
+        from amanda.rewrite.mapping.tables.tensorflow_onnx_lowered import lowered, raise_control_flow
+
+        if not isinstance(container, Container) or not lowered(container):
             return super().apply(container, on_unmatched=on_unmatched, fixed_point=fixed_point,
                                  with_names=with_names)
-        from amanda.rewrite.mapping.tables.tensorflow_onnx_lowered import raise_control_flow
-
         flat, opened = flat_scopes(container)
         flat, raised = raise_control_flow(flat)
         applied = super().apply(flat, on_unmatched=on_unmatched, fixed_point=fixed_point, with_names=True)
@@ -104,8 +111,8 @@ def opening_scopes(table: MappingTable) -> ScopeFlatteningTable:
 
 
 def shipped_table() -> ScopeFlatteningTable:
-    """The shipped TensorFlow -> ONNX table (:func:`tensorflow_onnx.tensorflow_to_onnx`), opening
-    name scopes before its rules run."""
+    """The shipped TensorFlow -> ONNX table (:func:`tensorflow_onnx.tensorflow_to_onnx`), raising
+    lowered control flow (on the flat form) before its rules run."""
     from amanda.rewrite.mapping.tables.tensorflow_onnx import tensorflow_to_onnx
 
     return opening_scopes(tensorflow_to_onnx())
