@@ -311,7 +311,9 @@ def main() -> None:
     try:
         results = _measure(options, folder)
     finally:
-        if not options.keep and not options.model:
+        # a temporary folder always goes (with --model it holds the saved copies, whose hard
+        # links to the model's data would make onnx's checker refuse that data next time)
+        if not options.keep and (not options.model or not options.folder):
             shutil.rmtree(folder, ignore_errors=True)
     print(json.dumps(results, indent=1))
 

@@ -25,7 +25,8 @@ def _versions(schema: OpSchema) -> list[OpSchema]:
     from amanda.namespaces.onnx_vocab import onnx_vocabulary
 
     versions = [s for s in onnx_vocabulary().schemas if s.domain == schema.domain and s.type == schema.type]
-    return versions if any(s is schema for s in versions) else []
+    # equal, not the same object: an opset read straight from onnx.defs converts its own copies
+    return versions if any(s.since_version == schema.since_version and s == schema for s in versions) else []
 
 
 def _kind(schema: OpSchema, name: str) -> str | None:

@@ -33,6 +33,7 @@ __all__ = [
     "DATA_FILE",
     "OnnxVocabulary",
     "onnx_domain_of",
+    "onnx_domains",
     "onnx_namespace_name",
     "onnx_opset",
     "onnx_vocabulary",
@@ -197,8 +198,46 @@ def vocabulary_from_file(path: str | Path = DATA_FILE) -> OnnxVocabulary:
     return OnnxVocabulary(version, domains, schemas, f"{path.name} (from onnx {version})")
 
 
-_cache: dict[str, OnnxVocabulary] = {}
+_cache: dict[str, Any] = {}
 _lock = threading.Lock()
+
+
+def onnx_domains() -> Mapping[str, tuple[int, int]]:
+    """Each ONNX domain's opset range, from ``onnx.defs`` (else the shipped file): what an
+    importer needs to read a model's ``opset_import``, without converting any schema.
+
+    >>> onnx_domains()[""][0]
+    1
+    """
+    with _lock:
+        if "domains" not in _cache:
+            try:
+                import onnx.defs
+
+                _cache["domains"] = FrozenMap((d, (int(lo), int(hi))) for d, (lo, hi) in
+                                              sorted(onnx.defs.C.schema_version_map().items()))
+            except ImportError:
+                _cache["domains"] = vocabulary_from_file(DATA_FILE).domains
+        return _cache["domains"]  # type: ignore[no-any-return]
+
+
+def _newest_from_onnx(version: int, domain: str) -> tuple[list[OpSchema], str] | None:
+    """Opset ``version`` of ``domain``'s schemas straight from ``onnx.defs``: the newest of each
+    op type picked among the raw schemas first, so only those are converted (a model's first
+    load converts one opset's ~190 schemas, not ONNX's whole history); None without onnx."""
+    try:
+        import onnx
+        import onnx.defs
+    except ImportError:
+        return None
+    chosen = []
+    for latest in onnx.defs.get_all_schemas():  # one per op type: listing the history costs 10x
+        if (latest.domain or "") == domain:
+            try:
+                chosen.append(onnx.defs.get_schema(latest.name, version, latest.domain))
+            except onnx.defs.SchemaError:  # the op arrived after this opset
+                continue
+    return [schema_from_onnx(raw) for raw in chosen], f"onnx.defs (onnx {onnx.__version__})"
 
 
 def onnx_vocabulary(path: str | Path | None = None) -> OnnxVocabulary:
@@ -228,36 +267,41 @@ def onnx_opset(version: int, domain: str = "",
     >>> ns.name, ns.schema("ReduceSum").input_names
     ('amanda/onnx/13', ('data', 'axes'))
     """
-    vocabulary = vocabulary or onnx_vocabulary()
+    domains = vocabulary.domains if vocabulary is not None else onnx_domains()
     domain = "" if domain == "ai.onnx" else domain
-    if domain not in vocabulary.domains:
-        raise SchemaError.at(domain, f"an ONNX domain ({', '.join(map(repr, vocabulary.domains))})",
-                             repr(domain))
-    lo, hi = vocabulary.domains[domain]
+    if domain not in domains:
+        raise SchemaError.at(domain, f"an ONNX domain ({', '.join(map(repr, domains))})", repr(domain))
+    lo, hi = domains[domain]
     if not lo <= version <= hi:
         raise SchemaError.at(onnx_namespace_name(domain, version),
                              f"an opset of {domain or 'ai.onnx'} from {lo} to {hi}", str(version))
+    direct = _newest_from_onnx(version, domain) if vocabulary is None else None
+    if direct is None:
+        vocabulary = vocabulary or onnx_vocabulary()
+        chosen = [s for s in vocabulary.schemas if s.domain == domain and s.since_version <= version]
+        source = vocabulary.source
+    else:
+        chosen, source = direct
     newest: dict[str, OpSchema] = {}
-    for schema in vocabulary.schemas:  # sorted by since_version within an op type
-        if schema.domain == domain and schema.since_version <= version:
+    for schema in chosen:  # sorted by since_version within an op type
+        if newest.get(schema.type) is None or newest[schema.type].since_version < schema.since_version:
             newest[schema.type] = schema
     schemas = {t: s for t, s in sorted(newest.items()) if not s.deprecated}
     retired = {t: f"{t} is deprecated since opset {s.since_version} of {domain or 'ai.onnx'}"
                for t, s in sorted(newest.items()) if s.deprecated}
-    return Namespace(onnx_namespace_name(domain, version), schemas=schemas, source=vocabulary.source,
+    return Namespace(onnx_namespace_name(domain, version), schemas=schemas, source=source,
                      version=version, retired=retired)
 
 
 def _provided_names() -> tuple[str, ...]:
-    return onnx_vocabulary().names()
+    return tuple(onnx_namespace_name(d, v) for d, (lo, hi) in onnx_domains().items() for v in range(lo, hi + 1))
 
 
 def _load(name: str) -> Namespace:
-    vocabulary = onnx_vocabulary()
-    found = onnx_domain_of(name, vocabulary.domains)
+    found = onnx_domain_of(name, onnx_domains())
     if found is None:
         raise SchemaError.at(name, "an ONNX namespace name like amanda/onnx/17", repr(name))
-    return onnx_opset(found[1], found[0], vocabulary)
+    return onnx_opset(found[1], found[0])
 
 
 register_provider(PREFIX, _provided_names, _load)

@@ -200,3 +200,17 @@ def test_onnx_opsets_round_trip_through_yaml(name):
 
     ns = namespace(name)
     assert load_namespace_schema(dump_namespace_schema(ns)) == ns
+
+
+def test_an_opset_read_straight_from_onnx_equals_the_one_from_the_whole_vocabulary():
+    """A model's first load builds its opset from onnx.defs directly (the newest schema of each
+    op type, converted alone); it must equal the opset picked from the whole history."""
+    from amanda.namespaces.onnx_vocab import onnx_domains, onnx_opset, onnx_vocabulary
+
+    vocabulary = onnx_vocabulary()
+    assert dict(onnx_domains()) == dict(vocabulary.domains)
+    for domain, (lo, hi) in onnx_domains().items():
+        for version in range(lo, hi + 1):
+            direct, picked = onnx_opset(version, domain), onnx_opset(version, domain, vocabulary)
+            assert dict(direct.schemas) == dict(picked.schemas), (domain, version)
+            assert dict(direct.retired) == dict(picked.retired), (domain, version)

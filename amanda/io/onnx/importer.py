@@ -48,10 +48,10 @@ class _Importer(FunctionReader):
         self.read_functions(model)
 
     def _opsets(self, model: Any) -> dict[str, str]:
-        from amanda.namespaces.onnx_vocab import onnx_vocabulary
+        from amanda.namespaces.onnx_vocab import onnx_domains
 
         opsets: dict[str, str] = {}
-        known = onnx_vocabulary().domains
+        known = onnx_domains()
         for entry in model.opset_import:
             domain = "" if entry.domain == "ai.onnx" else entry.domain
             if domain in opsets:

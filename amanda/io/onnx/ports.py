@@ -34,9 +34,9 @@ _CUSTOM = "amanda/onnx/"
 
 
 def _vocabulary_domains() -> Any:
-    from amanda.namespaces.onnx_vocab import onnx_vocabulary
+    from amanda.namespaces.onnx_vocab import onnx_domains
 
-    return onnx_vocabulary().domains
+    return onnx_domains()
 
 
 def namespace_of_domain(domain: str, version: int) -> str:

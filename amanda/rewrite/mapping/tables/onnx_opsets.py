@@ -58,9 +58,9 @@ def name(version: int) -> str:
 
 def newest() -> int:
     """The newest default-domain opset amanda's ONNX vocabulary has."""
-    from amanda.namespaces.onnx_vocab import onnx_vocabulary
+    from amanda.namespaces.onnx_vocab import onnx_domains
 
-    return onnx_vocabulary().domains[""][1]
+    return onnx_domains()[""][1]
 
 
 def opset_pairs() -> list[tuple[int, int]]:
