@@ -299,7 +299,9 @@ class Edge(tuple):
     @property
     def phase(self) -> Any:
         """The phase this edge belongs to (``attrs['phase']``), or None for every phase."""
-        return self[2].get("phase")
+        attrs = self[2]
+        # most edges carry no attributes: an empty map's length is cheap, a lookup in it is not
+        return attrs.get("phase") if len(attrs) else None
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, tuple) or len(other) != 3:
