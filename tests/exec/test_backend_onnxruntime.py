@@ -306,8 +306,10 @@ def fresh_kernel_table():
     from amanda.exec.backends import onnxruntime as backend
 
     backend._kernel_table.cache_clear()
+    backend._kernels.cache_clear()
     yield backend
     backend._kernel_table.cache_clear()
+    backend._kernels.cache_clear()
 
 
 @pytest.mark.skipif(not set(ort.get_available_providers()) <= {"CPUExecutionProvider", "AzureExecutionProvider"},
@@ -318,6 +320,7 @@ def test_a_gpu_build_lists_its_kernels_in_a_child_process(fresh_kernel_table, mo
     backend = fresh_kernel_table
     here = backend._kernel_table()
     backend._kernel_table.cache_clear()
+    backend._kernels.cache_clear()
     monkeypatch.setattr(ort, "get_available_providers", lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"])
     assert backend._kernel_table() == here
     cpu = {(d, o) for p, d, o in here if p == "CPUExecutionProvider"}

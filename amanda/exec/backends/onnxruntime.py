@@ -99,6 +99,7 @@ def _kernel_table() -> frozenset[tuple[str, str, str]] | None:
         return None
 
 
+@cache
 def _kernels(provider: str) -> frozenset[tuple[str, str]] | None:
     """(domain, op type) of every kernel a session on ``provider`` runs: its own and, for a GPU
     provider, the CPU provider's, which onnxruntime places the rest on; None where unknown."""
