@@ -141,8 +141,7 @@ class DeviceArray(NDArrayOperatorsMixin):
             if any(not isinstance(o, DeviceArray) for o in out):
                 raise HostArrayError("a host out= buffer for device arrays")
             kwargs["out"] = tuple(o._a for o in out)
-        result = getattr(ufunc, method)(*_unwrap(inputs), **{k: v for k, v in kwargs.items() if k != "out"},
-                                        **({"out": kwargs["out"]} if out is not None else {}))
+        result = getattr(ufunc, method)(*_unwrap(inputs), **kwargs)
         if out is not None:
             return out[0] if len(out) == 1 else out
         return _wrap(result)
