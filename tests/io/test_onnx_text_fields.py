@@ -25,9 +25,10 @@ def model_bytes() -> bytes:
     return model.SerializeToString()
 
 
-def patched(marker: bytes) -> onnx.ModelProto:
-    """The model with ``marker`` (6 bytes, so every length prefix stays right) made invalid UTF-8."""
-    data = model_bytes()
+def patched(marker: bytes, data: bytes | None = None) -> onnx.ModelProto:
+    """``data`` (default: :func:`model_bytes`) parsed with ``marker`` (6 bytes, so every length
+    prefix stays right) made invalid UTF-8."""
+    data = model_bytes() if data is None else data
     assert data.count(marker) == 1
     model = onnx.ModelProto()
     model.ParseFromString(data.replace(marker, marker[:2] + BAD + marker[4:]))
@@ -101,12 +102,8 @@ def node_fields_model() -> bytes:
 ])
 def test_node_text_checked_during_the_import_is_named_like_any_other(marker, field):
     """Text the importer checks as it reads each node (tensors, metadata, bodies, attribute doc strings) fails naming the field."""
-    data = node_fields_model()
-    assert data.count(marker) == 1
-    model = onnx.ModelProto()
-    model.ParseFromString(data.replace(marker, marker[:2] + BAD + marker[4:]))
     with pytest.raises(FormatError, match="is not UTF-8") as info:
-        from_onnx(model, source="m.onnx")
+        from_onnx(patched(marker, node_fields_model()), source="m.onnx")
     assert info.value.path == field
 
 
@@ -157,12 +154,8 @@ def external_model(external: bool) -> bytes:
 def test_text_of_external_data_entries_and_scope_metadata_is_checked_at_import(marker, field, external):
     """An external data entry of a weight, or torch's scope metadata of a node (taken into the
     module tree), that is not UTF-8 fails at import naming the field, like any other text."""
-    data = external_model(external)
-    assert data.count(marker) == 1
-    model = onnx.ModelProto()
-    model.ParseFromString(data.replace(marker, marker[:2] + BAD + marker[4:]))
     with pytest.raises(FormatError, match="is not UTF-8") as info:
-        from_onnx(model, source="m.onnx")
+        from_onnx(patched(marker, external_model(external)), source="m.onnx")
     assert info.value.path == field
 
 
@@ -201,12 +194,8 @@ def value_info_model() -> bytes:
 def test_value_info_text_is_checked_as_each_graph_is_read(marker, field):
     """value_info text that is not UTF-8, in the main graph or a body, fails naming the field
     (value_info is read once, its text checked as read)."""
-    data = value_info_model()
-    assert data.count(marker) == 1
-    model = onnx.ModelProto()
-    model.ParseFromString(data.replace(marker, marker[:2] + BAD + marker[4:]))
     with pytest.raises(FormatError, match="is not UTF-8") as info:
-        from_onnx(model, source="m.onnx")
+        from_onnx(patched(marker, value_info_model()), source="m.onnx")
     assert info.value.path == field
 
 
