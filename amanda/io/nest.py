@@ -37,7 +37,7 @@ from amanda.errors import InvariantError, Problem
 from amanda.io.onnx.pending import PendingOp
 from amanda.io.onnx.scope import fresh_name
 
-__all__ = ["Group", "assemble", "built", "lowest_common", "nest", "renamed"]
+__all__ = ["Group", "assemble", "built", "lowest_common", "named_in_place", "nest", "renamed", "value_name"]
 
 # edges and endpoints built from names already known to be well-formed skip the coercing
 # constructors; each container's own checks still resolve and validate every edge
@@ -163,7 +163,7 @@ def _names(group: Group, leaf_names: Mapping[str, str], final: dict[str, str], o
             order[item] = len(order)
 
 
-def _value_name(ops: Mapping[str, Container], op: str | None, port: str) -> str:
+def value_name(ops: Mapping[str, Container], op: str | None, port: str) -> str:
     """The name of the value an op's output port (or the graph's input port) carries."""
     if op is None:
         return port
@@ -197,7 +197,7 @@ def _route(edge: Any, place: Mapping[str, Group], root: Group, final: Mapping[st
     while group is not meet:  # up: out through an output port of each group left
         port = group.outputs.get(value)
         if port is None:
-            name = name or _value_name(ops, src_op, src[1])
+            name = name or value_name(ops, src_op, src[1])
             port = group.outputs[value] = name
             group.edges.append(_edge(Edge, (here, _endpoint(Endpoint, (SELF, port)), EMPTY)))
         here = _endpoint(Endpoint, ((group.name,), port))
@@ -210,7 +210,7 @@ def _route(edge: Any, place: Mapping[str, Group], root: Group, final: Mapping[st
     for inner in reversed(down):  # down: in through an input port of each group entered
         port = inner.inputs.get(value)
         if port is None:
-            name = name or _value_name(ops, src_op, src[1])
+            name = name or value_name(ops, src_op, src[1])
             port = inner.inputs[value] = name
             group.edges.append(_edge(Edge, (here, _endpoint(Endpoint, ((inner.name,), port)), EMPTY)))
         group = inner
@@ -288,7 +288,7 @@ def assemble(group: Group, children: list[Container], ports: dict[str, Port], ma
                  group.uid, group.path, make)
 
 
-def _named_in_place(op: Container, name: str) -> Container:
+def named_in_place(op: Container, name: str) -> Container:
     """``op``, which no one but the caller has seen yet, given its final name (checked): what
     :func:`renamed` gives, without the copy."""
     if type(op) is PendingOp:
@@ -369,4 +369,4 @@ def nest(children: list[Any], edges: Iterable[Any], place: Mapping[str, Group],
                                                  edge[2] if len(edge) > 2 else EMPTY)))
                 continue
         _route(edge, place, root, final, ops, graph)
-    return _build(root, ops, final, {}, _named_in_place if fresh else renamed, lazy and fresh), root.edges
+    return _build(root, ops, final, {}, named_in_place if fresh else renamed, lazy and fresh), root.edges

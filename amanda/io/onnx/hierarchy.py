@@ -24,9 +24,10 @@ from typing import Any
 
 from amanda.containers.container import Container
 from amanda.errors import ArgumentError, FormatError
-from amanda.io.nest import Group, lowest_common, nest
+from amanda.io.nest_levels import Chain, common_chain, nest_levels
 from amanda.io.onnx.pending import PendingOp
 from amanda.io.scope_names import parse_scope_list, qualify, relative_name, repeat_base, split_node_name
+from amanda.containers.arguments import check_names
 
 __all__ = ["CLASS_HIERARCHY", "CONTAINERS_KEY", "HIERARCHY_MODES", "NAME_SCOPES", "check_hierarchy",
            "nest_graph", "place_weights", "takes_scopes", "take_scope",
@@ -38,7 +39,7 @@ NAMESPACE = "namespace"  # torch's one-line form of both, dropped with them
 CONTAINERS_KEY = "amanda.containers"  # graph metadata: uids, types and attrs of the containers
 HIERARCHY_MODES = ("auto", True, False, "metadata", "names")
 
-Chain = tuple  # ((qualified name, class path or None), ...) from the root's child down
+Scopes = tuple  # ((qualified name, class path or None), ...) from the root's child down
 ScopeTexts = dict  # op name -> (name_scopes text, class_hierarchy text or None)
 
 
@@ -99,33 +100,25 @@ def take_scope_only(pairs: Any, name: str, into: ScopeTexts) -> bool:
 
 
 class _Placer:
-    """Where each op of one graph goes, and the name it takes there."""
+    """Where each op of one graph goes (its chain of group keys), and the name it takes there."""
 
-    def __init__(self, fields: dict[str, Any], texts: ScopeTexts) -> None:
-        self.root = Group(None, fields["name"] or "")
+    def __init__(self, texts: ScopeTexts) -> None:
         self.texts = texts
-        self.place: dict[str, Group] = {}
+        self.where: dict[str, Chain] = {}
+        self.groups: dict[Chain, str | None] = {}  # every group's chain -> its class path, in order made
         self.leaf_names: dict[str, str] = {}
         self.unscoped: list[str] = []
         self.root_class: str | None = None
-        self.chains: dict[Any, Group] = {}  # cache: a scope's key -> its group
+        self.chains: dict[Any, Chain] = {}  # cache: a scope's key -> its chain
 
-    def group(self, chain: Chain) -> Group:
-        """The group of ``chain``, made (with its parents) the first time."""
-        group = self.root
-        for qualified, cls in chain:
-            found = group.groups.get(qualified)
-            if found is None:
-                attrs: dict[str, Any] = {"scope": qualified}
-                short = None
-                if cls:
-                    short = cls.rsplit(".", 1)[-1] or None
-                    if "." in cls:
-                        attrs["scope_class"] = cls
-                found = group.child(qualified, type=short, attrs=attrs)
-                found.name = relative_name(group.attrs.get("scope", ""), qualified)
-            group = found
-        return group
+    def group(self, scopes: Scopes) -> Chain:
+        """The chain of ``scopes`` (``(qualified name, class path or None)`` pairs), its groups
+        recorded (with their parents) the first time."""
+        chain = tuple(map(_first, scopes))
+        if chain not in self.groups:
+            for size, (_, cls) in enumerate(scopes, 1):
+                self.groups.setdefault(chain[:size], cls)
+        return chain
 
     def by_metadata(self, name: str, weight: bool) -> bool:
         """Place one op by torch's metadata; False if it has none that names a module."""
@@ -135,9 +128,9 @@ class _Placer:
         text, classes_text = found
         cut = text.rfind("', '")  # the op's own entry comes last: the rest is shared
         key = (text[:cut], (classes_text or "")[: (classes_text or "").rfind("', '")])
-        group = self.chains.get(key) if cut > 0 else None
+        chain = self.chains.get(key) if cut > 0 else None
         tail = text[cut + 4 : -2]
-        if group is not None and "'" not in tail and "\\" not in tail and text.endswith("']"):
+        if chain is not None and "'" not in tail and "\\" not in tail and text.endswith("']"):
             last = tail  # a chain seen before: only the op's own entry is new
         else:
             names = parse_scope_list(text)
@@ -147,9 +140,9 @@ class _Placer:
             if classes is None or len(classes) != len(names):
                 classes = [""] * len(names)
             self.root_class = self.root_class or classes[0] or None
-            group = self.chains[key] = self.group(tuple(zip(names[1:-1], classes[1:-1])))
+            chain = self.chains[key] = self.group(tuple(zip(names[1:-1], classes[1:-1])))
             last = names[-1]
-        self.place[name] = group
+        self.where[name] = chain
         # amanda writes the leaf's own name last; torch writes its fx node's ("linear" for
         # node "node_linear"), which names the op only when the node name ends with it
         self.leaf_names[name] = last if weight or name.endswith("/" + last) else name
@@ -177,10 +170,10 @@ class _Names:
                 self.split[name] = (prefix, leaf)
         self.torch_style = any(prefix.startswith("/") or prefix == "" for prefix in self.scopes)
         self.paths, self.weights = paths, weights
-        self.chains: dict[str, Chain] = {}
-        self.by_path: dict[tuple, tuple[Chain, tuple[str, ...]]] = {}  # (components, style) -> chain, raw
+        self.chains: dict[str, Scopes] = {}
+        self.by_path: dict[tuple, tuple[Scopes, tuple[str, ...]]] = {}  # (components, style) -> chain, raw
 
-    def chain(self, name: str) -> tuple[Chain, str] | None:
+    def chain(self, name: str) -> tuple[Scopes, str] | None:
         found = self.split.get(name)
         if found is None:
             return None
@@ -191,7 +184,7 @@ class _Names:
             chain = self.chains[prefix] = self._chain(components, name.startswith("/"))[0]
         return chain, leaf
 
-    def _chain(self, components: tuple[str, ...], torch_style: bool) -> tuple[Chain, tuple[str, ...]]:
+    def _chain(self, components: tuple[str, ...], torch_style: bool) -> tuple[Scopes, tuple[str, ...]]:
         """The chain of a scope path and its components with repeated calls merged, built on its
         parent's (each scope is worked out once)."""
         key = (components, torch_style)
@@ -223,52 +216,48 @@ class _Names:
         return any(w.startswith(prefix) for w in self.weights)
 
 
-def place_weights(weights: list[str], users: Mapping[str, list[Group]], root: Group,
-                  by_scope: Mapping[str, Group], separator: str) -> dict[str, Group]:
-    """Where each weight goes: the container of the module its name says owns it
-    (``transformer.h.0.ln_1.weight`` -> ``transformer.h.0.ln_1``) when every op that reads it
-    lies inside that container; otherwise (a tied, shared or folded weight, or a name that names
-    no module: ``val_3``, ``onnx::MatMul_5``) the lowest container that holds all its readers;
-    a weight no op reads stays with its owner, or in the root.
+def place_weights(weights: list[str], users: Mapping[str, list[Chain]], by_scope: Mapping[str, Chain],
+                  separator: str) -> dict[str, Chain]:
+    """Where each weight goes (its group's chain): the container of the module its name says
+    owns it (``transformer.h.0.ln_1.weight`` -> ``transformer.h.0.ln_1``) when every op that
+    reads it lies inside that container; otherwise (a tied, shared or folded weight, or a name
+    that names no module: ``val_3``, ``onnx::MatMul_5``) the lowest container that holds all its
+    readers; a weight no op reads stays with its owner, or in the root.
 
-    >>> root = Group(None, "g"); a = root.child("a"); b = root.child("b")
-    >>> found = place_weights(["a.w", "a.t", "v"], {"a.w": [a], "a.t": [a, b], "v": [b]}, root, {"a": a}, ".")
-    >>> {name: group.name for name, group in found.items()}
-    {'a.w': 'a', 'a.t': 'g', 'v': 'b'}
+    >>> a, b = ("a",), ("b",)
+    >>> place_weights(["a.w", "a.t", "v"], {"a.w": [a], "a.t": [a, b], "v": [b]}, {"a": a}, ".")
+    {'a.w': ('a',), 'a.t': (), 'v': ('b',)}
     """
-    placed: dict[str, Group] = {}
+    placed: dict[str, Chain] = {}
     for name in weights:
         owner = by_scope.get(name.rsplit(separator, 1)[0]) if separator in name else None
         readers = users.get(name) or []
-        if owner is not None and lowest_common([owner, *readers], root) is owner:
+        if owner is not None and all(r[: len(owner)] == owner for r in readers):
             placed[name] = owner
         else:
-            placed[name] = lowest_common(readers, owner or root)
+            placed[name] = common_chain(readers, owner or ())
     return placed
 
 
-def _apply_saved(root: Group, info: dict, prefix: str) -> None:
+def _saved(info: dict, prefix: str) -> dict[Chain, tuple]:
     """Types, attributes and uids amanda saved for its containers (graph metadata
-    ``amanda.containers``), over what the scopes say."""
+    ``amanda.containers``), by chain: they override what the scopes say."""
     props = info.get("metadata_props") or {}
     text = props.pop(CONTAINERS_KEY, None)
     if not props:
         info.pop("metadata_props", None)
     if text is None:
-        return
+        return {}
     from amanda.io.document import decode_value
 
+    saved: dict[Chain, tuple] = {}
     try:
         for keys, uid, kind, attrs in json.loads(text):
-            group: Group | None = root
-            for key in keys:
-                group = group.groups.get(key) if group is not None else None
-            if group is not None:
-                group.uid, group.type = uid, kind
-                group.attrs = dict(decode_value(attrs, (CONTAINERS_KEY,)))
+            saved[tuple(keys)] = (uid, kind, dict(decode_value(attrs, (CONTAINERS_KEY,))))
     except (ValueError, TypeError) as exc:
         raise FormatError(f"{prefix}graph metadata {CONTAINERS_KEY!r} is not what amanda writes: {exc}",
                           path=CONTAINERS_KEY, expected="JSON written by amanda", found=text[:60]) from None
+    return saved
 
 
 def _mode(hierarchy: Any, texts: ScopeTexts, names: list[str], prefix: str) -> str | None:
@@ -306,7 +295,7 @@ def nest_graph(fields: dict[str, Any], hierarchy: Any = "auto", prefix: str = ""
     mode = _mode(hierarchy, texts, ops, prefix)
     if mode is None:  # flat after all: the ops the reader left to build are built now
         return dict(fields, children=[op.build(op.name) if type(op) is PendingOp else op for op in children])
-    placer = _Placer(fields, texts)
+    placer = _Placer(texts)
     if mode == "metadata":
         separator = "."
         for name in ops:
@@ -318,9 +307,12 @@ def nest_graph(fields: dict[str, Any], hierarchy: Any = "auto", prefix: str = ""
         separator = _by_names(placer, all_names, ops, weights, weight_set)
     _place_unscoped(placer, fields["edges"])
     _place_weights(placer, weights, fields["edges"], separator)
-    _apply_saved(placer.root, fields["info"], prefix)
-    kids, edges = nest(children, fields["edges"], placer.place, placer.root, graph=fields["name"],
-                       weights=weights, leaf_names=placer.leaf_names, fresh=True, lazy=True)
+    saved = _saved(fields["info"], prefix)
+    for name, wanted in placer.leaf_names.items():
+        if wanted != name:
+            check_names(None, wanted, None)  # here, not when a deferred level is opened
+    kids, edges = nest_levels(children, fields["edges"], placer.where, placer.groups, saved, root=fields["name"] or "",
+                              weights=weights, leaf_names=placer.leaf_names, fresh=True)
     out = dict(fields, children=kids, edges=edges)
     cls = placer.root_class
     if cls:
@@ -334,21 +326,22 @@ def _by_names(placer: _Placer, all_names: list[str], ops: list[str], weights: li
               weight_set: set[str]) -> str:
     """Place the ops by their scope-path names; the separator of qualified names."""
     names = _Names(all_names, weight_set)
-    groups: dict[int, Group] = {}  # by the chain object, which _Names shares per scope path
+    chains: dict[int, Chain] = {}  # by the scopes object, which _Names shares per scope path
+    where, leaf_names = placer.where, placer.leaf_names
     for name in [*ops, *weights]:
         found = names.chain(name)
         if found is not None:
-            group = groups.get(id(found[0]))
-            if group is None:
-                group = groups[id(found[0])] = placer.group(found[0])
-            placer.place[name] = group
-            placer.leaf_names[name] = found[1]
+            chain = chains.get(id(found[0]))
+            if chain is None:
+                chain = chains[id(found[0])] = placer.group(found[0])
+            where[name] = chain
+            leaf_names[name] = found[1]
         elif name in weight_set:
             continue
         elif names.torch_style:  # TorchScript names every op of a module "/..."; this one
             placer.unscoped.append(name)  # is exporter-made (Constant_29, Identity_3)
         else:  # in a TensorFlow-style graph, a name without "/" is an op of the root
-            placer.place[name] = placer.root
+            where[name] = ()
     return "." if names.torch_style else "/"
 
 
@@ -380,28 +373,29 @@ def _place_unscoped(placer: _Placer, edges: list) -> None:
         src = edge[0][0]
         if type(src) is tuple:
             neighbours.setdefault(edge[1][0][0], []).append(src[0])
-    place = placer.place
+    where = placer.where
     for name in placer.unscoped:
-        place[name] = lowest_common([place[n] for n in neighbours.get(name, ()) if n in place], placer.root)
+        where[name] = common_chain([where[n] for n in neighbours.get(name, ()) if n in where], ())
 
 
 def _place_weights(placer: _Placer, weights: list[str], edges: list, separator: str) -> None:
-    place, root = placer.place, placer.root
-    todo = [w for w in weights if w not in place]
+    where = placer.where
+    todo = [w for w in weights if w not in where]
     if not todo:
         return
-    users: dict[str, list[Group]] = {}
+    users: dict[str, list[Chain]] = {}
     for edge in _edges_from(edges, set(todo)):
         dst = edge[1][0]
-        users.setdefault(edge[0][0][0], []).append(place.get(dst[0], root) if type(dst) is tuple else root)
-    by_scope: dict[str, Group] = {}
-    stack = [root]
+        users.setdefault(edge[0][0][0], []).append(where.get(dst[0], ()) if type(dst) is tuple else ())
+    below: dict[Chain, list[Chain]] = {}  # each group's sub-groups, in the order they were made
+    for chain in placer.groups:
+        below.setdefault(chain[:-1], []).append(chain)
+    by_scope: dict[str, Chain] = {}
+    stack: list[Chain] = [()]
     while stack:
-        group = stack.pop()
-        for child in group.groups.values():
-            by_scope.setdefault(child.key, child)
+        for child in below.get(stack.pop(), ()):
+            by_scope.setdefault(child[-1], child)
             stack.append(child)
-    for name, group in place_weights(todo, users, root, by_scope, separator).items():
-        place[name] = group
-        scope = group.attrs.get("scope")
-        placer.leaf_names[name] = relative_name(scope, name, separator) if scope else name
+    for name, chain in place_weights(todo, users, by_scope, separator).items():
+        where[name] = chain
+        placer.leaf_names[name] = relative_name(chain[-1], name, separator) if chain else name
