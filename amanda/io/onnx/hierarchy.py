@@ -151,69 +151,70 @@ class _Placer:
 
 class _Names:
     """Scope chains from scope-path node names (TorchScript's ``/a/b.0/Op``, TensorFlow's
-    ``a/b/op``), with TorchScript's repeated calls (``act_1``) merged into their module."""
+    ``a/b/op``), with TorchScript's repeated calls (``act_1``) merged into their module. Each
+    scope path is worked out once, on its parent's, and its group recorded in ``groups``."""
 
-    def __init__(self, names: list[str], weights: set[str]) -> None:
-        self.split: dict[str, tuple[str, str]] = {}  # name -> (scope path, leaf)
-        self.scopes: dict[str, tuple[str, ...] | None] = {}  # scope path -> components
-        paths: set[tuple[str, ...]] = set()
-        for name in names:
-            prefix, slash, leaf = name.rpartition("/")
-            if not slash or not leaf:
-                continue
-            if prefix not in self.scopes:  # ops of one scope share the work
-                found = split_node_name(name)
-                self.scopes[prefix] = found[0] if found is not None else None
-                if found is not None:
-                    paths.update(found[0][:i] for i in range(1, len(found[0]) + 1))
-            if self.scopes[prefix] is not None:
-                self.split[name] = (prefix, leaf)
-        self.torch_style = any(prefix.startswith("/") or prefix == "" for prefix in self.scopes)
-        self.paths, self.weights = paths, weights
-        self.chains: dict[str, Scopes] = {}
-        self.by_path: dict[tuple, tuple[Scopes, tuple[str, ...]]] = {}  # (components, style) -> chain, raw
+    def __init__(self, names: list[str], weights: set[str], groups: dict[Chain, str | None]) -> None:
+        self.names, self.weights, self.groups = names, weights, groups
+        # TorchScript starts every scope-path name with "/"
+        self.torch_style = any(name[:1] == "/" and name[-1:] != "/" for name in names)
+        self.scopes: dict[str, tuple[Chain, str] | None] = {"": ((), "")}  # scope path -> chain, merged path
+        self.paths: set[str] | None = None  # every scope path the names hold, made when first asked
 
-    def chain(self, name: str) -> tuple[Scopes, str] | None:
-        found = self.split.get(name)
-        if found is None:
+    def chain(self, name: str) -> tuple[Chain, str] | None:
+        """The chain of the group of a scope-path node name and its leaf; None for a name
+        without a scope (``Constant_29``) or not a scope path (``a//b``)."""
+        prefix, slash, leaf = name.rpartition("/")
+        if not slash or not leaf:
             return None
-        prefix, leaf = found
-        chain = self.chains.get(prefix)
-        if chain is None:
-            components = self.scopes[prefix] or ()
-            chain = self.chains[prefix] = self._chain(components, name.startswith("/"))[0]
-        return chain, leaf
+        found = self.scopes.get(prefix, _UNSEEN)
+        if found is _UNSEEN:
+            found = self._scope(prefix)
+        return None if found is None else (found[0], leaf)
 
-    def _chain(self, components: tuple[str, ...], torch_style: bool) -> tuple[Scopes, tuple[str, ...]]:
-        """The chain of a scope path and its components with repeated calls merged, built on its
-        parent's (each scope is worked out once)."""
-        key = (components, torch_style)
-        found = self.by_path.get(key)
-        if found is not None:
-            return found
-        if not components:
-            found = ((), ())
+    def _scope(self, prefix: str) -> tuple[Chain, str] | None:
+        """The chain of a scope path (``/a/b``, ``a/b``) and its components with repeated calls
+        merged (as a path: ``/a/b``), built on its parent's; None if it is not a scope path."""
+        outer, _, component = prefix.rpartition("/")
+        parent = self.scopes.get(outer, _UNSEEN) if component else None
+        if parent is _UNSEEN:
+            parent = self._scope(outer)
+        if parent is None:
+            self.scopes[prefix] = None
+            return None
+        chain, raw = parent
+        above = chain[-1] if chain else ""
+        if prefix[:1] == "/":  # TorchScript's: a component continues or extends its parent's qualified name
+            base = repeat_base(component) if "_" in component else None
+            if base is not None and self._has(f"{raw}/{base}") and not self._genuine(above, component):
+                component = base
+            qualified = qualify(above, component)
         else:
-            outer, raw = self._chain(components[:-1], torch_style)
-            parent = outer[-1][0] if outer else ""
-            component = components[-1]
-            if torch_style:
-                base = repeat_base(component)
-                if base is not None and (*raw, base) in self.paths and not self._genuine(parent, component):
-                    component = base
-                raw = (*raw, component)
-                qualified = qualify(parent, component)
-            else:
-                qualified = f"{parent}/{component}" if parent else component
-            found = ((*outer, (qualified, None)), raw)
-        self.by_path[key] = found
+            qualified = f"{above}/{component}" if above else component
+        chain = (*chain, qualified)
+        self.groups.setdefault(chain, None)
+        found = self.scopes[prefix] = (chain, f"{raw}/{component}")
         return found
+
+    def _has(self, path: str) -> bool:
+        """Whether some node name has the scope path ``path`` (or one below it)."""
+        if self.paths is None:
+            self.paths = paths = set()
+            for name in self.names:
+                prefix = name.rpartition("/")[0]
+                while prefix and prefix not in paths:
+                    paths.add(prefix)
+                    prefix = prefix.rpartition("/")[0]
+        return path in self.paths
 
     def _genuine(self, parent: str, component: str) -> bool:
         """Whether a weight names ``component`` as a module (``conv_1.weight``): then it is one,
         not a second call of ``conv``."""
         prefix = qualify(parent, component) + "."
         return any(w.startswith(prefix) for w in self.weights)
+
+
+_UNSEEN: Any = object()
 
 
 def place_weights(weights: list[str], users: Mapping[str, list[Chain]], by_scope: Mapping[str, Chain],
@@ -325,17 +326,12 @@ def nest_graph(fields: dict[str, Any], hierarchy: Any = "auto", prefix: str = ""
 def _by_names(placer: _Placer, all_names: list[str], ops: list[str], weights: list[str],
               weight_set: set[str]) -> str:
     """Place the ops by their scope-path names; the separator of qualified names."""
-    names = _Names(all_names, weight_set)
-    chains: dict[int, Chain] = {}  # by the scopes object, which _Names shares per scope path
+    names = _Names(all_names, weight_set, placer.groups)
     where, leaf_names = placer.where, placer.leaf_names
     for name in [*ops, *weights]:
         found = names.chain(name)
         if found is not None:
-            chain = chains.get(id(found[0]))
-            if chain is None:
-                chain = chains[id(found[0])] = placer.group(found[0])
-            where[name] = chain
-            leaf_names[name] = found[1]
+            where[name], leaf_names[name] = found
         elif name in weight_set:
             continue
         elif names.torch_style:  # TorchScript names every op of a module "/..."; this one
