@@ -40,7 +40,11 @@ __all__ = ["Chain", "common_chain", "nest_levels"]
 Chain = tuple  # group keys from the root's child down; () is the root
 Saved = Mapping  # chain -> (uid, type, attrs) amanda saved for a container
 _edge = _endpoint = tuple.__new__  # built from names known to be well-formed (see amanda.io.nest)
-_first, _second = itemgetter(0), itemgetter(1)
+_first, _second, _third = itemgetter(0), itemgetter(1), itemgetter(2)
+
+
+def _three(edge: Any) -> bool:
+    return len(edge) > 2
 
 
 def common_chain(chains: Iterable[Chain], default: Chain) -> Chain:
@@ -66,31 +70,39 @@ class _Tree:
     """One graph's ops placed by chain, from which each level is made."""
 
     def __init__(self, ops: dict[str, Any], where: Mapping[str, Chain], leaf_names: Mapping[str, str],
-                 classes: Mapping[Chain, str | None], saved: Saved, rename: Any, lazy: bool) -> None:
+                 classes: Mapping[Chain, Any], class_of: Any, saved: Saved, rename: Any, lazy: bool) -> None:
         self.ops, self.where, self.leaf_names, self.rename, self.lazy = ops, where, leaf_names, rename, lazy
-        self.classes, self.saved = classes, saved
+        self.classes, self.class_of, self.saved = classes, class_of, saved
         self.items: dict[Chain, list[Any]] = {(): []}  # op names and sub-chains, in order of appearance
         self.weights: dict[Chain, list[str]] = {}
         self.ports: dict[str, Port] = {}
         self.names: dict[Any, str] = {}  # value -> its name (ports are named by it)
 
-    def place(self, name: str, weight: bool) -> None:
-        """Put one op in its group, registering the group (and its parents) where first needed."""
-        chain = self.where.get(name, ())
-        items = self.items.get(chain)
-        if items is None:
-            new = []
-            while chain not in self.items:
-                new.append(chain)
-                chain = chain[:-1]
-            for chain in reversed(new):
-                self.items[chain] = []
-                self.items[chain[:-1]].append(chain)
-            items = self.items[chain]
-        if weight:
-            self.weights.setdefault(chain, []).append(name)
-        else:
-            items.append(name)
+    def place(self, names: Iterable[str], weight: bool) -> None:
+        """Put ops in their groups, registering each group (and its parents) where first needed."""
+        where, items, weights = self.where.get, self.items, self.weights
+        for name in names:
+            chain = where(name, ())
+            found = items.get(chain)
+            if found is None:
+                found = self.register(chain)
+            if weight:
+                weights.get(chain) or weights.setdefault(chain, [])
+                weights[chain].append(name)
+            else:
+                found.append(name)
+
+    def register(self, chain: Chain) -> list[Any]:
+        """The item list of a group seen for the first time, the group put in its parent's
+        (and so on up)."""
+        new = []
+        while chain not in self.items:
+            new.append(chain)
+            chain = chain[:-1]
+        for chain in reversed(new):
+            self.items[chain] = []
+            self.items[chain[:-1]].append(chain)
+        return self.items[chain]
 
     def ranks(self) -> dict[str, int]:
         """Every op's position in the tree's document order (depth first, weights first)."""
@@ -121,6 +133,8 @@ class _Tree:
             uid, kind, attrs = saved
         else:
             uid, cls = None, self.classes.get(chain)
+            if self.class_of is not None:
+                cls = self.class_of(cls)
             attrs = {"scope": chain[-1]}
             kind = cls.rsplit(".", 1)[-1] or None if cls else None
             if cls and "." in cls:
@@ -143,11 +157,11 @@ class _Tree:
         flat edges that touch it, in the document order of their readers."""
         items, weights = self.items[chain], self.weights.get(chain, ())
         taken = {own} if own else set()
-        names: dict[Any, str] = {}
+        names: dict[Any, str] = {}  # sub-groups by key, ops by name
         parent = chain[-1] if chain else ""
         for item in items:
             if type(item) is tuple:
-                names[item] = found = fresh_name(relative_name(parent, item[-1]), taken)
+                names[item[-1]] = found = fresh_name(relative_name(parent, item[-1]), taken)
                 taken.add(found)
         leaf_names = self.leaf_names
         for item in [*weights, *items]:
@@ -162,75 +176,73 @@ class _Tree:
         children = [rename(ops[n], names[n]) for n in weights]
         for item in items:
             if type(item) is tuple:
-                records_in, inputs, outputs = inner.get(item) or ([], {}, {})
-                children.append(self.group(item, names[item], path, records_in, inputs, outputs))
+                records_in, inputs, outputs = inner.get(item[-1]) or ([], {}, {})
+                children.append(self.group(item, names[item[-1]], path, records_in, inputs, outputs))
             else:
                 children.append(rename(ops[item], names[item]))
         return children, edges
 
     def route(self, depth: int, names: Mapping[Any, str], records: list) -> tuple[list, dict]:
-        """This level's edges, and for each sub-group the records it receives and its ports.
-        A record is ``(flat edge fields, source inside, target inside)``: a value from outside
-        enters through the input port named by it, one leaving goes out through an output port."""
+        """This level's edges, and for each sub-group (by key) the records it receives and its
+        ports. A record is ``(flat edge fields, source inside, target inside)``: a value from
+        outside enters through the input port named by it, one leaving goes out through an
+        output port."""
         edges: list[Edge] = []
-        inner: dict[Chain, tuple[list, dict, dict]] = {}
+        add = edges.append
+        inner: dict[str, tuple[list, dict, dict]] = {}
         left: set[Any] = set()  # values this level sends out through its own output ports
+        value = self.value
         for record in records:
             fields, s_in, t_in = record
             src, sport, dst, dport, attrs, schain, dchain = fields
-            a = schain[: depth + 1] if s_in and len(schain) > depth else None
-            b = dchain[: depth + 1] if t_in and len(dchain) > depth else None
-            if s_in and t_in and a == b:
+            a = schain[depth] if s_in and len(schain) > depth else None
+            b = dchain[depth] if t_in and len(dchain) > depth else None
+            if a == b and s_in and t_in:
                 if a is None:  # both ends at this level
-                    edges.append(_edge(Edge, (_endpoint(Endpoint, (SELF, sport) if src is None else ((names[src],), sport)),
-                                              _endpoint(Endpoint, (SELF, dport) if dst is None else ((names[dst],), dport)),
-                                              attrs)))
+                    add(_edge(Edge, (_endpoint(Endpoint, (SELF, sport) if src is None else ((names[src],), sport)),
+                                     _endpoint(Endpoint, (SELF, dport) if dst is None else ((names[dst],), dport)),
+                                     attrs)))
                 else:
-                    _into(inner, a)[0].append(record)
+                    got = inner.get(a) or inner.setdefault(a, ([], {}, {}))
+                    got[0].append(record)
                 continue
+            key = (src, sport)
             if not s_in:
-                here = _endpoint(Endpoint, (SELF, self.value(src, sport)))
+                here = _endpoint(Endpoint, (SELF, value(src, sport)))
             elif a is None:
                 here = _endpoint(Endpoint, (SELF, sport) if src is None else ((names[src],), sport))
             else:
-                got = _into(inner, a)
+                got = inner.get(a) or inner.setdefault(a, ([], {}, {}))
                 got[0].append((fields, True, False))
-                port = got[2].get((src, sport)) or got[2].setdefault((src, sport), self.value(src, sport))
+                port = got[2].get(key) or got[2].setdefault(key, value(src, sport))
                 here = _endpoint(Endpoint, ((names[a],), port))
             if not t_in:  # out through this level's own output port, once per value
-                if (src, sport) not in left:
-                    left.add((src, sport))
-                    edges.append(_edge(Edge, (here, _endpoint(Endpoint, (SELF, self.value(src, sport))), EMPTY)))
-                continue
-            if b is None:
-                edges.append(_edge(Edge, (here, _endpoint(Endpoint, (SELF, dport) if dst is None else ((names[dst],), dport)),
-                                          attrs)))
-                continue
-            got = _into(inner, b)
-            got[0].append((fields, False, True))
-            if (src, sport) not in got[1]:
-                port = got[1][(src, sport)] = self.value(src, sport)
-                edges.append(_edge(Edge, (here, _endpoint(Endpoint, ((names[b],), port)), EMPTY)))
+                if key not in left:
+                    left.add(key)
+                    add(_edge(Edge, (here, _endpoint(Endpoint, (SELF, value(src, sport))), EMPTY)))
+            elif b is None:
+                add(_edge(Edge, (here, _endpoint(Endpoint, (SELF, dport) if dst is None else ((names[dst],), dport)),
+                                 attrs)))
+            else:
+                got = inner.get(b) or inner.setdefault(b, ([], {}, {}))
+                got[0].append((fields, False, True))
+                if key not in got[1]:
+                    port = got[1][key] = value(src, sport)
+                    add(_edge(Edge, (here, _endpoint(Endpoint, ((names[b],), port)), EMPTY)))
         return edges, inner
 
 
-def _into(inner: dict, chain: Chain) -> tuple[list, dict, dict]:
-    found = inner.get(chain)
-    if found is None:
-        found = inner[chain] = ([], {}, {})
-    return found
-
-
 def nest_levels(children: list[Any], edges: Iterable[Any], where: Mapping[str, Chain],
-                classes: Mapping[Chain, str | None], saved: Saved, *, root: str = "",
+                classes: Mapping[Chain, Any], saved: Saved, *, root: str = "",
                 weights: Iterable[str] = (), leaf_names: Mapping[str, str] | None = None,
-                fresh: bool = False, lazy: bool = True) -> tuple[list[Container], list[Edge]]:
+                fresh: bool = False, lazy: bool = True, class_of: Any = None) -> tuple[list[Container], list[Edge]]:
     """The root's children and edges once the ops of a flat graph are moved into the groups
     their chains name (``where``: op name -> chain; an op it leaves out stays in the root).
 
     ``classes`` gives each group's class path (or None), from which its type (the short name)
     and attributes (``scope``: its key, ``scope_class``: the path) come, unless ``saved`` holds
-    its ``(uid, type, attrs)``. ``edges`` are the flat graph's, between its ops (one-element
+    its ``(uid, type, attrs)``; with ``class_of``, a class is ``class_of(classes[chain])``, read
+    when the group's parent level is made. ``edges`` are the flat graph's, between its ops (one-element
     paths) and its own ports (``SELF`` or the graph's name ``root``). ``weights`` lists the ops
     that go first in their group; ``leaf_names`` the names ops take inside it (made unique
     there; the caller has checked them). ``fresh``: the children were just built by the caller
@@ -238,26 +250,27 @@ def nest_levels(children: list[Any], edges: Iterable[Any], where: Mapping[str, C
     :func:`amanda.io.nest.nest`). ``lazy``: each group's level is made when first opened.
     """
     ops = {op.name or "": op for op in children}
-    tree = _Tree(ops, where, leaf_names or {}, classes, saved, named_in_place if fresh else renamed, lazy)
+    tree = _Tree(ops, where, leaf_names or {}, classes, class_of, saved, named_in_place if fresh else renamed, lazy)
     first = set(weights)
     # groups appear where their first op does (weights go first in their group, so they are
     # placed after the ops, which say where each group is used first)
-    for name in ops:
-        if name not in first:
-            tree.place(name, False)
-    for name in ops:
-        if name in first:
-            tree.place(name, True)
+    tree.place([name for name in ops if name not in first], False)
+    tree.place([name for name in ops if name in first], True)
     rank = tree.ranks()
-    by_path: dict[Any, int] = dict(rank)
-    by_path.update({(name,): i for name, i in rank.items()})
+    # each edge's fields, picked out without a Python step per edge: its ends' op names (None
+    # for the graph's own ports), ports, attributes and the chains of its ends
     edges = list(edges)
-    keys = list(map(by_path.get, map(_first, map(_second, edges)), repeat(len(rank))))
-    records = []
-    for edge in map(edges.__getitem__, sorted(range(len(edges)), key=keys.__getitem__)):
-        src, dst = edge[0], edge[1]
-        s = src[0][0] if type(src[0]) is tuple else None if src[0] is SELF or src[0] == root else src[0]
-        d = dst[0][0] if type(dst[0]) is tuple else None if dst[0] is SELF or dst[0] == root else dst[0]
-        records.append(((s, src[1], d, dst[1], edge[2] if len(edge) > 2 else EMPTY,
-                         () if s is None else where.get(s, ()), () if d is None else where.get(d, ())), True, True))
-    return tree.level((), root, (), records)
+    op_of: dict[Any, str | None] = {(name,): name for name in ops}
+    op_of.update({SELF: None, root: None})  # an op named by a bare string names itself
+    ends = list(map(_first, map(_first, edges)))
+    sources = list(map(op_of.get, ends, ends))
+    ends = list(map(_first, map(_second, edges)))
+    targets = list(map(op_of.get, ends, ends))
+    attrs = list(map(_third, edges)) if all(map(_three, edges)) else [e[2] if len(e) > 2 else EMPTY for e in edges]
+    fields = list(zip(sources, map(_second, map(_first, edges)), targets, map(_second, map(_second, edges)), attrs,
+                      map(where.get, sources, repeat(())), map(where.get, targets, repeat(()))))
+    # routed in the tree's document order of their readers, so that the edges of every
+    # container come out the same whatever order the file listed its nodes in
+    keys = list(map(rank.get, targets, repeat(len(rank))))
+    ordered = map(fields.__getitem__, sorted(range(len(fields)), key=keys.__getitem__))
+    return tree.level((), root, (), list(zip(ordered, repeat(True), repeat(True))))

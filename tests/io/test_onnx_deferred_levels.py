@@ -30,12 +30,13 @@ from tests.fixtures.onnx import hierarchy_models as fx  # noqa: E402
 
 
 def _eager_nest(children, edges, where, classes, saved, *, root="", weights=(), leaf_names=None,  # noqa: ANN001, ANN202
-                fresh=False, lazy=True):  # noqa: ANN001
+                fresh=False, lazy=True, class_of=None):  # noqa: ANN001
     """What ``nest_levels`` is given, nested the way before it: every group made as a
     :class:`~amanda.io.nest.Group`, every level built at once by :func:`amanda.io.nest.nest`."""
     top = Group(None, root)
     groups = {(): top}
     for chain, cls in classes.items():
+        cls = class_of(cls) if class_of else cls
         parent = groups[chain[:-1]]
         attrs = {"scope": chain[-1]}
         if cls and "." in cls:

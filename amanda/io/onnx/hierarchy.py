@@ -22,15 +22,15 @@ from itertools import compress
 from operator import itemgetter
 from typing import Any
 
+from amanda.containers.arguments import check_names
 from amanda.containers.container import Container
 from amanda.errors import ArgumentError, FormatError
 from amanda.io.nest_levels import Chain, common_chain, nest_levels
 from amanda.io.onnx.pending import PendingOp
-from amanda.io.scope_names import parse_scope_list, qualify, relative_name, repeat_base, split_node_name
-from amanda.containers.arguments import check_names
+from amanda.io.scope_names import parse_scope_list, qualify, relative_name, repeat_base
 
 __all__ = ["CLASS_HIERARCHY", "CONTAINERS_KEY", "HIERARCHY_MODES", "NAME_SCOPES", "check_hierarchy",
-           "nest_graph", "place_weights", "takes_scopes", "take_scope",
+           "nest_graph", "place_weights", "scope_class", "takes_scopes", "take_scope",
            "take_scope_only"]
 
 NAME_SCOPES = "pkg.torch.onnx.name_scopes"
@@ -39,7 +39,6 @@ NAMESPACE = "namespace"  # torch's one-line form of both, dropped with them
 CONTAINERS_KEY = "amanda.containers"  # graph metadata: uids, types and attrs of the containers
 HIERARCHY_MODES = ("auto", True, False, "metadata", "names")
 
-Scopes = tuple  # ((qualified name, class path or None), ...) from the root's child down
 ScopeTexts = dict  # op name -> (name_scopes text, class_hierarchy text or None)
 
 
@@ -105,20 +104,11 @@ class _Placer:
     def __init__(self, texts: ScopeTexts) -> None:
         self.texts = texts
         self.where: dict[str, Chain] = {}
-        self.groups: dict[Chain, str | None] = {}  # every group's chain -> its class path, in order made
+        self.groups: dict[Chain, Any] = {}  # every group's chain -> its class (scope_class), in order made
         self.leaf_names: dict[str, str] = {}
         self.unscoped: list[str] = []
         self.root_class: str | None = None
         self.chains: dict[Any, Chain] = {}  # cache: a scope's key -> its chain
-
-    def group(self, scopes: Scopes) -> Chain:
-        """The chain of ``scopes`` (``(qualified name, class path or None)`` pairs), its groups
-        recorded (with their parents) the first time."""
-        chain = tuple(map(_first, scopes))
-        if chain not in self.groups:
-            for size, (_, cls) in enumerate(scopes, 1):
-                self.groups.setdefault(chain[:size], cls)
-        return chain
 
     def by_metadata(self, name: str, weight: bool) -> bool:
         """Place one op by torch's metadata; False if it has none that names a module."""
@@ -136,11 +126,17 @@ class _Placer:
             names = parse_scope_list(text)
             if not names or len(names) < 2 or names[0] != "":
                 return False  # torch writes [node name] alone where it knew no module
-            classes = parse_scope_list(classes_text) if classes_text else None
-            if classes is None or len(classes) != len(names):
-                classes = [""] * len(names)
-            self.root_class = self.root_class or classes[0] or None
-            chain = self.chains[key] = self.group(tuple(zip(names[1:-1], classes[1:-1])))
+            if self.root_class is None and classes_text:
+                classes = parse_scope_list(classes_text)
+                if classes is not None and len(classes) == len(names):
+                    self.root_class = classes[0] or None
+            chain = self.chains[key] = tuple(names[1:-1])
+            if chain and chain not in self.groups:  # its classes are read when its parent's level is made
+                groups, size = self.groups, len(chain)
+                while size > 1 and chain[: size - 1] not in groups:
+                    size -= 1
+                for new in range(size, len(chain) + 1):
+                    groups[chain[:new]] = (classes_text, new, len(names)) if classes_text else None
             last = names[-1]
         self.where[name] = chain
         # amanda writes the leaf's own name last; torch writes its fx node's ("linear" for
@@ -149,12 +145,27 @@ class _Placer:
         return True
 
 
+def scope_class(entry: Any) -> str | None:
+    """The class path of a group as :class:`_Placer` records it: ``(class_hierarchy text,
+    index, entries)`` for torch's metadata, read now ("" where the list is not one class per
+    scope), or None.
+
+    >>> scope_class(("['m.Net', 'm.Block', 'aten.relu']", 1, 3)), scope_class(("[1]", 1, 3))
+    ('m.Block', '')
+    """
+    if entry is None:
+        return None
+    text, index, size = entry
+    classes = parse_scope_list(text)
+    return classes[index] if classes is not None and len(classes) == size else ""
+
+
 class _Names:
     """Scope chains from scope-path node names (TorchScript's ``/a/b.0/Op``, TensorFlow's
     ``a/b/op``), with TorchScript's repeated calls (``act_1``) merged into their module. Each
     scope path is worked out once, on its parent's, and its group recorded in ``groups``."""
 
-    def __init__(self, names: list[str], weights: set[str], groups: dict[Chain, str | None]) -> None:
+    def __init__(self, names: list[str], weights: set[str], groups: dict[Chain, Any]) -> None:
         self.names, self.weights, self.groups = names, weights, groups
         # TorchScript starts every scope-path name with "/"
         self.torch_style = any(name[:1] == "/" and name[-1:] != "/" for name in names)
@@ -313,7 +324,8 @@ def nest_graph(fields: dict[str, Any], hierarchy: Any = "auto", prefix: str = ""
         if wanted != name:
             check_names(None, wanted, None)  # here, not when a deferred level is opened
     kids, edges = nest_levels(children, fields["edges"], placer.where, placer.groups, saved, root=fields["name"] or "",
-                              weights=weights, leaf_names=placer.leaf_names, fresh=True)
+                              weights=weights, leaf_names=placer.leaf_names, fresh=True,
+                              class_of=scope_class)
     out = dict(fields, children=kids, edges=edges)
     cls = placer.root_class
     if cls:
@@ -382,9 +394,25 @@ def _place_weights(placer: _Placer, weights: list[str], edges: list, separator: 
     users: dict[str, list[Chain]] = {}
     for edge in _edges_from(edges, set(todo)):
         dst = edge[1][0]
-        users.setdefault(edge[0][0][0], []).append(where.get(dst[0], ()) if type(dst) is tuple else ())
-    below: dict[Chain, list[Chain]] = {}  # each group's sub-groups, in the order they were made
-    for chain in placer.groups:
+        chain = where.get(dst[0], ()) if type(dst) is tuple else ()
+        found = users.get(edge[0][0][0])
+        if found is None:
+            users[edge[0][0][0]] = [chain]
+        else:
+            found.append(chain)
+    by_scope = {chain[-1]: chain for chain in placer.groups}
+    if len(by_scope) < len(placer.groups):  # a scope reached from two places: the first one found
+        by_scope = _first_found(placer.groups)
+    for name, chain in place_weights(todo, users, by_scope, separator).items():
+        where[name] = chain
+        placer.leaf_names[name] = relative_name(chain[-1], name, separator) if chain else name
+
+
+def _first_found(groups: Mapping[Chain, Any]) -> dict[str, Chain]:
+    """Each scope's group, by its key; for a key held by two groups, the first one a depth-first
+    walk from the root meets (each group's sub-groups in the order they were made)."""
+    below: dict[Chain, list[Chain]] = {}
+    for chain in groups:
         below.setdefault(chain[:-1], []).append(chain)
     by_scope: dict[str, Chain] = {}
     stack: list[Chain] = [()]
@@ -392,6 +420,4 @@ def _place_weights(placer: _Placer, weights: list[str], edges: list, separator: 
         for child in below.get(stack.pop(), ()):
             by_scope.setdefault(child[-1], child)
             stack.append(child)
-    for name, chain in place_weights(todo, users, by_scope, separator).items():
-        where[name] = chain
-        placer.leaf_names[name] = relative_name(chain[-1], name, separator) if chain else name
+    return by_scope
