@@ -157,11 +157,12 @@ class _Tree:
         flat edges that touch it, in the document order of their readers."""
         items, weights = self.items[chain], self.weights.get(chain, ())
         taken = {own} if own else set()
-        names: dict[Any, str] = {}  # sub-groups by key, ops by name
+        names: dict[str, str] = {}  # ops by name
+        groups: dict[str, str] = {}  # sub-groups by key (a key may also name an op: TensorFlow's dense/MatMul)
         parent = chain[-1] if chain else ""
         for item in items:
             if type(item) is tuple:
-                names[item[-1]] = found = fresh_name(relative_name(parent, item[-1]), taken)
+                groups[item[-1]] = found = fresh_name(relative_name(parent, item[-1]), taken)
                 taken.add(found)
         leaf_names = self.leaf_names
         for item in [*weights, *items]:
@@ -171,18 +172,19 @@ class _Tree:
                     wanted = fresh_name(wanted, taken)
                 taken.add(wanted)
                 names[item] = wanted
-        edges, inner = self.route(len(chain), names, records)
+        edges, inner = self.route(len(chain), names, groups, records)
         rename, ops = self.rename, self.ops
         children = [rename(ops[n], names[n]) for n in weights]
         for item in items:
             if type(item) is tuple:
                 records_in, inputs, outputs = inner.get(item[-1]) or ([], {}, {})
-                children.append(self.group(item, names[item[-1]], path, records_in, inputs, outputs))
+                children.append(self.group(item, groups[item[-1]], path, records_in, inputs, outputs))
             else:
                 children.append(rename(ops[item], names[item]))
         return children, edges
 
-    def route(self, depth: int, names: Mapping[Any, str], records: list) -> tuple[list, dict]:
+    def route(self, depth: int, names: Mapping[str, str], groups: Mapping[str, str],
+              records: list) -> tuple[list, dict]:
         """This level's edges, and for each sub-group (by key) the records it receives and its
         ports. A record is ``(flat edge fields, source inside, target inside)``: a value from
         outside enters through the input port named by it, one leaving goes out through an
@@ -215,7 +217,7 @@ class _Tree:
                 got = inner.get(a) or inner.setdefault(a, ([], {}, {}))
                 got[0].append((fields, True, False))
                 port = got[2].get(key) or got[2].setdefault(key, value(src, sport))
-                here = _endpoint(Endpoint, ((names[a],), port))
+                here = _endpoint(Endpoint, ((groups[a],), port))
             if not t_in:  # out through this level's own output port, once per value
                 if key not in left:
                     left.add(key)
@@ -228,7 +230,7 @@ class _Tree:
                 got[0].append((fields, False, True))
                 if key not in got[1]:
                     port = got[1][key] = value(src, sport)
-                    add(_edge(Edge, (here, _endpoint(Endpoint, ((names[b],), port)), EMPTY)))
+                    add(_edge(Edge, (here, _endpoint(Endpoint, ((groups[b],), port)), EMPTY)))
         return edges, inner
 
 
