@@ -19,43 +19,19 @@ from amanda.containers.edge import Port  # noqa: E402
 from amanda.containers.traverse import walk  # noqa: E402
 from amanda.containers.values import EMPTY, attrs_equal  # noqa: E402
 from amanda.errors import FormatError  # noqa: E402
-from amanda.io import nest as nest_module  # noqa: E402
-from amanda.io.nest import Group  # noqa: E402
 from amanda.io.onnx import hierarchy as onnx_hierarchy  # noqa: E402
 from amanda.io.onnx import read_graph as onnx_read_graph  # noqa: E402
 from amanda.io.onnx.importer import from_onnx  # noqa: E402
 from amanda.io.onnx.pending import PendingOp, can_wait, pending_op  # noqa: E402
-from amanda.io.scope_names import relative_name  # noqa: E402
 from tests.fixtures.onnx import hierarchy_models as fx  # noqa: E402
-
-
-def _eager_nest(children, edges, where, classes, saved, *, root="", weights=(), leaf_names=None,  # noqa: ANN001, ANN202
-                fresh=False, lazy=True, class_of=None):  # noqa: ANN001
-    """What ``nest_levels`` is given, nested the way before it: every group made as a
-    :class:`~amanda.io.nest.Group`, every level built at once by :func:`amanda.io.nest.nest`."""
-    top = Group(None, root)
-    groups = {(): top}
-    for chain, cls in classes.items():
-        cls = class_of(cls) if class_of else cls
-        parent = groups[chain[:-1]]
-        attrs = {"scope": chain[-1]}
-        if cls and "." in cls:
-            attrs["scope_class"] = cls
-        group = groups[chain] = parent.child(chain[-1], type=(cls.rsplit(".", 1)[-1] or None) if cls else None,
-                                             attrs=attrs)
-        group.name = relative_name(parent.attrs.get("scope", ""), chain[-1])
-        if chain in saved:
-            group.uid, group.type, group.attrs = saved[chain]
-    place = {name: groups[chain] for name, chain in where.items()}
-    return nest_module.nest(children, edges, place, top, graph=root, weights=weights, leaf_names=leaf_names,
-                            fresh=fresh, lazy=False)
+from tests.io.test_nest_levels import eager_nest  # noqa: E402
 
 
 def _eager(path, monkeypatch) -> Container:  # noqa: ANN001
     """The same file imported with every op and level built at once (the design before)."""
     with monkeypatch.context() as patch:
         patch.setattr(onnx_read_graph, "pending_op", lambda *args, **kwargs: None)
-        patch.setattr(onnx_hierarchy, "nest_levels", _eager_nest)
+        patch.setattr(onnx_hierarchy, "nest_levels", eager_nest)
         return amanda.load(path)
 
 
