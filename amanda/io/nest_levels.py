@@ -43,10 +43,6 @@ _edge = _endpoint = tuple.__new__  # built from names known to be well-formed (s
 _first, _second, _third = itemgetter(0), itemgetter(1), itemgetter(2)
 
 
-def _three(edge: Any) -> bool:
-    return len(edge) > 2
-
-
 def common_chain(chains: Iterable[Chain], default: Chain) -> Chain:
     """The longest chain every one of ``chains`` starts with: the lowest group holding them
     all (``default`` if there are none).
@@ -268,7 +264,7 @@ def nest_levels(children: list[Any], edges: Iterable[Any], where: Mapping[str, C
     sources = list(map(op_of.get, ends, ends))
     ends = list(map(_first, map(_second, edges)))
     targets = list(map(op_of.get, ends, ends))
-    attrs = list(map(_third, edges)) if all(map(_three, edges)) else [e[2] if len(e) > 2 else EMPTY for e in edges]
+    attrs = list(map(_third, edges)) if set(map(len, edges)) == {3} else [e[2] if len(e) > 2 else EMPTY for e in edges]
     fields = list(zip(sources, map(_second, map(_first, edges)), targets, map(_second, map(_second, edges)), attrs,
                       map(where.get, sources, repeat(())), map(where.get, targets, repeat(()))))
     # routed in the tree's document order of their readers, so that the edges of every

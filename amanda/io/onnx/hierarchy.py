@@ -117,32 +117,40 @@ class _Placer:
             return False
         text, classes_text = found
         cut = text.rfind("', '")  # the op's own entry comes last: the rest is shared
-        key = (text[:cut], (classes_text or "")[: (classes_text or "").rfind("', '")])
-        chain = self.chains.get(key) if cut > 0 else None
+        chain = self.chains.get(text[:cut]) if cut > 0 else None
         tail = text[cut + 4 : -2]
         if chain is not None and "'" not in tail and "\\" not in tail and text.endswith("']"):
             last = tail  # a chain seen before: only the op's own entry is new
+            size = len(chain) + 2
         else:
             names = parse_scope_list(text)
             if not names or len(names) < 2 or names[0] != "":
                 return False  # torch writes [node name] alone where it knew no module
-            if self.root_class is None and classes_text:
-                classes = parse_scope_list(classes_text)
-                if classes is not None and len(classes) == len(names):
-                    self.root_class = classes[0] or None
-            chain = self.chains[key] = tuple(names[1:-1])
+            size = len(names)
+            chain = tuple(names[1:-1])
+            if cut > 0:
+                self.chains[text[:cut]] = chain
             if chain and chain not in self.groups:  # its classes are read when its parent's level is made
-                groups, size = self.groups, len(chain)
-                while size > 1 and chain[: size - 1] not in groups:
-                    size -= 1
-                for new in range(size, len(chain) + 1):
-                    groups[chain[:new]] = (classes_text, new, len(names)) if classes_text else None
+                self._record(chain, classes_text, size)
             last = names[-1]
+        if self.root_class is None and classes_text:  # the first op whose classes are one per scope
+            classes = parse_scope_list(classes_text)
+            if classes is not None and len(classes) == size:
+                self.root_class = classes[0] or None
         self.where[name] = chain
         # amanda writes the leaf's own name last; torch writes its fx node's ("linear" for
         # node "node_linear"), which names the op only when the node name ends with it
         self.leaf_names[name] = last if weight or name.endswith("/" + last) else name
         return True
+
+    def _record(self, chain: Chain, classes_text: str | None, size: int) -> None:
+        """Record a new chain's groups not recorded yet (parents first), each with where its
+        class is (see :func:`scope_class`)."""
+        groups, first = self.groups, len(chain)
+        while first > 1 and chain[: first - 1] not in groups:
+            first -= 1
+        for new in range(first, len(chain) + 1):
+            groups[chain[:new]] = (classes_text, new, size) if classes_text else None
 
 
 def scope_class(entry: Any) -> str | None:
@@ -274,7 +282,7 @@ def _saved(info: dict, prefix: str) -> dict[Chain, tuple]:
 
 def _mode(hierarchy: Any, texts: ScopeTexts, names: list[str], prefix: str) -> str | None:
     meta = bool(texts)
-    scoped = any("/" in name for name in names)
+    scoped = (hierarchy == "names" or not meta) and any("/" in name for name in names)
     if hierarchy == "metadata" and not meta:
         raise FormatError(f"{prefix}hierarchy='metadata' but no node carries {NAME_SCOPES!r}",
                           path="graph", expected=f"nodes with {NAME_SCOPES} metadata", found="none")
@@ -314,15 +322,18 @@ def nest_graph(fields: dict[str, Any], hierarchy: Any = "auto", prefix: str = ""
             if not placer.by_metadata(name, False):
                 placer.unscoped.append(name)
         for name in weights:
-            placer.by_metadata(name, True)
+            if name in texts:
+                placer.by_metadata(name, True)
     else:
         separator = _by_names(placer, all_names, ops, weights, weight_set)
     _place_unscoped(placer, fields["edges"])
     _place_weights(placer, weights, fields["edges"], separator)
     saved = _saved(fields["info"], prefix)
-    for name, wanted in placer.leaf_names.items():
-        if wanted != name:
-            check_names(None, wanted, None)  # here, not when a deferred level is opened
+    leaf_names = placer.leaf_names.values()
+    if not (all(leaf_names) and all(map(str.isascii, leaf_names))):  # checked here, not when a level is opened
+        for name, wanted in placer.leaf_names.items():
+            if wanted != name:
+                check_names(None, wanted, None)
     kids, edges = nest_levels(children, fields["edges"], placer.where, placer.groups, saved, root=fields["name"] or "",
                               weights=weights, leaf_names=placer.leaf_names, fresh=True,
                               class_of=scope_class)
