@@ -189,7 +189,6 @@ class _Tree:
         add = edges.append
         inner: dict[str, tuple[list, dict, dict]] = {}
         left: set[Any] = set()  # values this level sends out through its own output ports
-        value = self.value
         for record in records:
             fields, s_in, t_in = record
             src, sport, dst, dport, attrs, schain, dchain = fields
@@ -204,30 +203,38 @@ class _Tree:
                     got = inner.get(a) or inner.setdefault(a, ([], {}, {}))
                     got[0].append(record)
                 continue
-            key = (src, sport)
-            if not s_in:
-                here = _endpoint(Endpoint, (SELF, value(src, sport)))
-            elif a is None:
-                here = _endpoint(Endpoint, (SELF, sport) if src is None else ((names[src],), sport))
-            else:
-                got = inner.get(a) or inner.setdefault(a, ([], {}, {}))
-                got[0].append((fields, True, False))
-                port = got[2].get(key) or got[2].setdefault(key, value(src, sport))
-                here = _endpoint(Endpoint, ((groups[a],), port))
-            if not t_in:  # out through this level's own output port, once per value
-                if key not in left:
-                    left.add(key)
-                    add(_edge(Edge, (here, _endpoint(Endpoint, (SELF, value(src, sport))), EMPTY)))
-            elif b is None:
-                add(_edge(Edge, (here, _endpoint(Endpoint, (SELF, dport) if dst is None else ((names[dst],), dport)),
-                                 attrs)))
-            else:
-                got = inner.get(b) or inner.setdefault(b, ([], {}, {}))
-                got[0].append((fields, False, True))
-                if key not in got[1]:
-                    port = got[1][key] = value(src, sport)
-                    add(_edge(Edge, (here, _endpoint(Endpoint, ((groups[b],), port)), EMPTY)))
+            self.cross(fields, s_in, t_in, a, b, names, groups, inner, left, add)
         return edges, inner
+
+    def cross(self, fields: tuple, s_in: bool, t_in: bool, a: str | None, b: str | None, names: Mapping[str, str],
+              groups: Mapping[str, str], inner: dict, left: set, add: Any) -> None:
+        """Route one record whose ends are not both inside one sub-group (or both here): from
+        its source (here, a sub-group's output port or this level's input port) to its target
+        (here, a sub-group's input port or this level's output port)."""
+        src, sport, dst, dport, attrs = fields[:5]
+        key = (src, sport)
+        if not s_in:
+            here = _endpoint(Endpoint, (SELF, self.value(src, sport)))
+        elif a is None:
+            here = _endpoint(Endpoint, (SELF, sport) if src is None else ((names[src],), sport))
+        else:
+            got = inner.get(a) or inner.setdefault(a, ([], {}, {}))
+            got[0].append((fields, True, False))
+            port = got[2].get(key) or got[2].setdefault(key, self.value(src, sport))
+            here = _endpoint(Endpoint, ((groups[a],), port))
+        if not t_in:  # out through this level's own output port, once per value
+            if key not in left:
+                left.add(key)
+                add(_edge(Edge, (here, _endpoint(Endpoint, (SELF, self.value(src, sport))), EMPTY)))
+        elif b is None:
+            add(_edge(Edge, (here, _endpoint(Endpoint, (SELF, dport) if dst is None else ((names[dst],), dport)),
+                             attrs)))
+        else:
+            got = inner.get(b) or inner.setdefault(b, ([], {}, {}))
+            got[0].append((fields, False, True))
+            if key not in got[1]:
+                port = got[1][key] = self.value(src, sport)
+                add(_edge(Edge, (here, _endpoint(Endpoint, ((groups[b],), port)), EMPTY)))
 
 
 def nest_levels(children: list[Any], edges: Iterable[Any], where: Mapping[str, Chain],
@@ -265,10 +272,12 @@ def nest_levels(children: list[Any], edges: Iterable[Any], where: Mapping[str, C
     ends = list(map(_first, map(_second, edges)))
     targets = list(map(op_of.get, ends, ends))
     attrs = list(map(_third, edges)) if set(map(len, edges)) == {3} else [e[2] if len(e) > 2 else EMPTY for e in edges]
+    chain_of: Any = where.get
     fields = list(zip(sources, map(_second, map(_first, edges)), targets, map(_second, map(_second, edges)), attrs,
-                      map(where.get, sources, repeat(())), map(where.get, targets, repeat(()))))
+                      map(chain_of, sources, repeat(())), map(chain_of, targets, repeat(()))))
     # routed in the tree's document order of their readers, so that the edges of every
     # container come out the same whatever order the file listed its nodes in
-    keys = list(map(rank.get, targets, repeat(len(rank))))
+    rank_of: Any = rank.get
+    keys: Any = list(map(rank_of, targets, repeat(len(rank))))
     ordered = map(fields.__getitem__, sorted(range(len(fields)), key=keys.__getitem__))
     return tree.level((), root, (), list(zip(ordered, repeat(True), repeat(True))))

@@ -317,23 +317,13 @@ def nest_graph(fields: dict[str, Any], hierarchy: Any = "auto", prefix: str = ""
         return dict(fields, children=[op.build(op.name) if type(op) is PendingOp else op for op in children])
     placer = _Placer(texts)
     if mode == "metadata":
-        separator = "."
-        for name in ops:
-            if not placer.by_metadata(name, False):
-                placer.unscoped.append(name)
-        for name in weights:
-            if name in texts:
-                placer.by_metadata(name, True)
+        separator = _by_metadata(placer, ops, weights)
     else:
         separator = _by_names(placer, all_names, ops, weights, weight_set)
     _place_unscoped(placer, fields["edges"])
     _place_weights(placer, weights, fields["edges"], separator)
     saved = _saved(fields["info"], prefix)
-    leaf_names = placer.leaf_names.values()
-    if not (all(leaf_names) and all(map(str.isascii, leaf_names))):  # checked here, not when a level is opened
-        for name, wanted in placer.leaf_names.items():
-            if wanted != name:
-                check_names(None, wanted, None)
+    _check_leaf_names(placer.leaf_names)
     kids, edges = nest_levels(children, fields["edges"], placer.where, placer.groups, saved, root=fields["name"] or "",
                               weights=weights, leaf_names=placer.leaf_names, fresh=True,
                               class_of=scope_class)
@@ -344,6 +334,27 @@ def nest_graph(fields: dict[str, Any], hierarchy: Any = "auto", prefix: str = ""
         if "." in cls:
             out["extra"] = {"scope_class": cls, **fields["extra"]}
     return out
+
+
+def _by_metadata(placer: _Placer, ops: list[str], weights: list[str]) -> str:
+    """Place the ops by torch's scope metadata; the separator of qualified names."""
+    for name in ops:
+        if not placer.by_metadata(name, False):
+            placer.unscoped.append(name)
+    for name in weights:
+        if name in placer.texts:
+            placer.by_metadata(name, True)
+    return "."
+
+
+def _check_leaf_names(leaf_names: Mapping[str, str]) -> None:
+    """The names ops take in the tree, checked at load (not when a deferred level is opened):
+    in one pass unless one is empty or not ASCII."""
+    wanted = leaf_names.values()
+    if not (all(wanted) and all(map(str.isascii, wanted))):
+        for name, leaf in leaf_names.items():
+            if leaf != name:
+                check_names(None, leaf, None)
 
 
 def _by_names(placer: _Placer, all_names: list[str], ops: list[str], weights: list[str],
