@@ -82,11 +82,12 @@ class _Tree:
             found = items.get(chain)
             if found is None:
                 found = self.register(chain)
-            if weight:
-                weights.get(chain) or weights.setdefault(chain, [])
+            if not weight:
+                found.append(name)
+            elif chain in weights:
                 weights[chain].append(name)
             else:
-                found.append(name)
+                weights[chain] = [name]
 
     def register(self, chain: Chain) -> list[Any]:
         """The item list of a group seen for the first time, the group put in its parent's
