@@ -7,7 +7,9 @@ value used outside the group that produces it leaves through an output port of e
 crosses, and enters each group on the way down through an input port; both ports are named by
 the value (its ``onnx_name``, or the graph input's name), so the same value has the same port
 name everywhere, and two blocks chain by name. The effective view (``flatten``) of the result
-is the flat graph's.
+is the flat graph's. :func:`amanda.io.nest_levels.nest_levels` builds the same tree from each
+op's chain of scope keys, one level at a time as levels are opened (the importers use it; this
+eager form is its reference); both assemble containers with :func:`built`.
 
 >>> import amanda
 >>> a = amanda.op("Relu", "a", ["X"], ["Y"]); b = amanda.op("Neg", "b", ["X"], ["Y"])

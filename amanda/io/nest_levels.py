@@ -116,6 +116,8 @@ class _Tree:
         return rank
 
     def value(self, op: str | None, port: str) -> str:
+        """The name of the value an op's output port (or the graph's input port) carries, which
+        names every port it crosses."""
         key = (op, port)
         found = self.names.get(key)
         if found is None:
