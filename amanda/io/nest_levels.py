@@ -40,7 +40,7 @@ __all__ = ["Chain", "common_chain", "nest_levels"]
 Chain = tuple  # group keys from the root's child down; () is the root
 Saved = Mapping  # chain -> (uid, type, attrs) amanda saved for a container
 _edge = _endpoint = tuple.__new__  # built from names known to be well-formed (see amanda.io.nest)
-_first, _second, _third = itemgetter(0), itemgetter(1), itemgetter(2)
+_first, _second = itemgetter(0), itemgetter(1)
 
 
 def common_chain(chains: Iterable[Chain], default: Chain) -> Chain:
@@ -265,22 +265,17 @@ def nest_levels(children: list[Any], edges: Iterable[Any], where: Mapping[str, C
     tree.place([name for name in ops if name not in first], False)
     tree.place([name for name in ops if name in first], True)
     rank = tree.ranks()
-    # each edge's fields, picked out without a Python step per edge: its ends' op names (None
-    # for the graph's own ports), ports, attributes and the chains of its ends
+    # each edge's fields: its ends' op names (None for the graph's own ports), ports,
+    # attributes and the chains of its ends, routed in the tree's document order of their
+    # readers, so that the edges of every container come out the same whatever order the file
+    # listed its nodes in
     edges = list(edges)
+    if set(map(len, edges)) != {3}:
+        edges = [(e[0], e[1], e[2] if len(e) > 2 else EMPTY) for e in edges]
     op_of: dict[Any, str | None] = {(name,): name for name in ops}
     op_of.update({SELF: None, root: None})  # an op named by a bare string names itself
-    ends = list(map(_first, map(_first, edges)))
-    sources = list(map(op_of.get, ends, ends))
-    ends = list(map(_first, map(_second, edges)))
-    targets = list(map(op_of.get, ends, ends))
-    attrs = list(map(_third, edges)) if set(map(len, edges)) == {3} else [e[2] if len(e) > 2 else EMPTY for e in edges]
-    chain_of: Any = where.get
-    fields = list(zip(sources, map(_second, map(_first, edges)), targets, map(_second, map(_second, edges)), attrs,
-                      map(chain_of, sources, repeat(())), map(chain_of, targets, repeat(()))))
-    # routed in the tree's document order of their readers, so that the edges of every
-    # container come out the same whatever order the file listed its nodes in
-    rank_of: Any = rank.get
-    keys: Any = list(map(rank_of, targets, repeat(len(rank))))
-    ordered = map(fields.__getitem__, sorted(range(len(fields)), key=keys.__getitem__))
-    return tree.level((), root, (), list(zip(ordered, repeat(True), repeat(True))))
+    op, chain_of, rank_of, last = op_of.get, where.get, rank.get, len(rank)
+    fields = sorted([(rank_of(d, last), (s, sport, d, dport, attrs, chain_of(s, ()), chain_of(d, ())))
+                     for (source, sport), (target, dport), attrs in edges
+                     for s in (op(source, source),) for d in (op(target, target),)], key=_first)
+    return tree.level((), root, (), list(zip(map(_second, fields), repeat(True), repeat(True))))
