@@ -7,7 +7,9 @@ value used outside the group that produces it leaves through an output port of e
 crosses, and enters each group on the way down through an input port; both ports are named by
 the value (its ``onnx_name``, or the graph input's name), so the same value has the same port
 name everywhere, and two blocks chain by name. The effective view (``flatten``) of the result
-is the flat graph's.
+is the flat graph's. :func:`amanda.io.nest_levels.nest_levels` builds the same tree from each
+op's chain of scope keys, one level at a time as levels are opened (the importers use it; this
+eager form is its reference); both assemble containers with :func:`built`.
 
 >>> import amanda
 >>> a = amanda.op("Relu", "a", ["X"], ["Y"]); b = amanda.op("Neg", "b", ["X"], ["Y"])
@@ -37,7 +39,7 @@ from amanda.errors import InvariantError, Problem
 from amanda.io.onnx.pending import PendingOp
 from amanda.io.onnx.scope import fresh_name
 
-__all__ = ["Group", "assemble", "built", "lowest_common", "nest", "renamed"]
+__all__ = ["Group", "assemble", "built", "lowest_common", "named_in_place", "nest", "renamed", "value_name"]
 
 # edges and endpoints built from names already known to be well-formed skip the coercing
 # constructors; each container's own checks still resolve and validate every edge
@@ -163,7 +165,7 @@ def _names(group: Group, leaf_names: Mapping[str, str], final: dict[str, str], o
             order[item] = len(order)
 
 
-def _value_name(ops: Mapping[str, Container], op: str | None, port: str) -> str:
+def value_name(ops: Mapping[str, Container], op: str | None, port: str) -> str:
     """The name of the value an op's output port (or the graph's input port) carries."""
     if op is None:
         return port
@@ -197,7 +199,7 @@ def _route(edge: Any, place: Mapping[str, Group], root: Group, final: Mapping[st
     while group is not meet:  # up: out through an output port of each group left
         port = group.outputs.get(value)
         if port is None:
-            name = name or _value_name(ops, src_op, src[1])
+            name = name or value_name(ops, src_op, src[1])
             port = group.outputs[value] = name
             group.edges.append(_edge(Edge, (here, _endpoint(Endpoint, (SELF, port)), EMPTY)))
         here = _endpoint(Endpoint, ((group.name,), port))
@@ -210,7 +212,7 @@ def _route(edge: Any, place: Mapping[str, Group], root: Group, final: Mapping[st
     for inner in reversed(down):  # down: in through an input port of each group entered
         port = inner.inputs.get(value)
         if port is None:
-            name = name or _value_name(ops, src_op, src[1])
+            name = name or value_name(ops, src_op, src[1])
             port = inner.inputs[value] = name
             group.edges.append(_edge(Edge, (here, _endpoint(Endpoint, ((inner.name,), port)), EMPTY)))
         group = inner
@@ -288,7 +290,7 @@ def assemble(group: Group, children: list[Container], ports: dict[str, Port], ma
                  group.uid, group.path, make)
 
 
-def _named_in_place(op: Container, name: str) -> Container:
+def named_in_place(op: Container, name: str) -> Container:
     """``op``, which no one but the caller has seen yet, given its final name (checked): what
     :func:`renamed` gives, without the copy."""
     if type(op) is PendingOp:
@@ -369,4 +371,4 @@ def nest(children: list[Any], edges: Iterable[Any], place: Mapping[str, Group],
                                                  edge[2] if len(edge) > 2 else EMPTY)))
                 continue
         _route(edge, place, root, final, ops, graph)
-    return _build(root, ops, final, {}, _named_in_place if fresh else renamed, lazy and fresh), root.edges
+    return _build(root, ops, final, {}, named_in_place if fresh else renamed, lazy and fresh), root.edges

@@ -86,8 +86,7 @@ def relative_name(parent: str, qualified: str, separator: str | None = None) -> 
     return qualified
 
 
-def _numeric(atom: str) -> bool:
-    return atom.isdigit()
+_numeric = str.isdigit  # an atom that is a number: a ModuleList/Sequential index
 
 
 def unqualified(qualified: str) -> str:

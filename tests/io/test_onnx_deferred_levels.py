@@ -19,19 +19,19 @@ from amanda.containers.edge import Port  # noqa: E402
 from amanda.containers.traverse import walk  # noqa: E402
 from amanda.containers.values import EMPTY, attrs_equal  # noqa: E402
 from amanda.errors import FormatError  # noqa: E402
-from amanda.io import nest as nest_module  # noqa: E402
 from amanda.io.onnx import hierarchy as onnx_hierarchy  # noqa: E402
 from amanda.io.onnx import read_graph as onnx_read_graph  # noqa: E402
 from amanda.io.onnx.importer import from_onnx  # noqa: E402
 from amanda.io.onnx.pending import PendingOp, can_wait, pending_op  # noqa: E402
 from tests.fixtures.onnx import hierarchy_models as fx  # noqa: E402
+from tests.io.test_nest_levels import eager_nest  # noqa: E402
 
 
 def _eager(path, monkeypatch) -> Container:  # noqa: ANN001
     """The same file imported with every op and level built at once (the design before)."""
     with monkeypatch.context() as patch:
         patch.setattr(onnx_read_graph, "pending_op", lambda *args, **kwargs: None)
-        patch.setattr(onnx_hierarchy, "nest", lambda *a, **k: nest_module.nest(*a, **{**k, "lazy": False}))
+        patch.setattr(onnx_hierarchy, "nest_levels", eager_nest)
         return amanda.load(path)
 
 

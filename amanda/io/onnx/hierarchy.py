@@ -22,14 +22,15 @@ from itertools import compress
 from operator import itemgetter
 from typing import Any
 
+from amanda.containers.arguments import check_names
 from amanda.containers.container import Container
 from amanda.errors import ArgumentError, FormatError
-from amanda.io.nest import Group, lowest_common, nest
+from amanda.io.nest_levels import Chain, common_chain, nest_levels
 from amanda.io.onnx.pending import PendingOp
-from amanda.io.scope_names import parse_scope_list, qualify, relative_name, repeat_base, split_node_name
+from amanda.io.scope_names import parse_scope_list, qualify, relative_name, repeat_base
 
 __all__ = ["CLASS_HIERARCHY", "CONTAINERS_KEY", "HIERARCHY_MODES", "NAME_SCOPES", "check_hierarchy",
-           "nest_graph", "place_weights", "takes_scopes", "take_scope",
+           "nest_graph", "place_weights", "scope_class", "takes_scopes", "take_scope",
            "take_scope_only"]
 
 NAME_SCOPES = "pkg.torch.onnx.name_scopes"
@@ -38,7 +39,6 @@ NAMESPACE = "namespace"  # torch's one-line form of both, dropped with them
 CONTAINERS_KEY = "amanda.containers"  # graph metadata: uids, types and attrs of the containers
 HIERARCHY_MODES = ("auto", True, False, "metadata", "names")
 
-Chain = tuple  # ((qualified name, class path or None), ...) from the root's child down
 ScopeTexts = dict  # op name -> (name_scopes text, class_hierarchy text or None)
 
 
@@ -99,33 +99,16 @@ def take_scope_only(pairs: Any, name: str, into: ScopeTexts) -> bool:
 
 
 class _Placer:
-    """Where each op of one graph goes, and the name it takes there."""
+    """Where each op of one graph goes (its chain of group keys), and the name it takes there."""
 
-    def __init__(self, fields: dict[str, Any], texts: ScopeTexts) -> None:
-        self.root = Group(None, fields["name"] or "")
+    def __init__(self, texts: ScopeTexts) -> None:
         self.texts = texts
-        self.place: dict[str, Group] = {}
+        self.where: dict[str, Chain] = {}
+        self.groups: dict[Chain, Any] = {}  # every group's chain -> its class (scope_class), in order made
         self.leaf_names: dict[str, str] = {}
         self.unscoped: list[str] = []
         self.root_class: str | None = None
-        self.chains: dict[Any, Group] = {}  # cache: a scope's key -> its group
-
-    def group(self, chain: Chain) -> Group:
-        """The group of ``chain``, made (with its parents) the first time."""
-        group = self.root
-        for qualified, cls in chain:
-            found = group.groups.get(qualified)
-            if found is None:
-                attrs: dict[str, Any] = {"scope": qualified}
-                short = None
-                if cls:
-                    short = cls.rsplit(".", 1)[-1] or None
-                    if "." in cls:
-                        attrs["scope_class"] = cls
-                found = group.child(qualified, type=short, attrs=attrs)
-                found.name = relative_name(group.attrs.get("scope", ""), qualified)
-            group = found
-        return group
+        self.chains: dict[Any, Chain] = {}  # cache: a scope's key -> its chain
 
     def by_metadata(self, name: str, weight: bool) -> bool:
         """Place one op by torch's metadata; False if it has none that names a module."""
@@ -134,87 +117,114 @@ class _Placer:
             return False
         text, classes_text = found
         cut = text.rfind("', '")  # the op's own entry comes last: the rest is shared
-        key = (text[:cut], (classes_text or "")[: (classes_text or "").rfind("', '")])
-        group = self.chains.get(key) if cut > 0 else None
+        chain = self.chains.get(text[:cut]) if cut > 0 else None
         tail = text[cut + 4 : -2]
-        if group is not None and "'" not in tail and "\\" not in tail and text.endswith("']"):
+        if chain is not None and "'" not in tail and "\\" not in tail and text.endswith("']"):
             last = tail  # a chain seen before: only the op's own entry is new
+            size = len(chain) + 2
         else:
             names = parse_scope_list(text)
             if not names or len(names) < 2 or names[0] != "":
                 return False  # torch writes [node name] alone where it knew no module
-            classes = parse_scope_list(classes_text) if classes_text else None
-            if classes is None or len(classes) != len(names):
-                classes = [""] * len(names)
-            self.root_class = self.root_class or classes[0] or None
-            group = self.chains[key] = self.group(tuple(zip(names[1:-1], classes[1:-1])))
+            size = len(names)
+            chain = tuple(names[1:-1])
+            if cut > 0:
+                self.chains[text[:cut]] = chain
+            if chain and chain not in self.groups:  # its classes are read when its parent's level is made
+                self._record(chain, classes_text, size)
             last = names[-1]
-        self.place[name] = group
+        if self.root_class is None and classes_text:  # the first op whose classes are one per scope
+            classes = parse_scope_list(classes_text)
+            if classes is not None and len(classes) == size:
+                self.root_class = classes[0] or None
+        self.where[name] = chain
         # amanda writes the leaf's own name last; torch writes its fx node's ("linear" for
         # node "node_linear"), which names the op only when the node name ends with it
         self.leaf_names[name] = last if weight or name.endswith("/" + last) else name
         return True
 
+    def _record(self, chain: Chain, classes_text: str | None, size: int) -> None:
+        """Record a new chain's groups not recorded yet (parents first), each with where its
+        class is (see :func:`scope_class`)."""
+        groups, first = self.groups, len(chain)
+        while first > 1 and chain[: first - 1] not in groups:
+            first -= 1
+        for new in range(first, len(chain) + 1):
+            groups[chain[:new]] = (classes_text, new, size) if classes_text else None
+
+
+def scope_class(entry: Any) -> str | None:
+    """The class path of a group as :class:`_Placer` records it: ``(class_hierarchy text,
+    index, entries)`` for torch's metadata, read now ("" where the list is not one class per
+    scope), or None.
+
+    >>> scope_class(("['m.Net', 'm.Block', 'aten.relu']", 1, 3)), scope_class(("[1]", 1, 3))
+    ('m.Block', '')
+    """
+    if entry is None:
+        return None
+    text, index, size = entry
+    classes = parse_scope_list(text)
+    return classes[index] if classes is not None and len(classes) == size else ""
+
 
 class _Names:
     """Scope chains from scope-path node names (TorchScript's ``/a/b.0/Op``, TensorFlow's
-    ``a/b/op``), with TorchScript's repeated calls (``act_1``) merged into their module."""
+    ``a/b/op``), with TorchScript's repeated calls (``act_1``) merged into their module. Each
+    scope path is worked out once, on its parent's, and its group recorded in ``groups``."""
 
-    def __init__(self, names: list[str], weights: set[str]) -> None:
-        self.split: dict[str, tuple[str, str]] = {}  # name -> (scope path, leaf)
-        self.scopes: dict[str, tuple[str, ...] | None] = {}  # scope path -> components
-        paths: set[tuple[str, ...]] = set()
-        for name in names:
-            prefix, slash, leaf = name.rpartition("/")
-            if not slash or not leaf:
-                continue
-            if prefix not in self.scopes:  # ops of one scope share the work
-                found = split_node_name(name)
-                self.scopes[prefix] = found[0] if found is not None else None
-                if found is not None:
-                    paths.update(found[0][:i] for i in range(1, len(found[0]) + 1))
-            if self.scopes[prefix] is not None:
-                self.split[name] = (prefix, leaf)
-        self.torch_style = any(prefix.startswith("/") or prefix == "" for prefix in self.scopes)
-        self.paths, self.weights = paths, weights
-        self.chains: dict[str, Chain] = {}
-        self.by_path: dict[tuple, tuple[Chain, tuple[str, ...]]] = {}  # (components, style) -> chain, raw
+    def __init__(self, names: list[str], weights: set[str], groups: dict[Chain, Any]) -> None:
+        self.names, self.weights, self.groups = names, weights, groups
+        # TorchScript starts every scope-path name with "/"
+        self.torch_style = any(name[:1] == "/" and name[-1:] != "/" for name in names)
+        self.scopes: dict[str, tuple[Chain, str] | None] = {"": ((), "")}  # scope path -> chain, merged path
+        self.paths: set[str] | None = None  # every scope path the names hold, made when first asked
 
     def chain(self, name: str) -> tuple[Chain, str] | None:
-        found = self.split.get(name)
-        if found is None:
+        """The chain of the group of a scope-path node name and its leaf; None for a name
+        without a scope (``Constant_29``) or not a scope path (``a//b``)."""
+        prefix, slash, leaf = name.rpartition("/")
+        if not slash or not leaf:
             return None
-        prefix, leaf = found
-        chain = self.chains.get(prefix)
-        if chain is None:
-            components = self.scopes[prefix] or ()
-            chain = self.chains[prefix] = self._chain(components, name.startswith("/"))[0]
-        return chain, leaf
+        found = self.scopes.get(prefix, _UNSEEN)
+        if found is _UNSEEN:
+            found = self._scope(prefix)
+        return None if found is None else (found[0], leaf)
 
-    def _chain(self, components: tuple[str, ...], torch_style: bool) -> tuple[Chain, tuple[str, ...]]:
-        """The chain of a scope path and its components with repeated calls merged, built on its
-        parent's (each scope is worked out once)."""
-        key = (components, torch_style)
-        found = self.by_path.get(key)
-        if found is not None:
-            return found
-        if not components:
-            found = ((), ())
+    def _scope(self, prefix: str) -> tuple[Chain, str] | None:
+        """The chain of a scope path (``/a/b``, ``a/b``) and its components with repeated calls
+        merged (as a path: ``/a/b``), built on its parent's; None if it is not a scope path."""
+        outer, _, component = prefix.rpartition("/")
+        parent = self.scopes.get(outer, _UNSEEN) if component else None
+        if parent is _UNSEEN:
+            parent = self._scope(outer)
+        if parent is None:
+            self.scopes[prefix] = None
+            return None
+        chain, raw = parent
+        above = chain[-1] if chain else ""
+        if prefix[:1] == "/":  # TorchScript's: a component continues or extends its parent's qualified name
+            base = repeat_base(component) if "_" in component else None
+            if base is not None and self._has(f"{raw}/{base}") and not self._genuine(above, component):
+                component = base
+            qualified = qualify(above, component)
         else:
-            outer, raw = self._chain(components[:-1], torch_style)
-            parent = outer[-1][0] if outer else ""
-            component = components[-1]
-            if torch_style:
-                base = repeat_base(component)
-                if base is not None and (*raw, base) in self.paths and not self._genuine(parent, component):
-                    component = base
-                raw = (*raw, component)
-                qualified = qualify(parent, component)
-            else:
-                qualified = f"{parent}/{component}" if parent else component
-            found = ((*outer, (qualified, None)), raw)
-        self.by_path[key] = found
+            qualified = f"{above}/{component}" if above else component
+        chain = (*chain, qualified)
+        self.groups.setdefault(chain, None)
+        found = self.scopes[prefix] = (chain, f"{raw}/{component}")
         return found
+
+    def _has(self, path: str) -> bool:
+        """Whether some node name has the scope path ``path`` (or one below it)."""
+        if self.paths is None:
+            self.paths = paths = set()
+            for name in self.names:
+                prefix = name.rpartition("/")[0]
+                while prefix and prefix not in paths:
+                    paths.add(prefix)
+                    prefix = prefix.rpartition("/")[0]
+        return path in self.paths
 
     def _genuine(self, parent: str, component: str) -> bool:
         """Whether a weight names ``component`` as a module (``conv_1.weight``): then it is one,
@@ -223,57 +233,56 @@ class _Names:
         return any(w.startswith(prefix) for w in self.weights)
 
 
-def place_weights(weights: list[str], users: Mapping[str, list[Group]], root: Group,
-                  by_scope: Mapping[str, Group], separator: str) -> dict[str, Group]:
-    """Where each weight goes: the container of the module its name says owns it
-    (``transformer.h.0.ln_1.weight`` -> ``transformer.h.0.ln_1``) when every op that reads it
-    lies inside that container; otherwise (a tied, shared or folded weight, or a name that names
-    no module: ``val_3``, ``onnx::MatMul_5``) the lowest container that holds all its readers;
-    a weight no op reads stays with its owner, or in the root.
+_UNSEEN: Any = object()
 
-    >>> root = Group(None, "g"); a = root.child("a"); b = root.child("b")
-    >>> found = place_weights(["a.w", "a.t", "v"], {"a.w": [a], "a.t": [a, b], "v": [b]}, root, {"a": a}, ".")
-    >>> {name: group.name for name, group in found.items()}
-    {'a.w': 'a', 'a.t': 'g', 'v': 'b'}
+
+def place_weights(weights: list[str], users: Mapping[str, list[Chain]], by_scope: Mapping[str, Chain],
+                  separator: str) -> dict[str, Chain]:
+    """Where each weight goes (its group's chain): the container of the module its name says
+    owns it (``transformer.h.0.ln_1.weight`` -> ``transformer.h.0.ln_1``) when every op that
+    reads it lies inside that container; otherwise (a tied, shared or folded weight, or a name
+    that names no module: ``val_3``, ``onnx::MatMul_5``) the lowest container that holds all its
+    readers; a weight no op reads stays with its owner, or in the root.
+
+    >>> a, b = ("a",), ("b",)
+    >>> place_weights(["a.w", "a.t", "v"], {"a.w": [a], "a.t": [a, b], "v": [b]}, {"a": a}, ".")
+    {'a.w': ('a',), 'a.t': (), 'v': ('b',)}
     """
-    placed: dict[str, Group] = {}
+    placed: dict[str, Chain] = {}
     for name in weights:
         owner = by_scope.get(name.rsplit(separator, 1)[0]) if separator in name else None
         readers = users.get(name) or []
-        if owner is not None and lowest_common([owner, *readers], root) is owner:
+        if owner is not None and all(r[: len(owner)] == owner for r in readers):
             placed[name] = owner
         else:
-            placed[name] = lowest_common(readers, owner or root)
+            placed[name] = common_chain(readers, owner or ())
     return placed
 
 
-def _apply_saved(root: Group, info: dict, prefix: str) -> None:
+def _saved(info: dict, prefix: str) -> dict[Chain, tuple]:
     """Types, attributes and uids amanda saved for its containers (graph metadata
-    ``amanda.containers``), over what the scopes say."""
+    ``amanda.containers``), by chain: they override what the scopes say."""
     props = info.get("metadata_props") or {}
     text = props.pop(CONTAINERS_KEY, None)
     if not props:
         info.pop("metadata_props", None)
     if text is None:
-        return
+        return {}
     from amanda.io.document import decode_value
 
+    saved: dict[Chain, tuple] = {}
     try:
         for keys, uid, kind, attrs in json.loads(text):
-            group: Group | None = root
-            for key in keys:
-                group = group.groups.get(key) if group is not None else None
-            if group is not None:
-                group.uid, group.type = uid, kind
-                group.attrs = dict(decode_value(attrs, (CONTAINERS_KEY,)))
+            saved[tuple(keys)] = (uid, kind, dict(decode_value(attrs, (CONTAINERS_KEY,))))
     except (ValueError, TypeError) as exc:
         raise FormatError(f"{prefix}graph metadata {CONTAINERS_KEY!r} is not what amanda writes: {exc}",
                           path=CONTAINERS_KEY, expected="JSON written by amanda", found=text[:60]) from None
+    return saved
 
 
 def _mode(hierarchy: Any, texts: ScopeTexts, names: list[str], prefix: str) -> str | None:
     meta = bool(texts)
-    scoped = any("/" in name for name in names)
+    scoped = (hierarchy == "names" or not meta) and any("/" in name for name in names)
     if hierarchy == "metadata" and not meta:
         raise FormatError(f"{prefix}hierarchy='metadata' but no node carries {NAME_SCOPES!r}",
                           path="graph", expected=f"nodes with {NAME_SCOPES} metadata", found="none")
@@ -306,21 +315,18 @@ def nest_graph(fields: dict[str, Any], hierarchy: Any = "auto", prefix: str = ""
     mode = _mode(hierarchy, texts, ops, prefix)
     if mode is None:  # flat after all: the ops the reader left to build are built now
         return dict(fields, children=[op.build(op.name) if type(op) is PendingOp else op for op in children])
-    placer = _Placer(fields, texts)
+    placer = _Placer(texts)
     if mode == "metadata":
-        separator = "."
-        for name in ops:
-            if not placer.by_metadata(name, False):
-                placer.unscoped.append(name)
-        for name in weights:
-            placer.by_metadata(name, True)
+        separator = _by_metadata(placer, ops, weights)
     else:
         separator = _by_names(placer, all_names, ops, weights, weight_set)
     _place_unscoped(placer, fields["edges"])
     _place_weights(placer, weights, fields["edges"], separator)
-    _apply_saved(placer.root, fields["info"], prefix)
-    kids, edges = nest(children, fields["edges"], placer.place, placer.root, graph=fields["name"],
-                       weights=weights, leaf_names=placer.leaf_names, fresh=True, lazy=True)
+    saved = _saved(fields["info"], prefix)
+    _check_leaf_names(placer.leaf_names)
+    kids, edges = nest_levels(children, fields["edges"], placer.where, placer.groups, saved, root=fields["name"] or "",
+                              weights=weights, leaf_names=placer.leaf_names, fresh=True,
+                              class_of=scope_class)
     out = dict(fields, children=kids, edges=edges)
     cls = placer.root_class
     if cls:
@@ -330,25 +336,42 @@ def nest_graph(fields: dict[str, Any], hierarchy: Any = "auto", prefix: str = ""
     return out
 
 
+def _by_metadata(placer: _Placer, ops: list[str], weights: list[str]) -> str:
+    """Place the ops by torch's scope metadata; the separator of qualified names."""
+    for name in ops:
+        if not placer.by_metadata(name, False):
+            placer.unscoped.append(name)
+    for name in weights:
+        if name in placer.texts:
+            placer.by_metadata(name, True)
+    return "."
+
+
+def _check_leaf_names(leaf_names: Mapping[str, str]) -> None:
+    """The names ops take in the tree, checked at load (not when a deferred level is opened):
+    in one pass unless one is empty or not ASCII."""
+    wanted = leaf_names.values()
+    if not (all(wanted) and all(map(str.isascii, wanted))):
+        for name, leaf in leaf_names.items():
+            if leaf != name:
+                check_names(None, leaf, None)
+
+
 def _by_names(placer: _Placer, all_names: list[str], ops: list[str], weights: list[str],
               weight_set: set[str]) -> str:
     """Place the ops by their scope-path names; the separator of qualified names."""
-    names = _Names(all_names, weight_set)
-    groups: dict[int, Group] = {}  # by the chain object, which _Names shares per scope path
+    names = _Names(all_names, weight_set, placer.groups)
+    where, leaf_names = placer.where, placer.leaf_names
     for name in [*ops, *weights]:
         found = names.chain(name)
         if found is not None:
-            group = groups.get(id(found[0]))
-            if group is None:
-                group = groups[id(found[0])] = placer.group(found[0])
-            placer.place[name] = group
-            placer.leaf_names[name] = found[1]
+            where[name], leaf_names[name] = found
         elif name in weight_set:
             continue
         elif names.torch_style:  # TorchScript names every op of a module "/..."; this one
             placer.unscoped.append(name)  # is exporter-made (Constant_29, Identity_3)
         else:  # in a TensorFlow-style graph, a name without "/" is an op of the root
-            placer.place[name] = placer.root
+            where[name] = ()
     return "." if names.torch_style else "/"
 
 
@@ -380,28 +403,43 @@ def _place_unscoped(placer: _Placer, edges: list) -> None:
         src = edge[0][0]
         if type(src) is tuple:
             neighbours.setdefault(edge[1][0][0], []).append(src[0])
-    place = placer.place
+    where = placer.where
     for name in placer.unscoped:
-        place[name] = lowest_common([place[n] for n in neighbours.get(name, ()) if n in place], placer.root)
+        where[name] = common_chain([where[n] for n in neighbours.get(name, ()) if n in where], ())
 
 
 def _place_weights(placer: _Placer, weights: list[str], edges: list, separator: str) -> None:
-    place, root = placer.place, placer.root
-    todo = [w for w in weights if w not in place]
+    where = placer.where
+    todo = [w for w in weights if w not in where]
     if not todo:
         return
-    users: dict[str, list[Group]] = {}
+    users: dict[str, list[Chain]] = {}
     for edge in _edges_from(edges, set(todo)):
         dst = edge[1][0]
-        users.setdefault(edge[0][0][0], []).append(place.get(dst[0], root) if type(dst) is tuple else root)
-    by_scope: dict[str, Group] = {}
-    stack = [root]
+        chain = where.get(dst[0], ()) if type(dst) is tuple else ()
+        found = users.get(edge[0][0][0])
+        if found is None:
+            users[edge[0][0][0]] = [chain]
+        else:
+            found.append(chain)
+    by_scope = {chain[-1]: chain for chain in placer.groups}
+    if len(by_scope) < len(placer.groups):  # a scope reached from two places: the first one found
+        by_scope = _first_found(placer.groups)
+    for name, chain in place_weights(todo, users, by_scope, separator).items():
+        where[name] = chain
+        placer.leaf_names[name] = relative_name(chain[-1], name, separator) if chain else name
+
+
+def _first_found(groups: Mapping[Chain, Any]) -> dict[str, Chain]:
+    """Each scope's group, by its key; for a key held by two groups, the first one a depth-first
+    walk from the root meets (each group's sub-groups in the order they were made)."""
+    below: dict[Chain, list[Chain]] = {}
+    for chain in groups:
+        below.setdefault(chain[:-1], []).append(chain)
+    by_scope: dict[str, Chain] = {}
+    stack: list[Chain] = [()]
     while stack:
-        group = stack.pop()
-        for child in group.groups.values():
-            by_scope.setdefault(child.key, child)
+        for child in below.get(stack.pop(), ()):
+            by_scope.setdefault(child[-1], child)
             stack.append(child)
-    for name, group in place_weights(todo, users, root, by_scope, separator).items():
-        place[name] = group
-        scope = group.attrs.get("scope")
-        placer.leaf_names[name] = relative_name(scope, name, separator) if scope else name
+    return by_scope
