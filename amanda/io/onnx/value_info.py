@@ -28,6 +28,7 @@ __all__ = ["read_value_types"]
 _INFERRED = "amanda_inferred"  # amanda.types.onnx_info's mark of a type its export inferred
 
 _join = "".join
+_UNREAD: Any = object()  # a type not read yet
 
 
 def read_value_types(entries: Any, general: Callable[[Any], dict[str, Any] | None]) -> dict[str, dict[str, Any]]:
@@ -39,14 +40,14 @@ def read_value_types(entries: Any, general: Callable[[Any], dict[str, Any] | Non
     by_bytes: dict[bytes, dict[str, Any] | None] = {}
     for vi in entries:
         name, doc, props = vi.name, vi.doc_string, vi.metadata_props
-        found = None
+        found: Any = None
         if type(name) is str and type(doc) is str and vi.HasField("type") and _plain_props(props):
             if props and any(p.key == _INFERRED for p in props):
                 continue
             kind = vi.type
             key = kind.SerializeToString()
-            found = by_bytes.get(key, by_bytes)
-            if found is by_bytes:
+            found = by_bytes.get(key, _UNREAD)
+            if found is _UNREAD:
                 found = by_bytes[key] = _tensor_attrs(kind)
         if found is None:
             found = general(vi)
