@@ -81,25 +81,65 @@ def _fields(data: bytes, start: int, end: int):  # type: ignore[no-untyped-def]
         raise _Unexpected
 
 
-def raw_spans(data: bytes) -> list[tuple[int, int]] | None:
+def raw_spans(data: bytes, count: int | None = None) -> list[tuple[int, int]] | None:
     """For each initializer of the main graph of the serialized model ``data``, in order, the
     offset and length of its ``raw_data`` in ``data`` (``(0, 0)`` for one without raw data);
-    None where the walk cannot tell (see the module docstring)."""
+    None where the walk cannot tell (see the module docstring). ``count``: how many initializers
+    the parsed graph holds (the walk stops at the last; the fields after it, value_info most,
+    are not walked)."""
     try:
         graphs = [(start, end) for number, start, end in _fields(data, 0, len(data)) if number == _GRAPH]
         if len(graphs) != 1:  # a graph given in pieces is merged by the parser: not worth following
             return None
-        spans = []
-        for number, start, end in _fields(data, *graphs[0]):
-            if number == _INITIALIZER:
-                span = (0, 0)
-                for inner, begin, stop in _fields(data, start, end):
-                    if inner == _RAW_DATA:
-                        span = (begin, stop - begin)  # the last one wins, as when parsing
-                spans.append(span)
+        spans: list[tuple[int, int]] = []
+        if count != 0:
+            _initializer_spans(data, *graphs[0], spans, count)
         return spans
     except (_Unexpected, IndexError):
         return None
+
+
+def _initializer_spans(data: bytes, pos: int, end: int, spans: list, count: int | None) -> None:
+    """Append to ``spans`` the raw data span of each initializer among the graph's fields in
+    ``data[pos:end]``, up to ``count`` of them: :func:`_fields` written out as one loop, since a
+    graph has a field per node and value_info (one-byte keys and lengths read inline)."""
+    while pos < end:
+        key = data[pos]
+        pos += 1
+        if key >= 0x80:
+            key, pos = _varint(data, pos - 1)
+        if key & 7 != 2:
+            pos = _past(data, pos, key & 7)
+            continue
+        length = data[pos]
+        pos += 1
+        if length >= 0x80:
+            length, pos = _varint(data, pos - 1)
+        stop = pos + length
+        if stop > end:
+            raise _Unexpected
+        if key >> 3 == _INITIALIZER:
+            span = (0, 0)
+            for inner, begin, last in _fields(data, pos, stop):
+                if inner == _RAW_DATA:
+                    span = (begin, last - begin)  # the last one wins, as when parsing
+            spans.append(span)
+            if len(spans) == count:
+                return
+        pos = stop
+    if pos != end:
+        raise _Unexpected
+
+
+def _past(data: bytes, pos: int, wire: int) -> int:
+    """The offset past the payload at ``pos`` of a field of wire type ``wire`` (not 2)."""
+    if wire == 0:
+        return _varint(data, pos)[1]
+    if wire == 1:
+        return pos + 8
+    if wire == 5:
+        return pos + 4
+    raise _Unexpected  # groups are not used by ONNX
 
 
 def spans_pay(raw_bytes: int, fields: int) -> bool:
