@@ -33,6 +33,7 @@ __all__ = ["raw_spans", "spans_pay"]
 _GRAPH = 7  # ModelProto.graph
 _INITIALIZER = 5  # GraphProto.initializer
 _RAW_DATA = 9  # TensorProto.raw_data
+_RAW_DATA_KEY = _RAW_DATA << 3 | 2  # its key: length-delimited
 _BYTES_PER_FIELD = 2048  # raw bytes per field walked past below which copying is cheaper
 
 
@@ -113,22 +114,46 @@ def _initializer_spans(data: bytes, pos: int, end: int, spans: list, count: int 
             continue
         length = data[pos]
         pos += 1
-        if length >= 0x80:
-            length, pos = _varint(data, pos - 1)
+        if length >= 0x80:  # a node past 127 bytes (most): two bytes, read inline too
+            if data[pos] < 0x80:
+                length = (length & 0x7F) | data[pos] << 7
+                pos += 1
+            else:
+                length, pos = _varint(data, pos - 1)
         stop = pos + length
         if stop > end:
             raise _Unexpected
         if key >> 3 == _INITIALIZER:
-            span = (0, 0)
-            for inner, begin, last in _fields(data, pos, stop):
-                if inner == _RAW_DATA:
-                    span = (begin, last - begin)  # the last one wins, as when parsing
-            spans.append(span)
+            spans.append(_raw_data(data, pos, stop))
             if len(spans) == count:
                 return
         pos = stop
     if pos != end:
         raise _Unexpected
+
+
+def _raw_data(data: bytes, pos: int, end: int) -> tuple[int, int]:
+    """The span of the raw data of the ``TensorProto`` in ``data[pos:end]`` (``(0, 0)``: none;
+    the last one wins, as when parsing); :func:`_fields` written out, one-byte keys inline."""
+    span = (0, 0)
+    while pos < end:
+        key = data[pos]
+        pos += 1
+        if key >= 0x80:
+            key, pos = _varint(data, pos - 1)
+        if key & 7 != 2:
+            pos = _past(data, pos, key & 7)
+            continue
+        length, pos = _varint(data, pos)
+        stop = pos + length
+        if stop > end:
+            raise _Unexpected
+        if key == _RAW_DATA_KEY:
+            span = (pos, length)
+        pos = stop
+    if pos != end:
+        raise _Unexpected
+    return span
 
 
 def _past(data: bytes, pos: int, wire: int) -> int:
