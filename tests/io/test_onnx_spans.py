@@ -113,3 +113,27 @@ def test_weights_in_external_files_do_not_call_for_the_walk(tmp_path, monkeypatc
     loaded = amanda.load(tmp_path / "m.onnx", hierarchy=False)
     np.testing.assert_array_equal(loaded.child("a").attrs["value"], np.ones((64, 64), np.float32))
     assert type(loaded.child("a")._attrs["value"]).__name__ == "LazyTensor"
+
+
+def _length(n: int) -> bytes:
+    """``n`` as a protobuf varint."""
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    return bytes(out + bytes([n]))
+
+
+def test_a_walk_told_the_count_stops_at_the_last_initializer():
+    """Given how many initializers the parsed graph holds, the walk gives the same spans and
+    reads nothing past the last one (here a field after it that is not well formed, which the
+    full walk refuses)."""
+    model = _model(WEIGHTS)
+    graph = model.graph.SerializeToString() + b"\x3b"  # a group (never used by ONNX) after every initializer
+    data = b"\x08\x08" + b"\x3a" + _length(len(graph)) + graph  # ir_version 8, then the graph
+    assert raw_spans(data) is None
+    spans = raw_spans(data, len(WEIGHTS))
+    assert spans is not None and len(spans) == len(WEIGHTS)
+    for (offset, length), tensor in zip(spans, model.graph.initializer):
+        assert data[offset:offset + length] == tensor.raw_data
+    assert raw_spans(data, 0) == []

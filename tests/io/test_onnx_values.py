@@ -317,3 +317,30 @@ def test_scopes_capture_outer_values_once():
     assert inner.get("x") == Endpoint(SELF, "x")
     assert inner.get("w") == Endpoint(SELF, "w") and inner.get("w") == Endpoint(SELF, "w")
     assert inner.captured == ["w"] and inner.get("ghost") is None and outer.get("x") is None
+
+
+def test_value_info_entries_sharing_a_type_each_read_as_type_to_attrs_reads_them():
+    """value_info read once per distinct type (amanda.io.onnx.value_info) gives each entry what
+    ``type_to_attrs`` gives it alone: shared types, doc strings, metadata, other kinds of type,
+    and entries amanda's export marked inferred left out."""
+    from amanda.io.onnx.value_info import read_value_types
+
+    entries = [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["n", 4]) for n in ("a", "b", "c")]
+    entries[1].doc_string = "second"
+    entries.append(helper.make_tensor_value_info("d", TensorProto.FLOAT, ["n", 5]))
+    entries.append(helper.make_tensor_value_info("e", TensorProto.INT64, ["n", 4]))
+    entries.append(helper.make_tensor_sequence_value_info("s", TensorProto.FLOAT, [2]))
+    entries[2].metadata_props.add(key="k", value="v")
+    inferred = helper.make_tensor_value_info("f", TensorProto.FLOAT, ["n", 4])
+    inferred.metadata_props.add(key="amanda_inferred", value="true")
+    general: list[str] = []
+
+    def read(vi):  # the caller's general path
+        general.append(vi.name)
+        return type_to_attrs(vi)
+
+    types = read_value_types([*entries, inferred], read)
+    assert types == {vi.name: type_to_attrs(vi) for vi in entries}
+    assert types["b"]["doc_string"] == "second" and "doc_string" not in types["a"]
+    assert types["d"]["shape"] == ("n", 5) and types["e"]["dtype"] == "int64"
+    assert general == ["s"]  # only the sequence type goes the general way

@@ -115,7 +115,7 @@ def attr_to_value(attr: Any, graph: GraphIn | None = None, where: str = "") -> t
     if kind == 3:
         return _string(attr.s), "string"
     if kind == 7:
-        return tuple(attr.ints), "ints"
+        return tuple(attr.ints[:]), "ints"
     if kind == 6:
         return tuple(_float(v) for v in attr.floats), "floats"
     if kind == 4:

@@ -119,7 +119,7 @@ class _Importer(FunctionReader):
                       if t.data_location != 1)  # external data is not in these bytes
         if not spans_pay(weights, len(g.node) + len(g.initializer) + len(g.value_info)):
             return
-        spans = raw_spans(serialized)
+        spans = raw_spans(serialized, len(g.initializer))
         if spans is not None and len(spans) == len(g.initializer):
             self.serialized, self.spans = serialized, spans
 

@@ -34,8 +34,9 @@ def read_node(node: Any) -> NodeFields | None:
     """The fields of ``node`` (see :data:`NodeFields`), or None where a text field among them is
     not text (the caller then names it by the full walk of ``amanda.io.onnx.text``)."""
     op_type, domain, name, overload, doc = node.op_type, node.domain, node.name, node.overload, node.doc_string
-    outs, ins, props = tuple(node.output), tuple(node.input), node.metadata_props
-    pairs = list(map(_key_value, props)) if props else ()
+    # a slice of a repeated field is made in C: about twice as fast as iterating it
+    outs, ins, props = tuple(node.output[:]), tuple(node.input[:]), node.metadata_props
+    pairs = list(map(_key_value, props[:])) if props else ()
     try:  # joining refuses anything but str (bytes: not UTF-8), in C
         _join((op_type, domain, name, overload, doc, *outs, *ins))
         if pairs:

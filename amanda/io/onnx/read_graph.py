@@ -25,7 +25,8 @@ from amanda.io.onnx.ports import Schemas, port_names
 from amanda.io.onnx.scope import Scope, capture_ports, fresh_name
 from amanda.io.onnx.shared_attrs import SharedAttributes
 from amanda.io.onnx.text import check_text, value_info_text_ok
-from amanda.io.onnx.values import read_value_info, sparse_to_value, type_to_attrs, typed_port
+from amanda.io.onnx.value_info import read_value_types
+from amanda.io.onnx.values import sparse_to_value, type_to_attrs, typed_port
 from amanda.progress import progress
 
 __all__ = ["GraphReader", "Scope"]
@@ -146,19 +147,17 @@ class GraphReader(InitializerReader):
 
     def _value_types(self, g: Any) -> dict[str, dict[str, Any]]:
         """The port attributes of each value ``g``'s value_info types, its text checked here
-        (each field read once, where it is a tensor's); value_info amanda's export inferred
-        (amanda.types.onnx_info) is not a declared type."""
-        types = {}
-        for vi in g.value_info:
-            found = read_value_info(vi)
-            if found is None:
-                if not value_info_text_ok(vi):
-                    raise self.text_fault()
-                if any(p.key == "amanda_inferred" for p in vi.metadata_props):
-                    continue
-                found = vi.name, type_to_attrs(vi)
-            types[found[0]] = found[1]
-        return types
+        (``amanda.io.onnx.value_info``: each distinct type read once); value_info amanda's
+        export inferred (amanda.types.onnx_info) is not a declared type."""
+        return read_value_types(g.value_info, self._value_type)
+
+    def _value_type(self, vi: Any) -> dict[str, Any] | None:
+        """The port attributes of a ``ValueInfoProto`` read the general way (None: inferred)."""
+        if not value_info_text_ok(vi):
+            raise self.text_fault()
+        if any(p.key == "amanda_inferred" for p in vi.metadata_props):
+            return None
+        return type_to_attrs(vi)
 
     def _graph_outputs(self, g: Any, scope: Scope, edges: list, where: tuple, here: str) -> list[Port]:
         """The output ports of graph ``g``, each with an edge (added to ``edges``) from its value."""

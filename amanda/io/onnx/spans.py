@@ -33,6 +33,7 @@ __all__ = ["raw_spans", "spans_pay"]
 _GRAPH = 7  # ModelProto.graph
 _INITIALIZER = 5  # GraphProto.initializer
 _RAW_DATA = 9  # TensorProto.raw_data
+_RAW_DATA_KEY = _RAW_DATA << 3 | 2  # its key: length-delimited
 _BYTES_PER_FIELD = 2048  # raw bytes per field walked past below which copying is cheaper
 
 
@@ -81,25 +82,89 @@ def _fields(data: bytes, start: int, end: int):  # type: ignore[no-untyped-def]
         raise _Unexpected
 
 
-def raw_spans(data: bytes) -> list[tuple[int, int]] | None:
+def raw_spans(data: bytes, count: int | None = None) -> list[tuple[int, int]] | None:
     """For each initializer of the main graph of the serialized model ``data``, in order, the
     offset and length of its ``raw_data`` in ``data`` (``(0, 0)`` for one without raw data);
-    None where the walk cannot tell (see the module docstring)."""
+    None where the walk cannot tell (see the module docstring). ``count``: how many initializers
+    the parsed graph holds (the walk stops at the last; the fields after it, value_info most,
+    are not walked)."""
     try:
         graphs = [(start, end) for number, start, end in _fields(data, 0, len(data)) if number == _GRAPH]
         if len(graphs) != 1:  # a graph given in pieces is merged by the parser: not worth following
             return None
-        spans = []
-        for number, start, end in _fields(data, *graphs[0]):
-            if number == _INITIALIZER:
-                span = (0, 0)
-                for inner, begin, stop in _fields(data, start, end):
-                    if inner == _RAW_DATA:
-                        span = (begin, stop - begin)  # the last one wins, as when parsing
-                spans.append(span)
+        spans: list[tuple[int, int]] = []
+        if count != 0:
+            _initializer_spans(data, *graphs[0], spans, count)
         return spans
     except (_Unexpected, IndexError):
         return None
+
+
+def _initializer_spans(data: bytes, pos: int, end: int, spans: list, count: int | None) -> None:
+    """Append to ``spans`` the raw data span of each initializer among the graph's fields in
+    ``data[pos:end]``, up to ``count`` of them: :func:`_fields` written out as one loop, since a
+    graph has a field per node and value_info (one-byte keys and lengths read inline)."""
+    while pos < end:
+        key = data[pos]
+        pos += 1
+        if key >= 0x80:
+            key, pos = _varint(data, pos - 1)
+        if key & 7 != 2:
+            pos = _past(data, pos, key & 7)
+            continue
+        length = data[pos]
+        pos += 1
+        if length >= 0x80:  # a node past 127 bytes (most): two bytes, read inline too
+            if data[pos] < 0x80:
+                length = (length & 0x7F) | data[pos] << 7
+                pos += 1
+            else:
+                length, pos = _varint(data, pos - 1)
+        stop = pos + length
+        if stop > end:
+            raise _Unexpected
+        if key >> 3 == _INITIALIZER:
+            spans.append(_raw_data(data, pos, stop))
+            if len(spans) == count:
+                return
+        pos = stop
+    if pos != end:
+        raise _Unexpected
+
+
+def _raw_data(data: bytes, pos: int, end: int) -> tuple[int, int]:
+    """The span of the raw data of the ``TensorProto`` in ``data[pos:end]`` (``(0, 0)``: none;
+    the last one wins, as when parsing); :func:`_fields` written out, one-byte keys inline."""
+    span = (0, 0)
+    while pos < end:
+        key = data[pos]
+        pos += 1
+        if key >= 0x80:
+            key, pos = _varint(data, pos - 1)
+        if key & 7 != 2:
+            pos = _past(data, pos, key & 7)
+            continue
+        length, pos = _varint(data, pos)
+        stop = pos + length
+        if stop > end:
+            raise _Unexpected
+        if key == _RAW_DATA_KEY:
+            span = (pos, length)
+        pos = stop
+    if pos != end:
+        raise _Unexpected
+    return span
+
+
+def _past(data: bytes, pos: int, wire: int) -> int:
+    """The offset past the payload at ``pos`` of a field of wire type ``wire`` (not 2)."""
+    if wire == 0:
+        return _varint(data, pos)[1]
+    if wire == 1:
+        return pos + 8
+    if wire == 5:
+        return pos + 4
+    raise _Unexpected  # groups are not used by ONNX
 
 
 def spans_pay(raw_bytes: int, fields: int) -> bool:
