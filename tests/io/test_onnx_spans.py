@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 onnx = pytest.importorskip("onnx")
 from onnx import helper, numpy_helper
@@ -11,7 +13,8 @@ from onnx import helper, numpy_helper
 import amanda
 from amanda.errors import FormatError
 from amanda.io.onnx import from_onnx
-from amanda.io.onnx.spans import raw_spans, spans_pay
+from amanda.io.onnx.spans import raw_spans, spans_pay, stripped
+from amanda.io.onnx.values import VIEWED_TYPES
 
 
 def _model(weights: dict[str, np.ndarray]) -> onnx.ModelProto:
@@ -137,3 +140,101 @@ def test_a_walk_told_the_count_stops_at_the_last_initializer():
     for (offset, length), tensor in zip(spans, model.graph.initializer):
         assert data[offset:offset + length] == tensor.raw_data
     assert raw_spans(data, 0) == []
+
+
+def _mixed_model() -> onnx.ModelProto:
+    """Initializers of every kind the stripping walk tells apart: viewed types with raw data,
+    a type it does not view (bfloat16), one written as float_data, a string tensor."""
+    model = _model(WEIGHTS)
+    extra = [numpy_helper.from_array(np.arange(6, dtype=np.int64).reshape(2, 3), "i"),
+             numpy_helper.from_array(np.ones(5, np.float16), "h"),
+             helper.make_tensor("bf", onnx.TensorProto.BFLOAT16, [2], b"\x80\x3f\x00\x40", raw=True),
+             helper.make_tensor("fd", onnx.TensorProto.FLOAT, [2], [3.0, 4.0]),
+             helper.make_tensor("s", onnx.TensorProto.STRING, [2], [b"x", b"yz"])]
+    model.graph.initializer.extend(extra)
+    return model
+
+
+def test_a_model_parsed_without_its_raw_data_loads_as_the_whole_one(tmp_path, monkeypatch):
+    """A file parsed without its weights' raw bytes (spans.stripped: a large file) gives the
+    container the whole parse gives, every weight numpy's values, the viewed ones views of the
+    file's bytes."""
+    import amanda.io.onnx as ox
+
+    model = _mixed_model()
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    whole = amanda.load(path, hierarchy=False)
+    data = path.read_bytes()
+    small, spans = stripped(data, VIEWED_TYPES, least=0)
+    parsed = onnx.ModelProto.FromString(small)
+    kept = {t.name: bool(t.raw_data) for t in parsed.graph.initializer}
+    assert kept == {"a": False, "b": False, "c": False, "i": False, "h": False, "bf": True, "fd": False, "s": False}
+    assert [length for _, length in spans] == [4096, 12000, 28, 48, 10, 0, 0, 0]
+    monkeypatch.setattr(ox, "_STRIP_FROM", 0)
+    light = amanda.load(path, hierarchy=False)
+    assert light == whole
+    for tensor in model.graph.initializer:
+        if tensor.data_type in VIEWED_TYPES:
+            np.testing.assert_array_equal(light.child(tensor.name).attrs["value"], numpy_helper.to_array(tensor))
+    assert light.child("s").attrs["value"].tolist() == [b"x", b"yz"]
+    assert type(_owner(light.child("a").attrs["value"])) is bytes
+
+
+def test_a_stripped_weight_of_the_wrong_size_is_refused_as_the_whole_parse_refuses_it(tmp_path, monkeypatch):
+    """A raw_data whose length does not fit its dims fails at load with FormatError naming the
+    tensor, whichever way the file is parsed."""
+    import amanda.io.onnx as ox
+
+    model = _model(WEIGHTS)
+    model.graph.initializer[1].raw_data = model.graph.initializer[1].raw_data[:-4]
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    for least in (1 << 62, 0):
+        monkeypatch.setattr(ox, "_STRIP_FROM", least)
+        with pytest.raises(FormatError) as info:
+            amanda.load(path, hierarchy=False)
+        assert "'b'" in str(info.value)
+
+
+def test_stripping_keeps_initializers_past_the_first_run_and_refuses_what_it_cannot_follow():
+    """Initializers written after other graph fields (no serializer does) keep their raw data
+    and get no span; bytes that are not a message, or too few stripped bytes, give None."""
+    model = _model(WEIGHTS)
+    late = numpy_helper.from_array(np.arange(4, dtype=np.float32), "late")
+    graph = model.graph.SerializeToString() + b"\x2a" + _length(late.ByteSize()) + late.SerializeToString()
+    data = b"\x08\x08" + b"\x3a" + _length(len(graph)) + graph
+    small, spans = stripped(data, VIEWED_TYPES, least=0)
+    parsed = onnx.ModelProto.FromString(small)
+    assert [t.name for t in parsed.graph.initializer] == ["a", "b", "c", "late"]
+    assert len(spans) == 3 and parsed.graph.initializer[3].raw_data == late.raw_data
+    assert all(not t.raw_data for t in parsed.graph.initializer[:3])
+    assert stripped(data, VIEWED_TYPES) is None  # 16 KB stripped: under the default 1 MiB
+    assert stripped(data[: len(data) // 2], VIEWED_TYPES, least=0) is None
+    assert stripped(b"\x3b", VIEWED_TYPES, least=0) is None
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["float32", "int64", "float16", "uint8", "bool"]),
+                          st.lists(st.integers(0, 5), max_size=3), st.booleans()), max_size=6))
+def test_stripping_any_weights_keeps_the_rest_of_the_message(specs):
+    """For random initializers (viewed types, raw or typed fields, empty ones), the stripped
+    bytes parse to the whole message less the raw data the spans point at, in the file."""
+    inits = []
+    for i, (dtype, shape, raw) in enumerate(specs):
+        values = np.arange(int(np.prod(shape))).astype(dtype).reshape(shape)
+        tensor = numpy_helper.from_array(values, f"w{i}")
+        if not raw and dtype == "float32":
+            tensor = helper.make_tensor(f"w{i}", onnx.TensorProto.FLOAT, shape, values.ravel().tolist())
+        inits.append(tensor)
+    graph = helper.make_graph([], "g", [], [helper.make_tensor_value_info("o", 1, None)], inits)
+    data = helper.make_model(graph).SerializeToString()
+    small, spans = stripped(data, VIEWED_TYPES, least=0)
+    parsed, whole = onnx.ModelProto.FromString(small), onnx.ModelProto.FromString(data)
+    assert len(spans) == len(inits)
+    for (offset, length), kept, tensor in zip(spans, parsed.graph.initializer, whole.graph.initializer):
+        assert data[offset:offset + length] == (tensor.raw_data if length else b"")
+        assert kept.raw_data == (b"" if length else tensor.raw_data)
+        if length:
+            kept.raw_data = tensor.raw_data
+    assert parsed == whole

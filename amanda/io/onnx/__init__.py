@@ -30,7 +30,8 @@ from amanda.io.onnx.export import DEFAULT_OPSET, MAX_IR_VERSION, PROTO_LIMIT, to
 from amanda.io.onnx.external import reading_external, writing_external
 from amanda.io.onnx.importer import MIN_IR_VERSION, check_model_header, from_onnx
 from amanda.io.onnx.module_functions import check_functions
-from amanda.io.onnx.values import require_onnx
+from amanda.io.onnx.spans import stripped
+from amanda.io.onnx.values import VIEWED_TYPES, require_onnx
 
 __all__ = [
     "DEFAULT_OPSET",
@@ -42,6 +43,9 @@ __all__ = [
     "load_onnx",
     "to_onnx",
 ]
+
+
+_STRIP_FROM = 8 << 20  # files smaller than this are parsed whole: their weights copy about as fast as a walk
 
 
 def _parse(data: bytes, source: str) -> Any:
@@ -90,11 +94,27 @@ def load_onnx(path: str | Path, *, load_external_data: bool = True, lazy: bool =
         data = Path(path).read_bytes()
     except OSError as exc:
         raise FormatError(f"cannot read {source!r}: {exc.strerror}", path=source) from None
-    model = _parse(data, source)
+    model, spans = _parse_weights_apart(data, source)
     if load_external_data:  # entering costs nothing; walking the model for external tensors did
         with reading_external(_ModelFolder(path), source, lazy=lazy):
-            return from_onnx(model, source=source, hierarchy=hierarchy, serialized=data)
-    return from_onnx(model, source=source, hierarchy=hierarchy, serialized=data)
+            return from_onnx(model, source=source, hierarchy=hierarchy, serialized=data, spans=spans)
+    return from_onnx(model, source=source, hierarchy=hierarchy, serialized=data, spans=spans)
+
+
+def _parse_weights_apart(data: bytes, source: str) -> tuple[Any, list[tuple[int, int]] | None]:
+    """The model in ``data``, parsed without its weights' raw bytes where they are many (they are
+    read as views of ``data`` at the spans returned; parsing would copy them all once more), or
+    parsed whole (spans None): a small file, one the walk cannot follow, or one with functions
+    (whose inlining rebuilds the graph)."""
+    found = stripped(data, VIEWED_TYPES) if len(data) >= _STRIP_FROM else None
+    if found is not None:
+        try:
+            model = _parse(found[0], source)
+        except FormatError:
+            model = None  # the whole file says what is wrong with it, below
+        if model is not None and not model.functions:
+            return model, found[1]
+    return _parse(data, source), None
 
 
 def dump_onnx(

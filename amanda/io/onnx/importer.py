@@ -76,9 +76,15 @@ class _Importer(FunctionReader):
             opsets[domain] = namespace_of_domain(domain, entry.version)
         return opsets
 
-    def model(self, model: Any, hierarchy: Any = "auto", serialized: bytes | None = None) -> Container:
+    def model(self, model: Any, hierarchy: Any = "auto", serialized: bytes | None = None,
+              spans: list[tuple[int, int]] | None = None) -> Container:
         self.scope_texts = {} if takes_scopes(hierarchy) else None
-        if serialized is not None:
+        if serialized is not None and spans is not None:
+            # the message holds no raw data where a span says where it is: always used (those
+            # past the walk kept theirs)
+            unwalked = len(model.graph.initializer) - len(spans)
+            self.serialized, self.spans = serialized, spans + [(0, 0)] * unwalked if unwalked > 0 else spans
+        elif serialized is not None:
             self._find_spans(model.graph, serialized)
         # main-graph ops inside modules are built as their level opens (a graph with no scope-path
         # name and no node metadata imports flat: nothing to defer)
@@ -175,11 +181,13 @@ def check_model_header(model: Any, source: str | None = None) -> None:
 
 
 def from_onnx(model: Any, *, source: str | None = None, hierarchy: Any = "auto",
-              serialized: bytes | None = None) -> Container:
+              serialized: bytes | None = None, spans: list[tuple[int, int]] | None = None) -> Container:
     """The container for an ``onnx.ModelProto`` (which is left unchanged).
 
     ``serialized``: the bytes ``model`` was parsed from, where at hand; weights are then
-    read-only views of them (kept alive by the weights) rather than copies.
+    read-only views of them (kept alive by the weights) rather than copies. ``spans``: for a
+    model parsed from ``serialized`` without its weights' raw bytes
+    (:func:`amanda.io.onnx.spans.stripped`), where each initializer's raw bytes lie in it.
 
     ``source`` (a file name) prefixes error messages. Raises ``FormatError`` for an
     unsupported IR version, a missing graph or opset import, or a value no one defines.
@@ -204,4 +212,4 @@ def from_onnx(model: Any, *, source: str | None = None, hierarchy: Any = "auto",
     check_text_outside_nodes(model, source)  # the nodes' text is checked as they are read
     model = inline_modules(model, f"{source}: " if source else "")  # dump(..., functions="modules")
     with gc_paused(promote=True):  # one container per node, nothing cyclic, kept: the collector's passes are waste
-        return _Importer(model, source).model(model, hierarchy, serialized)
+        return _Importer(model, source).model(model, hierarchy, serialized, spans)

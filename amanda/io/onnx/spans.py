@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["raw_spans", "spans_pay"]
+__all__ = ["array_at", "raw_spans", "spans_pay", "stripped"]
 
 _GRAPH = 7  # ModelProto.graph
 _INITIALIZER = 5  # GraphProto.initializer
@@ -165,6 +165,155 @@ def _past(data: bytes, pos: int, wire: int) -> int:
     if wire == 5:
         return pos + 4
     raise _Unexpected  # groups are not used by ONNX
+
+
+_DATA_TYPE = 2  # TensorProto.data_type
+_DATA_LOCATION = 14  # TensorProto.data_location (1: external)
+
+
+def stripped(data: bytes, viewed: frozenset[int], least: int = 1 << 20) -> tuple[bytes, list[tuple[int, int]]] | None:
+    """``data`` (a serialized model) without the ``raw_data`` of the main graph's initializers
+    whose element type is one of ``viewed`` (the types the reader views as arrays), and for
+    each initializer in order the span of its raw data in ``data`` (``(0, 0)``: kept in the
+    message; initializers past the first run of them, which serializers never write, are kept
+    and have none); None where the walk cannot tell (see the module docstring) or strips fewer than
+    ``least`` bytes.
+
+    Parsing a message copies every bytes field into it; the weights are read from ``data``
+    anyway (as views), so parsing the stripped bytes skips a copy of all of them. Only an
+    initializer with one ``raw_data`` field, an element type of ``viewed`` and its data in
+    the file loses it; the rest of the bytes are copied as they are, lengths written anew.
+
+    >>> import onnx
+    >>> from onnx import helper, numpy_helper
+    >>> w = numpy_helper.from_array(np.arange(3, dtype=np.float32), "w")
+    >>> graph = helper.make_graph([], "g", [], [helper.make_tensor_value_info("w", 1, [3])], [w])
+    >>> data = helper.make_model(graph).SerializeToString()
+    >>> small, spans = stripped(data, frozenset({1}), least=0)
+    >>> parsed = onnx.ModelProto.FromString(small)
+    >>> parsed.graph.initializer[0].raw_data, np.frombuffer(data, np.float32, 3, spans[0][0]).tolist()
+    (b'', [0.0, 1.0, 2.0])
+    """
+    try:
+        graphs = [field for field in _headed(data, 0, len(data)) if field[0] == _GRAPH]
+        if len(graphs) != 1:
+            return None
+        _, begin, start, end = graphs[0]
+        pieces: list = []
+        spans: list[tuple[int, int]] = []
+        cursor = _strip_initializers(data, start, end, viewed, pieces, spans)
+        pieces.append(data[cursor:end])
+        graph = b"".join(pieces)
+        if end - start - len(graph) < least:
+            return None
+        return b"".join([data[:begin], _header(_GRAPH, len(graph)), graph, data[end:]]), spans
+    except (_Unexpected, IndexError):
+        return None
+
+
+def _strip_initializers(data: bytes, pos: int, end: int, viewed: frozenset[int], pieces: list,
+                        spans: list) -> int:
+    """Walk the graph's fields in ``data[pos:end]`` up to the end of its (first run of)
+    initializers, adding to ``pieces`` the bytes up to each stripped initializer and that
+    initializer without its raw data, and to ``spans`` each initializer's span; the offset
+    from which the rest is kept as it is. One loop, one- and two-byte lengths read inline (a
+    graph has a field per node)."""
+    cursor = pos
+    while pos < end:
+        at, key = pos, data[pos]
+        pos += 1
+        if key >= 0x80:
+            key, pos = _varint(data, pos - 1)
+        if key & 7 != 2:
+            pos = _past(data, pos, key & 7)
+            continue
+        length = data[pos]
+        pos += 1
+        if length >= 0x80:
+            if data[pos] < 0x80:
+                length = (length & 0x7F) | data[pos] << 7
+                pos += 1
+            else:
+                length, pos = _varint(data, pos - 1)
+        stop = pos + length
+        if stop > end:
+            raise _Unexpected
+        if key >> 3 != _INITIALIZER:
+            if spans:  # past the initializers: the rest is kept as it is
+                return cursor
+            pos = stop
+            continue
+        raw = _lone_raw_data(data, pos, stop, viewed)
+        if raw is None:
+            spans.append((0, 0))
+        else:
+            key_at, raw_start, raw_end = raw
+            pieces += [data[cursor:at], _header(_INITIALIZER, length - (raw_end - key_at)),
+                       data[pos:key_at], data[raw_end:stop]]
+            spans.append((raw_start, raw_end - raw_start))
+            cursor = stop
+        pos = stop
+    if pos != end:
+        raise _Unexpected
+    return cursor
+
+
+def _headed(data: bytes, pos: int, end: int):  # type: ignore[no-untyped-def]
+    """(field number, offset of the field's key, of its payload, end of its payload) of each
+    length-delimited field in ``data[pos:end]``, past every other field."""
+    while pos < end:
+        at = pos
+        key, pos = _varint(data, pos)
+        if key & 7 == 2:
+            length, pos = _varint(data, pos)
+            if pos + length > end:
+                raise _Unexpected
+            yield key >> 3, at, pos, pos + length
+            pos += length
+        else:
+            pos = _past(data, pos, key & 7)
+    if pos != end:
+        raise _Unexpected
+
+
+def _lone_raw_data(data: bytes, pos: int, end: int, viewed: frozenset[int]) -> tuple[int, int, int] | None:
+    """(offset of the key, of the payload, end of the payload) of the ``raw_data`` of the
+    ``TensorProto`` in ``data[pos:end]`` where it has exactly one, not empty, its element type
+    is one of ``viewed`` and its data is not external; else None."""
+    found, dtype, external = [], 0, False
+    while pos < end:
+        at = pos
+        key, pos = _varint(data, pos)
+        wire = key & 7
+        if wire == 2:
+            length, pos = _varint(data, pos)
+            if pos + length > end:
+                raise _Unexpected
+            if key == _RAW_DATA_KEY:
+                found.append((at, pos, pos + length))
+            pos += length
+        elif wire == 0:
+            value, pos = _varint(data, pos)
+            if key >> 3 == _DATA_TYPE:
+                dtype = value
+            elif key >> 3 == _DATA_LOCATION:
+                external = value == 1
+        else:
+            pos = _past(data, pos, wire)
+    if pos != end:
+        raise _Unexpected
+    return found[0] if len(found) == 1 and found[0][2] > found[0][1] and dtype in viewed and not external else None
+
+
+def _header(number: int, length: int) -> bytes:
+    """The key and length of a length-delimited field."""
+    out = bytearray()
+    for value in (number << 3 | 2, length):
+        while value >= 0x80:
+            out.append(value & 0x7F | 0x80)
+            value >>= 7
+        out.append(value)
+    return bytes(out)
 
 
 def spans_pay(raw_bytes: int, fields: int) -> bool:

@@ -27,6 +27,7 @@ from amanda.io.onnx.spans import array_at
 __all__ = [
     "DTYPE_NAMES",
     "ELEM_TYPES",
+    "VIEWED_TYPES",
     "array_to_tensor",
     "attrs_to_type",
     "require_onnx",
@@ -123,6 +124,7 @@ _RAW = {
     15: "<c16",
 }
 _RAW_DTYPES = {number: np.dtype(code) for number, code in _RAW.items()}
+VIEWED_TYPES = frozenset(_RAW)  # element types whose raw bytes are read as a view (spans.stripped)
 _RAW_BY_DTYPE = {np.dtype(code): number for number, code in _RAW.items()}  # dtype.name is slow
 _STRING = 8
 _EXTERNAL = 1  # TensorProto.EXTERNAL
@@ -155,8 +157,11 @@ def tensor_to_array(tensor: Any, where: str = "", span: tuple[int, int] | None =
             viewed = array_at(data, span, dtype, dims)
             if viewed is not None:
                 return _frozen(viewed if dtype.isnative else viewed.astype(dtype.newbyteorder("=")))
-        # each read of a bytes field copies it out of the parsed message: read it once
+        # each read of a bytes field copies it out of the parsed message: read it once (a
+        # message parsed without its raw data, amanda.io.onnx.spans.stripped: from the span)
         raw = tensor.raw_data if dtype is not None else b""
+        if not raw and span is not None and span[1]:
+            raw = data[span[0] : span[0] + span[1]]
         if raw and dtype is not None:
             array = np.frombuffer(raw, dtype=dtype).reshape(dims)
             return _frozen(array if dtype.isnative else array.astype(dtype.newbyteorder("=")))
