@@ -34,6 +34,9 @@ _GRAPH = 7  # ModelProto.graph
 _INITIALIZER = 5  # GraphProto.initializer
 _RAW_DATA = 9  # TensorProto.raw_data
 _RAW_DATA_KEY = _RAW_DATA << 3 | 2  # its key: length-delimited
+_INITIALIZER_KEY = _INITIALIZER << 3 | 2
+_DATA_TYPE_KEY = 2 << 3  # TensorProto.data_type: a varint
+_DATA_LOCATION_KEY = 14 << 3  # TensorProto.data_location (1: external): a varint
 _BYTES_PER_FIELD = 2048  # raw bytes per field walked past below which copying is cheaper
 
 
@@ -57,27 +60,46 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-def _fields(data: bytes, start: int, end: int):  # type: ignore[no-untyped-def]
-    """(field number, offset of the payload, end of the payload) of each length-delimited field
-    in ``data[start:end]``, past every other field."""
-    pos = start
-    while pos < end:
-        key, pos = _varint(data, pos)
-        wire = key & 7
-        if wire == 2:
-            length, pos = _varint(data, pos)
-            if pos + length > end:
-                raise _Unexpected
-            yield key >> 3, pos, pos + length
-            pos += length
-        elif wire == 0:
-            _, pos = _varint(data, pos)
+def _field(data: bytes, pos: int, end: int) -> tuple[int, int, int]:
+    """(key, offset of the payload, end of the field) of the field at ``pos`` in ``data[:end]``:
+    a length-delimited field's payload, or another's value (keys and lengths of one or two
+    bytes, most of a graph's, read inline)."""
+    key = data[pos]
+    pos += 1
+    if key >= 0x80:
+        key, pos = _varint(data, pos - 1)
+    wire = key & 7
+    if wire != 2:
+        if wire == 0:
+            stop = _varint(data, pos)[1]
         elif wire == 1:
-            pos += 8
+            stop = pos + 8
         elif wire == 5:
-            pos += 4
+            stop = pos + 4
         else:  # groups are not used by ONNX
             raise _Unexpected
+        return key, pos, stop
+    length = data[pos]
+    pos += 1
+    if length >= 0x80:  # a node past 127 bytes (most): two bytes, read inline too
+        if data[pos] < 0x80:
+            length = (length & 0x7F) | data[pos] << 7
+            pos += 1
+        else:
+            length, pos = _varint(data, pos - 1)
+    if pos + length > end:
+        raise _Unexpected
+    return key, pos, pos + length
+
+
+def _headed(data: bytes, pos: int, end: int):  # type: ignore[no-untyped-def]
+    """(field number, offset of the field's key, of its payload, end of its payload) of each
+    length-delimited field in ``data[pos:end]``, past every other field."""
+    while pos < end:
+        key, payload, stop = _field(data, pos, end)
+        if key & 7 == 2:
+            yield key >> 3, pos, payload, stop
+        pos = stop
     if pos != end:
         raise _Unexpected
 
@@ -89,12 +111,12 @@ def raw_spans(data: bytes, count: int | None = None) -> list[tuple[int, int]] | 
     the parsed graph holds (the walk stops at the last; the fields after it, value_info most,
     are not walked)."""
     try:
-        graphs = [(start, end) for number, start, end in _fields(data, 0, len(data)) if number == _GRAPH]
+        graphs = [field for field in _headed(data, 0, len(data)) if field[0] == _GRAPH]
         if len(graphs) != 1:  # a graph given in pieces is merged by the parser: not worth following
             return None
         spans: list[tuple[int, int]] = []
         if count != 0:
-            _initializer_spans(data, *graphs[0], spans, count)
+            _initializer_spans(data, graphs[0][2], graphs[0][3], spans, count)
         return spans
     except (_Unexpected, IndexError):
         return None
@@ -102,73 +124,38 @@ def raw_spans(data: bytes, count: int | None = None) -> list[tuple[int, int]] | 
 
 def _initializer_spans(data: bytes, pos: int, end: int, spans: list, count: int | None) -> None:
     """Append to ``spans`` the raw data span of each initializer among the graph's fields in
-    ``data[pos:end]``, up to ``count`` of them: :func:`_fields` written out as one loop, since a
-    graph has a field per node and value_info (one-byte keys and lengths read inline)."""
+    ``data[pos:end]``, up to ``count`` of them."""
     while pos < end:
-        key = data[pos]
-        pos += 1
-        if key >= 0x80:
-            key, pos = _varint(data, pos - 1)
-        if key & 7 != 2:
-            pos = _past(data, pos, key & 7)
-            continue
-        length = data[pos]
-        pos += 1
-        if length >= 0x80:  # a node past 127 bytes (most): two bytes, read inline too
-            if data[pos] < 0x80:
-                length = (length & 0x7F) | data[pos] << 7
-                pos += 1
-            else:
-                length, pos = _varint(data, pos - 1)
-        stop = pos + length
-        if stop > end:
-            raise _Unexpected
-        if key >> 3 == _INITIALIZER:
-            spans.append(_raw_data(data, pos, stop))
+        key, payload, pos = _field(data, pos, end)
+        if key == _INITIALIZER_KEY:
+            found = _raw_data(data, payload, pos)
+            spans.append((found[1], found[2] - found[1]) if found else (0, 0))
             if len(spans) == count:
                 return
-        pos = stop
     if pos != end:
         raise _Unexpected
 
 
-def _raw_data(data: bytes, pos: int, end: int) -> tuple[int, int]:
-    """The span of the raw data of the ``TensorProto`` in ``data[pos:end]`` (``(0, 0)``: none;
-    the last one wins, as when parsing); :func:`_fields` written out, one-byte keys inline."""
-    span = (0, 0)
+def _raw_data(data: bytes, pos: int, end: int, viewed: frozenset[int] | None = None) -> tuple[int, int, int] | None:
+    """(offset of the key, of the payload, end of the payload) of the ``raw_data`` of the
+    ``TensorProto`` in ``data[pos:end]`` (the last one wins, as when parsing); None where it has
+    none. With ``viewed``: only where it has exactly one, not empty, its element type is one of
+    ``viewed`` and its data is not external."""
+    found, count, dtype, external = None, 0, 0, False
     while pos < end:
-        key = data[pos]
-        pos += 1
-        if key >= 0x80:
-            key, pos = _varint(data, pos - 1)
-        if key & 7 != 2:
-            pos = _past(data, pos, key & 7)
-            continue
-        length, pos = _varint(data, pos)
-        stop = pos + length
-        if stop > end:
-            raise _Unexpected
+        at = pos
+        key, payload, pos = _field(data, pos, end)
         if key == _RAW_DATA_KEY:
-            span = (pos, length)
-        pos = stop
+            found, count = (at, payload, pos), count + 1
+        elif key == _DATA_TYPE_KEY:
+            dtype = _varint(data, payload)[0]
+        elif key == _DATA_LOCATION_KEY:
+            external = _varint(data, payload)[0] == 1
     if pos != end:
         raise _Unexpected
-    return span
-
-
-def _past(data: bytes, pos: int, wire: int) -> int:
-    """The offset past the payload at ``pos`` of a field of wire type ``wire`` (not 2)."""
-    if wire == 0:
-        return _varint(data, pos)[1]
-    if wire == 1:
-        return pos + 8
-    if wire == 5:
-        return pos + 4
-    raise _Unexpected  # groups are not used by ONNX
-
-
-_DATA_TYPE = 2  # TensorProto.data_type
-_DATA_LOCATION = 14  # TensorProto.data_location (1: external)
+    if viewed is None or found is None:
+        return found
+    return found if count == 1 and found[2] > found[1] and dtype in viewed and not external else None
 
 
 def stripped(data: bytes, viewed: frozenset[int], least: int = 1 << 20) -> tuple[bytes, list[tuple[int, int]]] | None:
@@ -176,12 +163,12 @@ def stripped(data: bytes, viewed: frozenset[int], least: int = 1 << 20) -> tuple
     whose element type is one of ``viewed`` (the types the reader views as arrays), and for
     each initializer in order the span of its raw data in ``data`` (``(0, 0)``: kept in the
     message; initializers past the first run of them, which serializers never write, are kept
-    and have none); None where the walk cannot tell (see the module docstring) or strips fewer than
-    ``least`` bytes.
+    and have none); None where the walk cannot tell (see the module docstring) or strips fewer
+    than ``least`` bytes.
 
     Parsing a message copies every bytes field into it; the weights are read from ``data``
     anyway (as views), so parsing the stripped bytes skips a copy of all of them. Only an
-    initializer with one ``raw_data`` field, an element type of ``viewed`` and its data in
+    initializer with one non-empty ``raw_data``, an element type of ``viewed`` and its data in
     the file loses it; the rest of the bytes are copied as they are, lengths written anew.
 
     >>> import onnx
@@ -216,93 +203,27 @@ def _strip_initializers(data: bytes, pos: int, end: int, viewed: frozenset[int],
     """Walk the graph's fields in ``data[pos:end]`` up to the end of its (first run of)
     initializers, adding to ``pieces`` the bytes up to each stripped initializer and that
     initializer without its raw data, and to ``spans`` each initializer's span; the offset
-    from which the rest is kept as it is. One loop, one- and two-byte lengths read inline (a
-    graph has a field per node)."""
+    from which the rest is kept as it is."""
     cursor = pos
     while pos < end:
-        at, key = pos, data[pos]
-        pos += 1
-        if key >= 0x80:
-            key, pos = _varint(data, pos - 1)
-        if key & 7 != 2:
-            pos = _past(data, pos, key & 7)
-            continue
-        length = data[pos]
-        pos += 1
-        if length >= 0x80:
-            if data[pos] < 0x80:
-                length = (length & 0x7F) | data[pos] << 7
-                pos += 1
-            else:
-                length, pos = _varint(data, pos - 1)
-        stop = pos + length
-        if stop > end:
-            raise _Unexpected
-        if key >> 3 != _INITIALIZER:
+        at = pos
+        key, payload, pos = _field(data, pos, end)
+        if key != _INITIALIZER_KEY:
             if spans:  # past the initializers: the rest is kept as it is
                 return cursor
-            pos = stop
             continue
-        raw = _lone_raw_data(data, pos, stop, viewed)
+        raw = _raw_data(data, payload, pos, viewed)
         if raw is None:
             spans.append((0, 0))
-        else:
-            key_at, raw_start, raw_end = raw
-            pieces += [data[cursor:at], _header(_INITIALIZER, length - (raw_end - key_at)),
-                       data[pos:key_at], data[raw_end:stop]]
-            spans.append((raw_start, raw_end - raw_start))
-            cursor = stop
-        pos = stop
+            continue
+        key_at, raw_start, raw_end = raw
+        pieces += [data[cursor:at], _header(_INITIALIZER, pos - payload - (raw_end - key_at)),
+                   data[payload:key_at], data[raw_end:pos]]
+        spans.append((raw_start, raw_end - raw_start))
+        cursor = pos
     if pos != end:
         raise _Unexpected
     return cursor
-
-
-def _headed(data: bytes, pos: int, end: int):  # type: ignore[no-untyped-def]
-    """(field number, offset of the field's key, of its payload, end of its payload) of each
-    length-delimited field in ``data[pos:end]``, past every other field."""
-    while pos < end:
-        at = pos
-        key, pos = _varint(data, pos)
-        if key & 7 == 2:
-            length, pos = _varint(data, pos)
-            if pos + length > end:
-                raise _Unexpected
-            yield key >> 3, at, pos, pos + length
-            pos += length
-        else:
-            pos = _past(data, pos, key & 7)
-    if pos != end:
-        raise _Unexpected
-
-
-def _lone_raw_data(data: bytes, pos: int, end: int, viewed: frozenset[int]) -> tuple[int, int, int] | None:
-    """(offset of the key, of the payload, end of the payload) of the ``raw_data`` of the
-    ``TensorProto`` in ``data[pos:end]`` where it has exactly one, not empty, its element type
-    is one of ``viewed`` and its data is not external; else None."""
-    found, dtype, external = [], 0, False
-    while pos < end:
-        at = pos
-        key, pos = _varint(data, pos)
-        wire = key & 7
-        if wire == 2:
-            length, pos = _varint(data, pos)
-            if pos + length > end:
-                raise _Unexpected
-            if key == _RAW_DATA_KEY:
-                found.append((at, pos, pos + length))
-            pos += length
-        elif wire == 0:
-            value, pos = _varint(data, pos)
-            if key >> 3 == _DATA_TYPE:
-                dtype = value
-            elif key >> 3 == _DATA_LOCATION:
-                external = value == 1
-        else:
-            pos = _past(data, pos, wire)
-    if pos != end:
-        raise _Unexpected
-    return found[0] if len(found) == 1 and found[0][2] > found[0][1] and dtype in viewed and not external else None
 
 
 def _header(number: int, length: int) -> bytes:
