@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 import amanda
 from amanda.io.nest import Group, lowest_common, nest
+from tests.io.random_dags import draw_dag
 
 F32 = {"dtype": "float32", "shape": (3,)}
 
@@ -19,16 +20,7 @@ def _graphs(draw: st.DrawFn) -> tuple[list, list, list[tuple[str, ...]]]:
     """A random DAG of Neg/Add ops over input ``x`` (each op reads earlier values), and a
     random group path for each op."""
     count = draw(st.integers(1, 9))
-    ops, edges, values = [], [], [(amanda.SELF, "x")]
-    for i in range(count):
-        binary = draw(st.booleans())
-        kind, ins = ("Add", ["A", "B"]) if binary else ("Neg", ["X"])
-        name = f"op{i}"
-        ops.append(amanda.op(kind, name, ins, [amanda.Port("Y", attrs={"onnx_name": f"v{i}"})]))
-        for port in ins:
-            src = draw(st.sampled_from(values))
-            edges.append(amanda.Edge(src if src[0] is amanda.SELF else ((src[0],), src[1]), ((name,), port)))
-        values.append((name, "Y"))
+    ops, edges, values = draw_dag(draw, count)
     last = values[-1]
     edges.append(amanda.Edge(((last[0],), "Y"), (amanda.SELF, "y")))
     groups = [tuple(draw(st.lists(st.sampled_from("ab"), max_size=3))) for _ in range(count)]

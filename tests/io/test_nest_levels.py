@@ -20,6 +20,7 @@ from amanda.io import nest as nest_module
 from amanda.io.nest import Group
 from amanda.io.nest_levels import common_chain, nest_levels
 from amanda.io.scope_names import relative_name
+from tests.io.random_dags import draw_dag
 
 
 def eager_nest(children, edges, where, classes, saved, *, root="", weights=(), leaf_names=None,  # noqa: ANN001, ANN201
@@ -53,15 +54,7 @@ def _cases(draw: st.DrawFn) -> dict[str, Any]:
     ``y``), a random chain for each op (keys joined by ``/``, words that also name ops), some
     ops as weights, wanted leaf names, classes and saved fields for some groups."""
     count = draw(st.integers(1, 10))
-    ops, edges, values = [], [], [(amanda.SELF, "x")]
-    for i in range(count):
-        kind, ins = ("Add", ["A", "B"]) if draw(st.booleans()) else ("Neg", ["X"])
-        name = f"op{i}"
-        ops.append(amanda.op(kind, name, ins, [amanda.Port("Y", attrs={"onnx_name": f"v{i}"})]))
-        for port in ins:
-            src = draw(st.sampled_from(values))
-            edges.append(amanda.Edge(src if src[0] is amanda.SELF else ((src[0],), src[1]), ((name,), port)))
-        values.append((name, "Y"))
+    ops, edges, values = draw_dag(draw, count)
     for value in draw(st.lists(st.sampled_from(values[1:]), min_size=1, max_size=3, unique=True)):
         edges.append(amanda.Edge(((value[0],), value[1]), (amanda.SELF, f"y{len(edges)}")))
     where: dict[str, tuple[str, ...]] = {}
