@@ -13,8 +13,8 @@ timm and onnxscript, otherwise only the fixtures and the encoder are measured):
 - ``encoder``: bench_onnx.py's 7,400-node transformer encoder, whose node names carry no scopes
   (so "auto" finds none and imports flat: the cost of looking).
 
-Figures are medians of alternating runs in one process (each loader once per round), keeping the
-loaded model alive until the next round; ratios are taken within the run. ``--coverage`` adds, for
+Figures are medians of alternating runs in one process per file (each loader once per round);
+ratios are taken within the run. ``--coverage`` adds, for
 each fixture export, the share of the modules that ran and produced a node whose container is at
 the right path (and class, for dynamo exports), the share of weights in their owner, and whether
 ``load(dump(m)) == m`` (also with ``functions="modules"``); the checks are
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import statistics
 import sys
 import tempfile
@@ -130,6 +131,18 @@ def measure(path: Path, repeat: int) -> dict[str, float]:
     return {k: statistics.median(v[1:]) for k, v in times.items()}
 
 
+def _measured_apart(path: Path, repeat: int) -> dict[str, float]:
+    """:func:`measure` of one file in a process of its own: a file of hundreds of megabytes
+    leaves the heap in a state that slowed the next file's first loader of each round by up to
+    20% (GPT-2 TorchScript's tree import after GPT-2 dynamo's: 1.19x-1.24x the flat import,
+    1.00x in a process of its own)."""
+    import subprocess
+
+    done = subprocess.run([sys.executable, __file__, "--measure", str(path), "--repeat", str(repeat)],
+                          capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def coverage() -> list[str]:
     """The coverage table of the fixture corpus."""
     from tests.fixtures.onnx import hierarchy_models as fx
@@ -164,7 +177,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="")
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "amanda-bench-hierarchy")
     parser.add_argument("--coverage", action="store_true")
+    parser.add_argument("--measure", type=Path, help=argparse.SUPPRESS)  # one file, in this process (JSON out)
     args = parser.parse_args(argv)
+    if args.measure:
+        print(json.dumps(measure(args.measure, args.repeat)))
+        return 0
     args.cache.mkdir(parents=True, exist_ok=True)
     files: list[Path] = []
     try:
@@ -185,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         import onnx
 
         nodes = len(onnx.load(str(path), load_external_data=False).graph.node)
-        found = measure(path, args.repeat)
+        found = _measured_apart(path, args.repeat)
         ir = found.get("onnx-ir")
         flat = f"{found['tree'] / found['flat']:.2f}x ({found['tree wall'] / found['flat wall']:.2f}x)"
         versus = f"{fmt_time(ir)} | {flat} | {found['tree'] / ir:.2f}x ({found['tree wall'] / found['onnx-ir wall']:.2f}x)" \
