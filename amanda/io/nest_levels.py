@@ -1,17 +1,23 @@
-"""Nesting a flat graph by scope chains, one level at a time: what :func:`amanda.io.nest.nest`
-builds, with each container's level made only when it is first opened.
+"""Nesting a flat graph by scope chains: an importer that knows which scope produced each op
+(from names or metadata) moves its ops into nested containers, one per scope, each level made
+only when its container is first opened.
 
 An op's *chain* names the groups that hold it, from the root's child down, each by its key (the
 scope's qualified name: ``("features", "features.1", "features.1.block")``); ``()`` is the root.
-At load only the root's level is made: its ops, its groups as deferred containers
-(``amanda.containers.deferred``) that carry their ports, and the edges between them. Each group
-receives the edges that touch it (those it routes, in order) and makes its own level the same
-way when opened, one level down. A level's work is proportional to the ops and edges inside
-it, so the load's is proportional to the graph's size and the whole tree's, once every level is
-opened, to that times its depth; the tree is :func:`amanda.io.nest.nest`'s, field for field:
-the same names (a group named after its scope relative to its parent's, made unique with
-:func:`~amanda.io.onnx.scope.fresh_name`), ports named by the values that cross (their
-``onnx_name``), and edges in the document order of their readers.
+A value used outside the group that produces it leaves through an output port of every group it
+crosses, and enters each group on the way down through an input port; both ports are named by
+the value (its ``onnx_name``, or the graph input's name), so the same value has the same port
+name everywhere, and two blocks chain by name. The effective view (``flatten``) of the result
+is the flat graph's. At load only the root's level is made: its ops, its groups as deferred
+containers (``amanda.containers.deferred``) that carry their ports, and the edges between them.
+Each group receives the edges that touch it (those it routes, in order) and makes its own level
+the same way when opened, one level down. A level's work is proportional to the ops and edges
+inside it, so the load's is proportional to the graph's size and the whole tree's, once every
+level is opened, to that times its depth. A group is named after its scope relative to its
+parent's, made unique with :func:`~amanda.io.onnx.scope.fresh_name` (a child named like its
+parent is renamed too); edges come in the document order of their readers, whatever order the
+file listed its nodes in. Tests compare the tree, field for field, with an eager reference
+that builds every level at once (``tests/io/eager_nest.py``).
 
 >>> import amanda
 >>> a = amanda.op("Relu", "a", ["X"], ["Y"]); b = amanda.op("Neg", "b", ["X"], ["Y"])
@@ -254,8 +260,10 @@ def nest_levels(children: list[Any], edges: Iterable[Any], where: Mapping[str, C
     paths) and its own ports (``SELF`` or the graph's name ``root``). ``weights`` lists the ops
     that go first in their group; ``leaf_names`` the names ops take inside it (made unique
     there; the caller has checked them). ``fresh``: the children were just built by the caller
-    and no one else holds them, so they take their names in place (see
-    :func:`amanda.io.nest.nest`). ``lazy``: each group's level is made when first opened.
+    and no one else holds them, so they take their names in place
+    (:func:`amanda.io.nest.named_in_place`); they may also be
+    :class:`~amanda.io.onnx.pending.PendingOp` values, built under their names.
+    ``lazy``: each group's level is made when first opened.
     """
     ops = {op.name or "": op for op in children}
     tree = _Tree(ops, where, leaf_names or {}, classes, class_of, saved, named_in_place if fresh else renamed, lazy)

@@ -1,5 +1,7 @@
-"""Nesting a flat graph into groups keeps its effective view: the same leaf ops, wired the
-same way through the ports nest() adds, computing the same values."""
+"""Nesting a flat graph into groups (``amanda.io.nest_levels``) keeps its effective view: the
+same leaf ops, wired the same way through the ports the nesting adds, computing the same
+values; the containers it assembles (``amanda.io.nest.built``) are what ``Container(...)``
+builds."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import amanda
-from amanda.io.nest import Group, lowest_common, nest
+from amanda.io.nest_levels import nest_levels
 from tests.io.random_dags import draw_dag
 
 F32 = {"dtype": "float32", "shape": (3,)}
@@ -35,23 +37,19 @@ def test_nesting_keeps_the_computation(graph: tuple) -> None:
     ops, edges, groups = graph
     flat = amanda.Container(None, "g", inputs=[amanda.Port("x", attrs=F32)], outputs=["y"], children=ops, edges=edges,
                             attrs={"namespace": "amanda/onnx/17"})
-    root = Group(None, "g")
-    place = {}
-    for op, path in zip(ops, groups):
-        group = root
-        for key in path:
-            group = group.child(key)
-        place[op.name] = group
-    children, nested_edges = nest(ops, edges, place, root)
+    # each group's key is its path joined by "/" (unique), named relative to its parent ("a/b": "b")
+    where = {op.name: tuple("/".join(path[: i + 1]) for i in range(len(path))) for op, path in zip(ops, groups)}
+    classes = {chain[:i]: None for chain in where.values() for i in range(1, len(chain) + 1)}
+    children, nested_edges = nest_levels(ops, edges, where, classes, {}, root="g")
     nested = flat.evolve(children=children, edges=nested_edges)
     x = np.array([1.0, -2.0, 3.0], np.float32)
     np.testing.assert_array_equal(amanda.Session(nested).run(["y"], {"x": x})[0],
                                   amanda.Session(flat).run(["y"], {"x": x})[0])
     assert sorted(op.uid for op in nested) == sorted(op.uid for op in flat)
-    where = {op.uid: path for path, op in amanda.flatten(nested).ops.items()}
+    placed = {op.uid: path for path, op in amanda.flatten(nested).ops.items()}
     for op, path in zip(ops, groups):
-        found = where[op.uid]  # each op sits in the group it was given (``a`` in ``a``: ``a_``)
-        assert found == (*place[op.name].path(), op.name)
+        found = placed[op.uid]  # each op sits in the group it was given (``a`` in ``a``: ``a_``)
+        assert found[-1] == op.name
         assert [name.rstrip("_") for name in found[:-1]] == list(path)
     for group in _groups(nested):
         assert _checked(group) == group
@@ -69,7 +67,7 @@ def _checked(group: amanda.Container) -> amanda.Container:
 @pytest.mark.parametrize("hierarchy", ["auto", False])
 @pytest.mark.parametrize(("model", "kind"), [("mobilenet", "torchscript"), ("gpt2", "dynamo"), ("bert", "torchscript")])
 def test_groups_are_what_the_checked_constructor_builds(model: str, kind: str, hierarchy: object) -> None:
-    """nest() and the ONNX reader assemble containers (the graph's own and its ops) without re-running
+    """The nesting and the ONNX reader assemble containers (the graph's own and its ops) without re-running
     every check; each one equals what ``Container(...)`` builds (and accepts) from the same
     fields, on real models, nested and flat: same edges in the same order, same child index."""
     pytest.importorskip("onnx")
@@ -113,12 +111,3 @@ def _groups(root: amanda.Container) -> list[amanda.Container]:
                 stack.append(child)
     return found
 
-
-def test_lowest_common_group() -> None:
-    """The lowest group holding all given groups; the default for none."""
-    root = Group(None, "g")
-    a, b = root.child("a"), root.child("b")
-    aa = a.child("aa")
-    assert lowest_common([aa, a], root) is a
-    assert lowest_common([aa, b], root) is root
-    assert lowest_common([], b) is b

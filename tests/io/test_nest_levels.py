@@ -1,5 +1,5 @@
 """Nesting by scope chains, one level at a time (``nest_levels``), builds the tree the eager
-nesting (``amanda.io.nest.nest``, every group made as a Group, every level at once) builds: on
+nesting (``tests/io/eager_nest.py``, every group made as a Group, every level at once) builds: on
 random scope trees, with scopes named like ops, like their parents and like each other, with
 weights, wanted leaf names, classes and saved fields, the lazy tree once every level is
 opened equals the eager one field for field, and it validates."""
@@ -16,17 +16,16 @@ import amanda
 from amanda.containers.deferred import is_deferred
 from amanda.containers.traverse import walk
 from amanda.containers.values import attrs_equal
-from amanda.io import nest as nest_module
-from amanda.io.nest import Group
 from amanda.io.nest_levels import common_chain, nest_levels
 from amanda.io.scope_names import relative_name
+from tests.io.eager_nest import Group, nest
 from tests.io.random_dags import draw_dag
 
 
 def eager_nest(children, edges, where, classes, saved, *, root="", weights=(), leaf_names=None,  # noqa: ANN001, ANN201
                fresh=False, lazy=True, class_of=None):  # noqa: ANN001
     """What ``nest_levels`` is given, nested the way before it: every group made as a
-    :class:`~amanda.io.nest.Group`, every level built at once by :func:`amanda.io.nest.nest`."""
+    ``Group``, every level built at once by the eager ``nest``."""
     top = Group(None, root)
     groups = {(): top}
     for chain, entry in classes.items():
@@ -41,7 +40,7 @@ def eager_nest(children, edges, where, classes, saved, *, root="", weights=(), l
     for chain, (uid, kind, attrs) in saved.items():  # once every group is named, as amanda.load did
         groups[chain].uid, groups[chain].type, groups[chain].attrs = uid, kind, dict(attrs)
     place = {name: groups[chain] for name, chain in where.items()}
-    return nest_module.nest(children, edges, place, top, graph=root, weights=weights, leaf_names=leaf_names,
+    return nest(children, edges, place, top, graph=root, weights=weights, leaf_names=leaf_names,
                             fresh=fresh, lazy=False)
 
 
